@@ -1,0 +1,49 @@
+# gpt2gen: build with `make`, test with `make test`, GPU tests with `make test-gpu`.
+CUDA_HOME ?= /usr/local/cuda
+CC        ?= cc
+CFLAGS    ?= -O2 -g
+CFLAGS    += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -I. -Ibuild/gen -I/usr/include/lua5.4 -I$(CUDA_HOME)/include \
+             -DGPT2GEN_CUDA_HOME='"$(CUDA_HOME)"'
+LUA_A     ?= /usr/lib/x86_64-linux-gnu/liblua5.4.a
+LDLIBS    += $(LUA_A) -L$(CUDA_HOME)/lib64 -lnvrtc -Wl,-rpath,$(CUDA_HOME)/lib64 -fopenmp -lpthread -ldl -lm
+
+LIB_SRC   := $(filter-out gen/main.c,$(wildcard gen/*.c)) $(wildcard runtime/*.c runtime/cpu/*.c runtime/cuda/*.c)
+LIB_OBJ   := $(patsubst %.c,build/obj/%.o,$(LIB_SRC)) build/obj/templates_embed.o
+TEMPLATES := $(sort $(wildcard templates/*.cu))
+TEST_SRC  := $(wildcard tests/test_*.c)
+TEST_BIN  := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
+
+all: gpt2gen
+
+gpt2gen: build/obj/gen/main.o $(LIB_OBJ)
+	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+
+build/obj/%.o: %.c $(wildcard gen/*.h runtime/*.h runtime/cpu/*.h runtime/cuda/*.h tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+# Templates are embedded in the binary, so ./gpt2gen runs from anywhere (and on the GPU machine).
+build/gen/templates_embed.c: $(TEMPLATES) tools/embed.sh
+	@mkdir -p $(dir $@)
+	sh tools/embed.sh $(TEMPLATES) > $@
+
+build/obj/templates_embed.o: build/gen/templates_embed.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+build/tests/%: tests/%.c $(LIB_OBJ) tests/check.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
+
+tests-bin: $(TEST_BIN)
+
+test: gpt2gen $(TEST_BIN)
+	sh tests/run.sh
+
+test-gpu: gpt2gen $(TEST_BIN)
+	sh tests/gpu.sh
+
+clean:
+	rm -rf build/obj build/tests build/gen gpt2gen
+
+.PHONY: all test test-gpu tests-bin clean

@@ -1,0 +1,63 @@
+/* config: a Lua 5.4 config file, evaluated in a sandbox, read into one plain struct, validated once.
+   Every later stage trusts a Config that config_load returned. */
+#ifndef GPT2GEN_CONFIG_H
+#define GPT2GEN_CONFIG_H
+#include "gen/util.h"
+
+typedef enum { PREC_FP32 = 0, PREC_BF16 = 1, PREC_FP16 = 2 } Precision;
+typedef enum { SCHED_COSINE = 0, SCHED_LINEAR, SCHED_CONSTANT, SCHED_WSD } Schedule;
+
+#define CONFIG_MAX_TUNABLES 64
+#define CONFIG_PATH_MAX 1024
+
+typedef struct {
+    char family[32];     /* template family, e.g. "layernorm" */
+    char name[32];       /* tunable, e.g. "BLOCK_SIZE" */
+    int  n_values;       /* 1: fixed value; >1: candidates for `gpt2gen tune` */
+    int  values[16];
+} ConfigTunable;
+
+typedef struct {
+    char name[128];
+    char path[CONFIG_PATH_MAX];           /* the config file it came from */
+    struct {
+        int n_layer, n_head, n_embd;
+        int max_seq_len;                  /* default 1024 */
+        int vocab_size;                   /* default 50257 */
+        int padded_vocab_size;            /* derived: vocab_size rounded up to a multiple of 128 */
+    } model;
+    Precision precision;                  /* default bf16 */
+    struct {
+        int batch_size, seq_len;          /* micro-batch B and T */
+        long total_batch_size;            /* tokens per optimizer step; default B*T */
+        int steps;
+        double lr;
+        Schedule schedule;
+        int warmup;
+        double final_lr_frac, weight_decay, grad_clip;
+        double beta1, beta2, eps;
+        long seed;
+        int recompute;                    /* 0 none, 1 recompute GELU, 2 GELU + LayerNorm */
+        int master_weights;               /* fp32 master copy when precision is 16-bit */
+        int overfit_batch;                /* debugging: train on the first batch only */
+        int grad_accum;                   /* derived: total_batch_size / (B*T*num_gpus) */
+        int num_gpus;                     /* default 1 */
+    } train;
+    struct { char train[CONFIG_PATH_MAX], val[CONFIG_PATH_MAX], tokenizer[CONFIG_PATH_MAX]; } data;
+    struct { int val_every, val_batches, sample_every, sample_tokens; double temperature; } eval;
+    struct { char dir[CONFIG_PATH_MAX]; int every; char init[CONFIG_PATH_MAX]; int resume; } checkpoint;
+    int n_tunables;
+    ConfigTunable tunables[CONFIG_MAX_TUNABLES];
+    char arch[16];                        /* e.g. "sm_90"; empty: the GPU's, or sm_90 without one */
+} Config;
+
+/* Loads and validates path, then applies overrides ("train.steps=100", ...).
+   On error: err says file, key and what was expected. */
+int  config_load(Config *cfg, const char *path, const char *const *overrides, int n_overrides, Err *err);
+const char *precision_name(Precision p);
+const char *schedule_name(Schedule s);
+/* The value of a tunable from the config, or dflt when the config does not set it. */
+int  config_tunable(const Config *cfg, const char *family, const char *name, int dflt);
+/* Writes the config, fully resolved with defaults, as Lua (for build/<name>/config.lua). */
+void config_write_lua(const Config *cfg, FILE *f);
+#endif

@@ -1,0 +1,54 @@
+/* backend: what the training loop needs from a device. The loop (runtime/train.c) is written once
+   against this; runtime/cpu/ is the reference, runtime/cuda/ runs the generated kernels.
+   Shapes (B, T, model) are fixed when the backend is created. Host arrays are fp32 in checkpoint order. */
+#ifndef GPT2GEN_BACKEND_H
+#define GPT2GEN_BACKEND_H
+#include <stdint.h>
+#include "gen/util.h"
+#include "runtime/gpt2.h"
+
+typedef struct Backend Backend;
+struct Backend {
+    const char *name;                 /* "cpu" or "cuda" */
+    GPT2Shape shape;
+    int B, T;
+    size_t num_params;
+    void *impl;
+
+    /* Parameters from/to the host (fp32, checkpoint order). With a 16-bit model, set writes both the
+       16-bit weights and the fp32 master copy; get returns the master copy when there is one. */
+    int   (*set_params)(Backend *, const float *params, Err *err);
+    int   (*get_params)(Backend *, float *params, Err *err);
+    /* Forward over inputs (B*T token ids). With targets, returns the mean loss in *loss; without, only logits. */
+    int   (*forward)(Backend *, const int32_t *inputs, const int32_t *targets, float *loss, Err *err);
+    /* Probabilities are not needed: copies logits[b, t, 0..V) of the last forward to out (fp32). */
+    int   (*get_logits)(Backend *, int b, int t, float *out, Err *err);
+    int   (*zero_grad)(Backend *, Err *err);
+    /* Backward of the last forward (which had targets); adds grad_scale * d(mean loss)/d(params) to the
+       gradients. The loop passes 1/grad_accum. */
+    int   (*backward)(Backend *, float grad_scale, Err *err);
+    /* Global L2 norm of the accumulated gradients. */
+    int   (*grad_norm)(Backend *, float *norm, Err *err);
+    /* AdamW step number `step` (1-based, for bias correction), gradients multiplied by grad_scale first
+       (clipping). Weight decay only on the tensors gpt2_param_decays() names. */
+    int   (*update)(Backend *, float lr, float beta1, float beta2, float eps, float weight_decay,
+                    float grad_scale, int step, Err *err);
+    /* Gradients and optimizer state to/from the host (fp32, num_params each), for tests and resume. */
+    int   (*get_grads)(Backend *, float *grads, Err *err);
+    int   (*get_opt_state)(Backend *, float *m, float *v, Err *err);
+    int   (*set_opt_state)(Backend *, const float *m, const float *v, Err *err);
+    void  (*destroy)(Backend *);
+};
+
+typedef struct {
+    GPT2Shape shape;
+    int B, T;
+    Precision precision;
+    int master_weights;
+    int recompute;
+    const struct Plan *plan;          /* the CUDA backend runs this plan's kernels; the CPU backend ignores it */
+} BackendOptions;
+
+Backend *cpu_backend_create(const BackendOptions *opt, Err *err);
+Backend *cuda_backend_create(const BackendOptions *opt, Err *err);   /* NULL + err without a GPU */
+#endif

@@ -1,0 +1,60 @@
+#include "runtime/gpt2.h"
+#include <math.h>
+#include <string.h>
+
+const char *const gpt2_param_names[NUM_PARAM_TENSORS] = {
+    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+
+GPT2Shape gpt2_shape_from_config(const Config *cfg) {
+    GPT2Shape s = {cfg->model.max_seq_len, cfg->model.vocab_size, cfg->model.padded_vocab_size,
+                   cfg->model.n_layer, cfg->model.n_head, cfg->model.n_embd};
+    return s;
+}
+
+size_t gpt2_param_sizes(const GPT2Shape *s, size_t sz[NUM_PARAM_TENSORS], size_t off[NUM_PARAM_TENSORS]) {
+    size_t C = s->n_embd, L = s->n_layer;
+    sz[P_WTE] = (size_t)s->padded_vocab_size * C;
+    sz[P_WPE] = (size_t)s->max_seq_len * C;
+    sz[P_LN1W] = L * C;            sz[P_LN1B] = L * C;
+    sz[P_QKVW] = L * 3 * C * C;    sz[P_QKVB] = L * 3 * C;
+    sz[P_ATTPROJW] = L * C * C;    sz[P_ATTPROJB] = L * C;
+    sz[P_LN2W] = L * C;            sz[P_LN2B] = L * C;
+    sz[P_FCW] = L * 4 * C * C;     sz[P_FCB] = L * 4 * C;
+    sz[P_FCPROJW] = L * C * 4 * C; sz[P_FCPROJB] = L * C;
+    sz[P_LNFW] = C;                sz[P_LNFB] = C;
+    size_t total = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) { if (off) off[i] = total; total += sz[i]; }
+    return total;
+}
+
+int gpt2_param_decays(int i) {
+    return i == P_WTE || i == P_WPE || i == P_QKVW || i == P_ATTPROJW || i == P_FCW || i == P_FCPROJW;
+}
+
+void gpt2_init_params(const GPT2Shape *s, float *params, unsigned long seed) {
+    size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS];
+    gpt2_param_sizes(s, sz, off);
+    uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 1;
+    float resid_std = 0.02f / sqrtf(2.0f * s->n_layer);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        float *p = params + off[i];
+        if (i == P_LN1W || i == P_LN2W || i == P_LNFW) {
+            for (size_t j = 0; j < sz[i]; j++) p[j] = 1.0f;
+        } else if (i == P_QKVB || i == P_ATTPROJB || i == P_FCB || i == P_FCPROJB || i == P_LN1B || i == P_LN2B || i == P_LNFB) {
+            memset(p, 0, sz[i] * sizeof(float));
+        } else {
+            float std = (i == P_ATTPROJW || i == P_FCPROJW) ? resid_std : 0.02f;
+            for (size_t j = 0; j < sz[i]; j++) p[j] = std * rng_normal(&rng);
+        }
+    }
+    /* rows V..Vp-1 of wte are padding: zero, and they stay zero */
+    memset(params + off[P_WTE] + (size_t)s->vocab_size * s->n_embd, 0,
+           (size_t)(s->padded_vocab_size - s->vocab_size) * s->n_embd * sizeof(float));
+}
+
+double gpt2_flops_per_token(const GPT2Shape *s, int T) {
+    size_t sz[NUM_PARAM_TENSORS];
+    double n = (double)gpt2_param_sizes(s, sz, NULL);
+    return 6.0 * n + 6.0 * s->n_layer * s->n_embd * (double)T;
+}

@@ -1,0 +1,32 @@
+/* gpt2: the model's shape and parameter layout (SPEC section 1), shared by every backend. */
+#ifndef GPT2GEN_GPT2_H
+#define GPT2GEN_GPT2_H
+#include <stddef.h>
+#include "gen/config.h"
+
+typedef struct {
+    int max_seq_len;   /* maxT */
+    int vocab_size;    /* V */
+    int padded_vocab_size; /* Vp */
+    int n_layer;       /* L */
+    int n_head;        /* NH */
+    int n_embd;        /* C */
+} GPT2Shape;
+
+/* Parameter tensors in checkpoint order. */
+enum {
+    P_WTE, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB,
+    P_LN2W, P_LN2B, P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB, NUM_PARAM_TENSORS
+};
+extern const char *const gpt2_param_names[NUM_PARAM_TENSORS];
+
+GPT2Shape gpt2_shape_from_config(const Config *cfg);
+/* Element counts of each tensor and their sum. offsets[i] = sum of sizes[0..i). */
+size_t gpt2_param_sizes(const GPT2Shape *s, size_t sizes[NUM_PARAM_TENSORS], size_t offsets[NUM_PARAM_TENSORS]);
+/* 1 if tensor i gets weight decay (the 2-D weights: wte, wpe, qkvw, attprojw, fcw, fcprojw). */
+int    gpt2_param_decays(int i);
+/* Fresh init (SPEC section 1), seeded: two calls with one seed give identical bits. */
+void   gpt2_init_params(const GPT2Shape *s, float *params, unsigned long seed);
+/* FLOPs per token for MFU: 6*N + 6*L*C*T. */
+double gpt2_flops_per_token(const GPT2Shape *s, int T);
+#endif

@@ -1,0 +1,42 @@
+/* check: the smallest test harness. Each test file is one program:
+ *
+ *   #include "tests/check.h"
+ *   static void test_something(void) { CHECK(x == 1, "x was %d", x); }
+ *   int main(int argc, char **argv) { RUN(test_something); return check_summary(); }
+ *
+ * Each test prints "ok   name" or "FAIL name: why"; the last line is "RESULT <passed> <failed> <skipped>",
+ * which tests/run.sh adds up. SKIP(...) marks a test skipped (with its reason), e.g. where there is no GPU.
+ * argv[1], if given, runs only the tests whose name contains it. */
+#ifndef GPT2GEN_CHECK_H
+#define GPT2GEN_CHECK_H
+#include <stdio.h>
+#include <string.h>
+
+static int check_passed, check_failed, check_skipped, check_cur_failed, check_cur_skipped;
+static const char *check_filter;
+static char check_why[1024];
+
+#define CHECK(cond, ...) do { if (!(cond)) { \
+        if (!check_cur_failed) { snprintf(check_why, sizeof check_why, __VA_ARGS__); } \
+        check_cur_failed = 1; fprintf(stderr, "  %s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+        fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
+#define CHECK_OK(call, errp) do { if ((call) != 0) { CHECK(0, "%s -> %s", #call, (errp)->msg); } } while (0)
+#define SKIP(...) do { check_cur_skipped = 1; snprintf(check_why, sizeof check_why, __VA_ARGS__); return; } while (0)
+
+static void check_run(const char *name, void (*fn)(void)) {
+    if (check_filter && !strstr(name, check_filter)) return;
+    check_cur_failed = 0; check_cur_skipped = 0; check_why[0] = 0;
+    fn();
+    if (check_cur_failed) { check_failed++; printf("FAIL %s: %s\n", name, check_why); }
+    else if (check_cur_skipped) { check_skipped++; printf("skip %s: %s\n", name, check_why); }
+    else { check_passed++; printf("ok   %s\n", name); }
+    fflush(stdout);
+}
+#define RUN(fn) check_run(#fn, fn)
+#define CHECK_MAIN_INIT(argc, argv) do { if ((argc) > 1) check_filter = (argv)[1]; } while (0)
+
+static int check_summary(void) {
+    printf("RESULT %d %d %d\n", check_passed, check_failed, check_skipped);
+    return check_failed ? 1 : 0;
+}
+#endif
