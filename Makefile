@@ -9,7 +9,7 @@ LDLIBS    += $(LUA_A) -L$(CUDA_HOME)/lib64 -lnvrtc -Wl,-rpath,$(CUDA_HOME)/lib64
 
 LIB_SRC   := $(filter-out gen/main.c,$(wildcard gen/*.c)) $(wildcard runtime/*.c runtime/cpu/*.c runtime/cuda/*.c)
 LIB_OBJ   := $(patsubst %.c,build/obj/%.o,$(LIB_SRC)) build/obj/templates_embed.o
-TEMPLATES := $(sort $(wildcard templates/*.cu))
+TEMPLATES := $(sort $(wildcard templates/*.cu templates/*.cuh))
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 
