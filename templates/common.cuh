@@ -1,0 +1,108 @@
+// common.cuh: device helpers shared by every kernel template, placed after the generated prelude
+// (which defines B, T, C, NH, HS, L, V, Vp, maxT, floatX and PRECISION_*).
+// Holds: warp and block reductions (plain shuffles, no cooperative_groups), a 128-bit packed vector type
+// with cached / streaming loads and stores, conversions between floatX and float, and stochastic rounding.
+// No standard library: NVRTC has none.
+
+#define FULL_MASK 0xffffffffu
+#define WARP_SIZE 32
+
+// ---- reductions ----
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+// Sum over a block of NT threads (NT a multiple of 32); every thread gets the result. Fixed order: deterministic.
+template <int NT>
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float partial[NT / WARP_SIZE];
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    v = warp_sum(v);
+    __syncthreads();                       // earlier uses of `partial` are done
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    float s = lane < NT / WARP_SIZE ? partial[lane] : 0.0f;
+    return warp_sum(s);
+}
+template <int NT>
+__device__ __forceinline__ float block_max(float v) {
+    __shared__ float partial[NT / WARP_SIZE];
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    float s = lane < NT / WARP_SIZE ? partial[lane] : -3.0e38f;
+    return warp_max(s);
+}
+
+// ---- conversions ----
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename Tout> __device__ __forceinline__ Tout from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// ---- packed vectors: N elements of Tp loaded / stored as one access (128 bits when N*sizeof(Tp) == 16) ----
+template <typename Tp, int N>
+struct alignas(sizeof(Tp) * N) Packed {
+    Tp v[N];
+    __device__ __forceinline__ Tp &operator[](int i) { return v[i]; }
+    __device__ __forceinline__ const Tp &operator[](int i) const { return v[i]; }
+    __device__ __forceinline__ static Packed zeros() {
+        Packed p;
+        for (int i = 0; i < N; i++) p.v[i] = from_f<Tp>(0.0f);
+        return p;
+    }
+};
+// elements of floatX in 128 bits
+constexpr int X128 = 16 / sizeof(floatX);
+// vector width (elements) for rows of n elements: 128 bits when n allows it, else scalar
+constexpr int vec_for(long long n) { return n % X128 == 0 ? X128 : 1; }
+
+template <typename Tp, int N> __device__ __forceinline__ Packed<Tp, N> load_vec(const Tp *p) {
+    return *reinterpret_cast<const Packed<Tp, N> *>(p);
+}
+template <typename Tp, int N> __device__ __forceinline__ void store_vec(Tp *p, const Packed<Tp, N> &x) {
+    *reinterpret_cast<Packed<Tp, N> *>(p) = x;
+}
+// streaming variants (evict-first): for data read or written once
+template <typename Tp, int N> __device__ __forceinline__ Packed<Tp, N> load_vec_cs(const Tp *p) {
+    Packed<Tp, N> r;
+    if constexpr (sizeof(Tp) * N == 16) {
+        int4 t = __ldcs(reinterpret_cast<const int4 *>(p));
+        r = *reinterpret_cast<Packed<Tp, N> *>(&t);
+    } else {
+        r = *reinterpret_cast<const Packed<Tp, N> *>(p);
+    }
+    return r;
+}
+template <typename Tp, int N> __device__ __forceinline__ void store_vec_cs(Tp *p, const Packed<Tp, N> &x) {
+    if constexpr (sizeof(Tp) * N == 16) {
+        __stcs(reinterpret_cast<int4 *>(p), *reinterpret_cast<const int4 *>(&x));
+    } else {
+        *reinterpret_cast<Packed<Tp, N> *>(p) = x;
+    }
+}
+
+// ---- stochastic rounding float -> floatX ----
+// A counter-based hash (a few rounds of multiply-xorshift): the same (index, seed) gives the same bits.
+__device__ __forceinline__ unsigned int hash_u32(unsigned int x, unsigned int seed) {
+    x ^= seed * 0x9E3779B9u;
+    x ^= x >> 16; x *= 0x7feb352du;
+    x ^= x >> 15; x *= 0x846ca68bu;
+    x ^= x >> 16;
+    return x;
+}
+__device__ __forceinline__ void round_store(float *out, float x, unsigned int, unsigned int) { *out = x; }
+__device__ __forceinline__ void round_store(__nv_bfloat16 *out, float x, unsigned int idx, unsigned int seed) {
+    // add 16 random bits below the bf16 mantissa, then truncate: rounds up with probability = the dropped fraction
+    unsigned int r = hash_u32(idx, seed) & 0xffffu;
+    unsigned int bits = __float_as_uint(x);
+    if ((bits & 0x7f800000u) != 0x7f800000u) bits += r;   // leave inf / nan alone
+    *out = __ushort_as_bfloat16((unsigned short)(bits >> 16));
+}
