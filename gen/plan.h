@@ -39,7 +39,7 @@ typedef struct { char name[32]; size_t elems; size_t bytes; } PlanBuffer;
 
 typedef struct Plan {
     const Config *cfg;
-    char build_dir[1100];   /* build/<name> */
+    char build_dir[256];    /* build/<name> */
     char arch[16];          /* sm_XX the CUBINs are for */
     int n_modules;
     PlanModule modules[PLAN_MAX_MODULES];

@@ -1,0 +1,5 @@
+-- GPT-3 small, 125M parameters: GPT-2 124M's shape with a 2048-token context.
+base "defaults.lua"
+name = "gpt3-125M"
+model = { n_layer = 12, n_head = 12, n_embd = 768, max_seq_len = 2048 }
+train = { batch_size = 32, seq_len = 2048, lr = 6e-4 }

@@ -1,0 +1,13 @@
+/* emit: a template plus the plan's constants gives one kernel source. Same input, same bytes. */
+#ifndef GPT2GEN_EMIT_H
+#define GPT2GEN_EMIT_H
+#include "gen/plan.h"
+
+/* The text of a template: from $GPT2GEN_TEMPLATES/<file> when that is set (for template development),
+   else the copy embedded in the binary. NULL + err when absent. Caller frees. */
+char *template_load(const char *template_path, Err *err);
+/* Parses the template's "// @tunable NAME DEFAULT CANDIDATES..." lines. Returns how many, or -1. */
+int   template_tunables(const char *template_path, PlanTunable *out, int max, Err *err);
+/* The full source of one module: header comment, constants, templates/common.cuh, the template. Caller frees. */
+char *emit_module(const Plan *plan, const PlanModule *m, Err *err);
+#endif

@@ -1,0 +1,30 @@
+/* nvrtc: kernel source -> CUBIN for one arch, with a disk cache keyed by a hash of everything that changes
+   the output (source, options, arch, NVRTC version). Independent modules compile in parallel. */
+#ifndef GPT2GEN_NVRTC_H
+#define GPT2GEN_NVRTC_H
+#include "gen/util.h"
+
+typedef struct {
+    /* in */
+    const char *name;          /* module name, for messages */
+    const char *source;        /* full source text */
+    const char *source_path;   /* where the source was written, for messages */
+    const char *arch;          /* "sm_90" */
+    /* out */
+    char key[65];              /* cache key */
+    int from_cache;
+    double seconds;
+    char *cubin;               /* malloc'd */
+    size_t cubin_size;
+    int failed;
+    Err err;
+} CompileJob;
+
+/* Compiles every job (threads at a time); uses and fills the cache in cache_dir.
+   Returns 0 when all succeeded; otherwise -1 and err holds the first failure. */
+int  nvrtc_compile_all(CompileJob *jobs, int n, const char *cache_dir, int threads, Err *err);
+/* "13.0" */
+void nvrtc_version_string(char *out, size_t n);
+/* The cache folder: $GPT2GEN_CACHE, else build/cache. */
+const char *nvrtc_cache_dir(void);
+#endif
