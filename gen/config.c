@@ -40,7 +40,7 @@ static void sandbox_hook(lua_State *L, lua_Debug *ar) {
     Sandbox *sb;
     lua_getallocf(L, (void **)&sb);
     if (now_seconds() > sb->deadline)
-        luaL_error(L, "config evaluation ran for more than %.0f s (an endless loop?)", CONFIG_TIME_LIMIT);
+        luaL_error(L, "config evaluation ran for more than %d s (an endless loop?)", (int)CONFIG_TIME_LIMIT);
 }
 
 /* Lua code that sets up the proxy environment: `store` holds the values, `env` is what the config sees. */
@@ -215,7 +215,7 @@ static const Field MODEL_FIELDS[] = {
     F_INT(model, n_layer, NULL, 1), F_INT(model, n_head, NULL, 1), F_INT(model, n_embd, NULL, 1),
     F_INT(model, max_seq_len, "1024", 1), F_INT(model, vocab_size, "50257", 2), {0}};
 static const Field TRAIN_FIELDS[] = {
-    F_INT(train, batch_size, "4", 1), F_INT(train, seq_len, "0", 1), F_INT(train, total_batch_size, "0", 1),
+    F_INT(train, batch_size, "4", 1), F_INT(train, seq_len, "0", 0), F_INT(train, total_batch_size, "0", 0)   /* 0: derived */,
     F_INT(train, steps, "1000", 1), F_NUM(train, lr, "6e-4", 0),
     {"schedule", K_ENUM, offsetof(Config, train.schedule), 0, "cosine", SCHEDULES, 0},
     F_INT(train, warmup, "0", 0), F_NUM(train, final_lr_frac, "0", 0), F_NUM(train, weight_decay, "0.1", 0),

@@ -1,0 +1,82 @@
+#!/bin/sh
+# Every kind of bad config gets one clear message (file, key, what was expected), exit code 2, and
+# nothing written to build/.
+. "$(dirname "$0")/../cli_lib.sh"
+
+# expect_error NAME CONFIG_TEXT EXPECTED_SUBSTRING [gpt2gen build options...]
+expect_error() {
+    name=$1; text=$2; want=$3; shift 3
+    d="$WORK/$name"; mkdir -p "$d"
+    printf '%s\n' "$text" > "$d/bad.lua"
+    out=$(cd "$d" && "$GPT2GEN" build bad.lua --arch sm_90 "$@" 2>&1); rc=$?
+    if [ $rc -ne 2 ]; then fail "$name" "exit code $rc, expected 2 (output: $out)"
+    elif ! printf '%s' "$out" | grep -qF -- "$want"; then fail "$name" "message lacks '$want': $out"
+    elif ! printf '%s' "$out" | grep -qF "bad.lua"; then fail "$name" "message does not name the file: $out"
+    elif [ -e "$d/build" ]; then fail "$name" "wrote build/ despite the error"
+    elif [ "$(printf '%s\n' "$out" | wc -l)" -gt 3 ]; then fail "$name" "more than one short message: $out"
+    else ok "$name"; fi
+}
+
+expect_error unknown_top_key      "modle = {}
+$GOOD_MODEL"                       "modle: unknown key (did you mean 'model'?)"
+expect_error unknown_nested_key   "$GOOD_MODEL
+train = { stepz = 10 }"            "train.stepz: unknown key (did you mean 'steps'?)"
+expect_error wrong_type_number    "$GOOD_MODEL
+train = { lr = 'fast' }"           "train.lr: expected a number, got \"fast\""
+expect_error wrong_type_table     "model = 12"                       "model: missing; expected model = {"
+expect_error wrong_type_string    "$GOOD_MODEL
+data = { train = 5 }"              "data.train: expected a string, got 5"
+expect_error wrong_type_bool      "$GOOD_MODEL
+checkpoint = { resume = 1 }"       "checkpoint.resume: expected true or false, got 1"
+expect_error missing_shape        "model = { n_layer = 2, n_head = 2 }" "model.n_embd: missing"
+expect_error non_positive_size    "model = { n_layer = 0, n_head = 2, n_embd = 64 }" "model.n_layer: expected a positive integer, got 0"
+expect_error negative_size        "$GOOD_MODEL
+train = { batch_size = -3 }"       "train.batch_size: expected a positive integer, got -3"
+expect_error non_integer_size     "model = { n_layer = 2.5, n_head = 2, n_embd = 64 }" "model.n_layer: expected an integer, got 2.5"
+expect_error embd_not_divisible   "model = { n_layer = 2, n_head = 3, n_embd = 64 }" "model.n_embd: 64 is not divisible by model.n_head 3"
+expect_error head_size_unsupported "model = { n_layer = 2, n_head = 16, n_embd = 64 }" "head size n_embd/n_head = 4 is not supported"
+expect_error embd_unsupported     "model = { n_layer = 2, n_head = 1, n_embd = 40 }" "model.n_embd: 40 is not supported"
+expect_error seq_len_too_long     "$GOOD_MODEL
+train = { seq_len = 128 }"         "train.seq_len: 128 is larger than model.max_seq_len 64"
+expect_error total_batch_multiple "$GOOD_MODEL
+$GOOD_TRAIN
+train = { total_batch_size = 100 }" "train.total_batch_size: 100 is not a multiple of batch_size*seq_len*num_gpus"
+expect_error unknown_precision    "$GOOD_MODEL
+precision = 'fp8'"                 "precision: expected one of fp32, bf16, fp16, got \"fp8\""
+expect_error unknown_schedule     "$GOOD_MODEL
+train = { schedule = 'exp' }"      "train.schedule: expected one of cosine, linear, constant, wsd, got \"exp\""
+expect_error lua_syntax_error     "$GOOD_MODEL
+train = { steps = }"               "bad.lua:2:"
+expect_error lua_runtime_error    "$GOOD_MODEL
+local x = nil
+train = { steps = x.y }"           "bad.lua:3:"
+expect_error endless_loop         "while true do end"                 "ran for more than"
+expect_error unbounded_memory     "local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 64) .. i end" "allocated more than"
+expect_error sandbox_no_os        "os.execute('touch pwned')"         "global 'os'"
+expect_error sandbox_no_io        "io.open('x', 'w')"                 "global 'io'"
+expect_error sandbox_no_require   "require('os')"                     "global 'require'"
+expect_error sandbox_no_load      "load('return 1')()"                "global 'load'"
+expect_error sandbox_no_dofile    "dofile('/etc/passwd')"             "global 'dofile'"
+expect_error base_missing         "base 'nope.lua'"                   "no such file"
+expect_error unknown_tune_family  "$GOOD_MODEL
+tune = { layrnorm = { BLOCK_SIZE = 128 } }" "tune.layrnorm: no such kernel family"
+expect_error unknown_tunable      "$GOOD_MODEL
+tune = { layernorm = { BLOCK = 128 } }" "tune.layernorm.BLOCK: templates/layernorm.cu has no such tunable"
+expect_error bad_override         "$GOOD_MODEL"                       "train.steps: expected an integer, got \"abc\"" --set train.steps=abc
+expect_error override_unknown_key "$GOOD_MODEL"                       "train.step: unknown key (did you mean 'steps'?)" --set train.step=5
+expect_error bad_arch             "$GOOD_MODEL
+arch = 'gfx90a'"                   "arch: expected \"sm_XX\""
+expect_error bad_name             "$GOOD_MODEL
+name = '../escape'"                "name: \"../escape\" may hold only"
+
+# a cycle of bases
+d="$WORK/base_cycle"; mkdir -p "$d"
+echo 'base "b.lua"' > "$d/a.lua"; echo 'base "a.lua"' > "$d/b.lua"
+out=$(cd "$d" && "$GPT2GEN" build a.lua --arch sm_90 2>&1); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "cycle"; then ok base_cycle; else fail base_cycle "rc=$rc: $out"; fi
+
+# a missing config file
+out=$("$GPT2GEN" build "$WORK/none.lua" 2>&1); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "none.lua: no such config file"; then ok missing_file; else fail missing_file "rc=$rc: $out"; fi
+
+finish
