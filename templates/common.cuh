@@ -46,6 +46,10 @@ __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float
 template <typename Tout> __device__ __forceinline__ Tout from_f(float x);
 template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+#ifdef PRECISION_FP16
+__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
+#endif
 
 // ---- packed vectors: N elements of Tp loaded / stored as one access (128 bits when N*sizeof(Tp) == 16) ----
 template <typename Tp, int N>
@@ -106,3 +110,6 @@ __device__ __forceinline__ void round_store(__nv_bfloat16 *out, float x, unsigne
     if ((bits & 0x7f800000u) != 0x7f800000u) bits += r;   // leave inf / nan alone
     *out = __ushort_as_bfloat16((unsigned short)(bits >> 16));
 }
+#ifdef PRECISION_FP16
+__device__ __forceinline__ void round_store(__half *out, float x, unsigned int, unsigned int) { *out = __float2half_rn(x); }
+#endif

@@ -1,0 +1,24 @@
+// adamw.cu: the AdamW update over one parameter tensor of n elements, fp32 optimizer state (m, v).
+//   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+//   p -= lr * (m/bc1 / (sqrt(v/bc2) + eps) + wd * p)
+// With a master copy (fp32), p is read from and written to it, and the floatX weights get p stochastically
+// rounded (the same seed and index give the same bits); without one, p is the floatX weight itself.
+// @tunable BLOCK_SIZE 512 128 256 512 1024
+
+// grid: ceil(n / BLOCK_SIZE)
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+adamw_update(floatX *params, float *master, const floatX *grads, float *m, float *v, long long n, float lr,
+             float beta1, float beta2, float bc1, float bc2, float eps, float wd, float grad_scale,
+             unsigned int seed) {
+    const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
+    if (i >= n) return;
+    const float g = to_f(grads[i]) * grad_scale;
+    const float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float p = master ? master[i] : to_f(params[i]);
+    p -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p);
+    if (master) master[i] = p;
+    round_store(params + i, p, (unsigned int)i, seed);
+}

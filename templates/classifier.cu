@@ -1,0 +1,59 @@
+// classifier.cu: softmax + cross-entropy + dlogits in one kernel, without materializing probabilities.
+//   classifier_forward  per row of logits (B*T, Vp), first V columns real: losses[row] = -log softmax[target];
+//                       with write_dlogits, overwrites the row in place with (softmax - onehot) * dloss, and 0
+//                       on the padded columns. One block per row; pass 1 is an online max/sum, pass 2 writes.
+// @tunable BLOCK_SIZE 1024 256 512 1024
+
+constexpr int VEC = vec_for(Vp);
+constexpr int PACKETS = Vp / VEC;
+constexpr int REAL_PACKETS = (V + VEC - 1) / VEC;    // packets holding at least one real column
+typedef Packed<floatX, VEC> xvec;
+
+// (max, sum of exp(x - max)) pairs combined: the sum rescaled to the larger max
+__device__ __forceinline__ void online_merge(float &m, float &s, float m2, float s2) {
+    const float M = fmaxf(m, m2);
+    s = s * __expf(m - M) + s2 * __expf(m2 - M);
+    m = M;
+}
+
+// grid: B*T blocks
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+classifier_forward(float *losses, floatX *logits, const int *targets, float dloss, int write_dlogits) {
+    __shared__ float s_m[BLOCK_SIZE / WARP_SIZE], s_s[BLOCK_SIZE / WARP_SIZE];
+    const long long row = blockIdx.x;
+    floatX *x = logits + row * Vp;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    float m = -3.0e38f, s = 0.0f;
+    for (int p = threadIdx.x; p < REAL_PACKETS; p += BLOCK_SIZE) {
+        const xvec v = load_vec<floatX, VEC>(x + p * VEC);
+        for (int k = 0; k < VEC; k++) {
+            if (p * VEC + k >= V) break;
+            const float f = to_f(v[k]);
+            if (f > m) { s = s * __expf(m - f) + 1.0f; m = f; }
+            else s += __expf(f - m);
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        const float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
+        online_merge(m, s, m2, s2);
+    }
+    if (lane == 0) { s_m[warp] = m; s_s[warp] = s; }
+    __syncthreads();
+    m = -3.0e38f; s = 0.0f;
+    for (int w = 0; w < BLOCK_SIZE / WARP_SIZE; w++) online_merge(m, s, s_m[w], s_s[w]);   // same order in every thread
+    const int target = targets[row];
+    if (threadIdx.x == 0) losses[row] = logf(s) + m - to_f(x[target]);
+    if (!write_dlogits) return;
+    __syncthreads();                      // everyone has read x[target] before it is overwritten
+    const float inv = 1.0f / s;
+    for (int p = threadIdx.x; p < PACKETS; p += BLOCK_SIZE) {
+        const xvec v = load_vec_cs<floatX, VEC>(x + p * VEC);
+        xvec d;
+        for (int k = 0; k < VEC; k++) {
+            const int j = p * VEC + k;
+            const float prob = j < V ? __expf(to_f(v[k]) - m) * inv : 0.0f;
+            d[k] = from_f<floatX>(j < V ? (prob - (j == target ? 1.0f : 0.0f)) * dloss : 0.0f);
+        }
+        store_vec_cs<floatX, VEC>(x + p * VEC, d);
+    }
+}

@@ -1,0 +1,49 @@
+// matmul.cu: what the cuBLASLt matmuls need around them.
+//   bias_backward_partial  scratch[split, oc] = sum of dout[n, oc] over the rows of one of ROW_SPLITS slices
+//   bias_backward_reduce   dbias[oc] += sum over the slices, in order
+// Fixed summation order everywhere (no atomics): same bits on every run. OC is a multiple of C.
+// @tunable BLOCK_SIZE 256 128 256 512
+// @tunable ROW_SPLITS 64 16 32 64 128
+
+constexpr int VEC = vec_for(C);
+constexpr int N_ROWS = B * T;
+constexpr int WARPS = BLOCK_SIZE / WARP_SIZE;
+constexpr int COLS_PER_BLOCK = WARP_SIZE * VEC;
+typedef Packed<floatX, VEC> xvec;
+
+// grid: (ceil(OC / COLS_PER_BLOCK), ROW_SPLITS)
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+bias_backward_partial(float *scratch, const floatX *dout, int OC) {
+    __shared__ float s_part[WARPS][COLS_PER_BLOCK];
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int col = blockIdx.x * COLS_PER_BLOCK + lane * VEC;
+    constexpr int ROWS_PER_SPLIT = (N_ROWS + ROW_SPLITS - 1) / ROW_SPLITS;
+    const int r0 = blockIdx.y * ROWS_PER_SPLIT;
+    const int r1 = r0 + ROWS_PER_SPLIT < N_ROWS ? r0 + ROWS_PER_SPLIT : N_ROWS;
+    float acc[VEC];
+    for (int k = 0; k < VEC; k++) acc[k] = 0.0f;
+    if (col < OC)
+        for (int r = r0 + warp; r < r1; r += WARPS) {
+            const xvec g = load_vec<floatX, VEC>(dout + (long long)r * OC + col);
+            for (int k = 0; k < VEC; k++) acc[k] += to_f(g[k]);
+        }
+    for (int k = 0; k < VEC; k++) s_part[warp][lane * VEC + k] = acc[k];
+    __syncthreads();
+    for (int c = threadIdx.x; c < COLS_PER_BLOCK; c += BLOCK_SIZE) {
+        const int oc = blockIdx.x * COLS_PER_BLOCK + c;
+        if (oc >= OC) continue;
+        float s = 0.0f;
+        for (int w = 0; w < WARPS; w++) s += s_part[w][c];
+        scratch[(long long)blockIdx.y * OC + oc] = s;
+    }
+}
+
+// grid: ceil(OC / BLOCK_SIZE)
+extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
+bias_backward_reduce(floatX *dbias, const float *scratch, int OC) {
+    const int oc = blockIdx.x * BLOCK_SIZE + threadIdx.x;
+    if (oc >= OC) return;
+    float s = 0.0f;
+    for (int j = 0; j < ROW_SPLITS; j++) s += scratch[(long long)j * OC + oc];
+    dbias[oc] = from_f<floatX>(to_f(dbias[oc]) + s);
+}
