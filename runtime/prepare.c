@@ -1,0 +1,325 @@
+/* prepare: text files -> token shards + tokenizer file (see prepare.h).
+ *
+ * Two passes over the inputs: the first reads every file and counts its documents, so that a missing
+ * file stops the command before anything is written and the validation split (the first fraction of
+ * all documents) is known; the second encodes and streams tokens into shards. Inputs are read one file
+ * at a time, so memory holds one file and one shard. */
+#include "runtime/prepare.h"
+#include "runtime/shard.h"
+#include "runtime/tokenizer.h"
+#include "gen/util.h"
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_RANKS "data/gpt2.tiktoken"
+
+typedef struct {
+    char      **inputs;
+    int         n_inputs;
+    const char *out_dir;
+    const char *ranks;
+    double      val_fraction;
+    size_t      shard_tokens;
+} PrepareArgs;
+
+static void usage(FILE *f) {
+    fputs(
+        "Usage: gpt2gen prepare [OPTION]... FILE... -o DIR\n"
+        "Tokenize text files with GPT-2's tokenizer into llm.c token shards.\n"
+        "\n"
+        "A file with lines holding only \"%\" (a fortune file) is many documents, split at\n"
+        "those lines; any other file is one document. Each document is preceded by the\n"
+        "end-of-text token. The first fraction of documents, in the order given, goes to\n"
+        "validation; the rest to training.\n"
+        "\n"
+        "  -o, --out DIR           write DIR/train_000000.bin..., DIR/val_000000.bin...\n"
+        "                          and DIR/tokenizer.bin (llm.c version 2)\n"
+        "      --ranks FILE        tiktoken ranks file (gpt2.tiktoken) or an llm.c\n"
+        "                          tokenizer.bin (default: " DEFAULT_RANKS ")\n"
+        "      --val-fraction F    fraction of documents for validation, 0 <= F < 1\n"
+        "                          (default: 0.1)\n"
+        "      --shard-tokens N    at most N tokens per shard; suffixes K and M allowed\n"
+        "                          (default: 100M)\n"
+        "  -h, --help              display this help and exit\n"
+        "\n"
+        "Exit status: 0 on success, 1 if a file cannot be read or written, 2 on usage errors.\n"
+        "\n"
+        "Example:\n"
+        "  gpt2gen prepare /usr/share/games/fortunes/fortunes -o data/fortunes \\\n"
+        "      --ranks data/gpt2.tiktoken\n", f);
+}
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("gpt2gen prepare: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs(" (see gpt2gen prepare --help)\n", stderr);
+    return EXIT_USAGE;
+}
+
+/* "100M", "64K", "5000" -> count; 0 when malformed or out of range. */
+static size_t parse_count(const char *s) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno) return 0;
+    if (*end == 'K' || *end == 'k') { v *= 1e3; end++; }
+    else if (*end == 'M' || *end == 'm') { v *= 1e6; end++; }
+    if (*end || v < 1 || v > SHARD_MAX_TOKENS || v != floor(v)) return 0;
+    return (size_t)v;
+}
+
+/* The value of option name at argv[*i]: "--name=value" or "--name value". NULL when missing. */
+static const char *option_value(int argc, char **argv, int *i, const char *name) {
+    size_t n = strlen(name);
+    if (argv[*i][n] == '=') return argv[*i] + n + 1;
+    if (*i + 1 >= argc) return NULL;
+    return argv[++*i];
+}
+
+static int is_option(const char *arg, const char *name) {
+    size_t n = strlen(name);
+    return strncmp(arg, name, n) == 0 && (arg[n] == 0 || (arg[n] == '=' && name[1] == '-'));
+}
+
+/* Returns -1 to go on, else the exit code (help printed, or a usage error reported). */
+static int parse_args(int argc, char **argv, PrepareArgs *a) {
+    *a = (PrepareArgs){.inputs = xcalloc((size_t)argc, sizeof(char *)), .ranks = DEFAULT_RANKS,
+                       .val_fraction = 0.1, .shard_tokens = 100000000};
+    int only_files = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *v;
+        if (only_files || arg[0] != '-' || arg[1] == 0) { a->inputs[a->n_inputs++] = argv[i]; continue; }
+        if (!strcmp(arg, "--")) { only_files = 1; continue; }
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) { usage(stdout); return EXIT_OK; }
+        int out = is_option(arg, "-o") || is_option(arg, "--out");
+        const char *name = out ? (arg[1] == '-' ? "--out" : "-o") : NULL;
+        if (!name) {
+            static const char *valued[] = {"--ranks", "--val-fraction", "--shard-tokens"};
+            for (size_t k = 0; k < 3 && !name; k++) if (is_option(arg, valued[k])) name = valued[k];
+        }
+        if (!name) return usage_error("unknown option '%s'", arg);
+        if (!(v = option_value(argc, argv, &i, name)) || !*v) return usage_error("%s needs a value", name);
+        if (out) a->out_dir = v;
+        else if (!strcmp(name, "--ranks")) a->ranks = v;
+        else if (!strcmp(name, "--val-fraction")) {
+            char *end;
+            a->val_fraction = strtod(v, &end);
+            if (*end || !(a->val_fraction >= 0 && a->val_fraction < 1))
+                return usage_error("--val-fraction '%s': expected a number with 0 <= F < 1", v);
+        } else if (!(a->shard_tokens = parse_count(v)))
+            return usage_error("--shard-tokens '%s': expected a count from 1 to 2147483647 (suffixes K, M)", v);
+    }
+    if (a->n_inputs == 0) return usage_error("no input files: give one or more text files");
+    if (!a->out_dir) return usage_error("no output directory: give -o DIR");
+    return -1;
+}
+
+/* ---------- documents ---------- */
+
+static int is_separator(const char *line, size_t n) {
+    return (n == 1 && line[0] == '%') || (n == 2 && line[0] == '%' && line[1] == '\r');
+}
+
+static int all_space(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++) if (!isspace((unsigned char)s[i])) return 0;
+    return 1;
+}
+
+static void add_doc(const char *text, size_t start, size_t end, PrepareDoc **docs, size_t *n, size_t *cap) {
+    if (all_space(text + start, end - start)) return;
+    if (*n == *cap) { *cap = *cap ? *cap * 2 : 64; *docs = realloc(*docs, *cap * sizeof **docs); if (!*docs) abort(); }
+    (*docs)[(*n)++] = (PrepareDoc){start, end - start};
+}
+
+size_t prepare_split_documents(const char *text, size_t len, PrepareDoc **docs) {
+    size_t n = 0, cap = 0, doc_start = 0;
+    *docs = NULL;
+    for (size_t i = 0; i < len;) {
+        const char *nl = memchr(text + i, '\n', len - i);
+        size_t line_end = nl ? (size_t)(nl - text) : len;       /* without its '\n' */
+        if (is_separator(text + i, line_end - i)) {
+            add_doc(text, doc_start, i, docs, &n, &cap);
+            doc_start = nl ? line_end + 1 : len;
+        }
+        i = nl ? line_end + 1 : len;
+    }
+    add_doc(text, doc_start, len, docs, &n, &cap);
+    return n;
+}
+
+/* ---------- shards, streamed ---------- */
+
+typedef struct {
+    const char *dir, *split;     /* "train" or "val" */
+    uint16_t   *buf;
+    size_t      n, cap;          /* cap = tokens per shard */
+    int         shards;          /* written so far */
+    size_t      tokens;          /* all tokens added */
+} ShardWriter;
+
+static void shard_name(char *out, size_t size, const char *dir, const char *split, int index) {
+    snprintf(out, size, "%s/%s_%06d.bin", dir, split, index);
+}
+
+static int writer_flush(ShardWriter *w, Err *err) {
+    if (w->n == 0) return 0;
+    char path[4200];
+    shard_name(path, sizeof path, w->dir, w->split, w->shards);
+    if (shard_write(path, w->buf, w->n, err)) return -1;
+    w->shards++;
+    w->n = 0;
+    return 0;
+}
+
+static int writer_add(ShardWriter *w, const int32_t *ids, size_t n, Err *err) {
+    for (size_t i = 0; i < n; i++) {
+        if (w->n == w->cap && writer_flush(w, err)) return -1;
+        if (!w->buf) w->buf = xmalloc(w->cap * sizeof *w->buf);
+        w->buf[w->n++] = (uint16_t)ids[i];
+    }
+    w->tokens += n;
+    return 0;
+}
+
+/* Removes shards left from an earlier run (index >= from), so that a glob over the directory sees
+   only this run's shards. */
+static void remove_stale(const char *dir, const char *split, int from) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char path[4200], tail[8];
+    size_t n = strlen(split);
+    for (struct dirent *e; (e = readdir(d));) {
+        int index;
+        if (strncmp(e->d_name, split, n) || e->d_name[n] != '_' || strlen(e->d_name) != n + 11) continue;
+        if (sscanf(e->d_name + n + 1, "%6d%7s", &index, tail) != 2 || strcmp(tail, ".bin") || index < from) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        remove(path);
+    }
+    closedir(d);
+}
+
+/* ---------- the command ---------- */
+
+typedef struct {
+    Tokenizer   tok;
+    ShardWriter val, train;
+    size_t      n_val_docs, docs_seen, bytes_seen;
+    TokenVec    ids;
+} Prepare;
+
+static int encode_file(Prepare *p, const char *path, int index, int n_files, Err *err) {
+    size_t len;
+    char *text = read_file(path, &len, err);
+    if (!text) return -1;
+    PrepareDoc *docs;
+    size_t n_docs = prepare_split_documents(text, len, &docs);
+    double t0 = now_seconds();
+    size_t tokens = 0;
+    int rc = 0;
+    for (size_t d = 0; d < n_docs && rc == 0; d++) {
+        p->ids.n = 0;
+        tokvec_push(&p->ids, p->tok.eot);
+        rc = tokenizer_encode(&p->tok, text + docs[d].start, docs[d].len, &p->ids, err);
+        ShardWriter *w = p->docs_seen++ < p->n_val_docs ? &p->val : &p->train;
+        if (rc == 0) rc = writer_add(w, p->ids.data, p->ids.n, err);
+        tokens += p->ids.n;
+    }
+    double dt = now_seconds() - t0;
+    if (rc == 0)
+        printf("[%d/%d] %s: %zu documents, %zu tokens, %.1f MB/s\n", index, n_files, path, n_docs, tokens,
+               dt > 0 ? len / dt / 1e6 : 0.0);
+    fflush(stdout);
+    p->bytes_seen += len;
+    free(docs); free(text);
+    return rc;
+}
+
+/* First pass: every input readable, and the document count. */
+static int count_documents(const PrepareArgs *a, size_t *total, Err *err) {
+    *total = 0;
+    for (int i = 0; i < a->n_inputs; i++) {
+        size_t len;
+        char *text = read_file(a->inputs[i], &len, err);
+        if (!text) return -1;
+        PrepareDoc *docs;
+        *total += prepare_split_documents(text, len, &docs);
+        free(docs); free(text);
+    }
+    if (*total == 0) return err_set(err, "the input files hold no documents (only whitespace)");
+    return 0;
+}
+
+/* Validation documents: the fraction, rounded, but at least one when asked for any and at least one left
+   for training. */
+static size_t val_documents(double fraction, size_t total) {
+    size_t n = (size_t)(fraction * (double)total + 0.5);
+    if (fraction > 0 && n == 0) n = 1;
+    if (n >= total) n = total - 1;
+    return n;
+}
+
+static int load_tokenizer(Tokenizer *t, const char *path, Err *err) {
+    if (tokenizer_load_any(t, path, err)) return -1;
+    if (t->vocab_size > 65536) { tokenizer_free(t); return err_set(err, "%s: vocab size %d; token shards hold uint16 ids, so at most 65536", path, t->vocab_size); }
+    if (!t->can_encode) { tokenizer_free(t); return err_set(err, "%s: some single bytes are not tokens, so it cannot encode arbitrary text", path); }
+    return 0;
+}
+
+static void print_summary(const Prepare *p, const PrepareArgs *a, double seconds) {
+    char dur[32];
+    format_duration(seconds, dur, sizeof dur);
+    printf("prepared %d files, %zu documents, %zu tokens in %s (%.1f MB/s)\n", a->n_inputs, p->docs_seen,
+           p->val.tokens + p->train.tokens, dur, seconds > 0 ? p->bytes_seen / seconds / 1e6 : 0.0);
+    printf("  %s/train_*.bin: %zu documents, %zu tokens in %d shard%s\n", a->out_dir, p->docs_seen - p->n_val_docs,
+           p->train.tokens, p->train.shards, p->train.shards == 1 ? "" : "s");
+    printf("  %s/val_*.bin:   %zu documents, %zu tokens in %d shard%s\n", a->out_dir, p->n_val_docs,
+           p->val.tokens, p->val.shards, p->val.shards == 1 ? "" : "s");
+    printf("  %s/tokenizer.bin: %d tokens, end-of-text %d\n", a->out_dir, p->tok.vocab_size, p->tok.eot);
+}
+
+static int run(const PrepareArgs *a, Err *err) {
+    double t0 = now_seconds();
+    Prepare p = {0};
+    size_t total_docs;
+    if (load_tokenizer(&p.tok, a->ranks, err)) return -1;
+    int rc = count_documents(a, &total_docs, err);
+    if (rc == 0) rc = mkdir_p(a->out_dir, err);
+    p.n_val_docs = val_documents(a->val_fraction, total_docs);
+    p.val = (ShardWriter){.dir = a->out_dir, .split = "val", .cap = a->shard_tokens};
+    p.train = (ShardWriter){.dir = a->out_dir, .split = "train", .cap = a->shard_tokens};
+    for (int i = 0; i < a->n_inputs && rc == 0; i++) rc = encode_file(&p, a->inputs[i], i + 1, a->n_inputs, err);
+    if (rc == 0) rc = writer_flush(&p.val, err);
+    if (rc == 0) rc = writer_flush(&p.train, err);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer.bin", a->out_dir);
+    if (rc == 0) rc = tokenizer_save(&p.tok, path, err);
+    if (rc == 0) {
+        remove_stale(a->out_dir, "val", p.val.shards);
+        remove_stale(a->out_dir, "train", p.train.shards);
+        print_summary(&p, a, now_seconds() - t0);
+    }
+    free(p.val.buf); free(p.train.buf); tokvec_free(&p.ids); tokenizer_free(&p.tok);
+    return rc;
+}
+
+int prepare_main(int argc, char **argv) {
+    PrepareArgs a;
+    int code = parse_args(argc, argv, &a);
+    if (code < 0) {
+        Err err = {{0}};
+        code = run(&a, &err) ? EXIT_FAIL : EXIT_OK;
+        if (code) fprintf(stderr, "gpt2gen prepare: %s\n", err.msg);
+    }
+    free(a.inputs);
+    return code;
+}
