@@ -1,0 +1,342 @@
+/* cpu_backend: the Backend interface (runtime/backend.h) over the fp32 reference ops in cpu_ops.c.
+ * fp32 throughout: the precision option is ignored, this backend is the reference the others are held to.
+ * Forward keeps every activation the backward needs; the backward walks the layers in reverse with a few
+ * one-layer gradient buffers, accumulating into the parameter gradients. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "runtime/backend.h"
+#include "runtime/cpu/cpu_ops.h"
+
+/* Activations of one forward pass; per-layer arrays are stacked over L. */
+typedef struct {
+    float *encoded;                          /* (BT,C) */
+    float *ln1, *ln1_mean, *ln1_rstd;        /* (L,BT,C), (L,BT), (L,BT) */
+    float *qkv;                              /* (L,BT,3C) */
+    float *atty;                             /* (L,BT,C) attention output before the projection */
+    float *preatt, *att;                     /* (L,B,NH,T,T) */
+    float *attproj;                          /* (L,BT,C) */
+    float *residual2;                        /* (L,BT,C) x after attention */
+    float *ln2, *ln2_mean, *ln2_rstd;        /* (L,BT,C), (L,BT), (L,BT) */
+    float *fch, *fch_gelu;                   /* (L,BT,4C) */
+    float *fcproj;                           /* (L,BT,C) */
+    float *residual3;                        /* (L,BT,C) x after the MLP: the layer's output */
+    float *lnf, *lnf_mean, *lnf_rstd;        /* (BT,C), (BT), (BT) */
+    float *logits;                           /* (BT,Vp) */
+    float *losses;                           /* (BT) */
+} Acts;
+
+/* Gradient buffers for one layer at a time, reused from layer to layer. */
+typedef struct {
+    float *dres;                             /* (BT,C) gradient of the residual stream */
+    float *dln, *datty;                      /* (BT,C) */
+    float *dqkv;                             /* (BT,3C) */
+    float *dpreatt, *datt;                   /* (B,NH,T,T) scratch */
+    float *dfch, *dfch_gelu;                 /* (BT,4C) */
+    float *dlogits;                          /* (BT,Vp) */
+} Grads;
+
+typedef struct {
+    size_t sizes[NUM_PARAM_TENSORS], offsets[NUM_PARAM_TENSORS];
+    float *params, *grads, *m, *v;
+    float *p[NUM_PARAM_TENSORS], *g[NUM_PARAM_TENSORS];   /* views into params and grads */
+    Acts a;
+    Grads d;
+    int32_t *inputs, *targets;
+    int have_forward, have_targets;
+} Cpu;
+
+static Cpu *impl(Backend *be) { return (Cpu *)be->impl; }
+static float *falloc(size_t n) { return xcalloc(n, sizeof(float)); }
+
+static void acts_alloc(Acts *a, const GPT2Shape *s, int B, int T) {
+    size_t L = s->n_layer, C = s->n_embd, BT = (size_t)B * T, att = (size_t)B * s->n_head * T * T;
+    a->encoded = falloc(BT * C);
+    a->ln1 = falloc(L * BT * C); a->ln1_mean = falloc(L * BT); a->ln1_rstd = falloc(L * BT);
+    a->qkv = falloc(L * BT * 3 * C);
+    a->atty = falloc(L * BT * C);
+    a->preatt = falloc(L * att); a->att = falloc(L * att);
+    a->attproj = falloc(L * BT * C);
+    a->residual2 = falloc(L * BT * C);
+    a->ln2 = falloc(L * BT * C); a->ln2_mean = falloc(L * BT); a->ln2_rstd = falloc(L * BT);
+    a->fch = falloc(L * BT * 4 * C); a->fch_gelu = falloc(L * BT * 4 * C);
+    a->fcproj = falloc(L * BT * C);
+    a->residual3 = falloc(L * BT * C);
+    a->lnf = falloc(BT * C); a->lnf_mean = falloc(BT); a->lnf_rstd = falloc(BT);
+    a->logits = falloc(BT * s->padded_vocab_size);
+    a->losses = falloc(BT);
+}
+
+static void grads_alloc(Grads *d, const GPT2Shape *s, int B, int T) {
+    size_t C = s->n_embd, BT = (size_t)B * T, att = (size_t)B * s->n_head * T * T;
+    d->dres = falloc(BT * C); d->dln = falloc(BT * C); d->datty = falloc(BT * C);
+    d->dqkv = falloc(BT * 3 * C);
+    d->dpreatt = falloc(att); d->datt = falloc(att);
+    d->dfch = falloc(BT * 4 * C); d->dfch_gelu = falloc(BT * 4 * C);
+    d->dlogits = falloc(BT * s->padded_vocab_size);
+}
+
+/* Every pointer member of a struct of float pointers, freed in one loop. */
+static void free_all(void *st, size_t bytes) {
+    float **p = st;
+    for (size_t i = 0; i < bytes / sizeof(float *); i++) free(p[i]);
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+static int check_tokens(const Backend *be, const int32_t *tok, const char *what, Err *err) {
+    int V = be->shape.vocab_size;
+    for (int i = 0; i < be->B * be->T; i++)
+        if (tok[i] < 0 || tok[i] >= V)
+            return err_set(err, "cpu backend: %s[%d] is %d, expected a token id in [0, %d)", what, i, (int)tok[i], V);
+    return 0;
+}
+
+static void forward_layer(Backend *be, int l, const float *x_in) {
+    Cpu *c = impl(be);
+    Acts *a = &c->a;
+    int B = be->B, T = be->T, C = be->shape.n_embd, NH = be->shape.n_head, N = B * T;
+    size_t nc = (size_t)N * C, att = (size_t)B * NH * T * T;
+    float *ln1 = a->ln1 + l * nc, *qkv = a->qkv + l * 3 * nc, *atty = a->atty + l * nc;
+    float *preatt = a->preatt + l * att, *attm = a->att + l * att;
+    float *attproj = a->attproj + l * nc, *res2 = a->residual2 + l * nc, *ln2 = a->ln2 + l * nc;
+    float *fch = a->fch + l * 4 * nc, *fch_gelu = a->fch_gelu + l * 4 * nc;
+    float *fcproj = a->fcproj + l * nc, *res3 = a->residual3 + l * nc;
+
+    cpu_layernorm_forward(ln1, a->ln1_mean + (size_t)l * N, a->ln1_rstd + (size_t)l * N, x_in,
+                          c->p[P_LN1W] + l * C, c->p[P_LN1B] + l * C, N, C);
+    cpu_matmul_forward(qkv, ln1, c->p[P_QKVW] + (size_t)l * 3 * C * C, c->p[P_QKVB] + l * 3 * C, N, C, 3 * C);
+    cpu_attention_forward(atty, preatt, attm, qkv, B, T, C, NH);
+    cpu_matmul_forward(attproj, atty, c->p[P_ATTPROJW] + (size_t)l * C * C, c->p[P_ATTPROJB] + l * C, N, C, C);
+    cpu_residual_forward(res2, x_in, attproj, nc);
+    cpu_layernorm_forward(ln2, a->ln2_mean + (size_t)l * N, a->ln2_rstd + (size_t)l * N, res2,
+                          c->p[P_LN2W] + l * C, c->p[P_LN2B] + l * C, N, C);
+    cpu_matmul_forward(fch, ln2, c->p[P_FCW] + (size_t)l * 4 * C * C, c->p[P_FCB] + l * 4 * C, N, C, 4 * C);
+    cpu_gelu_forward(fch_gelu, fch, 4 * nc);
+    cpu_matmul_forward(fcproj, fch_gelu, c->p[P_FCPROJW] + (size_t)l * 4 * C * C, c->p[P_FCPROJB] + l * C, N, 4 * C, C);
+    cpu_residual_forward(res3, res2, fcproj, nc);
+}
+
+static int cpu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err) {
+    Cpu *c = impl(be);
+    Acts *a = &c->a;
+    int B = be->B, T = be->T, C = be->shape.n_embd, L = be->shape.n_layer, N = B * T;
+    int V = be->shape.vocab_size, Vp = be->shape.padded_vocab_size;
+    if (check_tokens(be, inputs, "inputs", err)) return -1;
+    if (targets && check_tokens(be, targets, "targets", err)) return -1;
+    memcpy(c->inputs, inputs, (size_t)N * sizeof(int32_t));
+    c->have_targets = targets != NULL;
+    if (targets) memcpy(c->targets, targets, (size_t)N * sizeof(int32_t));
+
+    cpu_encoder_forward(a->encoded, inputs, c->p[P_WTE], c->p[P_WPE], B, T, C);
+    for (int l = 0; l < L; l++)
+        forward_layer(be, l, l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * N * C);
+    const float *x = a->residual3 + (size_t)(L - 1) * N * C;
+    cpu_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, c->p[P_LNFW], c->p[P_LNFB], N, C);
+    cpu_matmul_forward(a->logits, a->lnf, c->p[P_WTE], NULL, N, C, Vp);
+    c->have_forward = 1;
+    if (!targets) return 0;
+    cpu_softmax_crossentropy(a->losses, NULL, a->logits, targets, 0.0f, N, V, Vp);
+    double sum = 0.0;
+    for (int i = 0; i < N; i++) sum += a->losses[i];
+    if (loss) *loss = (float)(sum / N);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+static void zero(float *p, size_t n) { memset(p, 0, n * sizeof(float)); }
+
+/* On entry d->dres holds the gradient of the layer's output; on return, that of its input x_in. */
+static void backward_layer(Backend *be, int l, const float *x_in) {
+    Cpu *c = impl(be);
+    Acts *a = &c->a;
+    Grads *d = &c->d;
+    int B = be->B, T = be->T, C = be->shape.n_embd, NH = be->shape.n_head, N = B * T;
+    size_t nc = (size_t)N * C, att = (size_t)B * NH * T * T;
+    size_t w3 = (size_t)l * 3 * C * C, w1 = (size_t)l * C * C, w4 = (size_t)l * 4 * C * C;
+
+    /* MLP: x_out = res2 + fcproj(gelu(fc(ln2(res2)))) */
+    zero(d->dfch_gelu, 4 * nc);
+    cpu_matmul_backward(d->dfch_gelu, c->g[P_FCPROJW] + w4, c->g[P_FCPROJB] + l * C, d->dres,
+                        a->fch_gelu + l * 4 * nc, c->p[P_FCPROJW] + w4, N, 4 * C, C);
+    zero(d->dfch, 4 * nc);
+    cpu_gelu_backward(d->dfch, a->fch + l * 4 * nc, d->dfch_gelu, 4 * nc);
+    zero(d->dln, nc);
+    cpu_matmul_backward(d->dln, c->g[P_FCW] + w4, c->g[P_FCB] + l * 4 * C, d->dfch, a->ln2 + l * nc,
+                        c->p[P_FCW] + w4, N, C, 4 * C);
+    cpu_layernorm_backward(d->dres, c->g[P_LN2W] + l * C, c->g[P_LN2B] + l * C, d->dln, a->residual2 + l * nc,
+                           c->p[P_LN2W] + l * C, a->ln2_mean + (size_t)l * N, a->ln2_rstd + (size_t)l * N, N, C);
+    /* attention: res2 = x_in + attproj(attn(qkv(ln1(x_in)))) */
+    zero(d->datty, nc);
+    cpu_matmul_backward(d->datty, c->g[P_ATTPROJW] + w1, c->g[P_ATTPROJB] + l * C, d->dres, a->atty + l * nc,
+                        c->p[P_ATTPROJW] + w1, N, C, C);
+    zero(d->dqkv, 3 * nc);
+    cpu_attention_backward(d->dqkv, d->dpreatt, d->datt, d->datty, a->qkv + l * 3 * nc, a->att + l * att,
+                           B, T, C, NH);
+    zero(d->dln, nc);
+    cpu_matmul_backward(d->dln, c->g[P_QKVW] + w3, c->g[P_QKVB] + l * 3 * C, d->dqkv, a->ln1 + l * nc,
+                        c->p[P_QKVW] + w3, N, C, 3 * C);
+    cpu_layernorm_backward(d->dres, c->g[P_LN1W] + l * C, c->g[P_LN1B] + l * C, d->dln, x_in,
+                           c->p[P_LN1W] + l * C, a->ln1_mean + (size_t)l * N, a->ln1_rstd + (size_t)l * N, N, C);
+}
+
+static int cpu_backward(Backend *be, float grad_scale, Err *err) {
+    Cpu *c = impl(be);
+    Acts *a = &c->a;
+    Grads *d = &c->d;
+    int B = be->B, T = be->T, C = be->shape.n_embd, L = be->shape.n_layer, N = B * T;
+    int V = be->shape.vocab_size, Vp = be->shape.padded_vocab_size;
+    if (!c->have_forward || !c->have_targets)
+        return err_set(err, "cpu backend: backward needs a forward with targets first");
+
+    /* loss = mean of N per-row losses: each row's gradient carries grad_scale / N */
+    cpu_softmax_crossentropy(a->losses, d->dlogits, a->logits, c->targets, grad_scale / (float)N, N, V, Vp);
+    zero(d->dln, (size_t)N * C);
+    cpu_matmul_backward(d->dln, c->g[P_WTE], NULL, d->dlogits, a->lnf, c->p[P_WTE], N, C, Vp);
+    zero(d->dres, (size_t)N * C);
+    cpu_layernorm_backward(d->dres, c->g[P_LNFW], c->g[P_LNFB], d->dln, a->residual3 + (size_t)(L - 1) * N * C,
+                           c->p[P_LNFW], a->lnf_mean, a->lnf_rstd, N, C);
+    for (int l = L - 1; l >= 0; l--)
+        backward_layer(be, l, l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * N * C);
+    cpu_encoder_backward(c->g[P_WTE], c->g[P_WPE], d->dres, c->inputs, B, T, C);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+static int cpu_set_params(Backend *be, const float *params, Err *err) {
+    (void)err;
+    memcpy(impl(be)->params, params, be->num_params * sizeof(float));
+    return 0;
+}
+
+static int cpu_get_params(Backend *be, float *params, Err *err) {
+    (void)err;
+    memcpy(params, impl(be)->params, be->num_params * sizeof(float));
+    return 0;
+}
+
+static int cpu_get_logits(Backend *be, int b, int t, float *out, Err *err) {
+    Cpu *c = impl(be);
+    if (!c->have_forward) return err_set(err, "cpu backend: get_logits before any forward");
+    if (b < 0 || b >= be->B || t < 0 || t >= be->T)
+        return err_set(err, "cpu backend: get_logits(b=%d, t=%d) outside B=%d, T=%d", b, t, be->B, be->T);
+    size_t row = (size_t)b * be->T + t;
+    memcpy(out, c->a.logits + row * be->shape.padded_vocab_size, (size_t)be->shape.vocab_size * sizeof(float));
+    return 0;
+}
+
+static int cpu_zero_grad(Backend *be, Err *err) {
+    (void)err;
+    zero(impl(be)->grads, be->num_params);
+    return 0;
+}
+
+/* Sum of squares in fixed chunks, the chunk sums added in order: the same bits on any thread count. */
+static int cpu_grad_norm(Backend *be, float *norm, Err *err) {
+    (void)err;
+    enum { CHUNK = 1 << 16 };
+    const float *g = impl(be)->grads;
+    size_t n = be->num_params, nchunks = (n + CHUNK - 1) / CHUNK;
+    double *part = xcalloc(nchunks, sizeof(double));
+#pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < nchunks; k++) {
+        size_t end = (k + 1) * CHUNK < n ? (k + 1) * CHUNK : n;
+        double s = 0.0;
+        for (size_t i = k * CHUNK; i < end; i++) s += (double)g[i] * g[i];
+        part[k] = s;
+    }
+    double total = 0.0;
+    for (size_t k = 0; k < nchunks; k++) total += part[k];
+    free(part);
+    *norm = (float)sqrt(total);
+    return 0;
+}
+
+static int cpu_update(Backend *be, float lr, float beta1, float beta2, float eps, float weight_decay,
+                      float grad_scale, int step, Err *err) {
+    Cpu *c = impl(be);
+    if (step < 1) return err_set(err, "cpu backend: update step is %d, expected 1 or more (1-based)", step);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t off = c->offsets[i], n = c->sizes[i];
+        /* wte rows V..Vp-1 are padding: never updated, so they stay exactly zero */
+        if (i == P_WTE) n = (size_t)be->shape.vocab_size * be->shape.n_embd;
+        cpu_adamw(c->params + off, c->grads + off, c->m + off, c->v + off, n, lr, beta1, beta2, eps,
+                  gpt2_param_decays(i) ? weight_decay : 0.0f, grad_scale, step);
+    }
+    return 0;
+}
+
+static int cpu_get_grads(Backend *be, float *grads, Err *err) {
+    (void)err;
+    memcpy(grads, impl(be)->grads, be->num_params * sizeof(float));
+    return 0;
+}
+
+static int cpu_get_opt_state(Backend *be, float *m, float *v, Err *err) {
+    (void)err;
+    memcpy(m, impl(be)->m, be->num_params * sizeof(float));
+    memcpy(v, impl(be)->v, be->num_params * sizeof(float));
+    return 0;
+}
+
+static int cpu_set_opt_state(Backend *be, const float *m, const float *v, Err *err) {
+    (void)err;
+    memcpy(impl(be)->m, m, be->num_params * sizeof(float));
+    memcpy(impl(be)->v, v, be->num_params * sizeof(float));
+    return 0;
+}
+
+static void cpu_destroy(Backend *be) {
+    if (!be) return;
+    Cpu *c = impl(be);
+    free(c->params); free(c->grads); free(c->m); free(c->v);
+    free_all(&c->a, sizeof c->a);
+    free_all(&c->d, sizeof c->d);
+    free(c->inputs); free(c->targets);
+    free(c);
+    free(be);
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+static int check_options(const BackendOptions *o, Err *err) {
+    const GPT2Shape *s = &o->shape;
+    if (o->B < 1 || o->T < 1) return err_set(err, "cpu backend: B=%d, T=%d, expected both >= 1", o->B, o->T);
+    if (s->n_layer < 1 || s->n_head < 1 || s->n_embd < 1 || s->vocab_size < 1)
+        return err_set(err, "cpu backend: n_layer=%d, n_head=%d, n_embd=%d, vocab_size=%d, expected all >= 1",
+                       s->n_layer, s->n_head, s->n_embd, s->vocab_size);
+    if (s->n_embd % s->n_head)
+        return err_set(err, "cpu backend: n_embd=%d is not a multiple of n_head=%d", s->n_embd, s->n_head);
+    if (o->T > s->max_seq_len)
+        return err_set(err, "cpu backend: T=%d is longer than max_seq_len=%d", o->T, s->max_seq_len);
+    if (s->padded_vocab_size < s->vocab_size)
+        return err_set(err, "cpu backend: padded_vocab_size=%d is smaller than vocab_size=%d",
+                       s->padded_vocab_size, s->vocab_size);
+    return 0;
+}
+
+Backend *cpu_backend_create(const BackendOptions *opt, Err *err) {
+    if (check_options(opt, err)) return NULL;
+    Backend *be = xcalloc(1, sizeof *be);
+    Cpu *c = xcalloc(1, sizeof *c);
+    be->name = "cpu";
+    be->shape = opt->shape;
+    be->B = opt->B;
+    be->T = opt->T;
+    be->impl = c;
+    be->num_params = gpt2_param_sizes(&be->shape, c->sizes, c->offsets);
+    c->params = falloc(be->num_params); c->grads = falloc(be->num_params);
+    c->m = falloc(be->num_params); c->v = falloc(be->num_params);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) { c->p[i] = c->params + c->offsets[i]; c->g[i] = c->grads + c->offsets[i]; }
+    acts_alloc(&c->a, &be->shape, be->B, be->T);
+    grads_alloc(&c->d, &be->shape, be->B, be->T);
+    c->inputs = xcalloc((size_t)be->B * be->T, sizeof(int32_t));
+    c->targets = xcalloc((size_t)be->B * be->T, sizeof(int32_t));
+
+    be->set_params = cpu_set_params;   be->get_params = cpu_get_params;
+    be->forward = cpu_forward;         be->get_logits = cpu_get_logits;
+    be->zero_grad = cpu_zero_grad;     be->backward = cpu_backward;
+    be->grad_norm = cpu_grad_norm;     be->update = cpu_update;
+    be->get_grads = cpu_get_grads;
+    be->get_opt_state = cpu_get_opt_state; be->set_opt_state = cpu_set_opt_state;
+    be->destroy = cpu_destroy;
+    return be;
+}

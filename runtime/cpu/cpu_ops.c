@@ -1,0 +1,326 @@
+/* cpu_ops: the fp32 reference ops (see cpu_ops.h for the conventions).
+ *
+ * Determinism: every parallel loop splits work over outputs (rows, columns, heads, channels); each output
+ * element is summed by one thread, in index order. Results therefore do not depend on the thread count. */
+#include "runtime/cpu/cpu_ops.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "gen/util.h"
+
+#define LN_EPS 1e-5f
+
+static int imin(int a, int b) { return a < b ? a : b; }
+
+/* ---------------------------------------------------------------------------------------------------- */
+/* Matrix multiply core: Cm[rows,cols] += A[rows,K] @ Bm[K,cols], all row-major and dense.
+ *
+ * Every element is accumulated as c += a[k]*b[k] for k = 0..K-1 in order, starting from its old value,
+ * whichever path (register tile or edge) computes it; so the result does not depend on tiling or threads.
+ * Cache blocking: tiles of TILE_R x TILE_C outputs are split across threads; inside a tile, K is walked in
+ * panels of TILE_K so the A and B panels (64 KiB each) stay in L2 while all micro-tiles use them.
+ * The micro-kernel keeps an MR x NR block of outputs in registers; its inner loop over NR contiguous
+ * columns has a constant trip count, so gcc vectorizes it at -O2. */
+enum { MR = 4, NR = 8, TILE_R = 64, TILE_C = 64, TILE_K = 256 };
+
+static void micro_full(float *Cm, const float *A, const float *Bm, int K, int cols, int i, int j, int k0, int k1) {
+    float acc[MR][NR];
+    for (int r = 0; r < MR; r++)
+        for (int c = 0; c < NR; c++) acc[r][c] = Cm[(size_t)(i + r) * cols + j + c];
+    for (int k = k0; k < k1; k++) {
+        const float *b = Bm + (size_t)k * cols + j;
+        for (int r = 0; r < MR; r++) {
+            float a = A[(size_t)(i + r) * K + k];
+            for (int c = 0; c < NR; c++) acc[r][c] += a * b[c];
+        }
+    }
+    for (int r = 0; r < MR; r++)
+        for (int c = 0; c < NR; c++) Cm[(size_t)(i + r) * cols + j + c] = acc[r][c];
+}
+
+/* The ragged edge of a tile: same arithmetic, one element at a time. */
+static void micro_edge(float *Cm, const float *A, const float *Bm, int K, int cols, int i, int j, int mr, int nr,
+                       int k0, int k1) {
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nr; c++) {
+            float acc = Cm[(size_t)(i + r) * cols + j + c];
+            for (int k = k0; k < k1; k++) acc += A[(size_t)(i + r) * K + k] * Bm[(size_t)k * cols + j + c];
+            Cm[(size_t)(i + r) * cols + j + c] = acc;
+        }
+}
+
+static void gemm_tile(float *Cm, const float *A, const float *Bm, int rows, int K, int cols, int i0, int j0) {
+    int i1 = imin(i0 + TILE_R, rows), j1 = imin(j0 + TILE_C, cols);
+    for (int k0 = 0; k0 < K; k0 += TILE_K) {
+        int k1 = imin(k0 + TILE_K, K);
+        for (int i = i0; i < i1; i += MR)
+            for (int j = j0; j < j1; j += NR) {
+                int mr = imin(MR, i1 - i), nr = imin(NR, j1 - j);
+                if (mr == MR && nr == NR) micro_full(Cm, A, Bm, K, cols, i, j, k0, k1);
+                else micro_edge(Cm, A, Bm, K, cols, i, j, mr, nr, k0, k1);
+            }
+    }
+}
+
+static void gemm_acc(float *Cm, const float *A, const float *Bm, int rows, int K, int cols) {
+    int tr = (rows + TILE_R - 1) / TILE_R, tc = (cols + TILE_C - 1) / TILE_C;
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < tr * tc; t++) gemm_tile(Cm, A, Bm, rows, K, cols, (t / tc) * TILE_R, (t % tc) * TILE_C);
+}
+
+/* dst[cols,rows] = src[rows,cols]^T, in blocks so both sides stay in cache. */
+static void transpose(float *dst, const float *src, int rows, int cols) {
+    enum { TB = 32 };
+#pragma omp parallel for schedule(static)
+    for (int r0 = 0; r0 < rows; r0 += TB)
+        for (int c0 = 0; c0 < cols; c0 += TB)
+            for (int r = r0; r < imin(r0 + TB, rows); r++)
+                for (int c = c0; c < imin(c0 + TB, cols); c++) dst[(size_t)c * rows + r] = src[(size_t)r * cols + c];
+}
+
+void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC) {
+    /* The weight is transposed once (C*OC moves, small next to N*C*OC multiply-adds) so the inner loop
+       walks output columns contiguously. */
+    float *wt = xmalloc((size_t)C * OC * sizeof(float));
+    transpose(wt, weight, OC, C);
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *o = out + (size_t)n * OC;
+        if (bias) memcpy(o, bias, (size_t)OC * sizeof(float));
+        else memset(o, 0, (size_t)OC * sizeof(float));
+    }
+    gemm_acc(out, inp, wt, N, C, OC);
+    free(wt);
+}
+
+void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                         const float *weight, int N, int C, int OC) {
+    gemm_acc(dinp, dout, weight, N, OC, C);               /* dinp[N,C] += dout[N,OC] @ weight[OC,C] */
+    float *doutT = xmalloc((size_t)N * OC * sizeof(float));
+    transpose(doutT, dout, N, OC);
+    gemm_acc(dweight, doutT, inp, OC, N, C);              /* dweight[OC,C] += dout^T[OC,N] @ inp[N,C] */
+    free(doutT);
+    if (!dbias) return;
+    enum { CHUNK = 64 };
+#pragma omp parallel for schedule(static)
+    for (int o0 = 0; o0 < OC; o0 += CHUNK)
+        for (int n = 0; n < N; n++)
+            for (int o = o0; o < imin(o0 + CHUNK, OC); o++) dbias[o] += dout[(size_t)n * OC + o];
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+void cpu_encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe, int B, int T, int C) {
+#pragma omp parallel for schedule(static)
+    for (int bt = 0; bt < B * T; bt++) {
+        const float *e = wte + (size_t)inp[bt] * C, *p = wpe + (size_t)(bt % T) * C;
+        float *o = out + (size_t)bt * C;
+        for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+    }
+}
+
+void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C) {
+    /* Several positions may hold one token, so dwte is split by channel (each thread owns a slice of
+       every row), and positions are visited in order. */
+    enum { CHUNK = 16 };
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += CHUNK)
+        for (int bt = 0; bt < B * T; bt++) {
+            float *d = dwte + (size_t)inp[bt] * C;
+            const float *g = dout + (size_t)bt * C;
+            for (int c = c0; c < imin(c0 + CHUNK, C); c++) d[c] += g[c];
+        }
+#pragma omp parallel for schedule(static)
+    for (int t = 0; t < T; t++)
+        for (int b = 0; b < B; b++) {
+            const float *g = dout + ((size_t)b * T + t) * C;
+            for (int c = 0; c < C; c++) dwpe[(size_t)t * C + c] += g[c];
+        }
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                           const float *bias, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C;
+        double s = 0.0, ss = 0.0;      /* row statistics in double: cheap, and a sharper reference */
+        for (int c = 0; c < C; c++) s += x[c];
+        float m = (float)(s / C);
+        for (int c = 0; c < C; c++) { double d = (double)x[c] - m; ss += d * d; }
+        float rs = (float)(1.0 / sqrt(ss / C + LN_EPS));
+        float *o = out + (size_t)n * C;
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * rs * weight[c] + bias[c];
+        mean[n] = m;
+        rstd[n] = rs;
+    }
+}
+
+void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                            const float *weight, const float *mean, const float *rstd, int N, int C) {
+    /* dinp = rstd * (dnorm - mean(dnorm) - xhat * mean(dnorm * xhat)), with dnorm = dout * weight */
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+        float m = mean[n], rs = rstd[n];
+        double sum_d = 0.0, sum_dx = 0.0;
+        for (int c = 0; c < C; c++) {
+            float dnorm = g[c] * weight[c];
+            sum_d += dnorm;
+            sum_dx += (double)dnorm * ((x[c] - m) * rs);
+        }
+        float mean_d = (float)(sum_d / C), mean_dx = (float)(sum_dx / C);
+        float *di = dinp + (size_t)n * C;
+        for (int c = 0; c < C; c++) {
+            float xhat = (x[c] - m) * rs;
+            di[c] += (g[c] * weight[c] - mean_d - xhat * mean_dx) * rs;
+        }
+    }
+    /* weight and bias gradients sum over rows: split by channel, rows in order */
+    enum { CHUNK = 16 };
+#pragma omp parallel for schedule(static)
+    for (int c0 = 0; c0 < C; c0 += CHUNK)
+        for (int n = 0; n < N; n++) {
+            const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
+            for (int c = c0; c < imin(c0 + CHUNK, C); c++) {
+                dweight[c] += g[c] * ((x[c] - mean[n]) * rstd[n]);
+                dbias[c] += g[c];
+            }
+        }
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+void cpu_attention_forward(float *out, float *preatt, float *att, const float *qkv, int B, int T, int C, int NH) {
+    int HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS);
+    size_t C3 = (size_t)3 * C;
+#pragma omp parallel for collapse(3) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * C3 + h * HS;
+                float *pre = preatt + (((size_t)b * NH + h) * T + t) * T;
+                float *a = att + (((size_t)b * NH + h) * T + t) * T;
+                float maxv = -INFINITY;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = qkv + ((size_t)b * T + t2) * C3 + C + h * HS;
+                    float dot = 0.0f;
+                    for (int i = 0; i < HS; i++) dot += q[i] * k[i];
+                    pre[t2] = dot * scale;
+                    if (pre[t2] > maxv) maxv = pre[t2];
+                }
+                float sum = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) { a[t2] = expf(pre[t2] - maxv); sum += a[t2]; }
+                float inv = 1.0f / sum;
+                for (int t2 = 0; t2 <= t; t2++) a[t2] *= inv;
+                for (int t2 = t + 1; t2 < T; t2++) { pre[t2] = 0.0f; a[t2] = 0.0f; }   /* masked */
+                float *o = out + ((size_t)b * T + t) * C + h * HS;
+                for (int i = 0; i < HS; i++) o[i] = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
+                    for (int i = 0; i < HS; i++) o[i] += a[t2] * v[i];
+                }
+            }
+}
+
+void cpu_attention_backward(float *dqkv, float *dpreatt, float *datt, const float *dout, const float *qkv,
+                            const float *att, int B, int T, int C, int NH) {
+    int HS = C / NH;
+    float scale = 1.0f / sqrtf((float)HS);
+    size_t C3 = (size_t)3 * C;
+    /* One (b, h) per thread: dk and dv of a position gather from every later query, so the query loop
+       stays sequential inside a head. */
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                size_t row = (((size_t)b * NH + h) * T + t) * T;
+                const float *a = att + row;
+                float *da = datt + row, *dp = dpreatt + row;
+                const float *g = dout + ((size_t)b * T + t) * C + h * HS;
+                /* out = att @ v */
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
+                    float *dv = dqkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
+                    float s = 0.0f;
+                    for (int i = 0; i < HS; i++) { s += g[i] * v[i]; dv[i] += a[t2] * g[i]; }
+                    da[t2] = s;
+                }
+                /* softmax: dpre = att * (datt - sum(att * datt)) */
+                float dot = 0.0f;
+                for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * da[t2];
+                for (int t2 = 0; t2 <= t; t2++) dp[t2] = a[t2] * (da[t2] - dot);
+                for (int t2 = t + 1; t2 < T; t2++) { da[t2] = 0.0f; dp[t2] = 0.0f; }
+                /* pre = scale * q . k */
+                const float *q = qkv + ((size_t)b * T + t) * C3 + h * HS;
+                float *dq = dqkv + ((size_t)b * T + t) * C3 + h * HS;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = qkv + ((size_t)b * T + t2) * C3 + C + h * HS;
+                    float *dk = dqkv + ((size_t)b * T + t2) * C3 + C + h * HS;
+                    float d = dp[t2] * scale;
+                    for (int i = 0; i < HS; i++) { dq[i] += d * k[i]; dk[i] += d * q[i]; }
+                }
+            }
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+#define GELU_S 0.7978845608028654f   /* sqrt(2/pi) */
+
+void cpu_gelu_forward(float *out, const float *inp, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        out[i] = 0.5f * x * (1.0f + tanhf(GELU_S * (x + 0.044715f * x * x * x)));
+    }
+}
+
+void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float x = inp[i];
+        float th = tanhf(GELU_S * (x + 0.044715f * x * x * x));
+        float sech2 = 1.0f - th * th;
+        float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * GELU_S * (1.0f + 3.0f * 0.044715f * x * x);
+        dinp[i] += local * dout[i];
+    }
+}
+
+void cpu_residual_forward(float *out, const float *a, const float *b, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+void cpu_softmax_crossentropy(float *losses, float *dlogits, const float *logits, const int32_t *targets,
+                              float dloss, int N, int V, int Vp) {
+#pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        const float *l = logits + (size_t)n * Vp;
+        float maxv = -INFINITY;
+        for (int i = 0; i < V; i++) if (l[i] > maxv) maxv = l[i];
+        double sum = 0.0;                 /* V terms of up to 1: double keeps the normalizer exact enough */
+        for (int i = 0; i < V; i++) sum += exp((double)(l[i] - maxv));
+        int tgt = targets[n];
+        losses[n] = (float)(log(sum) - (double)(l[tgt] - maxv));
+        if (!dlogits) continue;
+        float *d = dlogits + (size_t)n * Vp;
+        double inv = 1.0 / sum;
+        for (int i = 0; i < V; i++) {
+            float p = (float)(exp((double)(l[i] - maxv)) * inv);
+            d[i] = (p - (i == tgt ? 1.0f : 0.0f)) * dloss;
+        }
+        for (int i = V; i < Vp; i++) d[i] = 0.0f;
+    }
+}
+
+void cpu_adamw(float *params, const float *grads, float *m, float *v, size_t n, float lr, float beta1,
+               float beta2, float eps, float weight_decay, float grad_scale, int step) {
+    float bc1 = (float)(1.0 - pow(beta1, step)), bc2 = (float)(1.0 - pow(beta2, step));
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float g = grads[i] * grad_scale;
+        m[i] = beta1 * m[i] + (1.0f - beta1) * g;
+        v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
+        float mhat = m[i] / bc1, vhat = v[i] / bc2;
+        params[i] -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * params[i]);
+    }
+}

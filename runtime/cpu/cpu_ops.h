@@ -1,0 +1,54 @@
+/* cpu_ops: the fp32 reference ops of GPT-2 (SPEC section 1), plain C with OpenMP.
+ *
+ * These are the oracle the GPU kernels are tested against, so they favour clarity and determinism:
+ * work is split over rows or outputs only, each output element is computed by one thread in a fixed
+ * order, and no float is ever reduced across threads. Two runs give the same bits on any thread count.
+ *
+ * Conventions: row-major arrays; N = B*T rows; backward functions ACCUMULATE (+=) into their gradient
+ * outputs (dinp, dweight, dbias, dwte, dwpe, dqkv), so callers zero them once per step. The attention
+ * scratch arrays dpreatt and datt are the exception: they are overwritten. */
+#ifndef GPT2GEN_CPU_OPS_H
+#define GPT2GEN_CPU_OPS_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* out[b,t,:] = wte[inp[b,t],:] + wpe[t,:] */
+void cpu_encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe, int B, int T, int C);
+void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int32_t *inp, int B, int T, int C);
+
+/* Per row: (x - mean) * rstd * weight + bias; eps 1e-5, biased variance. mean and rstd (N each) are saved
+   for the backward. */
+void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                           const float *bias, int N, int C);
+void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                            const float *weight, const float *mean, const float *rstd, int N, int C);
+
+/* out[N,OC] = inp[N,C] @ weight[OC,C]^T + bias[OC] (bias may be NULL). */
+void cpu_matmul_forward(float *out, const float *inp, const float *weight, const float *bias, int N, int C, int OC);
+/* dinp[N,C] += dout @ weight; dweight[OC,C] += dout^T @ inp; dbias[OC] += column sums of dout (may be NULL). */
+void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                         const float *weight, int N, int C, int OC);
+
+/* Causal self-attention per head. qkv (B,T,3C) is q|k|v with heads contiguous inside each; out (B,T,C);
+   preatt and att (B,NH,T,T) hold the scaled scores and the softmax (entries above the diagonal are 0). */
+void cpu_attention_forward(float *out, float *preatt, float *att, const float *qkv, int B, int T, int C, int NH);
+/* dqkv += d(out)/d(qkv) . dout; dpreatt and datt are scratch (B,NH,T,T), overwritten. */
+void cpu_attention_backward(float *dqkv, float *dpreatt, float *datt, const float *dout, const float *qkv,
+                            const float *att, int B, int T, int C, int NH);
+
+/* GELU, tanh approximation: 0.5u(1 + tanh(sqrt(2/pi)(u + 0.044715u^3))). */
+void cpu_gelu_forward(float *out, const float *inp, size_t n);
+void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
+
+void cpu_residual_forward(float *out, const float *a, const float *b, size_t n);
+
+/* Per row i of logits (N,Vp), of which the first V columns are real: losses[i] = -log softmax(row)[target].
+   With dlogits, writes (softmax - onehot(target)) * dloss there, and 0 on the padded columns V..Vp-1. */
+void cpu_softmax_crossentropy(float *losses, float *dlogits, const float *logits, const int32_t *targets,
+                              float dloss, int N, int V, int Vp);
+
+/* AdamW, step 1-based (bias correction). g = grads * grad_scale;
+   m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; param -= lr * (mhat / (sqrt(vhat) + eps) + wd * param). */
+void cpu_adamw(float *params, const float *grads, float *m, float *v, size_t n, float lr, float beta1,
+               float beta2, float eps, float weight_decay, float grad_scale, int step);
+#endif
