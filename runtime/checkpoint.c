@@ -1,0 +1,163 @@
+/* checkpoint: read and write llm.c model checkpoints (see checkpoint.h). The host is little-endian, like
+   the files, so headers and fp32 bodies are read and written as they are. */
+#include "runtime/checkpoint.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+enum { HEADER_BYTES = CHECKPOINT_HEADER_INTS * 4, CONVERT_CHUNK = 1 << 16 };
+
+void bf16_from_f32_array(uint16_t *dst, const float *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_from_f32(src[i]);
+}
+
+void bf16_to_f32_array(float *dst, const uint16_t *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+}
+
+static size_t num_params(const GPT2Shape *s) {
+    size_t sz[NUM_PARAM_TENSORS];
+    return gpt2_param_sizes(s, sz, NULL);
+}
+
+/* Shape fields, named as the config names them, for messages. */
+static const char *const field_names[6] = {"max_seq_len", "vocab_size", "padded_vocab_size", "n_layer", "n_head",
+                                           "n_embd"};
+
+static void shape_fields(const GPT2Shape *s, int f[6]) {
+    f[0] = s->max_seq_len; f[1] = s->vocab_size; f[2] = s->padded_vocab_size;
+    f[3] = s->n_layer; f[4] = s->n_head; f[5] = s->n_embd;
+}
+
+static int check_shape(const char *path, const GPT2Shape *s, const char *where, Err *err) {
+    int f[6];
+    shape_fields(s, f);
+    for (int i = 0; i < 6; i++)
+        if (f[i] < 1) return err_set(err, "%s: %s is %d %s, expected a positive number", path, field_names[i], f[i], where);
+    if (s->padded_vocab_size < s->vocab_size)
+        return err_set(err, "%s: padded_vocab_size %d is smaller than vocab_size %d %s",
+                       path, s->padded_vocab_size, s->vocab_size, where);
+    /* Reject absurd shapes before any size arithmetic could overflow (2^50 parameters is ~10^15). */
+    double C = s->n_embd, approx = ((double)s->padded_vocab_size + s->max_seq_len + 2) * C + (double)s->n_layer * (12 * C * C + 13 * C);
+    if (approx > 1125899906842624.0)
+        return err_set(err, "%s: implausible shape %s (~%.3g parameters)", path, where, approx);
+    if (s->n_embd % s->n_head)
+        return err_set(err, "%s: n_embd %d is not a multiple of n_head %d %s", path, s->n_embd, s->n_head, where);
+    return 0;
+}
+
+/* Opens path and validates its header against the file size; on success *f is positioned at the body. */
+static int open_checked(const char *path, FILE **f, GPT2Shape *shape, int *is_bf16, Err *err) {
+    *f = fopen(path, "rb");
+    if (!*f) return err_set(err, "%s: cannot open model checkpoint: %s", path, strerror(errno));
+    struct stat st;
+    int32_t h[CHECKPOINT_HEADER_INTS];
+    int rc = -1;
+    if (fstat(fileno(*f), &st) != 0) { err_set(err, "%s: cannot stat: %s", path, strerror(errno)); goto out; }
+    if (S_ISDIR(st.st_mode)) { err_set(err, "%s: is a directory, expected a model checkpoint file", path); goto out; }
+    if (st.st_size < HEADER_BYTES || fread(h, 4, CHECKPOINT_HEADER_INTS, *f) != CHECKPOINT_HEADER_INTS) {
+        err_set(err, "%s: truncated: %lld bytes, a model checkpoint has a %d-byte header", path,
+                (long long)st.st_size, HEADER_BYTES);
+        goto out;
+    }
+    if (h[0] != CHECKPOINT_MAGIC) {
+        err_set(err, "%s: bad magic %d, expected %d (an llm.c model checkpoint)", path, (int)h[0], CHECKPOINT_MAGIC);
+        goto out;
+    }
+    if (h[1] != CHECKPOINT_FP32 && h[1] != CHECKPOINT_BF16) {
+        err_set(err, "%s: checkpoint version %d, expected %d (fp32) or %d (bf16)", path, (int)h[1], CHECKPOINT_FP32, CHECKPOINT_BF16);
+        goto out;
+    }
+    GPT2Shape s = {h[2], h[3], h[7], h[4], h[5], h[6]};
+    if (check_shape(path, &s, "in the checkpoint header", err)) goto out;
+    int bf16 = h[1] == CHECKPOINT_BF16;
+    unsigned long long want = HEADER_BYTES + (unsigned long long)num_params(&s) * (bf16 ? 2 : 4);
+    if ((unsigned long long)st.st_size != want) {
+        err_set(err, "%s: %s: %lld bytes, expected %llu (the 1024-byte header + %zu %s parameters)", path,
+                (unsigned long long)st.st_size < want ? "truncated" : "has trailing data",
+                (long long)st.st_size, want, num_params(&s), bf16 ? "bf16" : "fp32");
+        goto out;
+    }
+    *shape = s;
+    *is_bf16 = bf16;
+    rc = 0;
+out:
+    if (rc) { fclose(*f); *f = NULL; }
+    return rc;
+}
+
+int checkpoint_read_header(const char *path, GPT2Shape *shape, int *is_bf16, Err *err) {
+    FILE *f;
+    int bf16;
+    if (open_checked(path, &f, shape, &bf16, err)) return -1;
+    fclose(f);
+    if (is_bf16) *is_bf16 = bf16;
+    return 0;
+}
+
+static int check_expected(const char *path, const GPT2Shape *got, const GPT2Shape *expect, Err *err) {
+    int g[6], e[6];
+    shape_fields(got, g);
+    shape_fields(expect, e);
+    for (int i = 0; i < 6; i++)
+        if (g[i] != e[i])
+            return err_set(err, "%s: %s is %d in the checkpoint, the config says %d", path, field_names[i], g[i], e[i]);
+    return 0;
+}
+
+static int read_body(const char *path, FILE *f, float *params, size_t n, int bf16, Err *err) {
+    if (!bf16) {
+        if (fread(params, sizeof(float), n, f) != n) return err_set(err, "%s: read error in the parameters", path);
+        return 0;
+    }
+    uint16_t *buf = xmalloc(CONVERT_CHUNK * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i += CONVERT_CHUNK) {
+        size_t k = n - i < CONVERT_CHUNK ? n - i : CONVERT_CHUNK;
+        if (fread(buf, sizeof(uint16_t), k, f) != k) { free(buf); return err_set(err, "%s: read error in the parameters", path); }
+        bf16_to_f32_array(params + i, buf, k);
+    }
+    free(buf);
+    return 0;
+}
+
+int checkpoint_load(const char *path, const GPT2Shape *expect, float *params, Err *err) {
+    FILE *f;
+    GPT2Shape s;
+    int bf16;
+    if (open_checked(path, &f, &s, &bf16, err)) return -1;
+    int rc = expect ? check_expected(path, &s, expect, err) : 0;
+    if (!rc) rc = read_body(path, f, params, num_params(&s), bf16, err);
+    fclose(f);
+    return rc;
+}
+
+static int write_body(FILE *f, const float *params, size_t n, int bf16) {
+    if (!bf16) return fwrite(params, sizeof(float), n, f) == n ? 0 : -1;
+    uint16_t *buf = xmalloc(CONVERT_CHUNK * sizeof(uint16_t));
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i += CONVERT_CHUNK) {
+        size_t k = n - i < CONVERT_CHUNK ? n - i : CONVERT_CHUNK;
+        bf16_from_f32_array(buf, params + i, k);
+        if (fwrite(buf, sizeof(uint16_t), k, f) != k) rc = -1;
+    }
+    free(buf);
+    return rc;
+}
+
+int checkpoint_save(const char *path, const GPT2Shape *shape, const float *params, int as_bf16, Err *err) {
+    if (check_shape(path, shape, "in the shape to save", err)) return -1;
+    int32_t h[CHECKPOINT_HEADER_INTS] = {0};
+    h[0] = CHECKPOINT_MAGIC;
+    h[1] = as_bf16 ? CHECKPOINT_BF16 : CHECKPOINT_FP32;
+    h[2] = shape->max_seq_len; h[3] = shape->vocab_size; h[4] = shape->n_layer;
+    h[5] = shape->n_head; h[6] = shape->n_embd; h[7] = shape->padded_vocab_size;
+    AtomicFile af;
+    if (atomic_open(&af, path, err)) return -1;
+    if (fwrite(h, sizeof h, 1, af.f) != 1 || write_body(af.f, params, num_params(shape), as_bf16)) {
+        int e = errno;
+        atomic_abort(&af);
+        return err_set(err, "%s: write failed: %s (the previous file, if any, is untouched)", path, strerror(e));
+    }
+    return atomic_commit(&af, err);
+}
