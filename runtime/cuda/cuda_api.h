@@ -1,0 +1,56 @@
+/* cuda_api: the CUDA driver (libcuda.so.1) and cuBLASLt (libcublasLt.so.13), loaded with dlopen so that the
+   binary starts, generates and compiles on machines with neither, and says plainly "no GPU" there.
+   Field names are the API names (cuda.h's macros map them to their versioned symbols). */
+#ifndef GPT2GEN_CUDA_API_H
+#define GPT2GEN_CUDA_API_H
+#include <cuda.h>
+#include <cublasLt.h>
+#include "gen/util.h"
+
+#define CUDA_DRIVER_FUNCS(X) \
+    X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) \
+    X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) \
+    X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) \
+    X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) \
+    X(cuLaunchKernel) X(cuFuncSetAttribute) X(cuGetErrorString) X(cuGetErrorName) \
+    X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy)
+
+#define CUBLASLT_FUNCS(X) \
+    X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtGetVersion) X(cublasLtGetStatusString) \
+    X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \
+    X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy) X(cublasLtMatrixLayoutSetAttribute) \
+    X(cublasLtMatmulPreferenceCreate) X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute) \
+    X(cublasLtMatmulAlgoGetHeuristic) X(cublasLtMatmul)
+
+#define CUDA_API_FIELD(name) __typeof__(&name) name;
+typedef struct {
+    void *lib;
+    CUDA_DRIVER_FUNCS(CUDA_API_FIELD)
+} CudaDriver;
+typedef struct {
+    void *lib;
+    CUBLASLT_FUNCS(CUDA_API_FIELD)
+} CublasLt;
+
+extern CudaDriver cu;   /* valid after cuda_open() succeeded */
+extern CublasLt lt;     /* valid after cublaslt_open() succeeded */
+
+/* The GPU we run on: device 0, its primary context made current. */
+typedef struct {
+    CUdevice dev;
+    CUcontext ctx;
+    char name[256];
+    int cc_major, cc_minor, sm_count;
+    size_t total_mem;
+    int driver_version;
+} CudaDevice;
+
+/* Loads the driver, initializes it and makes device 0's primary context current. Idempotent.
+   Without a driver: -1 and "no GPU: libcuda.so.1 not found (...)". */
+int  cuda_open(CudaDevice *d, Err *err);
+/* 1 when libcuda.so.1 can be loaded at all (no initialization), for tests that skip without a GPU. */
+int  cuda_driver_present(char *why, size_t n);
+int  cublaslt_open(Err *err);
+/* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" */
+const char *cuda_err_string(CUresult r, char *buf, size_t n);
+#endif

@@ -1,0 +1,31 @@
+/* cuda_matmul: column-major D(m,n) = alpha op(A) op(B) + beta D (+ bias[m] broadcast over columns), strided
+   batched, through cuBLASLt, in fp32 or bf16 with fp32 accumulation. The algorithm is chosen by cuBLASLt's
+   heuristic once per shape and cached. Leading dimensions follow from the shape (packed matrices). */
+#ifndef GPT2GEN_CUDA_MATMUL_H
+#define GPT2GEN_CUDA_MATMUL_H
+#include "runtime/cuda/cuda_api.h"
+#include "gen/config.h"
+
+typedef struct {
+    int m, n, k, transA, transB, batch, has_bias, gelu, accumulate;
+    long long strideA, strideB, strideD;
+    cublasLtMatmulAlgo_t algo;
+    size_t workspace;
+} MatmulCacheEntry;
+
+typedef struct {
+    cublasLtHandle_t handle;
+    Precision precision;
+    CUdeviceptr workspace;
+    size_t workspace_size;
+    int n_cache;
+    MatmulCacheEntry cache[128];
+} Matmul;
+
+int  matmul_init(Matmul *mm, Precision p, Err *err);
+void matmul_destroy(Matmul *mm);
+/* D = op(A) op(B) (+ D when accumulate) (+ bias). gelu: apply GELU in the epilogue (after the bias). */
+int  matmul_run(Matmul *mm, CUdeviceptr D, CUdeviceptr A, CUdeviceptr Bm, CUdeviceptr bias, int m, int n, int k,
+                int transA, int transB, int batch, long long strideA, long long strideB, long long strideD,
+                int accumulate, int gelu, Err *err);
+#endif
