@@ -510,8 +510,15 @@ static void test_adamw(void) {
 /* ---------------------------------------------------------------------------------------------------- */
 /* (f) the PyTorch golden file; its format is described in tests/reference/README.md */
 
-#define GOLDEN_PATH "tests/reference/golden_tiny.bin"
-#define GOLDEN_INIT "tests/reference/tiny_init.bin"
+/* The folder holding golden_tiny.bin and tiny_init.bin: tests/reference, or $GPT2GEN_REFERENCE_DIR. */
+static char golden_path[1024], golden_init[1024];
+
+static void golden_paths(void) {
+    const char *dir = getenv("GPT2GEN_REFERENCE_DIR");
+    if (!dir || !*dir) dir = "tests/reference";
+    snprintf(golden_path, sizeof golden_path, "%s/golden_tiny.bin", dir);
+    snprintf(golden_init, sizeof golden_init, "%s/tiny_init.bin", dir);
+}
 enum { GOLDEN_MAGIC = 20261130, GOLDEN_VERSION = 1 };
 
 typedef struct {
@@ -524,17 +531,17 @@ typedef struct {
 
 static int golden_parse(const char *buf, size_t len, Golden *g, Err *err) {
     const int32_t *h = (const int32_t *)buf;
-    if (len < 1024) return err_set(err, "%s: %zu bytes, shorter than its 1024-byte header", GOLDEN_PATH, len);
+    if (len < 1024) return err_set(err, "%s: %zu bytes, shorter than its 1024-byte header", golden_path, len);
     if (h[0] != GOLDEN_MAGIC || h[1] != GOLDEN_VERSION)
-        return err_set(err, "%s: magic %d version %d, expected %d version %d", GOLDEN_PATH, h[0], h[1], GOLDEN_MAGIC, GOLDEN_VERSION);
+        return err_set(err, "%s: magic %d version %d, expected %d version %d", golden_path, h[0], h[1], GOLDEN_MAGIC, GOLDEN_VERSION);
     g->shape = (GPT2Shape){h[2], h[3], h[7], h[4], h[5], h[6]};
     g->B = h[8]; g->T = h[9]; g->steps = h[10]; g->logits_B = h[11];
     size_t sz[NUM_PARAM_TENSORS];
     g->n = gpt2_param_sizes(&g->shape, sz, NULL);
-    if ((size_t)(uint32_t)h[12] != g->n) return err_set(err, "%s: header says %d parameters, the shape gives %zu", GOLDEN_PATH, h[12], g->n);
+    if ((size_t)(uint32_t)h[12] != g->n) return err_set(err, "%s: header says %d parameters, the shape gives %zu", golden_path, h[12], g->n);
     size_t BT = (size_t)g->B * g->T;
     size_t want = 1024 + 4 * (2 * BT + (size_t)g->logits_B * g->T * g->shape.vocab_size + 1 + g->n + 3 * (size_t)g->steps + 8 + NUM_PARAM_TENSORS);
-    if (len != want) return err_set(err, "%s: %zu bytes, expected %zu for its header", GOLDEN_PATH, len, want);
+    if (len != want) return err_set(err, "%s: %zu bytes, expected %zu for its header", golden_path, len, want);
     const char *p = buf + 1024;
     g->inputs = (const int32_t *)p; p += 4 * BT;
     g->targets = (const int32_t *)p; p += 4 * BT;
@@ -606,16 +613,17 @@ static void golden_steps(Backend *be, const Golden *g) {
 }
 
 static void test_golden(void) {
-    if (!file_exists(GOLDEN_PATH))
-        SKIP("%s is absent: generate it on a machine with PyTorch (python3 tests/reference/gpt2_reference.py --out tests/reference) and commit it", GOLDEN_PATH);
+    golden_paths();
+    if (!file_exists(golden_path))
+        SKIP("%s is absent: generate it where PyTorch is (python3 tests/reference/gpt2_reference.py --out tests/reference) and commit it", golden_path);
     Err err;
     size_t len;
-    char *buf = read_file(GOLDEN_PATH, &len, &err);
+    char *buf = read_file(golden_path, &len, &err);
     Golden g;
     if (!buf || golden_parse(buf, len, &g, &err)) { CHECK(0, "%s", err.msg); free(buf); return; }
     float *params = fnew(g.n);
     Backend *be = NULL;
-    if (checkpoint_load(GOLDEN_INIT, &g.shape, params, &err)) { CHECK(0, "%s", err.msg); goto out; }
+    if (checkpoint_load(golden_init, &g.shape, params, &err)) { CHECK(0, "%s", err.msg); goto out; }
     be = make_backend(&g.shape, g.B, g.T);
     if (!be) { CHECK(0, "no backend"); goto out; }
     float loss;
