@@ -2,7 +2,10 @@
    exit code (0 ok, 1 failure, 2 bad usage or bad config). */
 #include "gen/build.h"
 #include "gen/config.h"
+#include "gen/gpu_probe.h"
 #include "gen/plan.h"
+#include "runtime/prepare.h"
+#include "runtime/train.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +48,26 @@ static const char *BUILD_USAGE =
     "  -j N              compile N modules in parallel (default: one per core)\n"
     "  -q                print nothing on success\n";
 
+static const char *TRAIN_USAGE =
+    "usage: gpt2gen train CONFIG.lua [--backend auto|cpu|cuda] [--set KEY=VALUE]... [--arch sm_XX]\n"
+    "       gpt2gen CONFIG.lua [options]\n"
+    "\n"
+    "Builds the kernels (as `gpt2gen build`) and trains the model the config describes: gradient accumulation\n"
+    "to train.total_batch_size, the LR schedule, validation every eval.val_every steps, samples every\n"
+    "eval.sample_every steps, checkpoints every checkpoint.every steps and at the end, into checkpoint.dir\n"
+    "(default runs/<name>/), with metrics.jsonl (one JSON object per line) beside them.\n"
+    "\n"
+    "options:\n"
+    "  --backend B       auto (default: CUDA where there is a GPU, else the CPU backend), cpu or cuda\n"
+    "  --set KEY=VALUE   override a config value, e.g. --set train.steps=100 (repeatable)\n"
+    "  --resume          continue from the newest checkpoint in checkpoint.dir (= --set checkpoint.resume=true)\n"
+    "  --arch sm_XX      target arch for the kernels\n"
+    "  -q                no per-step progress lines\n"
+    "\n"
+    "Ctrl-C stops after the current step and saves a checkpoint first.\n";
+
 typedef struct {
+    const char *backend;
     const char *config;
     const char *arch;
     const char *sets[64];
@@ -69,6 +91,8 @@ static int parse_args(int argc, char **argv, Args *a, const char *cmd) {
         else if (!strcmp(s, "--arch") && has_next) a->arch = argv[++i];
         else if (!strcmp(s, "-j") && has_next) a->jobs = atoi(argv[++i]);
         else if (!strcmp(s, "-q")) a->quiet = 1;
+        else if (!strcmp(s, "--backend") && has_next) a->backend = argv[++i];
+        else if (!strcmp(s, "--resume") && a->n_sets < 64) a->sets[a->n_sets++] = "checkpoint.resume=true";
         else if (s[0] == '-') {
             fprintf(stderr, "gpt2gen %s: unknown option '%s' (see gpt2gen %s --help)\n", cmd, s, cmd);
             return EXIT_USAGE;
@@ -106,12 +130,43 @@ static int cmd_build(int argc, char **argv) {
     return 0;
 }
 
+static int cmd_train(int argc, char **argv) {
+    Args a;
+    int rc = parse_args(argc, argv, &a, "train");
+    if (rc) return rc;
+    if (a.help) { fputs(TRAIN_USAGE, stdout); return 0; }
+    const char *backend = a.backend ? a.backend : "auto";
+    if (strcmp(backend, "auto") && strcmp(backend, "cpu") && strcmp(backend, "cuda")) {
+        fprintf(stderr, "gpt2gen train: --backend: expected auto, cpu or cuda, got '%s'\n", backend);
+        return EXIT_USAGE;
+    }
+    static Config cfg;
+    static Plan plan;
+    if ((rc = load_and_plan(&a, &cfg, &plan))) return rc;
+    Err err;
+    char arch[16];
+    if (!strcmp(backend, "auto")) {
+        if (gpu_probe_arch(arch, &err) == 0) backend = "cuda";
+        else { printf("%s: training on the CPU backend (fp32)\n", err.msg); backend = "cpu"; }
+    }
+    if (!strcmp(backend, "cuda") && build_run(&plan, a.jobs, a.quiet, NULL, &err)) {
+        fprintf(stderr, "gpt2gen: %s\n", err.msg);
+        return EXIT_FAIL;
+    }
+    TrainOptions opt = {backend, a.quiet};
+    return train_run(&cfg, &plan, &opt);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) { fputs(USAGE, stderr); return EXIT_USAGE; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { fputs(USAGE, stdout); return 0; }
     if (!strcmp(cmd, "--version")) { printf("gpt2gen %s\n", VERSION); return 0; }
     if (!strcmp(cmd, "build")) return cmd_build(argc - 1, argv + 1);
+    if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
+    if (!strcmp(cmd, "prepare")) return prepare_main(argc - 1, argv + 1);
+    size_t n = strlen(cmd);
+    if (n > 4 && !strcmp(cmd + n - 4, ".lua")) return cmd_train(argc, argv);   /* gpt2gen CONFIG.lua */
     fprintf(stderr, "gpt2gen: unknown command '%s' (see gpt2gen --help)\n", cmd);
     return EXIT_USAGE;
 }

@@ -1,0 +1,43 @@
+/* dataloader: batches of B rows of T+1 consecutive tokens from token shards matched by a glob.
+ * Row j of a shard covers tokens [j*T, j*T + T]; inputs are its first T tokens, targets its last T.
+ * With shuffle, each epoch visits the shards in a seeded random order and each shard's rows in a seeded
+ * random order; rank r of N takes every N-th row of that order. The position is three integers (epoch,
+ * shard, row), and the orders are recomputed from (seed, epoch), so a resumed run reads the same batches. */
+#ifndef GPT2GEN_DATALOADER_H
+#define GPT2GEN_DATALOADER_H
+#include <stddef.h>
+#include <stdint.h>
+#include "gen/util.h"
+
+typedef struct {
+    int B, T, rank, num_ranks, shuffle, vocab_size;
+    unsigned long seed;
+    int n_files;
+    char **files;
+    size_t *file_rows;        /* rows in each shard, from its header */
+    /* position */
+    long epoch;
+    int shard_pos;            /* index into shard_order */
+    long row_pos;             /* index into row_order of this rank's rows */
+    /* current shard */
+    int *shard_order;
+    int loaded;               /* file index loaded, or -1 */
+    uint16_t *tokens;
+    size_t n_tokens;
+    long *row_order;          /* this rank's rows of the current shard, in visiting order */
+    long n_rows;
+} DataLoader;
+
+/* Opens every shard matching pattern and checks its header. Errors name the pattern or the file. */
+int  dataloader_open(DataLoader *dl, const char *pattern, int B, int T, int rank, int num_ranks, int shuffle,
+                     unsigned long seed, int vocab_size, Err *err);
+/* Fills inputs and targets (B*T each) with the next batch, moving to the next shard/epoch as needed. */
+int  dataloader_next(DataLoader *dl, int32_t *inputs, int32_t *targets, Err *err);
+/* Back to the first batch of epoch 0 (validation reads the same batches each time). */
+int  dataloader_reset(DataLoader *dl, Err *err);
+/* Moves to a saved position (from a resume state). */
+int  dataloader_seek(DataLoader *dl, long epoch, int shard_pos, long row_pos, Err *err);
+/* Total batches of one epoch for this rank (for progress and val_batches checks). */
+long dataloader_batches_per_epoch(const DataLoader *dl);
+void dataloader_close(DataLoader *dl);
+#endif

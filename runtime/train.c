@@ -1,0 +1,319 @@
+#include "runtime/train.h"
+#include "runtime/checkpoint.h"
+#include "runtime/dataloader.h"
+#include "runtime/schedule.h"
+#include "runtime/state.h"
+#include "runtime/tokenizer.h"
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile sig_atomic_t stop_requested;
+static void on_sigint(int sig) { (void)sig; stop_requested = 1; }
+
+/* The CUDA backend comes from runtime/cuda/; until it is linked in, only the CPU backend exists. */
+Backend *cuda_backend_create(const BackendOptions *opt, Err *err) __attribute__((weak));
+
+Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *which, Err *err) {
+    BackendOptions o = {gpt2_shape_from_config(cfg), cfg->train.batch_size, cfg->train.seq_len, cfg->precision,
+                        cfg->train.master_weights, cfg->train.recompute, plan};
+    if (!strcmp(which, "cpu")) return cpu_backend_create(&o, err);
+    if (!cuda_backend_create) { if (!strcmp(which, "cuda")) { err_set(err, "this gpt2gen was built without the CUDA backend"); return NULL; } return cpu_backend_create(&o, err); }
+    if (!strcmp(which, "cuda")) return cuda_backend_create(&o, err);
+    Backend *b = cuda_backend_create(&o, err);
+    if (b) return b;
+    fprintf(stderr, "gpt2gen: %s; training on the CPU backend (fp32)\n", err->msg);
+    return cpu_backend_create(&o, err);
+}
+
+int sample_token(const float *logits, int V, float temperature, uint64_t *rng) {
+    float mx = logits[0];
+    int arg = 0;
+    for (int i = 1; i < V; i++) if (logits[i] > mx) { mx = logits[i]; arg = i; }
+    if (temperature <= 0) return arg;
+    double sum = 0;
+    for (int i = 0; i < V; i++) sum += exp((logits[i] - mx) / temperature);
+    double u = rng_uniform(rng) * sum, acc = 0;
+    for (int i = 0; i < V; i++) {
+        acc += exp((logits[i] - mx) / temperature);
+        if (acc > u) return i;
+    }
+    return V - 1;
+}
+
+/* ---------------------------------------------------------------- the run's pieces */
+
+typedef struct {
+    const Config *cfg;
+    Backend *be;
+    DataLoader train, val;
+    int has_val;
+    Tokenizer tok;
+    int has_tok;
+    int32_t *inputs, *targets;
+    uint64_t sample_rng;
+    FILE *metrics;
+    int quiet;
+    size_t num_params;
+} Run;
+
+static void metrics_line(Run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void metrics_line(Run *r, const char *fmt, ...) {
+    if (!r->metrics) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(r->metrics, fmt, ap);
+    va_end(ap);
+    fputc('\n', r->metrics);
+    fflush(r->metrics);
+}
+
+static int validate_loss(Run *r, float *out, Err *err) {
+    if (dataloader_reset(&r->val, err)) return -1;
+    long avail = dataloader_batches_per_epoch(&r->val);
+    int n = r->cfg->eval.val_batches < avail ? r->cfg->eval.val_batches : (int)avail;
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        float loss;
+        if (dataloader_next(&r->val, r->inputs, r->targets, err)) return -1;
+        if (r->be->forward(r->be, r->inputs, r->targets, &loss, err)) return -1;
+        sum += loss;
+    }
+    *out = (float)(sum / (n > 0 ? n : 1));
+    return 0;
+}
+
+/* Generates eval.sample_tokens tokens from end-of-text and prints them as they come. */
+static int sample_text(Run *r, int step, Err *err) {
+    const Config *c = r->cfg;
+    int T = c->train.seq_len, V = c->model.vocab_size, eot = r->has_tok ? r->tok.eot : 50256;
+    int n = c->eval.sample_tokens;
+    size_t BT = (size_t)c->train.batch_size * T;
+    for (size_t i = 0; i < BT; i++) r->inputs[i] = eot;
+    float *logits = xmalloc((size_t)V * sizeof(float));
+    Utf8Stream us = {0};
+    printf("--- sample at step %d: ", step);
+    for (int t = 1; t < n; t++) {
+        if (r->be->forward(r->be, r->inputs, NULL, NULL, err) || r->be->get_logits(r->be, 0, t - 1, logits, err)) { free(logits); return -1; }
+        int id = sample_token(logits, V, (float)c->eval.temperature, &r->sample_rng);
+        r->inputs[t] = id;
+        size_t len;
+        const uint8_t *bytes = r->has_tok ? tokenizer_decode(&r->tok, id, &len) : NULL;
+        if (bytes) utf8_stream_put(&us, bytes, len, stdout);
+        else printf("<%d>", id);
+        fflush(stdout);
+    }
+    utf8_stream_flush(&us, stdout);
+    printf("\n---\n");
+    free(logits);
+    return 0;
+}
+
+static void ckpt_paths(const Config *c, int step, char *model, char *state, size_t n) {
+    snprintf(model, n, "%s/model_%08d.bin", c->checkpoint.dir, step);
+    snprintf(state, n, "%s/state_%08d.bin", c->checkpoint.dir, step);
+}
+
+static int save_checkpoint(Run *r, int step, Err *err) {
+    const Config *c = r->cfg;
+    char model[2200], state[2200];
+    ckpt_paths(c, step, model, state, sizeof model);
+    TrainState s = {c->train.num_gpus, 0, 1, step, r->train.epoch, r->train.row_pos, r->train.shard_pos,
+                    r->sample_rng, r->num_params, NULL, NULL, NULL, r->train.n_files, NULL};
+    s.m = xmalloc(r->num_params * sizeof(float));
+    s.v = xmalloc(r->num_params * sizeof(float));
+    s.params = xmalloc(r->num_params * sizeof(float));
+    s.shard_order = r->train.shard_order;
+    GPT2Shape shape = gpt2_shape_from_config(c);
+    int rc = r->be->get_params(r->be, s.params, err);
+    if (!rc) rc = r->be->get_opt_state(r->be, s.m, s.v, err);
+    /* the state first: a model file is only ever next to a complete state */
+    if (!rc) rc = state_save(state, &s, err);
+    if (!rc) rc = checkpoint_save(model, &shape, s.params, c->precision != PREC_FP32, err);
+    free(s.m); free(s.v); free(s.params);
+    if (!rc && !r->quiet) printf("saved %s and %s\n", model, state);
+    if (!rc) metrics_line(r, "{\"event\":\"checkpoint\",\"step\":%d,\"model\":\"%s\"}", step, model);
+    return rc;
+}
+
+/* The newest step in dir with both a model and a state file; -1 if none. */
+static int latest_checkpoint(const Config *c) {
+    DIR *d = opendir(c->checkpoint.dir);
+    if (!d) return -1;
+    int best = -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int step;
+        char tail;
+        if (sscanf(e->d_name, "state_%d.bi%c", &step, &tail) == 2 && tail == 'n' && step > best) {
+            char model[2200], state[2200];
+            ckpt_paths(c, step, model, state, sizeof model);
+            if (file_exists(model)) best = step;
+        }
+    }
+    closedir(d);
+    return best;
+}
+
+/* Parameters at the start: a resume state, else checkpoint.init, else fresh init. Returns the first step. */
+static int initial_state(Run *r, Err *err) {
+    const Config *c = r->cfg;
+    GPT2Shape shape = gpt2_shape_from_config(c);
+    float *params = xmalloc(r->num_params * sizeof(float));
+    int step = 0, rc = 0;
+    int resume_step = c->checkpoint.resume ? latest_checkpoint(c) : -1;
+    if (resume_step >= 0) {
+        char model[2200], state[2200];
+        ckpt_paths(c, resume_step, model, state, sizeof model);
+        TrainState s;
+        rc = state_load(state, &s, r->num_params, err);
+        if (!rc && s.n_shards != r->train.n_files) rc = err_set(err, "%s: saved with %d training shards, %s matches %d now", state, s.n_shards, c->data.train, r->train.n_files);
+        if (!rc) rc = r->be->set_params(r->be, s.params, err);
+        if (!rc) rc = r->be->set_opt_state(r->be, s.m, s.v, err);
+        if (!rc) rc = dataloader_seek(&r->train, s.epoch, s.shard_pos, s.row_pos, err);
+        if (!rc) { r->sample_rng = s.sample_rng; step = s.step; printf("resuming from %s (step %d)\n", state, step); }
+        state_free(&s);
+    } else {
+        if (c->checkpoint.resume) printf("resume: no checkpoint in %s yet; starting fresh\n", c->checkpoint.dir);
+        if (c->checkpoint.init[0]) {
+            rc = checkpoint_load(c->checkpoint.init, &shape, params, err);
+            if (!rc) printf("loaded weights from %s\n", c->checkpoint.init);
+        } else gpt2_init_params(&shape, params, (unsigned long)c->train.seed);
+        if (!rc) rc = r->be->set_params(r->be, params, err);
+    }
+    free(params);
+    return rc ? -1 : step;
+}
+
+static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOptions *opt, Err *err) {
+    memset(r, 0, sizeof *r);
+    r->cfg = c;
+    r->quiet = opt->quiet;
+    r->sample_rng = (uint64_t)c->train.seed * 31 + 7;
+    size_t sizes[NUM_PARAM_TENSORS];
+    GPT2Shape shape = gpt2_shape_from_config(c);
+    r->num_params = gpt2_param_sizes(&shape, sizes, NULL);
+    int B = c->train.batch_size, T = c->train.seq_len;
+    if (dataloader_open(&r->train, c->data.train, B, T, 0, 1, 1, (unsigned long)c->train.seed, c->model.vocab_size, err)) return -1;
+    if (c->eval.val_every > 0 || c->eval.val_batches > 0) {
+        if (dataloader_open(&r->val, c->data.val, B, T, 0, 1, 0, 0, c->model.vocab_size, err)) return -1;
+        r->has_val = 1;
+    }
+    if (c->data.tokenizer[0] && file_exists(c->data.tokenizer)) {
+        if (tokenizer_load(&r->tok, c->data.tokenizer, err)) return -1;
+        r->has_tok = 1;
+    } else if (c->eval.sample_every > 0) printf("note: no tokenizer at %s: samples print as token ids\n", c->data.tokenizer);
+    if (mkdir_p(c->checkpoint.dir, err)) return -1;
+    char path[2200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", c->checkpoint.dir);
+    r->metrics = fopen(path, "a");
+    r->be = train_make_backend(c, plan, opt->backend, err);
+    if (!r->be) return -1;
+    r->inputs = xmalloc((size_t)B * T * sizeof(int32_t));
+    r->targets = xmalloc((size_t)B * T * sizeof(int32_t));
+    return 0;
+}
+
+static void close_run(Run *r) {
+    if (r->be) r->be->destroy(r->be);
+    dataloader_close(&r->train);
+    if (r->has_val) dataloader_close(&r->val);
+    if (r->has_tok) tokenizer_free(&r->tok);
+    if (r->metrics) fclose(r->metrics);
+    free(r->inputs);
+    free(r->targets);
+}
+
+/* One optimizer step: grad_accum micro-batches, clip, AdamW. */
+static int train_step(Run *r, int step, float *loss_out, float *norm_out, float *lr_out, Err *err) {
+    const Config *c = r->cfg;
+    Backend *be = r->be;
+    int accum = c->train.grad_accum;
+    double loss_sum = 0;
+    if (be->zero_grad(be, err)) return -1;
+    for (int micro = 0; micro < accum; micro++) {
+        float loss;
+        int reuse = c->train.overfit_batch && (step > 0 || micro > 0);
+        if (!reuse && dataloader_next(&r->train, r->inputs, r->targets, err)) return -1;
+        if (be->forward(be, r->inputs, r->targets, &loss, err)) return -1;
+        if (be->backward(be, 1.0f / accum, err)) return -1;
+        loss_sum += loss;
+    }
+    float norm;
+    if (be->grad_norm(be, &norm, err)) return -1;
+    if (!isfinite(norm)) return err_set(err, "step %d: the gradient norm is %f; stopping (lower train.lr?)", step, norm);
+    float clip = (float)c->train.grad_clip;
+    float scale = clip > 0 && norm > clip ? clip / norm : 1.0f;
+    float lr = (float)lr_at(c->train.schedule, c->train.lr, c->train.warmup, c->train.steps, c->train.final_lr_frac, step);
+    if (be->update(be, lr, (float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
+                   (float)c->train.weight_decay, scale, step + 1, err)) return -1;
+    *loss_out = (float)(loss_sum / accum);
+    *norm_out = norm;
+    *lr_out = lr;
+    return 0;
+}
+
+int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
+    Run r;
+    Err err;
+    int rc = 0, step = 0;
+    if (open_run(&r, c, plan, opt, &err) || (step = initial_state(&r, &err)) < 0) {
+        fprintf(stderr, "gpt2gen: %s\n", err.msg);
+        close_run(&r);
+        return EXIT_FAIL;
+    }
+    GPT2Shape shape = gpt2_shape_from_config(c);
+    printf("training %s on %s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", c->name,
+           r.be->name, r.num_params / 1e6, c->train.steps, c->train.total_batch_size, c->train.batch_size,
+           c->train.seq_len, c->train.grad_accum, precision_name(c->precision));
+    metrics_line(&r, "{\"event\":\"start\",\"config\":\"%s\",\"backend\":\"%s\",\"step\":%d,\"steps\":%d,\"params\":%zu}",
+                 c->name, r.be->name, step, c->train.steps, r.num_params);
+    signal(SIGINT, on_sigint);
+    double timed = 0;
+    int timed_steps = 0, last_saved = -1, resumed_at = step > 0 ? step : -1;
+    for (; step <= c->train.steps; step++) {
+        int last = step == c->train.steps;
+        /* a resumed run already validated, sampled and saved at its first step before it stopped */
+        int evals = step != resumed_at;
+        if (evals && r.has_val && c->eval.val_every > 0 && (step % c->eval.val_every == 0 || last)) {
+            float vl;
+            if ((rc = validate_loss(&r, &vl, &err))) break;
+            printf("step %5d | val loss %.4f\n", step, vl);
+            metrics_line(&r, "{\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f}", step, vl);
+        }
+        if (evals && c->eval.sample_every > 0 && step > 0 && (step % c->eval.sample_every == 0 || last))
+            if ((rc = sample_text(&r, step, &err))) break;
+        if (evals && step > 0 && (last || (c->checkpoint.every > 0 && step % c->checkpoint.every == 0) || stop_requested)) {
+            if ((rc = save_checkpoint(&r, step, &err))) break;
+            last_saved = step;
+        }
+        if (last) break;
+        if (stop_requested) { printf("stopped at step %d: checkpoint saved; resume with --set checkpoint.resume=true\n", step); rc = 130; break; }
+        double t0 = now_seconds();
+        float loss = 0, norm = 0, lr = 0;
+        if ((rc = train_step(&r, step, &loss, &norm, &lr, &err))) break;
+        double dt = now_seconds() - t0;
+        if (step > 0 || c->train.steps == 1) { timed += dt; timed_steps++; }   /* the first step pays for warm-up */
+        double tok_s = c->train.total_batch_size / dt;
+        char eta[32];
+        format_duration((timed_steps ? timed / timed_steps : dt) * (c->train.steps - step - 1), eta, sizeof eta);
+        if (!r.quiet)
+            printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | ETA %s\n", step + 1,
+                   c->train.steps, loss, lr, norm, dt * 1e3, tok_s, eta);
+        metrics_line(&r, "{\"event\":\"step\",\"step\":%d,\"loss\":%.6f,\"lr\":%.6e,\"norm\":%.6f,\"ms\":%.3f,\"tok_s\":%.1f}",
+                     step + 1, loss, lr, norm, dt * 1e3, tok_s);
+        fflush(stdout);
+    }
+    if (rc && rc != 130) fprintf(stderr, "gpt2gen: %s\n", err.msg);
+    else if (timed_steps > 0) {
+        double tok_s = c->train.total_batch_size * timed_steps / timed;
+        printf("done: %d steps, mean %.1f ms/step, %.0f tok/s, %.2f TFLOP/s%s\n", timed_steps, timed / timed_steps * 1e3,
+               tok_s, tok_s * gpt2_flops_per_token(&shape, c->train.seq_len) / 1e12, last_saved >= 0 ? "" : " (no checkpoint written)");
+    }
+    signal(SIGINT, SIG_DFL);
+    close_run(&r);
+    return rc == 130 ? 130 : rc ? EXIT_FAIL : 0;
+}

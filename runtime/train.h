@@ -1,0 +1,23 @@
+/* train: the training loop, written once over the Backend interface (runtime/backend.h).
+ * Gradient accumulation, LR schedule, clipping, validation, sampling, checkpoints, exact resume, a progress
+ * line per step and a metrics log (one JSON object per line) in the run folder (checkpoint.dir). */
+#ifndef GPT2GEN_TRAIN_H
+#define GPT2GEN_TRAIN_H
+#include "gen/config.h"
+#include "gen/plan.h"
+#include "runtime/backend.h"
+
+typedef struct {
+    const char *backend;     /* "cpu", "cuda", or "auto" (cuda where there is a GPU, else cpu) */
+    int quiet;               /* no per-step lines (tests) */
+} TrainOptions;
+
+/* Runs the whole job. Returns an exit code: 0, 1 (a failure, printed), 130 (stopped by SIGINT after
+   saving a checkpoint). */
+int train_run(const Config *cfg, const Plan *plan, const TrainOptions *opt);
+
+/* Pieces the tests use. */
+Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *which, Err *err);
+/* Samples one token from logits[0..V) at temperature (0: argmax) with the RNG. */
+int sample_token(const float *logits, int V, float temperature, uint64_t *rng);
+#endif
