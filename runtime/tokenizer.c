@@ -358,6 +358,7 @@ size_t gpt2_piece_length(const uint8_t *s, size_t n) {
 /* ---------- byte pair merges within one piece ---------- */
 
 #define NO_RANK INT32_MAX
+#define LONG_PIECE 64          /* pieces longer than this (bytes) take the O(n log n) merge */
 
 /* Rank of the bytes from part i to the end of part i+1, or NO_RANK. start has nparts+1 entries. */
 static int32_t pair_rank(const Tokenizer *t, const uint8_t *p, const size_t *start, size_t nparts, size_t i) {
@@ -367,13 +368,11 @@ static int32_t pair_rank(const Tokenizer *t, const uint8_t *p, const size_t *sta
 }
 
 /* The piece p[0..n) starts as single bytes; merge the lowest-ranked adjacent pair (leftmost on a tie)
-   until none is a token, then emit each part's id. Quadratic in n, like the reference; pieces are short
-   in text (a word, a number, a run of spaces). */
-static void merge_piece(const Tokenizer *t, const uint8_t *p, size_t n, TokenVec *out) {
-    size_t small_start[65];
-    int32_t small_rank[64];
-    size_t *start = n < 64 ? small_start : xmalloc((n + 1) * sizeof *start);
-    int32_t *rank = n < 64 ? small_rank : xmalloc(n * sizeof *rank);
+   until none is a token, then emit each part's id. This version rescans all pairs after each merge:
+   quadratic, but the fastest for the short pieces of ordinary text (a word, a number, a few spaces). */
+static void merge_short(const Tokenizer *t, const uint8_t *p, size_t n, TokenVec *out) {
+    size_t start[LONG_PIECE + 1];
+    int32_t rank[LONG_PIECE];
     size_t nparts = n;
     for (size_t i = 0; i <= n; i++) start[i] = i;
     for (size_t i = 0; i < nparts; i++) rank[i] = pair_rank(t, p, start, nparts, i);
@@ -389,7 +388,65 @@ static void merge_piece(const Tokenizer *t, const uint8_t *p, size_t n, TokenVec
         if (best > 0) rank[best - 1] = pair_rank(t, p, start, nparts, best - 1);
     }
     for (size_t i = 0; i < nparts; i++) tokvec_push(out, rank_of(t, p + start[i], start[i + 1] - start[i]));
-    if (start != small_start) { free(start); free(rank); }
+}
+
+/* The same merges for long pieces (a page without spaces, a long run of one character), in
+   O(n log n): parts form a linked list, candidate pairs wait in a min-heap ordered by (rank, start).
+   A merge changes the pairs on both sides of the new part; their old heap entries are left in place
+   and recognised as stale when popped (the pair they name no longer spans those bytes). */
+typedef struct { int32_t rank; uint32_t left, right_end; } PairEntry;
+
+static int pair_less(PairEntry a, PairEntry b) {
+    return a.rank < b.rank || (a.rank == b.rank && a.left < b.left);
+}
+
+typedef struct { PairEntry *e; size_t n; } PairHeap;
+
+static void heap_push(PairHeap *h, PairEntry x) {
+    size_t i = h->n++;
+    while (i > 0 && pair_less(x, h->e[(i - 1) / 2])) { h->e[i] = h->e[(i - 1) / 2]; i = (i - 1) / 2; }
+    h->e[i] = x;
+}
+
+static PairEntry heap_pop(PairHeap *h) {
+    PairEntry top = h->e[0], x = h->e[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && pair_less(h->e[c + 1], h->e[c])) c++;
+        if (!pair_less(h->e[c], x)) break;
+        h->e[i] = h->e[c]; i = c;
+    }
+    h->e[i] = x;
+    return top;
+}
+
+/* Parts are named by their first byte; end[i] is where part i ends, 0 once it was merged away. */
+static void push_pair(const Tokenizer *t, const uint8_t *p, const uint32_t *end, size_t n, uint32_t left, PairHeap *h) {
+    uint32_t mid = end[left];
+    if (mid >= n) return;
+    int32_t r = rank_of(t, p + left, end[mid] - left);
+    if (r >= 0) heap_push(h, (PairEntry){r, left, end[mid]});
+}
+
+static void merge_long(const Tokenizer *t, const uint8_t *p, size_t n, TokenVec *out) {
+    uint32_t *end = xmalloc(n * sizeof *end), *prev = xmalloc(n * sizeof *prev);
+    PairHeap h = {xmalloc(3 * n * sizeof *h.e), 0};      /* n pairs to start, at most 2 more per merge */
+    for (uint32_t i = 0; i < n; i++) { end[i] = i + 1; prev[i] = i ? i - 1 : UINT32_MAX; }
+    for (uint32_t i = 0; i + 1 < n; i++) push_pair(t, p, end, n, i, &h);
+    while (h.n) {
+        PairEntry e = heap_pop(&h);
+        uint32_t mid = end[e.left];
+        if (mid == 0 || mid >= n || end[mid] != e.right_end) continue;   /* stale */
+        end[e.left] = e.right_end;                                       /* left absorbs mid */
+        end[mid] = 0;
+        if (e.right_end < n) prev[e.right_end] = e.left;
+        push_pair(t, p, end, n, e.left, &h);
+        if (prev[e.left] != UINT32_MAX) push_pair(t, p, end, n, prev[e.left], &h);
+    }
+    for (uint32_t i = 0; i < n; i = end[i]) tokvec_push(out, rank_of(t, p + i, end[i] - i));
+    free(end); free(prev); free(h.e);
 }
 
 int tokenizer_encode(const Tokenizer *t, const void *text, size_t len, TokenVec *out, Err *err) {
@@ -399,7 +456,8 @@ int tokenizer_encode(const Tokenizer *t, const void *text, size_t len, TokenVec 
         size_t k = gpt2_piece_length(s + i, len - i);
         int32_t whole = rank_of(t, s + i, k);             /* most pieces are a token already */
         if (whole >= 0) tokvec_push(out, whole);
-        else merge_piece(t, s + i, k, out);
+        else if (k <= LONG_PIECE) merge_short(t, s + i, k, out);
+        else merge_long(t, s + i, k, out);
         i += k;
     }
     return 0;

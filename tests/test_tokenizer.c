@@ -169,6 +169,43 @@ static void test_gpt2_known_ids(void) {
     tokenizer_free(&t);
 }
 
+static void check_roundtrip(const Tokenizer *t, const char *text, size_t n);
+
+/* One piece of a megabyte: the merge loop must not be quadratic (tiktoken does this in ~0.3 s). */
+static void test_long_pieces(void) {
+    Tokenizer small, gpt2;
+    if (load_small(&small)) return;
+    size_t n = 1000000;
+    char *text = xmalloc(n);
+    for (size_t i = 0; i < n; i++) text[i] = "hello"[i % 5];
+    TokenVec v = {0};
+    Err err;
+    double t0 = now_seconds();
+    CHECK_OK(tokenizer_encode(&small, text, n, &v, &err), &err);
+    double dt = now_seconds() - t0;
+    size_t bad = 0;
+    for (size_t i = 0; i < v.n; i++) bad += v.data[i] != 259;
+    CHECK(v.n == n / 5 && bad == 0, "'hello' x 200000 gave %zu ids (%zu not 'hello')", v.n, bad);
+    CHECK(dt < 5, "a 1 MB piece took %.1f s", dt);
+    if (have_gpt2(&gpt2)) {
+        memset(text, 'a', n);
+        v.n = 0;
+        t0 = now_seconds();
+        CHECK_OK(tokenizer_encode(&gpt2, text, n, &v, &err), &err);
+        dt = now_seconds() - t0;
+        /* tiktoken: 'a' x 1000000 is 24794 ('aaaa') 250000 times */
+        bad = 0;
+        for (size_t i = 0; i < v.n; i++) bad += v.data[i] != 24794;
+        CHECK(v.n == 250000 && bad == 0, "'a' x 1e6 gave %zu ids", v.n);
+        CHECK(dt < 5, "'a' x 1e6 took %.1f s", dt);
+        check_roundtrip(&gpt2, text, n);
+        tokenizer_free(&gpt2);
+    }
+    free(text);
+    tokvec_free(&v);
+    tokenizer_free(&small);
+}
+
 /* decode(encode(text)) == text, byte for byte, whatever the bytes. */
 static void check_roundtrip(const Tokenizer *t, const char *text, size_t n) {
     TokenVec v = {0};
@@ -565,6 +602,7 @@ int main(int argc, char **argv) {
     RUN(test_pieces);
     RUN(test_gpt2_known_ids);
     RUN(test_roundtrip);
+    RUN(test_long_pieces);
     RUN(test_tokenizer_file_roundtrip);
     RUN(test_tokenizer_file_gpt2);
     RUN(test_bad_tokenizer_files);

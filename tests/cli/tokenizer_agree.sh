@@ -179,6 +179,10 @@ def stress_text(rng, cats, n_items):
     out.insert(rng.randrange(len(out)), "a" * 2000)
     out.insert(rng.randrange(len(out)), "7" * 1500)
     out.insert(rng.randrange(len(out)), "\n" * 700 + "\t " * 300)
+    out.insert(rng.randrange(len(out)), " " + "".join(rng.choice("abcdefghij") for _ in range(6000)))
+    out.insert(rng.randrange(len(out)), "".join(rng.choice(letters) for _ in range(2500)))
+    out.insert(rng.randrange(len(out)), "".join(rng.choice("0123456789") for _ in range(4000)))
+    out.insert(rng.randrange(len(out)), "".join(rng.choice("!#$%&()*+,-./:;<=>?@[]^_{|}~") for _ in range(3000)))
     return "".join(out)
 
 
