@@ -162,7 +162,7 @@ size_t prepare_split_documents(const char *text, size_t len, PrepareDoc **docs) 
 typedef struct {
     const char *dir, *split;     /* "train" or "val" */
     uint16_t   *buf;
-    size_t      n, cap;          /* cap = tokens per shard */
+    size_t      n, alloc, cap;   /* tokens held, room for, per shard */
     int         shards;          /* written so far */
     size_t      tokens;          /* all tokens added */
 } ShardWriter;
@@ -181,10 +181,19 @@ static int writer_flush(ShardWriter *w, Err *err) {
     return 0;
 }
 
+/* Doubles the buffer, up to one shard: small data sets stay small, the default 100M-token shard is not
+   allocated up front. Called when full and below cap, so it always makes room. */
+static void writer_grow(ShardWriter *w) {
+    size_t want = w->alloc ? w->alloc * 2 : 65536;
+    w->alloc = want < w->cap ? want : w->cap;
+    w->buf = realloc(w->buf, w->alloc * sizeof *w->buf);
+    if (!w->buf) { fprintf(stderr, "out of host memory for a shard of %zu tokens\n", w->alloc); abort(); }
+}
+
 static int writer_add(ShardWriter *w, const int32_t *ids, size_t n, Err *err) {
     for (size_t i = 0; i < n; i++) {
         if (w->n == w->cap && writer_flush(w, err)) return -1;
-        if (!w->buf) w->buf = xmalloc(w->cap * sizeof *w->buf);
+        if (w->n == w->alloc) writer_grow(w);
         w->buf[w->n++] = (uint16_t)ids[i];
     }
     w->tokens += n;
