@@ -14,7 +14,7 @@
 
 static int check_passed, check_failed, check_skipped, check_cur_failed, check_cur_skipped;
 static const char *check_filter;
-static char check_why[1024];
+static char check_why[8192];
 
 #define CHECK(cond, ...) do { if (!(cond)) { \
         if (!check_cur_failed) { snprintf(check_why, sizeof check_why, __VA_ARGS__); } \

@@ -1,0 +1,193 @@
+/* The training loop's pieces: LR schedules at known steps, the data loader (rows, order, ranks, seek,
+   bad files), the resume state file, and token sampling. */
+#include "runtime/dataloader.h"
+#include "runtime/schedule.h"
+#include "runtime/shard.h"
+#include "runtime/state.h"
+#include "runtime/train.h"
+#include "tests/check.h"
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static char tmpdir[256];
+
+static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 * fmax(1.0, fabs(b)); }
+
+static void test_lr_schedules(void) {
+    /* M = 1e-3, W = 10, N = 110, f = 0.1: values worked out by hand from SPEC section 2 */
+    double M = 1e-3, f = 0.1;
+    CHECK(close_to(lr_at(SCHED_COSINE, M, 10, 110, f, 0), 1e-4), "warmup step 0: %g", lr_at(SCHED_COSINE, M, 10, 110, f, 0));
+    CHECK(close_to(lr_at(SCHED_COSINE, M, 10, 110, f, 9), 1e-3), "warmup step 9");
+    CHECK(close_to(lr_at(SCHED_COSINE, M, 10, 110, f, 10), 1e-3), "cosine start: %g", lr_at(SCHED_COSINE, M, 10, 110, f, 10));
+    CHECK(close_to(lr_at(SCHED_COSINE, M, 10, 110, f, 60), 1e-4 + 0.5 * 9e-4), "cosine middle: %g", lr_at(SCHED_COSINE, M, 10, 110, f, 60));
+    CHECK(close_to(lr_at(SCHED_COSINE, M, 10, 110, f, 110), 1e-4), "cosine end");
+    CHECK(close_to(lr_at(SCHED_LINEAR, M, 10, 110, f, 35), 1e-3 - 0.25 * 9e-4), "linear quarter: %g", lr_at(SCHED_LINEAR, M, 10, 110, f, 35));
+    CHECK(close_to(lr_at(SCHED_CONSTANT, M, 10, 110, f, 100), 1e-3), "constant");
+    CHECK(close_to(lr_at(SCHED_CONSTANT, M, 10, 110, f, 4), 5e-4), "constant warms up too");
+    /* wsd, N = 100: constant until 80, then 1 - sqrt(d) with d = (s - 80) / 20 */
+    CHECK(close_to(lr_at(SCHED_WSD, M, 0, 100, f, 79), 1e-3), "wsd stable");
+    CHECK(close_to(lr_at(SCHED_WSD, M, 0, 100, f, 85), 1e-4 + (1 - sqrt(0.25)) * 9e-4), "wsd decay: %g", lr_at(SCHED_WSD, M, 0, 100, f, 85));
+    CHECK(close_to(lr_at(SCHED_WSD, M, 0, 100, f, 100), 1e-4), "wsd end");
+}
+
+/* Two shards of tokens 0,1,2,... (mod 500) so each row's content says where it came from. */
+static void make_shards(const char *dir, int n_shards, size_t tokens_each) {
+    char path[512];
+    Err err;
+    uint16_t *t = malloc(tokens_each * sizeof(uint16_t));
+    for (int s = 0; s < n_shards; s++) {
+        for (size_t i = 0; i < tokens_each; i++) t[i] = (uint16_t)((s * tokens_each + i) % 500);
+        snprintf(path, sizeof path, "%s/train_%06d.bin", dir, s);
+        if (shard_write(path, t, tokens_each, &err)) fprintf(stderr, "%s\n", err.msg);
+    }
+    free(t);
+}
+
+static void test_dataloader_rows(void) {
+    char pat[512];
+    Err err;
+    snprintf(pat, sizeof pat, "%s/rows", tmpdir);
+    mkdir_p(pat, &err);
+    make_shards(pat, 2, 1000);
+    snprintf(pat, sizeof pat, "%s/rows/train_*.bin", tmpdir);
+    DataLoader dl;
+    int B = 4, T = 16;
+    CHECK_OK(dataloader_open(&dl, pat, B, T, 0, 1, 0, 1, 500, &err), &err);
+    int32_t in[64], tg[64];
+    /* unshuffled: rows in file order, row j starts at token j*T, targets are inputs shifted by one */
+    CHECK_OK(dataloader_next(&dl, in, tg, &err), &err);
+    for (int i = 0; i < B * T; i++) {
+        CHECK(in[i] == i % 500, "input %d is %d", i, in[i]);
+        int b = i / T, t = i % T;
+        CHECK(tg[i] == (b * T + t + 1) % 500, "target %d is %d", i, tg[i]);
+    }
+    /* (1000-1)/16 = 62 rows per shard, 15 batches of 4 per shard */
+    CHECK(dataloader_batches_per_epoch(&dl) == 30, "batches per epoch %ld", dataloader_batches_per_epoch(&dl));
+    dataloader_close(&dl);
+}
+
+/* Reads n batches and returns a checksum of their first tokens. */
+static unsigned long batches_sum(DataLoader *dl, int n, Err *err) {
+    int32_t in[4 * 16], tg[4 * 16];
+    unsigned long h = 1469598103ul;
+    for (int i = 0; i < n; i++) {
+        if (dataloader_next(dl, in, tg, err)) return 0;
+        for (int b = 0; b < 4; b++) h = h * 1099511628211ul ^ (unsigned long)in[b * 16];
+    }
+    return h;
+}
+
+static void test_dataloader_shuffle_and_seek(void) {
+    char pat[512];
+    Err err;
+    snprintf(pat, sizeof pat, "%s/rows/train_*.bin", tmpdir);
+    DataLoader a, b, c;
+    CHECK_OK(dataloader_open(&a, pat, 4, 16, 0, 1, 1, 7, 500, &err), &err);
+    CHECK_OK(dataloader_open(&b, pat, 4, 16, 0, 1, 1, 7, 500, &err), &err);
+    CHECK_OK(dataloader_open(&c, pat, 4, 16, 0, 1, 1, 8, 500, &err), &err);
+    /* 70 batches crosses shards and an epoch (30 per epoch) */
+    unsigned long ha = batches_sum(&a, 70, &err), hb = batches_sum(&b, 70, &err), hc = batches_sum(&c, 70, &err);
+    CHECK(ha == hb, "same seed, different batches");
+    CHECK(ha != hc, "different seeds, same batches");
+    /* seek: remember a position, read on, then seek back and read the same batches */
+    long ep = a.epoch, row = a.row_pos;
+    int sh = a.shard_pos;
+    unsigned long first = batches_sum(&a, 25, &err);
+    CHECK_OK(dataloader_seek(&a, ep, sh, row, &err), &err);
+    CHECK(batches_sum(&a, 25, &err) == first, "seek did not reproduce the batches");
+    dataloader_close(&a); dataloader_close(&b); dataloader_close(&c);
+}
+
+static void test_dataloader_ranks(void) {
+    char pat[512];
+    Err err;
+    snprintf(pat, sizeof pat, "%s/rows/train_*.bin", tmpdir);
+    DataLoader r0, r1;
+    CHECK_OK(dataloader_open(&r0, pat, 1, 16, 0, 2, 1, 3, 500, &err), &err);
+    CHECK_OK(dataloader_open(&r1, pat, 1, 16, 1, 2, 1, 3, 500, &err), &err);
+    /* each rank reads 31 rows of the first shard; together they must be 62 distinct rows */
+    /* the first shard's 62 rows split into two disjoint sets of 31 */
+    int seen[64] = {0}, dup = 0;
+    for (long i = 0; i < r0.n_rows; i++) dup += seen[r0.row_order[i]]++;
+    for (long i = 0; i < r1.n_rows; i++) dup += seen[r1.row_order[i]]++;
+    CHECK(r0.n_rows == 31 && r1.n_rows == 31, "rows per rank %ld %ld", r0.n_rows, r1.n_rows);
+    CHECK(dup == 0, "%d rows read by both ranks", dup);
+    dataloader_close(&r0); dataloader_close(&r1);
+}
+
+static void test_dataloader_errors(void) {
+    char pat[512], path[600];
+    Err err;
+    DataLoader dl;
+    snprintf(pat, sizeof pat, "%s/none_*.bin", tmpdir);
+    CHECK(dataloader_open(&dl, pat, 4, 16, 0, 1, 0, 1, 500, &err) != 0 && strstr(err.msg, "no token shards match"), "missing: %s", err.msg);
+    /* too few tokens for a batch */
+    snprintf(pat, sizeof pat, "%s/small", tmpdir);
+    mkdir_p(pat, &err);
+    make_shards(pat, 1, 20);
+    snprintf(pat, sizeof pat, "%s/small/train_*.bin", tmpdir);
+    CHECK(dataloader_open(&dl, pat, 4, 16, 0, 1, 0, 1, 500, &err) != 0 && strstr(err.msg, "too few tokens"), "small: %s", err.msg);
+    /* not a shard */
+    snprintf(path, sizeof path, "%s/junk_000.bin", tmpdir);
+    write_file_atomic(path, "hello world, not a shard at all", 31, &err);
+    snprintf(pat, sizeof pat, "%s/junk_*.bin", tmpdir);
+    CHECK(dataloader_open(&dl, pat, 4, 16, 0, 1, 0, 1, 500, &err) != 0 && strstr(err.msg, "junk_000.bin: not a token shard"), "junk: %s", err.msg);
+    /* a token id >= vocab is caught when the shard is read */
+    snprintf(pat, sizeof pat, "%s/rows/train_*.bin", tmpdir);
+    CHECK(dataloader_open(&dl, pat, 4, 16, 0, 1, 0, 1, 100, &err) != 0 && strstr(err.msg, "train_000000.bin"), "vocab: %s", err.msg);
+}
+
+static void test_state_round_trip(void) {
+    char path[512];
+    Err err;
+    snprintf(path, sizeof path, "%s/state.bin", tmpdir);
+    size_t n = 1000;
+    int32_t order[3] = {2, 0, 1};
+    TrainState s = {1, 0, 1, 42, 3, 123456789012L, 2, 0xDEADBEEFCAFEull, n, malloc(n * 4), malloc(n * 4), malloc(n * 4), 3, order};
+    for (size_t i = 0; i < n; i++) { s.m[i] = i * 0.5f; s.v[i] = i * 0.25f; s.params[i] = -(float)i; }
+    CHECK_OK(state_save(path, &s, &err), &err);
+    TrainState r;
+    CHECK_OK(state_load(path, &r, n, &err), &err);
+    CHECK(r.step == 42 && r.epoch == 3 && r.row_pos == 123456789012L && r.shard_pos == 2 && r.sample_rng == 0xDEADBEEFCAFEull, "header fields");
+    CHECK(r.m && memcmp(r.m, s.m, n * 4) == 0 && memcmp(r.v, s.v, n * 4) == 0 && memcmp(r.params, s.params, n * 4) == 0, "arrays");
+    CHECK(r.n_shards == 3 && r.shard_order[0] == 2, "shard order");
+    state_free(&r);
+    CHECK(state_load(path, &r, n + 1, &err) != 0 && strstr(err.msg, "1000 parameters"), "shape: %s", err.msg);
+    CHECK(truncate(path, 2000) == 0, "truncate");
+    CHECK(state_load(path, &r, n, &err) != 0 && strstr(err.msg, "truncated"), "truncated: %s", err.msg);
+    free(s.m); free(s.v); free(s.params);
+}
+
+static void test_sample_token(void) {
+    float logits[5] = {0.1f, 3.0f, -1.0f, 2.9f, 0.0f};
+    uint64_t rng = 1;
+    CHECK(sample_token(logits, 5, 0.0f, &rng) == 1, "argmax at temperature 0");
+    /* at temperature 1, token 1 and 3 share ~90% of the mass; frequencies within 3 sigma of softmax */
+    int counts[5] = {0};
+    for (int i = 0; i < 20000; i++) counts[sample_token(logits, 5, 1.0f, &rng)]++;
+    double z = 0;
+    for (int i = 0; i < 5; i++) z += exp(logits[i]);
+    for (int i = 0; i < 5; i++) {
+        double p = exp(logits[i]) / z, sd = sqrt(20000 * p * (1 - p));
+        CHECK(fabs(counts[i] - 20000 * p) < 4 * sd + 1, "token %d: %d draws, expected %.0f", i, counts[i], 20000 * p);
+    }
+}
+
+int main(int argc, char **argv) {
+    CHECK_MAIN_INIT(argc, argv);
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/gpt2gen-test-train-%d", (int)getpid());
+    Err err;
+    mkdir_p(tmpdir, &err);
+    RUN(test_lr_schedules);
+    RUN(test_dataloader_rows);
+    RUN(test_dataloader_shuffle_and_seek);
+    RUN(test_dataloader_ranks);
+    RUN(test_dataloader_errors);
+    RUN(test_state_round_trip);
+    RUN(test_sample_token);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd)) {}
+    return check_summary();
+}
