@@ -208,18 +208,20 @@ static int op_attention_backward(Cuda *c, int l, Err *err) {
 }
 
 /* ---- encoder buckets: for each distinct token, its positions in increasing order ---- */
-static void build_buckets(Cuda *c, const int32_t *inp) {
-    int n = c->B * c->T, Vp = c->Vp;
-    memset(c->h_count, 0, (size_t)(Vp + 1) * sizeof(int32_t));
-    for (int i = 0; i < n; i++) c->h_count[inp[i] + 1]++;
+int cuda_encoder_buckets(const int32_t *inp, int n, int Vp, int32_t *count, int32_t *token, int32_t *start, int32_t *positions) {
+    memset(count, 0, (size_t)(Vp + 1) * sizeof(int32_t));
+    for (int i = 0; i < n; i++) count[inp[i] + 1]++;
     int nb = 0;
     for (int tok = 0; tok < Vp; tok++) {
-        if (c->h_count[tok + 1]) { c->h_bucket_token[nb] = tok; c->h_bucket_start[nb] = c->h_count[tok]; nb++; }
-        c->h_count[tok + 1] += c->h_count[tok];      /* prefix sum: h_count[tok] = first slot of tok */
+        if (count[tok + 1]) { token[nb] = tok; start[nb] = count[tok]; nb++; }
+        count[tok + 1] += count[tok];      /* prefix sum: count[tok] = first slot of tok */
     }
-    c->h_bucket_start[nb] = n;
-    for (int i = 0; i < n; i++) c->h_positions[c->h_count[inp[i]]++] = i;
-    c->n_buckets = nb;
+    start[nb] = n;
+    for (int i = 0; i < n; i++) positions[count[inp[i]]++] = i;
+    return nb;
+}
+static void build_buckets(Cuda *c, const int32_t *inp) {
+    c->n_buckets = cuda_encoder_buckets(inp, c->B * c->T, c->Vp, c->h_count, c->h_bucket_token, c->h_bucket_start, c->h_positions);
 }
 
 /* ---- the Backend ---- */

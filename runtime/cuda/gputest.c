@@ -1,0 +1,639 @@
+#include "runtime/cuda/gputest.h"
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/cuda_host.h"
+#include "runtime/cuda/cuda_kernels.h"
+#include "runtime/cuda/cuda_matmul.h"
+#include "runtime/cpu/cpu_ops.h"
+#include "runtime/backend.h"
+#include "gen/plan.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef CUdeviceptr dptr;
+
+typedef struct {
+    CudaDevice dev;
+    Kernels ks;
+    Matmul mm;
+    const Config *cfg;
+    const Plan *plan;
+    Precision prec;
+    size_t xs;
+    int B, T, C, NH, HS, L, V, Vp, maxT, BT;
+    uint64_t rng;
+    double tol;            /* per-kernel tolerance for this precision */
+    int passed, failed, skipped;
+    int nalloc;
+    dptr allocs[64];
+    char why[512];         /* first failure of the current test */
+} G;
+
+/* ---- reporting ---- */
+static void ok(G *g, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void ok(G *g, const char *name, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    printf("ok   %s/%s (%s)\n", g->cfg->name, name, buf);
+    fflush(stdout);
+    g->passed++;
+}
+static void fail(G *g, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void fail(G *g, const char *name, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    printf("FAIL %s/%s: %s\n", g->cfg->name, name, buf);
+    fflush(stdout);
+    g->failed++;
+}
+static void skip(G *g, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void skip(G *g, const char *name, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    printf("skip %s/%s: %s\n", g->cfg->name, name, buf);
+    fflush(stdout);
+    g->skipped++;
+}
+
+/* ---- memory ---- */
+static dptr dalloc(G *g, size_t bytes) {
+    dptr p = 0;
+    if (g->nalloc == 64 || cu.cuMemAlloc(&p, bytes ? bytes : 16) != CUDA_SUCCESS) return 0;
+    cu.cuMemsetD8(p, 0, bytes ? bytes : 16);
+    g->allocs[g->nalloc++] = p;
+    return p;
+}
+static void dfree_all(G *g) {
+    for (int i = 0; i < g->nalloc; i++) cu.cuMemFree(g->allocs[i]);
+    g->nalloc = 0;
+}
+static float *hbuf(size_t n) { return xcalloc(n ? n : 1, sizeof(float)); }
+
+/* rounds to what floatX can hold, so that GPU and CPU see the same inputs */
+static void quantize(G *g, float *x, size_t n) {
+    if (g->xs == 2)
+        for (size_t i = 0; i < n; i++) x[i] = host_bf16_to_f32_one(host_f32_to_bf16_one(x[i]));
+}
+static float *hrand(G *g, size_t n, float scale) {
+    float *x = hbuf(n);
+    for (size_t i = 0; i < n; i++) x[i] = scale * (2.0f * rng_uniform(&g->rng) - 1.0f);
+    quantize(g, x, n);
+    return x;
+}
+static int up(G *g, dptr d, const float *h, size_t n) {   /* floatX */
+    if (g->xs == 4) return cu.cuMemcpyHtoD(d, h, n * 4) == CUDA_SUCCESS ? 0 : -1;
+    uint16_t *t = xmalloc(n * 2);
+    host_f32_to_bf16(t, h, n);
+    int rc = cu.cuMemcpyHtoD(d, t, n * 2) == CUDA_SUCCESS ? 0 : -1;
+    free(t);
+    return rc;
+}
+static int down(G *g, float *h, dptr d, size_t n) {
+    if (g->xs == 4) return cu.cuMemcpyDtoH(h, d, n * 4) == CUDA_SUCCESS ? 0 : -1;
+    uint16_t *t = xmalloc(n * 2);
+    int rc = cu.cuMemcpyDtoH(t, d, n * 2) == CUDA_SUCCESS ? 0 : -1;
+    host_bf16_to_f32(h, t, n);
+    free(t);
+    return rc;
+}
+static dptr dup_x(G *g, const float *h, size_t n) {        /* new floatX device copy */
+    dptr d = dalloc(g, n * g->xs);
+    if (d) up(g, d, h, n);
+    return d;
+}
+static dptr dup_raw(G *g, const void *h, size_t bytes) {
+    dptr d = dalloc(g, bytes);
+    if (d) cu.cuMemcpyHtoD(d, h, bytes);
+    return d;
+}
+
+/* max |got - ref| relative to max |ref| */
+static double relerr(const float *got, const float *ref, size_t n) {
+    double emax = 0, rmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - ref[i]);
+        if (!(e <= emax)) emax = e;        /* NaN makes it NaN */
+        if (fabs(ref[i]) > rmax) rmax = fabs(ref[i]);
+    }
+    return emax / (rmax > 1e-30 ? rmax : 1e-30);
+}
+
+/* One comparison inside a test: records the worst error; a failure names the tensor. */
+typedef struct { double worst; int bad; char what[256]; } Cmp;
+static void cmp(Cmp *c, const char *tensor, const float *got, const float *ref, size_t n, double tol) {
+    double e = relerr(got, ref, n);
+    if (!(e <= c->worst)) c->worst = e;
+    if (!(e <= tol) && !c->bad) { c->bad = 1; snprintf(c->what, sizeof c->what, "%s: max error %.3g > %.1g", tensor, e, tol); }
+}
+static void finish(G *g, const char *name, Cmp *c, Err *err, int launch_rc) {
+    if (launch_rc) fail(g, name, "%s", err->msg);
+    else if (c->bad) fail(g, name, "%s", c->what);
+    else ok(g, name, "max err %.2e", c->worst);
+}
+
+static int run(G *g, const char *kernel, unsigned gx, unsigned gy, void **args, Err *err) {
+    const Kernel *k = kernels_get(&g->ks, kernel, err);
+    if (!k) return -1;
+    if (kernels_launch(&g->ks, k, gx, gy, args, err)) return -1;
+    char eb[256];
+    CUresult r = cu.cuCtxSynchronize();
+    if (r != CUDA_SUCCESS) return err_set(err, "kernel %s: %s", kernel, cuda_err_string(r, eb, sizeof eb));
+    return 0;
+}
+
+/* ---- per-kernel tests ---- */
+static void test_encoder(G *g) {
+    size_t BT = g->BT, C = g->C;
+    int32_t *tok = xmalloc(BT * 4);
+    for (size_t i = 0; i < BT; i++) tok[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)(i % 3 ? g->V : 64));   /* repeats */
+    float *wte = hrand(g, (size_t)g->Vp * C, 1.0f), *wpe = hrand(g, (size_t)g->maxT * C, 1.0f);
+    float *ref = hbuf(BT * C), *got = hbuf(BT * C);
+    Err err = {{0}};
+    dptr dtok = dup_raw(g, tok, BT * 4), dwte = dup_x(g, wte, (size_t)g->Vp * C), dwpe = dup_x(g, wpe, (size_t)g->maxT * C);
+    dptr dout = dalloc(g, BT * C * g->xs);
+    void *a[] = {&dout, &dtok, &dwte, &dwpe};
+    int rc = run(g, "encoder_forward", 0, 0, a, &err);
+    cpu_encoder_forward(ref, tok, wte, wpe, g->B, g->T, (int)C);
+    quantize(g, ref, BT * C);
+    Cmp c = {0, 0, ""};
+    if (!rc) { down(g, got, dout, BT * C); cmp(&c, "out", got, ref, BT * C, g->tol); }
+    finish(g, "encoder_forward", &c, &err, rc);
+
+    /* backward: wpe and wte, accumulating onto random gradients; twice, for determinism */
+    float *d = hrand(g, BT * C, 1.0f);
+    float *gwte = hrand(g, (size_t)g->Vp * C, 1.0f), *gwpe = hrand(g, (size_t)g->maxT * C, 1.0f);
+    float *rwte = xmalloc((size_t)g->Vp * C * 4), *rwpe = xmalloc((size_t)g->maxT * C * 4);
+    memcpy(rwte, gwte, (size_t)g->Vp * C * 4);
+    memcpy(rwpe, gwpe, (size_t)g->maxT * C * 4);
+    cpu_encoder_backward(rwte, rwpe, d, tok, g->B, g->T, (int)C);
+    int32_t *count = xmalloc(((size_t)g->Vp + 1) * 4), *btok = xmalloc(BT * 4), *bstart = xmalloc((BT + 1) * 4), *pos = xmalloc(BT * 4);
+    int nb = cuda_encoder_buckets(tok, (int)BT, g->Vp, count, btok, bstart, pos);
+    dptr dd = dup_x(g, d, BT * C), dbt = dup_raw(g, btok, BT * 4), dbs = dup_raw(g, bstart, (BT + 1) * 4), dpos = dup_raw(g, pos, BT * 4);
+    float *got_wte = hbuf((size_t)g->Vp * C), *got_wpe = hbuf((size_t)g->maxT * C), *again = hbuf((size_t)g->Vp * C);
+    c = (Cmp){0, 0, ""};
+    rc = 0;
+    for (int rep = 0; rep < 2 && !rc; rep++) {
+        up(g, dwte, gwte, (size_t)g->Vp * C);
+        up(g, dwpe, gwpe, (size_t)g->maxT * C);
+        void *wa[] = {&dwpe, &dd};
+        void *ta[] = {&dwte, &dd, &dbt, &dbs, &dpos};
+        rc = run(g, "encoder_backward_wpe", 0, 0, wa, &err) || run(g, "encoder_backward_wte", (unsigned)nb, 0, ta, &err);
+        if (!rc) down(g, rep ? again : got_wte, dwte, (size_t)g->Vp * C);
+    }
+    if (!rc) {
+        down(g, got_wpe, dwpe, (size_t)g->maxT * C);
+        cmp(&c, "dwte", got_wte, rwte, (size_t)g->Vp * C, g->tol);
+        cmp(&c, "dwpe", got_wpe, rwpe, (size_t)g->maxT * C, g->tol);
+        if (memcmp(got_wte, again, (size_t)g->Vp * C * 4) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "dwte differs between two runs"); }
+    }
+    finish(g, "encoder_backward (deterministic)", &c, &err, rc);
+    free(tok); free(wte); free(wpe); free(ref); free(got); free(d); free(gwte); free(gwpe); free(rwte); free(rwpe);
+    free(count); free(btok); free(bstart); free(pos); free(got_wte); free(got_wpe); free(again);
+    dfree_all(g);
+}
+
+static void test_layernorm(G *g) {
+    size_t N = g->BT, C = g->C;
+    float *x = hrand(g, N * C, 2.0f), *x2 = hrand(g, N * C, 2.0f), *w = hrand(g, C, 1.0f), *b = hrand(g, C, 1.0f);
+    for (size_t i = 0; i < N * C; i++) x[i] += 0.5f * (float)(i % 7);   /* a non-zero mean per row */
+    quantize(g, x, N * C);
+    float *ref = hbuf(N * C), *mean = hbuf(N), *rstd = hbuf(N), *got = hbuf(N * C), *gm = hbuf(N), *gr = hbuf(N);
+    Err err = {{0}};
+    dptr dx = dup_x(g, x, N * C), dx2 = dup_x(g, x2, N * C), dw = dup_x(g, w, C), db = dup_x(g, b, C);
+    dptr dout = dalloc(g, N * C * g->xs), dmean = dalloc(g, N * 4), drstd = dalloc(g, N * 4), dres = dalloc(g, N * C * g->xs);
+    cpu_layernorm_forward(ref, mean, rstd, x, w, b, (int)N, (int)C);
+    quantize(g, ref, N * C);
+    void *a[] = {&dout, &dmean, &drstd, &dx, &dw, &db};
+    int rc = run(g, "layernorm_forward", 0, 0, a, &err);
+    Cmp c = {0, 0, ""};
+    if (!rc) {
+        down(g, got, dout, N * C);
+        cu.cuMemcpyDtoH(gm, dmean, N * 4);
+        cu.cuMemcpyDtoH(gr, drstd, N * 4);
+        cmp(&c, "out", got, ref, N * C, g->tol);
+        cmp(&c, "mean", gm, mean, N, 1e-5);
+        cmp(&c, "rstd", gr, rstd, N, 1e-5);
+    }
+    finish(g, "layernorm_forward", &c, &err, rc);
+
+    /* residual + LayerNorm: the LayerNorm of the residual as stored */
+    float *res = hbuf(N * C);
+    for (size_t i = 0; i < N * C; i++) res[i] = x[i] + x2[i];
+    quantize(g, res, N * C);
+    cpu_layernorm_forward(ref, mean, rstd, res, w, b, (int)N, (int)C);
+    quantize(g, ref, N * C);
+    void *ra[] = {&dres, &dout, &dmean, &drstd, &dx, &dx2, &dw, &db};
+    rc = run(g, "fused_residual_layernorm_forward", 0, 0, ra, &err);
+    c = (Cmp){0, 0, ""};
+    if (!rc) {
+        down(g, got, dres, N * C);
+        cmp(&c, "residual", got, res, N * C, g->tol);
+        down(g, got, dout, N * C);
+        cmp(&c, "out", got, ref, N * C, g->tol);
+        cu.cuMemcpyDtoH(gr, drstd, N * 4);
+        cmp(&c, "rstd", gr, rstd, N, 1e-5);
+    }
+    finish(g, "fused_residual_layernorm_forward", &c, &err, rc);
+
+    /* backward: dinp, dweight, dbias accumulate onto random values; twice, for determinism */
+    cpu_layernorm_forward(ref, mean, rstd, x, w, b, (int)N, (int)C);
+    float *dy = hrand(g, N * C, 1.0f), *dinp0 = hrand(g, N * C, 1.0f), *dw0 = hrand(g, C, 1.0f), *db0 = hrand(g, C, 1.0f);
+    float *rdinp = xmalloc(N * C * 4), *rdw = xmalloc(C * 4), *rdb = xmalloc(C * 4);
+    memcpy(rdinp, dinp0, N * C * 4); memcpy(rdw, dw0, C * 4); memcpy(rdb, db0, C * 4);
+    cpu_layernorm_backward(rdinp, rdw, rdb, dy, x, w, mean, rstd, (int)N, (int)C);
+    const Kernel *kb = kernels_get(&g->ks, "layernorm_backward", &err);
+    int parts = kb ? (int)kb->pk->grid[0] : 0;
+    dptr ddy = dup_x(g, dy, N * C), ddinp = dalloc(g, N * C * g->xs), ddw = dalloc(g, C * g->xs), ddb = dalloc(g, C * g->xs);
+    dptr scratch = dalloc(g, (size_t)parts * 2 * C * 4);
+    cu.cuMemcpyHtoD(dmean, mean, N * 4);
+    cu.cuMemcpyHtoD(drstd, rstd, N * 4);
+    float *gdw = hbuf(C), *gdb = hbuf(C), *again = hbuf(N * C);
+    rc = kb ? 0 : -1;
+    for (int rep = 0; rep < 2 && !rc; rep++) {
+        up(g, ddinp, dinp0, N * C); up(g, ddw, dw0, C); up(g, ddb, db0, C);
+        void *ba[] = {&ddinp, &scratch, &ddy, &dx, &dw, &dmean, &drstd};
+        void *rda[] = {&ddw, &ddb, &scratch, &parts};
+        rc = run(g, "layernorm_backward", 0, 0, ba, &err) || run(g, "layernorm_backward_reduce", 0, 0, rda, &err);
+        if (!rc) down(g, rep ? again : got, ddinp, N * C);
+    }
+    c = (Cmp){0, 0, ""};
+    if (!rc) {
+        down(g, gdw, ddw, C); down(g, gdb, ddb, C);
+        cmp(&c, "dinp", got, rdinp, N * C, g->tol);
+        cmp(&c, "dweight", gdw, rdw, C, g->tol);
+        cmp(&c, "dbias", gdb, rdb, C, g->tol);
+        if (memcmp(got, again, N * C * 4) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "dinp differs between two runs"); }
+    }
+    finish(g, "layernorm_backward (deterministic)", &c, &err, rc);
+    free(x); free(x2); free(w); free(b); free(ref); free(mean); free(rstd); free(got); free(gm); free(gr); free(res);
+    free(dy); free(dinp0); free(dw0); free(db0); free(rdinp); free(rdw); free(rdb); free(gdw); free(gdb); free(again);
+    dfree_all(g);
+}
+
+static void test_matmul(G *g) {
+    /* cuBLASLt is not specialized: a slice of rows keeps the CPU reference quick; the bias gradient kernels
+       are specialized to B*T rows, so dout has all of them for that part */
+    int N = g->BT < 256 ? g->BT : 256, C = g->C, OC = 3 * g->C;
+    float *x = hrand(g, (size_t)N * C, 1.0f), *w = hrand(g, (size_t)OC * C, 0.5f), *b = hrand(g, OC, 1.0f);
+    float *ref = hbuf((size_t)N * OC), *got = hbuf((size_t)N * OC);
+    Err err = {{0}};
+    dptr dx = dup_x(g, x, (size_t)N * C), dw = dup_x(g, w, (size_t)OC * C), db = dup_x(g, b, OC), dout = dalloc(g, (size_t)N * OC * g->xs);
+    cpu_matmul_forward(ref, x, w, b, N, C, OC);
+    int rc = matmul_run(&g->mm, dout, dw, dx, db, OC, N, C, 1, 0, 1, 0, 0, 0, 0, 0, &err);
+    Cmp c = {0, 0, ""};
+    if (!rc && cu.cuCtxSynchronize() == CUDA_SUCCESS) { down(g, got, dout, (size_t)N * OC); cmp(&c, "out", got, ref, (size_t)N * OC, g->tol); }
+    finish(g, "matmul_forward (cuBLASLt, bias epilogue)", &c, &err, rc);
+
+    float *dy = hrand(g, (size_t)N * OC, 1.0f), *dw0 = hrand(g, (size_t)OC * C, 1.0f);
+    float *rdx = hbuf((size_t)N * C), *rdw = xmalloc((size_t)OC * C * 4), *gdx = hbuf((size_t)N * C), *gdw = hbuf((size_t)OC * C);
+    memcpy(rdw, dw0, (size_t)OC * C * 4);
+    cpu_matmul_backward(rdx, rdw, NULL, dy, x, w, N, C, OC);
+    dptr ddy = dup_x(g, dy, (size_t)N * OC), ddx = dalloc(g, (size_t)N * C * g->xs), ddw = dup_x(g, dw0, (size_t)OC * C);
+    rc = matmul_run(&g->mm, ddx, dw, ddy, 0, C, N, OC, 0, 0, 1, 0, 0, 0, 0, 0, &err) ||
+         matmul_run(&g->mm, ddw, dx, ddy, 0, C, OC, N, 0, 1, 1, 0, 0, 0, 1, 0, &err);
+    c = (Cmp){0, 0, ""};
+    if (!rc && cu.cuCtxSynchronize() == CUDA_SUCCESS) {
+        down(g, gdx, ddx, (size_t)N * C); down(g, gdw, ddw, (size_t)OC * C);
+        cmp(&c, "dinp", gdx, rdx, (size_t)N * C, g->tol);
+        cmp(&c, "dweight (accumulated)", gdw, rdw, (size_t)OC * C, g->tol);
+    }
+    finish(g, "matmul_backward (cuBLASLt)", &c, &err, rc);
+
+    /* bias gradient over all B*T rows, for each width the model uses */
+    int widths[3] = {C, 3 * C, 4 * C};
+    c = (Cmp){0, 0, ""};
+    rc = 0;
+    const Kernel *kp = kernels_get(&g->ks, "bias_backward_partial", &err), *kr = kernels_get(&g->ks, "bias_backward_reduce", &err);
+    if (!kp || !kr) rc = -1;
+    for (int wi = 0; wi < 3 && !rc; wi++) {
+        int W = widths[wi];
+        size_t n = (size_t)g->BT * W;
+        float *d = hrand(g, n, 1.0f), *b0 = hrand(g, W, 1.0f), *rb = xmalloc((size_t)W * 4), *gb = hbuf(W);
+        memcpy(rb, b0, (size_t)W * 4);
+        for (int o = 0; o < W; o++) { double s = 0; for (int r = 0; r < g->BT; r++) s += d[(size_t)r * W + o]; rb[o] += (float)s; }
+        dptr dd = dup_x(g, d, n), dbias = dup_x(g, b0, W), scratch = dalloc(g, (size_t)kp->pk->grid[1] * W * 4);
+        unsigned vec = g->xs == 4 ? 4 : 8;
+        if (g->C % vec) vec = 1;
+        void *pa[] = {&scratch, &dd, &W};
+        void *ra[] = {&dbias, &scratch, &W};
+        rc = run(g, "bias_backward_partial", plan_ceil_div((size_t)W, 32 * vec), 0, pa, &err) ||
+             run(g, "bias_backward_reduce", plan_ceil_div((size_t)W, kr->pk->block[0]), 0, ra, &err);
+        if (!rc) { down(g, gb, dbias, W); cmp(&c, W == C ? "dbias C" : W == 3 * C ? "dbias 3C" : "dbias 4C", gb, rb, W, g->tol); }
+        free(d); free(b0); free(rb); free(gb);
+    }
+    finish(g, "bias_backward", &c, &err, rc);
+    free(x); free(w); free(b); free(ref); free(got); free(dy); free(dw0); free(rdx); free(rdw); free(gdx); free(gdw);
+    dfree_all(g);
+}
+
+/* attention forward and backward, the whole composite (permutes, softmax, cuBLASLt batched matmuls) as the
+   backend runs it */
+static int attention_gpu(G *g, dptr qkv, dptr att, dptr out, dptr preatt, dptr qkvr, dptr vaccum, Err *err) {
+    size_t T = g->T, HS = g->HS, BTC = (size_t)g->BT * g->C;
+    dptr q = qkvr, k = q + BTC * g->xs, v = k + BTC * g->xs;
+    int batch = g->B * g->NH, t = g->T, hs = g->HS;
+    void *pa[] = {&q, &k, &v, &qkv};
+    void *sa[] = {&att, &preatt};
+    void *ua[] = {&out, &vaccum};
+    return run(g, "attention_permute", 0, 0, pa, err) ||
+           matmul_run(&g->mm, preatt, k, q, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, 0, err) ||
+           run(g, "attention_softmax_forward", 0, 0, sa, err) ||
+           matmul_run(&g->mm, vaccum, v, att, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, 0, err) ||
+           run(g, "attention_unpermute", 0, 0, ua, err) ? -1 : 0;
+}
+
+static void test_attention(G *g) {
+    size_t B = g->B, T = g->T, NH = g->NH, C = g->C, BT = g->BT, HS = g->HS;
+    double cost = (double)B * NH * T * T * HS;
+    if (cost > 4e9) { skip(g, "attention", "the CPU reference would take too long at B=%zu T=%zu NH=%zu (the small configs cover it)", B, T, NH); return; }
+    size_t natt = B * NH * T * T;
+    float *qkv = hrand(g, BT * 3 * C, 1.0f), *ref = hbuf(BT * C), *preatt = hbuf(natt), *att = hbuf(natt), *got = hbuf(BT * C), *gatt = hbuf(natt);
+    cpu_attention_forward(ref, preatt, att, qkv, (int)B, (int)T, (int)C, (int)NH);
+    Err err = {{0}};
+    dptr dqkv = dup_x(g, qkv, BT * 3 * C), datt = dalloc(g, natt * g->xs), dout = dalloc(g, BT * C * g->xs);
+    dptr dpre = dalloc(g, natt * g->xs), dqkvr = dalloc(g, BT * 3 * C * g->xs), dvacc = dalloc(g, BT * C * g->xs);
+    int rc = attention_gpu(g, dqkv, datt, dout, dpre, dqkvr, dvacc, &err);
+    Cmp c = {0, 0, ""};
+    double tol = g->xs == 4 ? g->tol : 3e-2;   /* bf16: scores and probabilities are rounded on the way */
+    if (!rc) {
+        down(g, got, dout, BT * C); down(g, gatt, datt, natt);
+        cmp(&c, "att", gatt, att, natt, tol);
+        cmp(&c, "out", got, ref, BT * C, tol);
+    }
+    finish(g, "attention_forward (permute, QK^T, softmax, AV, unpermute)", &c, &err, rc);
+
+    /* backward against the CPU, from the CPU's att (uploaded) so only the backward is measured */
+    float *dy = hrand(g, BT * C, 1.0f), *rdqkv = hbuf(BT * 3 * C), *hdpre = hbuf(natt), *datt_h = hbuf(natt), *gdqkv = hbuf(BT * 3 * C);
+    quantize(g, att, natt);
+    cpu_attention_backward(rdqkv, hdpre, datt_h, dy, qkv, att, (int)B, (int)T, (int)C, (int)NH);
+    up(g, datt, att, natt);
+    dptr ddy = dup_x(g, dy, BT * C), ddqkv = dalloc(g, BT * 3 * C * g->xs), ddqkvr = dalloc(g, BT * 3 * C * g->xs), ddvacc = dalloc(g, BT * C * g->xs);
+    dptr q = dqkvr, k = q + BT * C * g->xs, v = k + BT * C * g->xs;
+    dptr dq = ddqkvr, dk = dq + BT * C * g->xs, dv = dk + BT * C * g->xs;
+    int batch = (int)(B * NH), t = (int)T, hs = (int)HS;
+    void *pa[] = {&q, &k, &v, &dqkv};
+    void *ua[] = {&ddvacc, &ddy};
+    void *sa[] = {&dpre, &dpre, &datt};
+    void *ba[] = {&ddqkv, &dq, &dk, &dv};
+    rc = run(g, "attention_permute", 0, 0, pa, &err) || run(g, "attention_unpermute_backward", 0, 0, ua, &err) ||
+         matmul_run(&g->mm, dpre, v, ddvacc, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, 0, &err) ||
+         matmul_run(&g->mm, dv, ddvacc, datt, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, 0, &err) ||
+         run(g, "attention_softmax_backward", 0, 0, sa, &err) ||
+         matmul_run(&g->mm, dq, k, dpre, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, 0, &err) ||
+         matmul_run(&g->mm, dk, q, dpre, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, 0, &err) ||
+         run(g, "attention_permute_backward", 0, 0, ba, &err) ? -1 : 0;
+    c = (Cmp){0, 0, ""};
+    if (!rc) { down(g, gdqkv, ddqkv, BT * 3 * C); cmp(&c, "dqkv", gdqkv, rdqkv, BT * 3 * C, tol); }
+    finish(g, "attention_backward (softmax backward, 4 batched matmuls, permutes)", &c, &err, rc);
+    free(qkv); free(ref); free(preatt); free(att); free(got); free(gatt); free(dy); free(rdqkv); free(hdpre); free(datt_h); free(gdqkv);
+    dfree_all(g);
+}
+
+static void test_gelu(G *g) {
+    long long n = (long long)g->BT * 4 * g->C;
+    float *x = hrand(g, (size_t)n, 4.0f), *ref = hbuf((size_t)n), *got = hbuf((size_t)n), *dy = hrand(g, (size_t)n, 1.0f);
+    cpu_gelu_forward(ref, x, (size_t)n);
+    quantize(g, ref, (size_t)n);
+    Err err = {{0}};
+    dptr dx = dup_x(g, x, (size_t)n), dout = dalloc(g, (size_t)n * g->xs), ddy = dup_x(g, dy, (size_t)n);
+    void *a[] = {&dout, &dx, &n};
+    int rc = run(g, "gelu_forward", 0, 0, a, &err);
+    Cmp c = {0, 0, ""};
+    if (!rc) { down(g, got, dout, (size_t)n); cmp(&c, "out", got, ref, (size_t)n, g->tol); }
+    finish(g, "gelu_forward", &c, &err, rc);
+    memset(ref, 0, (size_t)n * 4);
+    cpu_gelu_backward(ref, x, dy, (size_t)n);
+    void *b[] = {&ddy, &dx, &n};
+    rc = run(g, "gelu_backward", 0, 0, b, &err);
+    c = (Cmp){0, 0, ""};
+    if (!rc) { down(g, got, ddy, (size_t)n); cmp(&c, "dinp", got, ref, (size_t)n, g->tol); }
+    finish(g, "gelu_backward", &c, &err, rc);
+    free(x); free(ref); free(got); free(dy);
+    dfree_all(g);
+}
+
+static void test_classifier(G *g) {
+    /* one block per row: a slice of rows keeps host memory small on the big configs */
+    int N = g->BT < 128 ? g->BT : 128, V = g->V, Vp = g->Vp;
+    float *logits = hrand(g, (size_t)N * Vp, 4.0f), *losses = hbuf(N), *dl = hbuf((size_t)N * Vp), *got = hbuf((size_t)N * Vp), *gl = hbuf(N);
+    int32_t *tg = xmalloc((size_t)N * 4);
+    for (int i = 0; i < N; i++) tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)V);
+    float dloss = 1.0f / g->BT;
+    cpu_softmax_crossentropy(losses, dl, logits, tg, dloss, N, V, Vp);
+    Err err = {{0}};
+    dptr dlog = dup_x(g, logits, (size_t)N * Vp), dloss_d = dalloc(g, (size_t)N * 4), dtg = dup_raw(g, tg, (size_t)N * 4);
+    int write = 0;
+    void *a[] = {&dloss_d, &dlog, &dtg, &dloss, &write};
+    int rc = run(g, "classifier_forward", (unsigned)N, 0, a, &err);
+    Cmp c = {0, 0, ""};
+    if (!rc) {
+        cu.cuMemcpyDtoH(gl, dloss_d, (size_t)N * 4);
+        down(g, got, dlog, (size_t)N * Vp);
+        cmp(&c, "losses", gl, losses, N, g->tol);
+        cmp(&c, "logits untouched", got, logits, (size_t)N * Vp, 0);
+    }
+    write = 1;
+    if (!rc) rc = run(g, "classifier_forward", (unsigned)N, 0, a, &err);
+    if (!rc) {
+        cu.cuMemcpyDtoH(gl, dloss_d, (size_t)N * 4);
+        down(g, got, dlog, (size_t)N * Vp);
+        cmp(&c, "losses", gl, losses, N, g->tol);
+        cmp(&c, "dlogits", got, dl, (size_t)N * Vp, g->tol);
+    }
+    finish(g, "classifier_forward (softmax, cross-entropy, dlogits)", &c, &err, rc);
+    free(logits); free(losses); free(dl); free(got); free(gl); free(tg);
+    dfree_all(g);
+}
+
+static void test_adamw_norm(G *g) {
+    long long n = 1000003;   /* not a multiple of the vector width */
+    float *p = hrand(g, (size_t)n, 1.0f), *gr = hrand(g, (size_t)n, 0.01f), *m = hrand(g, (size_t)n, 0.01f), *v = hbuf((size_t)n);
+    for (long long i = 0; i < n; i++) v[i] = 1e-4f * rng_uniform(&g->rng);
+    float *rp = xmalloc((size_t)n * 4), *rm = xmalloc((size_t)n * 4), *rv = xmalloc((size_t)n * 4);
+    memcpy(rp, p, (size_t)n * 4); memcpy(rm, m, (size_t)n * 4); memcpy(rv, v, (size_t)n * 4);
+    float lr = 1e-3f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
+    int step = 3;
+    cpu_adamw(rp, gr, rm, rv, (size_t)n, lr, b1, b2, eps, wd, gs, step);
+    float bc1 = (float)(1.0 - pow(b1, step)), bc2 = (float)(1.0 - pow(b2, step));
+    Err err = {{0}};
+    const Kernel *k = kernels_get(&g->ks, "adamw_update", &err);
+    dptr dp = dup_x(g, p, (size_t)n), dg = dup_x(g, gr, (size_t)n), dm = dup_raw(g, m, (size_t)n * 4), dv = dup_raw(g, v, (size_t)n * 4);
+    dptr master = g->xs == 2 ? dup_raw(g, p, (size_t)n * 4) : 0;
+    unsigned seed = 42;
+    void *a[] = {&dp, &master, &dg, &dm, &dv, &n, &lr, &b1, &b2, &bc1, &bc2, &eps, &wd, &gs, &seed};
+    int rc = k ? run(g, "adamw_update", plan_ceil_div((size_t)n, k->pk->block[0]), 0, a, &err) : -1;
+    Cmp c = {0, 0, ""};
+    float *got = hbuf((size_t)n), *gp = hbuf((size_t)n);
+    if (!rc) {
+        cu.cuMemcpyDtoH(got, dm, (size_t)n * 4); cmp(&c, "m", got, rm, (size_t)n, 1e-5);
+        cu.cuMemcpyDtoH(got, dv, (size_t)n * 4); cmp(&c, "v", got, rv, (size_t)n, 1e-5);
+        down(g, gp, dp, (size_t)n);
+        if (master) {
+            cu.cuMemcpyDtoH(got, master, (size_t)n * 4);
+            cmp(&c, "master weights", got, rp, (size_t)n, 1e-5);
+            /* stochastic rounding: each bf16 weight is one of the two bf16 neighbours of the master value */
+            long long off = 0, up_count = 0;
+            for (long long i = 0; i < n; i++) {
+                uint32_t u; memcpy(&u, &got[i], 4);
+                uint32_t down_b = u & 0xffff0000u, up_b = down_b + 0x10000u;
+                float fd, fu; memcpy(&fd, &down_b, 4); memcpy(&fu, &up_b, 4);
+                if (gp[i] != fd && gp[i] != fu) off++;
+                if (gp[i] == fu && fu != fd) up_count++;
+            }
+            if (off && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "%lld bf16 weights are not a neighbour of their master value", off); }
+            if ((up_count == 0 || up_count == n) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "stochastic rounding never / always rounds up"); }
+        } else {
+            cmp(&c, "params", gp, rp, (size_t)n, 1e-5);
+        }
+    }
+    finish(g, g->xs == 2 ? "adamw_update (fp32 master, stochastic rounding)" : "adamw_update", &c, &err, rc);
+
+    /* global norm */
+    const Kernel *kn = kernels_get(&g->ks, "global_norm_squared", &err);
+    unsigned grid = kn ? kn->pk->grid[0] : 0;
+    dptr parts = dalloc(g, (size_t)grid * 4);
+    void *na[] = {&parts, &dg, &n};
+    rc = kn ? run(g, "global_norm_squared", 0, 0, na, &err) : -1;
+    c = (Cmp){0, 0, ""};
+    if (!rc) {
+        float *hp = hbuf(grid);
+        cu.cuMemcpyDtoH(hp, parts, (size_t)grid * 4);
+        double s = 0, r = 0;
+        for (unsigned i = 0; i < grid; i++) s += hp[i];
+        for (long long i = 0; i < n; i++) r += (double)gr[i] * gr[i];
+        float fs = (float)sqrt(s), fr = (float)sqrt(r);
+        cmp(&c, "norm", &fs, &fr, 1, 1e-5);
+        free(hp);
+    }
+    finish(g, "global_norm_squared", &c, &err, rc);
+    free(p); free(gr); free(m); free(v); free(rp); free(rm); free(rv); free(got); free(gp);
+    dfree_all(g);
+}
+
+/* ---- a full training step: the CUDA backend against the CPU backend ---- */
+static void test_train_step(G *g) {
+    const Config *cfg = g->cfg;
+    GPT2Shape shape = gpt2_shape_from_config(cfg);
+    size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS];
+    size_t np = gpt2_param_sizes(&shape, sz, off);
+    double flops = 6.0 * (double)np * g->BT;
+    if (flops > 3e12) { skip(g, "train_step", "the CPU backend would take too long here (%.0f GFLOP per step); the small configs cover it", flops / 1e9); return; }
+    BackendOptions opt = {shape, g->B, g->T, cfg->precision, cfg->train.master_weights, cfg->train.recompute, g->plan};
+    BackendOptions copt = opt;
+    copt.precision = PREC_FP32;
+    Err err = {{0}};
+    Backend *gb = cuda_backend_create(&opt, &err);
+    if (!gb) { fail(g, "train_step", "%s", err.msg); return; }
+    Backend *cb = cpu_backend_create(&copt, &err);
+    if (!cb) { fail(g, "train_step", "CPU backend: %s", err.msg); gb->destroy(gb); return; }
+    float *params = hbuf(np), *pc = hbuf(np), *pg = hbuf(np), *gc = hbuf(np), *gg = hbuf(np), *gg2 = hbuf(np);
+    gpt2_init_params(&shape, params, 1337);
+    quantize(g, params, np);
+    int32_t *in = xmalloc((size_t)g->BT * 4), *tg = xmalloc((size_t)g->BT * 4);
+    for (int i = 0; i < g->BT; i++) { in[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V); tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V); }
+    int bf = g->xs == 2;
+    double tol_loss = bf ? 1e-2 : 1e-5, tol_grad = bf ? 1e-1 : 1e-3, tol_param = bf ? 1e-3 : 1e-5;
+    float lc = 0, lg = 0, nc = 0, ng = 0, lc2 = 0, lg2 = 0;
+    Cmp c = {0, 0, ""};
+    int rc = gb->set_params(gb, params, &err) || cb->set_params(cb, params, &err) ||
+             gb->zero_grad(gb, &err) || cb->zero_grad(cb, &err) ||
+             gb->forward(gb, in, tg, &lg, &err) || cb->forward(cb, in, tg, &lc, &err) ||
+             gb->backward(gb, 1.0f, &err) || cb->backward(cb, 1.0f, &err) ||
+             gb->get_grads(gb, gg, &err) || cb->get_grads(cb, gc, &err) ||
+             gb->grad_norm(gb, &ng, &err) || cb->grad_norm(cb, &nc, &err);
+    double worst_grad = 0;
+    const char *worst_name = "";
+    if (!rc) {
+        cmp(&c, "loss", &lg, &lc, 1, tol_loss);
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+            size_t n = sz[i];
+            if (i == P_WTE) n = (size_t)shape.vocab_size * shape.n_embd;
+            char nm[64];
+            snprintf(nm, sizeof nm, "d%s", gpt2_param_names[i]);
+            double e = relerr(gg + off[i], gc + off[i], n);
+            if (!(e <= worst_grad)) { worst_grad = e; worst_name = gpt2_param_names[i]; }
+            cmp(&c, nm, gg + off[i], gc + off[i], n, tol_grad);
+        }
+        cmp(&c, "grad norm", &ng, &nc, 1, bf ? 5e-2 : 1e-4);
+    }
+    if (!rc) {
+        printf("     %s/train_step: loss gpu %.6f cpu %.6f; grad norm gpu %.6f cpu %.6f; worst gradient d%s %.2e\n", cfg->name, lg, lc,
+               ng, nc, worst_name, worst_grad);
+        finish(g, "train_step forward+backward vs CPU backend", &c, &err, 0);
+    } else {
+        finish(g, "train_step forward+backward vs CPU backend", &c, &err, rc);
+    }
+    /* update, then a second forward */
+    c = (Cmp){0, 0, ""};
+    if (!rc) {
+        rc = gb->update(gb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, &err) || cb->update(cb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, &err) ||
+             gb->get_params(gb, pg, &err) || cb->get_params(cb, pc, &err) ||
+             gb->forward(gb, in, tg, &lg2, &err) || cb->forward(cb, in, tg, &lc2, &err);
+        if (!rc) {
+            cmp(&c, "params after AdamW", pg, pc, np, tol_param);
+            cmp(&c, "loss after the step", &lg2, &lc2, 1, tol_loss);
+            if (!(lg2 < lg) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "loss did not go down: %.6f -> %.6f", lg, lg2); }
+            printf("     %s/train_step: after one AdamW step, loss gpu %.6f cpu %.6f\n", cfg->name, lg2, lc2);
+        }
+        finish(g, "train_step AdamW update and second forward vs CPU backend", &c, &err, rc);
+    }
+    /* determinism: the same step twice gives the same bits */
+    c = (Cmp){0, 0, ""};
+    if (!rc) {
+        float l1 = 0, l2 = 0;
+        rc = gb->zero_grad(gb, &err) || gb->forward(gb, in, tg, &l1, &err) || gb->backward(gb, 1.0f, &err) || gb->get_grads(gb, gg, &err) ||
+             gb->zero_grad(gb, &err) || gb->forward(gb, in, tg, &l2, &err) || gb->backward(gb, 1.0f, &err) || gb->get_grads(gb, gg2, &err);
+        if (!rc && (l1 != l2 || memcmp(gg, gg2, np * 4))) { c.bad = 1; snprintf(c.what, sizeof c.what, "two identical steps gave different gradients or losses"); }
+        finish(g, "train_step deterministic (same bits twice)", &c, &err, rc);
+    }
+    free(params); free(pc); free(pg); free(gc); free(gg); free(gg2); free(in); free(tg);
+    cb->destroy(cb);
+    gb->destroy(gb);
+}
+
+int gpu_test_run(const Config *cfg, const struct Plan *plan) {
+    static G g;   /* large; one test run at a time */
+    memset(&g, 0, sizeof g);
+    g.cfg = cfg;
+    g.plan = plan;
+    Err err = {{0}};
+    if (cuda_open(&g.dev, &err)) { printf("skip %s/gpu: %s\n", cfg->name, err.msg); return -1; }
+    if (cfg->precision == PREC_FP16) { printf("skip %s/gpu: fp16 is not implemented in the CUDA backend\n", cfg->name); return 0; }
+    if (kernels_load(&g.ks, plan, &g.dev, &err)) { printf("FAIL %s/load: %s\n", cfg->name, err.msg); return 1; }
+    g.ks.sync_each = 1;
+    if (matmul_init(&g.mm, cfg->precision, &err)) { printf("FAIL %s/cublaslt: %s\n", cfg->name, err.msg); kernels_unload(&g.ks); return 1; }
+    g.prec = cfg->precision;
+    g.xs = g.prec == PREC_FP32 ? 4 : 2;
+    g.B = cfg->train.batch_size; g.T = cfg->train.seq_len; g.BT = g.B * g.T;
+    g.C = cfg->model.n_embd; g.NH = cfg->model.n_head; g.HS = g.C / g.NH; g.L = cfg->model.n_layer;
+    g.V = cfg->model.vocab_size; g.Vp = cfg->model.padded_vocab_size; g.maxT = cfg->model.max_seq_len;
+    g.tol = g.prec == PREC_FP32 ? 2e-5 : 1.5e-2;
+    g.rng = 0x1234567ull;
+    printf("== %s: %s, B=%d T=%d C=%d NH=%d L=%d on %s (sm_%d%d)\n", cfg->name, precision_name(cfg->precision), g.B, g.T, g.C,
+           g.NH, g.L, g.dev.name, g.dev.cc_major, g.dev.cc_minor);
+    fflush(stdout);
+    test_encoder(&g);
+    test_layernorm(&g);
+    test_matmul(&g);
+    test_attention(&g);
+    test_gelu(&g);
+    test_classifier(&g);
+    test_adamw_norm(&g);
+    test_train_step(&g);
+    matmul_destroy(&g.mm);
+    kernels_unload(&g.ks);
+    printf("== %s: %d passed, %d failed, %d skipped\n", cfg->name, g.passed, g.failed, g.skipped);
+    fflush(stdout);
+    return g.failed;
+}
