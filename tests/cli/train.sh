@@ -1,0 +1,73 @@
+#!/bin/sh
+# The training loop on the CPU backend, end to end on the default data set (data/fortunes, `make data`):
+# the loss falls, resume gives the same bits, the metrics log parses, bad inputs fail clearly,
+# Ctrl-C saves a checkpoint.
+. "$(dirname "$0")/../cli_lib.sh"
+cd "$ROOT" || exit 1
+if [ ! -f data/fortunes/train_000000.bin ]; then
+    fail default_data "data/fortunes is missing: run \`make data\` first"; finish; exit 0
+fi
+M=tests/configs/micro.lua
+run() { "$GPT2GEN" train $M --backend cpu -q "$@"; }
+
+# the loss falls: 30 steps on real text
+out=$(run --set checkpoint.dir="$WORK/fall" --set train.steps=30 --set eval.val_every=30 --set eval.val_batches=4 2>&1); rc=$?
+first=$(grep -m1 '"event":"step"' "$WORK/fall/metrics.jsonl" | sed 's/.*"loss":\([0-9.]*\).*/\1/')
+last=$(grep '"event":"step"' "$WORK/fall/metrics.jsonl" | tail -1 | sed 's/.*"loss":\([0-9.]*\).*/\1/')
+v0=$(grep '"event":"val"' "$WORK/fall/metrics.jsonl" | head -1 | sed 's/.*"val_loss":\([0-9.]*\).*/\1/')
+v1=$(grep '"event":"val"' "$WORK/fall/metrics.jsonl" | tail -1 | sed 's/.*"val_loss":\([0-9.]*\).*/\1/')
+if [ $rc -eq 0 ] && awk "BEGIN{exit !($last < $first - 1.0 && $v1 < $v0 - 1.0)}"; then ok "loss_falls (train $first -> $last, val $v0 -> $v1)"
+else fail loss_falls "rc=$rc train $first -> $last, val $v0 -> $v1: $out"; fi
+
+# the metrics log: one JSON object per line
+if python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$WORK/fall/metrics.jsonl" 2>/dev/null; then ok metrics_jsonl
+else fail metrics_jsonl "$WORK/fall/metrics.jsonl does not parse as JSON lines"; fi
+
+# exact resume: 8 steps in one go == 4 steps, stop, resume for 4 (same bits in model and state)
+run --set checkpoint.dir="$WORK/straight" >/dev/null 2>&1
+run --set checkpoint.dir="$WORK/resumed" --set checkpoint.every=4 >/dev/null 2>&1
+rm -f "$WORK"/resumed/model_00000008.bin "$WORK"/resumed/state_00000008.bin
+out=$(run --set checkpoint.dir="$WORK/resumed" --resume 2>&1); rc=$?
+if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "resuming from .*state_00000004.bin (step 4)" \
+   && cmp -s "$WORK/straight/model_00000008.bin" "$WORK/resumed/model_00000008.bin" \
+   && cmp -s "$WORK/straight/state_00000008.bin" "$WORK/resumed/state_00000008.bin"; then ok exact_resume_bitwise
+else fail exact_resume_bitwise "rc=$rc; model or state after resume differs: $out"; fi
+l1=$(grep '"event":"step","step":8,' "$WORK/straight/metrics.jsonl" | sed 's/.*"loss":\([0-9.]*\).*/\1/')
+l2=$(grep '"event":"step","step":8,' "$WORK/resumed/metrics.jsonl" | tail -1 | sed 's/.*"loss":\([0-9.]*\).*/\1/')
+if [ -n "$l1" ] && [ "$l1" = "$l2" ]; then ok resume_same_loss; else fail resume_same_loss "step 8 loss $l1 vs $l2"; fi
+
+# a checkpoint as init: training from the straight run's final weights starts at its loss level
+out=$(run --set checkpoint.dir="$WORK/init" --set checkpoint.init="$WORK/straight/model_00000008.bin" --set train.steps=1 2>&1); rc=$?
+if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "loaded weights from"; then ok init_from_checkpoint; else fail init_from_checkpoint "rc=$rc: $out"; fi
+
+# overfit one batch: the loss collapses
+out=$(run --set checkpoint.dir="$WORK/overfit" --set train.overfit_batch=true --set train.steps=25 --set train.warmup=0 --set eval.val_every=0 2>&1); rc=$?
+a=$(grep -m1 '"event":"step"' "$WORK/overfit/metrics.jsonl" | sed 's/.*"loss":\([0-9.]*\).*/\1/')
+b=$(grep '"event":"step"' "$WORK/overfit/metrics.jsonl" | tail -1 | sed 's/.*"loss":\([0-9.]*\).*/\1/')
+if [ $rc -eq 0 ] && awk "BEGIN{exit !($b < $a - 4)}"; then ok "overfit_batch ($a -> $b)"; else fail overfit_batch "rc=$rc $a -> $b"; fi
+
+# bad inputs: one clear message naming the file, exit code 1
+expect_fail() {   # name, expected text, options...
+    name=$1; want=$2; shift 2
+    out=$(run --set checkpoint.dir="$WORK/$name" "$@" 2>&1); rc=$?
+    if [ $rc -eq 1 ] && printf '%s' "$out" | grep -qF -- "$want"; then ok "$name"; else fail "$name" "rc=$rc: $out"; fi
+}
+expect_fail missing_data "nothing_*.bin: no token shards match" --set data.train="$WORK/nothing_*.bin"
+printf 'not a checkpoint' > "$WORK/junk.bin"
+expect_fail bad_init_checkpoint "junk.bin" --set checkpoint.init="$WORK/junk.bin"
+expect_fail missing_init_checkpoint "nope.bin" --set checkpoint.init="$WORK/nope.bin"
+expect_fail init_of_other_shape "model_00000008.bin" --set checkpoint.init="$WORK/straight/model_00000008.bin" --set model.n_layer=3
+mkdir -p "$WORK/trunc" && cp "$WORK/resumed/model_00000004.bin" "$WORK/trunc/" && head -c 5000 "$WORK/resumed/state_00000004.bin" > "$WORK/trunc/state_00000004.bin"
+expect_fail truncated_state "state_00000004.bin: truncated" --set checkpoint.dir="$WORK/trunc" --resume
+"$GPT2GEN" train $M --backend gpu >/dev/null 2>&1; rc=$?
+if [ $rc -eq 2 ]; then ok bad_backend_name; else fail bad_backend_name "exit code $rc, expected 2"; fi
+
+# Ctrl-C: stops after the current step, saves a checkpoint, exits 130
+"$GPT2GEN" train $M --backend cpu --set checkpoint.dir="$WORK/int" --set train.steps=100000 --set eval.val_every=0 > "$WORK/int.log" 2>&1 &
+pid=$!
+for i in $(seq 1 100); do grep -q "^step " "$WORK/int.log" && break; sleep 0.1; done
+kill -INT $pid; wait $pid; rc=$?
+if [ $rc -eq 130 ] && ls "$WORK"/int/model_*.bin >/dev/null 2>&1 && ls "$WORK"/int/state_*.bin >/dev/null 2>&1; then ok sigint_saves_checkpoint
+else fail sigint_saves_checkpoint "rc=$rc: $(tail -3 "$WORK/int.log")"; fi
+
+finish
