@@ -1,0 +1,63 @@
+#!/bin/sh
+# bench/bench.sh: our trainer against PyTorch (torch.compile, bf16 autocast, flash SDPA, fused AdamW) in the
+# same run, on random-token shards, T=1024: GPT-2 124M at B=64 and 350M at B=32. Prints tok/s, ms/step and
+# peak GPU memory of each, and the ratio ours/PyTorch. Run from the repository root on the GPU machine, with
+# ./gpt2gen built. STEPS (default 30) steps each; MODELS (default "124M 350M"); NO_TORCH=1 skips PyTorch.
+cd "$(dirname "$0")/.." || exit 1
+export NCCL_NVLS_ENABLE=0
+STEPS=${STEPS:-30}
+MODELS=${MODELS:-"124M 350M"}
+data=build/bench-data
+mkdir -p "$data" build/bench-logs
+# random tokens, llm.c shard format: 256 int32 header (magic 20240520, version 1, count), then uint16 tokens
+python3 - "$data" <<'PY'
+import sys, os, numpy as np
+d = sys.argv[1]
+rng = np.random.default_rng(1337)
+for name, n in (("train_000.bin", 40_000_000), ("val_000.bin", 1_100_000)):
+    p = os.path.join(d, name)
+    if os.path.exists(p) and os.path.getsize(p) == 1024 + 2 * n: continue
+    h = np.zeros(256, dtype=np.int32); h[0], h[1], h[2] = 20240520, 1, n
+    with open(p, "wb") as f:
+        f.write(h.tobytes()); f.write(rng.integers(0, 50257, n, dtype=np.uint16).tobytes())
+PY
+peak_mem() {   # runs "$@" while sampling GPU memory; prints the max MiB to $PEAK_FILE
+    ( max=0; while :; do m=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | head -1)
+      [ -n "$m" ] && [ "$m" -gt "$max" ] && max=$m && echo "$max" > "$PEAK_FILE"; sleep 0.2; done ) &
+    sampler=$!
+    "$@"; rc=$?
+    kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+    return $rc
+}
+summary=build/bench-logs/summary.txt
+: > "$summary"
+for model in $MODELS; do
+    case $model in 124M) B=64 ;; 350M) B=32 ;; 774M) B=16 ;; *) B=8 ;; esac
+    log=build/bench-logs/ours-$model.log
+    PEAK_FILE=build/bench-logs/ours-$model.peak; echo 0 > $PEAK_FILE
+    peak_mem ./gpt2gen train configs/gpt2-$model.lua --backend cuda --set train.batch_size=$B --set train.total_batch_size=$((B * 1024)) \
+        --set train.steps=$STEPS --set train.warmup=10 --set "data.train=$data/train_*.bin" --set "data.val=$data/val_*.bin" \
+        --set data.tokenizer=none --set eval.val_every=0 --set eval.sample_every=0 \
+        --set checkpoint.dir=build/bench-ckpt-$model > "$log" 2>&1
+    rc=$?
+    tail -3 "$log"
+    ours=$(grep '^done:' "$log" | sed -E 's/.*mean ([0-9.]+) ms\/step, ([0-9]+) tok\/s.*/\1 \2/')
+    [ $rc -ne 0 ] && echo "ours $model: FAILED (rc $rc, see $log)"
+    ours_mem=$(cat $PEAK_FILE)
+    theirs=""; theirs_mem=0
+    if [ -z "$NO_TORCH" ]; then
+        tlog=build/bench-logs/torch-$model.log
+        PEAK_FILE=build/bench-logs/torch-$model.peak; echo 0 > $PEAK_FILE
+        peak_mem python3 bench/pytorch_gpt2.py --model $model --batch $B --steps $STEPS > "$tlog" 2>&1
+        tail -1 "$tlog"
+        theirs=$(grep '^pytorch' "$tlog" | sed -E 's/.*: ([0-9.]+) ms\/step, ([0-9]+) tok\/s.*/\1 \2/')
+        theirs_mem=$(cat $PEAK_FILE)
+    fi
+    set -- $ours; oms=${1:-nan}; otok=${2:-0}
+    set -- $theirs; tms=${1:-nan}; ttok=${2:-0}
+    ratio=$(awk -v a="$otok" -v b="$ttok" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
+    printf "%-6s B=%-3s ours %8s tok/s %7s ms/step %6.1f GiB | pytorch %8s tok/s %7s ms/step %6.1f GiB | ours/pytorch %s\n" \
+        $model $B $otok $oms $(awk -v m=$ours_mem 'BEGIN{print m/1024}') $ttok $tms $(awk -v m=$theirs_mem 'BEGIN{print m/1024}') $ratio >> "$summary"
+done
+echo "== benchmark (T=1024, bf16, random tokens, $STEPS steps, first steps excluded; memory = nvidia-smi peak)"
+cat "$summary"
