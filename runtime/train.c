@@ -14,14 +14,10 @@
 static volatile sig_atomic_t stop_requested;
 static void on_sigint(int sig) { (void)sig; stop_requested = 1; }
 
-/* The CUDA backend comes from runtime/cuda/; until it is linked in, only the CPU backend exists. */
-Backend *cuda_backend_create(const BackendOptions *opt, Err *err) __attribute__((weak));
-
 Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *which, Err *err) {
     BackendOptions o = {gpt2_shape_from_config(cfg), cfg->train.batch_size, cfg->train.seq_len, cfg->precision,
                         cfg->train.master_weights, cfg->train.recompute, plan};
     if (!strcmp(which, "cpu")) return cpu_backend_create(&o, err);
-    if (!cuda_backend_create) { if (!strcmp(which, "cuda")) { err_set(err, "this gpt2gen was built without the CUDA backend"); return NULL; } return cpu_backend_create(&o, err); }
     if (!strcmp(which, "cuda")) return cuda_backend_create(&o, err);
     Backend *b = cuda_backend_create(&o, err);
     if (b) return b;
