@@ -29,18 +29,25 @@ typedef float vnr __attribute__((vector_size(NR * sizeof(float))));
 
 typedef struct { const float *p; size_t si, sk; } Strided;   /* A(i,k) = p[i*si + k*sk] */
 
+/* MR = 6 rows, written out so that the six accumulators live in registers. Vectors move through memcpy
+   (unaligned, no aliasing trouble); macros, as passing 32-byte vectors by value is not portable ABI. */
+#define LOADV(v, ptr) memcpy(&(v), (ptr), sizeof(vnr))
+#define STOREV(ptr, v) memcpy((ptr), &(v), sizeof(vnr))
+
 static inline __attribute__((always_inline)) void micro_full(float *Cm, Strided A, const float *Bm, int cols,
                                                               int i, int j, int k0, int k1) {
-    vnr acc[MR];
-    for (int r = 0; r < MR; r++) memcpy(&acc[r], Cm + (size_t)(i + r) * cols + j, sizeof(vnr));
-    const float *a = A.p + (size_t)i * A.si;
+    float *c = Cm + (size_t)i * cols + j;
+    size_t si = A.si, ld = (size_t)cols;
+    vnr c0, c1, c2, c3, c4, c5, b;
+    LOADV(c0, c); LOADV(c1, c + ld); LOADV(c2, c + 2 * ld); LOADV(c3, c + 3 * ld); LOADV(c4, c + 4 * ld); LOADV(c5, c + 5 * ld);
+    const float *a = A.p + (size_t)i * si;
     for (int k = k0; k < k1; k++) {
-        vnr b;
-        memcpy(&b, Bm + (size_t)k * cols + j, sizeof b);
+        LOADV(b, Bm + (size_t)k * cols + j);
         const float *ak = a + (size_t)k * A.sk;
-        for (int r = 0; r < MR; r++) acc[r] += ak[(size_t)r * A.si] * b;
+        c0 += ak[0] * b;      c1 += ak[si] * b;     c2 += ak[2 * si] * b;
+        c3 += ak[3 * si] * b; c4 += ak[4 * si] * b; c5 += ak[5 * si] * b;
     }
-    for (int r = 0; r < MR; r++) memcpy(Cm + (size_t)(i + r) * cols + j, &acc[r], sizeof(vnr));
+    STOREV(c, c0); STOREV(c + ld, c1); STOREV(c + 2 * ld, c2); STOREV(c + 3 * ld, c3); STOREV(c + 4 * ld, c4); STOREV(c + 5 * ld, c5);
 }
 
 /* The ragged edge of a tile: same arithmetic, one element at a time. */
