@@ -485,6 +485,11 @@ static int utf8_second_ok(uint8_t lead, uint8_t c) {
     return (c & 0xC0) == 0x80;
 }
 
+/* Control characters other than tab and newlines could drive the terminal (escape sequences). */
+static int is_control(uint8_t c) {
+    return (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7F;
+}
+
 static void utf8_stream_byte(Utf8Stream *s, uint8_t c, FILE *out) {
     if (s->npend > 0) {
         int ok = s->npend == 1 ? utf8_second_ok(s->pend[0], c) : (c & 0xC0) == 0x80;
@@ -492,10 +497,11 @@ static void utf8_stream_byte(Utf8Stream *s, uint8_t c, FILE *out) {
     }
     if (s->npend == 0) {
         int need = utf8_need(c);
-        if (need == 0) { put_replacement(out); return; }
+        if (need == 0 || is_control(c)) { put_replacement(out); return; }
         if (need == 1) { fputc(c, out); return; }
     }
     s->pend[s->npend++] = c;
+    if (s->npend == 2 && s->pend[0] == 0xC2 && c <= 0x9F) { put_replacement(out); s->npend = 0; return; }   /* C1 control */
     if (s->npend == utf8_need(s->pend[0])) { fwrite(s->pend, 1, (size_t)s->npend, out); s->npend = 0; }
 }
 

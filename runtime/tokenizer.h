@@ -58,8 +58,9 @@ const uint8_t *tokenizer_decode(const Tokenizer *t, int id, size_t *len);
    Returns -1 with err set when the tokenizer cannot encode (see can_encode). */
 int  tokenizer_encode(const Tokenizer *t, const void *text, size_t len, TokenVec *out, Err *err);
 
-/* Prints token bytes as they come, holding back a UTF-8 character split across tokens until it is
-   complete. Invalid bytes print as U+FFFD. Zero-initialise; call utf8_stream_flush at the end. */
+/* Prints token bytes as they come (sampled text), holding back a UTF-8 character split across tokens
+   until it is complete. Invalid bytes, and control characters other than tab, CR and LF (which could
+   drive the terminal), print as U+FFFD. Zero-initialise; call utf8_stream_flush at the end. */
 typedef struct { uint8_t pend[4]; int npend; } Utf8Stream;
 void utf8_stream_put(Utf8Stream *s, const void *bytes, size_t n, FILE *out);
 void utf8_stream_flush(Utf8Stream *s, FILE *out);

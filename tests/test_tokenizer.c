@@ -400,10 +400,12 @@ static void test_utf8_stream(void) {
     utf8_stream_put(&s, "\x96", 1, f);
     utf8_stream_put(&s, "\xff" "c", 2, f);       /* an invalid byte */
     utf8_stream_put(&s, "\xe6\x97" "d", 3, f);   /* a cut-off character */
+    utf8_stream_put(&s, "\x1b[2J\t\x7f\xc2\x9b\xc2\xa0\n", 11, f);   /* ESC, DEL, C1 CSI: replaced */
     utf8_stream_put(&s, "\xe6", 1, f);           /* pending at the end */
     utf8_stream_flush(&s, f);
     fclose(f);
-    const char *want = "a\xc3\xa9" "b" "\xf0\x9f\xa4\x96" "\xef\xbf\xbd" "c" "\xef\xbf\xbd" "d" "\xef\xbf\xbd";
+    const char *want = "a\xc3\xa9" "b" "\xf0\x9f\xa4\x96" "\xef\xbf\xbd" "c" "\xef\xbf\xbd" "d"
+                       "\xef\xbf\xbd" "[2J\t" "\xef\xbf\xbd" "\xef\xbf\xbd" "\xc2\xa0\n" "\xef\xbf\xbd";
     CHECK(len == strlen(want) && !memcmp(buf, want, len), "stream printed '%s'", buf);
     free(buf);
 }
