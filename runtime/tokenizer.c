@@ -147,10 +147,12 @@ static int parse_rank_line(const char *path, int lineno, const char *line, size_
     return 0;
 }
 
+/* Lines that are not blank: the ranks (blank lines are skipped, as tiktoken's loader does). */
 static int count_lines(const char *text, size_t len) {
     int n = 0;
-    for (size_t i = 0; i < len; i++) n += text[i] == '\n';
-    return n + (len > 0 && text[len - 1] != '\n');
+    for (size_t i = 0; i < len; i++)
+        n += text[i] != '\n' && text[i] != '\r' && (i + 1 == len || text[i + 1] == '\n' || text[i + 1] == '\r');
+    return n;
 }
 
 /* Lays the tokens out by id: ranks first, then end-of-text. */
@@ -189,7 +191,7 @@ int tokenizer_load_ranks(Tokenizer *t, const char *path, Err *err) {
         size_t n = nl ? (size_t)(nl - (text + i)) : len - i;
         lineno++;
         size_t m = n && text[i + n - 1] == '\r' ? n - 1 : n;   /* tolerate CRLF */
-        rc = parse_rank_line(path, lineno, text + i, m, nlines, blob, &used, where, err);
+        if (m > 0) rc = parse_rank_line(path, lineno, text + i, m, nlines, blob, &used, where, err);
         i += n + 1;
     }
     if (rc == 0) fill_vocab(t, blob, where, nlines);

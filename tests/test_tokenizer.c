@@ -368,6 +368,20 @@ static void test_bad_ranks_files(void) {
     CHECK(tokenizer_load_ranks(&t, tmp_path("none.tiktoken"), &err) != 0 && strstr(err.msg, "cannot open"), "missing: %s", err.msg);
     write_bytes(tmp_path("few.tiktoken"), "IQ== 0\n", 7);
     CHECK(tokenizer_load_ranks(&t, tmp_path("few.tiktoken"), &err) != 0 && strstr(err.msg, "1 lines"), "too few: %s", err.msg);
+    /* blank lines and CRLF are fine, as in tiktoken's loader */
+    char *good = xmalloc(256 * 16 + 8);
+    size_t o = 0;
+    for (int c = 0; c < 256; c++) {
+        char b64[8];
+        uint8_t b = (uint8_t)c;
+        base64_encode(&b, 1, b64);
+        o += (size_t)sprintf(good + o, c % 50 == 0 ? "\n%s %d\r\n" : "%s %d\n", b64, c);
+    }
+    write_bytes(tmp_path("blank.tiktoken"), good, o);
+    free(good);
+    int rc = tokenizer_load_ranks(&t, tmp_path("blank.tiktoken"), &err);
+    CHECK(rc == 0, "blank lines: %s", err.msg);
+    if (rc == 0) { CHECK(t.vocab_size == 257 && t.can_encode, "vocab %d", t.vocab_size); tokenizer_free(&t); }
     expect_bad_ranks("nospace.tiktoken", "/w==\n", ":256: expected \"<base64 token bytes> <rank>\"");
     expect_bad_ranks("b64.tiktoken", "!!!! 255\n", ":256: '!!!!' is not base64");
     expect_bad_ranks("rank.tiktoken", "/w== x\n", ":256: rank 'x' is not a number");
