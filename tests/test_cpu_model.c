@@ -66,11 +66,12 @@ static void fd_all(ErrStat *e, float *x, const float *grad, size_t n, float h, O
  * Each objective is J = sum(out * R) for a fixed random R, so the analytic gradient is the op's backward
  * with dout = R. Inputs are O(1), h = 1e-2: out carries fp32 rounding of ~1e-7 relative, so J (a sum
  * of 50-250 terms) has noise ~1e-6 and the difference quotient ~1e-4; the truncation error h^2 f'''/6
- * is ~1e-5 for these smooth ops. Measured worst: ~1e-4. Tolerance: 5e-4 absolute + 1e-2 relative; a real
- * bug is off by O(|g|) ~ 1. */
+ * is ~1e-5 for these smooth ops. Measured worst: ~1e-4 absolute, ~7e-4 relative on large gradients.
+ * Tolerance: 5e-4 absolute + 2e-3 relative. A real bug is off by O(|g|) ~ 1; a 1% error in one term
+ * of a backward (tried by hand: dk, dv, a LayerNorm dbias) already fails. */
 #define OP_H 1e-2f
 #define OP_ATOL 5e-4
-#define OP_RTOL 1e-2
+#define OP_RTOL 2e-3
 
 typedef struct { int N, C, OC; float *inp, *w, *b, *out, *mean, *rstd, *R; } OpCtx;
 
@@ -129,8 +130,9 @@ static void test_matmul_backward(void) {
 }
 
 /* The tiled matmul against a naive fp64 product, on shapes that cross every tile and panel edge.
-   Tolerance: fp32 sums of K terms err by at most ~K * 6e-8 * sum|terms| (the bound; typical is
-   sqrt(K) times less); 1e-6 * K * sum|terms| / K... we use 2e-6 * sum|a_k b_k|, ample for K <= 600. */
+   Tolerance: 2e-6 * sum_k |a_k b_k| per element. A K-term fp32 sum errs by up to K * 6e-8 * sum|terms|
+   in the worst case and by ~sqrt(K) * 6e-8 * (partial sums) in practice; measured here, ~2e-7 * sum|terms|
+   at K <= 600. A wrong index or a missed tile edge is off by O(1). */
 static void check_matmul_shape(int N, int C, int OC, ErrStat *ef, ErrStat *eb) {
     uint64_t rng = (uint64_t)N * 1000003 + C * 101 + OC;
     float *inp = fnew((size_t)N * C), *w = fnew((size_t)OC * C), *b = fnew(OC), *out = fnew((size_t)N * OC);
@@ -350,8 +352,9 @@ static double model_loss(void *p) {
 /* (a) Gradient of the mean loss w.r.t. samples of every tensor, against central differences in fp32
  * (the quotient formed in double over the step actually taken). The loss (~4) carries fp32 rounding noise
  * of a few 1e-7; with h = 1e-2 that is ~1e-4 in the quotient, and the truncation error h^2 f'''/6 is of the
- * same order (measured worst: ~2e-5). Tolerance: 1e-4 absolute + 2e-2 relative. Samples are 6 random entries per tensor plus its
- * largest-gradient entry (a strong signal); a wrong layer gradient is off by O(|g|), not by 2%. */
+ * same order; measured worst: ~2e-5. Tolerance: 1e-4 absolute + 2e-3 relative. Samples: 6 random entries
+ * per tensor plus its largest-gradient entry (a strong signal). A wrong gradient is off by O(|g|); a 1%
+ * error in one term of one op's backward already fails here. */
 static void test_model_gradients(void) {
     Backend *be = make_backend(&TINY, TB, TT);
     CHECK(be != NULL, "no backend");
@@ -381,7 +384,7 @@ static void test_model_gradients(void) {
         for (int k = 0; k < 6; k++) idx[k] = rng_next(&rng) % span;
         ErrStat e = {0};
         for (int k = 0; k < 7; k++)
-            err_add(&e, grads[off[t] + idx[k]], central_diff(params, off[t] + idx[k], 1e-2f, model_loss, &ctx), 1e-4, 2e-2);
+            err_add(&e, grads[off[t] + idx[k]], central_diff(params, off[t] + idx[k], 1e-2f, model_loss, &ctx), 1e-4, 2e-3);
         printf("  %-9s max abs err %.2e  max rel err %.2e  (largest |g| %.2e)\n", gpt2_param_names[t], e.max_abs,
                e.max_rel, fabs(grads[off[t] + idx[6]]));
         CHECK(e.bad == 0, "%s: %d of 7 sampled gradients off (max abs err %.2e)", gpt2_param_names[t], e.bad, e.max_abs);
