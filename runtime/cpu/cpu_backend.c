@@ -14,7 +14,8 @@ typedef struct {
     float *ln1, *ln1_mean, *ln1_rstd;        /* (L,BT,C), (L,BT), (L,BT) */
     float *qkv;                              /* (L,BT,3C) */
     float *atty;                             /* (L,BT,C) attention output before the projection */
-    float *preatt, *att;                     /* (L,B,NH,T,T) */
+    float *preatt;                           /* (B,NH,T,T) scores: scratch, the backward needs only att */
+    float *att;                              /* (L,B,NH,T,T) */
     float *attproj;                          /* (L,BT,C) */
     float *residual2;                        /* (L,BT,C) x after attention */
     float *ln2, *ln2_mean, *ln2_rstd;        /* (L,BT,C), (L,BT), (L,BT) */
@@ -55,7 +56,7 @@ static void acts_alloc(Acts *a, const GPT2Shape *s, int B, int T) {
     a->ln1 = falloc(L * BT * C); a->ln1_mean = falloc(L * BT); a->ln1_rstd = falloc(L * BT);
     a->qkv = falloc(L * BT * 3 * C);
     a->atty = falloc(L * BT * C);
-    a->preatt = falloc(L * att); a->att = falloc(L * att);
+    a->preatt = falloc(att); a->att = falloc(L * att);
     a->attproj = falloc(L * BT * C);
     a->residual2 = falloc(L * BT * C);
     a->ln2 = falloc(L * BT * C); a->ln2_mean = falloc(L * BT); a->ln2_rstd = falloc(L * BT);
@@ -97,7 +98,7 @@ static void forward_layer(Backend *be, int l, const float *x_in) {
     int B = be->B, T = be->T, C = be->shape.n_embd, NH = be->shape.n_head, N = B * T;
     size_t nc = (size_t)N * C, att = (size_t)B * NH * T * T;
     float *ln1 = a->ln1 + l * nc, *qkv = a->qkv + l * 3 * nc, *atty = a->atty + l * nc;
-    float *preatt = a->preatt + l * att, *attm = a->att + l * att;
+    float *attm = a->att + l * att;
     float *attproj = a->attproj + l * nc, *res2 = a->residual2 + l * nc, *ln2 = a->ln2 + l * nc;
     float *fch = a->fch + l * 4 * nc, *fch_gelu = a->fch_gelu + l * 4 * nc;
     float *fcproj = a->fcproj + l * nc, *res3 = a->residual3 + l * nc;
@@ -105,7 +106,7 @@ static void forward_layer(Backend *be, int l, const float *x_in) {
     cpu_layernorm_forward(ln1, a->ln1_mean + (size_t)l * N, a->ln1_rstd + (size_t)l * N, x_in,
                           c->p[P_LN1W] + l * C, c->p[P_LN1B] + l * C, N, C);
     cpu_matmul_forward(qkv, ln1, c->p[P_QKVW] + (size_t)l * 3 * C * C, c->p[P_QKVB] + l * 3 * C, N, C, 3 * C);
-    cpu_attention_forward(atty, preatt, attm, qkv, B, T, C, NH);
+    cpu_attention_forward(atty, a->preatt, attm, qkv, B, T, C, NH);
     cpu_matmul_forward(attproj, atty, c->p[P_ATTPROJW] + (size_t)l * C * C, c->p[P_ATTPROJB] + l * C, N, C, C);
     cpu_residual_forward(res2, x_in, attproj, nc);
     cpu_layernorm_forward(ln2, a->ln2_mean + (size_t)l * N, a->ln2_rstd + (size_t)l * N, res2,
