@@ -14,7 +14,7 @@ static int imin(int a, int b) { return a < b ? a : b; }
 
 /* ---------------------------------------------------------------------------------------------------- */
 /* Matrix multiply core: Cm[rows,cols] += A[rows,K] @ Bm[K,cols]. Cm and Bm are row-major and dense; A is
- * read through strides (element (i,k) at A[i*sai + k*sak]), so a transposed A costs no copy.
+ * read through strides (element (i,k) at A.p[i*A.si + k*A.sk]), so a transposed A costs no copy.
  *
  * Every element is accumulated as c += a[k]*b[k] for k = 0..K-1 in order, starting from its old value,
  * whichever path (register tile or edge) computes it; there is no fused multiply-add (-std=c11 keeps
@@ -22,8 +22,8 @@ static int imin(int a, int b) { return a < b ? a : b; }
  * Cache blocking: tiles of TILE_R x TILE_C outputs are split across threads; inside a tile, K is walked in
  * panels of TILE_K so the A and B panels stay in L2 while all micro-tiles use them.
  * The micro-kernel keeps an MR x NR block of outputs in registers (GCC vector type of NR floats: 12 SSE
- * registers, or 6 AVX ones). gemm_tile is compiled twice, for AVX2 and for baseline x86-64, and the
- * loader picks one: the same arithmetic, element by element. */
+ * registers, or 6 AVX ones). On x86-64, gemm_tile is compiled twice, for AVX2 and for the baseline, and
+ * the loader picks one: the same arithmetic, element by element (AVX2 without FMA). */
 enum { MR = 6, NR = 8, TILE_R = 96, TILE_C = 64, TILE_K = 256 };
 typedef float vnr __attribute__((vector_size(NR * sizeof(float))));
 
@@ -61,7 +61,9 @@ static inline __attribute__((always_inline)) void micro_edge(float *Cm, Strided 
         }
 }
 
+#if defined(__x86_64__)
 __attribute__((target_clones("avx2", "default")))
+#endif
 static void gemm_tile(float *Cm, Strided A, const float *Bm, int rows, int K, int cols, int i0, int j0) {
     int i1 = imin(i0 + TILE_R, rows), j1 = imin(j0 + TILE_C, cols);
     for (int k0 = 0; k0 < K; k0 += TILE_K) {
