@@ -11,7 +11,8 @@ in checkpoint order, so each .grad is already laid out as the checkpoint lays it
   golden_tiny.bin  inputs, targets, logits, loss, every gradient, and 10 AdamW steps (format below)
 
 Device: the default is the CPU, in fp32: no TF32, no reduced-precision reductions, so the numbers are
-plain fp32 and the closest to what the C reference computes. --device cuda works too (TF32 is disabled).
+plain fp32 and the closest to what the C reference computes, and the same on any machine. --device cuda
+works too (TF32 disabled), for a quick look; the committed files come from the CPU.
 
 Model: V=1000 (Vp=1024), maxT=64, L=2, NH=4, C=64; batch B=4, T=32. Init per SPEC section 1 with
 torch.Generator seed 1337 (weights N(0, 0.02), attprojw and fcprojw N(0, 0.02/sqrt(2L)), biases 0,
@@ -202,16 +203,28 @@ def write_golden(path, inputs, targets, logits, loss, grads, losses, norms, fina
             f.write(a.tobytes())
 
 
+def disable_tf32():
+    """Plain fp32 matmuls on the GPU. Newer PyTorch has fp32_precision and refuses a mix of the old and new
+    switches, so the new one is tried first and the old ones only where it does not exist."""
+    try:
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+    except (AttributeError, RuntimeError):
+        torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        torch.backends.cudnn.conv.fp32_precision = "ieee"
+    except (AttributeError, RuntimeError):
+        torch.backends.cudnn.allow_tf32 = False
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)), help="output folder")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cpu (default, plain fp32) or cuda")
     args = ap.parse_args()
-    if args.device == "cuda" and not torch.cuda.is_available():
-        sys.exit("gpt2_reference: --device cuda, but PyTorch sees no GPU")
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("gpt2_reference: --device cuda, but PyTorch sees no GPU")
+        disable_tf32()
     device = torch.device(args.device)
     os.makedirs(args.out, exist_ok=True)
 
