@@ -373,7 +373,6 @@ static void test_model_gradients(void) {
     CHECK_OK(be->zero_grad(be, &err), &err);
     CHECK_OK(be->backward(be, 1.0f, &err), &err);
     CHECK_OK(be->get_grads(be, grads, &err), &err);
-    int bad_total = 0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         size_t span = sz[t];
         if (t == P_WTE) span = (size_t)TINY.vocab_size * TINY.n_embd;   /* real rows */
@@ -388,14 +387,12 @@ static void test_model_gradients(void) {
         printf("  %-9s max abs err %.2e  max rel err %.2e  (largest |g| %.2e)\n", gpt2_param_names[t], e.max_abs,
                e.max_rel, fabs(grads[off[t] + idx[6]]));
         CHECK(e.bad == 0, "%s: %d of 7 sampled gradients off (max abs err %.2e)", gpt2_param_names[t], e.bad, e.max_abs);
-        bad_total += e.bad;
     }
     /* exactly zero where the loss cannot reach: padded wte rows, positions beyond T */
     int nonzero = 0;
     for (size_t i = (size_t)TINY.vocab_size * TINY.n_embd; i < sz[P_WTE]; i++) nonzero += grads[off[P_WTE] + i] != 0;
     for (size_t i = (size_t)TT * TINY.n_embd; i < sz[P_WPE]; i++) nonzero += grads[off[P_WPE] + i] != 0;
     CHECK(nonzero == 0, "%d gradients nonzero on padded wte rows or unused positions", nonzero);
-    (void)bad_total;
     free(params); free(grads);
     be->destroy(be);
 }
@@ -426,11 +423,32 @@ static void test_backward_scales_and_accumulates(void) {
     for (size_t i = 0; i < n; i++) { worst = fmax(worst, fabs(g1[i] - g2[i])); gmax = fmax(gmax, fabs(g1[i])); }
     /* 0.5 is a power of two, so half-gradients are exact; only the sum of two halves rounds */
     CHECK(worst <= 1e-6 * gmax, "backward(0.5) twice differs from backward(1) by %.2e (max |g| %.2e)", worst, gmax);
-    int32_t bad[TB * TT];
-    memcpy(bad, inp, sizeof bad);
-    bad[3] = TINY.vocab_size;
-    CHECK(be->forward(be, bad, tgt, &loss, &err) != 0 && strstr(err.msg, "inputs[3]"), "a token id >= V was accepted");
     free(params); free(g1); free(g2);
+    be->destroy(be);
+}
+
+/* Misuse gets an error, not a crash. */
+static void test_backend_errors(void) {
+    Backend *be = make_backend(&TINY, TB, TT);
+    if (!be) { CHECK(0, "no backend"); return; }
+    Err err;
+    float row[60], loss;
+    CHECK(be->backward(be, 1.0f, &err) != 0, "backward before any forward was accepted");
+    CHECK(be->get_logits(be, 0, 0, row, &err) != 0, "get_logits before any forward was accepted");
+    int32_t inp[TB * TT] = {0}, tgt[TB * TT] = {0};
+    inp[3] = TINY.vocab_size;
+    CHECK(be->forward(be, inp, tgt, &loss, &err) != 0 && strstr(err.msg, "inputs[3]"), "a token id >= V was accepted");
+    inp[3] = 0;
+    tgt[5] = -1;
+    CHECK(be->forward(be, inp, tgt, &loss, &err) != 0 && strstr(err.msg, "targets[5]"), "a negative target was accepted");
+    CHECK_OK(be->forward(be, inp, NULL, NULL, &err), &err);
+    CHECK(be->backward(be, 1.0f, &err) != 0, "backward after a forward without targets was accepted");
+    CHECK_OK(be->get_logits(be, TB - 1, TT - 1, row, &err), &err);
+    CHECK(be->get_logits(be, TB, 0, row, &err) != 0, "get_logits outside B was accepted");
+    CHECK(be->update(be, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 0, &err) != 0, "update step 0 was accepted");
+    BackendOptions o = {0};
+    o.shape = TINY; o.B = 1; o.T = TINY.max_seq_len + 1;
+    CHECK(cpu_backend_create(&o, &err) == NULL && strstr(err.msg, "max_seq_len"), "T > maxT was accepted");
     be->destroy(be);
 }
 
@@ -668,6 +686,7 @@ int main(int argc, char **argv) {
     RUN(test_encoder);
     RUN(test_model_gradients);
     RUN(test_backward_scales_and_accumulates);
+    RUN(test_backend_errors);
     RUN(test_determinism);
     RUN(test_adamw);
     RUN(test_golden);
