@@ -272,6 +272,14 @@ static void test_softmax_crossentropy(void) {
             err_add(&e, d[n * Vp + i], central_diff(c.logits, (size_t)n * Vp + i, OP_H, ce_objective, &c), OP_ATOL, OP_RTOL);
     int pad_ok = 1;
     for (int n = 0; n < N; n++) pad_ok &= d[n * Vp + 7] == 0.0f;
+    /* in place: dlogits over the logits gives the same bits */
+    ce_objective(&c);   /* losses at the unperturbed logits again */
+    float *inplace = fnew(N * Vp), *l2 = fnew(N);
+    memcpy(inplace, c.logits, (size_t)N * Vp * sizeof(float));
+    cpu_softmax_crossentropy(l2, inplace, inplace, c.targets, c.dloss, N, V, Vp);
+    CHECK(memcmp(inplace, d, (size_t)N * Vp * sizeof(float)) == 0 && memcmp(l2, c.losses, (size_t)N * sizeof(float)) == 0,
+          "softmax cross-entropy in place differs");
+    free(inplace); free(l2);
     printf("  softmax cross-entropy: loss max abs err %.2e vs fp64, dlogits vs finite differences max abs err %.2e\n", lerr, e.max_abs);
     CHECK(lerr < 1e-5, "loss off by %.2e", lerr);
     CHECK(e.bad == 0, "%d dlogits off (max abs %.2e)", e.bad, e.max_abs);

@@ -309,6 +309,8 @@ void cpu_softmax_crossentropy(float *losses, float *dlogits, const float *logits
         const float *l = logits + (size_t)n * Vp;
         float maxv = -INFINITY;
         for (int i = 0; i < V; i++) if (l[i] > maxv) maxv = l[i];
+        int tgt = targets[n];
+        float target_logit = l[tgt];   /* read first: dlogits may be the logits themselves */
         /* V terms of up to 1 summed in double: the normalizer stays exact to fp32 precision. With dlogits,
            the exponentials are kept there, so each is computed once. */
         float *d = dlogits ? dlogits + (size_t)n * Vp : NULL;
@@ -318,8 +320,7 @@ void cpu_softmax_crossentropy(float *losses, float *dlogits, const float *logits
             sum += e;
             if (d) d[i] = e;
         }
-        int tgt = targets[n];
-        losses[n] = (float)(log(sum) - (double)(l[tgt] - maxv));
+        losses[n] = (float)(log(sum) - (double)(target_logit - maxv));
         if (!d) continue;
         float inv = (float)(1.0 / sum);
         for (int i = 0; i < V; i++) d[i] = (d[i] * inv - (i == tgt ? 1.0f : 0.0f)) * dloss;

@@ -43,7 +43,8 @@ void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t 
 void cpu_residual_forward(float *out, const float *a, const float *b, size_t n);
 
 /* Per row i of logits (N,Vp), of which the first V columns are real: losses[i] = -log softmax(row)[target].
-   With dlogits, writes (softmax - onehot(target)) * dloss there, and 0 on the padded columns V..Vp-1. */
+   With dlogits, writes (softmax - onehot(target)) * dloss there, and 0 on the padded columns V..Vp-1;
+   dlogits may be logits itself (in place). */
 void cpu_softmax_crossentropy(float *losses, float *dlogits, const float *logits, const int32_t *targets,
                               float dloss, int N, int V, int Vp);
 
