@@ -125,6 +125,36 @@ static dptr at(Cuda *c, dptr base, size_t l, size_t layer_elems, size_t elem_byt
 #define BTC ((size_t)c->B * c->T * c->C)
 #define BT_ ((size_t)c->B * c->T)
 
+/* ---- GPT2GEN_PROFILE=1: synchronize around each op and add up its time (for breakdowns, not for speed) ---- */
+#define PROF_MAX 32
+typedef struct { const char *name; double seconds; } ProfEntry;
+static int prof_on = -1;
+static ProfEntry prof[PROF_MAX];
+static int prof_n, prof_steps;
+static double prof_start(void) {
+    if (prof_on < 0) { const char *e = getenv("GPT2GEN_PROFILE"); prof_on = e && *e && strcmp(e, "0"); }
+    if (!prof_on) return 0;
+    cu.cuCtxSynchronize();
+    return now_seconds();
+}
+static void prof_stop(const char *name, double t0) {
+    if (!prof_on) return;
+    cu.cuCtxSynchronize();
+    double dt = now_seconds() - t0;
+    for (int i = 0; i < prof_n; i++) if (!strcmp(prof[i].name, name)) { prof[i].seconds += dt; return; }
+    if (prof_n < PROF_MAX) prof[prof_n++] = (ProfEntry){name, dt};
+}
+static void prof_print(void) {
+    if (prof_on <= 0 || prof_steps == 0) return;
+    double total = 0;
+    for (int i = 0; i < prof_n; i++) total += prof[i].seconds;
+    fprintf(stderr, "GPT2GEN_PROFILE: mean per training step over %d steps (ops synchronized one by one)\n", prof_steps);
+    for (int i = 0; i < prof_n; i++)
+        fprintf(stderr, "  %-28s %8.2f ms  %5.1f%%\n", prof[i].name, prof[i].seconds / prof_steps * 1e3, 100 * prof[i].seconds / total);
+    fprintf(stderr, "  %-28s %8.2f ms\n", "total", total / prof_steps * 1e3);
+}
+#define OP(name, call) do { double t_ = prof_start(); if (call) return -1; prof_stop(name, t_); } while (0)
+
 static int launch(Cuda *c, const Kernel *k, unsigned gx, unsigned gy, void **args, Err *err) {
     return kernels_launch(&c->ks, k, gx, gy, args, err);
 }
@@ -155,10 +185,12 @@ static int op_bias_backward(Cuda *c, dptr db, dptr dout, int OC, Err *err) {
 static int op_matmul(Cuda *c, dptr out, dptr inp, dptr W, dptr bias, int N, int Cin, int OC, Err *err) {
     return matmul_run(&c->mm, out, W, inp, bias, OC, N, Cin, 1, 0, 1, 0, 0, 0, 0, 0, err);
 }
-/* dinp = dout @ W (overwritten); dW += dout^T @ inp; db += column sums of dout (when db) */
-static int op_matmul_backward(Cuda *c, dptr dinp, dptr dW, dptr db, dptr dout, dptr inp, dptr W, int N, int Cin, int OC, Err *err) {
-    if (matmul_run(&c->mm, dinp, W, dout, 0, Cin, N, OC, 0, 0, 1, 0, 0, 0, 0, 0, err)) return -1;
-    if (matmul_run(&c->mm, dW, inp, dout, 0, Cin, OC, N, 0, 1, 1, 0, 0, 0, 1, 0, err)) return -1;
+/* dinp = alpha dout @ W (overwritten; times GELU'(pre) when pre is given); dW += alpha dout^T @ inp;
+   db += column sums of dout (when db; alpha must be 1 then) */
+static int op_matmul_backward(Cuda *c, dptr dinp, dptr dW, dptr db, dptr dout, dptr inp, dptr W, int N, int Cin, int OC,
+                              float alpha, dptr pre, Err *err) {
+    if (matmul_run_ex(&c->mm, dinp, W, dout, 0, pre, Cin, N, OC, 0, 0, 1, 0, 0, 0, 0, pre ? EPI_DGELU : EPI_NONE, alpha, err)) return -1;
+    if (matmul_run_ex(&c->mm, dW, inp, dout, 0, 0, Cin, OC, N, 0, 1, 1, 0, 0, 0, 1, EPI_NONE, alpha, err)) return -1;
     return db ? op_bias_backward(c, db, dout, OC, err) : 0;
 }
 static int op_gelu(Cuda *c, const Kernel *k, dptr out, dptr inp, Err *err) {
@@ -173,14 +205,15 @@ static int op_attention(Cuda *c, int l, Err *err) {
     dptr qkv = at(c, c->qkv, l, 3 * BTC_, c->xs), att = at(c, c->att, l, B * NH * T * T, c->xs), out = at(c, c->atty, l, BTC_, c->xs);
     dptr q = c->qkvr, k = q + BTC_ * c->xs, v = k + BTC_ * c->xs;
     void *pa[] = {&q, &k, &v, &qkv};
-    if (launch(c, c->perm, 0, 0, pa, err)) return -1;
+    OP("attn fwd: permutes", launch(c, c->perm, 0, 0, pa, err));
     int batch = (int)(B * NH), t = (int)T, hs = (int)HS;
-    if (matmul_run(&c->mm, c->preatt, k, q, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, 0, err)) return -1;
+    OP("attn fwd: batched matmuls", matmul_run(&c->mm, c->preatt, k, q, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, 0, err));
     void *sa[] = {&att, &c->preatt};
-    if (launch(c, c->sm_fwd, 0, 0, sa, err)) return -1;
-    if (matmul_run(&c->mm, c->vaccum, v, att, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, 0, err)) return -1;
+    OP("attn fwd: softmax", launch(c, c->sm_fwd, 0, 0, sa, err));
+    OP("attn fwd: batched matmuls", matmul_run(&c->mm, c->vaccum, v, att, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, 0, err));
     void *ua[] = {&out, &c->vaccum};
-    return launch(c, c->unperm, 0, 0, ua, err);
+    OP("attn fwd: permutes", launch(c, c->unperm, 0, 0, ua, err));
+    return 0;
 }
 
 /* dqkv (overwritten) from datty, for layer l */
@@ -191,20 +224,21 @@ static int op_attention_backward(Cuda *c, int l, Err *err) {
     dptr dq = c->dqkvr, dk = dq + BTC_ * c->xs, dv = dk + BTC_ * c->xs;
     dptr datt = c->preatt;
     void *pa[] = {&q, &k, &v, &qkv};
-    if (launch(c, c->perm, 0, 0, pa, err)) return -1;
+    OP("attn bwd: permutes", launch(c, c->perm, 0, 0, pa, err));
     void *ua[] = {&c->dvaccum, &c->datty};
-    if (launch(c, c->unperm_bwd, 0, 0, ua, err)) return -1;
+    OP("attn bwd: permutes", launch(c, c->unperm_bwd, 0, 0, ua, err));
     int batch = (int)(B * NH), t = (int)T, hs = (int)HS;
     /* datt = dvaccum v^T ; dv = att^T dvaccum */
-    if (matmul_run(&c->mm, datt, v, c->dvaccum, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, 0, err)) return -1;
-    if (matmul_run(&c->mm, dv, c->dvaccum, att, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, 0, err)) return -1;
+    OP("attn bwd: batched matmuls", matmul_run(&c->mm, datt, v, c->dvaccum, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, 0, err));
+    OP("attn bwd: batched matmuls", matmul_run(&c->mm, dv, c->dvaccum, att, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, 0, err));
     void *sa[] = {&datt, &datt, &att};
-    if (launch(c, c->sm_bwd, 0, 0, sa, err)) return -1;
+    OP("attn bwd: softmax", launch(c, c->sm_bwd, 0, 0, sa, err));
     /* dq = dpreatt k ; dk = dpreatt^T q */
-    if (matmul_run(&c->mm, dq, k, datt, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, 0, err)) return -1;
-    if (matmul_run(&c->mm, dk, q, datt, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, 0, err)) return -1;
+    OP("attn bwd: batched matmuls", matmul_run(&c->mm, dq, k, datt, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, 0, err));
+    OP("attn bwd: batched matmuls", matmul_run(&c->mm, dk, q, datt, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, 0, err));
     void *ba[] = {&c->dqkv, &dq, &dk, &dv};
-    return launch(c, c->perm_bwd, 0, 0, ba, err);
+    OP("attn bwd: permutes", launch(c, c->perm_bwd, 0, 0, ba, err));
+    return 0;
 }
 
 /* ---- encoder buckets: for each distinct token, its positions in increasing order ---- */
@@ -234,7 +268,7 @@ static int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets
     memcpy(c->h_inputs, inputs, (size_t)BT * 4);
     dptr wte = PW(P_WTE, 0), wpe = PW(P_WPE, 0);
     void *ea[] = {&c->encoded, &c->inputs, &wte, &wpe};
-    if (launch(c, c->enc_fwd, 0, 0, ea, err)) return -1;
+    OP("encoder forward", launch(c, c->enc_fwd, 0, 0, ea, err));
     size_t x = c->xs;
     for (int l = 0; l < L; l++) {
         dptr residual = l == 0 ? c->encoded : at(c, c->residual3, l - 1, BTC, x);
@@ -245,32 +279,34 @@ static int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets
         dptr res2 = at(c, c->residual2, l, BTC, x), res3 = at(c, c->residual3, l, BTC, x);
         dptr fch = at(c, c->fch, l, 4 * BTC, x), fchg = at(c, c->fch_gelu, l, c->gelu_lstride, x);
         if (l == 0 && op_layernorm(c, ln1, m1, r1, residual, PW(P_LN1W, 0), PW(P_LN1B, 0), err)) return -1;
-        if (op_matmul(c, qkv, ln1, PW(P_QKVW, l), PW(P_QKVB, l), BT, C, 3 * C, err)) return -1;
+        OP("matmul qkv", op_matmul(c, qkv, ln1, PW(P_QKVW, l), PW(P_QKVB, l), BT, C, 3 * C, err));
         if (op_attention(c, l, err)) return -1;
-        if (op_matmul(c, c->tmp, atty, PW(P_ATTPROJW, l), PW(P_ATTPROJB, l), BT, C, C, err)) return -1;
-        if (op_residual_layernorm(c, res2, ln2, m2, r2, residual, c->tmp, PW(P_LN2W, l), PW(P_LN2B, l), err)) return -1;
-        if (op_matmul(c, fch, ln2, PW(P_FCW, l), PW(P_FCB, l), BT, C, 4 * C, err)) return -1;
-        if (op_gelu(c, c->gelu_fwd, fchg, fch, err)) return -1;
-        if (op_matmul(c, c->tmp, fchg, PW(P_FCPROJW, l), PW(P_FCPROJB, l), BT, 4 * C, C, err)) return -1;
+        OP("matmul attproj", op_matmul(c, c->tmp, atty, PW(P_ATTPROJW, l), PW(P_ATTPROJB, l), BT, C, C, err));
+        OP("layernorm forward", op_residual_layernorm(c, res2, ln2, m2, r2, residual, c->tmp, PW(P_LN2W, l), PW(P_LN2B, l), err));
+        /* fch = ln2 @ fcw^T + fcb, fchg = GELU(fch): one cuBLASLt call with the GELU epilogue */
+        OP("matmul fc+gelu", matmul_run_ex(&c->mm, fchg, PW(P_FCW, l), ln2, PW(P_FCB, l), fch, 4 * C, BT, C, 1, 0, 1, 0, 0, 0, 0, EPI_GELU_AUX, 1.0f, err));
+        OP("matmul fcproj", op_matmul(c, c->tmp, fchg, PW(P_FCPROJW, l), PW(P_FCPROJB, l), BT, 4 * C, C, err));
         if (l + 1 < L) {
             dptr nln1 = at(c, c->ln1, l + 1, c->ln_lstride, x);
-            if (op_residual_layernorm(c, res3, nln1, at(c, c->ln1_mean, l + 1, BT, 4), at(c, c->ln1_rstd, l + 1, BT, 4), res2,
-                                      c->tmp, PW(P_LN1W, l + 1), PW(P_LN1B, l + 1), err)) return -1;
+            OP("layernorm forward", op_residual_layernorm(c, res3, nln1, at(c, c->ln1_mean, l + 1, BT, 4), at(c, c->ln1_rstd, l + 1, BT, 4), res2,
+                                      c->tmp, PW(P_LN1W, l + 1), PW(P_LN1B, l + 1), err));
         } else {
-            if (op_residual_layernorm(c, res3, c->lnf, c->lnf_mean, c->lnf_rstd, res2, c->tmp, PW(P_LNFW, 0), PW(P_LNFB, 0), err)) return -1;
+            OP("layernorm forward", op_residual_layernorm(c, res3, c->lnf, c->lnf_mean, c->lnf_rstd, res2, c->tmp, PW(P_LNFW, 0), PW(P_LNFB, 0), err));
         }
     }
-    if (op_matmul(c, c->logits, c->lnf, wte, 0, BT, C, c->Vp, err)) return -1;
+    OP("matmul classifier", op_matmul(c, c->logits, c->lnf, wte, 0, BT, C, c->Vp, err));
     c->logits_valid = 1;
     c->have_targets = 0;
     if (!targets) return ck(cu.cuCtxSynchronize(), "forward", err);
     for (int i = 0; i < BT; i++)
         if (targets[i] < 0 || targets[i] >= c->V) return err_set(err, "target token %d at position %d is outside the vocabulary", targets[i], i);
     if (ck(cu.cuMemcpyHtoD(c->targets, targets, (size_t)BT * 4), "copying targets to the GPU", err)) return -1;
+    /* one pass: losses, and dlogits in place of the logits (for d(mean loss); backward scales by grad_scale) */
     float dloss = 1.0f / BT;
-    int write = 0;
+    int write = 1;
     void *ca[] = {&c->losses, &c->logits, &c->targets, &dloss, &write};
-    if (launch(c, c->cls, 0, 0, ca, err)) return -1;
+    OP("classifier (loss+dlogits)", launch(c, c->cls, 0, 0, ca, err));
+    c->logits_valid = 0;
     if (ck(cu.cuMemcpyDtoH(c->h_losses, c->losses, (size_t)BT * 4), "forward (reading the losses)", err)) return -1;
     double s = 0;
     for (int i = 0; i < BT; i++) s += c->h_losses[i];
@@ -288,15 +324,12 @@ static int cu_backward(Backend *be, float grad_scale, Err *err) {
     if (!c->have_targets) return err_set(err, "backward needs a forward with targets first");
     int BT = c->B * c->T, C = c->C, L = c->L;
     size_t x = c->xs;
-    float dloss = grad_scale / BT;
-    int write = 1;
-    void *ca[] = {&c->losses, &c->logits, &c->targets, &dloss, &write};
-    if (launch(c, c->cls, 0, 0, ca, err)) return -1;
-    c->logits_valid = 0;   /* they now hold dlogits */
+    prof_steps++;
+    /* the logits buffer holds d(mean loss)/d(logits) since the forward; grad_scale goes in as alpha */
     if (ck(cu.cuMemsetD8(c->dresidual, 0, BTC * x), "zeroing dresidual", err)) return -1;
-    if (op_matmul_backward(c, c->dln, GW(P_WTE, 0), 0, c->logits, c->lnf, PW(P_WTE, 0), BT, C, c->Vp, err)) return -1;
+    OP("matmul bwd classifier", op_matmul_backward(c, c->dln, GW(P_WTE, 0), 0, c->logits, c->lnf, PW(P_WTE, 0), BT, C, c->Vp, grad_scale, 0, err));
     dptr last = at(c, c->residual3, L - 1, BTC, x);
-    if (op_layernorm_backward(c, c->dresidual, GW(P_LNFW, 0), GW(P_LNFB, 0), c->dln, last, PW(P_LNFW, 0), c->lnf_mean, c->lnf_rstd, err)) return -1;
+    OP("layernorm backward", op_layernorm_backward(c, c->dresidual, GW(P_LNFW, 0), GW(P_LNFB, 0), c->dln, last, PW(P_LNFW, 0), c->lnf_mean, c->lnf_rstd, err));
     for (int l = L - 1; l >= 0; l--) {
         dptr residual = l == 0 ? c->encoded : at(c, c->residual3, l - 1, BTC, x);
         dptr ln1 = at(c, c->ln1, l, c->ln_lstride, x), ln2 = at(c, c->ln2, l, c->ln_lstride, x);
@@ -304,23 +337,23 @@ static int cu_backward(Backend *be, float grad_scale, Err *err) {
         dptr m2 = at(c, c->ln2_mean, l, BT, 4), r2 = at(c, c->ln2_rstd, l, BT, 4);
         dptr atty = at(c, c->atty, l, BTC, x), res2 = at(c, c->residual2, l, BTC, x);
         dptr fch = at(c, c->fch, l, 4 * BTC, x), fchg = at(c, c->fch_gelu, l, c->gelu_lstride, x);
-        if (c->recompute >= 1 && op_gelu(c, c->gelu_fwd, fchg, fch, err)) return -1;
-        if (op_matmul_backward(c, c->dfch, GW(P_FCPROJW, l), GW(P_FCPROJB, l), c->dresidual, fchg, PW(P_FCPROJW, l), BT, 4 * C, C, err)) return -1;
-        if (op_gelu(c, c->gelu_bwd, c->dfch, fch, err)) return -1;
-        if (c->recompute >= 2 && op_layernorm(c, ln2, m2, r2, res2, PW(P_LN2W, l), PW(P_LN2B, l), err)) return -1;
-        if (op_matmul_backward(c, c->dln, GW(P_FCW, l), GW(P_FCB, l), c->dfch, ln2, PW(P_FCW, l), BT, C, 4 * C, err)) return -1;
-        if (op_layernorm_backward(c, c->dresidual, GW(P_LN2W, l), GW(P_LN2B, l), c->dln, res2, PW(P_LN2W, l), m2, r2, err)) return -1;
-        if (op_matmul_backward(c, c->datty, GW(P_ATTPROJW, l), GW(P_ATTPROJB, l), c->dresidual, atty, PW(P_ATTPROJW, l), BT, C, C, err)) return -1;
+        if (c->recompute >= 1) OP("gelu recompute", op_gelu(c, c->gelu_fwd, fchg, fch, err));
+        /* dfch = (dresidual @ fcprojw) * GELU'(fch): the DGELU epilogue */
+        OP("matmul bwd fcproj+dgelu", op_matmul_backward(c, c->dfch, GW(P_FCPROJW, l), GW(P_FCPROJB, l), c->dresidual, fchg, PW(P_FCPROJW, l), BT, 4 * C, C, 1.0f, fch, err));
+        if (c->recompute >= 2) OP("layernorm forward", op_layernorm(c, ln2, m2, r2, res2, PW(P_LN2W, l), PW(P_LN2B, l), err));
+        OP("matmul bwd fc", op_matmul_backward(c, c->dln, GW(P_FCW, l), GW(P_FCB, l), c->dfch, ln2, PW(P_FCW, l), BT, C, 4 * C, 1.0f, 0, err));
+        OP("layernorm backward", op_layernorm_backward(c, c->dresidual, GW(P_LN2W, l), GW(P_LN2B, l), c->dln, res2, PW(P_LN2W, l), m2, r2, err));
+        OP("matmul bwd attproj", op_matmul_backward(c, c->datty, GW(P_ATTPROJW, l), GW(P_ATTPROJB, l), c->dresidual, atty, PW(P_ATTPROJW, l), BT, C, C, 1.0f, 0, err));
         if (op_attention_backward(c, l, err)) return -1;
-        if (c->recompute >= 2 && op_layernorm(c, ln1, m1, r1, residual, PW(P_LN1W, l), PW(P_LN1B, l), err)) return -1;
-        if (op_matmul_backward(c, c->dln, GW(P_QKVW, l), GW(P_QKVB, l), c->dqkv, ln1, PW(P_QKVW, l), BT, C, 3 * C, err)) return -1;
-        if (op_layernorm_backward(c, c->dresidual, GW(P_LN1W, l), GW(P_LN1B, l), c->dln, residual, PW(P_LN1W, l), m1, r1, err)) return -1;
+        if (c->recompute >= 2) OP("layernorm forward", op_layernorm(c, ln1, m1, r1, residual, PW(P_LN1W, l), PW(P_LN1B, l), err));
+        OP("matmul bwd qkv", op_matmul_backward(c, c->dln, GW(P_QKVW, l), GW(P_QKVB, l), c->dqkv, ln1, PW(P_QKVW, l), BT, C, 3 * C, 1.0f, 0, err));
+        OP("layernorm backward", op_layernorm_backward(c, c->dresidual, GW(P_LN1W, l), GW(P_LN1B, l), c->dln, residual, PW(P_LN1W, l), m1, r1, err));
     }
     dptr dwpe = GW(P_WPE, 0), dwte = GW(P_WTE, 0);
     void *wa[] = {&dwpe, &c->dresidual};
-    if (launch(c, c->enc_wpe, 0, 0, wa, err)) return -1;
+    OP("encoder backward", launch(c, c->enc_wpe, 0, 0, wa, err));
     void *ta[] = {&dwte, &c->dresidual, &c->bucket_token, &c->bucket_start, &c->positions};
-    if (launch(c, c->enc_wte, (unsigned)c->n_buckets, 0, ta, err)) return -1;
+    OP("encoder backward", launch(c, c->enc_wte, (unsigned)c->n_buckets, 0, ta, err));
     return ck(cu.cuCtxSynchronize(), "backward", err);
 }
 
@@ -333,7 +366,7 @@ static int cu_grad_norm(Backend *be, float *norm, Err *err) {
     Cuda *c = impl(be);
     long long n = (long long)c->np;
     void *a[] = {&c->norm_partials, &c->grads, &n};
-    if (launch(c, c->norm, 0, 0, a, err)) return -1;
+    OP("grad norm", launch(c, c->norm, 0, 0, a, err));
     unsigned g = c->norm->pk->grid[0];
     if (ck(cu.cuMemcpyDtoH(c->h_partials, c->norm_partials, g * 4), "gradient norm", err)) return -1;
     double s = 0;
@@ -355,7 +388,7 @@ static int cu_update(Backend *be, float lr, float beta1, float beta2, float eps,
         float wd = gpt2_param_decays(i) ? weight_decay : 0.0f;
         unsigned seed = (unsigned)step * 2654435761u ^ (unsigned)(i + 1) * 40503u;
         void *a[] = {&p, &mw, &g, &m, &v, &n, &lr, &beta1, &beta2, &bc1, &bc2, &eps, &wd, &grad_scale, &seed};
-        if (launch(c, c->adamw, plan_ceil_div((size_t)n, bs), 0, a, err)) return -1;
+        OP("adamw", launch(c, c->adamw, plan_ceil_div((size_t)n, bs), 0, a, err));
     }
     return ck(cu.cuCtxSynchronize(), "AdamW update", err);
 }
@@ -396,7 +429,7 @@ static int cu_get_grads(Backend *be, float *grads, Err *err) {
 }
 static int cu_get_logits(Backend *be, int b, int t, float *out, Err *err) {
     Cuda *c = impl(be);
-    if (!c->logits_valid) return err_set(err, "get_logits: no logits (no forward yet, or a backward has overwritten them)");
+    if (!c->logits_valid) return err_set(err, "get_logits: no logits: call forward without targets first (with targets, the logits buffer holds their gradient)");
     if (b < 0 || b >= c->B || t < 0 || t >= c->T) return err_set(err, "get_logits: (b=%d, t=%d) outside B=%d T=%d", b, t, c->B, c->T);
     return download(c, out, c->logits + ((size_t)b * c->T + t) * c->Vp * c->xs, (size_t)c->V, err);
 }
@@ -413,6 +446,7 @@ static void cu_destroy(Backend *be) {
     if (!be) return;
     Cuda *c = impl(be);
     if (c) {
+        prof_print();
         if (c->arena) cu.cuMemFree(c->arena);
         matmul_destroy(&c->mm);
         kernels_unload(&c->ks);

@@ -37,6 +37,14 @@ static int layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int rows, int col
 int matmul_run(Matmul *mm, CUdeviceptr D, CUdeviceptr A, CUdeviceptr Bm, CUdeviceptr bias, int m, int n, int k,
                int transA, int transB, int batch, long long strideA, long long strideB, long long strideD,
                int accumulate, int gelu, Err *err) {
+    if (gelu) return err_set(err, "matmul_run: GELU without a saved pre-activation: use matmul_run_ex");
+    return matmul_run_ex(mm, D, A, Bm, bias, 0, m, n, k, transA, transB, batch, strideA, strideB, strideD, accumulate,
+                         EPI_NONE, 1.0f, err);
+}
+
+int matmul_run_ex(Matmul *mm, CUdeviceptr D, CUdeviceptr A, CUdeviceptr Bm, CUdeviceptr bias, CUdeviceptr aux, int m, int n,
+                  int k, int transA, int transB, int batch, long long strideA, long long strideB, long long strideD,
+                  int accumulate, int gelu, float alpha, Err *err) {
     cudaDataType_t t = mm->precision == PREC_FP32 ? CUDA_R_32F : CUDA_R_16BF;
     cublasLtMatmulDesc_t desc = NULL;
     cublasLtMatrixLayout_t la = NULL, lb = NULL, ld = NULL;
@@ -47,9 +55,17 @@ int matmul_run(Matmul *mm, CUdeviceptr D, CUdeviceptr A, CUdeviceptr Bm, CUdevic
     cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N, opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA);
     lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB);
-    cublasLtEpilogue_t epi = bias ? (gelu ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
-                                  : (gelu ? CUBLASLT_EPILOGUE_GELU : CUBLASLT_EPILOGUE_DEFAULT);
+    cublasLtEpilogue_t epi = gelu == EPI_GELU_AUX ? (bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                           : gelu == EPI_DGELU  ? CUBLASLT_EPILOGUE_DGELU
+                           : bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    if (gelu == EPI_DGELU && bias) { err_set(err, "matmul: DGELU takes no bias"); goto done; }
     lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (gelu) {
+        void *ap = (void *)(uintptr_t)aux;
+        int64_t ld_aux = m;
+        lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ap, sizeof ap);
+        lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld_aux, sizeof ld_aux);
+    }
     if (bias) {
         void *bp = (void *)(uintptr_t)bias;
         lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp, sizeof bp);
@@ -58,7 +74,7 @@ int matmul_run(Matmul *mm, CUdeviceptr D, CUdeviceptr A, CUdeviceptr Bm, CUdevic
         layout(&lb, t, transB ? n : k, transB ? k : n, batch, strideB, err) ||
         layout(&ld, t, m, n, batch, strideD, err)) goto done;
 
-    MatmulCacheEntry key = {m, n, k, transA, transB, batch, bias != 0, gelu, accumulate, strideA, strideB, strideD, {{0}}, 0};
+    MatmulCacheEntry key = {m, n, k, transA, transB, batch, bias != 0, gelu, accumulate, alpha, strideA, strideB, strideD, {{0}}, 0};
     MatmulCacheEntry *e = NULL;
     for (int i = 0; i < mm->n_cache && !e; i++) {
         MatmulCacheEntry *c = &mm->cache[i];
@@ -84,7 +100,7 @@ int matmul_run(Matmul *mm, CUdeviceptr D, CUdeviceptr A, CUdeviceptr Bm, CUdevic
         if (mm->n_cache < (int)(sizeof mm->cache / sizeof mm->cache[0])) { mm->cache[mm->n_cache] = key; e = &mm->cache[mm->n_cache++]; }
         else e = &key;
     }
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    const float beta = accumulate ? 1.0f : 0.0f;
     s = lt.cublasLtMatmul(mm->handle, desc, &alpha, (const void *)(uintptr_t)A, la, (const void *)(uintptr_t)Bm, lb, &beta,
                           (const void *)(uintptr_t)D, ld, (void *)(uintptr_t)D, ld, &e->algo,
                           (void *)(uintptr_t)mm->workspace, mm->workspace_size, 0);

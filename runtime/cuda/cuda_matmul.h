@@ -6,8 +6,12 @@
 #include "runtime/cuda/cuda_api.h"
 #include "gen/config.h"
 
+/* epilogues beyond the bias */
+enum { EPI_NONE = 0, EPI_GELU_AUX = 1, EPI_DGELU = 2 };
+
 typedef struct {
     int m, n, k, transA, transB, batch, has_bias, gelu, accumulate;
+    float alpha;
     long long strideA, strideB, strideD;
     cublasLtMatmulAlgo_t algo;
     size_t workspace;
@@ -24,6 +28,12 @@ typedef struct {
 
 int  matmul_init(Matmul *mm, Precision p, Err *err);
 void matmul_destroy(Matmul *mm);
+/* D = alpha op(A) op(B) (+ D when accumulate) (+ bias), then the epilogue:
+   EPI_GELU_AUX: aux = the pre-activation (m x n, like D), D = GELU(pre-activation);
+   EPI_DGELU:    D = (alpha op(A) op(B)) * GELU'(aux), aux the saved pre-activation (no bias). */
+int  matmul_run_ex(Matmul *mm, CUdeviceptr D, CUdeviceptr A, CUdeviceptr Bm, CUdeviceptr bias, CUdeviceptr aux, int m, int n,
+                   int k, int transA, int transB, int batch, long long strideA, long long strideB, long long strideD,
+                   int accumulate, int epilogue, float alpha, Err *err);
 /* D = op(A) op(B) (+ D when accumulate) (+ bias). gelu: apply GELU in the epilogue (after the bias). */
 int  matmul_run(Matmul *mm, CUdeviceptr D, CUdeviceptr A, CUdeviceptr Bm, CUdeviceptr bias, int m, int n, int k,
                 int transA, int transB, int batch, long long strideA, long long strideB, long long strideD,

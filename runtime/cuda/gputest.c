@@ -310,6 +310,35 @@ static void test_matmul(G *g) {
     }
     finish(g, "matmul_backward (cuBLASLt)", &c, &err, rc);
 
+    /* the GELU epilogues: fch = x W^T + b saved as aux, D = GELU(fch); then dinp = (dy W) * GELU'(fch) */
+    {
+        int OC4 = 4 * C;
+        float *w4 = hrand(g, (size_t)OC4 * C, 0.5f), *b4 = hrand(g, OC4, 1.0f), *pre = hbuf((size_t)N * OC4), *act = hbuf((size_t)N * OC4);
+        float *dy4 = hrand(g, (size_t)N * OC4, 1.0f), *dpre = hbuf((size_t)N * OC4), *got4 = hbuf((size_t)N * OC4);
+        cpu_matmul_forward(pre, x, w4, b4, N, C, OC4);
+        quantize(g, pre, (size_t)N * OC4);
+        cpu_gelu_forward(act, pre, (size_t)N * OC4);
+        cpu_gelu_backward(dpre, pre, dy4, (size_t)N * OC4);
+        dptr dw4 = dup_x(g, w4, (size_t)OC4 * C), db4 = dup_x(g, b4, OC4), dpre_d = dalloc(g, (size_t)N * OC4 * g->xs), dact = dalloc(g, (size_t)N * OC4 * g->xs);
+        rc = matmul_run_ex(&g->mm, dact, dw4, dx, db4, dpre_d, OC4, N, C, 1, 0, 1, 0, 0, 0, 0, EPI_GELU_AUX, 1.0f, &err);
+        c = (Cmp){0, 0, ""};
+        if (!rc && cu.cuCtxSynchronize() == CUDA_SUCCESS) {
+            down(g, got4, dpre_d, (size_t)N * OC4); cmp(&c, "pre-activation (aux)", got4, pre, (size_t)N * OC4, g->tol);
+            down(g, got4, dact, (size_t)N * OC4); cmp(&c, "GELU", got4, act, (size_t)N * OC4, g->tol);
+        }
+        finish(g, "matmul_forward + GELU epilogue (cuBLASLt GELU_AUX_BIAS)", &c, &err, rc);
+        /* DGELU: D = (dy4' @ I) * GELU'(pre) with an identity weight, so the product is dy4 itself */
+        float *eye = hbuf((size_t)OC4 * OC4);
+        for (int i = 0; i < OC4; i++) eye[(size_t)i * OC4 + i] = 1.0f;
+        dptr deye = dup_x(g, eye, (size_t)OC4 * OC4), ddy4 = dup_x(g, dy4, (size_t)N * OC4), dd = dalloc(g, (size_t)N * OC4 * g->xs);
+        up(g, dpre_d, pre, (size_t)N * OC4);
+        rc = matmul_run_ex(&g->mm, dd, deye, ddy4, 0, dpre_d, OC4, N, OC4, 0, 0, 1, 0, 0, 0, 0, EPI_DGELU, 1.0f, &err);
+        c = (Cmp){0, 0, ""};
+        if (!rc && cu.cuCtxSynchronize() == CUDA_SUCCESS) { down(g, got4, dd, (size_t)N * OC4); cmp(&c, "dinp", got4, dpre, (size_t)N * OC4, g->tol); }
+        finish(g, "matmul_backward + DGELU epilogue (cuBLASLt DGELU)", &c, &err, rc);
+        free(w4); free(b4); free(pre); free(act); free(dy4); free(dpre); free(got4); free(eye);
+    }
+
     /* bias gradient over all B*T rows, for each width the model uses */
     int widths[3] = {C, 3 * C, 4 * C};
     c = (Cmp){0, 0, ""};
@@ -581,12 +610,37 @@ static void test_train_step(G *g) {
              gb->get_params(gb, pg, &err) || cb->get_params(cb, pc, &err) ||
              gb->forward(gb, in, tg, &lg2, &err) || cb->forward(cb, in, tg, &lc2, &err);
         if (!rc) {
-            cmp(&c, "params after AdamW", pg, pc, np, tol_param);
+            /* where a gradient is ~0 its sign (and so the AdamW step, about lr) may differ between the backends:
+               allow 2.5 lr everywhere, but at most 1% of the weights more than lr/2 apart; a 16-bit model without
+               master weights also rounds stochastically (one bf16 step) */
+            const double lr_t = 1e-4;
+            int sr = bf && !cfg->train.master_weights;
+            size_t far = 0, out = 0;
+            double worst = 0;
+            for (size_t i = 0; i < np; i++) {
+                double d = fabs((double)pg[i] - pc[i]), round = sr ? fabs(pc[i]) / 128.0 : bf ? 0 : 1e-6 * fabs(pc[i]);
+                if (d - round > 0.5 * lr_t) far++;
+                if (d - round > 2.5 * lr_t || d != d) out++;
+                if (d - round > worst) worst = d - round;
+            }
+            if ((out || far > np / 100) && !c.bad) {
+                c.bad = 1;
+                snprintf(c.what, sizeof c.what, "params after AdamW: %zu weights more than 2.5 lr off, %zu more than lr/2 (of %zu)", out, far, np);
+            }
+            if (worst / lr_t > c.worst) c.worst = worst / lr_t;
+            (void)tol_param;
             cmp(&c, "loss after the step", &lg2, &lc2, 1, tol_loss);
             if (!(lg2 < lg) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "loss did not go down: %.6f -> %.6f", lg, lg2); }
+            /* logits for sampling: a forward without targets */
+            float *lgpu = hbuf((size_t)g->V), *lcpu = hbuf((size_t)g->V);
+            if (gb->forward(gb, in, NULL, NULL, &err) || cb->forward(cb, in, NULL, NULL, &err) ||
+                gb->get_logits(gb, g->B - 1, g->T - 1, lgpu, &err) || cb->get_logits(cb, g->B - 1, g->T - 1, lcpu, &err)) rc = -1;
+            else cmp(&c, "logits", lgpu, lcpu, (size_t)g->V, bf ? 3e-2 : 1e-4);
+            free(lgpu); free(lcpu);
             printf("     %s/train_step: after one AdamW step, loss gpu %.6f cpu %.6f\n", cfg->name, lg2, lc2);
         }
-        finish(g, "train_step AdamW update and second forward vs CPU backend", &c, &err, rc);
+        if (!c.bad && !rc) ok(g, "train_step AdamW update, second forward, logits vs CPU backend", "max param diff %.2f lr", c.worst);
+        else finish(g, "train_step AdamW update, second forward, logits vs CPU backend", &c, &err, rc);
     }
     /* determinism: the same step twice gives the same bits */
     c = (Cmp){0, 0, ""};
