@@ -145,6 +145,9 @@ def check_tokenizer_file(enc, path):
 
 SPACES = [" ", "\t", "\n", "\r", "\x0b", "\x0c", "\x85", "\xa0", "\u1680", "\u2000", "\u2005", "\u200a",
           "\u2028", "\u2029", "\u202f", "\u205f", "\u3000", "\r\n"]
+# Letters and digits new in Unicode 15.0-16.0 (Kawi, CJK Ext H, Cyrillic TJE, Latin, Garay, Kirat Rai digits):
+# our tables follow tiktoken's regex crate (Unicode 16.0), not Python's older unicodedata.
+NEWER_UNICODE = ["\U00011F04", "\U00031350", "\u1C89", "\u1C8A", "\uA7CB", "\uA7DA", "\U00010D50", "\U00016D70", "\U00016D79"]
 NOT_SPACES = ["\x1c", "\x1d", "\x1e", "\x1f", "\u200b", "\u180e", "\ufeff"]   # Python isspace() or look-alikes
 
 
@@ -172,6 +175,7 @@ def stress_text(rng, cats, n_items):
         lambda: rng.choice(["", " "]) + "".join(rng.choice("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~—–…«»¿¡") for _ in range(rng.randint(1, 6))),
         lambda: rng.choice(["👩‍👩‍👧‍👦", "👍🏽", "🇯🇵", "❤️", "🤖", "e\u0301", "\u0915\u094d\u0937", "<|endoftext|>", "%"]),
         lambda: rng.choice(NOT_SPACES) * rng.randint(1, 3),
+        lambda: rng.choice(["", " "]) + "".join(rng.choice(NEWER_UNICODE) for _ in range(rng.randint(1, 4))),
     ]
     out = [rng.choice(gens)() for _ in range(n_items)]
     # a few long pieces: the merge loop's worst case
