@@ -224,7 +224,38 @@ typedef struct {
     ShardWriter val, train;
     size_t      n_val_docs, docs_seen, bytes_seen;
     TokenVec    ids;
+    const char *path;            /* the file being encoded, for progress lines */
+    const char *text;
+    size_t      len, tokens;
+    double      t0, last_report;
 } Prepare;
+
+#define STEP_BYTES (4u << 20)     /* encode in steps of this much text: bounded memory, progress lines */
+
+/* A line every few seconds while one file takes long; done = bytes of the file encoded so far. */
+static void report_progress(Prepare *p, size_t done) {
+    double now = now_seconds();
+    if (now - p->last_report < 5) return;
+    p->last_report = now;
+    printf("  %s: %.0f of %.0f MB, %zu tokens, %.1f MB/s\n", p->path, done / 1e6, p->len / 1e6, p->tokens,
+           done / (now - p->t0) / 1e6);
+    fflush(stdout);
+}
+
+/* One document, text[start .. start+len) of the file: end-of-text, then its text, in steps. */
+static int encode_document(Prepare *p, ShardWriter *w, size_t start, size_t len, Err *err) {
+    int32_t eot = p->tok.eot;
+    if (writer_add(w, &eot, 1, err)) return -1;
+    p->tokens++;
+    for (size_t at = 0; at < len;) {
+        p->ids.n = 0;
+        at += tokenizer_encode_some(&p->tok, p->text + start + at, len - at, STEP_BYTES, &p->ids);
+        if (writer_add(w, p->ids.data, p->ids.n, err)) return -1;
+        p->tokens += p->ids.n;
+        report_progress(p, start + at);
+    }
+    return 0;
+}
 
 static int encode_file(Prepare *p, const char *path, int index, int n_files, Err *err) {
     size_t len;
@@ -232,20 +263,16 @@ static int encode_file(Prepare *p, const char *path, int index, int n_files, Err
     if (!text) return -1;
     PrepareDoc *docs;
     size_t n_docs = prepare_split_documents(text, len, &docs);
-    double t0 = now_seconds();
-    size_t tokens = 0;
+    p->path = path; p->text = text; p->len = len; p->tokens = 0;
+    p->t0 = p->last_report = now_seconds();
     int rc = 0;
     for (size_t d = 0; d < n_docs && rc == 0; d++) {
-        p->ids.n = 0;
-        tokvec_push(&p->ids, p->tok.eot);
-        rc = tokenizer_encode(&p->tok, text + docs[d].start, docs[d].len, &p->ids, err);
         ShardWriter *w = p->docs_seen++ < p->n_val_docs ? &p->val : &p->train;
-        if (rc == 0) rc = writer_add(w, p->ids.data, p->ids.n, err);
-        tokens += p->ids.n;
+        rc = encode_document(p, w, docs[d].start, docs[d].len, err);
     }
-    double dt = now_seconds() - t0;
+    double dt = now_seconds() - p->t0;
     if (rc == 0)
-        printf("[%d/%d] %s: %zu documents, %zu tokens, %.1f MB/s\n", index, n_files, path, n_docs, tokens,
+        printf("[%d/%d] %s: %zu documents, %zu tokens, %.1f MB/s\n", index, n_files, path, n_docs, p->tokens,
                dt > 0 ? len / dt / 1e6 : 0.0);
     fflush(stdout);
     p->bytes_seen += len;
@@ -294,6 +321,8 @@ static void print_summary(const Prepare *p, const PrepareArgs *a, double seconds
     printf("  %s/val_*.bin:   %zu documents, %zu tokens in %d shard%s\n", a->out_dir, p->n_val_docs,
            p->val.tokens, p->val.shards, p->val.shards == 1 ? "" : "s");
     printf("  %s/tokenizer.bin: %d tokens, end-of-text %d\n", a->out_dir, p->tok.vocab_size, p->tok.eot);
+    if (p->n_val_docs == 0 && a->val_fraction > 0)
+        printf("note: no validation shard: with %zu document%s, none is left for it\n", p->docs_seen, p->docs_seen == 1 ? "" : "s");
 }
 
 static int run(const PrepareArgs *a, Err *err) {

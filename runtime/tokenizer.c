@@ -451,10 +451,10 @@ static void merge_long(const Tokenizer *t, const uint8_t *p, size_t n, TokenVec 
     free(end); free(prev); free(h.e);
 }
 
-int tokenizer_encode(const Tokenizer *t, const void *text, size_t len, TokenVec *out, Err *err) {
-    if (!t->can_encode) return err_set(err, "this tokenizer cannot encode: some single bytes are not tokens (byte-level BPE needs all 256)");
+size_t tokenizer_encode_some(const Tokenizer *t, const void *text, size_t len, size_t min_bytes, TokenVec *out) {
     const uint8_t *s = text;
-    for (size_t i = 0; i < len;) {
+    size_t i = 0;
+    while (i < len && (i < min_bytes || i == 0)) {
         size_t k = gpt2_piece_length(s + i, len - i);
         int32_t whole = rank_of(t, s + i, k);             /* most pieces are a token already */
         if (whole >= 0) tokvec_push(out, whole);
@@ -462,6 +462,12 @@ int tokenizer_encode(const Tokenizer *t, const void *text, size_t len, TokenVec 
         else merge_long(t, s + i, k, out);
         i += k;
     }
+    return i;
+}
+
+int tokenizer_encode(const Tokenizer *t, const void *text, size_t len, TokenVec *out, Err *err) {
+    if (!t->can_encode) return err_set(err, "this tokenizer cannot encode: some single bytes are not tokens (byte-level BPE needs all 256)");
+    tokenizer_encode_some(t, text, len, len, out);
     return 0;
 }
 

@@ -58,6 +58,12 @@ const uint8_t *tokenizer_decode(const Tokenizer *t, int id, size_t *len);
    Returns -1 with err set when the tokenizer cannot encode (see can_encode). */
 int  tokenizer_encode(const Tokenizer *t, const void *text, size_t len, TokenVec *out, Err *err);
 
+/* Encodes whole pieces from the start of text until at least min_bytes are consumed (or the text ends);
+   returns the bytes consumed. Encoding a text in such steps gives the same ids as encoding it at once,
+   since a piece never spans two steps; it bounds memory and lets a caller report progress. The tokenizer
+   must be able to encode (can_encode). */
+size_t tokenizer_encode_some(const Tokenizer *t, const void *text, size_t len, size_t min_bytes, TokenVec *out);
+
 /* Prints token bytes as they come (sampled text), holding back a UTF-8 character split across tokens
    until it is complete. Invalid bytes, and control characters other than tab, CR and LF (which could
    drive the terminal), print as U+FFFD. Zero-initialise; call utf8_stream_flush at the end. */

@@ -206,6 +206,24 @@ static void test_long_pieces(void) {
     tokenizer_free(&small);
 }
 
+/* Encoding in steps (as prepare does, to bound memory) gives the ids of encoding at once. */
+static void test_encode_in_steps(void) {
+    Tokenizer t;
+    if (!have_gpt2(&t) && load_small(&t)) return;
+    static const char text[] = "It's   a test,\n\n  of steps: 12345 日本語   \t\n hello world''s end  ";
+    size_t n = sizeof text - 1;
+    TokenVec whole = {0}, steps = {0};
+    Err err;
+    CHECK_OK(tokenizer_encode(&t, text, n, &whole, &err), &err);
+    for (size_t step = 1; step <= n; step++) {
+        steps.n = 0;
+        for (size_t at = 0; at < n;) at += tokenizer_encode_some(&t, text + at, n - at, step, &steps);
+        if (!same_ids(&steps, whole.data, whole.n)) { CHECK(0, "steps of %zu bytes gave other ids", step); break; }
+    }
+    tokvec_free(&whole); tokvec_free(&steps);
+    tokenizer_free(&t);
+}
+
 /* decode(encode(text)) == text, byte for byte, whatever the bytes. */
 static void check_roundtrip(const Tokenizer *t, const char *text, size_t n) {
     TokenVec v = {0};
@@ -619,6 +637,7 @@ int main(int argc, char **argv) {
     RUN(test_gpt2_known_ids);
     RUN(test_roundtrip);
     RUN(test_long_pieces);
+    RUN(test_encode_in_steps);
     RUN(test_tokenizer_file_roundtrip);
     RUN(test_tokenizer_file_gpt2);
     RUN(test_bad_tokenizer_files);
