@@ -109,7 +109,8 @@ static void plan_memory(Plan *p, const Config *c) {
     add_buffer(p, "lnf_mean_rstd", BT * 2, 4);
     add_buffer(p, "losses", BT, 4);
     add_buffer(p, "logits", BT * (size_t)c->model.padded_vocab_size, x);
-    add_buffer(p, "scratch", BT * 4 * C + B * NH * T * T, x);
+    /* the attention backward's (B,NH,T,T) scratch shares the logits buffer when it fits there */
+    add_buffer(p, "scratch", BT * 19 * C + (NH * T <= (size_t)c->model.padded_vocab_size ? 0 : B * NH * T * T), x);
     p->total_bytes = p->param_bytes + p->grad_bytes + p->opt_bytes + p->act_bytes;
 }
 

@@ -194,7 +194,7 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
     r->num_params = gpt2_param_sizes(&shape, sizes, NULL);
     int B = c->train.batch_size, T = c->train.seq_len;
     if (dataloader_open(&r->train, c->data.train, B, T, 0, 1, 1, (unsigned long)c->train.seed, c->model.vocab_size, err)) return -1;
-    if (c->eval.val_every > 0 || c->eval.val_batches > 0) {
+    if (c->eval.val_every > 0 && c->eval.val_batches > 0) {
         if (dataloader_open(&r->val, c->data.val, B, T, 0, 1, 0, 0, c->model.vocab_size, err)) return -1;
         r->has_val = 1;
     }
@@ -274,7 +274,7 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
         int last = step == c->train.steps;
         /* a resumed run already validated, sampled and saved at its first step before it stopped */
         int evals = step != resumed_at;
-        if (evals && r.has_val && c->eval.val_every > 0 && (step % c->eval.val_every == 0 || last)) {
+        if (evals && r.has_val && (step % c->eval.val_every == 0 || last)) {
             float vl;
             if ((rc = validate_loss(&r, &vl, &err))) break;
             printf("step %5d | val loss %.4f\n", step, vl);

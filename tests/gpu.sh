@@ -28,6 +28,10 @@ for c in configs/*.lua; do
     if grep -q "out of GPU memory" "$log/gpu-$name.out"; then row "$name" - - - "does not fit"; continue; fi
     count "$name" "$log/gpu-$name.out" $rc
 done
+echo "== tests/gpu/e2e.sh (CPU checkpoint -> 10 steps on CPU and GPU; gpt2-124M on the default data)"
+sh tests/gpu/e2e.sh > "$log/gpu-e2e.out" 2>&1; rc=$?
+cat "$log/gpu-e2e.out"
+count e2e "$log/gpu-e2e.out" $rc
 echo
 echo "== GPU test summary"
 printf "%-28s %5s %5s %5s  %s\n" config ok FAIL skip note

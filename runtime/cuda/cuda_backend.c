@@ -92,7 +92,11 @@ static size_t layout(Cuda *c, dptr base) {
     BUF(logits, BT * Vp * x);
     BUF(losses, BT * 4);
     BUF(qkvr, BT * 3 * C * x);
-    BUF(preatt, B * NH * T * T * x);
+    /* datt, the (B,NH,T,T) scratch of the attention backward, lives in the logits buffer when it fits: by then
+       the classifier's backward has consumed the dlogits there, and the forward needs no scratch (scores go
+       straight into att[l] and the softmax runs in place). */
+    if (NH * T <= Vp) c->preatt = c->logits;
+    else BUF(preatt, B * NH * T * T * x);
     BUF(vaccum, BT * C * x);
     BUF(tmp, BT * C * x);
     BUF(dresidual, BT * C * x);
@@ -207,8 +211,8 @@ static int op_attention(Cuda *c, int l, Err *err) {
     void *pa[] = {&q, &k, &v, &qkv};
     OP("attn fwd: permutes", launch(c, c->perm, 0, 0, pa, err));
     int batch = (int)(B * NH), t = (int)T, hs = (int)HS;
-    OP("attn fwd: batched matmuls", matmul_run(&c->mm, c->preatt, k, q, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, 0, err));
-    void *sa[] = {&att, &c->preatt};
+    OP("attn fwd: batched matmuls", matmul_run(&c->mm, att, k, q, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, 0, err));
+    void *sa[] = {&att, &att};
     OP("attn fwd: softmax", launch(c, c->sm_fwd, 0, 0, sa, err));
     OP("attn fwd: batched matmuls", matmul_run(&c->mm, c->vaccum, v, att, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, 0, err));
     void *ua[] = {&out, &c->vaccum};
