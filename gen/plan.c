@@ -109,8 +109,10 @@ static void plan_memory(Plan *p, const Config *c) {
     add_buffer(p, "lnf_mean_rstd", BT * 2, 4);
     add_buffer(p, "losses", BT, 4);
     add_buffer(p, "logits", BT * (size_t)c->model.padded_vocab_size, x);
-    /* the attention backward's (B,NH,T,T) scratch shares the logits buffer when it fits there */
-    add_buffer(p, "scratch", BT * 19 * C + (NH * T <= (size_t)c->model.padded_vocab_size ? 0 : B * NH * T * T), x);
+    /* the layers' backward scratch ((B,NH,T,T) for the attention, and the d-buffers) shares the logits
+       buffer when it fits there (runtime/cuda/cuda_backend.c, layout) */
+    size_t bwd = B * NH * T * T + 12 * BT * C;
+    add_buffer(p, "scratch", 7 * BT * C + (bwd <= BT * (size_t)c->model.padded_vocab_size ? 0 : bwd), x);
     p->total_bytes = p->param_bytes + p->grad_bytes + p->opt_bytes + p->act_bytes;
 }
 

@@ -92,20 +92,25 @@ static size_t layout(Cuda *c, dptr base) {
     BUF(logits, BT * Vp * x);
     BUF(losses, BT * 4);
     BUF(qkvr, BT * 3 * C * x);
-    /* datt, the (B,NH,T,T) scratch of the attention backward, lives in the logits buffer when it fits: by then
-       the classifier's backward has consumed the dlogits there, and the forward needs no scratch (scores go
-       straight into att[l] and the softmax runs in place). */
-    if (NH * T <= Vp) c->preatt = c->logits;
-    else BUF(preatt, B * NH * T * T * x);
     BUF(vaccum, BT * C * x);
     BUF(tmp, BT * C * x);
     BUF(dresidual, BT * C * x);
-    BUF(dfch, BT * 4 * C * x);
     BUF(dln, BT * C * x);
-    BUF(datty, BT * C * x);
-    BUF(dqkv, BT * 3 * C * x);
-    BUF(dqkvr, BT * 3 * C * x);
-    BUF(dvaccum, BT * C * x);
+    /* Buffers of the layers' backward only: nothing reads them before the classifier's backward has consumed
+       the dlogits, so they share the logits buffer when they fit there. The forward needs no (B,NH,T,T)
+       scratch: the scores go straight into att[l] and the softmax runs in place. */
+    size_t bwd_sizes[6] = {B * NH * T * T * x, BT * 4 * C * x, BT * C * x, BT * 3 * C * x, BT * 3 * C * x, BT * C * x};
+    size_t bwd_need = 0, boff = 0;
+    for (int i = 0; i < 6; i++) carve(&bwd_need, bwd_sizes[i]);
+    int share = bwd_need <= BT * Vp * x;
+#define BWD(field, i) c->field = share ? c->logits + carve(&boff, bwd_sizes[i]) : base + carve(&off, bwd_sizes[i])
+    BWD(preatt, 0);   /* datt / dpreatt */
+    BWD(dfch, 1);
+    BWD(datty, 2);
+    BWD(dqkv, 3);
+    BWD(dqkvr, 4);
+    BWD(dvaccum, 5);
+#undef BWD
     BUF(ln_scratch, (size_t)c->ln_bwd->pk->grid[0] * 2 * C * 4);
     BUF(bias_scratch, (size_t)c->bias_partial->pk->grid[1] * 4 * C * 4);
     BUF(norm_partials, (size_t)c->norm->pk->grid[0] * 4);
