@@ -2,14 +2,13 @@
 //   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //   p -= lr * (m/bc1 / (sqrt(v/bc2) + eps) + wd * p)
 // With a master copy (fp32), p is read from and written to it, and the floatX weights get p stochastically
-// rounded (the same seed and index give the same bits); without one, p is the floatX weight itself.
+// rounded (a function of the fp32 value and its index: see round_store); without one, p is the floatX weight.
 // @tunable BLOCK_SIZE 512 128 256 512 1024
 
 // grid: ceil(n / BLOCK_SIZE)
 extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
 adamw_update(floatX *params, float *master, const floatX *grads, float *m, float *v, long long n, float lr,
-             float beta1, float beta2, float bc1, float bc2, float eps, float wd, float grad_scale,
-             unsigned int seed) {
+             float beta1, float beta2, float bc1, float bc2, float eps, float wd, float grad_scale) {
     const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
     if (i >= n) return;
     const float g = to_f(grads[i]) * grad_scale;
@@ -20,5 +19,5 @@ adamw_update(floatX *params, float *master, const floatX *grads, float *m, float
     float p = master ? master[i] : to_f(params[i]);
     p -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p);
     if (master) master[i] = p;
-    round_store(params + i, p, (unsigned int)i, seed);
+    round_store(params + i, p, (unsigned int)i);
 }

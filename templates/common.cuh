@@ -94,7 +94,9 @@ template <typename Tp, int N> __device__ __forceinline__ void store_vec_cs(Tp *p
 }
 
 // ---- stochastic rounding float -> floatX ----
-// A counter-based hash (a few rounds of multiply-xorshift): the same (index, seed) gives the same bits.
+// The random bits are a counter-based hash (a few rounds of multiply-xorshift) of the element's index and the
+// fp32 value's own bits: the bf16 result is a function of the fp32 value alone, so the host can reproduce it
+// (runtime/cuda/cuda_host.h, which must match this bit for bit) and a resumed run gets the same weights.
 __device__ __forceinline__ unsigned int hash_u32(unsigned int x, unsigned int seed) {
     x ^= seed * 0x9E3779B9u;
     x ^= x >> 16; x *= 0x7feb352du;
@@ -102,14 +104,14 @@ __device__ __forceinline__ unsigned int hash_u32(unsigned int x, unsigned int se
     x ^= x >> 16;
     return x;
 }
-__device__ __forceinline__ void round_store(float *out, float x, unsigned int, unsigned int) { *out = x; }
-__device__ __forceinline__ void round_store(__nv_bfloat16 *out, float x, unsigned int idx, unsigned int seed) {
+__device__ __forceinline__ void round_store(float *out, float x, unsigned int) { *out = x; }
+__device__ __forceinline__ void round_store(__nv_bfloat16 *out, float x, unsigned int idx) {
     // add 16 random bits below the bf16 mantissa, then truncate: rounds up with probability = the dropped fraction
-    unsigned int r = hash_u32(idx, seed) & 0xffffu;
     unsigned int bits = __float_as_uint(x);
+    unsigned int r = hash_u32(idx, bits) & 0xffffu;
     if ((bits & 0x7f800000u) != 0x7f800000u) bits += r;   // leave inf / nan alone
     *out = __ushort_as_bfloat16((unsigned short)(bits >> 16));
 }
 #ifdef PRECISION_FP16
-__device__ __forceinline__ void round_store(__half *out, float x, unsigned int, unsigned int) { *out = __float2half_rn(x); }
+__device__ __forceinline__ void round_store(__half *out, float x, unsigned int) { *out = __float2half_rn(x); }
 #endif

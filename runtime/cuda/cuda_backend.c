@@ -7,6 +7,7 @@
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_matmul.h"
 #include "runtime/cuda/cuda_host.h"
+#include "runtime/checkpoint.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "gen/plan.h"
 #include <math.h>
@@ -395,8 +396,7 @@ static int cu_update(Backend *be, float lr, float beta1, float beta2, float eps,
         dptr mw = c->master_w ? c->master_w + c->poff[i] * 4 : 0;
         long long n = (long long)c->psz[i];
         float wd = gpt2_param_decays(i) ? weight_decay : 0.0f;
-        unsigned seed = (unsigned)step * 2654435761u ^ (unsigned)(i + 1) * 40503u;
-        void *a[] = {&p, &mw, &g, &m, &v, &n, &lr, &beta1, &beta2, &bc1, &bc2, &eps, &wd, &grad_scale, &seed};
+        void *a[] = {&p, &mw, &g, &m, &v, &n, &lr, &beta1, &beta2, &bc1, &bc2, &eps, &wd, &grad_scale};
         OP("adamw", launch(c, c->adamw, plan_ceil_div((size_t)n, bs), 0, a, err));
     }
     return ck(cu.cuCtxSynchronize(), "AdamW update", err);
@@ -407,14 +407,14 @@ static int download(Cuda *c, float *out, dptr src, size_t n, Err *err) {
     if (c->xs == 4) return ck(cu.cuMemcpyDtoH(out, src, n * 4), "copying from the GPU", err);
     uint16_t *tmp = xmalloc(n * 2);
     int rc = ck(cu.cuMemcpyDtoH(tmp, src, n * 2), "copying from the GPU", err);
-    if (!rc) host_bf16_to_f32(out, tmp, n);
+    if (!rc) bf16_to_f32_array(out, tmp, n);
     free(tmp);
     return rc;
 }
 static int upload(Cuda *c, dptr dst, const float *in, size_t n, Err *err) {
     if (c->xs == 4) return ck(cu.cuMemcpyHtoD(dst, in, n * 4), "copying to the GPU", err);
     uint16_t *tmp = xmalloc(n * 2);
-    host_f32_to_bf16(tmp, in, n);
+    bf16_from_f32_array(tmp, in, n);
     int rc = ck(cu.cuMemcpyHtoD(dst, tmp, n * 2), "copying to the GPU", err);
     free(tmp);
     return rc;
@@ -423,9 +423,16 @@ static int upload(Cuda *c, dptr dst, const float *in, size_t n, Err *err) {
 static int cu_set_params(Backend *be, const float *params, Err *err) {
     Cuda *c = impl(be);
     /* padding rows of wte stay zero */
-    if (upload(c, c->params, params, c->np, err)) return -1;
-    if (c->master_w && ck(cu.cuMemcpyHtoD(c->master_w, params, c->np * 4), "copying master weights", err)) return -1;
-    return 0;
+    if (!c->master_w) return upload(c, c->params, params, c->np, err);
+    /* the 16-bit weights as AdamW's stochastic rounding would write them from these master weights, so that
+       a resumed run continues with the same bits */
+    uint16_t *tmp = xmalloc(c->np * 2);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++)
+        for (size_t j = 0; j < c->psz[i]; j++) tmp[c->poff[i] + j] = bf16_from_f32_stochastic(params[c->poff[i] + j], (uint32_t)j);
+    int rc = ck(cu.cuMemcpyHtoD(c->params, tmp, c->np * 2), "copying weights to the GPU", err);
+    free(tmp);
+    if (rc) return -1;
+    return ck(cu.cuMemcpyHtoD(c->master_w, params, c->np * 4), "copying master weights", err);
 }
 static int cu_get_params(Backend *be, float *params, Err *err) {
     Cuda *c = impl(be);

@@ -2,6 +2,7 @@
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_host.h"
+#include "runtime/checkpoint.h"
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_matmul.h"
 #include "runtime/cpu/cpu_ops.h"
@@ -83,7 +84,7 @@ static float *hbuf(size_t n) { return xcalloc(n ? n : 1, sizeof(float)); }
 /* rounds to what floatX can hold, so that GPU and CPU see the same inputs */
 static void quantize(G *g, float *x, size_t n) {
     if (g->xs == 2)
-        for (size_t i = 0; i < n; i++) x[i] = host_bf16_to_f32_one(host_f32_to_bf16_one(x[i]));
+        for (size_t i = 0; i < n; i++) x[i] = bf16_to_f32(bf16_from_f32(x[i]));
 }
 static float *hrand(G *g, size_t n, float scale) {
     float *x = hbuf(n);
@@ -94,7 +95,7 @@ static float *hrand(G *g, size_t n, float scale) {
 static int up(G *g, dptr d, const float *h, size_t n) {   /* floatX */
     if (g->xs == 4) return cu.cuMemcpyHtoD(d, h, n * 4) == CUDA_SUCCESS ? 0 : -1;
     uint16_t *t = xmalloc(n * 2);
-    host_f32_to_bf16(t, h, n);
+    bf16_from_f32_array(t, h, n);
     int rc = cu.cuMemcpyHtoD(d, t, n * 2) == CUDA_SUCCESS ? 0 : -1;
     free(t);
     return rc;
@@ -103,7 +104,7 @@ static int down(G *g, float *h, dptr d, size_t n) {
     if (g->xs == 4) return cu.cuMemcpyDtoH(h, d, n * 4) == CUDA_SUCCESS ? 0 : -1;
     uint16_t *t = xmalloc(n * 2);
     int rc = cu.cuMemcpyDtoH(t, d, n * 2) == CUDA_SUCCESS ? 0 : -1;
-    host_bf16_to_f32(h, t, n);
+    bf16_to_f32_array(h, t, n);
     free(t);
     return rc;
 }
@@ -499,8 +500,7 @@ static void test_adamw_norm(G *g) {
     const Kernel *k = kernels_get(&g->ks, "adamw_update", &err);
     dptr dp = dup_x(g, p, (size_t)n), dg = dup_x(g, gr, (size_t)n), dm = dup_raw(g, m, (size_t)n * 4), dv = dup_raw(g, v, (size_t)n * 4);
     dptr master = g->xs == 2 ? dup_raw(g, p, (size_t)n * 4) : 0;
-    unsigned seed = 42;
-    void *a[] = {&dp, &master, &dg, &dm, &dv, &n, &lr, &b1, &b2, &bc1, &bc2, &eps, &wd, &gs, &seed};
+    void *a[] = {&dp, &master, &dg, &dm, &dv, &n, &lr, &b1, &b2, &bc1, &bc2, &eps, &wd, &gs};
     int rc = k ? run(g, "adamw_update", plan_ceil_div((size_t)n, k->pk->block[0]), 0, a, &err) : -1;
     Cmp c = {0, 0, ""};
     float *got = hbuf((size_t)n), *gp = hbuf((size_t)n);
@@ -520,6 +520,10 @@ static void test_adamw_norm(G *g) {
                 if (gp[i] != fd && gp[i] != fu) off++;
                 if (gp[i] == fu && fu != fd) up_count++;
             }
+            /* and exactly the rounding the host reproduces (runtime/cuda/cuda_host.h), which resume relies on */
+            long long host_diff = 0;
+            for (long long i = 0; i < n; i++) host_diff += bf16_to_f32(bf16_from_f32_stochastic(got[i], (uint32_t)i)) != gp[i];
+            if (host_diff && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "%lld bf16 weights differ from the host's stochastic rounding", host_diff); }
             if (off && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "%lld bf16 weights are not a neighbour of their master value", off); }
             if ((up_count == 0 || up_count == n) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "stochastic rounding never / always rounds up"); }
         } else {

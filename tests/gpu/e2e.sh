@@ -3,7 +3,7 @@
 #  1. a checkpoint written by the CPU backend, then 10 training steps from it on the CPU backend and on the
 #     CUDA backend in fp32 and in bf16: the per-step losses agree (fp32 to 2e-3, bf16 to 5e-2 absolute, on
 #     losses of about 10: a summation order changes fp32 in the 6th digit, bf16 keeps 8 bits of mantissa);
-#  2. exact resume on the GPU in fp32 (same bits as a run that never stopped);
+#  2. exact resume on the GPU in fp32 and bf16 (same bits as a run that never stopped);
 #  3. gpt2-124M trains from fresh init on the default data with validation, sampling and checkpoints, and
 #     its loss falls.
 . "$(dirname "$0")/../cli_lib.sh"
@@ -38,14 +38,17 @@ for v in "cuda32 2e-3" "cuda16 5e-2"; do
     if [ $rc -eq 0 ]; then ok "cpu_checkpoint_then_10_steps_$1 ($out)"; else fail "cpu_checkpoint_then_10_steps_$1" "$out; $(tail -3 "$WORK/$1.log")"; fi
 done
 
-# exact resume on the GPU (fp32): 8 steps in one go == 4 steps, stop, resume for 4
-"$GPT2GEN" train $M --backend cuda -q --set checkpoint.dir="$WORK/straight" > /dev/null 2>&1
-"$GPT2GEN" train $M --backend cuda -q --set checkpoint.dir="$WORK/resumed" --set checkpoint.every=4 > /dev/null 2>&1
-rm -f "$WORK"/resumed/model_00000008.bin "$WORK"/resumed/state_00000008.bin
-"$GPT2GEN" train $M --backend cuda -q --set checkpoint.dir="$WORK/resumed" --resume > "$WORK/resume.log" 2>&1; rc=$?
-if [ $rc -eq 0 ] && cmp -s "$WORK/straight/model_00000008.bin" "$WORK/resumed/model_00000008.bin" \
-   && cmp -s "$WORK/straight/state_00000008.bin" "$WORK/resumed/state_00000008.bin"; then ok gpu_exact_resume_fp32_bitwise
-else fail gpu_exact_resume_fp32_bitwise "rc=$rc; model or state differs after resume: $(tail -2 "$WORK/resume.log")"; fi
+# exact resume on the GPU, fp32 and bf16 (with fp32 master weights and stochastic rounding): 8 steps in one go
+# == 4 steps, stop, resume for 4, bit for bit
+for prec in fp32 bf16; do
+    "$GPT2GEN" train $M --backend cuda -q --set precision=$prec --set checkpoint.dir="$WORK/straight-$prec" > /dev/null 2>&1
+    "$GPT2GEN" train $M --backend cuda -q --set precision=$prec --set checkpoint.dir="$WORK/resumed-$prec" --set checkpoint.every=4 > /dev/null 2>&1
+    rm -f "$WORK"/resumed-$prec/model_00000008.bin "$WORK"/resumed-$prec/state_00000008.bin
+    "$GPT2GEN" train $M --backend cuda -q --set precision=$prec --set checkpoint.dir="$WORK/resumed-$prec" --resume > "$WORK/resume-$prec.log" 2>&1; rc=$?
+    if [ $rc -eq 0 ] && cmp -s "$WORK/straight-$prec/model_00000008.bin" "$WORK/resumed-$prec/model_00000008.bin" \
+       && cmp -s "$WORK/straight-$prec/state_00000008.bin" "$WORK/resumed-$prec/state_00000008.bin"; then ok gpu_exact_resume_${prec}_bitwise
+    else fail gpu_exact_resume_${prec}_bitwise "rc=$rc; model or state differs after resume: $(tail -2 "$WORK/resume-$prec.log")"; fi
+done
 
 # gpt2-124M from fresh init on the default data: 20 steps of 0.5M tokens, validation, a sample, a checkpoint
 "$GPT2GEN" configs/gpt2-124M.lua --set train.steps=20 --set train.warmup=5 \
