@@ -1,6 +1,6 @@
 #include "gen/build.h"
 #include "gen/emit.h"
-#include "gen/gpu_probe.h"
+#include "runtime/cuda/cuda_api.h"
 #include "gen/nvrtc.h"
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +10,7 @@ void build_pick_arch(const Config *cfg, const char *explicit_arch, char arch[16]
     Err err;
     if (explicit_arch && *explicit_arch) { snprintf(arch, 16, "%s", explicit_arch); *note = "--arch"; }
     else if (cfg->arch[0]) { snprintf(arch, 16, "%s", cfg->arch); *note = "config"; }
-    else if (gpu_probe_arch(arch, &err) == 0) *note = "GPU 0";
+    else if (cuda_device_arch(arch, &err) == 0) *note = "GPU 0";
     else { snprintf(arch, 16, "sm_90"); *note = "default: no GPU found"; }
 }
 

@@ -2,7 +2,7 @@
    exit code (0 ok, 1 failure, 2 bad usage or bad config). */
 #include "gen/build.h"
 #include "gen/config.h"
-#include "gen/gpu_probe.h"
+#include "runtime/cuda/cuda_api.h"
 #include "gen/plan.h"
 #include "runtime/cuda/gputest.h"
 #include "runtime/prepare.h"
@@ -118,17 +118,18 @@ static int load_and_plan(const Args *a, Config *cfg, Plan *plan) {
     return 0;
 }
 
-static int cmd_build(int argc, char **argv) {
+/* build, and for `test` what comes after: parse, load, plan, generate and compile, then after() if given */
+static int build_command(int argc, char **argv, const char *cmd, const char *usage, int (*after)(const Config *, const Plan *)) {
     Args a;
-    int rc = parse_args(argc, argv, &a, "build");
+    int rc = parse_args(argc, argv, &a, cmd);
     if (rc) return rc;
-    if (a.help) { fputs(BUILD_USAGE, stdout); return 0; }
+    if (a.help) { fputs(usage, stdout); return 0; }
     static Config cfg;
     static Plan plan;
     if ((rc = load_and_plan(&a, &cfg, &plan))) return rc;
     Err err;
     if (build_run(&plan, a.jobs, a.quiet, NULL, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
-    return 0;
+    return after ? after(&cfg, &plan) : 0;
 }
 
 static const char *TEST_USAGE =
@@ -139,18 +140,8 @@ static const char *TEST_USAGE =
     "Prints one line per test and ends with \"N passed, N failed\". Without a GPU it says so and skips\n"
     "(exit code 0); the compile step still runs.\n";
 
-static int cmd_test(int argc, char **argv) {
-    Args a;
-    int rc = parse_args(argc, argv, &a, "test");
-    if (rc) return rc;
-    if (a.help) { fputs(TEST_USAGE, stdout); return 0; }
-    static Config cfg;
-    static Plan plan;
-    if ((rc = load_and_plan(&a, &cfg, &plan))) return rc;
-    Err err;
-    if (build_run(&plan, a.jobs, a.quiet, NULL, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
-    int failed = gpu_test_run(&cfg, &plan);
-    return failed > 0 ? EXIT_FAIL : 0;
+static int run_gpu_tests(const Config *cfg, const Plan *plan) {
+    return gpu_test_run(cfg, plan) > 0 ? EXIT_FAIL : 0;
 }
 
 static int cmd_train(int argc, char **argv) {
@@ -169,7 +160,7 @@ static int cmd_train(int argc, char **argv) {
     Err err;
     char arch[16];
     if (!strcmp(backend, "auto")) {
-        if (gpu_probe_arch(arch, &err) == 0) backend = "cuda";
+        if (cuda_device_arch(arch, &err) == 0) backend = "cuda";
         else { printf("%s: training on the CPU backend (fp32)\n", err.msg); backend = "cpu"; }
     }
     if (!strcmp(backend, "cuda") && build_run(&plan, a.jobs, a.quiet, NULL, &err)) {
@@ -185,9 +176,9 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { fputs(USAGE, stdout); return 0; }
     if (!strcmp(cmd, "--version")) { printf("gpt2gen %s\n", VERSION); return 0; }
-    if (!strcmp(cmd, "build")) return cmd_build(argc - 1, argv + 1);
+    if (!strcmp(cmd, "build")) return build_command(argc - 1, argv + 1, "build", BUILD_USAGE, NULL);
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
-    if (!strcmp(cmd, "test")) return cmd_test(argc - 1, argv + 1);
+    if (!strcmp(cmd, "test")) return build_command(argc - 1, argv + 1, "test", TEST_USAGE, run_gpu_tests);
     if (!strcmp(cmd, "prepare")) return prepare_main(argc - 1, argv + 1);
     size_t n = strlen(cmd);
     if (n > 4 && !strcmp(cmd + n - 4, ".lua")) return cmd_train(argc, argv);   /* gpt2gen CONFIG.lua */

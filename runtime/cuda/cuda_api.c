@@ -66,6 +66,13 @@ int cuda_open(CudaDevice *d, Err *err) {
     return 0;
 }
 
+int cuda_device_arch(char arch[16], Err *err) {
+    CudaDevice d;
+    if (cuda_open(&d, err)) return -1;
+    snprintf(arch, 16, "sm_%d%d", d.cc_major, d.cc_minor);
+    return 0;
+}
+
 int cublaslt_open(Err *err) {
     if (lt.lib) return 0;
     const char *names[] = {"libcublasLt.so.13", GPT2GEN_CUDA_HOME "/lib64/libcublasLt.so.13",

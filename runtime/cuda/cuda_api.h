@@ -48,6 +48,8 @@ typedef struct {
 /* Loads the driver, initializes it and makes device 0's primary context current. Idempotent.
    Without a driver: -1 and "no GPU: libcuda.so.1 not found (...)". */
 int  cuda_open(CudaDevice *d, Err *err);
+/* "sm_XX" of device 0 (opening it as cuda_open does); -1 and err saying why there is none. */
+int  cuda_device_arch(char arch[16], Err *err);
 /* 1 when libcuda.so.1 can be loaded at all (no initialization), for tests that skip without a GPU. */
 int  cuda_driver_present(char *why, size_t n);
 int  cublaslt_open(Err *err);

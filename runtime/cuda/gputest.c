@@ -33,39 +33,27 @@ typedef struct {
 } G;
 
 /* ---- reporting ---- */
-static void ok(G *g, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void ok(G *g, const char *name, const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    printf("ok   %s/%s (%s)\n", g->cfg->name, name, buf);
-    fflush(stdout);
-    g->passed++;
-}
-static void fail(G *g, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void fail(G *g, const char *name, const char *fmt, ...) {
+/* one line per test: "ok   cfg/name (detail)", "FAIL cfg/name: why" or "skip cfg/name: why" */
+static void report(G *g, int *counter, const char *tag, const char *name, const char *fmt, va_list ap) {
     char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    printf("FAIL %s/%s: %s\n", g->cfg->name, name, buf);
+    if (!strcmp(tag, "ok  ")) printf("ok   %s/%s (%s)\n", g->cfg->name, name, buf);
+    else printf("%s %s/%s: %s\n", tag, g->cfg->name, name, buf);
     fflush(stdout);
-    g->failed++;
+    (*counter)++;
 }
-static void skip(G *g, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void skip(G *g, const char *name, const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    printf("skip %s/%s: %s\n", g->cfg->name, name, buf);
-    fflush(stdout);
-    g->skipped++;
-}
+#define REPORTER(fn, tag, field)                                                                            \
+    static void fn(G *g, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));     \
+    static void fn(G *g, const char *name, const char *fmt, ...) {                                          \
+        va_list ap;                                                                                         \
+        va_start(ap, fmt);                                                                                  \
+        report(g, &g->field, tag, name, fmt, ap);                                                           \
+        va_end(ap);                                                                                         \
+    }
+REPORTER(ok, "ok  ", passed)
+REPORTER(fail, "FAIL", failed)
+REPORTER(skip, "skip", skipped)
+#undef REPORTER
 
 /* ---- memory ---- */
 static dptr dalloc(G *g, size_t bytes) {
