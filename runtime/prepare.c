@@ -1,8 +1,8 @@
 /* prepare: text files -> token shards + tokenizer file (see prepare.h).
  *
  * Two passes over the inputs: the first reads every file and counts its documents, so that a missing
- * file stops the command before anything is written and the validation split (the first fraction of
- * all documents) is known; the second encodes and streams tokens into shards. Inputs are read one file
+ * file stops the command before anything is written and the validation split (a fraction of all
+ * documents, spread evenly over them, so that validation looks like training) is known; the second encodes and streams tokens into shards. Inputs are read one file
  * at a time, so memory holds one file and one shard. */
 #include "runtime/prepare.h"
 #include "runtime/shard.h"
@@ -35,8 +35,8 @@ static void usage(FILE *f) {
         "\n"
         "A file with lines holding only \"%\" (a fortune file) is many documents, split at\n"
         "those lines; any other file is one document. Each document is preceded by the\n"
-        "end-of-text token. The first fraction of documents, in the order given, goes to\n"
-        "validation; the rest to training.\n"
+        "end-of-text token. A fraction of the documents, spread evenly over all of them\n"
+        "(every tenth for 0.1), goes to validation; the rest to training.\n"
         "\n"
         "  -o, --out DIR           write DIR/train_000000.bin..., DIR/val_000000.bin...\n"
         "                          and DIR/tokenizer.bin (llm.c version 2)\n"
@@ -222,7 +222,7 @@ static void remove_stale(const char *dir, const char *split, int from) {
 typedef struct {
     Tokenizer   tok;
     ShardWriter val, train;
-    size_t      n_val_docs, docs_seen, bytes_seen;
+    size_t      n_val_docs, total_docs, docs_seen, bytes_seen;
     TokenVec    ids;
     const char *path;            /* the file being encoded, for progress lines */
     const char *text;
@@ -257,6 +257,11 @@ static int encode_document(Prepare *p, ShardWriter *w, size_t start, size_t len,
     return 0;
 }
 
+/* Document d (counting over all inputs) is one of the n_val_docs evenly spaced over total_docs. */
+static int is_val_document(const Prepare *p, size_t d) {
+    return d * p->n_val_docs / p->total_docs != (d + 1) * p->n_val_docs / p->total_docs;
+}
+
 static int encode_file(Prepare *p, const char *path, int index, int n_files, Err *err) {
     size_t len;
     char *text = read_file(path, &len, err);
@@ -267,7 +272,7 @@ static int encode_file(Prepare *p, const char *path, int index, int n_files, Err
     p->t0 = p->last_report = now_seconds();
     int rc = 0;
     for (size_t d = 0; d < n_docs && rc == 0; d++) {
-        ShardWriter *w = p->docs_seen++ < p->n_val_docs ? &p->val : &p->train;
+        ShardWriter *w = is_val_document(p, p->docs_seen++) ? &p->val : &p->train;
         rc = encode_document(p, w, docs[d].start, docs[d].len, err);
     }
     double dt = now_seconds() - p->t0;
@@ -333,6 +338,7 @@ static int run(const PrepareArgs *a, Err *err) {
     int rc = count_documents(a, &total_docs, err);
     if (rc == 0) rc = mkdir_p(a->out_dir, err);
     p.n_val_docs = val_documents(a->val_fraction, total_docs);
+    p.total_docs = total_docs;
     p.val = (ShardWriter){.dir = a->out_dir, .split = "val", .cap = a->shard_tokens};
     p.train = (ShardWriter){.dir = a->out_dir, .split = "train", .cap = a->shard_tokens};
     for (int i = 0; i < a->n_inputs && rc == 0; i++) rc = encode_file(&p, a->inputs[i], i + 1, a->n_inputs, err);

@@ -98,7 +98,8 @@ def check_prepare(enc, outdir, frac, files):
     n_val = min(n_val, len(docs) - 1)
     want = {"val": [], "train": []}
     for i, d in enumerate(docs):
-        want["val" if i < n_val else "train"] += [EOT] + enc.encode_ordinary(d.decode("utf-8"))
+        is_val = i * n_val // len(docs) != (i + 1) * n_val // len(docs)   # n_val documents, evenly spread
+        want["val" if is_val else "train"] += [EOT] + enc.encode_ordinary(d.decode("utf-8"))
     for split in ("val", "train"):
         got = read_split(outdir, split)
         if got != want[split]:
