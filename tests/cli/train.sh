@@ -36,6 +36,20 @@ l1=$(grep '"event":"step","step":8,' "$WORK/straight/metrics.jsonl" | sed 's/.*"
 l2=$(grep '"event":"step","step":8,' "$WORK/resumed/metrics.jsonl" | tail -1 | sed 's/.*"loss":\([0-9.]*\).*/\1/')
 if [ -n "$l1" ] && [ "$l1" = "$l2" ]; then ok resume_same_loss; else fail resume_same_loss "step 8 loss $l1 vs $l2"; fi
 
+# the model file is laid out as llm.c reads it (checked by an independent reader): 256 int32 header
+# [20240326, 3 (fp32), maxT, V, L, NH, C, Vp], then the parameters in order, nothing more
+out=$(python3 - "$WORK/straight/model_00000008.bin" <<'PY'
+import struct, sys, os
+p = sys.argv[1]
+h = struct.unpack("<256i", open(p, "rb").read(1024))
+maxT, V, L, NH, C, Vp = h[2:8]
+n = Vp*C + maxT*C + 2*L*C + L*3*C*C + L*3*C + L*C*C + L*C + 2*L*C + L*4*C*C + L*4*C + L*C*4*C + L*C + 2*C
+ok = h[0] == 20240326 and h[1] == 3 and (maxT, V, L, NH, C, Vp) == (32, 50257, 2, 2, 64, 50304) and os.path.getsize(p) == 1024 + 4*n
+print(h[:8], os.path.getsize(p), 1024 + 4*n); sys.exit(0 if ok else 1)
+PY
+); rc=$?
+if [ $rc -eq 0 ]; then ok llm_c_checkpoint_layout; else fail llm_c_checkpoint_layout "$out"; fi
+
 # a checkpoint as init: training from the straight run's final weights starts at its loss level
 out=$(run --set checkpoint.dir="$WORK/init" --set checkpoint.init="$WORK/straight/model_00000008.bin" --set train.steps=1 2>&1); rc=$?
 if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "loaded weights from"; then ok init_from_checkpoint; else fail init_from_checkpoint "rc=$rc: $out"; fi
