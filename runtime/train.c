@@ -187,6 +187,8 @@ static int initial_state(Run *r, Err *err) {
 static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOptions *opt, Err *err) {
     memset(r, 0, sizeof *r);
     r->cfg = c;
+    if (c->train.num_gpus != 1)
+        return err_set(err, "%s: train.num_gpus = %d: training on several GPUs (NCCL) is not built yet; set it to 1", c->path, c->train.num_gpus);
     r->quiet = opt->quiet;
     r->sample_rng = (uint64_t)c->train.seed * 31 + 7;
     size_t sizes[NUM_PARAM_TENSORS];
