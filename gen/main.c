@@ -163,9 +163,13 @@ static int cmd_train(int argc, char **argv) {
         if (cuda_device_arch(arch, &err) == 0) backend = "cuda";
         else { printf("%s: training on the CPU backend (fp32)\n", err.msg); backend = "cpu"; }
     }
-    if (!strcmp(backend, "cuda") && build_run(&plan, a.jobs, a.quiet, NULL, &err)) {
-        fprintf(stderr, "gpt2gen: %s\n", err.msg);
-        return EXIT_FAIL;
+    if (!strcmp(backend, "cuda")) {
+        /* the kernels must be for this GPU: a config's or --arch's other target is rebuilt for it */
+        if (cuda_device_arch(arch, &err) == 0 && strcmp(arch, plan.arch)) {
+            printf("note: building for GPU 0's %s instead of %s\n", arch, plan.arch);
+            if (plan_make(&plan, &cfg, arch, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
+        }
+        if (build_run(&plan, a.jobs, a.quiet, NULL, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     }
     TrainOptions opt = {backend, a.quiet};
     return train_run(&cfg, &plan, &opt);

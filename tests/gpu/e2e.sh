@@ -50,6 +50,10 @@ for prec in fp32 bf16; do
     else fail gpu_exact_resume_${prec}_bitwise "rc=$rc; model or state differs after resume: $(tail -2 "$WORK/resume-$prec.log")"; fi
 done
 
+# kernels built for another arch are rebuilt for the GPU at hand
+out=$("$GPT2GEN" train $M --backend cuda -q --arch sm_80 --set train.steps=2 --set checkpoint.dir="$WORK/arch" 2>&1); rc=$?
+if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "instead of sm_80"; then ok rebuild_for_the_gpus_arch; else fail rebuild_for_the_gpus_arch "rc=$rc: $out"; fi
+
 # gpt2-124M from fresh init on the default data: 20 steps of 0.5M tokens, validation, a sample, a checkpoint
 "$GPT2GEN" configs/gpt2-124M.lua --set train.steps=20 --set train.warmup=5 \
     --set "data.train=data/fortunes/train_*.bin" --set "data.val=data/fortunes/val_*.bin" --set data.tokenizer=data/fortunes/tokenizer.bin \
