@@ -5,7 +5,8 @@
  *   int main(int argc, char **argv) { RUN(test_something); return check_summary(); }
  *
  * Each test prints "ok   name" or "FAIL name: why"; the last line is "RESULT <passed> <failed> <skipped>",
- * which tests/run.sh adds up. SKIP(...) marks a test skipped (with its reason), e.g. where there is no GPU.
+ * which tests/run.sh adds up. SKIP(...) marks a test skipped (with its reason) and returns, e.g. where there is
+ * no GPU; MARK_SKIPPED(...) marks it without returning, for a test that still has to clean up.
  * argv[1], if given, runs only the tests whose name contains it. */
 #ifndef GPT2GEN_CHECK_H
 #define GPT2GEN_CHECK_H
@@ -21,7 +22,8 @@ static char check_why[8192];
         check_cur_failed = 1; fprintf(stderr, "  %s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
         fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
 #define CHECK_OK(call, errp) do { if ((call) != 0) { CHECK(0, "%s -> %s", #call, (errp)->msg); } } while (0)
-#define SKIP(...) do { check_cur_skipped = 1; snprintf(check_why, sizeof check_why, __VA_ARGS__); return; } while (0)
+#define MARK_SKIPPED(...) do { check_cur_skipped = 1; snprintf(check_why, sizeof check_why, __VA_ARGS__); } while (0)
+#define SKIP(...) do { MARK_SKIPPED(__VA_ARGS__); return; } while (0)
 
 static void check_run(const char *name, void (*fn)(void)) {
     if (check_filter && !strstr(name, check_filter)) return;

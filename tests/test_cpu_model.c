@@ -11,6 +11,7 @@
 #include "runtime/checkpoint.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "tests/check.h"
+#include "tests/golden.h"
 
 /* CHECK_OK copies an Err message (4 KiB) into the harness's 1 KiB reason: truncation is fine there. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -539,67 +540,6 @@ static void test_adamw(void) {
 /* ---------------------------------------------------------------------------------------------------- */
 /* (f) the PyTorch golden file; its format is described in tests/reference/README.md */
 
-/* The folder holding golden_tiny.bin and tiny_init.bin: tests/reference, or $GPT2GEN_REFERENCE_DIR. */
-static char golden_path[1024], golden_init[1024];
-
-static void golden_paths(void) {
-    const char *dir = getenv("GPT2GEN_REFERENCE_DIR");
-    if (!dir || !*dir) dir = "tests/reference";
-    snprintf(golden_path, sizeof golden_path, "%s/golden_tiny.bin", dir);
-    snprintf(golden_init, sizeof golden_init, "%s/tiny_init.bin", dir);
-}
-enum { GOLDEN_MAGIC = 20261130, GOLDEN_VERSION = 1 };
-
-typedef struct {
-    GPT2Shape shape;
-    int B, T, steps, logits_B;
-    size_t n;
-    const int32_t *inputs, *targets;
-    const float *logits, *loss, *grads, *losses, *lrs, *norms, *hparams, *final_norms;
-} Golden;
-
-static int golden_parse(const char *buf, size_t len, Golden *g, Err *err) {
-    const int32_t *h = (const int32_t *)buf;
-    if (len < 1024) return err_set(err, "%s: %zu bytes, shorter than its 1024-byte header", golden_path, len);
-    if (h[0] != GOLDEN_MAGIC || h[1] != GOLDEN_VERSION)
-        return err_set(err, "%s: magic %d version %d, expected %d version %d", golden_path, h[0], h[1], GOLDEN_MAGIC, GOLDEN_VERSION);
-    g->shape = (GPT2Shape){h[2], h[3], h[7], h[4], h[5], h[6]};
-    g->B = h[8]; g->T = h[9]; g->steps = h[10]; g->logits_B = h[11];
-    size_t sz[NUM_PARAM_TENSORS];
-    g->n = gpt2_param_sizes(&g->shape, sz, NULL);
-    if ((size_t)(uint32_t)h[12] != g->n) return err_set(err, "%s: header says %d parameters, the shape gives %zu", golden_path, h[12], g->n);
-    size_t BT = (size_t)g->B * g->T;
-    size_t want = 1024 + 4 * (2 * BT + (size_t)g->logits_B * g->T * g->shape.vocab_size + 1 + g->n + 3 * (size_t)g->steps + 8 + NUM_PARAM_TENSORS);
-    if (len != want) return err_set(err, "%s: %zu bytes, expected %zu for its header", golden_path, len, want);
-    const char *p = buf + 1024;
-    g->inputs = (const int32_t *)p; p += 4 * BT;
-    g->targets = (const int32_t *)p; p += 4 * BT;
-    g->logits = (const float *)p; p += 4 * (size_t)g->logits_B * g->T * g->shape.vocab_size;
-    g->loss = (const float *)p; p += 4;
-    g->grads = (const float *)p; p += 4 * g->n;
-    g->losses = (const float *)p; p += 4 * (size_t)g->steps;
-    g->lrs = (const float *)p; p += 4 * (size_t)g->steps;
-    g->norms = (const float *)p; p += 4 * (size_t)g->steps;
-    g->hparams = (const float *)p; p += 4 * 8;
-    g->final_norms = (const float *)p;
-    return 0;
-}
-
-static double l2(const float *x, size_t n) { return sqrt(dot_d(x, x, n)); }
-
-/* The L2 norm the golden file records for tensor t: for qkvb, of the q and v parts only (the k bias cannot
-   change any output, so Adam moves it by amplified rounding noise; see tests/reference/README.md). */
-static double final_norm(const GPT2Shape *s, int t, const float *x, size_t n) {
-    if (t != P_QKVB) return l2(x, n);
-    size_t C = s->n_embd;
-    double sq = 0;
-    for (int l = 0; l < s->n_layer; l++) {
-        const float *b = x + (size_t)l * 3 * C;
-        sq += dot_d(b, b, C) + dot_d(b + 2 * C, b + 2 * C, C);
-    }
-    return sqrt(sq);
-}
-
 /* Gradients: PyTorch and we sum in different orders; fp32 reductions over <= 4096 terms err by ~1e-6 of
    the tensor's scale. Tolerance: 1e-4 of the tensor's largest |gradient|, per element. */
 static void golden_grads(Backend *be, const Golden *g) {
@@ -619,39 +559,14 @@ static void golden_grads(Backend *be, const Golden *g) {
     free(grads);
 }
 
-/* The AdamW steps on the same batch, clipping the global norm at hparams[4].
-   Losses: 1e-4 absolute (~1.5e-5 relative at ln(1000)); the updates are lr-sized steps whose rounding
-   differences are ~1e-6 relative, so the loss curves agree far closer than that. */
+/* The AdamW steps: losses to 1e-4 absolute (~1.5e-5 relative at ln(1000)); the updates are lr-sized steps whose
+   rounding differences are ~1e-6 relative, so the loss curves agree far closer than that. */
 static void golden_steps(Backend *be, const Golden *g) {
-    Err err;
-    float b1 = g->hparams[0], b2 = g->hparams[1], eps = g->hparams[2], wd = g->hparams[3], clip = g->hparams[4];
-    double worst_loss = 0, worst_norm = 0;
-    for (int s = 0; s < g->steps; s++) {
-        float loss, norm;
-        CHECK_OK(be->zero_grad(be, &err), &err);
-        CHECK_OK(be->forward(be, g->inputs, g->targets, &loss, &err), &err);
-        CHECK_OK(be->backward(be, 1.0f, &err), &err);
-        CHECK_OK(be->grad_norm(be, &norm, &err), &err);
-        float scale = norm > clip ? clip / norm : 1.0f;
-        CHECK_OK(be->update(be, g->lrs[s], b1, b2, eps, wd, scale, s + 1, &err), &err);
-        worst_loss = fmax(worst_loss, fabs(loss - g->losses[s]));
-        worst_norm = fmax(worst_norm, fabs(norm - g->norms[s]) / g->norms[s]);
-        printf("  step %2d  loss %.6f (ref %.6f)  grad norm %.6f (ref %.6f)\n", s + 1, loss, g->losses[s], norm, g->norms[s]);
-    }
-    CHECK(worst_loss <= 1e-4, "step losses differ by up to %.2e", worst_loss);
-    CHECK(worst_norm <= 1e-4, "grad norms differ by up to %.2e relative", worst_norm);
-    size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS];
-    gpt2_param_sizes(&g->shape, sz, off);
-    float *params = fnew(g->n);
-    CHECK_OK(be->get_params(be, params, &err), &err);
-    double worst = 0;
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        double r = fabs(final_norm(&g->shape, t, params + off[t], sz[t]) - g->final_norms[t]) / fmax(g->final_norms[t], 1e-12);
-        worst = fmax(worst, r);
-    }
-    printf("  final per-tensor L2 norms: max rel err %.2e\n", worst);
-    CHECK(worst <= 1e-4, "final parameter norms differ by up to %.2e relative", worst);
-    free(params);
+    GoldenRun r = golden_run_steps(be, g);
+    CHECK(r.ok, "%s", r.why);
+    CHECK(r.worst_loss <= 1e-4, "step losses differ by up to %.2e", r.worst_loss);
+    CHECK(r.worst_norm <= 1e-4, "grad norms differ by up to %.2e relative", r.worst_norm);
+    CHECK(r.worst_final <= 1e-4, "final parameter norms differ by up to %.2e relative", r.worst_final);
 }
 
 static void test_golden(void) {
@@ -659,13 +574,11 @@ static void test_golden(void) {
     if (!file_exists(golden_path))
         SKIP("%s is absent: generate it where PyTorch is (python3 tests/reference/gpt2_reference.py --out tests/reference) and commit it", golden_path);
     Err err;
-    size_t len;
-    char *buf = read_file(golden_path, &len, &err);
     Golden g;
-    if (!buf || golden_parse(buf, len, &g, &err)) { CHECK(0, "%s", err.msg); free(buf); return; }
-    float *params = fnew(g.n);
+    float *params = NULL;
+    char *buf = golden_load(&g, &params, &err);
+    if (!buf) { CHECK(0, "%s", err.msg); return; }
     Backend *be = NULL;
-    if (checkpoint_load(golden_init, &g.shape, params, &err)) { CHECK(0, "%s", err.msg); goto out; }
     be = make_backend(&g.shape, g.B, g.T);
     if (!be) { CHECK(0, "no backend"); goto out; }
     float loss;
