@@ -49,7 +49,8 @@ typedef struct {
     int has_val;
     Tokenizer tok;
     int has_tok;
-    int32_t *inputs, *targets;
+    int32_t *inputs, *targets;           /* the training batch (kept across steps in overfit_batch mode) */
+    int32_t *eval_inputs, *eval_targets; /* validation batches and sampling */
     uint64_t sample_rng;
     FILE *metrics;
     int quiet;
@@ -74,8 +75,8 @@ static int validate_loss(Run *r, float *out, Err *err) {
     double sum = 0;
     for (int i = 0; i < n; i++) {
         float loss;
-        if (dataloader_next(&r->val, r->inputs, r->targets, err)) return -1;
-        if (r->be->forward(r->be, r->inputs, r->targets, &loss, err)) return -1;
+        if (dataloader_next(&r->val, r->eval_inputs, r->eval_targets, err)) return -1;
+        if (r->be->forward(r->be, r->eval_inputs, r->eval_targets, &loss, err)) return -1;
         sum += loss;
     }
     *out = (float)(sum / (n > 0 ? n : 1));
@@ -88,14 +89,15 @@ static int sample_text(Run *r, int step, Err *err) {
     int T = c->train.seq_len, V = c->model.vocab_size, eot = r->has_tok ? r->tok.eot : 50256;
     int n = c->eval.sample_tokens;
     size_t BT = (size_t)c->train.batch_size * T;
-    for (size_t i = 0; i < BT; i++) r->inputs[i] = eot;
+    int32_t *tokens = r->eval_inputs;
+    for (size_t i = 0; i < BT; i++) tokens[i] = eot;
     float *logits = xmalloc((size_t)V * sizeof(float));
     Utf8Stream us = {0};
     printf("--- sample at step %d: ", step);
     for (int t = 1; t < n; t++) {
-        if (r->be->forward(r->be, r->inputs, NULL, NULL, err) || r->be->get_logits(r->be, 0, t - 1, logits, err)) { free(logits); return -1; }
+        if (r->be->forward(r->be, tokens, NULL, NULL, err) || r->be->get_logits(r->be, 0, t - 1, logits, err)) { free(logits); return -1; }
         int id = sample_token(logits, V, (float)c->eval.temperature, &r->sample_rng);
-        r->inputs[t] = id;
+        tokens[t] = id;
         size_t len;
         const uint8_t *bytes = r->has_tok ? tokenizer_decode(&r->tok, id, &len) : NULL;
         if (bytes) utf8_stream_put(&us, bytes, len, stdout);
@@ -212,6 +214,8 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
     if (!r->be) return -1;
     r->inputs = xmalloc((size_t)B * T * sizeof(int32_t));
     r->targets = xmalloc((size_t)B * T * sizeof(int32_t));
+    r->eval_inputs = xmalloc((size_t)B * T * sizeof(int32_t));
+    r->eval_targets = xmalloc((size_t)B * T * sizeof(int32_t));
     return 0;
 }
 
@@ -223,6 +227,8 @@ static void close_run(Run *r) {
     if (r->metrics) fclose(r->metrics);
     free(r->inputs);
     free(r->targets);
+    free(r->eval_inputs);
+    free(r->eval_targets);
 }
 
 /* One optimizer step: grad_accum micro-batches, clip, AdamW. */

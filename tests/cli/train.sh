@@ -60,6 +60,15 @@ a=$(grep -m1 '"event":"step"' "$WORK/overfit/metrics.jsonl" | sed 's/.*"loss":\(
 b=$(grep '"event":"step"' "$WORK/overfit/metrics.jsonl" | tail -1 | sed 's/.*"loss":\([0-9.]*\).*/\1/')
 if [ $rc -eq 0 ] && awk "BEGIN{exit !($b < $a - 4)}"; then ok "overfit_batch ($a -> $b)"; else fail overfit_batch "rc=$rc $a -> $b"; fi
 
+# validation and sampling leave the training batch alone: in overfit mode the step losses are the same with
+# them on as with them off
+run --set checkpoint.dir="$WORK/overfit-eval" --set train.overfit_batch=true --set train.steps=25 --set train.warmup=0 \
+    --set eval.val_every=5 --set eval.val_batches=1 --set eval.sample_every=7 --set eval.sample_tokens=4 >/dev/null 2>&1
+steps_of() { grep '"event":"step"' "$1" | sed 's/.*"loss":\([0-9.]*\).*/\1/' | tr '\n' ' '; }
+if [ -n "$(steps_of "$WORK/overfit/metrics.jsonl")" ] && [ "$(steps_of "$WORK/overfit/metrics.jsonl")" = "$(steps_of "$WORK/overfit-eval/metrics.jsonl")" ]; then
+    ok eval_keeps_the_training_batch
+else fail eval_keeps_the_training_batch "losses without eval: $(steps_of "$WORK/overfit/metrics.jsonl"); with: $(steps_of "$WORK/overfit-eval/metrics.jsonl")"; fi
+
 # bad inputs: one clear message naming the file, exit code 1
 expect_fail() {   # name, expected text, options...
     name=$1; want=$2; shift 2
