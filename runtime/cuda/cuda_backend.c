@@ -193,7 +193,7 @@ static int op_bias_backward(Cuda *c, dptr db, dptr dout, int OC, Err *err) {
 }
 /* out (N,OC) = inp (N,Cin) @ W (OC,Cin)^T + bias */
 static int op_matmul(Cuda *c, dptr out, dptr inp, dptr W, dptr bias, int N, int Cin, int OC, Err *err) {
-    return matmul_run(&c->mm, out, W, inp, bias, OC, N, Cin, 1, 0, 1, 0, 0, 0, 0, 0, err);
+    return matmul_run(&c->mm, out, W, inp, bias, OC, N, Cin, 1, 0, 1, 0, 0, 0, 0, err);
 }
 /* dinp = alpha dout @ W (overwritten; times GELU'(pre) when pre is given); dW += alpha dout^T @ inp;
    db += column sums of dout (when db; alpha must be 1 then) */
@@ -217,10 +217,10 @@ static int op_attention(Cuda *c, int l, Err *err) {
     void *pa[] = {&q, &k, &v, &qkv};
     OP("attn fwd: permutes", launch(c, c->perm, 0, 0, pa, err));
     int batch = (int)(B * NH), t = (int)T, hs = (int)HS;
-    OP("attn fwd: batched matmuls", matmul_run(&c->mm, att, k, q, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, 0, err));
+    OP("attn fwd: batched matmuls", matmul_run(&c->mm, att, k, q, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, err));
     void *sa[] = {&att, &att};
     OP("attn fwd: softmax", launch(c, c->sm_fwd, 0, 0, sa, err));
-    OP("attn fwd: batched matmuls", matmul_run(&c->mm, c->vaccum, v, att, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, 0, err));
+    OP("attn fwd: batched matmuls", matmul_run(&c->mm, c->vaccum, v, att, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, err));
     void *ua[] = {&out, &c->vaccum};
     OP("attn fwd: permutes", launch(c, c->unperm, 0, 0, ua, err));
     return 0;
@@ -239,13 +239,13 @@ static int op_attention_backward(Cuda *c, int l, Err *err) {
     OP("attn bwd: permutes", launch(c, c->unperm_bwd, 0, 0, ua, err));
     int batch = (int)(B * NH), t = (int)T, hs = (int)HS;
     /* datt = dvaccum v^T ; dv = att^T dvaccum */
-    OP("attn bwd: batched matmuls", matmul_run(&c->mm, datt, v, c->dvaccum, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, 0, err));
-    OP("attn bwd: batched matmuls", matmul_run(&c->mm, dv, c->dvaccum, att, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, 0, err));
+    OP("attn bwd: batched matmuls", matmul_run(&c->mm, datt, v, c->dvaccum, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, err));
+    OP("attn bwd: batched matmuls", matmul_run(&c->mm, dv, c->dvaccum, att, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, err));
     void *sa[] = {&datt, &datt, &att};
     OP("attn bwd: softmax", launch(c, c->sm_bwd, 0, 0, sa, err));
     /* dq = dpreatt k ; dk = dpreatt^T q */
-    OP("attn bwd: batched matmuls", matmul_run(&c->mm, dq, k, datt, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, 0, err));
-    OP("attn bwd: batched matmuls", matmul_run(&c->mm, dk, q, datt, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, 0, err));
+    OP("attn bwd: batched matmuls", matmul_run(&c->mm, dq, k, datt, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, err));
+    OP("attn bwd: batched matmuls", matmul_run(&c->mm, dk, q, datt, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, err));
     void *ba[] = {&c->dqkv, &dq, &dk, &dv};
     OP("attn bwd: permutes", launch(c, c->perm_bwd, 0, 0, ba, err));
     return 0;

@@ -17,7 +17,12 @@ int kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, Err *err)
         const PlanModule *m = &plan->modules[i];
         size_t len;
         char *img = read_file(m->cubin_path, &len, err);
-        if (!img) { kernels_unload(ks); return err_set(err, "%s (run `gpt2gen build` first)", err->msg); }
+        if (!img) {
+            char why[sizeof err->msg];   /* err_set must not read the buffer it writes */
+            snprintf(why, sizeof why, "%s", err->msg);
+            kernels_unload(ks);
+            return err_set(err, "%s (run `gpt2gen build` first)", why);
+        }
         CUresult r = cu.cuModuleLoadData(&ks->modules[i], img);
         free(img);
         if (r != CUDA_SUCCESS) {

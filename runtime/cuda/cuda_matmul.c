@@ -36,8 +36,7 @@ static int layout(cublasLtMatrixLayout_t *l, cudaDataType_t t, int rows, int col
 
 int matmul_run(Matmul *mm, CUdeviceptr D, CUdeviceptr A, CUdeviceptr Bm, CUdeviceptr bias, int m, int n, int k,
                int transA, int transB, int batch, long long strideA, long long strideB, long long strideD,
-               int accumulate, int gelu, Err *err) {
-    if (gelu) return err_set(err, "matmul_run: GELU without a saved pre-activation: use matmul_run_ex");
+               int accumulate, Err *err) {
     return matmul_run_ex(mm, D, A, Bm, bias, 0, m, n, k, transA, transB, batch, strideA, strideB, strideD, accumulate,
                          EPI_NONE, 1.0f, err);
 }

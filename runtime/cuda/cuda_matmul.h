@@ -34,8 +34,8 @@ void matmul_destroy(Matmul *mm);
 int  matmul_run_ex(Matmul *mm, CUdeviceptr D, CUdeviceptr A, CUdeviceptr Bm, CUdeviceptr bias, CUdeviceptr aux, int m, int n,
                    int k, int transA, int transB, int batch, long long strideA, long long strideB, long long strideD,
                    int accumulate, int epilogue, float alpha, Err *err);
-/* D = op(A) op(B) (+ D when accumulate) (+ bias). gelu: apply GELU in the epilogue (after the bias). */
+/* D = op(A) op(B) (+ D when accumulate) (+ bias): matmul_run_ex without an epilogue, alpha 1. */
 int  matmul_run(Matmul *mm, CUdeviceptr D, CUdeviceptr A, CUdeviceptr Bm, CUdeviceptr bias, int m, int n, int k,
                 int transA, int transB, int batch, long long strideA, long long strideB, long long strideD,
-                int accumulate, int gelu, Err *err);
+                int accumulate, Err *err);
 #endif

@@ -279,7 +279,7 @@ static void test_matmul(G *g) {
     Err err = {{0}};
     dptr dx = dup_x(g, x, (size_t)N * C), dw = dup_x(g, w, (size_t)OC * C), db = dup_x(g, b, OC), dout = dalloc(g, (size_t)N * OC * g->xs);
     cpu_matmul_forward(ref, x, w, b, N, C, OC);
-    int rc = matmul_run(&g->mm, dout, dw, dx, db, OC, N, C, 1, 0, 1, 0, 0, 0, 0, 0, &err);
+    int rc = matmul_run(&g->mm, dout, dw, dx, db, OC, N, C, 1, 0, 1, 0, 0, 0, 0, &err);
     Cmp c = {0, 0, ""};
     if (!rc && cu.cuCtxSynchronize() == CUDA_SUCCESS) { down(g, got, dout, (size_t)N * OC); cmp(&c, "out", got, ref, (size_t)N * OC, g->tol); }
     finish(g, "matmul_forward (cuBLASLt, bias epilogue)", &c, &err, rc);
@@ -289,8 +289,8 @@ static void test_matmul(G *g) {
     memcpy(rdw, dw0, (size_t)OC * C * 4);
     cpu_matmul_backward(rdx, rdw, NULL, dy, x, w, N, C, OC);
     dptr ddy = dup_x(g, dy, (size_t)N * OC), ddx = dalloc(g, (size_t)N * C * g->xs), ddw = dup_x(g, dw0, (size_t)OC * C);
-    rc = matmul_run(&g->mm, ddx, dw, ddy, 0, C, N, OC, 0, 0, 1, 0, 0, 0, 0, 0, &err) ||
-         matmul_run(&g->mm, ddw, dx, ddy, 0, C, OC, N, 0, 1, 1, 0, 0, 0, 1, 0, &err);
+    rc = matmul_run(&g->mm, ddx, dw, ddy, 0, C, N, OC, 0, 0, 1, 0, 0, 0, 0, &err) ||
+         matmul_run(&g->mm, ddw, dx, ddy, 0, C, OC, N, 0, 1, 1, 0, 0, 0, 1, &err);
     c = (Cmp){0, 0, ""};
     if (!rc && cu.cuCtxSynchronize() == CUDA_SUCCESS) {
         down(g, gdx, ddx, (size_t)N * C); down(g, gdw, ddw, (size_t)OC * C);
@@ -365,9 +365,9 @@ static int attention_gpu(G *g, dptr qkv, dptr att, dptr out, dptr preatt, dptr q
     void *sa[] = {&att, &preatt};
     void *ua[] = {&out, &vaccum};
     return run(g, "attention_permute", 0, 0, pa, err) ||
-           matmul_run(&g->mm, preatt, k, q, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, 0, err) ||
+           matmul_run(&g->mm, preatt, k, q, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, err) ||
            run(g, "attention_softmax_forward", 0, 0, sa, err) ||
-           matmul_run(&g->mm, vaccum, v, att, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, 0, err) ||
+           matmul_run(&g->mm, vaccum, v, att, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, err) ||
            run(g, "attention_unpermute", 0, 0, ua, err) ? -1 : 0;
 }
 
@@ -405,11 +405,11 @@ static void test_attention(G *g) {
     void *sa[] = {&dpre, &dpre, &datt};
     void *ba[] = {&ddqkv, &dq, &dk, &dv};
     rc = run(g, "attention_permute", 0, 0, pa, &err) || run(g, "attention_unpermute_backward", 0, 0, ua, &err) ||
-         matmul_run(&g->mm, dpre, v, ddvacc, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, 0, &err) ||
-         matmul_run(&g->mm, dv, ddvacc, datt, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, 0, &err) ||
+         matmul_run(&g->mm, dpre, v, ddvacc, 0, t, t, hs, 1, 0, batch, T * HS, T * HS, T * T, 0, &err) ||
+         matmul_run(&g->mm, dv, ddvacc, datt, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, &err) ||
          run(g, "attention_softmax_backward", 0, 0, sa, &err) ||
-         matmul_run(&g->mm, dq, k, dpre, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, 0, &err) ||
-         matmul_run(&g->mm, dk, q, dpre, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, 0, &err) ||
+         matmul_run(&g->mm, dq, k, dpre, 0, hs, t, t, 0, 0, batch, T * HS, T * T, T * HS, 0, &err) ||
+         matmul_run(&g->mm, dk, q, dpre, 0, hs, t, t, 0, 1, batch, T * HS, T * T, T * HS, 0, &err) ||
          run(g, "attention_permute_backward", 0, 0, ba, &err) ? -1 : 0;
     c = (Cmp){0, 0, ""};
     if (!rc) { down(g, gdqkv, ddqkv, BT * 3 * C); cmp(&c, "dqkv", gdqkv, rdqkv, BT * 3 * C, tol); }
