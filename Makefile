@@ -7,7 +7,8 @@ CFLAGS    += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -I. -Ibuild/g
 LUA_A     ?= /usr/lib/x86_64-linux-gnu/liblua5.4.a
 LDLIBS    += $(LUA_A) -L$(CUDA_HOME)/lib64 -lnvrtc -Wl,-rpath,$(CUDA_HOME)/lib64 -fopenmp -lpthread -ldl -lm
 
-LIB_SRC   := $(filter-out gen/main.c,$(wildcard gen/*.c)) $(wildcard runtime/*.c runtime/cpu/*.c runtime/cuda/*.c)
+LIB_SRC   := $(wildcard common/*.c gen/*.c runtime/*.c runtime/cpu/*.c runtime/cuda/*.c) \
+             $(filter-out cli/main.c,$(wildcard cli/*.c)) $(wildcard tests/gpu/*.c)
 LIB_OBJ   := $(patsubst %.c,build/obj/%.o,$(LIB_SRC)) build/obj/templates_embed.o
 TEMPLATES := $(sort $(wildcard templates/*.cu templates/*.cuh))
 TEST_SRC  := $(wildcard tests/test_*.c)
@@ -15,10 +16,10 @@ TEST_BIN  := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 
 all: gpt2gen
 
-gpt2gen: build/obj/gen/main.o $(LIB_OBJ)
+gpt2gen: build/obj/cli/main.o $(LIB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-build/obj/%.o: %.c $(wildcard gen/*.h runtime/*.h runtime/cpu/*.h runtime/cuda/*.h tests/*.h)
+build/obj/%.o: %.c $(wildcard common/*.h cli/*.h gen/*.h runtime/*.h runtime/cpu/*.h runtime/cuda/*.h tests/*.h tests/gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 

@@ -1,18 +1,12 @@
 #include "gen/build.h"
+#include "common/files.h"
+#include "common/clock.h"
+#include <stdio.h>
 #include "gen/emit.h"
-#include "runtime/cuda/cuda_api.h"
 #include "gen/nvrtc.h"
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-void build_pick_arch(const Config *cfg, const char *explicit_arch, char arch[16], const char **note) {
-    Err err;
-    if (explicit_arch && *explicit_arch) { snprintf(arch, 16, "%s", explicit_arch); *note = "--arch"; }
-    else if (cfg->arch[0]) { snprintf(arch, 16, "%s", cfg->arch); *note = "config"; }
-    else if (cuda_device_arch(arch, &err) == 0) *note = "GPU 0";
-    else { snprintf(arch, 16, "sm_90"); *note = "default: no GPU found"; }
-}
 
 /* Writes data to path unless the file already holds exactly that (keeps mtimes of unchanged sources). */
 static int write_if_changed(const char *path, const char *data, size_t len, Err *err) {

@@ -8,6 +8,9 @@
  * tables, so after `base "gpt2-124M.lua"` a line like `train = { steps = 100 }` changes one field and keeps
  * the rest. Lists (tables with [1]) are replaced whole. */
 #include "gen/config.h"
+#include "common/files.h"
+#include "common/clock.h"
+#include <stdio.h>
 #include <ctype.h>
 #include <lauxlib.h>
 #include <lua.h>
@@ -609,4 +612,10 @@ void config_write_lua(const Config *c, FILE *f) {
         fprintf(f, " },\n");
     }
     fprintf(f, "}\n");
+}
+
+GPT2Shape config_shape(const Config *cfg) {
+    GPT2Shape s = {cfg->model.max_seq_len, cfg->model.vocab_size, cfg->model.padded_vocab_size,
+                   cfg->model.n_layer, cfg->model.n_head, cfg->model.n_embd};
+    return s;
 }

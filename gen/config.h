@@ -2,9 +2,10 @@
    Every later stage trusts a Config that config_load returned. */
 #ifndef GPT2GEN_CONFIG_H
 #define GPT2GEN_CONFIG_H
-#include "gen/util.h"
+#include "common/err.h"
+#include "common/gpt2.h"
+#include <stdio.h>
 
-typedef enum { PREC_FP32 = 0, PREC_BF16 = 1, PREC_FP16 = 2 } Precision;
 typedef enum { SCHED_COSINE = 0, SCHED_LINEAR, SCHED_CONSTANT, SCHED_WSD } Schedule;
 
 #define CONFIG_MAX_TUNABLES 64
@@ -55,6 +56,8 @@ typedef struct {
    On error: err says file, key and what was expected. */
 int  config_load(Config *cfg, const char *path, const char *const *overrides, int n_overrides, Err *err);
 const char *precision_name(Precision p);
+/* The model shape the config describes. */
+GPT2Shape config_shape(const Config *cfg);
 const char *schedule_name(Schedule s);
 /* The value of a tunable from the config, or dflt when the config does not set it. */
 int  config_tunable(const Config *cfg, const char *family, const char *name, int dflt);

@@ -1,4 +1,6 @@
 #include "gen/emit.h"
+#include "common/files.h"
+#include <stdio.h>
 #include "gen/templates.h"
 #include <stdarg.h>
 #include <stdlib.h>

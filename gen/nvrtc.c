@@ -1,4 +1,8 @@
 #include "gen/nvrtc.h"
+#include "common/files.h"
+#include "common/sha256.h"
+#include "common/clock.h"
+#include <stdio.h>
 #include <nvrtc.h>
 #include <pthread.h>
 #include <stdlib.h>

@@ -2,7 +2,7 @@
    the output (source, options, arch, NVRTC version). Independent modules compile in parallel. */
 #ifndef GPT2GEN_NVRTC_H
 #define GPT2GEN_NVRTC_H
-#include "gen/util.h"
+#include "common/err.h"
 
 typedef struct {
     /* in */

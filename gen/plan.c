@@ -1,7 +1,9 @@
 #include "gen/plan.h"
+#include "common/files.h"
+#include <stdio.h>
 #include "gen/emit.h"
 #include "gen/kernels.h"
-#include "runtime/gpt2.h"
+#include "common/gpt2.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +84,7 @@ static void add_buffer(Plan *p, const char *name, size_t elems, size_t elem_byte
 
 /* Memory of one training step: parameters, gradients, AdamW state and the activations kept for backward. */
 static void plan_memory(Plan *p, const Config *c) {
-    GPT2Shape s = gpt2_shape_from_config(c);
+    GPT2Shape s = config_shape(c);
     size_t sizes[NUM_PARAM_TENSORS];
     size_t np = gpt2_param_sizes(&s, sizes, NULL);
     size_t x = c->precision == PREC_FP32 ? 4 : 2;
@@ -152,7 +154,7 @@ int plan_write(const Plan *p, Err *err) {
     AtomicFile af;
     if (atomic_open(&af, path, err)) return -1;
     FILE *f = af.f;
-    GPT2Shape s = gpt2_shape_from_config(c);
+    GPT2Shape s = config_shape(c);
     size_t sizes[NUM_PARAM_TENSORS];
     size_t np = gpt2_param_sizes(&s, sizes, NULL);
     fprintf(f, "# plan for %s (from %s), written by gpt2gen\n\n", c->name, c->path);

@@ -4,8 +4,8 @@
 #ifndef GPT2GEN_BACKEND_H
 #define GPT2GEN_BACKEND_H
 #include <stdint.h>
-#include "gen/util.h"
-#include "runtime/gpt2.h"
+#include "common/err.h"
+#include "common/gpt2.h"
 
 typedef struct Backend Backend;
 struct Backend {

@@ -1,20 +1,14 @@
 /* checkpoint: read and write llm.c model checkpoints (see checkpoint.h). The host is little-endian, like
    the files, so headers and fp32 bodies are read and written as they are. */
 #include "runtime/checkpoint.h"
+#include "common/bf16.h"
+#include "common/files.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
 enum { HEADER_BYTES = CHECKPOINT_HEADER_INTS * 4, CONVERT_CHUNK = 1 << 16 };
-
-void bf16_from_f32_array(uint16_t *dst, const float *src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = bf16_from_f32(src[i]);
-}
-
-void bf16_to_f32_array(float *dst, const uint16_t *src, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
-}
 
 static size_t num_params(const GPT2Shape *s) {
     size_t sz[NUM_PARAM_TENSORS];

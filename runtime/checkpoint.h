@@ -2,15 +2,15 @@
  *
  * Layout, little-endian: a header of 256 int32, [0]=20240326, [1]=3 (fp32) or 5 (bf16), [2]=maxT, [3]=V,
  * [4]=L, [5]=NH, [6]=C, [7]=Vp, the rest zero; then every parameter tensor in checkpoint order
- * (runtime/gpt2.h), fp32 or bf16. The file size must be exactly header + parameters.
+ * (common/gpt2.h), fp32 or bf16. The file size must be exactly header + parameters.
  * Errors name the file and what was expected; a bad file never crashes the reader, and a save never
  * leaves a half-written file under the target name. */
 #ifndef GPT2GEN_CHECKPOINT_H
 #define GPT2GEN_CHECKPOINT_H
 #include <stdint.h>
 #include <string.h>
-#include "gen/util.h"
-#include "runtime/gpt2.h"
+#include "common/err.h"
+#include "common/gpt2.h"
 
 enum { CHECKPOINT_MAGIC = 20240326, CHECKPOINT_FP32 = 3, CHECKPOINT_BF16 = 5, CHECKPOINT_HEADER_INTS = 256 };
 
@@ -22,22 +22,4 @@ int checkpoint_load(const char *path, const GPT2Shape *expect, float *params, Er
 /* Writes atomically (temporary name, then rename); bf16 rounds to nearest even. */
 int checkpoint_save(const char *path, const GPT2Shape *shape, const float *params, int as_bf16, Err *err);
 
-/* bf16 is the top half of an fp32. Rounds to nearest, ties to even; NaN stays a (quiet) NaN. */
-static inline uint16_t bf16_from_f32(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static inline float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-void bf16_from_f32_array(uint16_t *dst, const float *src, size_t n);
-void bf16_to_f32_array(float *dst, const uint16_t *src, size_t n);
 #endif

@@ -1,4 +1,6 @@
 #include "runtime/dataloader.h"
+#include "common/rng.h"
+#include <stdio.h>
 #include "runtime/shard.h"
 #include <errno.h>
 #include <glob.h>

@@ -7,7 +7,7 @@
 #define GPT2GEN_DATALOADER_H
 #include <stddef.h>
 #include <stdint.h>
-#include "gen/util.h"
+#include "common/err.h"
 
 typedef struct {
     int B, T, rank, num_ranks, shuffle, vocab_size;

@@ -3,12 +3,26 @@
  *   gpt2gen prepare <text files...> -o <dir> [--ranks FILE] [--val-fraction 0.1] [--shard-tokens N]
  *
  * writes <dir>/val_000000.bin..., <dir>/train_000000.bin... and <dir>/tokenizer.bin (llm.c version 2).
- * argv[0] is "prepare". Returns the exit code: 0, 1 (a file could not be read or written), 2 (usage). */
+ * The command line is cli/prepare.c. */
 #ifndef GPT2GEN_PREPARE_H
 #define GPT2GEN_PREPARE_H
 #include <stddef.h>
+#include "common/err.h"
 
-int prepare_main(int argc, char **argv);
+#define PREPARE_DEFAULT_RANKS "data/gpt2.tiktoken"
+
+/* What `gpt2gen prepare` was asked for (cli/prepare.c parses it). */
+typedef struct {
+    char      **inputs;
+    int         n_inputs;
+    const char *out_dir;
+    const char *ranks;
+    double      val_fraction;
+    size_t      shard_tokens;
+} PrepareArgs;
+
+/* Reads the inputs, writes the shards and the tokenizer file. -1 + err on failure. */
+int prepare_run(const PrepareArgs *a, Err *err);
 
 /* One document of a file: text[start .. start+len). */
 typedef struct { size_t start, len; } PrepareDoc;

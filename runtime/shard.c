@@ -1,5 +1,6 @@
 /* shard: reading and writing llm.c token shards (see shard.h). */
 #include "runtime/shard.h"
+#include "common/files.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

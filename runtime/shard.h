@@ -4,7 +4,7 @@
 #define GPT2GEN_SHARD_H
 #include <stddef.h>
 #include <stdint.h>
-#include "gen/util.h"
+#include "common/err.h"
 
 #define SHARD_MAGIC      20240520
 #define SHARD_VERSION    1

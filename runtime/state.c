@@ -1,4 +1,5 @@
 #include "runtime/state.h"
+#include "common/files.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
 #define GPT2GEN_STATE_H
 #include <stddef.h>
 #include <stdint.h>
-#include "gen/util.h"
+#include "common/err.h"
 
 #define STATE_MAGIC 20240527
 

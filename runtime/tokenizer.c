@@ -7,6 +7,8 @@
  *   3. the merge loop: within one piece, repeatedly join the adjacent pair whose joined bytes have the
  *      lowest rank (leftmost on a tie) until no joined pair is a token. */
 #include "runtime/tokenizer.h"
+#include "common/files.h"
+#include <stdio.h>
 #include "runtime/unicode_tables.h"
 #include <errno.h>
 #include <limits.h>

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "gen/util.h"
+#include "common/err.h"
 
 #define TOKENIZER_MAGIC    20240328
 #define TOKENIZER_EOT_GPT2 50256      /* end-of-text id in version-1 files, which do not store it */

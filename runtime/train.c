@@ -1,4 +1,8 @@
 #include "runtime/train.h"
+#include "common/files.h"
+#include "common/clock.h"
+#include "common/rng.h"
+#include <stdio.h>
 #include "runtime/checkpoint.h"
 #include "runtime/dataloader.h"
 #include "runtime/schedule.h"
@@ -15,7 +19,7 @@ static volatile sig_atomic_t stop_requested;
 static void on_sigint(int sig) { (void)sig; stop_requested = 1; }
 
 Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *which, Err *err) {
-    BackendOptions o = {gpt2_shape_from_config(cfg), cfg->train.batch_size, cfg->train.seq_len, cfg->precision,
+    BackendOptions o = {config_shape(cfg), cfg->train.batch_size, cfg->train.seq_len, cfg->precision,
                         cfg->train.master_weights, cfg->train.recompute, plan};
     if (!strcmp(which, "cpu")) return cpu_backend_create(&o, err);
     if (!strcmp(which, "cuda")) return cuda_backend_create(&o, err);
@@ -125,7 +129,7 @@ static int save_checkpoint(Run *r, int step, Err *err) {
     s.v = xmalloc(r->num_params * sizeof(float));
     s.params = xmalloc(r->num_params * sizeof(float));
     s.shard_order = r->train.shard_order;
-    GPT2Shape shape = gpt2_shape_from_config(c);
+    GPT2Shape shape = config_shape(c);
     int rc = r->be->get_params(r->be, s.params, err);
     if (!rc) rc = r->be->get_opt_state(r->be, s.m, s.v, err);
     /* the state first: a model file is only ever next to a complete state */
@@ -159,7 +163,7 @@ static int latest_checkpoint(const Config *c) {
 /* Parameters at the start: a resume state, else checkpoint.init, else fresh init. Returns the first step. */
 static int initial_state(Run *r, Err *err) {
     const Config *c = r->cfg;
-    GPT2Shape shape = gpt2_shape_from_config(c);
+    GPT2Shape shape = config_shape(c);
     float *params = xmalloc(r->num_params * sizeof(float));
     int step = 0, rc = 0;
     int resume_step = c->checkpoint.resume ? latest_checkpoint(c) : -1;
@@ -194,7 +198,7 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
     r->quiet = opt->quiet;
     r->sample_rng = (uint64_t)c->train.seed * 31 + 7;
     size_t sizes[NUM_PARAM_TENSORS];
-    GPT2Shape shape = gpt2_shape_from_config(c);
+    GPT2Shape shape = config_shape(c);
     r->num_params = gpt2_param_sizes(&shape, sizes, NULL);
     int B = c->train.batch_size, T = c->train.seq_len;
     if (dataloader_open(&r->train, c->data.train, B, T, 0, 1, 1, (unsigned long)c->train.seed, c->model.vocab_size, err)) return -1;
@@ -269,7 +273,7 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
         close_run(&r);
         return EXIT_FAIL;
     }
-    GPT2Shape shape = gpt2_shape_from_config(c);
+    GPT2Shape shape = config_shape(c);
     printf("training %s on %s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", c->name,
            r.be->name, r.num_params / 1e6, c->train.steps, c->train.total_batch_size, c->train.batch_size,
            c->train.seq_len, c->train.grad_accum, precision_name(c->precision));

@@ -4,6 +4,7 @@
 #ifndef GPT2GEN_TESTS_GOLDEN_H
 #define GPT2GEN_TESTS_GOLDEN_H
 #include <math.h>
+#include "common/files.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include "runtime/backend.h"

@@ -1,6 +1,10 @@
 /* test_checkpoint: llm.c model checkpoints: fp32 and bf16 round trips, bf16 rounding, every kind of bad
    file, and that a failed save leaves the previous file as it was. Files go to a fresh temp directory. */
 #include <math.h>
+#include "common/files.h"
+#include "common/rng.h"
+#include "common/bf16.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>

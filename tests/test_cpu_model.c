@@ -4,6 +4,9 @@
  *   - determinism across runs and thread counts, AdamW against fp64, padded wte rows staying zero
  *   - the PyTorch golden file (tests/reference/golden_tiny.bin), when it is there */
 #include <math.h>
+#include "common/files.h"
+#include "common/rng.h"
+#include <stdio.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,11 +3,13 @@
    backend in fp32 and bf16. Each variant's kernels are generated and compiled with NVRTC first (that part
    runs everywhere); without a GPU the GPU parts say "skip ...: no GPU: ...". */
 #include "tests/check.h"
+#include "common/bf16.h"
+#include <stdio.h>
 #include "gen/build.h"
 #include "gen/config.h"
 #include "gen/plan.h"
 #include "runtime/cuda/cuda_api.h"
-#include "runtime/cuda/gputest.h"
+#include "tests/gpu/kernel_tests.h"
 #include "tests/golden.h"
 
 typedef struct { const char *name; const char *sets[12]; } Variant;
@@ -35,7 +37,7 @@ static void build_variant(int i) {
     if (config_load(&cfgs[i], "configs/tiny.lua", v->sets, n, &err)) { CHECK(0, "config: %s", err.msg); return; }
     char arch[16];
     const char *note;
-    build_pick_arch(&cfgs[i], NULL, arch, &note);
+    cuda_pick_arch(NULL, cfgs[i].arch, arch, &note);
     if (plan_make(&plans[i], &cfgs[i], arch, &err)) { CHECK(0, "plan: %s", err.msg); return; }
     if (build_run(&plans[i], 0, 1, NULL, &err)) { CHECK(0, "build (NVRTC): %s", err.msg); return; }
     built[i] = 1;
@@ -89,7 +91,7 @@ static void golden_gpu(const char *precision, double loss_tol, double norm_tol, 
     const char *note;
     Backend *be = NULL;
     if (config_load(&cfg, "configs/tiny.lua", setp, n, &err)) { CHECK(0, "config: %s", err.msg); goto out; }
-    build_pick_arch(&cfg, NULL, arch, &note);
+    cuda_pick_arch(NULL, cfg.arch, arch, &note);
     if (plan_make(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, &err)) { CHECK(0, "build: %s", err.msg); goto out; }
     if (!cuda_driver_present(why, sizeof why)) { MARK_SKIPPED("%s", why); goto out; }
     BackendOptions o = {g.shape, g.B, g.T, cfg.precision, 1, 0, &plan};

@@ -10,10 +10,14 @@
 /* check.h copies messages (Err holds up to 4096 bytes) into a 1024-byte buffer; cutting them is fine. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "tests/check.h"
+#include <stdio.h>
 #include "runtime/prepare.h"
+#include "cli/commands.h"
 #include "runtime/shard.h"
 #include "runtime/tokenizer.h"
-#include "gen/util.h"
+#include "common/err.h"
+#include "common/files.h"
+#include "common/clock.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -528,7 +532,7 @@ static int run_prepare(int n, const char **args) {
     fflush(stdout);
     int saved = dup(1);                         /* keep the command's progress lines out of the test output */
     if (!freopen("/dev/null", "w", stdout)) return -1;
-    int rc = prepare_main(n + 1, argv);
+    int rc = cmd_prepare(n + 1, argv);
     fflush(stdout);
     dup2(saved, 1); close(saved);
     return rc;
@@ -627,7 +631,7 @@ static int encode_mode(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && !strcmp(argv[1], "--prepare")) return prepare_main(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "--prepare")) return cmd_prepare(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "--encode")) return encode_mode(argc, argv);
     CHECK_MAIN_INIT(argc, argv);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_tokenizer.XXXXXX");

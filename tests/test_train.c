@@ -1,6 +1,8 @@
 /* The training loop's pieces: LR schedules at known steps, the data loader (rows, order, ranks, seek,
    bad files), the resume state file, and token sampling. */
 #include "runtime/dataloader.h"
+#include "common/files.h"
+#include <stdio.h>
 #include "runtime/schedule.h"
 #include "runtime/shard.h"
 #include "runtime/state.h"

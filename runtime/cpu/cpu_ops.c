@@ -6,7 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include "gen/util.h"
+#include "common/err.h"
 
 #define LN_EPS 1e-5f
 

@@ -1,4 +1,5 @@
 #include "runtime/cuda/cuda_api.h"
+#include <stdio.h>
 #include <dlfcn.h>
 #include <string.h>
 
@@ -92,4 +93,12 @@ int cublaslt_open(Err *err) {
 #undef LOAD
     lt = l;
     return 0;
+}
+
+void cuda_pick_arch(const char *explicit_arch, const char *config_arch, char arch[16], const char **note) {
+    Err err;
+    if (explicit_arch && *explicit_arch) { snprintf(arch, 16, "%s", explicit_arch); *note = "--arch"; }
+    else if (config_arch && *config_arch) { snprintf(arch, 16, "%s", config_arch); *note = "config"; }
+    else if (cuda_device_arch(arch, &err) == 0) *note = "GPU 0";
+    else { snprintf(arch, 16, "sm_90"); *note = "default: no GPU found"; }
 }

@@ -5,7 +5,7 @@
 #define GPT2GEN_CUDA_API_H
 #include <cuda.h>
 #include <cublasLt.h>
-#include "gen/util.h"
+#include "common/err.h"
 
 #define CUDA_DRIVER_FUNCS(X) \
     X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) \
@@ -50,6 +50,9 @@ typedef struct {
 int  cuda_open(CudaDevice *d, Err *err);
 /* "sm_XX" of device 0 (opening it as cuda_open does); -1 and err saying why there is none. */
 int  cuda_device_arch(char arch[16], Err *err);
+/* The arch to build for: the explicit one if given, else the config's, else GPU 0's, else sm_90.
+   *note says where it came from ("--arch", "config", "GPU 0", "default: no GPU found"). */
+void cuda_pick_arch(const char *explicit_arch, const char *config_arch, char arch[16], const char **note);
 /* 1 when libcuda.so.1 can be loaded at all (no initialization), for tests that skip without a GPU. */
 int  cuda_driver_present(char *why, size_t n);
 int  cublaslt_open(Err *err);

@@ -3,10 +3,12 @@
    Activations follow the model of SPEC section 1 layer by layer; what the backward needs is kept per layer
    unless recompute says otherwise (1: GELU output recomputed, 2: LayerNorm outputs too). */
 #include "runtime/backend.h"
+#include "common/clock.h"
+#include <stdio.h>
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_matmul.h"
-#include "runtime/cuda/cuda_host.h"
+#include "common/bf16.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "gen/plan.h"

@@ -1,4 +1,6 @@
 #include "runtime/cuda/cuda_kernels.h"
+#include "common/files.h"
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

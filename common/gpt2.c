@@ -1,16 +1,11 @@
-#include "runtime/gpt2.h"
+#include "common/gpt2.h"
+#include "common/rng.h"
 #include <math.h>
 #include <string.h>
 
 const char *const gpt2_param_names[NUM_PARAM_TENSORS] = {
     "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
     "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
-
-GPT2Shape gpt2_shape_from_config(const Config *cfg) {
-    GPT2Shape s = {cfg->model.max_seq_len, cfg->model.vocab_size, cfg->model.padded_vocab_size,
-                   cfg->model.n_layer, cfg->model.n_head, cfg->model.n_embd};
-    return s;
-}
 
 size_t gpt2_param_sizes(const GPT2Shape *s, size_t sz[NUM_PARAM_TENSORS], size_t off[NUM_PARAM_TENSORS]) {
     size_t C = s->n_embd, L = s->n_layer;

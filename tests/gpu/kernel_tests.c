@@ -1,7 +1,9 @@
-#include "runtime/cuda/gputest.h"
+#include "tests/gpu/kernel_tests.h"
+#include "common/rng.h"
+#include <stdio.h>
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_backend.h"
-#include "runtime/cuda/cuda_host.h"
+#include "common/bf16.h"
 #include "runtime/checkpoint.h"
 #include "runtime/cuda/cuda_kernels.h"
 #include "runtime/cuda/cuda_matmul.h"
@@ -545,7 +547,7 @@ static void test_adamw_norm(G *g) {
 /* ---- a full training step: the CUDA backend against the CPU backend ---- */
 static void test_train_step(G *g) {
     const Config *cfg = g->cfg;
-    GPT2Shape shape = gpt2_shape_from_config(cfg);
+    GPT2Shape shape = config_shape(cfg);
     size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS];
     size_t np = gpt2_param_sizes(&shape, sz, off);
     double flops = 6.0 * (double)np * g->BT;

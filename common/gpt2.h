@@ -2,7 +2,9 @@
 #ifndef GPT2GEN_GPT2_H
 #define GPT2GEN_GPT2_H
 #include <stddef.h>
-#include "gen/config.h"
+
+/* Number format of the weights and activations (the checkpoint stores fp32 or bf16). */
+typedef enum { PREC_FP32 = 0, PREC_BF16 = 1, PREC_FP16 = 2 } Precision;
 
 typedef struct {
     int max_seq_len;   /* maxT */
@@ -20,7 +22,6 @@ enum {
 };
 extern const char *const gpt2_param_names[NUM_PARAM_TENSORS];
 
-GPT2Shape gpt2_shape_from_config(const Config *cfg);
 /* Element counts of each tensor and their sum. offsets[i] = sum of sizes[0..i). */
 size_t gpt2_param_sizes(const GPT2Shape *s, size_t sizes[NUM_PARAM_TENSORS], size_t offsets[NUM_PARAM_TENSORS]);
 /* 1 if tensor i gets weight decay (the 2-D weights: wte, wpe, qkvw, attprojw, fcw, fcprojw). */

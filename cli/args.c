@@ -1,0 +1,62 @@
+/* args: what the config commands (build, train, test) share: their options, the config and the plan. */
+#include "cli/commands.h"
+#include "gen/build.h"
+#include "runtime/cuda/cuda_api.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
+int args_parse(int argc, char **argv, Args *a, const char *cmd) {
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        int has_next = i + 1 < argc;
+        if (!strcmp(s, "-h") || !strcmp(s, "--help")) a->help = 1;
+        else if (!strcmp(s, "--set") && has_next) {
+            if (a->n_sets == ARGS_MAX_SETS) { fprintf(stderr, "gpt2gen %s: more than %d --set options\n", cmd, ARGS_MAX_SETS); return EXIT_USAGE; }
+            a->sets[a->n_sets++] = argv[++i];
+        } else if (!strncmp(s, "--set=", 6)) {
+            if (a->n_sets == ARGS_MAX_SETS) { fprintf(stderr, "gpt2gen %s: more than %d --set options\n", cmd, ARGS_MAX_SETS); return EXIT_USAGE; }
+            a->sets[a->n_sets++] = s + 6;
+        }
+        else if (!strcmp(s, "--arch") && has_next) a->arch = argv[++i];
+        else if (!strcmp(s, "-j") && has_next) a->jobs = atoi(argv[++i]);
+        else if (!strcmp(s, "-q")) a->quiet = 1;
+        else if (!strcmp(s, "--backend") && has_next) a->backend = argv[++i];
+        else if (!strcmp(s, "--resume") && a->n_sets < ARGS_MAX_SETS) a->sets[a->n_sets++] = "checkpoint.resume=true";
+        else if (s[0] == '-') {
+            fprintf(stderr, "gpt2gen %s: unknown option '%s' (see gpt2gen %s --help)\n", cmd, s, cmd);
+            return EXIT_USAGE;
+        } else if (!a->config) a->config = s;
+        else { fprintf(stderr, "gpt2gen %s: unexpected argument '%s'\n", cmd, s); return EXIT_USAGE; }
+    }
+    if (!a->help && !a->config) { fprintf(stderr, "gpt2gen %s: missing CONFIG.lua (see gpt2gen %s --help)\n", cmd, cmd); return EXIT_USAGE; }
+    return 0;
+}
+
+/* Loads the config and makes the plan. Errors here are the user's input: exit code 2. */
+int args_load_and_plan(const Args *a, Config *cfg, Plan *plan) {
+    Err err;
+    if (config_load(cfg, a->config, a->sets, a->n_sets, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
+    char arch[16];
+    const char *note;
+    cuda_pick_arch(a->arch, cfg->arch, arch, &note);
+    int v = 0;
+    if (sscanf(arch, "sm_%d", &v) != 1 || v < 70) { fprintf(stderr, "gpt2gen: --arch: expected sm_XX with XX >= 70, got '%s'\n", arch); return EXIT_USAGE; }
+    if (plan_make(plan, cfg, arch, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
+    if (!a->quiet && strcmp(note, "--arch") && strcmp(note, "config")) printf("arch %s (%s)\n", arch, note);
+    return 0;
+}
+
+int args_build(int argc, char **argv, const char *cmd, const char *usage, Config *cfg, Plan *plan, int *done) {
+    Args a;
+    *done = 0;
+    int rc = args_parse(argc, argv, &a, cmd);
+    if (rc) return rc;
+    if (a.help) { fputs(usage, stdout); *done = 1; return 0; }
+    if ((rc = args_load_and_plan(&a, cfg, plan))) return rc;
+    Err err;
+    if (build_run(plan, a.jobs, a.quiet, NULL, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
+    return 0;
+}

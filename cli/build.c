@@ -1,0 +1,27 @@
+/* gpt2gen build: generate and compile a config's kernels into build/<name>/. */
+#include "cli/commands.h"
+#include <stdio.h>
+
+static const char *BUILD_USAGE =
+    "usage: gpt2gen build CONFIG.lua [--arch sm_XX] [--set KEY=VALUE]... [-j N] [-q]\n"
+    "\n"
+    "Generates the kernel sources for CONFIG.lua, compiles them with NVRTC, and writes build/<name>/:\n"
+    "  config.lua        the config with every default filled in\n"
+    "  plan.txt          kernels, launch geometry, tunables and the GPU memory of one training step\n"
+    "  kernels/*.cu      the generated sources (readable; the constants are baked in)\n"
+    "  kernels/*.cubin   the compiled kernels\n"
+    "CUBINs are cached under build/cache (or $GPT2GEN_CACHE) by a hash of source, options, arch and NVRTC\n"
+    "version; a build with nothing changed compiles nothing.\n"
+    "\n"
+    "options:\n"
+    "  --arch sm_XX      target arch (default: config's arch, else the GPU's, else sm_90)\n"
+    "  --set KEY=VALUE   override a config value (repeatable)\n"
+    "  -j N              compile N modules in parallel (default: one per core)\n"
+    "  -q                print nothing on success\n";
+
+int cmd_build(int argc, char **argv) {
+    static Config cfg;
+    static Plan plan;
+    int done;
+    return args_build(argc, argv, "build", BUILD_USAGE, &cfg, &plan, &done);
+}

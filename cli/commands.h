@@ -1,0 +1,33 @@
+/* commands: the gpt2gen command line, one file per command (cli/<command>.c), and what they share
+   (cli/args.c): the options of the config commands, loading the config and making the plan.
+   Every command returns its exit code: 0 ok, 1 failure, 2 bad usage or bad config. */
+#ifndef GPT2GEN_COMMANDS_H
+#define GPT2GEN_COMMANDS_H
+#include "gen/config.h"
+#include "gen/plan.h"
+
+int cmd_build(int argc, char **argv);     /* argv[0] is the command's name */
+int cmd_train(int argc, char **argv);
+int cmd_test(int argc, char **argv);
+int cmd_prepare(int argc, char **argv);
+
+#define ARGS_MAX_SETS 64
+typedef struct {
+    const char *backend;
+    const char *config;
+    const char *arch;
+    const char *sets[ARGS_MAX_SETS];
+    int n_sets;
+    int jobs;
+    int quiet;
+    int help;
+} Args;
+
+/* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
+int args_parse(int argc, char **argv, Args *a, const char *cmd);
+/* Loads the config and makes the plan for the arch cuda_pick_arch chooses. Errors here are the user's
+   input: the message is printed and the result is 2. */
+int args_load_and_plan(const Args *a, Config *cfg, Plan *plan);
+/* parse, load, plan, generate and compile; usage is printed for --help (*done set, returns 0). */
+int args_build(int argc, char **argv, const char *cmd, const char *usage, Config *cfg, Plan *plan, int *done);
+#endif

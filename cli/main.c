@@ -1,0 +1,41 @@
+/* gpt2gen: the command line. Picks the command; each lives in cli/<command>.c. */
+#include "cli/commands.h"
+#include <stdio.h>
+#include <string.h>
+
+#define VERSION "0.1.0"
+
+static const char *USAGE =
+    "usage: gpt2gen <command> [options]\n"
+    "       gpt2gen CONFIG.lua [options]       build and train (same as `gpt2gen train CONFIG.lua`)\n"
+    "\n"
+    "Generates CUDA kernels specialized for one GPT-2 config, compiles them with NVRTC, and trains.\n"
+    "\n"
+    "commands:\n"
+    "  build CONFIG.lua     generate and compile the kernels into build/<name>/\n"
+    "  train CONFIG.lua     build, then train (CUDA where there is a GPU, else the CPU backend)\n"
+    "  test CONFIG.lua      run every generated kernel against the CPU reference on the GPU\n"
+    "  prepare FILES -o DIR turn text files into token shards and a tokenizer file\n"
+    "\n"
+    "common options:\n"
+    "  --set KEY=VALUE      override a config value, e.g. --set train.steps=100 (repeatable)\n"
+    "  --arch sm_XX         the GPU arch to compile for (default: the GPU's, else sm_90)\n"
+    "  -h, --help           show help (also `gpt2gen <command> --help`)\n"
+    "  --version            show the version\n"
+    "\n"
+    "Run `make test` for the test suite. README.md documents the config contract.\n";
+
+int main(int argc, char **argv) {
+    if (argc < 2) { fputs(USAGE, stderr); return EXIT_USAGE; }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { fputs(USAGE, stdout); return 0; }
+    if (!strcmp(cmd, "--version")) { printf("gpt2gen %s\n", VERSION); return 0; }
+    if (!strcmp(cmd, "build")) return cmd_build(argc - 1, argv + 1);
+    if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
+    if (!strcmp(cmd, "test")) return cmd_test(argc - 1, argv + 1);
+    if (!strcmp(cmd, "prepare")) return cmd_prepare(argc - 1, argv + 1);
+    size_t n = strlen(cmd);
+    if (n > 4 && !strcmp(cmd + n - 4, ".lua")) return cmd_train(argc, argv);   /* gpt2gen CONFIG.lua */
+    fprintf(stderr, "gpt2gen: unknown command '%s' (see gpt2gen --help)\n", cmd);
+    return EXIT_USAGE;
+}

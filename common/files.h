@@ -1,0 +1,18 @@
+/* files: whole-file reads, and writes that never leave a half-written file under the target name. */
+#ifndef GPT2GEN_FILES_H
+#define GPT2GEN_FILES_H
+#include <stdio.h>
+#include "common/err.h"
+
+/* Reads a whole file; *len gets its size. NUL-terminated. NULL + err on failure. */
+char *read_file(const char *path, size_t *len, Err *err);
+/* Writes atomically: to path.tmp.<pid>, fsync, rename. A crash never leaves a half-written file under path. */
+int   write_file_atomic(const char *path, const void *data, size_t len, Err *err);
+/* Same, for writers that stream: open gives a FILE* on the temporary name; commit renames it into place. */
+typedef struct { FILE *f; char tmp[4096]; char path[4096]; } AtomicFile;
+int   atomic_open(AtomicFile *af, const char *path, Err *err);
+int   atomic_commit(AtomicFile *af, Err *err);   /* flush, fsync, close, rename */
+void  atomic_abort(AtomicFile *af);              /* close and remove the temporary file */
+int   mkdir_p(const char *path, Err *err);
+int   file_exists(const char *path);
+#endif
