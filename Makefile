@@ -8,7 +8,7 @@ LUA_A     ?= /usr/lib/x86_64-linux-gnu/liblua5.4.a
 LDLIBS    += $(LUA_A) -L$(CUDA_HOME)/lib64 -lnvrtc -Wl,-rpath,$(CUDA_HOME)/lib64 -fopenmp -lpthread -ldl -lm
 
 LIB_SRC   := $(wildcard common/*.c gen/*.c runtime/*.c runtime/cpu/*.c runtime/cuda/*.c) \
-             $(filter-out cli/main.c,$(wildcard cli/*.c)) $(wildcard tests/gpu/*.c)
+             $(filter-out cli/main.c,$(wildcard cli/*.c)) $(wildcard tests/gpu/*.c tests/report.c)
 LIB_OBJ   := $(patsubst %.c,build/obj/%.o,$(LIB_SRC)) build/obj/templates_embed.o
 TEMPLATES := $(sort $(wildcard templates/*.cu templates/*.cuh))
 TEST_SRC  := $(wildcard tests/test_*.c)
@@ -19,7 +19,20 @@ all: gpt2gen
 gpt2gen: build/obj/cli/main.o $(LIB_OBJ)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-build/obj/%.o: %.c $(wildcard common/*.h cli/*.h gen/*.h runtime/*.h runtime/cpu/*.h runtime/cuda/*.h tests/*.h tests/gpu/*.h)
+# The kernel declarations (gen/kernels.c) give the kernel ids and the runtime's typed launchers.
+GEN_H     := build/gen/kernel_ids.h build/gen/kernel_launch.h
+
+build/tools/kernel_launchers: tools/kernel_launchers.c gen/kernels.c gen/kernels.h gen/config.h common/gpt2.h common/err.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ tools/kernel_launchers.c gen/kernels.c
+
+build/gen/kernel_ids.h: build/tools/kernel_launchers
+	@mkdir -p $(dir $@)
+	$< $(dir $@)
+
+build/gen/kernel_launch.h: build/gen/kernel_ids.h
+
+build/obj/%.o: %.c $(GEN_H) $(wildcard common/*.h cli/*.h gen/*.h runtime/*.h runtime/cpu/*.h runtime/cuda/*.h tests/*.h tests/gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
@@ -50,6 +63,7 @@ test-gpu: gpt2gen $(TEST_BIN)
 	sh tests/gpu.sh
 
 clean:
-	rm -rf build/obj build/tests build/gen gpt2gen
+	rm -rf build/obj build/tests build/gen build/tools gpt2gen
 
+.DELETE_ON_ERROR:
 .PHONY: all data test test-gpu tests-bin clean

@@ -40,12 +40,12 @@ int cmd_train(int argc, char **argv) {
     Err err;
     char arch[16];
     if (!strcmp(backend, "auto")) {
-        if (cuda_device_arch(arch, &err) == 0) backend = "cuda";
+        if (cuda_device_arch(0, arch, &err) == 0) backend = "cuda";
         else { printf("%s: training on the CPU backend (fp32)\n", err.msg); backend = "cpu"; }
     }
     if (!strcmp(backend, "cuda")) {
         /* the kernels must be for this GPU: a config's or --arch's other target is rebuilt for it */
-        if (cuda_device_arch(arch, &err) == 0 && strcmp(arch, plan.arch)) {
+        if (cuda_device_arch(0, arch, &err) == 0 && strcmp(arch, plan.arch)) {
             printf("note: building for GPU 0's %s instead of %s\n", arch, plan.arch);
             if (plan_make(&plan, &cfg, arch, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
         }

@@ -44,7 +44,7 @@ int build_run(const Plan *plan, int threads, int quiet, BuildStats *st, Err *err
         sources[i] = emit_module(plan, m, err);
         if (!sources[i]) { rc = -1; break; }
         rc = write_if_changed(m->source_path, sources[i], strlen(sources[i]), err);
-        jobs[i].name = m->family;
+        jobs[i].name = m->decl->family;
         jobs[i].source = sources[i];
         jobs[i].source_path = m->source_path;
         jobs[i].arch = plan->arch;

@@ -6,8 +6,7 @@
 /* The text of a template: from $GPT2GEN_TEMPLATES/<file> when that is set (for template development),
    else the copy embedded in the binary. NULL + err when absent. Caller frees. */
 char *template_load(const char *template_path, Err *err);
-/* Parses the template's "// @tunable NAME DEFAULT CANDIDATES..." lines. Returns how many, or -1. */
-int   template_tunables(const char *template_path, PlanTunable *out, int max, Err *err);
-/* The full source of one module: header comment, constants, templates/common.cuh, the template. Caller frees. */
+/* The full source of one module: header comment, constants, vector widths, tunables, derived constants,
+   the entry points of its declared kernels, templates/common.cuh, the template. Caller frees. */
 char *emit_module(const Plan *plan, const PlanModule *m, Err *err);
 #endif

@@ -1,96 +1,230 @@
-/* kernels: the table of kernel families (gen/kernels.h). Per family: its template and the launch geometry of
-   each of its kernels for a config. Geometry that depends on the tensor at hand (AdamW over one parameter
-   tensor, a bias of 3C or 4C columns, the number of distinct tokens) is given here for the largest case; the
-   runtime sizes those grids itself, with the block size given here. */
+/* kernels: the declarations of every kernel family (see kernels.h). Geometry rules read the shape and the
+   module's tunables from a KernelEnv; the size argument is the value of the kernel's size parameter. */
 #include "gen/kernels.h"
+#include <stdio.h>
+#include <string.h>
 
-#define WARP 32u
+#define WARP 32
+#define BLOCK_SIZE_RULE .min = 32, .max = 1024, .multiple_of = 32
 
-static size_t rows(const Config *cfg) { return (size_t)cfg->train.batch_size * cfg->train.seq_len; }
-/* elements per 128-bit access for rows of n elements (the templates' vec_for) */
-static unsigned vec_for(const Config *cfg, size_t n) {
-    unsigned x128 = cfg->precision == PREC_FP32 ? 4 : 8;
-    return n % x128 == 0 ? x128 : 1;
-}
-static unsigned min_u(unsigned a, unsigned b) { return a < b ? a : b; }
-static int always(const Config *cfg) { (void)cfg; return 1; }
+int kernel_vec(int x128, long long n) { return n % x128 == 0 ? x128 : 1; }
 
-/* layernorm.cu: one warp per row forward; backward on a fixed grid of blocks writing partials, then a reduce */
-static void layernorm_kernels(const Config *cfg, PlanModule *m) {
-    unsigned bs = (unsigned)plan_tunable(m, "BLOCK_SIZE"), bwd = (unsigned)plan_tunable(m, "BWD_BLOCK_SIZE");
-    unsigned fwd_grid = plan_ceil_div(rows(cfg), bs / WARP);
-    plan_add_kernel(m, "layernorm_forward", fwd_grid, 1, 1, bs, 0);
-    plan_add_kernel(m, "fused_residual_layernorm_forward", fwd_grid, 1, 1, bs, 0);
-    plan_add_kernel(m, "layernorm_backward", min_u(plan_ceil_div(rows(cfg), bwd / WARP), 512), 1, 1, bwd, 0);
-    plan_add_kernel(m, "layernorm_backward_reduce", plan_ceil_div((size_t)cfg->model.n_embd, bs), 1, 1, bs, 0);
+static long long rows(const KernelEnv *e) { return e->B * e->T; }
+static long long min_ll(long long a, long long b) { return a < b ? a : b; }
+static LaunchDims dims(long long gx, long long gy, int block) {
+    LaunchDims d = {{(unsigned)gx, (unsigned)gy, 1}, (unsigned)block};
+    return d;
 }
 
-/* encoder.cu: one thread per 128-bit packet; the wte backward is one block row per distinct token */
-static void encoder_kernels(const Config *cfg, PlanModule *m) {
-    unsigned bs = (unsigned)plan_tunable(m, "BLOCK_SIZE");
-    size_t C = (size_t)cfg->model.n_embd, packets = C / vec_for(cfg, C);
-    unsigned wte_block = min_u(bs, plan_ceil_div(packets, WARP) * WARP);
-    plan_add_kernel(m, "encoder_forward", plan_ceil_div(rows(cfg) * packets, bs), 1, 1, bs, 0);
-    plan_add_kernel(m, "encoder_backward_wpe", plan_ceil_div((size_t)cfg->train.seq_len * packets, bs), 1, 1, bs, 0);
-    plan_add_kernel(m, "encoder_backward_wte", (unsigned)rows(cfg), plan_ceil_div(packets, wte_block), 1, wte_block, 0);
+/* ---- encoder.cu ---- */
+enum { ENC_BLOCK };
+static long long enc_packets(const KernelEnv *e) { return e->C / kernel_vec(e->x128, e->C); }
+static LaunchDims enc_forward(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(ceil_div_u(rows(e) * enc_packets(e), e->tun[ENC_BLOCK]), 1, e->tun[ENC_BLOCK]);
+}
+static LaunchDims enc_wpe(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(ceil_div_u(e->T * enc_packets(e), e->tun[ENC_BLOCK]), 1, e->tun[ENC_BLOCK]);
+}
+static LaunchDims enc_wte(const KernelEnv *e, long long n_buckets) {
+    long long block = min_ll(e->tun[ENC_BLOCK], ceil_div_u(enc_packets(e), WARP) * WARP);
+    return dims(n_buckets, ceil_div_u(enc_packets(e), block), (int)block);
 }
 
-static void gelu_kernels(const Config *cfg, PlanModule *m) {
-    unsigned bs = (unsigned)plan_tunable(m, "BLOCK_SIZE");
-    size_t n = rows(cfg) * 4 * cfg->model.n_embd;
-    unsigned grid = plan_ceil_div(n / vec_for(cfg, 4 * (size_t)cfg->model.n_embd), bs);
-    plan_add_kernel(m, "gelu_forward", grid, 1, 1, bs, 0);
-    plan_add_kernel(m, "gelu_backward", grid, 1, 1, bs, 0);
+/* ---- layernorm.cu ---- */
+enum { LN_BLOCK, LN_BWD_BLOCK };
+enum { LN_BWD_BLOCKS };
+static void ln_derive(KernelEnv *e) {
+    e->derived[LN_BWD_BLOCKS] = min_ll(ceil_div_u(rows(e), e->tun[LN_BWD_BLOCK] / WARP), 512);
+}
+static const char *ln_check(const KernelEnv *e, char *why, size_t n) {
+    if (e->C * 2 * 4 <= 48 * 1024) return NULL;
+    snprintf(why, n, "layernorm_backward keeps 2*C floats in shared memory: C=%lld needs %lld bytes, more than 48 KiB",
+             e->C, e->C * 8);
+    return why;
+}
+static LaunchDims ln_forward(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(ceil_div_u(rows(e), e->tun[LN_BLOCK] / WARP), 1, e->tun[LN_BLOCK]);
+}
+static LaunchDims ln_backward(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(e->derived[LN_BWD_BLOCKS], 1, e->tun[LN_BWD_BLOCK]);
+}
+static LaunchDims ln_reduce(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(ceil_div_u(e->C, e->tun[LN_BLOCK]), 1, e->tun[LN_BLOCK]);
 }
 
-/* attention.cu: permutes one thread per packet of a head; softmax one warp per score row */
-static void attention_kernels(const Config *cfg, PlanModule *m) {
-    unsigned bs = (unsigned)plan_tunable(m, "BLOCK_SIZE"), sbs = (unsigned)plan_tunable(m, "SOFTMAX_BLOCK_SIZE");
-    size_t hs = (size_t)cfg->model.n_embd / cfg->model.n_head;
-    size_t packets = rows(cfg) * cfg->model.n_embd / vec_for(cfg, hs);
-    unsigned pg = plan_ceil_div(packets, bs), sg = plan_ceil_div(rows(cfg) * cfg->model.n_head, sbs / WARP);
-    plan_add_kernel(m, "attention_permute", pg, 1, 1, bs, 0);
-    plan_add_kernel(m, "attention_unpermute", pg, 1, 1, bs, 0);
-    plan_add_kernel(m, "attention_permute_backward", pg, 1, 1, bs, 0);
-    plan_add_kernel(m, "attention_unpermute_backward", pg, 1, 1, bs, 0);
-    plan_add_kernel(m, "attention_softmax_forward", sg, 1, 1, sbs, 0);
-    plan_add_kernel(m, "attention_softmax_backward", sg, 1, 1, sbs, 0);
+/* ---- matmul.cu ---- */
+enum { MM_BLOCK, MM_ROW_SPLITS };
+static LaunchDims bias_partial(const KernelEnv *e, long long OC) {
+    return dims(ceil_div_u(OC, WARP * kernel_vec(e->x128, e->C)), e->tun[MM_ROW_SPLITS], e->tun[MM_BLOCK]);
+}
+static LaunchDims bias_reduce(const KernelEnv *e, long long OC) {
+    return dims(ceil_div_u(OC, e->tun[MM_BLOCK]), 1, e->tun[MM_BLOCK]);
 }
 
-static void classifier_kernels(const Config *cfg, PlanModule *m) {
-    plan_add_kernel(m, "classifier_forward", (unsigned)rows(cfg), 1, 1, (unsigned)plan_tunable(m, "BLOCK_SIZE"), 0);
+/* ---- attention.cu ---- */
+enum { ATT_BLOCK, ATT_SOFTMAX_BLOCK };
+static LaunchDims att_permute(const KernelEnv *e, long long n) {
+    (void)n;
+    long long packets = e->B * e->NH * e->T * (e->HS / kernel_vec(e->x128, e->HS));
+    return dims(ceil_div_u(packets, e->tun[ATT_BLOCK]), 1, e->tun[ATT_BLOCK]);
+}
+static LaunchDims att_softmax(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(ceil_div_u(e->B * e->NH * e->T, e->tun[ATT_SOFTMAX_BLOCK] / WARP), 1, e->tun[ATT_SOFTMAX_BLOCK]);
 }
 
-/* adamw.cu: geometry for the largest tensor (wte); the runtime sizes the grid per tensor */
-static void adamw_kernels(const Config *cfg, PlanModule *m) {
-    unsigned bs = (unsigned)plan_tunable(m, "BLOCK_SIZE");
-    size_t wte = (size_t)cfg->model.padded_vocab_size * cfg->model.n_embd;
-    size_t fc = (size_t)cfg->model.n_layer * 4 * cfg->model.n_embd * cfg->model.n_embd;
-    plan_add_kernel(m, "adamw_update", plan_ceil_div(wte > fc ? wte : fc, bs), 1, 1, bs, 0);
+/* ---- gelu.cu ---- */
+enum { GELU_BLOCK };
+static LaunchDims gelu_dims(const KernelEnv *e, long long n) {
+    return dims(ceil_div_u(n / kernel_vec(e->x128, 4 * e->C), e->tun[GELU_BLOCK]), 1, e->tun[GELU_BLOCK]);
 }
 
-static void norm_kernels(const Config *cfg, PlanModule *m) {
-    (void)cfg;
-    plan_add_kernel(m, "global_norm_squared", (unsigned)plan_tunable(m, "GRID_SIZE"), 1, 1,
-                    (unsigned)plan_tunable(m, "BLOCK_SIZE"), 0);
+/* ---- classifier.cu ---- */
+enum { CLS_BLOCK };
+static LaunchDims cls_dims(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(rows(e), 1, e->tun[CLS_BLOCK]);
 }
 
-/* matmul.cu: bias gradients; geometry for the widest bias (4C), the runtime sizes it per OC */
-static void matmul_kernels(const Config *cfg, PlanModule *m) {
-    unsigned bs = (unsigned)plan_tunable(m, "BLOCK_SIZE"), splits = (unsigned)plan_tunable(m, "ROW_SPLITS");
-    size_t oc = 4 * (size_t)cfg->model.n_embd;
-    plan_add_kernel(m, "bias_backward_partial", plan_ceil_div(oc, WARP * vec_for(cfg, cfg->model.n_embd)), splits, 1, bs, 0);
-    plan_add_kernel(m, "bias_backward_reduce", plan_ceil_div(oc, bs), 1, 1, bs, 0);
+/* ---- norm.cu ---- */
+enum { NORM_BLOCK, NORM_GRID };
+static LaunchDims norm_dims(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(e->tun[NORM_GRID], 1, e->tun[NORM_BLOCK]);
 }
 
-const KernelFamily kernel_families[] = {
-    {"encoder", "templates/encoder.cu", encoder_kernels, always},
-    {"layernorm", "templates/layernorm.cu", layernorm_kernels, always},
-    {"matmul", "templates/matmul.cu", matmul_kernels, always},
-    {"attention", "templates/attention.cu", attention_kernels, always},
-    {"gelu", "templates/gelu.cu", gelu_kernels, always},
-    {"classifier", "templates/classifier.cu", classifier_kernels, always},
-    {"norm", "templates/norm.cu", norm_kernels, always},
-    {"adamw", "templates/adamw.cu", adamw_kernels, always},
-    {0, 0, 0, 0},
+/* ---- adamw.cu ---- */
+enum { ADAMW_BLOCK };
+static LaunchDims adamw_dims(const KernelEnv *e, long long n) {
+    return dims(ceil_div_u(n, e->tun[ADAMW_BLOCK]), 1, e->tun[ADAMW_BLOCK]);
+}
+
+#define X(n) {KP_X, #n}
+#define CX(n) {KP_CX, #n}
+#define F32(n) {KP_F32, #n}
+#define CF32(n) {KP_CF32, #n}
+#define CI32(n) {KP_CI32, #n}
+#define INT(n) {KP_INT, #n}
+#define I64(n) {KP_I64, #n}
+#define FLOAT(n) {KP_FLOAT, #n}
+
+const FamilyDecl kernel_families[] = {
+    {"encoder", "templates/encoder.cu", "token + position embedding and its backward",
+     {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
+     {{"encoder_forward", {X(out), CI32(inp), CX(wte), CX(wpe)}, ENC_BLOCK, -1, enc_forward,
+       "ceil(B*T*C/VEC_C / BLOCK_SIZE)"},
+      {"encoder_backward_wpe", {X(dwpe), CX(dout)}, ENC_BLOCK, -1, enc_wpe, "ceil(T*C/VEC_C / BLOCK_SIZE)"},
+      {"encoder_backward_wte", {X(dwte), CX(dout), CI32(bucket_token), CI32(bucket_start), CI32(positions), INT(n_buckets)},
+       ENC_BLOCK, 5, enc_wte, "(n_buckets, ceil(C/VEC_C / block)), block min(BLOCK_SIZE, C/VEC_C rounded up to 32)"}}},
+    {"layernorm", "templates/layernorm.cu", "LayerNorm forward (plain and fused with the residual add) and backward",
+     {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE},
+      {"BWD_BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE}},
+     {"BWD_BLOCKS"}, ln_derive, ln_check,
+     {{"layernorm_forward", {X(out), F32(mean), F32(rstd), CX(inp), CX(weight), CX(bias)}, LN_BLOCK, -1, ln_forward,
+       "ceil(B*T / (BLOCK_SIZE/32)): a warp per row"},
+      {"fused_residual_layernorm_forward",
+       {X(residual), X(out), F32(mean), F32(rstd), CX(inp1), CX(inp2), CX(weight), CX(bias)}, LN_BLOCK, -1, ln_forward,
+       "ceil(B*T / (BLOCK_SIZE/32)): a warp per row"},
+      {"layernorm_backward", {X(dinp), F32(scratch), CX(dout), CX(inp), CX(weight), CF32(mean), CF32(rstd)},
+       LN_BWD_BLOCK, -1, ln_backward, "BWD_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512)"},
+      {"layernorm_backward_reduce", {X(dweight), X(dbias), CF32(scratch)}, LN_BLOCK, -1, ln_reduce,
+       "ceil(C / BLOCK_SIZE)"}}},
+    {"matmul", "templates/matmul.cu", "bias gradients beside the cuBLASLt matmuls",
+     {{"BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE},
+      {"ROW_SPLITS", 64, {16, 32, 64, 128}, .min = 1, .max = 65535, .multiple_of = 1}},
+     {0}, NULL, NULL,
+     {{"bias_backward_partial", {F32(scratch), CX(dout), INT(OC)}, MM_BLOCK, 2, bias_partial,
+       "(ceil(OC / (32*VEC_C)), ROW_SPLITS)"},
+      {"bias_backward_reduce", {X(dbias), CF32(scratch), INT(OC)}, MM_BLOCK, 2, bias_reduce, "ceil(OC / BLOCK_SIZE)"}}},
+    {"attention", "templates/attention.cu", "causal attention around cuBLASLt: permutes and softmax",
+     {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE},
+      {"SOFTMAX_BLOCK_SIZE", 256, {64, 128, 256, 512}, BLOCK_SIZE_RULE}},
+     {0}, NULL, NULL,
+     {{"attention_permute", {X(q), X(k), X(v), CX(qkv)}, ATT_BLOCK, -1, att_permute,
+       "ceil(B*NH*T*HS/VEC_HS / BLOCK_SIZE)"},
+      {"attention_unpermute", {X(out), CX(vaccum)}, ATT_BLOCK, -1, att_permute, "ceil(B*NH*T*HS/VEC_HS / BLOCK_SIZE)"},
+      {"attention_permute_backward", {X(dqkv), CX(dq), CX(dk), CX(dv)}, ATT_BLOCK, -1, att_permute,
+       "ceil(B*NH*T*HS/VEC_HS / BLOCK_SIZE)"},
+      {"attention_unpermute_backward", {X(dvaccum), CX(dout)}, ATT_BLOCK, -1, att_permute,
+       "ceil(B*NH*T*HS/VEC_HS / BLOCK_SIZE)"},
+      {"attention_softmax_forward", {X(att), CX(preatt)}, ATT_SOFTMAX_BLOCK, -1, att_softmax,
+       "ceil(B*NH*T / (SOFTMAX_BLOCK_SIZE/32)): a warp per row"},
+      {"attention_softmax_backward", {X(dpreatt), CX(datt), CX(att)}, ATT_SOFTMAX_BLOCK, -1, att_softmax,
+       "ceil(B*NH*T / (SOFTMAX_BLOCK_SIZE/32)): a warp per row"}}},
+    {"gelu", "templates/gelu.cu", "GELU (tanh approximation) and its backward, elementwise",
+     {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
+     {{"gelu_forward", {X(out), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)"},
+      {"gelu_backward", {X(dinout), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)"}}},
+    {"classifier", "templates/classifier.cu", "softmax + cross-entropy + dlogits in one pass",
+     {{"BLOCK_SIZE", 1024, {256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
+     {{"classifier_forward", {F32(losses), X(logits), CI32(targets), FLOAT(dloss), INT(write_dlogits)}, CLS_BLOCK, -1,
+       cls_dims, "B*T: a block per row"}}},
+    {"norm", "templates/norm.cu", "squared L2 norm, for the global gradient norm",
+     {{"BLOCK_SIZE", 512, {128, 256, 512, 1024}, BLOCK_SIZE_RULE},
+      {"GRID_SIZE", 1024, {256, 512, 1024, 2048}, .min = 1, .max = 65536, .multiple_of = 1}},
+     {0}, NULL, NULL,
+     {{"global_norm_squared", {F32(partials), CX(data), I64(n)}, NORM_BLOCK, -1, norm_dims, "GRID_SIZE"}}},
+    {"adamw", "templates/adamw.cu", "the AdamW update of one parameter tensor",
+     {{"BLOCK_SIZE", 512, {128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
+     {{"adamw_update",
+       {X(params), F32(master), CX(grads), F32(m), F32(v), I64(n), FLOAT(lr), FLOAT(beta1), FLOAT(beta2), FLOAT(bc1),
+        FLOAT(bc2), FLOAT(eps), FLOAT(wd), FLOAT(grad_scale)},
+       ADAMW_BLOCK, 5, adamw_dims, "ceil(n / BLOCK_SIZE)"}}},
+    {0},
 };
+
+KernelEnv kernel_env(const Config *cfg, const FamilyDecl *f, const int *tun) {
+    KernelEnv e;
+    memset(&e, 0, sizeof e);
+    e.B = cfg->train.batch_size;
+    e.T = cfg->train.seq_len;
+    e.C = cfg->model.n_embd;
+    e.NH = cfg->model.n_head;
+    e.HS = e.C / e.NH;
+    e.L = cfg->model.n_layer;
+    e.V = cfg->model.vocab_size;
+    e.Vp = cfg->model.padded_vocab_size;
+    e.maxT = cfg->model.max_seq_len;
+    e.x128 = cfg->precision == PREC_FP32 ? 4 : 8;
+    for (int i = 0; i < FAMILY_MAX_TUNABLES && f->tunables[i].name; i++) e.tun[i] = tun[i];
+    if (f->derive) f->derive(&e);
+    return e;
+}
+
+int kernel_count(void) {
+    int n = 0;
+    for (const FamilyDecl *f = kernel_families; f->family; f++)
+        for (const KernelDecl *k = f->kernels; k < f->kernels + FAMILY_MAX_KERNELS && k->name; k++) n++;
+    return n;
+}
+
+const KernelDecl *kernel_decl(int id, const FamilyDecl **family) {
+    int n = 0;
+    for (const FamilyDecl *f = kernel_families; f->family; f++)
+        for (const KernelDecl *k = f->kernels; k < f->kernels + FAMILY_MAX_KERNELS && k->name; k++)
+            if (n++ == id) {
+                if (family) *family = f;
+                return k;
+            }
+    return NULL;
+}
+
+int tunable_allowed(const TunableDecl *t, int v) {
+    return v >= t->min && v <= t->max && v % t->multiple_of == 0;
+}
+
+void tunable_describe(const TunableDecl *t, char *out, size_t n) {
+    if (t->multiple_of > 1) snprintf(out, n, "a multiple of %d from %d to %d", t->multiple_of, t->min, t->max);
+    else snprintf(out, n, "an integer from %d to %d", t->min, t->max);
+}
+
+void kernel_param_cuda(const KernelParam *p, char *out, size_t n) {
+    static const char *const types[] = {"floatX *", "const floatX *", "float *", "const float *", "int *",
+                                        "const int *", "int ", "long long ", "float "};
+    snprintf(out, n, "%s%s", types[p->type], p->name);
+}

@@ -1,17 +1,79 @@
-/* kernels: the table of kernel families. Each family is one template (templates/<family>.cu) compiled to one
-   module; its `kernels` function lists the module's kernels with their launch geometry for a config, using
-   the module's tunables (plan_tunable) and the shape constants. Adding a family = a template + a row here. */
+/* kernels: every kernel family and every kernel, declared once (gen/kernels.c).
+ *
+ * A family is one template (templates/<family>.cu) compiled to one module. Its declaration holds:
+ *   - its tunables: name, default, candidates for sweeps, and the constraints a value must meet;
+ *   - derived constants: values computed here from the shape and the tunables, emitted into the prelude,
+ *     so that the kernel and the host (launch geometry, scratch sizes) use one rule;
+ *   - its kernels: name, typed parameters, the tunable in __launch_bounds__, and the launch geometry rule.
+ * From this come: the entry points in the generated source (the prelude defines KERNEL_<name> as the
+ * extern "C" signature; the template writes `KERNEL(name) { body }`), the typed launchers of the runtime
+ * (build/gen/kernel_launch.h, written by tools/kernel_launchers.c), the plan's launch geometry and the GPU
+ * tests' coverage check. Adding a kernel = its declaration here + its body in the template. */
 #ifndef GPT2GEN_KERNELS_H
 #define GPT2GEN_KERNELS_H
-#include "gen/plan.h"
+#include "gen/config.h"
+
+#define KERNEL_MAX_PARAMS 16
+#define FAMILY_MAX_TUNABLES 4
+#define FAMILY_MAX_KERNELS 8
+#define FAMILY_MAX_DERIVED 2
+
+/* parameter types: floatX pointers, fp32 pointers, int32 pointers (const or not), and scalars */
+typedef enum { KP_X, KP_CX, KP_F32, KP_CF32, KP_I32, KP_CI32, KP_INT, KP_I64, KP_FLOAT } KernelParamType;
+typedef struct { KernelParamType type; const char *name; } KernelParam;
 
 typedef struct {
-    const char *family;
-    const char *template_path;
-    void (*kernels)(const Config *cfg, PlanModule *m);
-    /* 0 where the family is not needed for this config (e.g. no attention template when cuDNN does it) */
-    int  (*wanted)(const Config *cfg);
-} KernelFamily;
+    const char *name;          /* NULL ends the list */
+    int dflt;
+    int candidates[8];         /* for sweeps; 0 ends the list */
+    int min, max, multiple_of; /* the allowed values: min <= v <= max, v % multiple_of == 0 */
+} TunableDecl;
 
-extern const KernelFamily kernel_families[];   /* ends with { 0 } */
+/* What geometry rules and derived constants see: the config's shape and one module's values. */
+typedef struct {
+    long long B, T, C, NH, HS, L, V, Vp, maxT;
+    int x128;                              /* floatX elements in 128 bits */
+    int tun[FAMILY_MAX_TUNABLES];          /* tunable values, in declaration order */
+    long long derived[FAMILY_MAX_DERIVED]; /* derived constants, in declaration order */
+} KernelEnv;
+
+typedef struct { unsigned grid[3]; unsigned block; } LaunchDims;
+
+typedef struct {
+    const char *name;                      /* the extern "C" function; NULL ends the list */
+    KernelParam params[KERNEL_MAX_PARAMS]; /* name NULL ends the list */
+    int bounds;                            /* the tunable (index) in __launch_bounds__ */
+    int size_param;                        /* -1, or the scalar parameter (index) the grid depends on */
+    LaunchDims (*geometry)(const KernelEnv *e, long long size);   /* size: that parameter's value */
+    const char *geometry_doc;              /* the rule in words, for plan.txt and the launchers */
+} KernelDecl;
+
+typedef struct {
+    const char *family;                    /* NULL ends the table */
+    const char *template_path;
+    const char *doc;
+    TunableDecl tunables[FAMILY_MAX_TUNABLES];
+    const char *derived_names[FAMILY_MAX_DERIVED];
+    void (*derive)(KernelEnv *e);          /* fills e->derived; NULL when none */
+    /* constraints across values (shared memory, ...): NULL when met, else why not (written into why) */
+    const char *(*check)(const KernelEnv *e, char *why, size_t n);
+    KernelDecl kernels[FAMILY_MAX_KERNELS];
+} FamilyDecl;
+
+extern const FamilyDecl kernel_families[];
+
+/* The one vector-width rule: elements per access for rows of n elements, 128 bits when n allows it. */
+int  kernel_vec(int x128, long long n);
+/* The environment of family f for cfg with tunable values tun (declaration order); fills derived. */
+KernelEnv kernel_env(const Config *cfg, const FamilyDecl *f, const int *tun);
+/* Kernels are numbered over the whole table in declaration order (the K_* ids of kernel_launch.h). */
+int  kernel_count(void);
+const KernelDecl *kernel_decl(int id, const FamilyDecl **family);
+/* 1 when v meets t's constraints. */
+int  tunable_allowed(const TunableDecl *t, int v);
+/* "a multiple of 32 from 32 to 1024" */
+void tunable_describe(const TunableDecl *t, char *out, size_t n);
+/* "floatX *out" / "const float *mean" / "int n_buckets" */
+void kernel_param_cuda(const KernelParam *p, char *out, size_t n);
+static inline unsigned ceil_div_u(long long a, long long b) { return (unsigned)((a + b - 1) / b); }
 #endif

@@ -47,6 +47,7 @@ typedef struct {
     int master_weights;
     int recompute;
     const struct Plan *plan;          /* the CUDA backend runs this plan's kernels; the CPU backend ignores it */
+    int device;                       /* the CUDA backend's GPU ordinal */
 } BackendOptions;
 
 Backend *cpu_backend_create(const BackendOptions *opt, Err *err);

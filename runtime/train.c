@@ -20,7 +20,7 @@ static void on_sigint(int sig) { (void)sig; stop_requested = 1; }
 
 Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *which, Err *err) {
     BackendOptions o = {config_shape(cfg), cfg->train.batch_size, cfg->train.seq_len, cfg->precision,
-                        cfg->train.master_weights, cfg->train.recompute, plan};
+                        cfg->train.master_weights, cfg->train.recompute, plan, 0};
     if (!strcmp(which, "cpu")) return cpu_backend_create(&o, err);
     if (!strcmp(which, "cuda")) return cuda_backend_create(&o, err);
     Backend *b = cuda_backend_create(&o, err);

@@ -3,12 +3,8 @@
 //   p -= lr * (m/bc1 / (sqrt(v/bc2) + eps) + wd * p)
 // With a master copy (fp32), p is read from and written to it, and the floatX weights get p stochastically
 // rounded (a function of the fp32 value and its index: see round_store); without one, p is the floatX weight.
-// @tunable BLOCK_SIZE 512 128 256 512 1024
 
-// grid: ceil(n / BLOCK_SIZE)
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-adamw_update(floatX *params, float *master, const floatX *grads, float *m, float *v, long long n, float lr,
-             float beta1, float beta2, float bc1, float bc2, float eps, float wd, float grad_scale) {
+KERNEL(adamw_update) {
     const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
     if (i >= n) return;
     const float g = to_f(grads[i]) * grad_scale;

@@ -5,13 +5,11 @@
 // Backward: dvaccum = attention_unpermute_backward(dout); datt = dvaccum v^T, dv = att^T dvaccum (cuBLASLt);
 //           dpreatt = attention_softmax_backward(datt, att) (scale fused; in place allowed);
 //           dq = dpreatt k, dk = dpreatt^T q (cuBLASLt); dqkv = attention_permute_backward(dq, dk, dv).
-// @tunable BLOCK_SIZE 256 64 128 256 512 1024
-// @tunable SOFTMAX_BLOCK_SIZE 256 64 128 256 512
 
-constexpr int HVEC = vec_for(HS);                   // elements per access along a head
+constexpr int HVEC = VEC_HS;                   // elements per access along a head
 constexpr int HPACKETS = HS / HVEC;
 constexpr long long N_PACKETS = (long long)B * NH * T * HPACKETS;
-constexpr int TVEC = vec_for(T);                    // elements per access along an attention row
+constexpr int TVEC = VEC_T;                    // elements per access along an attention row
 constexpr int TPACKETS = T / TVEC;
 constexpr int TPER_LANE = (TPACKETS + WARP_SIZE - 1) / WARP_SIZE;
 constexpr double const_sqrt(double x) {             // Newton's method, at compile time
@@ -32,9 +30,7 @@ __device__ __forceinline__ long long btc_offset(long long i, int row_width) {
     return ((long long)b * T + t) * row_width + h * HS + p * HVEC;
 }
 
-// grid: ceil(N_PACKETS / BLOCK_SIZE) for all four permutes
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-attention_permute(floatX *q, floatX *k, floatX *v, const floatX *qkv) {
+KERNEL(attention_permute) {
     const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
     if (i >= N_PACKETS) return;
     const long long src = btc_offset(i, 3 * C);
@@ -43,16 +39,14 @@ attention_permute(floatX *q, floatX *k, floatX *v, const floatX *qkv) {
     store_vec<floatX, HVEC>(v + i * HVEC, load_vec_cs<floatX, HVEC>(qkv + src + 2 * C));
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-attention_unpermute(floatX *out, const floatX *vaccum) {
+KERNEL(attention_unpermute) {
     const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
     if (i >= N_PACKETS) return;
     store_vec<floatX, HVEC>(out + btc_offset(i, C), load_vec_cs<floatX, HVEC>(vaccum + i * HVEC));
 }
 
 // dqkv is overwritten
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-attention_permute_backward(floatX *dqkv, const floatX *dq, const floatX *dk, const floatX *dv) {
+KERNEL(attention_permute_backward) {
     const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
     if (i >= N_PACKETS) return;
     const long long dst = btc_offset(i, 3 * C);
@@ -61,17 +55,14 @@ attention_permute_backward(floatX *dqkv, const floatX *dq, const floatX *dk, con
     store_vec<floatX, HVEC>(dqkv + dst + 2 * C, load_vec_cs<floatX, HVEC>(dv + i * HVEC));
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-attention_unpermute_backward(floatX *dvaccum, const floatX *dout) {
+KERNEL(attention_unpermute_backward) {
     const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
     if (i >= N_PACKETS) return;
     store_vec<floatX, HVEC>(dvaccum + i * HVEC, load_vec_cs<floatX, HVEC>(dout + btc_offset(i, C)));
 }
 
 // One warp per row (b,h,t) of the (B,NH,T,T) scores; row t keeps columns 0..t. att may alias preatt.
-// grid: ceil(B*NH*T / (SOFTMAX_BLOCK_SIZE/32))
-extern "C" __global__ void __launch_bounds__(SOFTMAX_BLOCK_SIZE)
-attention_softmax_forward(floatX *att, const floatX *preatt) {
+KERNEL(attention_softmax_forward) {
     const int lane = threadIdx.x % WARP_SIZE;
     const long long row = (long long)blockIdx.x * (SOFTMAX_BLOCK_SIZE / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (row >= (long long)B * NH * T) return;
@@ -110,8 +101,7 @@ attention_softmax_forward(floatX *att, const floatX *preatt) {
 }
 
 // dpreatt = scale * att * (datt - sum_j att_j datt_j) on the causal part, 0 above it. dpreatt may alias datt.
-extern "C" __global__ void __launch_bounds__(SOFTMAX_BLOCK_SIZE)
-attention_softmax_backward(floatX *dpreatt, const floatX *datt, const floatX *att) {
+KERNEL(attention_softmax_backward) {
     const int lane = threadIdx.x % WARP_SIZE;
     const long long row = (long long)blockIdx.x * (SOFTMAX_BLOCK_SIZE / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (row >= (long long)B * NH * T) return;

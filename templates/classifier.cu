@@ -2,9 +2,8 @@
 //   classifier_forward  per row of logits (B*T, Vp), first V columns real: losses[row] = -log softmax[target];
 //                       with write_dlogits, overwrites the row in place with (softmax - onehot) * dloss, and 0
 //                       on the padded columns. One block per row; pass 1 is an online max/sum, pass 2 writes.
-// @tunable BLOCK_SIZE 1024 256 512 1024
 
-constexpr int VEC = vec_for(Vp);
+constexpr int VEC = VEC_Vp;
 constexpr int PACKETS = Vp / VEC;
 constexpr int REAL_PACKETS = (V + VEC - 1) / VEC;    // packets holding at least one real column
 typedef Packed<floatX, VEC> xvec;
@@ -16,9 +15,7 @@ __device__ __forceinline__ void online_merge(float &m, float &s, float m2, float
     m = M;
 }
 
-// grid: B*T blocks
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-classifier_forward(float *losses, floatX *logits, const int *targets, float dloss, int write_dlogits) {
+KERNEL(classifier_forward) {
     __shared__ float s_m[BLOCK_SIZE / WARP_SIZE], s_s[BLOCK_SIZE / WARP_SIZE];
     const long long row = blockIdx.x;
     floatX *x = logits + row * Vp;

@@ -1,5 +1,6 @@
 // common.cuh: device helpers shared by every kernel template, placed after the generated prelude
-// (which defines B, T, C, NH, HS, L, V, Vp, maxT, floatX and PRECISION_*).
+// (which defines B, T, C, NH, HS, L, V, Vp, maxT, floatX, PRECISION_*, the vector widths X128 and
+// VEC_<row>, the tunables and the KERNEL(name) entry points).
 // Holds: warp and block reductions (plain shuffles, no cooperative_groups), a 128-bit packed vector type
 // with cached / streaming loads and stores, conversions between floatX and float, and stochastic rounding.
 // No standard library: NVRTC has none.
@@ -63,10 +64,6 @@ struct alignas(sizeof(Tp) * N) Packed {
         return p;
     }
 };
-// elements of floatX in 128 bits
-constexpr int X128 = 16 / sizeof(floatX);
-// vector width (elements) for rows of n elements: 128 bits when n allows it, else scalar
-constexpr int vec_for(long long n) { return n % X128 == 0 ? X128 : 1; }
 
 template <typename Tp, int N> __device__ __forceinline__ Packed<Tp, N> load_vec(const Tp *p) {
     return *reinterpret_cast<const Packed<Tp, N> *>(p);

@@ -4,15 +4,12 @@
 //   encoder_backward_wte  dwte[tok,:] += sum of dout over the positions holding tok, one bucket per distinct
 //                         token, positions in increasing order (the host builds the buckets from the inputs)
 // Every sum runs in a fixed order with no atomics: the backward gives the same bits on every run.
-// @tunable BLOCK_SIZE 256 64 128 256 512 1024
 
-constexpr int VEC = vec_for(C);
+constexpr int VEC = VEC_C;
 constexpr int PACKETS = C / VEC;
 typedef Packed<floatX, VEC> xvec;
 
-// grid: ceil(B*T*PACKETS / BLOCK_SIZE)
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-encoder_forward(floatX *out, const int *inp, const floatX *wte, const floatX *wpe) {
+KERNEL(encoder_forward) {
     const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
     if (i >= (long long)B * T * PACKETS) return;
     const int bt = (int)(i / PACKETS), p = (int)(i % PACKETS), t = bt % T;
@@ -23,9 +20,7 @@ encoder_forward(floatX *out, const int *inp, const floatX *wte, const floatX *wp
     store_vec<floatX, VEC>(out + (long long)bt * C + p * VEC, o);
 }
 
-// grid: ceil(T*PACKETS / BLOCK_SIZE)
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-encoder_backward_wpe(floatX *dwpe, const floatX *dout) {
+KERNEL(encoder_backward_wpe) {
     const int i = blockIdx.x * BLOCK_SIZE + threadIdx.x;
     if (i >= T * PACKETS) return;
     const int t = i / PACKETS, p = i % PACKETS;
@@ -40,13 +35,11 @@ encoder_backward_wpe(floatX *dwpe, const floatX *dout) {
     store_vec<floatX, VEC>(dwpe + (long long)t * C + p * VEC, d);
 }
 
-// grid: (n_buckets, ceil(PACKETS / blockDim.x)). Bucket j is token bucket_token[j]; its positions (b*T+t)
+// One block row per bucket, blocks of it over the packets. Bucket j is token bucket_token[j]; its positions (b*T+t)
 // are positions[bucket_start[j] .. bucket_start[j+1]).
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-encoder_backward_wte(floatX *dwte, const floatX *dout, const int *bucket_token, const int *bucket_start,
-                     const int *positions) {
+KERNEL(encoder_backward_wte) {
     const int j = blockIdx.x, p = blockIdx.y * blockDim.x + threadIdx.x;
-    if (p >= PACKETS) return;
+    if (j >= n_buckets || p >= PACKETS) return;
     float acc[VEC];
     for (int k = 0; k < VEC; k++) acc[k] = 0.0f;
     for (int q = bucket_start[j]; q < bucket_start[j + 1]; q++) {

@@ -2,9 +2,8 @@
 // (n a multiple of the vector width; the model's n is B*T*4C).
 //   gelu_forward   out = GELU(inp)
 //   gelu_backward  dinout = GELU'(inp) * dinout, in place
-// @tunable BLOCK_SIZE 256 64 128 256 512 1024
 
-constexpr int VEC = vec_for(4 * C);
+constexpr int VEC = VEC_4C;
 typedef Packed<floatX, VEC> xvec;
 constexpr float GELU_K = 0.7978845608028654f;   // sqrt(2/pi)
 
@@ -18,9 +17,7 @@ __device__ __forceinline__ float gelu_grad(float u) {
     return 0.5f * (1.0f + th) + 0.5f * u * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * u * u);
 }
 
-// grid: ceil(n / VEC / BLOCK_SIZE)
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-gelu_forward(floatX *out, const floatX *inp, long long n) {
+KERNEL(gelu_forward) {
     const long long i = ((long long)blockIdx.x * BLOCK_SIZE + threadIdx.x) * VEC;
     if (i >= n) return;
     const xvec x = load_vec_cs<floatX, VEC>(inp + i);
@@ -29,8 +26,7 @@ gelu_forward(floatX *out, const floatX *inp, long long n) {
     store_vec<floatX, VEC>(out + i, o);
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-gelu_backward(floatX *dinout, const floatX *inp, long long n) {
+KERNEL(gelu_backward) {
     const long long i = ((long long)blockIdx.x * BLOCK_SIZE + threadIdx.x) * VEC;
     if (i >= n) return;
     const xvec x = load_vec_cs<floatX, VEC>(inp + i);

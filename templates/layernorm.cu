@@ -5,11 +5,9 @@
 //   layernorm_backward_reduce         dweight += sum of partials, dbias likewise, in a fixed order
 // One warp per row; each lane owns the same channels of every row, so the weight-gradient partials stay in
 // registers and every sum runs in a fixed order: the backward gives the same bits on every run.
-// @tunable BLOCK_SIZE 256 64 128 256 512 1024
-// @tunable BWD_BLOCK_SIZE 256 128 256 512
 
 constexpr int N_ROWS = B * T;
-constexpr int VEC = vec_for(C);                          // elements per access
+constexpr int VEC = VEC_C;                          // elements per access
 constexpr int PACKETS = C / VEC;                         // accesses per row
 constexpr int PER_LANE = (PACKETS + WARP_SIZE - 1) / WARP_SIZE;
 constexpr float LN_EPS = 1e-5f;
@@ -44,8 +42,7 @@ __device__ __forceinline__ void ln_row(float (&x)[PER_LANE][VEC], floatX *out, f
     }
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, const floatX *weight, const floatX *bias) {
+KERNEL(layernorm_forward) {
     const int lane = threadIdx.x % WARP_SIZE;
     const int row = blockIdx.x * (BLOCK_SIZE / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (row >= N_ROWS) return;
@@ -58,9 +55,7 @@ layernorm_forward(floatX *out, float *mean, float *rstd, const floatX *inp, cons
     ln_row(x, out, mean, rstd, weight, bias, row, lane);
 }
 
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-fused_residual_layernorm_forward(floatX *residual, floatX *out, float *mean, float *rstd, const floatX *inp1,
-                                 const floatX *inp2, const floatX *weight, const floatX *bias) {
+KERNEL(fused_residual_layernorm_forward) {
     const int lane = threadIdx.x % WARP_SIZE;
     const int row = blockIdx.x * (BLOCK_SIZE / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (row >= N_ROWS) return;
@@ -82,11 +77,9 @@ fused_residual_layernorm_forward(floatX *residual, floatX *out, float *mean, flo
     ln_row(x, out, mean, rstd, weight, bias, row, lane);
 }
 
-// grid: a fixed number of blocks (gridDim.x), rows strided over all warps. scratch: gridDim.x * 2 * C floats,
+// BWD_BLOCKS blocks, rows strided over all their warps. scratch: BWD_BLOCKS * 2 * C floats,
 // block b's dweight partial at scratch[b*2C .. b*2C+C), its dbias partial right after.
-extern "C" __global__ void __launch_bounds__(BWD_BLOCK_SIZE)
-layernorm_backward(floatX *dinp, float *scratch, const floatX *dout, const floatX *inp, const floatX *weight,
-                   const float *mean, const float *rstd) {
+KERNEL(layernorm_backward) {
     constexpr int WARPS = BWD_BLOCK_SIZE / WARP_SIZE;
     __shared__ float s_dw[C], s_db[C];
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
@@ -94,7 +87,7 @@ layernorm_backward(floatX *dinp, float *scratch, const floatX *dout, const float
     for (int i = 0; i < PER_LANE; i++)
         for (int k = 0; k < VEC; k++) { dw[i][k] = 0.0f; db[i][k] = 0.0f; }
 
-    for (int row = blockIdx.x * WARPS + warp; row < N_ROWS; row += gridDim.x * WARPS) {
+    for (int row = blockIdx.x * WARPS + warp; row < N_ROWS; row += BWD_BLOCKS * WARPS) {
         const long long base = (long long)row * C;
         const float m = mean[row], r = rstd[row];
         // pass 1: the two row means the gradient needs
@@ -149,13 +142,12 @@ layernorm_backward(floatX *dinp, float *scratch, const floatX *dout, const float
     for (int c = threadIdx.x; c < C; c += BWD_BLOCK_SIZE) { out[c] = s_dw[c]; out[C + c] = s_db[c]; }
 }
 
-// grid: ceil(C / BLOCK_SIZE); n_partials = the grid of layernorm_backward
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-layernorm_backward_reduce(floatX *dweight, floatX *dbias, const float *scratch, int n_partials) {
+// sums the BWD_BLOCKS partials of layernorm_backward, in order
+KERNEL(layernorm_backward_reduce) {
     const int c = blockIdx.x * BLOCK_SIZE + threadIdx.x;
     if (c >= C) return;
     float sw = 0.0f, sb = 0.0f;
-    for (int b = 0; b < n_partials; b++) {
+    for (int b = 0; b < BWD_BLOCKS; b++) {
         sw += scratch[(long long)b * 2 * C + c];
         sb += scratch[(long long)b * 2 * C + C + c];
     }

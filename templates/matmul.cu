@@ -2,18 +2,14 @@
 //   bias_backward_partial  scratch[split, oc] = sum of dout[n, oc] over the rows of one of ROW_SPLITS slices
 //   bias_backward_reduce   dbias[oc] += sum over the slices, in order
 // Fixed summation order everywhere (no atomics): same bits on every run. OC is a multiple of C.
-// @tunable BLOCK_SIZE 256 128 256 512
-// @tunable ROW_SPLITS 64 16 32 64 128
 
-constexpr int VEC = vec_for(C);
+constexpr int VEC = VEC_C;
 constexpr int N_ROWS = B * T;
 constexpr int WARPS = BLOCK_SIZE / WARP_SIZE;
 constexpr int COLS_PER_BLOCK = WARP_SIZE * VEC;
 typedef Packed<floatX, VEC> xvec;
 
-// grid: (ceil(OC / COLS_PER_BLOCK), ROW_SPLITS)
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-bias_backward_partial(float *scratch, const floatX *dout, int OC) {
+KERNEL(bias_backward_partial) {
     __shared__ float s_part[WARPS][COLS_PER_BLOCK];
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int col = blockIdx.x * COLS_PER_BLOCK + lane * VEC;
@@ -38,9 +34,7 @@ bias_backward_partial(float *scratch, const floatX *dout, int OC) {
     }
 }
 
-// grid: ceil(OC / BLOCK_SIZE)
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-bias_backward_reduce(floatX *dbias, const float *scratch, int OC) {
+KERNEL(bias_backward_reduce) {
     const int oc = blockIdx.x * BLOCK_SIZE + threadIdx.x;
     if (oc >= OC) return;
     float s = 0.0f;

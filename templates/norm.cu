@@ -1,15 +1,12 @@
 // norm.cu: the squared L2 norm of a vector, for the global gradient norm.
 //   global_norm_squared  partials[block] = sum of squares of a fixed, grid-strided share of data; the caller
 //                        adds the gridDim.x partials in order. No atomics: same bits on every run.
-// @tunable BLOCK_SIZE 512 128 256 512 1024
-// @tunable GRID_SIZE 1024 256 512 1024 2048
 
 constexpr int VEC = X128;
 typedef Packed<floatX, VEC> xvec;
 
-// grid: GRID_SIZE blocks. Handles the tail (n not a multiple of VEC) with scalar loads.
-extern "C" __global__ void __launch_bounds__(BLOCK_SIZE)
-global_norm_squared(float *partials, const floatX *data, long long n) {
+// Handles the tail (n not a multiple of VEC) with scalar loads.
+KERNEL(global_norm_squared) {
     float acc = 0.0f;
     const long long stride = (long long)gridDim.x * BLOCK_SIZE;
     const long long nvec = n / VEC;

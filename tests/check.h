@@ -5,15 +5,18 @@
  *   int main(int argc, char **argv) { RUN(test_something); return check_summary(); }
  *
  * Each test prints "ok   name" or "FAIL name: why"; the last line is "RESULT <passed> <failed> <skipped>",
- * which tests/run.sh adds up. SKIP(...) marks a test skipped (with its reason) and returns, e.g. where there is
- * no GPU; MARK_SKIPPED(...) marks it without returning, for a test that still has to clean up.
+ * which tests/run.sh adds up. The lines and the counts are tests/report.c's (linked in with the library
+ * objects); this header only runs the tests and collects each one's first failure.
+ * SKIP(...) marks a test skipped (with its reason) and returns, e.g. where there is no GPU; MARK_SKIPPED(...)
+ * marks it without returning, for a test that still has to clean up.
  * argv[1], if given, runs only the tests whose name contains it. */
 #ifndef GPT2GEN_CHECK_H
 #define GPT2GEN_CHECK_H
 #include <stdio.h>
 #include <string.h>
+#include "tests/report.h"
 
-static int check_passed, check_failed, check_skipped, check_cur_failed, check_cur_skipped;
+static int check_cur_failed, check_cur_skipped;
 static const char *check_filter;
 static char check_why[8192];
 
@@ -25,20 +28,15 @@ static char check_why[8192];
 #define MARK_SKIPPED(...) do { check_cur_skipped = 1; snprintf(check_why, sizeof check_why, __VA_ARGS__); } while (0)
 #define SKIP(...) do { MARK_SKIPPED(__VA_ARGS__); return; } while (0)
 
-static void check_run(const char *name, void (*fn)(void)) {
+static inline void check_run(const char *name, void (*fn)(void)) {
     if (check_filter && !strstr(name, check_filter)) return;
     check_cur_failed = 0; check_cur_skipped = 0; check_why[0] = 0;
     fn();
-    if (check_cur_failed) { check_failed++; printf("FAIL %s: %s\n", name, check_why); }
-    else if (check_cur_skipped) { check_skipped++; printf("skip %s: %s\n", name, check_why); }
-    else { check_passed++; printf("ok   %s\n", name); }
-    fflush(stdout);
+    if (check_cur_failed) report_fail(name, "%s", check_why);
+    else if (check_cur_skipped) report_skip(name, "%s", check_why);
+    else report_ok(name, NULL);
 }
 #define RUN(fn) check_run(#fn, fn)
 #define CHECK_MAIN_INIT(argc, argv) do { if ((argc) > 1) check_filter = (argv)[1]; } while (0)
-
-static int check_summary(void) {
-    printf("RESULT %d %d %d\n", check_passed, check_failed, check_skipped);
-    return check_failed ? 1 : 0;
-}
+#define check_summary() report_summary()
 #endif

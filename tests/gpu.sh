@@ -4,21 +4,20 @@
 # backend), then `gpt2gen test` on every config in configs/ (the kernel tests at that config's real shapes; the
 # parts whose CPU reference would be too slow say "skip"), then a summary table.
 cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
 export NCCL_NVLS_ENABLE=0
 log=build/test-logs; mkdir -p "$log"
 summary="$log/gpu-summary.txt"; : > "$summary"
-status=0
 row() { printf "%-28s %5s %5s %5s  %s\n" "$1" "$2" "$3" "$4" "$5" >> "$summary"; }
-count() {   # $1 = name, $2 = output file, $3 = exit code
-    p=$(grep -c '^ok ' "$2"); f=$(grep -c '^FAIL' "$2"); s=$(grep -c '^skip' "$2")
-    note=""; [ "$3" -ne 0 ] && [ "$f" -eq 0 ] && note="exit code $3" && f=1
-    [ "$f" -gt 0 ] && status=1
-    row "$1" "$p" "$f" "$s" "$note"
+count() {   # $1 = name, $2 = output file, $3 = exit code, $4 = result|lines (see tally in tests/lib.sh)
+    tally "$1" "$2" "$3" "$4"
+    row "$1" "$TALLY_P" "$TALLY_F" "$TALLY_S" "$TALLY_NOTE"
 }
 echo "== test_gpu (small configs: fp32/bf16, head size 32/64, recompute 0/1/2)"
 build/tests/test_gpu > "$log/test_gpu.out" 2>&1; rc=$?
 cat "$log/test_gpu.out"
-count test_gpu "$log/test_gpu.out" $rc
+# lines: its RESULT line counts its own tests, not yet the per-kernel lines of tests/gpu/kernel_tests.c
+count test_gpu "$log/test_gpu.out" $rc lines
 for c in configs/*.lua; do
     name=$(basename "$c" .lua)
     [ "$name" = defaults ] && continue
@@ -26,14 +25,14 @@ for c in configs/*.lua; do
     ./gpt2gen test "$c" > "$log/gpu-$name.out" 2>&1; rc=$?
     cat "$log/gpu-$name.out"
     if grep -q "out of GPU memory" "$log/gpu-$name.out"; then row "$name" - - - "does not fit"; continue; fi
-    count "$name" "$log/gpu-$name.out" $rc
+    count "$name" "$log/gpu-$name.out" $rc lines
 done
 echo "== tests/gpu/e2e.sh (CPU checkpoint -> 10 steps on CPU and GPU; gpt2-124M on the default data)"
 sh tests/gpu/e2e.sh > "$log/gpu-e2e.out" 2>&1; rc=$?
 cat "$log/gpu-e2e.out"
-count e2e "$log/gpu-e2e.out" $rc
+count e2e "$log/gpu-e2e.out" $rc result
 echo
 echo "== GPU test summary"
 printf "%-28s %5s %5s %5s  %s\n" config ok FAIL skip note
 cat "$summary"
-exit $status
+[ "$FAILED" -eq 0 ]

@@ -412,14 +412,37 @@ static void test_bad_ranks_files(void) {
 }
 
 static void test_base64_padding(void) {
-    /* "IQ==" is "!", "Ig==" '"', "YWI=" "ab", "YWJj" "abc": a ranks file of those decodes right */
+    /* The small ranks file holds every padding: single bytes ("IQ==", two '='), "he" ("aGU=", one), "hello"
+       ("aGVsbG8=", one), "hell" ("aGVsbA==", two) and " world" ("IHdvcmxk", none). Each rank decodes to its bytes. */
     Tokenizer t;
     if (load_small(&t)) return;
     size_t n;
-    const uint8_t *b = tokenizer_decode(&t, 256 + 3, &n);
-    CHECK(n == 5 && !memcmp(b, "hello", 5), "rank 259 is hello");
-    b = tokenizer_decode(&t, 255, &n);
-    CHECK(n == 1 && b[0] == 255, "rank 255 is byte 255");
+    for (int c = 0; c < 256; c++) {
+        const uint8_t *b = tokenizer_decode(&t, c, &n);
+        if (!b || n != 1 || b[0] != c) { CHECK(0, "rank %d is not byte %d (%zu bytes)", c, c, b ? n : 0); break; }
+    }
+    for (int k = 0; k < 8; k++) {
+        const uint8_t *b = tokenizer_decode(&t, 256 + k, &n);
+        size_t want = strlen(small_merges[k]);
+        CHECK(b && n == want && !memcmp(b, small_merges[k], want), "rank %d is not '%s' (%zu bytes)", 256 + k, small_merges[k], b ? n : 0);
+    }
+    /* a ranks file of exactly those four strings, with unpadded, '='- and '=='-padded tokens, decodes the same */
+    char b64[16];
+    const char *path = tmp_path("pad.tiktoken");
+    FILE *f = fopen(path, "w");
+    for (int c = 0; c < 256; c++) { uint8_t byte = (uint8_t)c; base64_encode(&byte, 1, b64); fprintf(f, "%s %d\n", b64, c); }
+    fprintf(f, "YWI= 256\nYWJj 257\n");
+    fclose(f);
+    Tokenizer p;
+    Err err;
+    if (tokenizer_load_ranks(&p, path, &err)) { CHECK(0, "%s", err.msg); tokenizer_free(&t); return; }
+    const uint8_t *ab = tokenizer_decode(&p, 256, &n);
+    CHECK(ab && n == 2 && !memcmp(ab, "ab", 2), "YWI= is not 'ab'");
+    const uint8_t *abc = tokenizer_decode(&p, 257, &n);
+    CHECK(abc && n == 3 && !memcmp(abc, "abc", 3), "YWJj is not 'abc'");
+    const uint8_t *bang = tokenizer_decode(&p, '!', &n), *quote = tokenizer_decode(&p, '"', &n);
+    CHECK(bang && quote && bang[0] == '!' && quote[0] == '"', "IQ== / Ig== are not '!' / '\"'");
+    tokenizer_free(&p);
     tokenizer_free(&t);
 }
 

@@ -146,14 +146,18 @@ static void test_state_round_trip(void) {
     snprintf(path, sizeof path, "%s/state.bin", tmpdir);
     size_t n = 1000;
     int32_t order[3] = {2, 0, 1};
-    TrainState s = {1, 0, 1, 42, 3, 123456789012L, 2, 0xDEADBEEFCAFEull, n, malloc(n * 4), malloc(n * 4), malloc(n * 4), 3, order};
+    /* every field away from its zero and from the others' values */
+    TrainState s = {4, 3, 1, 42, 5, 123456789012L, 2, 0xDEADBEEFCAFEull, n, malloc(n * 4), malloc(n * 4), malloc(n * 4), 3, order};
     for (size_t i = 0; i < n; i++) { s.m[i] = i * 0.5f; s.v[i] = i * 0.25f; s.params[i] = -(float)i; }
     CHECK_OK(state_save(path, &s, &err), &err);
     TrainState r;
     CHECK_OK(state_load(path, &r, n, &err), &err);
-    CHECK(r.step == 42 && r.epoch == 3 && r.row_pos == 123456789012L && r.shard_pos == 2 && r.sample_rng == 0xDEADBEEFCAFEull, "header fields");
+    CHECK(r.ranks == 4 && r.rank == 3 && r.shuffle == 1 && r.step == 42 && r.epoch == 5 && r.row_pos == 123456789012L
+          && r.shard_pos == 2 && r.sample_rng == 0xDEADBEEFCAFEull && r.num_params == n,
+          "header fields: ranks %d rank %d shuffle %d step %d epoch %ld row %ld shard %d rng %llx params %zu", r.ranks, r.rank,
+          r.shuffle, r.step, r.epoch, r.row_pos, r.shard_pos, (unsigned long long)r.sample_rng, r.num_params);
     CHECK(r.m && memcmp(r.m, s.m, n * 4) == 0 && memcmp(r.v, s.v, n * 4) == 0 && memcmp(r.params, s.params, n * 4) == 0, "arrays");
-    CHECK(r.n_shards == 3 && r.shard_order[0] == 2, "shard order");
+    CHECK(r.n_shards == 3 && r.shard_order && memcmp(r.shard_order, order, sizeof order) == 0, "shard order");
     state_free(&r);
     CHECK(state_load(path, &r, n + 1, &err) != 0 && strstr(err.msg, "1000 parameters"), "shape: %s", err.msg);
     CHECK(truncate(path, 2000) == 0, "truncate");

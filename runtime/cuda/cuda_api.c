@@ -38,39 +38,34 @@ static int load_driver(Err *err) {
     return 0;
 }
 
-int cuda_open(CudaDevice *d, Err *err) {
-    static CudaDevice opened;
-    static int is_open;
-    if (is_open) { *d = opened; return 0; }
+int cuda_driver_load(Err *err) {
+    static int initialized;
     if (load_driver(err)) return -1;
+    if (initialized) return 0;
     char eb[256];
     CUresult r = cu.cuInit(0);
     if (r == CUDA_ERROR_NO_DEVICE) return err_set(err, "no GPU: the CUDA driver is installed but sees no device");
     if (r != CUDA_SUCCESS) return err_set(err, "no GPU: cuInit failed: %s", cuda_err_string(r, eb, sizeof eb));
-    int count = 0;
-    if (cu.cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0) return err_set(err, "no GPU: the CUDA driver sees no device");
-    CudaDevice o;
-    memset(&o, 0, sizeof o);
-    if ((r = cu.cuDeviceGet(&o.dev, 0)) != CUDA_SUCCESS) return err_set(err, "cuDeviceGet(0): %s", cuda_err_string(r, eb, sizeof eb));
-    cu.cuDeviceGetName(o.name, sizeof o.name, o.dev);
-    cu.cuDeviceGetAttribute(&o.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, o.dev);
-    cu.cuDeviceGetAttribute(&o.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, o.dev);
-    cu.cuDeviceGetAttribute(&o.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, o.dev);
-    cu.cuDeviceTotalMem(&o.total_mem, o.dev);
-    cu.cuDriverGetVersion(&o.driver_version);
-    if ((r = cu.cuDevicePrimaryCtxRetain(&o.ctx, o.dev)) != CUDA_SUCCESS)
-        return err_set(err, "cannot create a context on GPU 0 (%s): %s", o.name, cuda_err_string(r, eb, sizeof eb));
-    if ((r = cu.cuCtxSetCurrent(o.ctx)) != CUDA_SUCCESS) return err_set(err, "cuCtxSetCurrent: %s", cuda_err_string(r, eb, sizeof eb));
-    opened = o;
-    is_open = 1;
-    *d = o;
+    initialized = 1;
     return 0;
 }
 
-int cuda_device_arch(char arch[16], Err *err) {
-    CudaDevice d;
-    if (cuda_open(&d, err)) return -1;
-    snprintf(arch, 16, "sm_%d%d", d.cc_major, d.cc_minor);
+int cuda_check(CUresult r, const char *what, Err *err) {
+    if (r == CUDA_SUCCESS) return 0;
+    char eb[256];
+    return err_set(err, "%s: %s", what, cuda_err_string(r, eb, sizeof eb));
+}
+
+int cuda_device_arch(int ordinal, char arch[16], Err *err) {
+    if (cuda_driver_load(err)) return -1;
+    int count = 0, major = 0, minor = 0;
+    CUdevice dev;
+    if (cu.cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0) return err_set(err, "no GPU: the CUDA driver sees no device");
+    if (ordinal < 0 || ordinal >= count) return err_set(err, "no GPU %d: the CUDA driver sees %d", ordinal, count);
+    if (cuda_check(cu.cuDeviceGet(&dev, ordinal), "cuDeviceGet", err)) return -1;
+    cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+    cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+    snprintf(arch, 16, "sm_%d%d", major, minor);
     return 0;
 }
 
@@ -99,6 +94,6 @@ void cuda_pick_arch(const char *explicit_arch, const char *config_arch, char arc
     Err err;
     if (explicit_arch && *explicit_arch) { snprintf(arch, 16, "%s", explicit_arch); *note = "--arch"; }
     else if (config_arch && *config_arch) { snprintf(arch, 16, "%s", config_arch); *note = "config"; }
-    else if (cuda_device_arch(arch, &err) == 0) *note = "GPU 0";
+    else if (cuda_device_arch(0, arch, &err) == 0) *note = "GPU 0";
     else { snprintf(arch, 16, "sm_90"); *note = "default: no GPU found"; }
 }

@@ -11,7 +11,8 @@
     X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) \
     X(cuDeviceGetAttribute) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) \
     X(cuCtxSetCurrent) X(cuCtxSynchronize) X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) \
-    X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) \
+    X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) \
+    X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) \
     X(cuLaunchKernel) X(cuFuncSetAttribute) X(cuGetErrorString) X(cuGetErrorName) \
     X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy)
 
@@ -32,30 +33,22 @@ typedef struct {
     CUBLASLT_FUNCS(CUDA_API_FIELD)
 } CublasLt;
 
-extern CudaDriver cu;   /* valid after cuda_open() succeeded */
+extern CudaDriver cu;   /* valid after cuda_driver_load() succeeded: the library, not a device */
 extern CublasLt lt;     /* valid after cublaslt_open() succeeded */
 
-/* The GPU we run on: device 0, its primary context made current. */
-typedef struct {
-    CUdevice dev;
-    CUcontext ctx;
-    char name[256];
-    int cc_major, cc_minor, sm_count;
-    size_t total_mem;
-    int driver_version;
-} CudaDevice;
-
-/* Loads the driver, initializes it and makes device 0's primary context current. Idempotent.
-   Without a driver: -1 and "no GPU: libcuda.so.1 not found (...)". */
-int  cuda_open(CudaDevice *d, Err *err);
-/* "sm_XX" of device 0 (opening it as cuda_open does); -1 and err saying why there is none. */
-int  cuda_device_arch(char arch[16], Err *err);
-/* The arch to build for: the explicit one if given, else the config's, else GPU 0's, else sm_90.
-   *note says where it came from ("--arch", "config", "GPU 0", "default: no GPU found"). */
-void cuda_pick_arch(const char *explicit_arch, const char *config_arch, char arch[16], const char **note);
+/* Loads the driver library (once per process) and initializes it. Without a driver: -1 and
+   "no GPU: libcuda.so.1 not found (...)". */
+int  cuda_driver_load(Err *err);
 /* 1 when libcuda.so.1 can be loaded at all (no initialization), for tests that skip without a GPU. */
 int  cuda_driver_present(char *why, size_t n);
 int  cublaslt_open(Err *err);
 /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" */
 const char *cuda_err_string(CUresult r, char *buf, size_t n);
+/* 0 when r is CUDA_SUCCESS; else -1 and err = "what: <the error>" */
+int  cuda_check(CUresult r, const char *what, Err *err);
+/* "sm_XX" of GPU ordinal, without creating a context; -1 and err saying why there is none. */
+int  cuda_device_arch(int ordinal, char arch[16], Err *err);
+/* The arch to build for: the explicit one if given, else the config's, else GPU 0's, else sm_90.
+   *note says where it came from ("--arch", "config", "GPU 0", "default: no GPU found"). */
+void cuda_pick_arch(const char *explicit_arch, const char *config_arch, char arch[16], const char **note);
 #endif

@@ -1,7 +1,8 @@
 #!/bin/sh
 # gpt2gen build: help, every ready config compiles for sm_80 and sm_90, deterministic sources, the CUBIN
 # cache (hits, misses, what invalidates it), config inheritance and overrides, broken-template errors.
-. "$(dirname "$0")/../cli_lib.sh"
+. "$(dirname "$0")/../lib.sh"
+scratch
 cd "$WORK" || exit 1
 cp -r "$ROOT/configs" configs
 
@@ -10,10 +11,12 @@ out=$("$GPT2GEN" --help); rc=$?
 if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "usage: gpt2gen <command>"; then ok help; else fail help "rc=$rc"; fi
 out=$("$GPT2GEN" build --help); rc=$?
 if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "usage: gpt2gen build CONFIG.lua"; then ok build_help; else fail build_help "rc=$rc"; fi
-"$GPT2GEN" frobnicate >/dev/null 2>&1; rc=$?
-if [ $rc -eq 2 ]; then ok unknown_command; else fail unknown_command "exit code $rc, expected 2"; fi
-"$GPT2GEN" build configs/tiny.lua --bogus >/dev/null 2>&1; rc=$?
-if [ $rc -eq 2 ]; then ok unknown_option; else fail unknown_option "exit code $rc, expected 2"; fi
+out=$("$GPT2GEN" frobnicate 2>&1); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -qF "unknown command 'frobnicate'"; then ok unknown_command
+else fail unknown_command "exit code $rc (expected 2): $out"; fi
+out=$("$GPT2GEN" build configs/tiny.lua --bogus 2>&1); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -qF "unknown option '--bogus'" && [ ! -e build/tiny ]; then ok unknown_option
+else fail unknown_option "exit code $rc (expected 2, nothing built): $out"; fi
 
 # every ready config generates and compiles, for both archs
 for cfg in configs/*.lua; do
@@ -21,8 +24,9 @@ for cfg in configs/*.lua; do
     [ "$name" = defaults ] && continue
     for arch in sm_80 sm_90; do
         out=$("$GPT2GEN" build "$cfg" --arch $arch 2>&1); rc=$?
-        n=$(ls build/$name/kernels/*.$arch.cubin 2>/dev/null | wc -l)
-        if [ $rc -eq 0 ] && [ "$n" -gt 0 ]; then ok "compile_${name}_$arch"; else fail "compile_${name}_$arch" "rc=$rc: $(printf '%s' "$out" | head -20)"; fi
+        n=$(ls build/$name/kernels/*.$arch.cubin 2>/dev/null | wc -l); ncu=$(ls build/$name/kernels/*.cu 2>/dev/null | wc -l)
+        if [ $rc -eq 0 ] && [ "$n" -gt 0 ] && [ "$n" -eq "$ncu" ]; then ok "compile_${name}_$arch"
+        else fail "compile_${name}_$arch" "rc=$rc, $n CUBINs for $ncu sources: $(printf '%s' "$out" | head -20)"; fi
     done
 done
 
@@ -69,7 +73,7 @@ else fail base_merge_and_overrides "resolved config: $(cat $c 2>/dev/null | tr '
 
 # a broken template: the error names the generated file and the template's file and line
 mkdir -p tpl && cp "$ROOT"/templates/* tpl/
-line=$(grep -n "extern \"C\" __global__" tpl/layernorm.cu | head -1 | cut -d: -f1)
+line=$(grep -n "^KERNEL(" tpl/layernorm.cu | head -1 | cut -d: -f1)
 sed -i "${line}s/^/this is not C++;\n/" tpl/layernorm.cu
 out=$(GPT2GEN_TEMPLATES="$WORK/tpl" "$GPT2GEN" build configs/tiny.lua --arch sm_90 2>&1); rc=$?
 if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "build/tiny/kernels/layernorm.cu: NVRTC could not compile" \

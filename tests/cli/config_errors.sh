@@ -1,7 +1,11 @@
 #!/bin/sh
 # Every kind of bad config gets one clear message (file, key, what was expected), exit code 2, and
 # nothing written to build/.
-. "$(dirname "$0")/../cli_lib.sh"
+. "$(dirname "$0")/../lib.sh"
+scratch
+# A minimal valid config body to derive bad ones from.
+GOOD_MODEL='model = { n_layer = 2, n_head = 2, n_embd = 64, max_seq_len = 64, vocab_size = 512 }'
+GOOD_TRAIN='train = { batch_size = 2, seq_len = 32 }'
 
 # expect_error NAME CONFIG_TEXT EXPECTED_SUBSTRING [gpt2gen build options...]
 expect_error() {

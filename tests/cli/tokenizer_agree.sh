@@ -7,17 +7,13 @@
 # (random Unicode from every general category, whitespace runs of every White_Space character and of
 # characters Python calls space but the pattern does not, numbers in many scripts, contractions in both
 # cases, punctuation, emoji sequences, and very long pieces).
-# Prints "ok name" / "FAIL name: why" / "skip name: why" lines, then "RESULT passed failed skipped".
-cd "$(dirname "$0")/../.." || exit 1
+# Prints "ok name" / "FAIL name: why" / "skip name: why" lines, then "RESULT passed failed skipped" (tests/lib.sh).
+. "$(dirname "$0")/../lib.sh"
+cd "$ROOT" || exit 1
 RANKS=data/gpt2.tiktoken
 BIN=build/tests/test_tokenizer
 FORTUNES=/usr/share/games/fortunes
 TESTS="agree_tokenizer_file agree_raw_text agree_prepare_stress agree_prepare_fortunes"
-passed=0; failed=0; skipped=0
-ok()   { echo "ok   $1"; passed=$((passed + 1)); }
-fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
-skip() { echo "skip $1: $2"; skipped=$((skipped + 1)); }
-finish() { echo "RESULT $passed $failed $skipped"; [ -n "$tmp" ] && rm -rf "$tmp"; exit 0; }
 
 why=""
 python3 -c "import tiktoken" 2>/dev/null || why="python3 with tiktoken is not installed (pip install tiktoken)"
@@ -28,7 +24,8 @@ if [ -n "$why" ]; then
     finish
 fi
 
-tmp=$(mktemp -d /tmp/tokenizer_agree.XXXXXX)
+scratch
+tmp=$WORK
 # The real command when the main program has it, else the same code through the test program.
 if [ -x ./gpt2gen ] && ./gpt2gen prepare --help >/dev/null 2>&1; then PREPARE="./gpt2gen prepare"; else PREPARE="$BIN --prepare"; fi
 

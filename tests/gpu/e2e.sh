@@ -6,12 +6,13 @@
 #  2. exact resume on the GPU in fp32 and bf16 (same bits as a run that never stopped);
 #  3. gpt2-124M trains from fresh init on the default data with validation, sampling and checkpoints, and
 #     its loss falls.
-. "$(dirname "$0")/../cli_lib.sh"
+. "$(dirname "$0")/../lib.sh"
+scratch
 cd "$ROOT" || exit 1
 export NCCL_NVLS_ENABLE=0
 M=tests/configs/micro.lua
-if ! "$GPT2GEN" build $M -q >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then skip gpu_e2e "no GPU here"; finish; exit 0; fi
-if [ ! -f data/fortunes/train_000000.bin ]; then fail gpu_e2e "data/fortunes is missing (make data)"; finish; exit 0; fi
+if ! "$GPT2GEN" build $M -q >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then skip gpu_e2e "no GPU here"; finish; fi
+if [ ! -f data/fortunes/train_000000.bin ]; then fail gpu_e2e "data/fortunes is missing (make data)"; finish; fi
 
 "$GPT2GEN" train $M --backend cpu -q --set train.steps=2 --set checkpoint.dir="$WORK/seed" > "$WORK/seed.log" 2>&1
 init="$WORK/seed/model_00000002.bin"

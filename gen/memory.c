@@ -1,0 +1,111 @@
+/* memory: the step's buffers in one arena (see memory.h). The model follows SPEC section 1 layer by layer
+   (docs: README, "The model"); what the backward needs is kept per layer unless train.recompute says
+   otherwise (1: the GELU output is recomputed, 2: the LayerNorm outputs too). */
+#include "gen/memory.h"
+#include "gen/plan.h"
+#include "kernel_ids.h"
+#include <string.h>
+
+static const char *const category_names[MEM_CATEGORIES] = {"parameters", "gradients", "optimizer", "activations",
+                                                           "scratch", "workspaces"};
+const char *memory_category_name(MemCategory c) { return category_names[c]; }
+
+static size_t align_up(size_t x) { return (x + MEM_ALIGN - 1) & ~(size_t)(MEM_ALIGN - 1); }
+
+typedef struct { PlanMemory *mem; size_t end; } Layout;
+
+/* a buffer of its own at the end of the arena */
+static void place(Layout *lo, BufferId id, const char *name, MemCategory cat, size_t bytes, size_t layer_bytes) {
+    PlanBuffer *b = &lo->mem->buffers[id];
+    b->name = name;
+    b->category = cat;
+    b->bytes = bytes;
+    b->shares = -1;
+    b->layer_bytes = layer_bytes;
+    b->offset = bytes ? align_up(lo->end) : 0;
+    if (bytes) {
+        lo->end = b->offset + bytes;
+        lo->mem->category_bytes[cat] += bytes;
+    }
+}
+
+void memory_plan(PlanMemory *mem, const Config *c, const Plan *plan) {
+    memset(mem, 0, sizeof *mem);
+    Layout lo = {mem, 0};
+    GPT2Shape s = config_shape(c);
+    size_t sizes[NUM_PARAM_TENSORS];
+    size_t np = gpt2_param_sizes(&s, sizes, NULL);
+    size_t x = c->precision == PREC_FP32 ? 4 : 2;
+    size_t B = c->train.batch_size, T = c->train.seq_len, C = c->model.n_embd, L = c->model.n_layer;
+    size_t NH = c->model.n_head, Vp = c->model.padded_vocab_size, BT = B * T;
+    int master = c->precision != PREC_FP32 && c->train.master_weights;
+    size_t ln_layers = c->train.recompute >= 2 ? 1 : L, gelu_layers = c->train.recompute >= 1 ? 1 : L;
+    size_t ln_stride = c->train.recompute >= 2 ? 0 : BT * C * x, gelu_stride = c->train.recompute >= 1 ? 0 : BT * 4 * C * x;
+
+    place(&lo, BUF_PARAMS, "params", MEM_PARAMS, np * x, 0);
+    place(&lo, BUF_GRADS, "grads", MEM_GRADS, np * x, 0);
+    place(&lo, BUF_ADAM_M, "adam_m", MEM_OPTIMIZER, np * 4, 0);
+    place(&lo, BUF_ADAM_V, "adam_v", MEM_OPTIMIZER, np * 4, 0);
+    place(&lo, BUF_MASTER, "master_weights", MEM_OPTIMIZER, master ? np * 4 : 0, 0);
+
+    place(&lo, BUF_ENCODED, "encoded", MEM_ACTIVATIONS, BT * C * x, 0);
+    place(&lo, BUF_LN1, "ln1", MEM_ACTIVATIONS, ln_layers * BT * C * x, ln_stride);
+    place(&lo, BUF_LN1_MEAN, "ln1_mean", MEM_ACTIVATIONS, L * BT * 4, BT * 4);
+    place(&lo, BUF_LN1_RSTD, "ln1_rstd", MEM_ACTIVATIONS, L * BT * 4, BT * 4);
+    place(&lo, BUF_QKV, "qkv", MEM_ACTIVATIONS, L * BT * 3 * C * x, BT * 3 * C * x);
+    place(&lo, BUF_ATTY, "atty", MEM_ACTIVATIONS, L * BT * C * x, BT * C * x);
+    place(&lo, BUF_ATT, "att", MEM_ACTIVATIONS, L * B * NH * T * T * x, B * NH * T * T * x);
+    place(&lo, BUF_RESIDUAL2, "residual2", MEM_ACTIVATIONS, L * BT * C * x, BT * C * x);
+    place(&lo, BUF_LN2, "ln2", MEM_ACTIVATIONS, ln_layers * BT * C * x, ln_stride);
+    place(&lo, BUF_LN2_MEAN, "ln2_mean", MEM_ACTIVATIONS, L * BT * 4, BT * 4);
+    place(&lo, BUF_LN2_RSTD, "ln2_rstd", MEM_ACTIVATIONS, L * BT * 4, BT * 4);
+    place(&lo, BUF_FCH, "fch", MEM_ACTIVATIONS, L * BT * 4 * C * x, BT * 4 * C * x);
+    place(&lo, BUF_FCH_GELU, "fch_gelu", MEM_ACTIVATIONS, gelu_layers * BT * 4 * C * x, gelu_stride);
+    place(&lo, BUF_RESIDUAL3, "residual3", MEM_ACTIVATIONS, L * BT * C * x, BT * C * x);
+    place(&lo, BUF_LNF, "lnf", MEM_ACTIVATIONS, BT * C * x, 0);
+    place(&lo, BUF_LNF_MEAN, "lnf_mean", MEM_ACTIVATIONS, BT * 4, 0);
+    place(&lo, BUF_LNF_RSTD, "lnf_rstd", MEM_ACTIVATIONS, BT * 4, 0);
+    place(&lo, BUF_LOGITS, "logits", MEM_ACTIVATIONS, BT * Vp * x, 0);
+    place(&lo, BUF_LOSSES, "losses", MEM_ACTIVATIONS, BT * 4, 0);
+
+    place(&lo, BUF_QKVR, "qkvr", MEM_SCRATCH, BT * 3 * C * x, 0);
+    place(&lo, BUF_VACCUM, "vaccum", MEM_SCRATCH, BT * C * x, 0);
+    place(&lo, BUF_TMP, "tmp", MEM_SCRATCH, BT * C * x, 0);
+    place(&lo, BUF_DRESIDUAL, "dresidual", MEM_SCRATCH, BT * C * x, 0);
+    place(&lo, BUF_DLN, "dln", MEM_SCRATCH, BT * C * x, 0);
+
+    /* Buffers of the layers' backward only: nothing reads them before the classifier's backward has consumed
+       the dlogits, so they lie inside the logits buffer when they fit there. The forward needs no (B,NH,T,T)
+       scratch: the scores go straight into att[l] and the softmax runs in place. */
+    static const struct { BufferId id; const char *name; } bwd[] = {{BUF_DATT, "datt"}, {BUF_DFCH, "dfch"},
+        {BUF_DATTY, "datty"}, {BUF_DQKV, "dqkv"}, {BUF_DQKVR, "dqkvr"}, {BUF_DVACCUM, "dvaccum"}};
+    size_t bwd_bytes[6] = {B * NH * T * T * x, BT * 4 * C * x, BT * C * x, BT * 3 * C * x, BT * 3 * C * x, BT * C * x};
+    size_t need = 0;
+    for (int i = 0; i < 6; i++) need = align_up(need) + bwd_bytes[i];
+    if (need <= mem->buffers[BUF_LOGITS].bytes) {
+        size_t off = mem->buffers[BUF_LOGITS].offset;
+        for (int i = 0; i < 6; i++) {
+            PlanBuffer *b = &mem->buffers[bwd[i].id];
+            *b = (PlanBuffer){bwd[i].name, MEM_SCRATCH, bwd_bytes[i], align_up(off), BUF_LOGITS, 0};
+            off = b->offset + bwd_bytes[i];
+        }
+    } else {
+        for (int i = 0; i < 6; i++) place(&lo, bwd[i].id, bwd[i].name, MEM_SCRATCH, bwd_bytes[i], 0);
+    }
+
+    const LaunchDims *ln_bwd = &plan->kernels[K_LAYERNORM_BACKWARD].dims;
+    const LaunchDims *bias = &plan->kernels[K_BIAS_BACKWARD_PARTIAL].dims;   /* grid[1]: the row splits */
+    const LaunchDims *norm = &plan->kernels[K_GLOBAL_NORM_SQUARED].dims;
+    place(&lo, BUF_LN_SCRATCH, "ln_scratch", MEM_SCRATCH, (size_t)ln_bwd->grid[0] * 2 * C * 4, 0);
+    place(&lo, BUF_BIAS_SCRATCH, "bias_scratch", MEM_SCRATCH, (size_t)bias->grid[1] * 4 * C * 4, 0);
+    place(&lo, BUF_NORM_PARTIALS, "norm_partials", MEM_SCRATCH, (size_t)norm->grid[0] * 4, 0);
+
+    place(&lo, BUF_INPUTS, "inputs", MEM_SCRATCH, BT * 4, 0);
+    place(&lo, BUF_TARGETS, "targets", MEM_SCRATCH, BT * 4, 0);
+    place(&lo, BUF_BUCKET_TOKEN, "bucket_token", MEM_SCRATCH, BT * 4, 0);
+    place(&lo, BUF_BUCKET_START, "bucket_start", MEM_SCRATCH, (BT + 1) * 4, 0);
+    place(&lo, BUF_POSITIONS, "positions", MEM_SCRATCH, BT * 4, 0);
+
+    place(&lo, BUF_CUBLASLT_WORKSPACE, "cublaslt_workspace", MEM_WORKSPACE, CUBLASLT_WORKSPACE_BYTES, 0);
+    mem->arena_bytes = align_up(lo.end);
+}

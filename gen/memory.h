@@ -1,0 +1,52 @@
+/* memory: the GPU memory of one training step, computed once: every buffer's size, category and offset in
+   one arena, and which buffers share space. The CUDA backend allocates exactly arena_bytes and points each
+   buffer at arena + offset; plan.txt prints the same table. */
+#ifndef GPT2GEN_MEMORY_H
+#define GPT2GEN_MEMORY_H
+#include "gen/config.h"
+
+typedef enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_ACTIVATIONS, MEM_SCRATCH, MEM_WORKSPACE, MEM_CATEGORIES } MemCategory;
+
+/* Every buffer of the step. Per-layer activations hold L layers (one where recompute makes them scratch). */
+typedef enum {
+    /* parameters, gradients, optimizer state (AdamW m and v, fp32 master weights) */
+    BUF_PARAMS, BUF_GRADS, BUF_ADAM_M, BUF_ADAM_V, BUF_MASTER,
+    /* activations kept for the backward */
+    BUF_ENCODED, BUF_LN1, BUF_LN1_MEAN, BUF_LN1_RSTD, BUF_QKV, BUF_ATTY, BUF_ATT, BUF_RESIDUAL2, BUF_LN2,
+    BUF_LN2_MEAN, BUF_LN2_RSTD, BUF_FCH, BUF_FCH_GELU, BUF_RESIDUAL3, BUF_LNF, BUF_LNF_MEAN, BUF_LNF_RSTD,
+    BUF_LOGITS, BUF_LOSSES,
+    /* scratch of the forward and backward */
+    BUF_QKVR, BUF_VACCUM, BUF_TMP, BUF_DRESIDUAL, BUF_DLN,
+    /* scratch of the layers' backward only: shares the logits buffer when it fits there */
+    BUF_DATT, BUF_DFCH, BUF_DATTY, BUF_DQKV, BUF_DQKVR, BUF_DVACCUM,
+    BUF_LN_SCRATCH, BUF_BIAS_SCRATCH, BUF_NORM_PARTIALS,
+    /* the step's tokens and the encoder backward's buckets */
+    BUF_INPUTS, BUF_TARGETS, BUF_BUCKET_TOKEN, BUF_BUCKET_START, BUF_POSITIONS,
+    /* library workspaces */
+    BUF_CUBLASLT_WORKSPACE,
+    BUF_COUNT
+} BufferId;
+
+#define MEM_ALIGN 256
+#define CUBLASLT_WORKSPACE_BYTES ((size_t)32 << 20)
+
+typedef struct {
+    const char *name;
+    MemCategory category;
+    size_t bytes;            /* 0: not used by this plan (e.g. no master weights) */
+    size_t offset;           /* in the arena */
+    int shares;              /* BUF_* whose space it lies in, or -1 */
+    size_t layer_bytes;      /* bytes between layers; 0 where one buffer serves every layer */
+} PlanBuffer;
+
+typedef struct {
+    PlanBuffer buffers[BUF_COUNT];
+    size_t category_bytes[MEM_CATEGORIES];   /* shared buffers not counted again */
+    size_t arena_bytes;                      /* what the CUDA backend allocates: the sum, aligned */
+} PlanMemory;
+
+struct Plan;
+/* Lays out the step's buffers for cfg; scratch sizes come from the plan's kernel geometry. */
+void memory_plan(PlanMemory *mem, const Config *cfg, const struct Plan *plan);
+const char *memory_category_name(MemCategory c);
+#endif

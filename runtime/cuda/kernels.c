@@ -1,0 +1,77 @@
+/* kernels: loading the plan's modules and launching by id (see kernels.h). */
+#include "runtime/cuda/kernels.h"
+#include "common/files.h"
+#include "kernel_ids.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(K_COUNT <= PLAN_MAX_KERNELS, "more kernels declared than a plan holds");
+
+static int load_module(Kernels *ks, int i, const CudaDevice *dev, const char *have, Err *err) {
+    const PlanModule *m = &ks->plan->modules[i];
+    char eb[256];
+    size_t len;
+    char *img = read_file(m->cubin_path, &len, err);
+    if (!img) {
+        char why[sizeof err->msg];   /* err_set must not read the buffer it writes */
+        snprintf(why, sizeof why, "%s", err->msg);
+        return err_set(err, "%s (run `gpt2gen build` first)", why);
+    }
+    CUresult r = cu.cuModuleLoadData(&ks->modules[i], img);
+    free(img);
+    if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE)
+        return err_set(err, "%s: not loadable on GPU %d (%s, %s): %s; rebuild with --arch %s", m->cubin_path,
+                       dev->ordinal, dev->name, have, cuda_err_string(r, eb, sizeof eb), have);
+    if (r != CUDA_SUCCESS) return err_set(err, "%s: cuModuleLoadData: %s", m->cubin_path, cuda_err_string(r, eb, sizeof eb));
+    ks->n_modules = i + 1;
+    return 0;
+}
+
+int kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, Err *err) {
+    memset(ks, 0, sizeof *ks);
+    ks->plan = plan;
+    const char *s = getenv("GPT2GEN_SYNC");
+    ks->sync_each = s && *s && strcmp(s, "0");
+    if (plan->n_kernels != K_COUNT)
+        return err_set(err, "the plan in %s has %d kernels, this gpt2gen declares %d: rebuild", plan->build_dir,
+                       plan->n_kernels, K_COUNT);
+    char have[16];
+    snprintf(have, sizeof have, "sm_%d%d", dev->cc_major, dev->cc_minor);
+    if (strcmp(have, plan->arch))
+        return err_set(err, "arch mismatch: the kernels in %s were built for %s, but GPU %d (%s) is %s: rebuild with --arch %s",
+                       plan->build_dir, plan->arch, dev->ordinal, dev->name, have, have);
+    for (int i = 0; i < plan->n_modules; i++)
+        if (load_module(ks, i, dev, have, err)) { kernels_unload(ks); return -1; }
+    char eb[256];
+    for (int id = 0; id < plan->n_kernels; id++) {
+        const PlanKernel *k = &plan->kernels[id];
+        CUresult r = cu.cuModuleGetFunction(&ks->fn[id], ks->modules[k->module], k->decl->name);
+        if (r != CUDA_SUCCESS) {
+            kernels_unload(ks);
+            return err_set(err, "%s: no kernel %s: %s", plan->modules[k->module].cubin_path, k->decl->name,
+                           cuda_err_string(r, eb, sizeof eb));
+        }
+    }
+    return 0;
+}
+
+void kernels_unload(Kernels *ks) {
+    for (int i = 0; i < ks->n_modules; i++)
+        if (ks->modules[i]) cu.cuModuleUnload(ks->modules[i]);
+    ks->n_modules = 0;
+}
+
+int kernels_launch(Kernels *ks, int id, CUstream stream, long long size, void **args, Err *err) {
+    LaunchDims d = plan_launch_dims(ks->plan, id, size);
+    const char *name = ks->plan->kernels[id].decl->name;
+    char eb[256];
+    CUresult r = cu.cuLaunchKernel(ks->fn[id], d.grid[0], d.grid[1], d.grid[2], d.block, 1, 1, 0, stream, args, NULL);
+    if (r != CUDA_SUCCESS)
+        return err_set(err, "launching kernel %s (grid %u,%u,%u block %u): %s", name, d.grid[0], d.grid[1], d.grid[2],
+                       d.block, cuda_err_string(r, eb, sizeof eb));
+    ks->launches[id]++;
+    if (ks->sync_each && (r = cu.cuStreamSynchronize(stream)) != CUDA_SUCCESS)
+        return err_set(err, "kernel %s failed: %s", name, cuda_err_string(r, eb, sizeof eb));
+    return 0;
+}

@@ -1,0 +1,24 @@
+/* linear: the linear layers on the GPU: cuBLASLt matmuls (the plan's entries) with their bias and GELU
+   epilogues, the bias gradients (templates/matmul.cu) and the elementwise GELU (templates/gelu.cu). */
+#include "runtime/cuda/ops.h"
+
+int op_linear(Cuda *c, int id, dptr out, dptr inp, dptr W, dptr bias, dptr aux, Err *err) {
+    return matmul_run(&c->mm, id, c->s, out, W, inp, bias, aux, 1.0f, err);
+}
+
+static int bias_backward(Cuda *c, dptr db, dptr dout, int OC, Err *err) {
+    dptr scratch = buf(c, BUF_BIAS_SCRATCH, 0);
+    return launch_bias_backward_partial(&c->ks, c->s, scratch, dout, OC, err) ||
+           launch_bias_backward_reduce(&c->ks, c->s, db, scratch, OC, err) ? -1 : 0;
+}
+
+int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr db, dptr dout, dptr inp, dptr W,
+                       float alpha, dptr pre, Err *err) {
+    if (matmul_run(&c->mm, dinp_id, c->s, dinp, W, dout, 0, pre, alpha, err)) return -1;
+    if (matmul_run(&c->mm, dw_id, c->s, dW, inp, dout, 0, 0, alpha, err)) return -1;
+    return db ? bias_backward(c, db, dout, c->plan->matmuls[dinp_id].k, err) : 0;
+}
+
+int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err) {
+    return launch_gelu_forward(&c->ks, c->s, out, inp, (long long)c->B * c->T * 4 * c->C, err);
+}

@@ -1,0 +1,32 @@
+/* matmul: the plan's matmuls (gen/matmuls.h) through cuBLASLt, fp32 or bf16 with fp32 accumulation.
+   Each entry's descriptor and layouts are built, and its algorithm picked by cuBLASLt's heuristic, once at
+   init; a call then only sets the pointers. */
+#ifndef GPT2GEN_RUNTIME_MATMUL_H
+#define GPT2GEN_RUNTIME_MATMUL_H
+#include "runtime/cuda/device.h"
+#include "gen/matmuls.h"
+
+typedef struct {
+    PlanMatmul shape;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+} MatmulEntry;
+
+typedef struct {
+    cublasLtHandle_t handle;
+    CUdeviceptr workspace;
+    size_t workspace_size;
+    int n;
+    MatmulEntry *entries;
+} Matmuls;
+
+/* Prepares the n entries (ids 0..n-1) for precision p, with a workspace of workspace_size bytes. */
+int  matmuls_init(Matmuls *mm, const PlanMatmul *entries, int n, Precision p, CUdeviceptr workspace,
+                  size_t workspace_size, Err *err);
+void matmuls_destroy(Matmuls *mm);
+/* Entry id on stream: D = alpha op(A) op(B) (+ D when the entry accumulates) (+ bias when it has one),
+   then its epilogue with aux (GELU_AUX: aux gets the pre-activation; DGELU: aux is the pre-activation). */
+int  matmul_run(const Matmuls *mm, int id, CUstream stream, CUdeviceptr D, CUdeviceptr A, CUdeviceptr B,
+                CUdeviceptr bias, CUdeviceptr aux, float alpha, Err *err);
+#endif

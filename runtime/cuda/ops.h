@@ -1,0 +1,80 @@
+/* ops: the CUDA backend's state and its ops, one file per op family:
+ *   encoder.c    token + position embedding, its backward (deterministic buckets)
+ *   layernorm.c  LayerNorm forward (plain, fused with the residual add) and backward
+ *   linear.c     the linear layers: cuBLASLt matmuls with bias / GELU epilogues, bias gradients, GELU
+ *   attention.c  causal attention: permutes, batched matmuls, softmax
+ *   classifier.c logits -> losses and dlogits in one pass
+ *   optimizer.c  zero_grad, global gradient norm, AdamW (Backend methods)
+ *   step.c       the schedule of one forward and one backward (Backend methods)
+ *   cuda_backend.c  creation, parameters and state to and from the host
+ * Every op runs on the device's compute stream; the ops of the step follow SPEC section 1 (README, "The model"). */
+#ifndef GPT2GEN_CUDA_OPS_H
+#define GPT2GEN_CUDA_OPS_H
+#include "runtime/backend.h"
+#include "runtime/cuda/arena.h"
+#include "runtime/cuda/device.h"
+#include "runtime/cuda/kernels.h"
+#include "runtime/cuda/matmul.h"
+#include "runtime/cuda/profile.h"
+#include "gen/plan.h"
+#include "kernel_launch.h"
+
+typedef CUdeviceptr dptr;
+
+typedef struct {
+    CudaDevice dev;
+    CUstream s;                      /* dev.compute */
+    const Plan *plan;
+    Kernels ks;
+    Matmuls mm;
+    Arena arena;
+    Profile prof;
+    size_t xs;                       /* bytes per floatX */
+    int B, T, C, L, NH, HS, V, Vp, recompute;
+    size_t np, psz[NUM_PARAM_TENSORS], poff[NUM_PARAM_TENSORS];
+    /* host side */
+    int32_t *h_inputs, *h_count, *h_bucket_token, *h_bucket_start, *h_positions;
+    float *h_losses, *h_partials;
+    int n_buckets, have_targets, logits_valid;
+} Cuda;
+
+static inline Cuda *cuda_of(Backend *be) { return (Cuda *)be->impl; }
+/* buffer id's memory for layer l (layer 0 for buffers that serve every layer) */
+static inline dptr buf(const Cuda *c, BufferId id, int l) {
+    return c->arena.buf[id] + (size_t)l * c->plan->memory.buffers[id].layer_bytes;
+}
+/* parameter tensor i (of layer l for the per-layer tensors) in the parameters (BUF_PARAMS) or gradients */
+dptr tensor_at(const Cuda *c, BufferId base, int i, int l);
+#define PW(i, l) tensor_at(c, BUF_PARAMS, (i), (l))
+#define GW(i, l) tensor_at(c, BUF_GRADS, (i), (l))
+#define OP(name, call) PROFILED(&c->prof, name, call)
+
+int op_encoder_forward(Cuda *c, Err *err);                     /* BUF_INPUTS -> BUF_ENCODED */
+int op_encoder_upload_buckets(Cuda *c, const int32_t *inputs, Err *err);
+int op_encoder_backward(Cuda *c, Err *err);                    /* BUF_DRESIDUAL -> dwte, dwpe */
+
+int op_layernorm(Cuda *c, dptr out, dptr mean, dptr rstd, dptr inp, dptr w, dptr b, Err *err);
+int op_residual_layernorm(Cuda *c, dptr res, dptr out, dptr mean, dptr rstd, dptr x1, dptr x2, dptr w, dptr b, Err *err);
+int op_layernorm_backward(Cuda *c, dptr dinp, dptr dw, dptr db, dptr dout, dptr inp, dptr w, dptr mean, dptr rstd, Err *err);
+
+/* out = inp @ W^T (+ bias) through plan matmul id; aux: the GELU pre-activation for MM_FC_GELU */
+int op_linear(Cuda *c, int id, dptr out, dptr inp, dptr W, dptr bias, dptr aux, Err *err);
+/* dinp = alpha dout @ W (times GELU'(pre) for the DGELU entry), dW += alpha dout^T @ inp, db += column sums
+   of dout (alpha must be 1 then) */
+int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr db, dptr dout, dptr inp, dptr W,
+                       float alpha, dptr pre, Err *err);
+int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err);
+
+int op_attention(Cuda *c, int l, Err *err);                    /* qkv[l] -> atty[l], keeping att[l] */
+int op_attention_backward(Cuda *c, int l, Err *err);           /* datty -> dqkv */
+
+/* losses and dlogits (d(mean loss), in place of the logits) for targets; *loss their mean */
+int op_classifier(Cuda *c, const int32_t *targets, float *loss, Err *err);
+
+int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err);
+int cu_backward(Backend *be, float grad_scale, Err *err);
+int cu_zero_grad(Backend *be, Err *err);
+int cu_grad_norm(Backend *be, float *norm, Err *err);
+int cu_update(Backend *be, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step,
+              Err *err);
+#endif

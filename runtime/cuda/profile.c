@@ -1,0 +1,42 @@
+/* profile: per-op time of the training step (see profile.h). */
+#include "runtime/cuda/profile.h"
+#include "common/clock.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void profile_init(Profile *p, CUstream stream) {
+    memset(p, 0, sizeof *p);
+    const char *e = getenv("GPT2GEN_PROFILE");
+    p->on = e && *e && strcmp(e, "0");
+    p->stream = stream;
+}
+
+double profile_start(Profile *p) {
+    if (!p->on) return 0;
+    cu.cuStreamSynchronize(p->stream);
+    return now_seconds();
+}
+
+void profile_stop(Profile *p, const char *name, double t0) {
+    if (!p->on) return;
+    cu.cuStreamSynchronize(p->stream);
+    double dt = now_seconds() - t0;
+    for (int i = 0; i < p->n; i++)
+        if (!strcmp(p->entries[i].name, name)) { p->entries[i].seconds += dt; return; }
+    if (p->n < PROFILE_MAX) {
+        p->entries[p->n].name = name;
+        p->entries[p->n++].seconds = dt;
+    }
+}
+
+void profile_print(const Profile *p) {
+    if (!p->on || p->steps == 0) return;
+    double total = 0;
+    for (int i = 0; i < p->n; i++) total += p->entries[i].seconds;
+    fprintf(stderr, "GPT2GEN_PROFILE: mean per training step over %d steps (ops synchronized one by one)\n", p->steps);
+    for (int i = 0; i < p->n; i++)
+        fprintf(stderr, "  %-28s %8.2f ms  %5.1f%%\n", p->entries[i].name, p->entries[i].seconds / p->steps * 1e3,
+                100 * p->entries[i].seconds / total);
+    fprintf(stderr, "  %-28s %8.2f ms\n", "total", total / p->steps * 1e3);
+}

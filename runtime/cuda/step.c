@@ -1,0 +1,96 @@
+/* step: the schedule of one forward and one backward on the GPU, layer by layer (SPEC section 1; README,
+   "The model"). What the backward needs is kept per layer unless train.recompute says otherwise
+   (1: the GELU output is recomputed, 2: the LayerNorm outputs too). */
+#include "runtime/cuda/ops.h"
+#include <string.h>
+
+/* the residual stream entering layer l */
+static dptr residual_in(Cuda *c, int l) { return l == 0 ? buf(c, BUF_ENCODED, 0) : buf(c, BUF_RESIDUAL3, l - 1); }
+
+static int forward_layer(Cuda *c, int l, Err *err) {
+    dptr ln1 = buf(c, BUF_LN1, l), ln2 = buf(c, BUF_LN2, l), tmp = buf(c, BUF_TMP, 0);
+    dptr res2 = buf(c, BUF_RESIDUAL2, l), res3 = buf(c, BUF_RESIDUAL3, l), fchg = buf(c, BUF_FCH_GELU, l);
+    if (l == 0)
+        OP("layernorm forward", op_layernorm(c, ln1, buf(c, BUF_LN1_MEAN, 0), buf(c, BUF_LN1_RSTD, 0), residual_in(c, 0),
+                                             PW(P_LN1W, 0), PW(P_LN1B, 0), err));
+    OP("matmul qkv", op_linear(c, MM_QKV, buf(c, BUF_QKV, l), ln1, PW(P_QKVW, l), PW(P_QKVB, l), 0, err));
+    if (op_attention(c, l, err)) return -1;
+    OP("matmul attproj", op_linear(c, MM_ATTPROJ, tmp, buf(c, BUF_ATTY, l), PW(P_ATTPROJW, l), PW(P_ATTPROJB, l), 0, err));
+    OP("layernorm forward", op_residual_layernorm(c, res2, ln2, buf(c, BUF_LN2_MEAN, l), buf(c, BUF_LN2_RSTD, l),
+                                                  residual_in(c, l), tmp, PW(P_LN2W, l), PW(P_LN2B, l), err));
+    /* fch = ln2 @ fcw^T + fcb, fchg = GELU(fch): one cuBLASLt call with the GELU epilogue */
+    OP("matmul fc+gelu", op_linear(c, MM_FC_GELU, fchg, ln2, PW(P_FCW, l), PW(P_FCB, l), buf(c, BUF_FCH, l), err));
+    OP("matmul fcproj", op_linear(c, MM_FCPROJ, tmp, fchg, PW(P_FCPROJW, l), PW(P_FCPROJB, l), 0, err));
+    /* residual3 = residual2 + tmp, then the next LayerNorm (the next layer's ln1, or the final one) */
+    if (l + 1 < c->L)
+        OP("layernorm forward", op_residual_layernorm(c, res3, buf(c, BUF_LN1, l + 1), buf(c, BUF_LN1_MEAN, l + 1),
+                                                      buf(c, BUF_LN1_RSTD, l + 1), res2, tmp, PW(P_LN1W, l + 1),
+                                                      PW(P_LN1B, l + 1), err));
+    else
+        OP("layernorm forward", op_residual_layernorm(c, res3, buf(c, BUF_LNF, 0), buf(c, BUF_LNF_MEAN, 0),
+                                                      buf(c, BUF_LNF_RSTD, 0), res2, tmp, PW(P_LNFW, 0), PW(P_LNFB, 0), err));
+    return 0;
+}
+
+int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err) {
+    Cuda *c = cuda_of(be);
+    int BT = c->B * c->T;
+    for (int i = 0; i < BT; i++)
+        if (inputs[i] < 0 || inputs[i] >= c->V)
+            return err_set(err, "input token %d at position %d is outside the vocabulary (0..%d)", inputs[i], i, c->V - 1);
+    memcpy(c->h_inputs, inputs, (size_t)BT * 4);
+    if (cuda_check(cu.cuMemcpyHtoDAsync(buf(c, BUF_INPUTS, 0), c->h_inputs, (size_t)BT * 4, c->s), "copying inputs to the GPU", err))
+        return -1;
+    OP("encoder forward", op_encoder_forward(c, err));
+    for (int l = 0; l < c->L; l++)
+        if (forward_layer(c, l, err)) return -1;
+    OP("matmul classifier", op_linear(c, MM_CLASSIFIER, buf(c, BUF_LOGITS, 0), buf(c, BUF_LNF, 0), PW(P_WTE, 0), 0, 0, err));
+    c->logits_valid = 1;
+    c->have_targets = 0;
+    if (!targets) return cuda_device_sync(&c->dev, "forward", err);
+    OP("classifier (loss+dlogits)", op_classifier(c, targets, loss, err));
+    c->logits_valid = 0;
+    if (op_encoder_upload_buckets(c, inputs, err)) return -1;
+    c->have_targets = 1;
+    return 0;
+}
+
+static int backward_layer(Cuda *c, int l, Err *err) {
+    dptr residual = residual_in(c, l), ln1 = buf(c, BUF_LN1, l), ln2 = buf(c, BUF_LN2, l);
+    dptr m1 = buf(c, BUF_LN1_MEAN, l), r1 = buf(c, BUF_LN1_RSTD, l), m2 = buf(c, BUF_LN2_MEAN, l), r2 = buf(c, BUF_LN2_RSTD, l);
+    dptr res2 = buf(c, BUF_RESIDUAL2, l), fch = buf(c, BUF_FCH, l), fchg = buf(c, BUF_FCH_GELU, l);
+    dptr dres = buf(c, BUF_DRESIDUAL, 0), dln = buf(c, BUF_DLN, 0), dfch = buf(c, BUF_DFCH, 0), datty = buf(c, BUF_DATTY, 0);
+    if (c->recompute >= 1) OP("gelu recompute", op_gelu_forward(c, fchg, fch, err));
+    /* dfch = (dresidual @ fcprojw) * GELU'(fch): the DGELU epilogue */
+    OP("matmul bwd fcproj+dgelu", op_linear_backward(c, MM_FCPROJ_DINP_DGELU, MM_FCPROJ_DW, dfch, GW(P_FCPROJW, l),
+                                                     GW(P_FCPROJB, l), dres, fchg, PW(P_FCPROJW, l), 1.0f, fch, err));
+    if (c->recompute >= 2) OP("layernorm forward", op_layernorm(c, ln2, m2, r2, res2, PW(P_LN2W, l), PW(P_LN2B, l), err));
+    OP("matmul bwd fc", op_linear_backward(c, MM_FC_DINP, MM_FC_DW, dln, GW(P_FCW, l), GW(P_FCB, l), dfch, ln2,
+                                           PW(P_FCW, l), 1.0f, 0, err));
+    OP("layernorm backward", op_layernorm_backward(c, dres, GW(P_LN2W, l), GW(P_LN2B, l), dln, res2, PW(P_LN2W, l), m2, r2, err));
+    OP("matmul bwd attproj", op_linear_backward(c, MM_ATTPROJ_DINP, MM_ATTPROJ_DW, datty, GW(P_ATTPROJW, l),
+                                                GW(P_ATTPROJB, l), dres, buf(c, BUF_ATTY, l), PW(P_ATTPROJW, l), 1.0f, 0, err));
+    if (op_attention_backward(c, l, err)) return -1;
+    if (c->recompute >= 2) OP("layernorm forward", op_layernorm(c, ln1, m1, r1, residual, PW(P_LN1W, l), PW(P_LN1B, l), err));
+    OP("matmul bwd qkv", op_linear_backward(c, MM_QKV_DINP, MM_QKV_DW, dln, GW(P_QKVW, l), GW(P_QKVB, l),
+                                            buf(c, BUF_DQKV, 0), ln1, PW(P_QKVW, l), 1.0f, 0, err));
+    OP("layernorm backward", op_layernorm_backward(c, dres, GW(P_LN1W, l), GW(P_LN1B, l), dln, residual, PW(P_LN1W, l), m1, r1, err));
+    return 0;
+}
+
+int cu_backward(Backend *be, float grad_scale, Err *err) {
+    Cuda *c = cuda_of(be);
+    if (!c->have_targets) return err_set(err, "backward needs a forward with targets first");
+    c->prof.steps++;
+    dptr dres = buf(c, BUF_DRESIDUAL, 0), dln = buf(c, BUF_DLN, 0);
+    /* the logits buffer holds d(mean loss)/d(logits) since the forward; grad_scale goes in as alpha */
+    if (cuda_check(cu.cuMemsetD8Async(dres, 0, (size_t)c->B * c->T * c->C * c->xs, c->s), "zeroing dresidual", err)) return -1;
+    OP("matmul bwd classifier", op_linear_backward(c, MM_CLASSIFIER_DINP, MM_CLASSIFIER_DW, dln, GW(P_WTE, 0), 0,
+                                                   buf(c, BUF_LOGITS, 0), buf(c, BUF_LNF, 0), PW(P_WTE, 0), grad_scale, 0, err));
+    OP("layernorm backward", op_layernorm_backward(c, dres, GW(P_LNFW, 0), GW(P_LNFB, 0), dln, buf(c, BUF_RESIDUAL3, c->L - 1),
+                                                   PW(P_LNFW, 0), buf(c, BUF_LNF_MEAN, 0), buf(c, BUF_LNF_RSTD, 0), err));
+    for (int l = c->L - 1; l >= 0; l--)
+        if (backward_layer(c, l, err)) return -1;
+    OP("encoder backward", op_encoder_backward(c, err));
+    return cuda_device_sync(&c->dev, "backward", err);
+}

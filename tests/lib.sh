@@ -1,0 +1,58 @@
+# tests/lib.sh: the shell side of the one test reporter (tests/report.h is the C side). Sourced by the shell
+# tests (tests/cli/*.sh, tests/gpu/e2e.sh) and by the runners that add their results up (tests/run.sh,
+# tests/gpu.sh). The lines are the C reporter's:
+#
+#   ok NAME [DETAIL]   prints "ok   NAME" (or "ok   NAME (DETAIL)") and counts a pass
+#   fail NAME WHY      prints "FAIL NAME: WHY" and counts a failure
+#   skip NAME WHY      prints "skip NAME: WHY" and counts a skip
+#   finish             prints "RESULT <passed> <failed> <skipped>", removes $WORK, exits (1 if anything failed)
+#   scratch            makes $WORK, a fresh scratch folder with its own CUBIN cache, for the test to work in
+#   tally NAME FILE RC result|lines
+#                      adds one sub-run's results (its output in FILE, its exit code RC) to the counts:
+#                      `result` takes them from its last "RESULT p f s" line (a sub-run without one crashed or
+#                      stopped early: a failure); `lines` counts its ok/FAIL/skip lines (output without a RESULT
+#                      line). Either way, a non-zero exit code with no failure counted is a failure. Sets
+#                      TALLY_P, TALLY_F, TALLY_S (this sub-run's counts) and TALLY_NOTE (why it failed as a
+#                      whole, or empty).
+# PASSED, FAILED and SKIPPED hold the counts; ROOT is the repository root and GPT2GEN its binary.
+
+ROOT=$(cd "$(dirname "$0")" && while [ ! -f tests/lib.sh ] && [ "$PWD" != / ]; do cd ..; done; pwd)
+GPT2GEN="$ROOT/gpt2gen"
+PASSED=0; FAILED=0; SKIPPED=0
+WORK=""
+
+ok() {
+    PASSED=$((PASSED + 1))
+    if [ -n "$2" ]; then echo "ok   $1 ($2)"; else echo "ok   $1"; fi
+}
+fail() { FAILED=$((FAILED + 1)); echo "FAIL $1${2:+: $2}"; }
+skip() { SKIPPED=$((SKIPPED + 1)); echo "skip $1${2:+: $2}"; }
+finish() {
+    echo "RESULT $PASSED $FAILED $SKIPPED"
+    [ -n "$WORK" ] && rm -rf "$WORK"
+    [ "$FAILED" -eq 0 ] && exit 0
+    exit 1
+}
+
+scratch() {
+    WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpt2gen-test.XXXXXX") || { echo "cannot make a scratch folder" >&2; exit 1; }
+    export GPT2GEN_CACHE="$WORK/cache"
+    unset GPT2GEN_TEMPLATES
+}
+
+tally() {
+    TALLY_NOTE=""
+    if [ "$4" = result ]; then
+        set -- "$1" "$2" "$3" "$(grep '^RESULT ' "$2" | tail -1)"
+        if [ -n "$4" ]; then
+            # shellcheck disable=SC2086
+            set -- "$1" "$2" "$3" $4
+            TALLY_P=$5; TALLY_F=$6; TALLY_S=$7
+        else TALLY_P=0; TALLY_F=0; TALLY_S=0; TALLY_NOTE="crashed or printed no RESULT line"; fi
+    else
+        TALLY_P=$(grep -c '^ok ' "$2"); TALLY_F=$(grep -c '^FAIL' "$2"); TALLY_S=$(grep -c '^skip' "$2")
+    fi
+    [ -z "$TALLY_NOTE" ] && [ "$3" -ne 0 ] && [ "$TALLY_F" -eq 0 ] && TALLY_NOTE="exit code $3"
+    PASSED=$((PASSED + TALLY_P)); FAILED=$((FAILED + TALLY_F)); SKIPPED=$((SKIPPED + TALLY_S))
+    if [ -n "$TALLY_NOTE" ]; then TALLY_F=$((TALLY_F + 1)); fail "$1" "$TALLY_NOTE (see $2)"; fi
+}
