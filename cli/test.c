@@ -1,6 +1,7 @@
 /* gpt2gen test: every generated kernel of a config against the CPU reference, on the GPU. */
 #include "cli/commands.h"
 #include "tests/gpu/kernel_tests.h"
+#include "tests/report.h"
 #include <stdio.h>
 
 static const char *TEST_USAGE =
@@ -8,7 +9,7 @@ static const char *TEST_USAGE =
     "\n"
     "Builds the kernels of CONFIG.lua and holds each one, on the GPU, against the CPU reference op on random\n"
     "inputs (fp32 to ~1e-5, bf16 to ~1e-2 relative), then a full training step against the CPU backend.\n"
-    "Prints one line per test and ends with \"N passed, N failed\". Without a GPU it says so and skips\n"
+    "Prints one line per test and ends with \"RESULT <passed> <failed> <skipped>\". Without a GPU it says so and skips\n"
     "(exit code 0); the compile step still runs.\n";
 
 int cmd_test(int argc, char **argv) {
@@ -17,5 +18,6 @@ int cmd_test(int argc, char **argv) {
     int done;
     int rc = args_build(argc, argv, "test", TEST_USAGE, &cfg, &plan, &done);
     if (rc || done) return rc;
-    return gpu_test_run(&cfg, &plan) > 0 ? EXIT_FAIL : 0;
+    int failed = gpu_test_run(&cfg, &plan);
+    return report_summary() || failed > 0 ? EXIT_FAIL : 0;   /* "RESULT p f s", as every test program ends */
 }

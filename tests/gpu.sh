@@ -9,15 +9,14 @@ export NCCL_NVLS_ENABLE=0
 log=build/test-logs; mkdir -p "$log"
 summary="$log/gpu-summary.txt"; : > "$summary"
 row() { printf "%-28s %5s %5s %5s  %s\n" "$1" "$2" "$3" "$4" "$5" >> "$summary"; }
-count() {   # $1 = name, $2 = output file, $3 = exit code, $4 = result|lines (see tally in tests/lib.sh)
-    tally "$1" "$2" "$3" "$4"
+count() {   # $1 = name, $2 = output file, $3 = exit code
+    tally "$1" "$2" "$3"
     row "$1" "$TALLY_P" "$TALLY_F" "$TALLY_S" "$TALLY_NOTE"
 }
 echo "== test_gpu (small configs: fp32/bf16, head size 32/64, recompute 0/1/2)"
 build/tests/test_gpu > "$log/test_gpu.out" 2>&1; rc=$?
 cat "$log/test_gpu.out"
-# lines: its RESULT line counts its own tests, not yet the per-kernel lines of tests/gpu/kernel_tests.c
-count test_gpu "$log/test_gpu.out" $rc lines
+count test_gpu "$log/test_gpu.out" $rc
 for c in configs/*.lua; do
     name=$(basename "$c" .lua)
     [ "$name" = defaults ] && continue
@@ -25,12 +24,12 @@ for c in configs/*.lua; do
     ./gpt2gen test "$c" > "$log/gpu-$name.out" 2>&1; rc=$?
     cat "$log/gpu-$name.out"
     if grep -q "out of GPU memory" "$log/gpu-$name.out"; then row "$name" - - - "does not fit"; continue; fi
-    count "$name" "$log/gpu-$name.out" $rc lines
+    count "$name" "$log/gpu-$name.out" $rc
 done
 echo "== tests/gpu/e2e.sh (CPU checkpoint -> 10 steps on CPU and GPU; gpt2-124M on the default data)"
 sh tests/gpu/e2e.sh > "$log/gpu-e2e.out" 2>&1; rc=$?
 cat "$log/gpu-e2e.out"
-count e2e "$log/gpu-e2e.out" $rc result
+count e2e "$log/gpu-e2e.out" $rc
 echo
 echo "== GPU test summary"
 printf "%-28s %5s %5s %5s  %s\n" config ok FAIL skip note

@@ -7,13 +7,11 @@
 #   skip NAME WHY      prints "skip NAME: WHY" and counts a skip
 #   finish             prints "RESULT <passed> <failed> <skipped>", removes $WORK, exits (1 if anything failed)
 #   scratch            makes $WORK, a fresh scratch folder with its own CUBIN cache, for the test to work in
-#   tally NAME FILE RC result|lines
-#                      adds one sub-run's results (its output in FILE, its exit code RC) to the counts:
-#                      `result` takes them from its last "RESULT p f s" line (a sub-run without one crashed or
-#                      stopped early: a failure); `lines` counts its ok/FAIL/skip lines (output without a RESULT
-#                      line). Either way, a non-zero exit code with no failure counted is a failure. Sets
-#                      TALLY_P, TALLY_F, TALLY_S (this sub-run's counts) and TALLY_NOTE (why it failed as a
-#                      whole, or empty).
+#   tally NAME FILE RC adds one sub-run's results (its output in FILE, its exit code RC) to the counts: those of
+#                      its last "RESULT p f s" line. A sub-run without one crashed or stopped early, and one that
+#                      exited non-zero with no failure counted went wrong outside its tests: each is one more
+#                      failure, "FAIL NAME: why (see FILE)". Sets TALLY_P, TALLY_F, TALLY_S (this sub-run's
+#                      counts) and TALLY_NOTE (why it failed as a whole, or empty).
 # PASSED, FAILED and SKIPPED hold the counts; ROOT is the repository root and GPT2GEN its binary.
 
 ROOT=$(cd "$(dirname "$0")" && while [ ! -f tests/lib.sh ] && [ "$PWD" != / ]; do cd ..; done; pwd)
@@ -41,17 +39,10 @@ scratch() {
 }
 
 tally() {
-    TALLY_NOTE=""
-    if [ "$4" = result ]; then
-        set -- "$1" "$2" "$3" "$(grep '^RESULT ' "$2" | tail -1)"
-        if [ -n "$4" ]; then
-            # shellcheck disable=SC2086
-            set -- "$1" "$2" "$3" $4
-            TALLY_P=$5; TALLY_F=$6; TALLY_S=$7
-        else TALLY_P=0; TALLY_F=0; TALLY_S=0; TALLY_NOTE="crashed or printed no RESULT line"; fi
-    else
-        TALLY_P=$(grep -c '^ok ' "$2"); TALLY_F=$(grep -c '^FAIL' "$2"); TALLY_S=$(grep -c '^skip' "$2")
-    fi
+    TALLY_P=0; TALLY_F=0; TALLY_S=0; TALLY_NOTE=""
+    # shellcheck disable=SC2046
+    set -- "$1" "$2" "$3" $(grep '^RESULT ' "$2" | tail -1)
+    if [ "$4" = RESULT ]; then TALLY_P=$5; TALLY_F=$6; TALLY_S=$7; else TALLY_NOTE="crashed or printed no RESULT line"; fi
     [ -z "$TALLY_NOTE" ] && [ "$3" -ne 0 ] && [ "$TALLY_F" -eq 0 ] && TALLY_NOTE="exit code $3"
     PASSED=$((PASSED + TALLY_P)); FAILED=$((FAILED + TALLY_F)); SKIPPED=$((SKIPPED + TALLY_S))
     if [ -n "$TALLY_NOTE" ]; then TALLY_F=$((TALLY_F + 1)); fail "$1" "$TALLY_NOTE (see $2)"; fi

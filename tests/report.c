@@ -2,26 +2,15 @@
 #include "tests/report.h"
 #include <stdio.h>
 
-static int passed, failed, skipped;
+static int counts[3];   /* by ReportKind */
 
 void report_vline(ReportKind kind, const char *name, const char *fmt, va_list ap) {
+    static const char *const TAG[] = {"ok  ", "FAIL", "skip"};
     char why[8192] = "";
     if (fmt) vsnprintf(why, sizeof why, fmt, ap);
-    switch (kind) {
-    case REPORT_OK:
-        passed++;
-        if (why[0]) printf("ok   %s (%s)\n", name, why);
-        else printf("ok   %s\n", name);
-        break;
-    case REPORT_FAIL:
-        failed++;
-        printf("FAIL %s%s%s\n", name, why[0] ? ": " : "", why);
-        break;
-    case REPORT_SKIP:
-        skipped++;
-        printf("skip %s%s%s\n", name, why[0] ? ": " : "", why);
-        break;
-    }
+    counts[kind]++;
+    if (kind == REPORT_OK) printf(why[0] ? "ok   %s (%s)\n" : "ok   %s\n", name, why);   /* ok: a detail */
+    else printf("%s %s%s%s\n", TAG[kind], name, why[0] ? ": " : "", why);                 /* FAIL, skip: a reason */
     fflush(stdout);
 }
 
@@ -36,12 +25,12 @@ REPORT_FN(report_ok, REPORT_OK)
 REPORT_FN(report_fail, REPORT_FAIL)
 REPORT_FN(report_skip, REPORT_SKIP)
 
-int report_passed_count(void) { return passed; }
-int report_failed_count(void) { return failed; }
-int report_skipped_count(void) { return skipped; }
+int report_passed_count(void) { return counts[REPORT_OK]; }
+int report_failed_count(void) { return counts[REPORT_FAIL]; }
+int report_skipped_count(void) { return counts[REPORT_SKIP]; }
 
 int report_summary(void) {
-    printf("RESULT %d %d %d\n", passed, failed, skipped);
+    printf("RESULT %d %d %d\n", counts[REPORT_OK], counts[REPORT_FAIL], counts[REPORT_SKIP]);
     fflush(stdout);
-    return failed ? 1 : 0;
+    return counts[REPORT_FAIL] ? 1 : 0;
 }

@@ -12,7 +12,7 @@ for t in build/tests/test_*; do
     "$t" > "$log/$n.out" 2> "$log/$n.err"; rc=$?
     grep -v '^RESULT ' "$log/$n.out"
     grep -q '^FAIL' "$log/$n.out" && sed 's/^/    /' "$log/$n.err" | tail -20
-    tally "$n" "$log/$n.out" $rc result
+    tally "$n" "$log/$n.out" $rc
 done
 for t in tests/cli/*.sh; do
     [ -f "$t" ] || continue
@@ -20,7 +20,7 @@ for t in tests/cli/*.sh; do
     echo "== cli/$n"
     sh "$t" > "$log/cli-$n.out" 2> "$log/cli-$n.err"; rc=$?
     grep -v '^RESULT ' "$log/cli-$n.out"
-    tally "cli/$n" "$log/cli-$n.out" $rc result
+    tally "cli/$n" "$log/cli-$n.out" $rc
 done
 if [ "$SKIPPED" -gt 0 ]; then echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"; else echo "$PASSED passed, $FAILED failed"; fi
 [ "$FAILED" -eq 0 ]

@@ -1,0 +1,280 @@
+/* test_plan: the generator's units, without a GPU: tunable values against their declared constraints, the
+   emitted prelude (constants, vector widths, entry points from the declarations), the template checks, the
+   step's memory layout (no two buffers overlap unless the plan says they share, sizes from the model's own
+   formulas), the kernels' launch geometry covering their work, and the round trip through the resolved
+   config.lua giving the same plan. Runs from the repository root (tests/run.sh does). */
+#include "tests/check.h"
+#include "gen/emit.h"
+#include "gen/plan.h"
+#include "common/files.h"
+#include "kernel_ids.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+static Config cfg;
+static Plan plan;
+
+/* tiny.lua with overrides (NULL-terminated), planned for sm_90; 0 on success, else err */
+static int make(const char *path, const char *const *sets, Err *err) {
+    int n = 0;
+    while (sets && sets[n]) n++;
+    if (config_load(&cfg, path, sets, n, err)) return -1;
+    return plan_make(&plan, &cfg, "sm_90", err);
+}
+
+static void test_tunable_out_of_range_rejected(void) {
+    static const char *const bad[][2] = {{"tune.layernorm.BLOCK_SIZE=100", "multiple of 32"},
+                                          {"tune.layernorm.BLOCK_SIZE=4096", "from 32 to 1024"},
+                                          {"tune.matmul.ROW_SPLITS=70000", "from 1 to 65535"},
+                                          {"tune.norm.GRID_SIZE={256, 70000}", "from 1 to 65536"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        Err err = {{0}};
+        const char *sets[] = {bad[i][0], NULL};
+        int rc = make("configs/tiny.lua", sets, &err);
+        char key[64];
+        snprintf(key, sizeof key, "%.*s", (int)(strchr(bad[i][0], '=') - bad[i][0]), bad[i][0]);
+        CHECK(rc != 0, "%s was accepted", bad[i][0]);
+        CHECK(strstr(err.msg, key) && strstr(err.msg, bad[i][1]) && strstr(err.msg, "configs/tiny.lua"),
+              "%s: the message should name the file, %s and '%s': %s", bad[i][0], key, bad[i][1], err.msg);
+    }
+}
+
+static void test_tunable_in_range_used(void) {
+    Err err = {{0}};
+    const char *sets[] = {"tune.layernorm.BLOCK_SIZE=512", "tune.layernorm.BWD_BLOCK_SIZE={128, 512}", NULL};
+    if (make("configs/tiny.lua", sets, &err)) { CHECK(0, "%s", err.msg); return; }
+    const PlanKernel *k = &plan.kernels[K_LAYERNORM_FORWARD];
+    const PlanModule *m = &plan.modules[k->module];
+    CHECK(m->tunables[0].value == 512 && !strcmp(m->tunables[0].origin, "config"), "BLOCK_SIZE %d (%s)", m->tunables[0].value,
+          m->tunables[0].origin);
+    CHECK(m->tunables[1].value == 128 && m->tunables[1].n_candidates == 2, "BWD_BLOCK_SIZE %d, %d candidates",
+          m->tunables[1].value, m->tunables[1].n_candidates);
+    CHECK(k->dims.block == 512, "layernorm_forward block %u", k->dims.block);
+    CHECK(plan.kernels[K_LAYERNORM_BACKWARD].dims.block == 128, "layernorm_backward block %u", plan.kernels[K_LAYERNORM_BACKWARD].dims.block);
+}
+
+static void test_unknown_family_and_tunable(void) {
+    Err err = {{0}};
+    const char *s1[] = {"tune.layernrom.BLOCK_SIZE=256", NULL};
+    CHECK(make("configs/tiny.lua", s1, &err) && strstr(err.msg, "no such kernel family") && strstr(err.msg, "layernorm"),
+          "unknown family: %s", err.msg);
+    const char *s2[] = {"tune.layernorm.BLOK_SIZE=256", NULL};
+    CHECK(make("configs/tiny.lua", s2, &err) && strstr(err.msg, "no such tunable") && strstr(err.msg, "BWD_BLOCK_SIZE"),
+          "unknown tunable: %s", err.msg);
+}
+
+/* The prelude of every module: the config's constants, the vector widths by the one rule, and one entry
+   point per declared kernel with the declared parameters. */
+static void test_prelude(void) {
+    Err err = {{0}};
+    const char *sets[] = {"precision=bf16", "train.seq_len=60", "model.max_seq_len=64", "train.total_batch_size=480", "tune.gelu.BLOCK_SIZE=128", NULL};
+    if (make("configs/tiny.lua", sets, &err)) { CHECK(0, "%s", err.msg); return; }
+    for (int i = 0; i < plan.n_modules; i++) {
+        const PlanModule *m = &plan.modules[i];
+        char *src = emit_module(&plan, m, &err);
+        if (!src) { CHECK(0, "%s: %s", m->decl->family, err.msg); continue; }
+        char want[512];
+        snprintf(want, sizeof want, "constexpr int C = %d;", cfg.model.n_embd);
+        CHECK(strstr(src, want), "%s: no '%s'", m->decl->family, want);
+        CHECK(strstr(src, "typedef __nv_bfloat16 floatX;"), "%s: floatX is not bf16", m->decl->family);
+        CHECK(strstr(src, "constexpr int X128 = 8;") && strstr(src, "constexpr int VEC_C = 8;"), "%s: 128-bit widths", m->decl->family);
+        CHECK(strstr(src, "constexpr int VEC_T = 1;"), "%s: T=60 is no multiple of 8: VEC_T must be 1", m->decl->family);
+        for (int t = 0; t < m->n_tunables; t++) {
+            snprintf(want, sizeof want, "constexpr int %s = %d;", m->decl->tunables[t].name, m->tunables[t].value);
+            CHECK(strstr(src, want), "%s: no '%s'", m->decl->family, want);
+        }
+        for (const KernelDecl *k = m->decl->kernels; k < m->decl->kernels + FAMILY_MAX_KERNELS && k->name; k++) {
+            char sig[1024];
+            int len = snprintf(sig, sizeof sig, "#define KERNEL_%s extern \"C\" __global__ void __launch_bounds__(%s) \\\n    %s(",
+                               k->name, m->decl->tunables[k->bounds].name, k->name);
+            for (int p = 0; p < KERNEL_MAX_PARAMS && k->params[p].name; p++) {
+                char one[128];
+                kernel_param_cuda(&k->params[p], one, sizeof one);
+                len += snprintf(sig + len, sizeof sig - len, "%s%s", p ? ", " : "", one);
+            }
+            snprintf(sig + len, sizeof sig - len, ")\n");
+            CHECK(strstr(src, sig), "%s: no entry point\n%s", m->decl->family, sig);
+        }
+        if (!strcmp(m->decl->family, "gelu")) CHECK(strstr(src, "constexpr int BLOCK_SIZE = 128;   // config"), "gelu: the config's block");
+        free(src);
+    }
+}
+
+/* A template that lacks a declared kernel's body, or declares an entry point of its own, is refused. */
+static void test_template_checks(void) {
+    char dir[] = "/tmp/gpt2gen-tpl-XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
+    Err err = {{0}};
+    if (make("configs/tiny.lua", NULL, &err)) { CHECK(0, "%s", err.msg); return; }
+    const PlanModule *gelu = NULL;
+    for (int i = 0; i < plan.n_modules; i++) if (!strcmp(plan.modules[i].decl->family, "gelu")) gelu = &plan.modules[i];
+    char *text = template_load("templates/gelu.cu", &err), path[512], common[512];
+    snprintf(path, sizeof path, "%s/gelu.cu", dir);
+    snprintf(common, sizeof common, "%s/common.cuh", dir);
+    char *ctext = template_load("templates/common.cuh", &err);
+    FILE *f = fopen(common, "w");
+    if (f) { fputs(ctext, f); fclose(f); }
+    setenv("GPT2GEN_TEMPLATES", dir, 1);
+    static const char *const edits[][3] = {{"KERNEL(gelu_backward)", "__global__ void gelu_backward_x()", "KERNEL(gelu_backward)"},
+                                           {"KERNEL(gelu_forward)", "extern \"C\" __global__ void extra() {}\nKERNEL(gelu_forward)", "own"}};
+    for (int e = 0; e < 2; e++) {
+        char *at = strstr(text, edits[e][0]);
+        if (!at) { CHECK(0, "templates/gelu.cu has no %s", edits[e][0]); break; }
+        f = fopen(path, "w");
+        if (!f) { CHECK(0, "cannot write %s", path); break; }
+        fprintf(f, "%.*s%s%s", (int)(at - text), text, edits[e][1], at + strlen(edits[e][0]));
+        fclose(f);
+        char *src = emit_module(&plan, gelu, &err);
+        CHECK(!src && strstr(err.msg, "templates/gelu.cu") && strstr(err.msg, edits[e][2]), "edit %d: %s", e, src ? "accepted" : err.msg);
+        free(src);
+    }
+    unsetenv("GPT2GEN_TEMPLATES");
+    unlink(path);
+    unlink(common);
+    rmdir(dir);
+    free(text);
+    free(ctext);
+}
+
+/* Buffers never overlap unless one lies inside the buffer it shares; offsets are aligned; the arena holds
+   them all; the categories add up; sizes follow the model. For every ready config and recompute level. */
+static void check_memory(const char *what) {
+    const PlanMemory *mem = &plan.memory;
+    size_t x = cfg.precision == PREC_FP32 ? 4 : 2, B = cfg.train.batch_size, T = cfg.train.seq_len, C = cfg.model.n_embd;
+    size_t L = cfg.model.n_layer, NH = cfg.model.n_head, Vp = cfg.model.padded_vocab_size;
+    GPT2Shape s = config_shape(&cfg);
+    size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&s, sz, NULL), cats[MEM_CATEGORIES] = {0};
+    for (int i = 0; i < BUF_COUNT; i++) {
+        const PlanBuffer *a = &mem->buffers[i];
+        CHECK(a->name != NULL, "%s: buffer %d has no name", what, i);
+        if (!a->bytes) continue;
+        CHECK(a->offset % MEM_ALIGN == 0, "%s: %s at %zu is not aligned", what, a->name, a->offset);
+        CHECK(a->offset + a->bytes <= mem->arena_bytes, "%s: %s ends past the arena", what, a->name);
+        if (a->shares >= 0) {
+            const PlanBuffer *h = &mem->buffers[a->shares];
+            CHECK(a->offset >= h->offset && a->offset + a->bytes <= h->offset + h->bytes, "%s: %s is not inside %s", what, a->name, h->name);
+        } else {
+            cats[a->category] += a->bytes;
+        }
+        for (int j = 0; j < i; j++) {
+            const PlanBuffer *b = &mem->buffers[j];
+            if (!b->bytes || a->shares == j || b->shares == i) continue;   /* one lies inside the other, by plan */
+            int overlap = a->offset < b->offset + b->bytes && b->offset < a->offset + a->bytes;
+            CHECK(!overlap, "%s: %s and %s overlap", what, a->name, b->name);
+        }
+    }
+    for (int c = 0; c < MEM_CATEGORIES; c++)
+        CHECK(cats[c] == mem->category_bytes[c], "%s: category %s adds up to %zu, the plan says %zu", what,
+              memory_category_name(c), cats[c], mem->category_bytes[c]);
+    size_t master = cfg.precision != PREC_FP32 && cfg.train.master_weights ? np * 4 : 0;
+    CHECK(mem->buffers[BUF_PARAMS].bytes == np * x && mem->buffers[BUF_GRADS].bytes == np * x, "%s: parameters", what);
+    CHECK(mem->category_bytes[MEM_OPTIMIZER] == np * 8 + master, "%s: optimizer state", what);
+    CHECK(mem->buffers[BUF_ATT].bytes == L * B * NH * T * T * x, "%s: att", what);
+    CHECK(mem->buffers[BUF_LOGITS].bytes == B * T * Vp * x, "%s: logits", what);
+    size_t ln_layers = cfg.train.recompute >= 2 ? 1 : L, gelu_layers = cfg.train.recompute >= 1 ? 1 : L;
+    CHECK(mem->buffers[BUF_LN1].bytes == ln_layers * B * T * C * x, "%s: ln1 for recompute=%d", what, cfg.train.recompute);
+    CHECK(mem->buffers[BUF_FCH_GELU].bytes == gelu_layers * B * T * 4 * C * x, "%s: fch_gelu for recompute=%d", what,
+          cfg.train.recompute);
+    CHECK(mem->buffers[BUF_LN_SCRATCH].bytes == (size_t)plan.kernels[K_LAYERNORM_BACKWARD].dims.grid[0] * 2 * C * 4,
+          "%s: ln_scratch follows layernorm_backward's grid", what);
+}
+
+static void test_memory_layout(void) {
+    static const char *const configs[] = {"configs/tiny.lua", "configs/gpt2-124M.lua", "configs/gpt2-350M.lua",
+                                          "configs/gpt2-1558M.lua", "configs/gpt3-125M.lua"};
+    static const char *const recompute[] = {"train.recompute=0", "train.recompute=1", "train.recompute=2"};
+    for (size_t i = 0; i < sizeof configs / sizeof configs[0]; i++)
+        for (int r = 0; r < 3; r++) {
+            Err err = {{0}};
+            const char *sets[] = {recompute[r], NULL};
+            if (make(configs[i], sets, &err)) { CHECK(0, "%s", err.msg); continue; }
+            char what[128];
+            snprintf(what, sizeof what, "%s %s", configs[i], recompute[r]);
+            check_memory(what);
+        }
+    /* the layers' backward scratch lies inside the logits where it fits (gpt2-124M), else on its own */
+    Err err = {{0}};
+    if (!make("configs/gpt2-124M.lua", NULL, &err))
+        CHECK(plan.memory.buffers[BUF_DATT].shares == BUF_LOGITS, "gpt2-124M: datt should share the logits buffer");
+    const char *small_vocab[] = {"model.vocab_size=256", NULL};
+    if (!make("configs/tiny.lua", small_vocab, &err))
+        CHECK(plan.memory.buffers[BUF_DATT].shares == -1, "V=256: the backward scratch cannot fit in the logits");
+}
+
+/* Each kernel's launch covers its work: one thread (or warp, or block) for every element (row, packet). */
+static void test_geometry_covers_work(void) {
+    Err err = {{0}};
+    const char *sets[] = {"train.batch_size=3", "train.seq_len=40", "model.max_seq_len=64", "train.total_batch_size=120",
+                          "eval.sample_tokens=16", NULL};
+    if (make("configs/tiny.lua", sets, &err)) { CHECK(0, "%s", err.msg); return; }
+    long long BT = 3 * 40, C = cfg.model.n_embd, NH = cfg.model.n_head, HS = C / NH;
+    const PlanKernel *k = plan.kernels;
+    CHECK((long long)k[K_ENCODER_FORWARD].dims.grid[0] * k[K_ENCODER_FORWARD].dims.block * 4 >= BT * C, "encoder_forward");
+    CHECK((long long)k[K_LAYERNORM_FORWARD].dims.grid[0] * (k[K_LAYERNORM_FORWARD].dims.block / 32) >= BT, "layernorm_forward");
+    CHECK((long long)k[K_LAYERNORM_BACKWARD_REDUCE].dims.grid[0] * k[K_LAYERNORM_BACKWARD_REDUCE].dims.block >= C, "reduce");
+    CHECK((long long)k[K_ATTENTION_PERMUTE].dims.grid[0] * k[K_ATTENTION_PERMUTE].dims.block * 4 >= BT * NH * HS, "permute");
+    CHECK((long long)k[K_ATTENTION_SOFTMAX_FORWARD].dims.grid[0] * (k[K_ATTENTION_SOFTMAX_FORWARD].dims.block / 32) >= BT * NH,
+          "softmax");
+    CHECK(k[K_CLASSIFIER_FORWARD].dims.grid[0] == BT, "classifier: a block per row");
+    LaunchDims a = plan_launch_dims(&plan, K_ADAMW_UPDATE, 1000003);
+    CHECK((long long)a.grid[0] * a.block >= 1000003 && (long long)(a.grid[0] - 1) * a.block < 1000003, "adamw grid %u", a.grid[0]);
+    LaunchDims b = plan_launch_dims(&plan, K_BIAS_BACKWARD_PARTIAL, 3 * C);
+    CHECK((long long)b.grid[0] * 32 * 4 >= 3 * C && b.grid[1] == (unsigned)plan.modules[k[K_BIAS_BACKWARD_PARTIAL].module].tunables[1].value,
+          "bias partial grid (%u,%u)", b.grid[0], b.grid[1]);
+    LaunchDims w = plan_launch_dims(&plan, K_ENCODER_BACKWARD_WTE, 77);
+    CHECK(w.grid[0] == 77 && (long long)w.grid[1] * w.block * 4 >= C && w.block % 32 == 0, "wte grid (%u,%u) block %u",
+          w.grid[0], w.grid[1], w.block);
+}
+
+/* Rebuilding from the resolved config.lua gives the same plan.txt (but for the line naming the config file). */
+static char *plan_text(const char *dir) {
+    Err err = {{0}};
+    snprintf(plan.build_dir, sizeof plan.build_dir, "%s", dir);
+    if (plan_write(&plan, &err)) return NULL;
+    char path[512];
+    snprintf(path, sizeof path, "%s/plan.txt", dir);
+    char *t = read_file(path, NULL, &err);
+    unlink(path);
+    char *nl = t ? strchr(t, '\n') : NULL;
+    if (nl) memmove(t, nl + 1, strlen(nl + 1) + 1);
+    return t;
+}
+
+static void test_round_trip_same_plan(void) {
+    char dir[] = "/tmp/gpt2gen-plan-XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
+    Err err = {{0}};
+    const char *sets[] = {"tune.layernorm.BLOCK_SIZE=512", "tune.layernorm.BWD_BLOCK_SIZE=128", "tune.matmul.ROW_SPLITS={32, 64}",
+                          "train.recompute=2", NULL};
+    char *a = NULL, *b = NULL, cfg_path[512];
+    if (make("configs/gpt2-124M.lua", sets, &err) || !(a = plan_text(dir))) { CHECK(0, "first plan: %s", err.msg); goto out; }
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.lua", dir);
+    FILE *f = fopen(cfg_path, "w");
+    if (!f) { CHECK(0, "cannot write %s", cfg_path); goto out; }
+    config_write_lua(&cfg, f);
+    fclose(f);
+    if (make(cfg_path, NULL, &err) || !(b = plan_text(dir))) { CHECK(0, "plan from %s: %s", cfg_path, err.msg); goto out; }
+    CHECK(!strcmp(a, b), "the plans differ:\n--- from configs/gpt2-124M.lua\n%s\n--- from %s\n%s", a, cfg_path, b);
+out:
+    unlink(cfg_path);
+    rmdir(dir);
+    free(a);
+    free(b);
+}
+
+int main(int argc, char **argv) {
+    CHECK_MAIN_INIT(argc, argv);
+    RUN(test_tunable_out_of_range_rejected);
+    RUN(test_tunable_in_range_used);
+    RUN(test_unknown_family_and_tunable);
+    RUN(test_prelude);
+    RUN(test_template_checks);
+    RUN(test_memory_layout);
+    RUN(test_geometry_covers_work);
+    RUN(test_round_trip_same_plan);
+    return check_summary();
+}
