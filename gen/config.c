@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <time.h>
 
@@ -421,17 +422,26 @@ static int read_tune(lua_State *L, Config *cfg, Err *err) {
         while (lua_next(L, -2)) {
             if (cfg->n_tunables == CONFIG_MAX_TUNABLES) { lua_settop(L, 0); return err_set(err, "%s: tune: more than %d tunables", cfg->path, CONFIG_MAX_TUNABLES); }
             ConfigTunable *t = &cfg->tunables[cfg->n_tunables];
-            const char *name = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : "?";
+            if (lua_type(L, -2) != LUA_TSTRING) {
+                lua_settop(L, 0);
+                return err_set(err, "%s: tune.%s: expected NAME = value entries with string names, like BLOCK_SIZE = 256", cfg->path, family);
+            }
+            const char *name = lua_tostring(L, -2);
             snprintf(t->family, sizeof t->family, "%s", family);
             snprintf(t->name, sizeof t->name, "%s", name);
             int ok = 1;
-            if (lua_isinteger(L, -1)) { t->n_values = 1; t->values[0] = (int)lua_tointeger(L, -1); ok = t->values[0] > 0; }
+            if (lua_isinteger(L, -1)) {
+                lua_Integer v = lua_tointeger(L, -1);
+                t->n_values = 1;
+                t->values[0] = (int)v;
+                ok = v > 0 && v <= INT_MAX;
+            }
             else if (lua_istable(L, -1)) {
                 int n = (int)lua_rawlen(L, -1);
                 ok = n >= 1 && n <= 16;
                 for (int i = 1; ok && i <= n; i++) {
                     lua_rawgeti(L, -1, i);
-                    ok = lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0;
+                    ok = lua_isinteger(L, -1) && lua_tointeger(L, -1) > 0 && lua_tointeger(L, -1) <= INT_MAX;
                     t->values[i - 1] = (int)lua_tointeger(L, -1);
                     lua_pop(L, 1);
                 }

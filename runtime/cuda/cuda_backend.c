@@ -11,26 +11,32 @@ dptr tensor_at(const Cuda *c, BufferId base, int i, int l) {
     return buf(c, base, 0) + (c->poff[i] + (per_layer ? (size_t)l * (c->psz[i] / c->L) : 0)) * c->xs;
 }
 
+/* Copies between the host and the GPU, in order on the compute stream, and waited for. */
+static int to_host(Cuda *c, void *dst, dptr src, size_t bytes, const char *what, Err *err) {
+    return cuda_check(cu.cuMemcpyDtoHAsync(dst, src, bytes, c->s), what, err) || cuda_device_sync(&c->dev, what, err) ? -1 : 0;
+}
+static int to_device(Cuda *c, dptr dst, const void *src, size_t bytes, const char *what, Err *err) {
+    return cuda_check(cu.cuMemcpyHtoDAsync(dst, src, bytes, c->s), what, err) || cuda_device_sync(&c->dev, what, err) ? -1 : 0;
+}
+
 /* floatX device array <-> fp32 host array */
 static int download(Cuda *c, float *out, dptr src, size_t n, const char *what, Err *err) {
-    if (c->xs == 4) return cuda_check(cu.cuMemcpyDtoH(out, src, n * 4), what, err);
+    if (c->xs == 4) return to_host(c, out, src, n * 4, what, err);
     uint16_t *tmp = xmalloc(n * 2);
-    int rc = cuda_check(cu.cuMemcpyDtoH(tmp, src, n * 2), what, err);
+    int rc = to_host(c, tmp, src, n * 2, what, err);
     if (!rc) bf16_to_f32_array(out, tmp, n);
     free(tmp);
     return rc;
 }
 static int upload(Cuda *c, dptr dst, const float *in, size_t n, const char *what, Err *err) {
-    if (c->xs == 4) return cuda_check(cu.cuMemcpyHtoD(dst, in, n * 4), what, err);
+    if (c->xs == 4) return to_device(c, dst, in, n * 4, what, err);
     uint16_t *tmp = xmalloc(n * 2);
     bf16_from_f32_array(tmp, in, n);
-    int rc = cuda_check(cu.cuMemcpyHtoD(dst, tmp, n * 2), what, err);
+    int rc = to_device(c, dst, tmp, n * 2, what, err);
     free(tmp);
     return rc;
 }
 
-/* Copies between host and device go through the legacy stream, which waits for the compute stream (a
-   blocking stream): they see the finished step. */
 static int cu_set_params(Backend *be, const float *params, Err *err) {
     Cuda *c = cuda_of(be);
     dptr master = buf(c, BUF_MASTER, 0);
@@ -41,14 +47,14 @@ static int cu_set_params(Backend *be, const float *params, Err *err) {
     uint16_t *tmp = xmalloc(c->np * 2);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++)
         for (size_t j = 0; j < c->psz[i]; j++) tmp[c->poff[i] + j] = bf16_from_f32_stochastic(params[c->poff[i] + j], (uint32_t)j);
-    int rc = cuda_check(cu.cuMemcpyHtoD(buf(c, BUF_PARAMS, 0), tmp, c->np * 2), "copying weights to the GPU", err);
+    int rc = to_device(c, buf(c, BUF_PARAMS, 0), tmp, c->np * 2, "copying weights to the GPU", err);
     free(tmp);
-    return rc ? -1 : cuda_check(cu.cuMemcpyHtoD(master, params, c->np * 4), "copying master weights", err);
+    return rc ? -1 : to_device(c, master, params, c->np * 4, "copying master weights", err);
 }
 static int cu_get_params(Backend *be, float *params, Err *err) {
     Cuda *c = cuda_of(be);
     dptr master = buf(c, BUF_MASTER, 0);
-    if (master) return cuda_check(cu.cuMemcpyDtoH(params, master, c->np * 4), "copying master weights", err);
+    if (master) return to_host(c, params, master, c->np * 4, "copying master weights", err);
     return download(c, params, buf(c, BUF_PARAMS, 0), c->np, "copying weights from the GPU", err);
 }
 static int cu_get_grads(Backend *be, float *grads, Err *err) {
@@ -63,13 +69,13 @@ static int cu_get_logits(Backend *be, int b, int t, float *out, Err *err) {
 }
 static int cu_get_opt_state(Backend *be, float *m, float *v, Err *err) {
     Cuda *c = cuda_of(be);
-    return cuda_check(cu.cuMemcpyDtoH(m, buf(c, BUF_ADAM_M, 0), c->np * 4), "copying AdamW m", err) ||
-           cuda_check(cu.cuMemcpyDtoH(v, buf(c, BUF_ADAM_V, 0), c->np * 4), "copying AdamW v", err) ? -1 : 0;
+    return to_host(c, m, buf(c, BUF_ADAM_M, 0), c->np * 4, "copying AdamW m", err) ||
+           to_host(c, v, buf(c, BUF_ADAM_V, 0), c->np * 4, "copying AdamW v", err) ? -1 : 0;
 }
 static int cu_set_opt_state(Backend *be, const float *m, const float *v, Err *err) {
     Cuda *c = cuda_of(be);
-    return cuda_check(cu.cuMemcpyHtoD(buf(c, BUF_ADAM_M, 0), m, c->np * 4), "copying AdamW m", err) ||
-           cuda_check(cu.cuMemcpyHtoD(buf(c, BUF_ADAM_V, 0), v, c->np * 4), "copying AdamW v", err) ? -1 : 0;
+    return to_device(c, buf(c, BUF_ADAM_M, 0), m, c->np * 4, "copying AdamW m", err) ||
+           to_device(c, buf(c, BUF_ADAM_V, 0), v, c->np * 4, "copying AdamW v", err) ? -1 : 0;
 }
 
 static void cu_destroy(Backend *be) {

@@ -66,6 +66,18 @@ expect_error unknown_tune_family  "$GOOD_MODEL
 tune = { layrnorm = { BLOCK_SIZE = 128 } }" "tune.layrnorm: no such kernel family"
 expect_error unknown_tunable      "$GOOD_MODEL
 tune = { layernorm = { BLOCK = 128 } }" "tune.layernorm.BLOCK: templates/layernorm.cu has no such tunable"
+expect_error tune_not_multiple_of_32 "$GOOD_MODEL" \
+    "tune.layernorm.BLOCK_SIZE: 100 is not allowed; the allowed values are a multiple of 32 from 32 to 1024" \
+    --set tune.layernorm.BLOCK_SIZE=100
+expect_error tune_too_large "$GOOD_MODEL" \
+    "tune.layernorm.BLOCK_SIZE: 4096 is not allowed; the allowed values are a multiple of 32 from 32 to 1024" \
+    --set tune.layernorm.BLOCK_SIZE=4096
+expect_error tune_candidate_out_of_range "$GOOD_MODEL
+tune = { matmul = { ROW_SPLITS = { 16, 70000 } } }" "tune.matmul.ROW_SPLITS: 70000 is not allowed; the allowed values are an integer from 1 to 65535"
+expect_error tune_value_overflows_int "$GOOD_MODEL
+tune = { layernorm = { BLOCK_SIZE = 4294967424 } }" "tune.layernorm.BLOCK_SIZE: expected a positive integer"
+expect_error tune_name_not_a_string "$GOOD_MODEL
+tune = { layernorm = { 256 } }" "tune.layernorm: expected NAME = value entries with string names"
 expect_error bad_override         "$GOOD_MODEL"                       "train.steps: expected an integer, got \"abc\"" --set train.steps=abc
 expect_error override_unknown_key "$GOOD_MODEL"                       "train.step: unknown key (did you mean 'steps'?)" --set train.step=5
 expect_error bad_arch             "$GOOD_MODEL

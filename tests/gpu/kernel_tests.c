@@ -1,139 +1,17 @@
 /* kernel_tests: the per-variant GPU regression tests (see kernel_tests.h). Kernels are called through the
    typed launchers generated from their declarations (build/gen/kernel_launch.h), matmuls through the plan's
-   entries; after the per-op tests, every declared kernel must have been launched at least once. */
+   entries; after the per-op tests, every declared kernel must have been launched at least once. The whole
+   training step is tests/gpu/step_test.c; buffers and comparisons are tests/gpu/harness.c. */
 #include "tests/gpu/kernel_tests.h"
-#include "tests/report.h"
+#include "tests/gpu/harness.h"
 #include "runtime/cuda/cuda_backend.h"
-#include "runtime/cuda/device.h"
-#include "runtime/cuda/kernels.h"
-#include "runtime/cuda/matmul.h"
 #include "runtime/cpu/cpu_ops.h"
-#include "runtime/backend.h"
 #include "common/bf16.h"
 #include "common/rng.h"
-#include "gen/plan.h"
-#include "kernel_launch.h"
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef CUdeviceptr dptr;
-
-typedef struct {
-    CudaDevice dev;
-    CUstream s;
-    Kernels ks;
-    Matmuls mm;
-    dptr workspace;
-    const Config *cfg;
-    const Plan *plan;
-    Precision prec;
-    size_t xs;
-    int B, T, C, NH, HS, L, V, Vp, maxT, BT;
-    uint64_t rng;
-    double tol;            /* per-kernel tolerance for this precision */
-    int nalloc;
-    dptr allocs[64];
-    int skipped[PLAN_MAX_KERNELS];   /* kernels whose test was skipped at this size (the small configs run it) */
-} G;
-
-/* ---- reporting: one line per test through tests/report.h, named "<config>/<test>" ---- */
-static void report_as(G *g, ReportKind kind, const char *name, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void report_as(G *g, ReportKind kind, const char *name, const char *fmt, ...) {
-    char full[512];
-    snprintf(full, sizeof full, "%s/%s", g->cfg->name, name);
-    va_list ap;
-    va_start(ap, fmt);
-    report_vline(kind, full, fmt, ap);
-    va_end(ap);
-}
-#define ok(g, name, ...) report_as(g, REPORT_OK, name, __VA_ARGS__)
-#define fail(g, name, ...) report_as(g, REPORT_FAIL, name, __VA_ARGS__)
-#define skip(g, name, ...) report_as(g, REPORT_SKIP, name, __VA_ARGS__)
-
-/* ---- memory ---- */
-static dptr dalloc(G *g, size_t bytes) {
-    dptr p = 0;
-    if (g->nalloc == 64 || cu.cuMemAlloc(&p, bytes ? bytes : 16) != CUDA_SUCCESS) {
-        fprintf(stderr, "kernel_tests: cannot allocate %zu bytes on the GPU\n", bytes);
-        exit(EXIT_FAIL);
-    }
-    cu.cuMemsetD8(p, 0, bytes ? bytes : 16);
-    g->allocs[g->nalloc++] = p;
-    return p;
-}
-static void dfree_all(G *g) {
-    for (int i = 0; i < g->nalloc; i++) cu.cuMemFree(g->allocs[i]);
-    g->nalloc = 0;
-}
-static float *hbuf(size_t n) { return xcalloc(n ? n : 1, sizeof(float)); }
-
-/* rounds to what floatX can hold, so that GPU and CPU see the same inputs */
-static void quantize(G *g, float *x, size_t n) {
-    if (g->xs == 2)
-        for (size_t i = 0; i < n; i++) x[i] = bf16_to_f32(bf16_from_f32(x[i]));
-}
-static float *hrand(G *g, size_t n, float scale) {
-    float *x = hbuf(n);
-    for (size_t i = 0; i < n; i++) x[i] = scale * (2.0f * rng_uniform(&g->rng) - 1.0f);
-    quantize(g, x, n);
-    return x;
-}
-static int up(G *g, dptr d, const float *h, size_t n) {   /* floatX */
-    if (g->xs == 4) return cu.cuMemcpyHtoD(d, h, n * 4) == CUDA_SUCCESS ? 0 : -1;
-    uint16_t *t = xmalloc(n * 2);
-    bf16_from_f32_array(t, h, n);
-    int rc = cu.cuMemcpyHtoD(d, t, n * 2) == CUDA_SUCCESS ? 0 : -1;
-    free(t);
-    return rc;
-}
-static int down(G *g, float *h, dptr d, size_t n) {
-    if (g->xs == 4) return cu.cuMemcpyDtoH(h, d, n * 4) == CUDA_SUCCESS ? 0 : -1;
-    uint16_t *t = xmalloc(n * 2);
-    int rc = cu.cuMemcpyDtoH(t, d, n * 2) == CUDA_SUCCESS ? 0 : -1;
-    bf16_to_f32_array(h, t, n);
-    free(t);
-    return rc;
-}
-static dptr dup_x(G *g, const float *h, size_t n) {        /* new floatX device copy */
-    dptr d = dalloc(g, n * g->xs);
-    if (d) up(g, d, h, n);
-    return d;
-}
-static dptr dup_raw(G *g, const void *h, size_t bytes) {
-    dptr d = dalloc(g, bytes);
-    if (d) cu.cuMemcpyHtoD(d, h, bytes);
-    return d;
-}
-
-/* max |got - ref| relative to max |ref| */
-static double relerr(const float *got, const float *ref, size_t n) {
-    double emax = 0, rmax = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - ref[i]);
-        if (!(e <= emax)) emax = e;        /* NaN makes it NaN */
-        if (fabs(ref[i]) > rmax) rmax = fabs(ref[i]);
-    }
-    return emax / (rmax > 1e-30 ? rmax : 1e-30);
-}
-
-/* One comparison inside a test: records the worst error; a failure names the tensor. */
-typedef struct { double worst; int bad; char what[256]; } Cmp;
-static void cmp(Cmp *c, const char *tensor, const float *got, const float *ref, size_t n, double tol) {
-    double e = relerr(got, ref, n);
-    if (!(e <= c->worst)) c->worst = e;
-    if (!(e <= tol) && !c->bad) { c->bad = 1; snprintf(c->what, sizeof c->what, "%s: max error %.3g > %.1g", tensor, e, tol); }
-}
-static void finish(G *g, const char *name, Cmp *c, Err *err, int launch_rc) {
-    if (launch_rc) fail(g, name, "%s", err->msg);
-    else if (c->bad) fail(g, name, "%s", c->what);
-    else ok(g, name, "max err %.2e", c->worst);
-}
-
-/* waits for the stream after matmuls (kernel launches synchronize themselves: sync_each) */
-static int sync(G *g, Err *err) { return cuda_device_sync(&g->dev, "waiting for the GPU", err); }
 
 /* ---- per-kernel tests ---- */
 static void test_encoder(G *g) {
@@ -278,7 +156,7 @@ static void test_matmul(G *g) {
     float *ref = hbuf((size_t)N * OC), *got = hbuf((size_t)N * OC);
     dptr dx = dup_x(g, x, (size_t)N * C), dw = dup_x(g, w, (size_t)OC * C), db = dup_x(g, b, OC), dout = dalloc(g, (size_t)N * OC * g->xs);
     cpu_matmul_forward(ref, x, w, b, N, C, OC);
-    int rc = matmul_run(&mm, T_FWD, g->s, dout, dw, dx, db, 0, 1.0f, &err) || sync(g, &err);
+    int rc = matmul_run(&mm, T_FWD, g->s, dout, dw, dx, db, 0, 1.0f, &err) || gpu_wait(g, &err);
     Cmp c = {0, 0, ""};
     if (!rc) { down(g, got, dout, (size_t)N * OC); cmp(&c, "out", got, ref, (size_t)N * OC, g->tol); }
     finish(g, "matmul qkv (cuBLASLt, bias epilogue)", &c, &err, rc);
@@ -289,7 +167,7 @@ static void test_matmul(G *g) {
     cpu_matmul_backward(rdx, rdw, NULL, dy, x, w, N, C, OC);
     dptr ddy = dup_x(g, dy, (size_t)N * OC), ddx = dalloc(g, (size_t)N * C * g->xs), ddw = dup_x(g, dw0, (size_t)OC * C);
     rc = matmul_run(&mm, T_DINP, g->s, ddx, dw, ddy, 0, 0, 1.0f, &err) || matmul_run(&mm, T_DW, g->s, ddw, dx, ddy, 0, 0, 1.0f, &err) ||
-         sync(g, &err);
+         gpu_wait(g, &err);
     c = (Cmp){0, 0, ""};
     if (!rc) {
         down(g, gdx, ddx, (size_t)N * C); down(g, gdw, ddw, (size_t)OC * C);
@@ -308,7 +186,7 @@ static void test_matmul(G *g) {
         quantize(g, pre, (size_t)N * OC4);
         cpu_gelu_forward(act, pre, (size_t)N * OC4);
         dptr dw4 = dup_x(g, w4, (size_t)OC4 * C), db4 = dup_x(g, b4, OC4), dpre_d = dalloc(g, (size_t)N * OC4 * g->xs), dact = dalloc(g, (size_t)N * OC4 * g->xs);
-        rc = matmul_run(&mm, T_GELU, g->s, dact, dw4, dx, db4, dpre_d, 1.0f, &err) || sync(g, &err);
+        rc = matmul_run(&mm, T_GELU, g->s, dact, dw4, dx, db4, dpre_d, 1.0f, &err) || gpu_wait(g, &err);
         c = (Cmp){0, 0, ""};
         if (!rc) {
             down(g, got4, dpre_d, (size_t)N * OC4); cmp(&c, "pre-activation (aux)", got4, pre, (size_t)N * OC4, g->tol);
@@ -320,7 +198,7 @@ static void test_matmul(G *g) {
         cpu_gelu_backward(dpre, pre, dmid, (size_t)N * OC4);
         dptr dwp = dup_x(g, wp, (size_t)C * OC4), ddyp = dup_x(g, dyp, (size_t)N * C), dd = dalloc(g, (size_t)N * OC4 * g->xs);
         up(g, dpre_d, pre, (size_t)N * OC4);
-        rc = matmul_run(&mm, T_DGELU, g->s, dd, dwp, ddyp, 0, dpre_d, 1.0f, &err) || sync(g, &err);
+        rc = matmul_run(&mm, T_DGELU, g->s, dd, dwp, ddyp, 0, dpre_d, 1.0f, &err) || gpu_wait(g, &err);
         c = (Cmp){0, 0, ""};
         double tol = g->xs == 4 ? 1e-4 : 3e-2;   /* bf16: GELU' of a rounded product */
         if (!rc) { down(g, got4, dd, (size_t)N * OC4); cmp(&c, "dinp", got4, dpre, (size_t)N * OC4, tol); }
@@ -360,7 +238,7 @@ static int attention_gpu(G *g, dptr qkv, dptr att, dptr out, dptr qkvr, dptr vac
            matmul_run(&g->mm, MM_ATT_SCORES, g->s, att, k, q, 0, 0, 1.0f, err) ||
            launch_attention_softmax_forward(&g->ks, g->s, att, att, err) ||
            matmul_run(&g->mm, MM_ATT_VALUES, g->s, vaccum, v, att, 0, 0, 1.0f, err) ||
-           launch_attention_unpermute(&g->ks, g->s, out, vaccum, err) || sync(g, err) ? -1 : 0;
+           launch_attention_unpermute(&g->ks, g->s, out, vaccum, err) || gpu_wait(g, err) ? -1 : 0;
 }
 
 static void test_attention(G *g) {
@@ -402,7 +280,7 @@ static void test_attention(G *g) {
          launch_attention_softmax_backward(&g->ks, g->s, dpre, dpre, datt, &err) ||
          matmul_run(&g->mm, MM_ATT_DQ, g->s, dq, k, dpre, 0, 0, 1.0f, &err) ||
          matmul_run(&g->mm, MM_ATT_DK, g->s, dk, q, dpre, 0, 0, 1.0f, &err) ||
-         launch_attention_permute_backward(&g->ks, g->s, ddqkv, dq, dk, dv, &err) || sync(g, &err) ? -1 : 0;
+         launch_attention_permute_backward(&g->ks, g->s, ddqkv, dq, dk, dv, &err) || gpu_wait(g, &err) ? -1 : 0;
     c = (Cmp){0, 0, ""};
     if (!rc) { down(g, gdqkv, ddqkv, BT * 3 * C); cmp(&c, "dqkv", gdqkv, rdqkv, BT * 3 * C, tol); }
     finish(g, "attention_backward (softmax backward, 4 batched matmuls, permutes)", &c, &err, rc);
@@ -525,122 +403,6 @@ static void test_adamw_norm(G *g) {
     finish(g, "global_norm_squared", &c, &err, rc);
     free(p); free(gr); free(m); free(v); free(rp); free(rm); free(rv); free(got); free(gp);
     dfree_all(g);
-}
-
-/* ---- a full training step: the CUDA backend against the CPU backend ---- */
-static void test_train_step(G *g) {
-    const Config *cfg = g->cfg;
-    GPT2Shape shape = config_shape(cfg);
-    size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS];
-    size_t np = gpt2_param_sizes(&shape, sz, off);
-    double flops = 6.0 * (double)np * g->BT;
-    if (flops > 3e12) { skip(g, "train_step", "the CPU backend would take too long here (%.0f GFLOP per step); the small configs cover it", flops / 1e9); return; }
-    BackendOptions opt = {shape, g->B, g->T, cfg->precision, cfg->train.master_weights, cfg->train.recompute, g->plan,
-                          g->dev.ordinal};
-    BackendOptions copt = opt;
-    copt.precision = PREC_FP32;
-    Err err = {{0}};
-    size_t free0 = 0, free1 = 0, total = 0;
-    cu.cuMemGetInfo(&free0, &total);
-    Backend *gb = cuda_backend_create(&opt, &err);
-    if (!gb) { fail(g, "train_step", "%s", err.msg); return; }
-    /* the backend allocates what the plan says: its arena is the plan's, and nothing big besides it */
-    cu.cuMemGetInfo(&free1, &total);
-    size_t arena = cuda_backend_arena_bytes(gb), planned = g->plan->memory.arena_bytes, used = free0 - free1;
-    if (arena != planned) fail(g, "plan memory", "the backend's arena is %zu bytes, the plan's %zu", arena, planned);
-    else if (used < planned || used - planned > ((size_t)64 << 20))
-        fail(g, "plan memory", "creating the backend took %zu bytes of GPU memory, the plan says %zu (+ at most 64 MiB of "
-             "modules and cuBLASLt handles)", used, planned);
-    else ok(g, "plan memory", "arena %zu bytes = plan; backend took %.1f MiB more", arena, (used - planned) / 1048576.0);
-    Backend *cb = cpu_backend_create(&copt, &err);
-    if (!cb) { fail(g, "train_step", "CPU backend: %s", err.msg); gb->destroy(gb); return; }
-    float *params = hbuf(np), *pc = hbuf(np), *pg = hbuf(np), *gc = hbuf(np), *gg = hbuf(np), *gg2 = hbuf(np);
-    gpt2_init_params(&shape, params, 1337);
-    quantize(g, params, np);
-    int32_t *in = xmalloc((size_t)g->BT * 4), *tg = xmalloc((size_t)g->BT * 4);
-    for (int i = 0; i < g->BT; i++) { in[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V); tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V); }
-    int bf = g->xs == 2;
-    double tol_loss = bf ? 1e-2 : 1e-5, tol_grad = bf ? 1e-1 : 1e-3;
-    float lc = 0, lg = 0, nc = 0, ng = 0, lc2 = 0, lg2 = 0;
-    Cmp c = {0, 0, ""};
-    int rc = gb->set_params(gb, params, &err) || cb->set_params(cb, params, &err) ||
-             gb->zero_grad(gb, &err) || cb->zero_grad(cb, &err) ||
-             gb->forward(gb, in, tg, &lg, &err) || cb->forward(cb, in, tg, &lc, &err) ||
-             gb->backward(gb, 1.0f, &err) || cb->backward(cb, 1.0f, &err) ||
-             gb->get_grads(gb, gg, &err) || cb->get_grads(cb, gc, &err) ||
-             gb->grad_norm(gb, &ng, &err) || cb->grad_norm(cb, &nc, &err);
-    double worst_grad = 0;
-    const char *worst_name = "";
-    if (!rc) {
-        cmp(&c, "loss", &lg, &lc, 1, tol_loss);
-        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-            size_t n = sz[i];
-            if (i == P_WTE) n = (size_t)shape.vocab_size * shape.n_embd;
-            char nm[64];
-            snprintf(nm, sizeof nm, "d%s", gpt2_param_names[i]);
-            double e = relerr(gg + off[i], gc + off[i], n);
-            if (!(e <= worst_grad)) { worst_grad = e; worst_name = gpt2_param_names[i]; }
-            cmp(&c, nm, gg + off[i], gc + off[i], n, tol_grad);
-        }
-        cmp(&c, "grad norm", &ng, &nc, 1, bf ? 5e-2 : 1e-4);
-    }
-    if (!rc) {
-        printf("     %s/train_step: loss gpu %.6f cpu %.6f; grad norm gpu %.6f cpu %.6f; worst gradient d%s %.2e\n", cfg->name, lg, lc,
-               ng, nc, worst_name, worst_grad);
-        finish(g, "train_step forward+backward vs CPU backend", &c, &err, 0);
-    } else {
-        finish(g, "train_step forward+backward vs CPU backend", &c, &err, rc);
-    }
-    /* update, then a second forward */
-    c = (Cmp){0, 0, ""};
-    if (!rc) {
-        rc = gb->update(gb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, &err) || cb->update(cb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, &err) ||
-             gb->get_params(gb, pg, &err) || cb->get_params(cb, pc, &err) ||
-             gb->forward(gb, in, tg, &lg2, &err) || cb->forward(cb, in, tg, &lc2, &err);
-        if (!rc) {
-            /* where a gradient is ~0 its sign (and so the AdamW step, about lr) may differ between the backends:
-               allow 2.5 lr everywhere, but at most 1% of the weights more than lr/2 apart; a 16-bit model without
-               master weights also rounds stochastically (one bf16 step) */
-            const double lr_t = 1e-4;
-            int sr = bf && !cfg->train.master_weights;
-            size_t far = 0, out = 0;
-            double worst = 0;
-            for (size_t i = 0; i < np; i++) {
-                double d = fabs((double)pg[i] - pc[i]), round = sr ? fabs(pc[i]) / 128.0 : bf ? 0 : 1e-6 * fabs(pc[i]);
-                if (d - round > 0.5 * lr_t) far++;
-                if (d - round > 2.5 * lr_t || d != d) out++;
-                if (d - round > worst) worst = d - round;
-            }
-            if ((out || far > np / 100) && !c.bad) {
-                c.bad = 1;
-                snprintf(c.what, sizeof c.what, "params after AdamW: %zu weights more than 2.5 lr off, %zu more than lr/2 (of %zu)", out, far, np);
-            }
-            if (worst / lr_t > c.worst) c.worst = worst / lr_t;
-            cmp(&c, "loss after the step", &lg2, &lc2, 1, tol_loss);
-            if (!(lg2 < lg) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "loss did not go down: %.6f -> %.6f", lg, lg2); }
-            /* logits for sampling: a forward without targets */
-            float *lgpu = hbuf((size_t)g->V), *lcpu = hbuf((size_t)g->V);
-            if (gb->forward(gb, in, NULL, NULL, &err) || cb->forward(cb, in, NULL, NULL, &err) ||
-                gb->get_logits(gb, g->B - 1, g->T - 1, lgpu, &err) || cb->get_logits(cb, g->B - 1, g->T - 1, lcpu, &err)) rc = -1;
-            else cmp(&c, "logits", lgpu, lcpu, (size_t)g->V, bf ? 3e-2 : 1e-4);
-            free(lgpu); free(lcpu);
-            printf("     %s/train_step: after one AdamW step, loss gpu %.6f cpu %.6f\n", cfg->name, lg2, lc2);
-        }
-        if (!c.bad && !rc) ok(g, "train_step AdamW update, second forward, logits vs CPU backend", "max param diff %.2f lr", c.worst);
-        else finish(g, "train_step AdamW update, second forward, logits vs CPU backend", &c, &err, rc);
-    }
-    /* determinism: the same step twice gives the same bits */
-    c = (Cmp){0, 0, ""};
-    if (!rc) {
-        float l1 = 0, l2 = 0;
-        rc = gb->zero_grad(gb, &err) || gb->forward(gb, in, tg, &l1, &err) || gb->backward(gb, 1.0f, &err) || gb->get_grads(gb, gg, &err) ||
-             gb->zero_grad(gb, &err) || gb->forward(gb, in, tg, &l2, &err) || gb->backward(gb, 1.0f, &err) || gb->get_grads(gb, gg2, &err);
-        if (!rc && (l1 != l2 || memcmp(gg, gg2, np * 4))) { c.bad = 1; snprintf(c.what, sizeof c.what, "two identical steps gave different gradients or losses"); }
-        finish(g, "train_step deterministic (same bits twice)", &c, &err, rc);
-    }
-    free(params); free(pc); free(pg); free(gc); free(gg); free(gg2); free(in); free(tg);
-    cb->destroy(cb);
-    gb->destroy(gb);
 }
 
 /* Every declared kernel must have run in the tests above (or in a test skipped at this size): a kernel added

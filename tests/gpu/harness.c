@@ -1,0 +1,100 @@
+/* harness: buffers, comparisons and reports of the GPU tests (see harness.h). */
+#include "tests/gpu/harness.h"
+#include "common/bf16.h"
+#include "common/rng.h"
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- reporting: one line per test through tests/report.h, named "<config>/<test>" ---- */
+void report_as(G *g, ReportKind kind, const char *name, const char *fmt, ...) {
+    char full[512];
+    snprintf(full, sizeof full, "%s/%s", g->cfg->name, name);
+    va_list ap;
+    va_start(ap, fmt);
+    report_vline(kind, full, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- memory ---- */
+dptr dalloc(G *g, size_t bytes) {
+    dptr p = 0;
+    if (g->nalloc == 64 || cu.cuMemAlloc(&p, bytes ? bytes : 16) != CUDA_SUCCESS) {
+        fprintf(stderr, "kernel_tests: cannot allocate %zu bytes on the GPU\n", bytes);
+        exit(EXIT_FAIL);
+    }
+    cu.cuMemsetD8(p, 0, bytes ? bytes : 16);
+    g->allocs[g->nalloc++] = p;
+    return p;
+}
+void dfree_all(G *g) {
+    for (int i = 0; i < g->nalloc; i++) cu.cuMemFree(g->allocs[i]);
+    g->nalloc = 0;
+}
+float *hbuf(size_t n) { return xcalloc(n ? n : 1, sizeof(float)); }
+
+/* rounds to what floatX can hold, so that GPU and CPU see the same inputs */
+void quantize(G *g, float *x, size_t n) {
+    if (g->xs == 2)
+        for (size_t i = 0; i < n; i++) x[i] = bf16_to_f32(bf16_from_f32(x[i]));
+}
+float *hrand(G *g, size_t n, float scale) {
+    float *x = hbuf(n);
+    for (size_t i = 0; i < n; i++) x[i] = scale * (2.0f * rng_uniform(&g->rng) - 1.0f);
+    quantize(g, x, n);
+    return x;
+}
+int up(G *g, dptr d, const float *h, size_t n) {   /* floatX */
+    if (g->xs == 4) return cu.cuMemcpyHtoD(d, h, n * 4) == CUDA_SUCCESS ? 0 : -1;
+    uint16_t *t = xmalloc(n * 2);
+    bf16_from_f32_array(t, h, n);
+    int rc = cu.cuMemcpyHtoD(d, t, n * 2) == CUDA_SUCCESS ? 0 : -1;
+    free(t);
+    return rc;
+}
+int down(G *g, float *h, dptr d, size_t n) {
+    if (g->xs == 4) return cu.cuMemcpyDtoH(h, d, n * 4) == CUDA_SUCCESS ? 0 : -1;
+    uint16_t *t = xmalloc(n * 2);
+    int rc = cu.cuMemcpyDtoH(t, d, n * 2) == CUDA_SUCCESS ? 0 : -1;
+    bf16_to_f32_array(h, t, n);
+    free(t);
+    return rc;
+}
+dptr dup_x(G *g, const float *h, size_t n) {        /* new floatX device copy */
+    dptr d = dalloc(g, n * g->xs);
+    if (d) up(g, d, h, n);
+    return d;
+}
+dptr dup_raw(G *g, const void *h, size_t bytes) {
+    dptr d = dalloc(g, bytes);
+    if (d) cu.cuMemcpyHtoD(d, h, bytes);
+    return d;
+}
+
+/* max |got - ref| relative to max |ref| */
+double relerr(const float *got, const float *ref, size_t n) {
+    double emax = 0, rmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - ref[i]);
+        if (!(e <= emax)) emax = e;        /* NaN makes it NaN */
+        if (fabs(ref[i]) > rmax) rmax = fabs(ref[i]);
+    }
+    return emax / (rmax > 1e-30 ? rmax : 1e-30);
+}
+
+/* One comparison inside a test: records the worst error; a failure names the tensor. */
+void cmp(Cmp *c, const char *tensor, const float *got, const float *ref, size_t n, double tol) {
+    double e = relerr(got, ref, n);
+    if (!(e <= c->worst)) c->worst = e;
+    if (!(e <= tol) && !c->bad) { c->bad = 1; snprintf(c->what, sizeof c->what, "%s: max error %.3g > %.1g", tensor, e, tol); }
+}
+void finish(G *g, const char *name, Cmp *c, Err *err, int launch_rc) {
+    if (launch_rc) fail(g, name, "%s", err->msg);
+    else if (c->bad) fail(g, name, "%s", c->what);
+    else ok(g, name, "max err %.2e", c->worst);
+}
+
+/* waits for the stream after matmuls (kernel launches synchronize themselves: sync_each) */
+int gpu_wait(G *g, Err *err) { return cuda_device_sync(&g->dev, "waiting for the GPU", err); }
