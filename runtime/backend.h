@@ -46,7 +46,9 @@ typedef struct {
     Precision precision;
     int master_weights;
     int recompute;
-    const struct Plan *plan;          /* the CUDA backend runs this plan's kernels; the CPU backend ignores it */
+    /* the CUDA backend runs this plan's kernels in its memory layout: shape, precision, master weights and
+       recompute must be the plan's config's (it says so otherwise); the CPU backend ignores the plan */
+    const struct Plan *plan;
     int device;                       /* the CUDA backend's GPU ordinal */
 } BackendOptions;
 

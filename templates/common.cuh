@@ -93,7 +93,7 @@ template <typename Tp, int N> __device__ __forceinline__ void store_vec_cs(Tp *p
 // ---- stochastic rounding float -> floatX ----
 // The random bits are a counter-based hash (a few rounds of multiply-xorshift) of the element's index and the
 // fp32 value's own bits: the bf16 result is a function of the fp32 value alone, so the host can reproduce it
-// (runtime/cuda/cuda_host.h, which must match this bit for bit) and a resumed run gets the same weights.
+// (common/bf16.h, which must match this bit for bit) and a resumed run gets the same weights.
 __device__ __forceinline__ unsigned int hash_u32(unsigned int x, unsigned int seed) {
     x ^= seed * 0x9E3779B9u;
     x ^= x >> 16; x *= 0x7feb352du;

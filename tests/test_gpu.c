@@ -1,4 +1,4 @@
-/* test_gpu: the per-variant GPU tests (runtime/cuda/gputest.c) on small configs that cover both precisions,
+/* test_gpu: the per-variant GPU tests (tests/gpu/kernel_tests.c, step_test.c) on small configs that cover both precisions,
    head sizes 32 and 64, and every recompute level; then the PyTorch golden file's 10 AdamW steps on the CUDA
    backend in fp32 and bf16. Each variant's kernels are generated and compiled with NVRTC first (that part
    runs everywhere); without a GPU the GPU parts say "skip ...: no GPU: ...". */

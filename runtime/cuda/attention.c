@@ -1,4 +1,4 @@
-/* attention: causal self-attention on the GPU without the cuDNN path: permutes and softmax
+/* attention: causal self-attention on the GPU with the (B,NH,T,T) scores materialized: permutes and softmax
    (templates/attention.cu) around cuBLASLt strided-batched matmuls (the plan's MM_ATT_* entries).
    The scores go straight into att[l] and the softmax runs in place, so the forward needs no (B,NH,T,T)
    scratch; the backward's datt lies in BUF_DATT. */

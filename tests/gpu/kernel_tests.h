@@ -1,10 +1,10 @@
-/* gputest: the per-variant GPU regression tests. Every generated kernel of the plan runs on random inputs and
+/* kernel_tests: the per-variant GPU regression tests. Every generated kernel of the plan runs on random inputs and
    is held against the CPU reference op (runtime/cpu/cpu_ops.h); then one full training step of the CUDA
    backend is held against the CPU backend. Prints one line per test: "ok name (max err ...)",
    "FAIL name: why" or "skip name: why". Tolerances: errors are measured relative to the largest reference
    magnitude of the tensor; fp32 allows ~1e-5 (a different summation order), bf16 ~1e-2 (8 mantissa bits). */
-#ifndef GPT2GEN_GPUTEST_H
-#define GPT2GEN_GPUTEST_H
+#ifndef GPT2GEN_KERNEL_TESTS_H
+#define GPT2GEN_KERNEL_TESTS_H
 #include "gen/config.h"
 struct Plan;
 /* The plan's CUBINs must be built. Returns the number of failed tests (0: all passed or skipped);
