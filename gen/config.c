@@ -1,211 +1,19 @@
-/* config: evaluate a Lua 5.4 config in a sandbox, read it into a Config, validate it once.
- *
- * The sandbox: only the base, string, table, math and utf8 libraries, without load/loadfile/dofile/
- * require/collectgarbage; no io, os, package or debug. A memory cap (allocator) and a time cap (count
- * hook) stop a config that allocates without bound or never returns.
- *
- * A config assigns globals (name = ..., model = {...}). Assignments go through a proxy that deep-merges
- * tables, so after `base "gpt2-124M.lua"` a line like `train = { steps = 100 }` changes one field and keeps
- * the rest. Lists (tables with [1]) are replaced whole. */
+/* config: a Lua 5.4 config (evaluated by gen/sandbox.c) read into a Config against the schema, and
+ * validated once. Every key is checked (unknown keys get a did-you-mean), every value's type and range. */
 #include "gen/config.h"
+#include "gen/config_schema.h"
+#include "gen/sandbox.h"
 #include "common/files.h"
-#include "common/clock.h"
-#include <stdio.h>
 #include <ctype.h>
 #include <lauxlib.h>
-#include <lua.h>
-#include <lualib.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include <limits.h>
 #include <string.h>
-#include <time.h>
-
-#define CONFIG_MEM_LIMIT  (64u << 20)   /* bytes a config may allocate */
-#define CONFIG_TIME_LIMIT 2.0           /* seconds a config may run */
-
-/* ---------------------------------------------------------------- the sandbox */
-
-typedef struct { size_t used, limit; double deadline; } Sandbox;
-
-static void *sandbox_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
-    Sandbox *sb = ud;
-    if (!ptr) osize = 0;
-    if (nsize == 0) { sb->used -= osize; free(ptr); return NULL; }
-    if (nsize > osize && sb->used + (nsize - osize) > sb->limit) return NULL;   /* Lua raises "not enough memory" */
-    void *p = realloc(ptr, nsize);
-    if (p) sb->used = sb->used - osize + nsize;
-    return p;
-}
-
-static void sandbox_hook(lua_State *L, lua_Debug *ar) {
-    (void)ar;
-    Sandbox *sb;
-    lua_getallocf(L, (void **)&sb);
-    if (now_seconds() > sb->deadline)
-        luaL_error(L, "config evaluation ran for more than %d s (an endless loop?)", (int)CONFIG_TIME_LIMIT);
-}
-
-/* Lua code that sets up the proxy environment: `store` holds the values, `env` is what the config sees. */
-static const char *SANDBOX_LUA =
-    "local lib, store = ...\n"
-    "local function islist(t) return rawget(t, 1) ~= nil end\n"
-    "local function merge(dst, src)\n"
-    "  for k, v in pairs(src) do\n"
-    "    local old = rawget(dst, k)\n"
-    "    if type(v) == 'table' and type(old) == 'table' and not islist(v) then merge(old, v)\n"
-    "    else rawset(dst, k, v) end\n"
-    "  end\n"
-    "end\n"
-    "local env = setmetatable({}, {\n"
-    "  __index = function(_, k) local v = store[k]; if v ~= nil then return v end; return lib[k] end,\n"
-    "  __newindex = function(_, k, v)\n"
-    "    local old = store[k]\n"
-    "    if type(v) == 'table' and type(old) == 'table' and not islist(v) then merge(old, v) else store[k] = v end\n"
-    "  end})\n"
-    "return env\n";
-
-typedef struct {
-    lua_State *L;
-    Sandbox sb;
-    int store_ref, env_ref;
-    char dirs[16][CONFIG_PATH_MAX];   /* directory of each config on the base chain */
-    char files[16][CONFIG_PATH_MAX];
-    int depth;
-} Eval;
-
-static void dirname_of(const char *path, char *out, size_t n) {
-    const char *slash = strrchr(path, '/');
-    if (!slash) snprintf(out, n, ".");
-    else snprintf(out, n, "%.*s", (int)(slash - path), path);
-}
-
-static int run_file(Eval *ev, const char *path);
-
-/* base "file.lua": evaluate another config first, into the same environment. Relative names are
-   looked up beside the current config. */
-static int lua_base(lua_State *L) {
-    Eval *ev = lua_touserdata(L, lua_upvalueindex(1));
-    const char *name = luaL_checkstring(L, 1);
-    char path[CONFIG_PATH_MAX];
-    if (name[0] == '/') snprintf(path, sizeof path, "%s", name);
-    else snprintf(path, sizeof path, "%s/%s", ev->dirs[ev->depth - 1], name);
-    for (int i = 0; i < ev->depth; i++)
-        if (!strcmp(ev->files[i], path)) return luaL_error(L, "base \"%s\": the configs include each other in a cycle", name);
-    if (ev->depth >= 16) return luaL_error(L, "base \"%s\": more than 16 nested bases", name);
-    if (!file_exists(path)) return luaL_error(L, "base \"%s\": no such file (looked for %s)", name, path);
-    if (run_file(ev, path) != 0) return lua_error(L);   /* message is on the stack */
-    return 0;
-}
-
-/* Loads and runs one file with _ENV = the proxy. Returns 0, or -1 with the message on the stack. */
-static int run_file(Eval *ev, const char *path) {
-    lua_State *L = ev->L;
-    snprintf(ev->files[ev->depth], CONFIG_PATH_MAX, "%s", path);
-    dirname_of(path, ev->dirs[ev->depth], CONFIG_PATH_MAX);
-    ev->depth++;
-    int rc = luaL_loadfilex(L, path, "t");    /* text only: no precompiled chunks */
-    if (rc == LUA_OK) {
-        lua_rawgeti(L, LUA_REGISTRYINDEX, ev->env_ref);
-        lua_setupvalue(L, -2, 1);              /* the chunk's first upvalue is _ENV */
-        rc = lua_pcall(L, 0, 0, 0);
-    }
-    ev->depth--;
-    return rc == LUA_OK ? 0 : -1;
-}
-
-static const char *const SAFE_GLOBALS[] = {
-    "assert", "error", "ipairs", "next", "pairs", "pcall", "select", "tonumber", "tostring", "type",
-    "rawequal", "rawget", "rawlen", "xpcall", "setmetatable", "getmetatable", "print", "_VERSION", NULL};
-static const char *const SAFE_LIBS[] = {"string", "table", "math", "utf8", NULL};
-
-static int sandbox_open(Eval *ev) {
-    memset(ev, 0, sizeof *ev);
-    ev->sb.limit = CONFIG_MEM_LIMIT;
-    ev->sb.deadline = now_seconds() + CONFIG_TIME_LIMIT;
-    lua_State *L = lua_newstate(sandbox_alloc, &ev->sb);
-    if (!L) return -1;
-    ev->L = L;
-    luaL_requiref(L, "_G", luaopen_base, 1);          lua_pop(L, 1);
-    luaL_requiref(L, "string", luaopen_string, 1);    lua_pop(L, 1);
-    luaL_requiref(L, "table", luaopen_table, 1);      lua_pop(L, 1);
-    luaL_requiref(L, "math", luaopen_math, 1);        lua_pop(L, 1);
-    luaL_requiref(L, "utf8", luaopen_utf8, 1);        lua_pop(L, 1);
-    lua_sethook(L, sandbox_hook, LUA_MASKCOUNT, 10000);
-    /* lib: only the safe names, plus base() */
-    lua_newtable(L);
-    for (int i = 0; SAFE_GLOBALS[i]; i++) { lua_getglobal(L, SAFE_GLOBALS[i]); lua_setfield(L, -2, SAFE_GLOBALS[i]); }
-    for (int i = 0; SAFE_LIBS[i]; i++) { lua_getglobal(L, SAFE_LIBS[i]); lua_setfield(L, -2, SAFE_LIBS[i]); }
-    lua_pushlightuserdata(L, ev);
-    lua_pushcclosure(L, lua_base, 1);
-    lua_setfield(L, -2, "base");
-    int lib = lua_gettop(L);
-    lua_newtable(L);
-    lua_pushvalue(L, -1);
-    ev->store_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    int store = lua_gettop(L);
-    if (luaL_loadstring(L, SANDBOX_LUA) != LUA_OK) return -1;
-    lua_pushvalue(L, lib);
-    lua_pushvalue(L, store);
-    if (lua_pcall(L, 2, 1, 0) != LUA_OK) return -1;
-    ev->env_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_settop(L, 0);
-    return 0;
-}
-
-/* ---------------------------------------------------------------- overrides: --set a.b.c=value */
-
-/* Parses value as a Lua literal (number, boolean, string in quotes, table); anything else is a string. */
-static void push_override_value(lua_State *L, const char *value) {
-    char chunk[1200];
-    snprintf(chunk, sizeof chunk, "return %s", value);
-    if (luaL_loadstring(L, chunk) == LUA_OK) {
-        lua_newtable(L);                    /* an empty _ENV: a literal needs nothing */
-        lua_setupvalue(L, -2, 1);
-        if (lua_pcall(L, 0, 1, 0) == LUA_OK && !lua_isnil(L, -1)) return;
-    }
-    lua_pop(L, 1);
-    lua_pushstring(L, value);
-}
-
-static int apply_override(Eval *ev, const char *ov, const char *file, Err *err) {
-    lua_State *L = ev->L;
-    const char *eq = strchr(ov, '=');
-    if (!eq || eq == ov) return err_set(err, "--set %s: expected key=value, e.g. --set train.steps=100", ov);
-    char key[256];
-    snprintf(key, sizeof key, "%.*s", (int)(eq - ov), ov);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ev->store_ref);
-    char *save = NULL, *part = strtok_r(key, ".", &save);
-    while (part) {
-        char *next = strtok_r(NULL, ".", &save);
-        if (!next) {
-            push_override_value(L, eq + 1);
-            lua_setfield(L, -2, part);
-        } else {
-            lua_getfield(L, -1, part);
-            if (lua_isnil(L, -1)) { lua_pop(L, 1); lua_newtable(L); lua_pushvalue(L, -1); lua_setfield(L, -3, part); }
-            else if (!lua_istable(L, -1)) { lua_settop(L, 0); return err_set(err, "%s: --set %s: %s is not a table", file, ov, part); }
-            lua_remove(L, -2);
-        }
-        part = next;
-    }
-    lua_settop(L, 0);
-    return 0;
-}
 
 /* ---------------------------------------------------------------- the schema */
-
-typedef enum { K_INT, K_NUM, K_STR, K_BOOL, K_ENUM } Kind;
-typedef struct {
-    const char *key;
-    Kind kind;
-    size_t off;          /* offset in Config */
-    size_t size;         /* for strings: buffer size; for K_INT: sizeof the field */
-    const char *dflt;    /* default as text; NULL: required */
-    const char *const *choices;   /* for K_ENUM: names, index = value */
-    double min;          /* numbers and ints: smallest allowed */
-} Field;
 
 static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const SCHEDULES[] = {"cosine", "linear", "constant", "wsd", NULL};
@@ -236,8 +44,7 @@ static const Field CHECKPOINT_FIELDS[] = {
     F_STR(checkpoint, dir, ""), F_INT(checkpoint, every, "0", 0), F_STR(checkpoint, init, ""),
     F_BOOL(checkpoint, resume, "false"), {0}};
 
-typedef struct { const char *name; const Field *fields; } Section;
-static const Section SECTIONS[] = {
+const Section SECTIONS[] = {
     {"model", MODEL_FIELDS}, {"train", TRAIN_FIELDS}, {"data", DATA_FIELDS},
     {"eval", EVAL_FIELDS}, {"checkpoint", CHECKPOINT_FIELDS}, {NULL, NULL}};
 static const char *const TOP_KEYS[] = {"name", "model", "precision", "train", "data", "eval", "checkpoint", "tune", "arch", NULL};
@@ -556,27 +363,9 @@ int config_load(Config *cfg, const char *path, const char *const *overrides, int
     default_name(path, cfg->name, sizeof cfg->name);
     if (!file_exists(path)) return err_set(err, "%s: no such config file", path);
     Eval ev;
-    if (sandbox_open(&ev)) { if (ev.L) lua_close(ev.L); return err_set(err, "%s: cannot start the Lua sandbox", path); }
-    int rc = 0;
-    if (run_file(&ev, path)) {
-        const char *msg = lua_tostring(ev.L, -1);
-        if (msg && strstr(msg, "not enough memory"))
-            rc = err_set(err, "%s: the config allocated more than %u MiB (an endless table?)", path, CONFIG_MEM_LIMIT >> 20);
-        else rc = err_set(err, "%s", msg ? msg : "error in config");
-        /* a Lua runtime error already says file:line; make sure the file is named */
-        if (msg && !strstr(err->msg, path) && !strstr(msg, ".lua:")) {
-            char tmp[sizeof err->msg];
-            snprintf(tmp, sizeof tmp, "%s: %s", path, msg);
-            snprintf(err->msg, sizeof err->msg, "%s", tmp);
-        }
-    }
-    for (int i = 0; rc == 0 && i < n_overrides; i++) rc = apply_override(&ev, overrides[i], path, err);
-    if (rc == 0) {
-        lua_sethook(ev.L, NULL, 0, 0);
-        lua_rawgeti(ev.L, LUA_REGISTRYINDEX, ev.store_ref);
-        rc = read_config(ev.L, cfg, err);
-    }
-    lua_close(ev.L);
+    int rc = sandbox_eval(&ev, path, overrides, n_overrides, err);
+    if (rc == 0) rc = read_config(ev.L, cfg, err);
+    sandbox_close(&ev);
     if (rc == 0) rc = validate(cfg, err);
     return rc;
 }
@@ -589,98 +378,6 @@ int config_tunable(const Config *cfg, const char *family, const char *name, int 
         if (!strcmp(cfg->tunables[i].family, family) && !strcmp(cfg->tunables[i].name, name))
             return cfg->tunables[i].values[0];
     return dflt;
-}
-
-/* ---------------------------------------------------------------- writing the resolved config */
-
-/* A Lua string literal of s that reads back as the same bytes: quote and backslash escaped, control bytes as
-   decimal escapes (three digits, so a digit after one cannot extend it); bytes >= 0x80 (UTF-8) stay as they are. */
-static void write_lua_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') { fputc('\\', f); fputc(*p, f); }
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p == '\t') fputs("\\t", f);
-        else if (*p < 0x20 || *p == 0x7f) fprintf(f, "\\%03u", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
-/* A table key: the bare name where Lua allows one (an identifier that is not a keyword), else ["..."]. */
-static void write_lua_key(FILE *f, const char *k) {
-    static const char *const KEYWORDS[] = {"and", "break", "do", "else", "elseif", "end", "false", "for", "function",
-        "goto", "if", "in", "local", "nil", "not", "or", "repeat", "return", "then", "true", "until", "while", NULL};
-    int bare = (k[0] >= 'a' && k[0] <= 'z') || (k[0] >= 'A' && k[0] <= 'Z') || k[0] == '_';
-    for (const char *p = k; bare && *p; p++)
-        bare = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_';
-    for (int i = 0; bare && KEYWORDS[i]; i++) bare = strcmp(k, KEYWORDS[i]) != 0;
-    if (bare) fputs(k, f);
-    else { fputc('[', f); write_lua_string(f, k); fputc(']', f); }
-}
-
-/* %.17g reads back as the same double; "-0" would read back as the integer 0, so it is written as a float. */
-static void write_lua_number(FILE *f, double d) {
-    if (d == 0 && signbit(d)) fputs("-0.0", f);
-    else fprintf(f, "%.17g", d);
-}
-
-static void write_section(FILE *f, const Config *c, const Section *sec) {
-    fprintf(f, "%s = {\n", sec->name);
-    for (const Field *fl = sec->fields; fl->key; fl++) {
-        const char *base = (const char *)c + fl->off;
-        fprintf(f, "  %s = ", fl->key);
-        switch (fl->kind) {
-        case K_INT: fprintf(f, "%ld", fl->size == sizeof(int) ? (long)*(const int *)base : *(const long *)base); break;
-        case K_NUM: write_lua_number(f, *(const double *)base); break;
-        case K_STR: write_lua_string(f, base); break;
-        case K_BOOL: fputs(*(const int *)base ? "true" : "false", f); break;
-        case K_ENUM: write_lua_string(f, fl->choices[*(const int *)base]); break;
-        }
-        fprintf(f, ",\n");
-    }
-    fprintf(f, "}\n");
-}
-
-static int tunable_order(const void *a, const void *b) {
-    const ConfigTunable *x = *(const ConfigTunable *const *)a, *y = *(const ConfigTunable *const *)b;
-    int d = strcmp(x->family, y->family);
-    return d ? d : strcmp(x->name, y->name);
-}
-
-/* One entry per family, holding all of its tunables: `family = { A = 1, B = {2, 3} }`. Lua keeps only the last
-   of two entries with one key, so two tunables of a family must share one table. Families and tunables are
-   sorted by name: the order the config's tables gave them in does not survive Lua (hash order), and the same
-   config must give the same text. */
-static void write_tune(FILE *f, const Config *c) {
-    const ConfigTunable *order[CONFIG_MAX_TUNABLES];
-    int n = c->n_tunables < CONFIG_MAX_TUNABLES ? c->n_tunables : CONFIG_MAX_TUNABLES;
-    for (int i = 0; i < n; i++) order[i] = &c->tunables[i];
-    qsort(order, (size_t)n, sizeof order[0], tunable_order);
-    fprintf(f, "tune = {\n");
-    for (int i = 0; i < n; i++) {
-        const ConfigTunable *t = order[i];
-        int first = i == 0 || strcmp(order[i - 1]->family, t->family) != 0;
-        int last = i == n - 1 || strcmp(order[i + 1]->family, t->family) != 0;
-        if (first) { fputs("  ", f); write_lua_key(f, t->family); fputs(" = { ", f); }
-        write_lua_key(f, t->name);
-        fputs(" = ", f);
-        if (t->n_values == 1) fprintf(f, "%d", t->values[0]);
-        else { fprintf(f, "{"); for (int j = 0; j < t->n_values; j++) fprintf(f, "%s%d", j ? ", " : "", t->values[j]); fprintf(f, "}"); }
-        fputs(last ? " },\n" : ", ", f);
-    }
-    fprintf(f, "}\n");
-}
-
-/* The header names no source file: writing the config read back from this file gives this file again. */
-void config_write_lua(const Config *c, FILE *f) {
-    fprintf(f, "-- %s, resolved with every default (written by gpt2gen)\n", c->name);
-    fputs("name = ", f); write_lua_string(f, c->name);
-    fputs("\nprecision = ", f); write_lua_string(f, precision_name(c->precision));
-    fputs("\n", f);
-    if (c->arch[0]) { fputs("arch = ", f); write_lua_string(f, c->arch); fputs("\n", f); }
-    for (const Section *s = SECTIONS; s->name; s++) write_section(f, c, s);
-    write_tune(f, c);
 }
 
 GPT2Shape config_shape(const Config *cfg) {

@@ -1,8 +1,8 @@
 /* device: one GPU as the backend uses it: the device, its primary context, and two streams. Every kernel
-   launch, matmul and copy of the training step goes on the compute stream; collectives (NCCL) will go on the
-   communication stream so that they overlap the compute. No global state: one process per GPU opens its
-   own ordinal, and one process may hold several devices. The streams are blocking streams, so that a
-   synchronous copy (on the legacy stream) still waits for the work before it. */
+   launch, matmul and copy of the training step goes on the compute stream; the communication stream is
+   there for collectives, which overlap the compute (nothing uses it on one GPU). No global state: one
+   process per GPU opens its own ordinal, and one process may hold several devices. The streams are blocking
+   streams, so that a synchronous copy (on the legacy stream) still waits for the work before it. */
 #ifndef GPT2GEN_DEVICE_H
 #define GPT2GEN_DEVICE_H
 #include "runtime/cuda/cuda_api.h"

@@ -1,0 +1,21 @@
+/* config_schema: the config's keys, their types, defaults and limits (gen/config.c), shared with the
+   writer of the resolved config (gen/config_write.c). */
+#ifndef GPT2GEN_CONFIG_SCHEMA_H
+#define GPT2GEN_CONFIG_SCHEMA_H
+#include "gen/config.h"
+#include <stddef.h>
+
+typedef enum { K_INT, K_NUM, K_STR, K_BOOL, K_ENUM } Kind;
+typedef struct {
+    const char *key;
+    Kind kind;
+    size_t off;          /* offset in Config */
+    size_t size;         /* for strings: buffer size; for K_INT: sizeof the field */
+    const char *dflt;    /* default as text; NULL: required */
+    const char *const *choices;   /* for K_ENUM: names, index = value */
+    double min;          /* numbers and ints: smallest allowed */
+} Field;
+
+typedef struct { const char *name; const Field *fields; } Section;
+extern const Section SECTIONS[];   /* model, train, data, eval, checkpoint; ends at name NULL */
+#endif
