@@ -1,30 +1,41 @@
-# gpt2gen: build with `make`, test with `make test`, GPU tests with `make test-gpu`.
+# gpt2gen: build with `make`, test with `make test`, GPU tests with `make test-gpu`, the CPU suite under
+# AddressSanitizer and UndefinedBehaviorSanitizer with `make sanitize`.
+# CFLAGS, LDFLAGS and LDLIBS are the user's (`make CFLAGS=-O0`); the flags the build needs are added to them.
 CUDA_HOME ?= /usr/local/cuda
 CC        ?= cc
 CFLAGS    ?= -O2 -g
-CFLAGS    += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -I. -Ibuild/gen -I/usr/include/lua5.4 -I$(CUDA_HOME)/include \
-             -DGPT2GEN_CUDA_HOME='"$(CUDA_HOME)"'
 LUA_A     ?= /usr/lib/x86_64-linux-gnu/liblua5.4.a
-LDLIBS    += $(LUA_A) -L$(CUDA_HOME)/lib64 -lnvrtc -Wl,-rpath,$(CUDA_HOME)/lib64 -fopenmp -lpthread -ldl -lm
+NEED_CFLAGS := -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -fopenmp -I. -Ibuild/gen -I/usr/include/lua5.4 \
+               -I$(CUDA_HOME)/include -DGPT2GEN_CUDA_HOME='"$(CUDA_HOME)"'
+NEED_LIBS := $(LUA_A) -L$(CUDA_HOME)/lib64 -lnvrtc -Wl,-rpath,$(CUDA_HOME)/lib64 -fopenmp -lpthread -ldl -lm
+ALL_CFLAGS = $(NEED_CFLAGS) $(SAN) $(CFLAGS)
+ALL_LIBS   = $(LDFLAGS) $(NEED_LIBS) $(LDLIBS)
+
+# Where objects, test programs and the binary go: build/obj, build/tests and ./gpt2gen, or build/asan/...
+# for the sanitizer build (`make sanitize` sets these).
+OBJ_DIR   ?= build/obj
+TEST_DIR  ?= build/tests
+BIN       ?= gpt2gen
 
 LIB_SRC   := $(wildcard common/*.c gen/*.c runtime/*.c runtime/cpu/*.c runtime/cuda/*.c) \
              $(filter-out cli/main.c,$(wildcard cli/*.c)) $(wildcard tests/gpu/*.c tests/report.c)
-LIB_OBJ   := $(patsubst %.c,build/obj/%.o,$(LIB_SRC)) build/obj/templates_embed.o
+LIB_OBJ   := $(patsubst %.c,$(OBJ_DIR)/%.o,$(LIB_SRC)) $(OBJ_DIR)/templates_embed.o
 TEMPLATES := $(sort $(wildcard templates/*.cu templates/*.cuh))
 TEST_SRC  := $(wildcard tests/test_*.c)
-TEST_BIN  := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
+TEST_BIN  := $(patsubst tests/%.c,$(TEST_DIR)/%,$(TEST_SRC))
+HEADERS   := $(wildcard common/*.h cli/*.h gen/*.h runtime/*.h runtime/cpu/*.h runtime/cuda/*.h tests/*.h tests/gpu/*.h)
 
-all: gpt2gen
+all: $(BIN)
 
-gpt2gen: build/obj/cli/main.o $(LIB_OBJ)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+$(BIN): $(OBJ_DIR)/cli/main.o $(LIB_OBJ)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LIBS)
 
 # The kernel declarations (gen/kernels.c) give the kernel ids and the runtime's typed launchers.
 GEN_H     := build/gen/kernel_ids.h build/gen/kernel_launch.h
 
 build/tools/kernel_launchers: tools/kernel_launchers.c gen/kernels.c gen/kernels.h gen/config.h common/gpt2.h common/err.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ tools/kernel_launchers.c gen/kernels.c
+	$(CC) $(NEED_CFLAGS) $(CFLAGS) -o $@ tools/kernel_launchers.c gen/kernels.c
 
 build/gen/kernel_ids.h: build/tools/kernel_launchers
 	@mkdir -p $(dir $@)
@@ -32,22 +43,22 @@ build/gen/kernel_ids.h: build/tools/kernel_launchers
 
 build/gen/kernel_launch.h: build/gen/kernel_ids.h
 
-build/obj/%.o: %.c $(GEN_H) $(wildcard common/*.h cli/*.h gen/*.h runtime/*.h runtime/cpu/*.h runtime/cuda/*.h tests/*.h tests/gpu/*.h)
+$(OBJ_DIR)/%.o: %.c $(GEN_H) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
 # Templates are embedded in the binary, so ./gpt2gen runs from anywhere (and on the GPU machine).
 build/gen/templates_embed.c: $(TEMPLATES) tools/embed.sh
 	@mkdir -p $(dir $@)
 	sh tools/embed.sh $(TEMPLATES) > $@
 
-build/obj/templates_embed.o: build/gen/templates_embed.c
+$(OBJ_DIR)/templates_embed.o: build/gen/templates_embed.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	$(CC) $(ALL_CFLAGS) -c -o $@ $<
 
-build/tests/%: tests/%.c $(LIB_OBJ) tests/check.h
+$(TEST_DIR)/%: tests/%.c $(LIB_OBJ) tests/check.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB_OBJ) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_OBJ) $(ALL_LIBS)
 
 tests-bin: $(TEST_BIN)
 
@@ -62,8 +73,17 @@ test: gpt2gen $(TEST_BIN)
 test-gpu: gpt2gen $(TEST_BIN)
 	sh tests/gpu.sh
 
+# The CPU suite with every program built under AddressSanitizer and UndefinedBehaviorSanitizer (into
+# build/asan/): any finding stops the program and fails the suite (tests/sanitize.sh).
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+sanitize:
+	$(MAKE) OBJ_DIR=build/asan/obj TEST_DIR=build/asan/tests BIN=build/asan/gpt2gen SAN="$(SAN_FLAGS)" \
+	    build/asan/gpt2gen tests-bin
+	@[ -f data/fortunes/train_000000.bin ] || sh tools/setup_data.sh
+	sh tests/sanitize.sh
+
 clean:
-	rm -rf build/obj build/tests build/gen build/tools gpt2gen
+	rm -rf build/obj build/tests build/gen build/tools build/asan gpt2gen
 
 .DELETE_ON_ERROR:
-.PHONY: all data test test-gpu tests-bin clean
+.PHONY: all data test test-gpu tests-bin sanitize clean

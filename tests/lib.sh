@@ -12,10 +12,12 @@
 #                      exited non-zero with no failure counted went wrong outside its tests: each is one more
 #                      failure, "FAIL NAME: why (see FILE)". Sets TALLY_P, TALLY_F, TALLY_S (this sub-run's
 #                      counts) and TALLY_NOTE (why it failed as a whole, or empty).
-# PASSED, FAILED and SKIPPED hold the counts; ROOT is the repository root and GPT2GEN its binary.
+# PASSED, FAILED and SKIPPED hold the counts; ROOT is the repository root and GPT2GEN its binary ($GPT2GEN_BIN
+# when set: `make sanitize` runs the suite with the sanitizer build), TEST_DIR the folder of the test programs.
 
 ROOT=$(cd "$(dirname "$0")" && while [ ! -f tests/lib.sh ] && [ "$PWD" != / ]; do cd ..; done; pwd)
-GPT2GEN="$ROOT/gpt2gen"
+GPT2GEN=${GPT2GEN_BIN:-$ROOT/gpt2gen}
+TEST_DIR=${TEST_DIR:-build/tests}
 PASSED=0; FAILED=0; SKIPPED=0
 WORK=""
 

@@ -1,11 +1,11 @@
 #!/bin/sh
-# Runs every test program (build/tests/test_*) and every shell test (tests/cli/*.sh), adds up the results,
+# Runs every test program ($TEST_DIR/test_*, default build/tests) and every shell test (tests/cli/*.sh), adds up the results,
 # and ends with one line: "N passed, N failed" (", N skipped" where some were skipped).
 # Run from the repository root after `make`; `make test` does both.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 log=build/test-logs; mkdir -p "$log"
-for t in build/tests/test_*; do
+for t in "$TEST_DIR"/test_*; do
     [ -x "$t" ] || continue
     n=$(basename "$t")
     echo "== $n"

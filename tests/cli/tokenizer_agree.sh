@@ -11,7 +11,7 @@
 . "$(dirname "$0")/../lib.sh"
 cd "$ROOT" || exit 1
 RANKS=data/gpt2.tiktoken
-BIN=build/tests/test_tokenizer
+BIN=$TEST_DIR/test_tokenizer
 FORTUNES=/usr/share/games/fortunes
 TESTS="agree_tokenizer_file agree_raw_text agree_prepare_stress agree_prepare_fortunes"
 
@@ -27,7 +27,7 @@ fi
 scratch
 tmp=$WORK
 # The real command when the main program has it, else the same code through the test program.
-if [ -x ./gpt2gen ] && ./gpt2gen prepare --help >/dev/null 2>&1; then PREPARE="./gpt2gen prepare"; else PREPARE="$BIN --prepare"; fi
+if [ -x "$GPT2GEN" ] && "$GPT2GEN" prepare --help >/dev/null 2>&1; then PREPARE="$GPT2GEN prepare"; else PREPARE="$BIN --prepare"; fi
 
 cat > "$tmp/ref.py" <<'EOF'
 """Reference side: tiktoken's gpt2 encoding, the stress text, and the checks."""

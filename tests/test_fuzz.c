@@ -1,0 +1,270 @@
+/* test_fuzz: the file readers under mutated input. For each reader (config, token shard, model checkpoint,
+ * resume state, tokenizer) a valid file is written first (and must be accepted), then thousands of
+ * mutations of it (flipped bits, overwritten bytes, header fields set to extreme values, truncation,
+ * appended garbage, repeated chunks, and for the config, replaced tokens) are fed to the reader. Each must
+ * either load or give an error message: a crash, a hang or (under `make sanitize`) a memory error fails the
+ * run. Deterministic (seeded), and well under a minute. FUZZ_CASES=N changes the number of cases per reader. */
+#include "tests/check.h"
+#include "gen/config.h"
+#include "runtime/checkpoint.h"
+#include "runtime/shard.h"
+#include "runtime/state.h"
+#include "runtime/tokenizer.h"
+#include "common/files.h"
+#include "common/rng.h"
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+static char dir[] = "/tmp/gpt2gen-fuzz-XXXXXX";
+static uint64_t rng = 0x5eed;
+static int n_cases = 2000;
+
+static char *path_of(const char *name) {
+    static char buf[4][600];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+typedef struct { unsigned char *p; size_t n; } Bytes;
+
+static unsigned pick(unsigned n) { return n ? (unsigned)(rng_next(&rng) % n) : 0; }
+
+/* For a text (header_ints < 0): a token (a run of letters, digits, '.', '_') replaced by a value a config
+   might hold by mistake or on purpose. */
+static void replace_token(Bytes *m, size_t cap) {
+    static const char *const values[] = {"1e308", "-1", "0", "2^63", "-2^63", "3e9", "nil", "{}", "\"x\"", "true",
+        "-0.0", "0/0", "math.huge", "{1, 2, 3}", "\"../x\"", "setmetatable({}, {__index = function() return 1 end})"};
+    if (!m->n) return;
+    size_t at = pick((unsigned)m->n), end = at;
+    #define TOKEN_CHAR(c) (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z') || ((c) >= '0' && (c) <= '9') || (c) == '.' || (c) == '_')
+    while (at > 0 && TOKEN_CHAR(m->p[at - 1])) at--;
+    while (end < m->n && TOKEN_CHAR(m->p[end])) end++;
+    #undef TOKEN_CHAR
+    const char *v = values[pick(sizeof values / sizeof values[0])];
+    size_t len = strlen(v);
+    if (m->n - (end - at) + len > cap) return;
+    memmove(m->p + at + len, m->p + end, m->n - end);
+    memcpy(m->p + at, v, len);
+    m->n = m->n - (end - at) + len;
+}
+
+/* One mutation of seed (malloc'd). header_ints: how many leading int32 are a header (0: none; < 0: text). */
+static Bytes mutate(const Bytes *seed, int header_ints) {
+    static const int32_t extreme[] = {0, -1, 1, INT_MAX, INT_MIN, 1 << 30, 65535, 65536, 256, -256};
+    size_t cap = seed->n * 2 + 256;
+    Bytes m = {xmalloc(cap), seed->n};
+    memcpy(m.p, seed->p, seed->n);
+    int rounds = 1 + (int)pick(3);
+    for (int r = 0; r < rounds; r++) {
+        if (header_ints < 0 && pick(2)) { replace_token(&m, cap); continue; }
+        switch (pick(6)) {
+        case 0:   /* flip a bit */
+            if (m.n) m.p[pick((unsigned)m.n)] ^= (unsigned char)(1u << pick(8));
+            break;
+        case 1:   /* overwrite a byte */
+            if (m.n) m.p[pick((unsigned)m.n)] = (unsigned char)pick(256);
+            break;
+        case 2: { /* a header field to an extreme value, or its own value +-1 */
+            if (header_ints <= 0 || m.n < (size_t)header_ints * 4) break;
+            unsigned i = pick(header_ints < 32 ? (unsigned)header_ints : 32);
+            int32_t v;
+            memcpy(&v, m.p + 4 * i, 4);
+            v = pick(3) ? extreme[pick(sizeof extreme / sizeof extreme[0])] : v + (pick(2) ? 1 : -1);
+            memcpy(m.p + 4 * i, &v, 4);
+            break;
+        }
+        case 3:   /* truncate */
+            m.n = pick((unsigned)m.n + 1);
+            break;
+        case 4: { /* append garbage */
+            size_t add = 1 + pick(64);
+            if (m.n + add > cap) break;
+            for (size_t i = 0; i < add; i++) m.p[m.n + i] = (unsigned char)pick(256);
+            m.n += add;
+            break;
+        }
+        default: { /* repeat a chunk */
+            if (!m.n) break;
+            size_t at = pick((unsigned)m.n), len = 1 + pick(64);
+            if (at + len > m.n) len = m.n - at;
+            if (m.n + len > cap) break;
+            memmove(m.p + at + len, m.p + at, m.n - at);
+            m.n += len;
+            break;
+        }
+        }
+    }
+    return m;
+}
+
+static int put(const char *path, const Bytes *b) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = b->n ? fwrite(b->p, 1, b->n, f) : 0;
+    return fclose(f) == 0 && w == b->n ? 0 : -1;
+}
+
+static Bytes get(const char *path) {
+    Err err;
+    Bytes b = {0, 0};
+    b.p = (unsigned char *)read_file(path, &b.n, &err);
+    return b;
+}
+
+/* Feeds n mutations of the file at path (already valid) to load; counts what was accepted. */
+typedef int (*Loader)(const char *path, Err *err);
+static void fuzz(const char *name, const char *path, int header_ints, Loader load) {
+    Err err = {{0}};
+    if (load(path, &err)) { CHECK(0, "%s: the valid seed was rejected: %s", name, err.msg); return; }
+    Bytes seed = get(path);
+    if (!seed.p) { CHECK(0, "%s: cannot read the seed back", name); return; }
+    char *mpath = path_of("mutant");
+    int accepted = 0;
+    for (int i = 0; i < n_cases; i++) {
+        Bytes m = mutate(&seed, header_ints);
+        if (put(mpath, &m)) { CHECK(0, "%s: cannot write %s", name, mpath); free(m.p); break; }
+        accepted += load(mpath, &err) == 0;
+        free(m.p);
+    }
+    printf("     %s: %d mutations, %d accepted, %d rejected with a message\n", name, n_cases, accepted, n_cases - accepted);
+    unlink(mpath);
+    free(seed.p);
+}
+
+/* ---- the readers, each as a Loader ---- */
+static GPT2Shape shape = {16, 64, 128, 1, 2, 16};   /* maxT, V, Vp, L, NH, C */
+
+static int load_config(const char *path, Err *err) {
+    static Config cfg;
+    return config_load(&cfg, path, NULL, 0, err);
+}
+static int load_shard(const char *path, Err *err) {
+    uint16_t *toks = NULL;
+    size_t n = 0;
+    int rc = shard_read(path, &toks, &n, 64, err);
+    free(toks);
+    return rc;
+}
+static int load_checkpoint(const char *path, Err *err) {
+    GPT2Shape s;
+    int bf16;
+    if (checkpoint_read_header(path, &s, &bf16, err)) return -1;
+    size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&s, sz, NULL);
+    if (np > ((size_t)1 << 24)) return err_set(err, "%s: too large for the fuzz test (%zu parameters)", path, np);
+    float *p = xmalloc((np ? np : 1) * sizeof(float));
+    int rc = checkpoint_load(path, &s, p, err);
+    free(p);
+    return rc;
+}
+static int load_state(const char *path, Err *err) {
+    size_t sz[NUM_PARAM_TENSORS];
+    TrainState st;
+    memset(&st, 0, sizeof st);
+    int rc = state_load(path, &st, gpt2_param_sizes(&shape, sz, NULL), err);
+    if (rc == 0) state_free(&st);
+    return rc;
+}
+static int load_tokenizer(const char *path, Err *err) {
+    Tokenizer t;
+    memset(&t, 0, sizeof t);
+    int rc = tokenizer_load(&t, path, err);
+    if (rc == 0) tokenizer_free(&t);
+    return rc;
+}
+
+/* ---- the seeds ---- */
+static void test_fuzz_config(void) {
+    static const char text[] =
+        "-- a valid config\nname = \"fuzz\"\nprecision = \"fp32\"\n"
+        "model = { n_layer = 2, n_head = 2, n_embd = 64, max_seq_len = 32, vocab_size = 512 }\n"
+        "train = { batch_size = 2, seq_len = 32, total_batch_size = 128, steps = 10, lr = 3e-4, schedule = \"wsd\" }\n"
+        "eval = { val_every = 5, sample_every = 0, sample_tokens = 8 }\n"
+        "tune = { layernorm = { BLOCK_SIZE = 128, BWD_BLOCK_SIZE = { 128, 256 } } }\n";
+    char *p = path_of("fuzz.lua");
+    Bytes b = {(unsigned char *)text, sizeof text - 1};
+    if (put(p, &b)) { CHECK(0, "cannot write %s", p); return; }
+    int saved = n_cases;
+    n_cases = n_cases / 4 > 0 ? n_cases / 4 : 1;   /* a Lua state per case: fewer, each costlier */
+    fuzz("config", p, -1, load_config);
+    n_cases = saved;
+}
+
+static void test_fuzz_shard(void) {
+    uint16_t toks[300];
+    for (int i = 0; i < 300; i++) toks[i] = (uint16_t)(i * 7 % 64);
+    Err err = {{0}};
+    char *p = path_of("shard.bin");
+    if (shard_write(p, toks, 300, &err)) { CHECK(0, "%s", err.msg); return; }
+    fuzz("shard", p, 256, load_shard);
+}
+
+static void test_fuzz_checkpoint(void) {
+    size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&shape, sz, NULL);
+    float *params = xmalloc(np * sizeof(float));
+    gpt2_init_params(&shape, params, 7);
+    Err err = {{0}};
+    char *p32 = path_of("model32.bin"), *p16 = path_of("model16.bin");
+    if (checkpoint_save(p32, &shape, params, 0, &err) || checkpoint_save(p16, &shape, params, 1, &err)) CHECK(0, "%s", err.msg);
+    else {
+        fuzz("checkpoint fp32", p32, 256, load_checkpoint);
+        fuzz("checkpoint bf16", p16, 256, load_checkpoint);
+    }
+    free(params);
+}
+
+static void test_fuzz_state(void) {
+    size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&shape, sz, NULL);
+    TrainState st;
+    memset(&st, 0, sizeof st);
+    st.ranks = 1; st.shuffle = 1; st.step = 5; st.epoch = 1; st.shard_pos = 1; st.row_pos = 3;
+    st.sample_rng = 0x1234; st.num_params = np; st.n_shards = 3;
+    st.m = xcalloc(np, sizeof(float)); st.v = xcalloc(np, sizeof(float)); st.params = xcalloc(np, sizeof(float));
+    int32_t order[3] = {2, 0, 1};
+    st.shard_order = order;
+    for (size_t i = 0; i < np; i++) { st.m[i] = 0.01f * (float)i; st.v[i] = 1e-4f; st.params[i] = 0.5f; }
+    Err err = {{0}};
+    char *p = path_of("state.bin");
+    if (state_save(p, &st, &err)) CHECK(0, "%s", err.msg);
+    else fuzz("state", p, 256, load_state);
+    free(st.m); free(st.v); free(st.params);
+}
+
+static void test_fuzz_tokenizer(void) {
+    /* llm.c's tokenizer file, version 2: every single byte, a few merges, end-of-text last */
+    char *p = path_of("tokenizer.bin");
+    FILE *f = fopen(p, "wb");
+    if (!f) { CHECK(0, "cannot write %s", p); return; }
+    int32_t h[256] = {20240328, 2, 256 + 8 + 1, 256 + 8};
+    fwrite(h, 4, 256, f);
+    for (int i = 0; i < 256; i++) { unsigned char e[2] = {1, (unsigned char)i}; fwrite(e, 1, 2, f); }
+    static const char *const merges[8] = {"th", "he", "in", "er", "an", " t", "the", " the"};
+    for (int i = 0; i < 8; i++) { unsigned char n = (unsigned char)strlen(merges[i]); fwrite(&n, 1, 1, f); fwrite(merges[i], 1, n, f); }
+    unsigned char eot[] = {13};
+    fwrite(eot, 1, 1, f);
+    fwrite("<|endoftext|>", 1, 13, f);
+    fclose(f);
+    fuzz("tokenizer", p, 256, load_tokenizer);
+}
+
+int main(int argc, char **argv) {
+    CHECK_MAIN_INIT(argc, argv);
+    const char *n = getenv("FUZZ_CASES");
+    if (n && atoi(n) > 0) n_cases = atoi(n);
+    if (!mkdtemp(dir)) { printf("FAIL fuzz: cannot make a scratch folder\n"); return 1; }
+    RUN(test_fuzz_config);
+    RUN(test_fuzz_shard);
+    RUN(test_fuzz_checkpoint);
+    RUN(test_fuzz_state);
+    RUN(test_fuzz_tokenizer);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) {}
+    return check_summary();
+}
