@@ -228,6 +228,31 @@ static void test_encode_in_steps(void) {
     tokenizer_free(&t);
 }
 
+/* Encoding a text as it arrives, in chunks of every size (what prepare does with a stream), gives the ids
+   of encoding it at once: tokenizer_encode_stable takes only pieces that later text cannot change. */
+static void test_encode_streamed(void) {
+    Tokenizer t;
+    if (!have_gpt2(&t) && load_small(&t)) return;
+    static const char text[] = "It's   a test,\n\n  of steps: 12345 日本語   \t\n hello world''s end 'll 're\n\n\nx  \r\n%\n 'v 😀!"
+                               " café Ελληνικά x  \u3000y q \u3000\u3000z  \u00a0\u00a0w abc\U0001D400\U0001D401 \u2028\u3000é";
+    size_t n = sizeof text - 1;
+    TokenVec whole = {0}, got = {0};
+    Err err;
+    CHECK_OK(tokenizer_encode(&t, text, n, &whole, &err), &err);
+    for (size_t chunk = 1; chunk <= n; chunk++) {
+        size_t done = 0, have = 0, k;
+        got.n = 0;
+        while (have < n) {
+            have = have + chunk < n ? have + chunk : n;
+            while ((k = tokenizer_encode_stable(&t, text + done, have - done, 1, &got)) > 0) done += k;
+        }
+        tokenizer_encode_some(&t, text + done, n - done, n, &got);
+        if (!same_ids(&got, whole.data, whole.n)) { CHECK(0, "chunks of %zu bytes gave other ids", chunk); break; }
+    }
+    tokvec_free(&whole); tokvec_free(&got);
+    tokenizer_free(&t);
+}
+
 /* decode(encode(text)) == text, byte for byte, whatever the bytes. */
 static void check_roundtrip(const Tokenizer *t, const char *text, size_t n) {
     TokenVec v = {0};
@@ -666,6 +691,7 @@ int main(int argc, char **argv) {
     RUN(test_roundtrip);
     RUN(test_long_pieces);
     RUN(test_encode_in_steps);
+    RUN(test_encode_streamed);
     RUN(test_tokenizer_file_roundtrip);
     RUN(test_tokenizer_file_gpt2);
     RUN(test_bad_tokenizer_files);
