@@ -554,25 +554,6 @@ static void test_bad_shards(void) {
 
 /* ---------- prepare ---------- */
 
-static void test_split_documents(void) {
-    static const struct { const char *text; int n; const char *first; } cases[] = {
-        {"one\ntwo\n%\nthree\n%\n", 2, "one\ntwo\n"},
-        {"%\nlead\n%\n\n%\n  \n%\nlast", 2, "lead\n"},      /* empty and blank documents dropped */
-        {"a\r\n%\r\nb\r\n", 2, "a\r\n"},
-        {"no separators, 100% one document\n%%\n", 1, "no separators, 100% one document\n%%\n"},
-        {"", 0, ""},
-        {" \n\t\n", 0, ""},
-    };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        PrepareDoc *docs;
-        size_t n = prepare_split_documents(cases[c].text, strlen(cases[c].text), &docs);
-        CHECK((int)n == cases[c].n, "case %zu: %zu documents, expected %d", c, n, cases[c].n);
-        if (n) CHECK(docs[0].len == strlen(cases[c].first) && !memcmp(cases[c].text + docs[0].start, cases[c].first, docs[0].len),
-                     "case %zu: first document '%.*s'", c, (int)docs[0].len, cases[c].text + docs[0].start);
-        free(docs);
-    }
-}
-
 static int run_prepare(int n, const char **args) {
     char *argv[32];
     argv[0] = "prepare";
@@ -598,6 +579,10 @@ static void test_prepare_usage_errors(void) {
     CHECK(run_prepare(4, (const char *[]){in, "-o", tmp_path("out"), "--frobnicate"}) == 2, "unknown option");
     CHECK(run_prepare(5, (const char *[]){in, "-o", tmp_path("out"), "--val-fraction", "1.5"}) == 2, "bad fraction");
     CHECK(run_prepare(5, (const char *[]){in, "-o", tmp_path("out"), "--shard-tokens", "0"}) == 2, "bad shard size");
+    CHECK(run_prepare(5, (const char *[]){in, "-o", tmp_path("out"), "--val-fraction", "1e-7"}) == 2, "fraction below a millionth");
+    CHECK(run_prepare(4, (const char *[]){"-", "-", "-o", tmp_path("out")}) == 2, "standard input twice");
+    CHECK(run_prepare(3, (const char *[]){in, "-o", "."}) == 2, "-o . (no folder of its own)");
+    CHECK(run_prepare(3, (const char *[]){in, "-o", "/"}) == 2, "-o /");
     CHECK(run_prepare(5, (const char *[]){tmp_path("absent.txt"), "-o", tmp_path("out"), "--ranks", ranks}) == 1, "missing input");
     CHECK(!file_exists(tmp_path("out/train_000000.bin")), "nothing written when an input is missing");
     CHECK(run_prepare(5, (const char *[]){in, "-o", tmp_path("out"), "--ranks", tmp_path("absent.tiktoken")}) == 1, "missing ranks");
@@ -619,6 +604,66 @@ static size_t read_split(const char *dir, const char *split, uint16_t *out, size
         free(t);
     }
     return total;
+}
+
+/* Runs prepare on text (validation fraction 0) and decodes its training shard: returns the number of
+   documents (0 when prepare fails) and puts the text of document `which` into out. */
+static int prepared_documents(const char *text, size_t len, int which, char *out, size_t cap) {
+    const char *ranks = write_small_ranks(), *in = tmp_path("split.txt"), *dir = tmp_path("split");
+    write_bytes(in, text, len);
+    out[0] = 0;
+    if (run_prepare(7, (const char *[]){in, "-o", dir, "--ranks", ranks, "--val-fraction", "0"}) != 0) return 0;
+    size_t cap_toks = len + 64, m = 0;
+    uint16_t *toks = xmalloc(cap_toks * sizeof *toks);
+    int shards, k = -1;
+    size_t n = read_split(dir, "train", toks, cap_toks, &shards);
+    Tokenizer t;
+    if (load_small(&t)) { free(toks); return 0; }
+    for (size_t i = 0; i < n && i < cap_toks; i++) {
+        size_t b;
+        const uint8_t *bytes = tokenizer_decode(&t, toks[i], &b);
+        if (toks[i] == N_SMALL) k++;
+        else if (k == which && m + b < cap) { memcpy(out + m, bytes, b); out[m += b] = 0; }
+    }
+    tokenizer_free(&t);
+    free(toks);
+    return k + 1;
+}
+
+static void test_split_documents(void) {
+    static const struct { const char *text; int n; const char *first; } cases[] = {
+        {"one\ntwo\n%\nthree\n%\n", 2, "one\ntwo\n"},
+        {"%\nlead\n%\n\n%\n  \n%\nlast", 2, "lead\n"},      /* empty and blank documents dropped */
+        {"a\r\n%\r\nb\r\n", 2, "a\r\n"},
+        {"no separators, 100% one document\n%%\n", 1, "no separators, 100% one document\n%%\n"},
+        {"a\n%", 1, "a\n"},                                  /* a last separator without its newline */
+        {"", 0, ""},
+        {" \n\t\n", 0, ""},
+    };
+    char doc[128];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int n = prepared_documents(cases[c].text, strlen(cases[c].text), 0, doc, sizeof doc);
+        CHECK(n == cases[c].n, "case %zu: %d documents, expected %d", c, n, cases[c].n);
+        if (n) CHECK(!strcmp(doc, cases[c].first), "case %zu: first document '%s'", c, doc);
+    }
+}
+
+/* Inputs are read in blocks of 64 KiB: a separator line cut by a block's end still separates, and a
+   line that only starts like one ("%x") does not. */
+static void test_split_across_blocks(void) {
+    static const char *tails[] = {"\n%\r\nyes\n", "\n%\nyes\n", "\n%x\nno\n"};
+    size_t len = 65536 + 64;
+    char *text = xmalloc(len + 16), doc[64];
+    for (int cut = 1; cut <= 4; cut++)
+        for (size_t k = 0; k < 3; k++) {
+            size_t head = 65536 - (size_t)cut;
+            memset(text, 'a', head);
+            strcpy(text + head, tails[k]);
+            int n = prepared_documents(text, strlen(text), 1, doc, sizeof doc);
+            int want = tails[k][2] == 'x' ? 1 : 2;
+            CHECK(n == want && (want == 1 || !strcmp(doc, "yes\n")), "cut %d, tail %zu: %d documents, the second '%s'", cut, k, n, doc);
+        }
+    free(text);
 }
 
 static void test_prepare_small(void) {
@@ -700,6 +745,7 @@ int main(int argc, char **argv) {
     RUN(test_shard_roundtrip);
     RUN(test_bad_shards);
     RUN(test_split_documents);
+    RUN(test_split_across_blocks);
     RUN(test_prepare_usage_errors);
     RUN(test_prepare_small);
     char cmd[300];
