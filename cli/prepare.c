@@ -1,5 +1,6 @@
 /* gpt2gen prepare: text files -> token shards + tokenizer file (runtime/prepare.c does the work). */
 #include "cli/commands.h"
+#include "runtime/dataset_dir.h"
 #include "runtime/prepare.h"
 #include "runtime/shard.h"
 #include <errno.h>
@@ -14,24 +15,33 @@
 static void usage(FILE *f) {
     fputs(
         "Usage: gpt2gen prepare [OPTION]... FILE... -o DIR\n"
-        "Tokenize text files with GPT-2's tokenizer into llm.c token shards.\n"
+        "Tokenize text with GPT-2's tokenizer into llm.c token shards.\n"
         "\n"
-        "A file with lines holding only \"%\" (a fortune file) is many documents, split at\n"
-        "those lines; any other file is one document. Each document is preceded by the\n"
-        "end-of-text token. A fraction of the documents, spread evenly over all of them\n"
-        "(every tenth for 0.1), goes to validation; the rest to training.\n"
+        "Each FILE is read once, from start to end, so it may be a pipe or a FIFO; \"-\"\n"
+        "is standard input. Lines holding only \"%\" (a fortune file) separate documents;\n"
+        "a file without such lines is one document, and documents of only whitespace\n"
+        "are dropped. Each document is preceded by the end-of-text token. Documents go\n"
+        "to validation at the fraction F, spread evenly as they come: document n\n"
+        "(counting from 1 over all files) when floor(n*F) > floor((n-1)*F), so every\n"
+        "tenth for 0.1 (the 10th, 20th, ...); the rest to training.\n"
+        "\n"
+        "DIR is replaced as a whole, and only once the new data set is complete: a\n"
+        "failed or interrupted run leaves DIR as it was. DIR must hold nothing but a\n"
+        "data set (train_*.bin, val_*.bin, tokenizer.bin); anything else is refused.\n"
         "\n"
         "  -o, --out DIR           write DIR/train_000000.bin..., DIR/val_000000.bin...\n"
         "                          and DIR/tokenizer.bin (llm.c version 2)\n"
         "      --ranks FILE        tiktoken ranks file (gpt2.tiktoken) or an llm.c\n"
         "                          tokenizer.bin (default: " DEFAULT_RANKS ")\n"
-        "      --val-fraction F    fraction of documents for validation, 0 <= F < 1\n"
-        "                          (default: 0.1)\n"
+        "      --val-fraction F    fraction of documents for validation: 0, or from\n"
+        "                          0.000001 to 0.999999 (default: 0.1)\n"
         "      --shard-tokens N    at most N tokens per shard; suffixes K and M allowed\n"
         "                          (default: 100M)\n"
         "  -h, --help              display this help and exit\n"
         "\n"
-        "Exit status: 0 on success, 1 if a file cannot be read or written, 2 on usage errors.\n"
+        "Exit status: 0 on success; 1 if an input cannot be read, the inputs hold no\n"
+        "documents, or DIR cannot be written or replaced (DIR is then unchanged);\n"
+        "2 on usage errors.\n"
         "\n"
         "Example:\n"
         "  gpt2gen prepare /usr/share/games/fortunes/fortunes -o data/fortunes \\\n"
@@ -61,6 +71,15 @@ static size_t parse_count(const char *s) {
     return (size_t)v;
 }
 
+/* A validation fraction: 0, or one that is at least one millionth and leaves training at least one (the
+   split counts in millionths). 0 on success. */
+static int parse_fraction(const char *s, double *f) {
+    char *end;
+    *f = strtod(s, &end);
+    double millionths = round(*f * 1e6);
+    return end == s || *end || !(*f == 0 || (millionths >= 1 && millionths < 1e6));
+}
+
 /* The value of option name at argv[*i]: "--name=value" or "--name value". NULL when missing. */
 static const char *option_value(int argc, char **argv, int *i, const char *name) {
     size_t n = strlen(name);
@@ -72,6 +91,19 @@ static const char *option_value(int argc, char **argv, int *i, const char *name)
 static int is_option(const char *arg, const char *name) {
     size_t n = strlen(name);
     return strncmp(arg, name, n) == 0 && (arg[n] == 0 || (arg[n] == '=' && name[1] == '-'));
+}
+
+/* What the options cannot say one by one: inputs and DIR given, DIR a folder of its own, standard input
+   named at most once. -1 when so, else the usage error's exit code. */
+static int check_args(const PrepareArgs *a) {
+    if (a->n_inputs == 0) return usage_error("no input files: give one or more text files");
+    if (!a->out_dir) return usage_error("no output directory: give -o DIR");
+    const char *problem = dataset_dir_problem(a->out_dir);
+    if (problem) return usage_error("-o %s: %s", a->out_dir, problem);
+    int from_stdin = 0;
+    for (int i = 0; i < a->n_inputs; i++) from_stdin += !strcmp(a->inputs[i], "-");
+    if (from_stdin > 1) return usage_error("'-' (standard input) is given %d times; it can be read once", from_stdin);
+    return -1;
 }
 
 /* Returns -1 to go on, else the exit code (help printed, or a usage error reported). */
@@ -95,16 +127,12 @@ static int parse_args(int argc, char **argv, PrepareArgs *a) {
         if (out) a->out_dir = v;
         else if (!strcmp(name, "--ranks")) a->ranks = v;
         else if (!strcmp(name, "--val-fraction")) {
-            char *end;
-            a->val_fraction = strtod(v, &end);
-            if (*end || !(a->val_fraction >= 0 && a->val_fraction < 1))
-                return usage_error("--val-fraction '%s': expected a number with 0 <= F < 1", v);
+            if (parse_fraction(v, &a->val_fraction))
+                return usage_error("--val-fraction '%s': expected 0, or a number from 0.000001 to 0.999999", v);
         } else if (!(a->shard_tokens = parse_count(v)))
             return usage_error("--shard-tokens '%s': expected a count from 1 to 2147483647 (suffixes K, M)", v);
     }
-    if (a->n_inputs == 0) return usage_error("no input files: give one or more text files");
-    if (!a->out_dir) return usage_error("no output directory: give -o DIR");
-    return -1;
+    return check_args(a);
 }
 
 int cmd_prepare(int argc, char **argv) {

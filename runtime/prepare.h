@@ -1,9 +1,13 @@
-/* prepare: the `gpt2gen prepare` command. Text files in, llm.c token shards and tokenizer file out:
+/* prepare: the `gpt2gen prepare` command. Text in, llm.c token shards and tokenizer file out:
  *
- *   gpt2gen prepare <text files...> -o <dir> [--ranks FILE] [--val-fraction 0.1] [--shard-tokens N]
+ *   gpt2gen prepare <text files, or - for standard input...> -o <dir> [--ranks FILE] [--val-fraction 0.1]
+ *                   [--shard-tokens N]
  *
  * writes <dir>/val_000000.bin..., <dir>/train_000000.bin... and <dir>/tokenizer.bin (llm.c version 2).
- * The command line is cli/prepare.c. */
+ * Documents: a line holding only "%" (a trailing "\r" allowed) separates two; such lines belong to no
+ * document, so a file without them is one document, and documents of only whitespace are dropped.
+ * Each input is read once, so pipes and FIFOs work. <dir> is replaced as a whole, and only when the new
+ * data set is complete (dataset_dir.h). The command line is cli/prepare.c. */
 #ifndef GPT2GEN_PREPARE_H
 #define GPT2GEN_PREPARE_H
 #include <stddef.h>
@@ -21,14 +25,7 @@ typedef struct {
     size_t      shard_tokens;
 } PrepareArgs;
 
-/* Reads the inputs, writes the shards and the tokenizer file. -1 + err on failure. */
+/* Reads the inputs, writes the data set and swaps it in. -1 + err on failure, and then out_dir is as
+   it was. */
 int prepare_run(const PrepareArgs *a, Err *err);
-
-/* One document of a file: text[start .. start+len). */
-typedef struct { size_t start, len; } PrepareDoc;
-
-/* Splits a file's text into documents. A file with any line holding only "%" (a fortune file; a trailing
-   "\r" is allowed) is split at those lines, the separator lines belonging to no document; any other file
-   is one document. Documents of only ASCII whitespace are dropped. Returns the count; *docs is malloc'd. */
-size_t prepare_split_documents(const char *text, size_t len, PrepareDoc **docs);
 #endif

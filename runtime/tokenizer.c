@@ -453,11 +453,14 @@ static void merge_long(const Tokenizer *t, const uint8_t *p, size_t n, TokenVec 
     free(end); free(prev); free(h.e);
 }
 
-size_t tokenizer_encode_some(const Tokenizer *t, const void *text, size_t len, size_t min_bytes, TokenVec *out) {
-    const uint8_t *s = text;
+/* Encodes whole pieces from the start of text until at least min_bytes are consumed (or the text ends),
+   taking only pieces that end at least `keep` bytes before len; returns the bytes consumed. With keep 0
+   it always takes at least one piece. */
+static size_t encode_pieces(const Tokenizer *t, const uint8_t *s, size_t len, size_t min_bytes, size_t keep, TokenVec *out) {
     size_t i = 0;
-    while (i < len && (i < min_bytes || i == 0)) {
+    while (i < len && (i < min_bytes || (i == 0 && keep == 0))) {
         size_t k = gpt2_piece_length(s + i, len - i);
+        if (i + k + keep > len) break;
         int32_t whole = rank_of(t, s + i, k);             /* most pieces are a token already */
         if (whole >= 0) tokvec_push(out, whole);
         else if (k <= LONG_PIECE) merge_short(t, s + i, k, out);
@@ -465,6 +468,17 @@ size_t tokenizer_encode_some(const Tokenizer *t, const void *text, size_t len, s
         i += k;
     }
     return i;
+}
+
+size_t tokenizer_encode_some(const Tokenizer *t, const void *text, size_t len, size_t min_bytes, TokenVec *out) {
+    return encode_pieces(t, text, len, min_bytes, 0, out);
+}
+
+/* gpt2_piece_length reads a piece and at most the two characters after it (the character that ends a
+   run, and for "\s+(?!\S)" the one after the run): up to 8 bytes past its end. So a piece that ends 8 or
+   more bytes before len is the same piece whatever text follows. */
+size_t tokenizer_encode_stable(const Tokenizer *t, const void *text, size_t len, size_t min_bytes, TokenVec *out) {
+    return encode_pieces(t, text, len, min_bytes, TOKENIZER_LOOKAHEAD, out);
 }
 
 int tokenizer_encode(const Tokenizer *t, const void *text, size_t len, TokenVec *out, Err *err) {

@@ -63,6 +63,12 @@ int  tokenizer_encode(const Tokenizer *t, const void *text, size_t len, TokenVec
    since a piece never spans two steps; it bounds memory and lets a caller report progress. The tokenizer
    must be able to encode (can_encode). */
 size_t tokenizer_encode_some(const Tokenizer *t, const void *text, size_t len, size_t min_bytes, TokenVec *out);
+/* The same for a text that may go on after len (a stream): encodes only the pieces that no text after len
+   can change, those ending at least TOKENIZER_LOOKAHEAD bytes before len, and returns the bytes consumed
+   (0 when there is no such piece yet). The caller keeps the rest, appends what follows, and encodes the
+   end of the text with tokenizer_encode_some. The ids are those of encoding the whole text at once. */
+#define TOKENIZER_LOOKAHEAD 8
+size_t tokenizer_encode_stable(const Tokenizer *t, const void *text, size_t len, size_t min_bytes, TokenVec *out);
 
 /* Prints token bytes as they come (sampled text), holding back a UTF-8 character split across tokens
    until it is complete. Invalid bytes, and control characters other than tab, CR and LF (which could

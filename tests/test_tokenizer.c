@@ -228,6 +228,31 @@ static void test_encode_in_steps(void) {
     tokenizer_free(&t);
 }
 
+/* Encoding a text as it arrives, in chunks of every size (what prepare does with a stream), gives the ids
+   of encoding it at once: tokenizer_encode_stable takes only pieces that later text cannot change. */
+static void test_encode_streamed(void) {
+    Tokenizer t;
+    if (!have_gpt2(&t) && load_small(&t)) return;
+    static const char text[] = "It's   a test,\n\n  of steps: 12345 日本語   \t\n hello world''s end 'll 're\n\n\nx  \r\n%\n 'v 😀!"
+                               " café Ελληνικά x  \u3000y q \u3000\u3000z  \u00a0\u00a0w abc\U0001D400\U0001D401 \u2028\u3000é";
+    size_t n = sizeof text - 1;
+    TokenVec whole = {0}, got = {0};
+    Err err;
+    CHECK_OK(tokenizer_encode(&t, text, n, &whole, &err), &err);
+    for (size_t chunk = 1; chunk <= n; chunk++) {
+        size_t done = 0, have = 0, k;
+        got.n = 0;
+        while (have < n) {
+            have = have + chunk < n ? have + chunk : n;
+            while ((k = tokenizer_encode_stable(&t, text + done, have - done, 1, &got)) > 0) done += k;
+        }
+        tokenizer_encode_some(&t, text + done, n - done, n, &got);
+        if (!same_ids(&got, whole.data, whole.n)) { CHECK(0, "chunks of %zu bytes gave other ids", chunk); break; }
+    }
+    tokvec_free(&whole); tokvec_free(&got);
+    tokenizer_free(&t);
+}
+
 /* decode(encode(text)) == text, byte for byte, whatever the bytes. */
 static void check_roundtrip(const Tokenizer *t, const char *text, size_t n) {
     TokenVec v = {0};
@@ -529,25 +554,6 @@ static void test_bad_shards(void) {
 
 /* ---------- prepare ---------- */
 
-static void test_split_documents(void) {
-    static const struct { const char *text; int n; const char *first; } cases[] = {
-        {"one\ntwo\n%\nthree\n%\n", 2, "one\ntwo\n"},
-        {"%\nlead\n%\n\n%\n  \n%\nlast", 2, "lead\n"},      /* empty and blank documents dropped */
-        {"a\r\n%\r\nb\r\n", 2, "a\r\n"},
-        {"no separators, 100% one document\n%%\n", 1, "no separators, 100% one document\n%%\n"},
-        {"", 0, ""},
-        {" \n\t\n", 0, ""},
-    };
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        PrepareDoc *docs;
-        size_t n = prepare_split_documents(cases[c].text, strlen(cases[c].text), &docs);
-        CHECK((int)n == cases[c].n, "case %zu: %zu documents, expected %d", c, n, cases[c].n);
-        if (n) CHECK(docs[0].len == strlen(cases[c].first) && !memcmp(cases[c].text + docs[0].start, cases[c].first, docs[0].len),
-                     "case %zu: first document '%.*s'", c, (int)docs[0].len, cases[c].text + docs[0].start);
-        free(docs);
-    }
-}
-
 static int run_prepare(int n, const char **args) {
     char *argv[32];
     argv[0] = "prepare";
@@ -573,6 +579,10 @@ static void test_prepare_usage_errors(void) {
     CHECK(run_prepare(4, (const char *[]){in, "-o", tmp_path("out"), "--frobnicate"}) == 2, "unknown option");
     CHECK(run_prepare(5, (const char *[]){in, "-o", tmp_path("out"), "--val-fraction", "1.5"}) == 2, "bad fraction");
     CHECK(run_prepare(5, (const char *[]){in, "-o", tmp_path("out"), "--shard-tokens", "0"}) == 2, "bad shard size");
+    CHECK(run_prepare(5, (const char *[]){in, "-o", tmp_path("out"), "--val-fraction", "1e-7"}) == 2, "fraction below a millionth");
+    CHECK(run_prepare(4, (const char *[]){"-", "-", "-o", tmp_path("out")}) == 2, "standard input twice");
+    CHECK(run_prepare(3, (const char *[]){in, "-o", "."}) == 2, "-o . (no folder of its own)");
+    CHECK(run_prepare(3, (const char *[]){in, "-o", "/"}) == 2, "-o /");
     CHECK(run_prepare(5, (const char *[]){tmp_path("absent.txt"), "-o", tmp_path("out"), "--ranks", ranks}) == 1, "missing input");
     CHECK(!file_exists(tmp_path("out/train_000000.bin")), "nothing written when an input is missing");
     CHECK(run_prepare(5, (const char *[]){in, "-o", tmp_path("out"), "--ranks", tmp_path("absent.tiktoken")}) == 1, "missing ranks");
@@ -594,6 +604,66 @@ static size_t read_split(const char *dir, const char *split, uint16_t *out, size
         free(t);
     }
     return total;
+}
+
+/* Runs prepare on text (validation fraction 0) and decodes its training shard: returns the number of
+   documents (0 when prepare fails) and puts the text of document `which` into out. */
+static int prepared_documents(const char *text, size_t len, int which, char *out, size_t cap) {
+    const char *ranks = write_small_ranks(), *in = tmp_path("split.txt"), *dir = tmp_path("split");
+    write_bytes(in, text, len);
+    out[0] = 0;
+    if (run_prepare(7, (const char *[]){in, "-o", dir, "--ranks", ranks, "--val-fraction", "0"}) != 0) return 0;
+    size_t cap_toks = len + 64, m = 0;
+    uint16_t *toks = xmalloc(cap_toks * sizeof *toks);
+    int shards, k = -1;
+    size_t n = read_split(dir, "train", toks, cap_toks, &shards);
+    Tokenizer t;
+    if (load_small(&t)) { free(toks); return 0; }
+    for (size_t i = 0; i < n && i < cap_toks; i++) {
+        size_t b;
+        const uint8_t *bytes = tokenizer_decode(&t, toks[i], &b);
+        if (toks[i] == N_SMALL) k++;
+        else if (k == which && m + b < cap) { memcpy(out + m, bytes, b); out[m += b] = 0; }
+    }
+    tokenizer_free(&t);
+    free(toks);
+    return k + 1;
+}
+
+static void test_split_documents(void) {
+    static const struct { const char *text; int n; const char *first; } cases[] = {
+        {"one\ntwo\n%\nthree\n%\n", 2, "one\ntwo\n"},
+        {"%\nlead\n%\n\n%\n  \n%\nlast", 2, "lead\n"},      /* empty and blank documents dropped */
+        {"a\r\n%\r\nb\r\n", 2, "a\r\n"},
+        {"no separators, 100% one document\n%%\n", 1, "no separators, 100% one document\n%%\n"},
+        {"a\n%", 1, "a\n"},                                  /* a last separator without its newline */
+        {"", 0, ""},
+        {" \n\t\n", 0, ""},
+    };
+    char doc[128];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int n = prepared_documents(cases[c].text, strlen(cases[c].text), 0, doc, sizeof doc);
+        CHECK(n == cases[c].n, "case %zu: %d documents, expected %d", c, n, cases[c].n);
+        if (n) CHECK(!strcmp(doc, cases[c].first), "case %zu: first document '%s'", c, doc);
+    }
+}
+
+/* Inputs are read in blocks of 64 KiB: a separator line cut by a block's end still separates, and a
+   line that only starts like one ("%x") does not. */
+static void test_split_across_blocks(void) {
+    static const char *tails[] = {"\n%\r\nyes\n", "\n%\nyes\n", "\n%x\nno\n"};
+    size_t len = 65536 + 64;
+    char *text = xmalloc(len + 16), doc[64];
+    for (int cut = 1; cut <= 4; cut++)
+        for (size_t k = 0; k < 3; k++) {
+            size_t head = 65536 - (size_t)cut;
+            memset(text, 'a', head);
+            strcpy(text + head, tails[k]);
+            int n = prepared_documents(text, strlen(text), 1, doc, sizeof doc);
+            int want = tails[k][2] == 'x' ? 1 : 2;
+            CHECK(n == want && (want == 1 || !strcmp(doc, "yes\n")), "cut %d, tail %zu: %d documents, the second '%s'", cut, k, n, doc);
+        }
+    free(text);
 }
 
 static void test_prepare_small(void) {
@@ -666,6 +736,7 @@ int main(int argc, char **argv) {
     RUN(test_roundtrip);
     RUN(test_long_pieces);
     RUN(test_encode_in_steps);
+    RUN(test_encode_streamed);
     RUN(test_tokenizer_file_roundtrip);
     RUN(test_tokenizer_file_gpt2);
     RUN(test_bad_tokenizer_files);
@@ -674,6 +745,7 @@ int main(int argc, char **argv) {
     RUN(test_shard_roundtrip);
     RUN(test_bad_shards);
     RUN(test_split_documents);
+    RUN(test_split_across_blocks);
     RUN(test_prepare_usage_errors);
     RUN(test_prepare_small);
     char cmd[300];

@@ -89,13 +89,10 @@ def check_prepare(enc, outdir, frac, files):
     for f in files:
         with open(f, "rb") as fh:
             docs += split_docs(fh.read())
-    n_val = int(frac * len(docs) + 0.5)
-    if frac > 0 and n_val == 0:
-        n_val = 1
-    n_val = min(n_val, len(docs) - 1)
+    f = round(frac * 1e6)   # the fraction in millionths
     want = {"val": [], "train": []}
     for i, d in enumerate(docs):
-        is_val = i * n_val // len(docs) != (i + 1) * n_val // len(docs)   # n_val documents, evenly spread
+        is_val = (i + 1) * f // 1000000 > i * f // 1000000   # floor((i+1)F) > floor(iF): every tenth for 0.1
         want["val" if is_val else "train"] += [EOT] + enc.encode_ordinary(d.decode("utf-8"))
     for split in ("val", "train"):
         got = read_split(outdir, split)
