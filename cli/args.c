@@ -2,29 +2,53 @@
 #include "cli/commands.h"
 #include "gen/build.h"
 #include "runtime/cuda/cuda_api.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Adds one --set (or --resume's) override; 2 after printing a usage error when there are ARGS_MAX_SETS already. */
+static int add_set(Args *a, const char *set, const char *cmd) {
+    if (a->n_sets == ARGS_MAX_SETS) {
+        fprintf(stderr, "gpt2gen %s: more than %d --set options (--resume counts as one)\n", cmd, ARGS_MAX_SETS);
+        return EXIT_USAGE;
+    }
+    a->sets[a->n_sets++] = set;
+    return 0;
+}
 
 /* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
 int args_parse(int argc, char **argv, Args *a, const char *cmd) {
     memset(a, 0, sizeof *a);
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
-        int has_next = i + 1 < argc;
-        if (!strcmp(s, "-h") || !strcmp(s, "--help")) a->help = 1;
-        else if (!strcmp(s, "--set") && has_next) {
-            if (a->n_sets == ARGS_MAX_SETS) { fprintf(stderr, "gpt2gen %s: more than %d --set options\n", cmd, ARGS_MAX_SETS); return EXIT_USAGE; }
-            a->sets[a->n_sets++] = argv[++i];
-        } else if (!strncmp(s, "--set=", 6)) {
-            if (a->n_sets == ARGS_MAX_SETS) { fprintf(stderr, "gpt2gen %s: more than %d --set options\n", cmd, ARGS_MAX_SETS); return EXIT_USAGE; }
-            a->sets[a->n_sets++] = s + 6;
+        int takes_value = !strcmp(s, "--set") || !strcmp(s, "--arch") || !strcmp(s, "-j") || !strcmp(s, "--backend");
+        if (takes_value && i + 1 == argc) {
+            fprintf(stderr, "gpt2gen %s: option '%s' needs a value (see gpt2gen %s --help)\n", cmd, s, cmd);
+            return EXIT_USAGE;
         }
-        else if (!strcmp(s, "--arch") && has_next) a->arch = argv[++i];
-        else if (!strcmp(s, "-j") && has_next) a->jobs = atoi(argv[++i]);
+        if (!strcmp(s, "-h") || !strcmp(s, "--help")) a->help = 1;
+        else if (!strcmp(s, "--set")) { if (add_set(a, argv[++i], cmd)) return EXIT_USAGE; }
+        else if (!strncmp(s, "--set=", 6)) { if (add_set(a, s + 6, cmd)) return EXIT_USAGE; }
+        else if (!strcmp(s, "--resume")) { if (add_set(a, "checkpoint.resume=true", cmd)) return EXIT_USAGE; }
+        else if (!strcmp(s, "--arch")) {
+            a->arch = argv[++i];
+            if (!config_arch_valid(a->arch)) {
+                fprintf(stderr, "gpt2gen %s: --arch: expected sm_XX with XX >= 70 (e.g. sm_90), got '%s'\n", cmd, a->arch);
+                return EXIT_USAGE;
+            }
+        } else if (!strcmp(s, "-j")) {
+            char *end;
+            errno = 0;
+            long j = strtol(argv[++i], &end, 10);
+            if (errno || end == argv[i] || *end || j < 1 || j > ARGS_MAX_JOBS) {
+                fprintf(stderr, "gpt2gen %s: -j: expected a number of parallel compiles from 1 to %d, got '%s'\n", cmd, ARGS_MAX_JOBS, argv[i]);
+                return EXIT_USAGE;
+            }
+            a->jobs = (int)j;
+        }
         else if (!strcmp(s, "-q")) a->quiet = 1;
-        else if (!strcmp(s, "--backend") && has_next) a->backend = argv[++i];
-        else if (!strcmp(s, "--resume") && a->n_sets < ARGS_MAX_SETS) a->sets[a->n_sets++] = "checkpoint.resume=true";
+        else if (!strcmp(s, "--backend")) a->backend = argv[++i];
         else if (s[0] == '-') {
             fprintf(stderr, "gpt2gen %s: unknown option '%s' (see gpt2gen %s --help)\n", cmd, s, cmd);
             return EXIT_USAGE;
@@ -42,8 +66,7 @@ int args_load_and_plan(const Args *a, Config *cfg, Plan *plan) {
     char arch[16];
     const char *note;
     cuda_pick_arch(a->arch, cfg->arch, arch, &note);
-    int v = 0;
-    if (sscanf(arch, "sm_%d", &v) != 1 || v < 70) { fprintf(stderr, "gpt2gen: --arch: expected sm_XX with XX >= 70, got '%s'\n", arch); return EXIT_USAGE; }
+    if (!config_arch_valid(arch)) { fprintf(stderr, "gpt2gen: arch: expected sm_XX with XX >= 70, got '%s'\n", arch); return EXIT_USAGE; }
     if (plan_make(plan, cfg, arch, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
     if (!a->quiet && strcmp(note, "--arch") && strcmp(note, "config")) printf("arch %s (%s)\n", arch, note);
     return 0;

@@ -16,7 +16,7 @@ static const char *BUILD_USAGE =
     "options:\n"
     "  --arch sm_XX      target arch (default: config's arch, else the GPU's, else sm_90)\n"
     "  --set KEY=VALUE   override a config value (repeatable)\n"
-    "  -j N              compile N modules in parallel (default: one per core)\n"
+    "  -j N              compile N modules in parallel, 1 to 1024 (default: one per core)\n"
     "  -q                print nothing on success\n";
 
 int cmd_build(int argc, char **argv) {

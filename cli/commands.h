@@ -11,7 +11,8 @@ int cmd_train(int argc, char **argv);
 int cmd_test(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 
-#define ARGS_MAX_SETS 64
+#define ARGS_MAX_SETS 64     /* --set options (and --resume) on one command line */
+#define ARGS_MAX_JOBS 1024   /* -j */
 typedef struct {
     const char *backend;
     const char *config;

@@ -9,7 +9,7 @@
 typedef enum { SCHED_COSINE = 0, SCHED_LINEAR, SCHED_CONSTANT, SCHED_WSD } Schedule;
 
 #define CONFIG_MAX_TUNABLES 64
-#define CONFIG_PATH_MAX 1024
+#define CONFIG_PATH_MAX 1024   /* path buffers: the config's path, data patterns, checkpoint paths */
 
 typedef struct {
     char family[32];     /* template family, e.g. "layernorm" */
@@ -52,10 +52,13 @@ typedef struct {
     char arch[16];                        /* e.g. "sm_90"; empty: the GPU's, or sm_90 without one */
 } Config;
 
-/* Loads and validates path, then applies overrides ("train.steps=100", ...).
-   On error: err says file, key and what was expected. */
+/* Loads and validates path, then applies overrides ("train.steps=100", ...), in the sandbox (gen/sandbox.h).
+   Every value is checked against its type and range, and the sizes derived from them against what the later
+   stages store them in. On error: err says file, key and what was expected (exit code 2 at the command line). */
 int  config_load(Config *cfg, const char *path, const char *const *overrides, int n_overrides, Err *err);
 const char *precision_name(Precision p);
+/* 1 if arch names a GPU target we build for: "sm_" and 2 to 4 digits, at least 70, optionally an "a" suffix. */
+int  config_arch_valid(const char *arch);
 /* The model shape the config describes. */
 GPT2Shape config_shape(const Config *cfg);
 const char *schedule_name(Schedule s);

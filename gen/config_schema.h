@@ -10,10 +10,11 @@ typedef struct {
     const char *key;
     Kind kind;
     size_t off;          /* offset in Config */
-    size_t size;         /* for strings: buffer size; for K_INT: sizeof the field */
+    size_t size;         /* for strings: buffer size; for K_INT: sizeof the field (int or long) */
     const char *dflt;    /* default as text; NULL: required */
     const char *const *choices;   /* for K_ENUM: names, index = value */
     double min;          /* numbers and ints: smallest allowed */
+    long long max;       /* ints: largest allowed (at most what the field's type holds) */
 } Field;
 
 typedef struct { const char *name; const Field *fields; } Section;

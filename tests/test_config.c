@@ -1,9 +1,13 @@
 /* test_config: the resolved config that `gpt2gen build` writes (build/<name>/config.lua, config_write_lua) is a
    fixed point: loading it gives the same Config (every field but the path it came from), and writing that again
    gives the same bytes. For every ready config, for several tunables of one family and candidate lists, and
-   for strings that need escapes. Runs from the repository root (tests/run.sh does). */
+   for strings that need escapes or try to break out of their literal. And the limits of what loads: every int
+   key of the schema against values beyond its range (beyond int, beyond int64, not finite, not integral), the
+   sizes derived from them, and the length of the config's path. Runs from the repository root (tests/run.sh does). */
 #include "tests/check.h"
 #include "gen/config.h"
+#include "gen/config_schema.h"
+#include <limits.h>
 #include <glob.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +19,7 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
 static char tmpdir[256], written_path[300], odd_path[300];   /* the config.lua written, the odd config */
+static char long_path[1100];
 
 static int write_text_file(const char *path, const char *text, size_t n) {
     FILE *f = fopen(path, "wb");
@@ -217,11 +222,17 @@ static const char ODD_CONFIG[] =
     "checkpoint = { dir = 'runs/\"x\"\\\\', init = 'a]]b[[c\\\\\\\\d' }\n"
     "tune = { ['odd family'] = { ['end'] = 3, ['A-B'] = {1, 2}, _x9 = 4 }, layernorm = { BLOCK_SIZE = 512 } }\n";
 
-static void test_strings_round_trip(void) {
-    if (write_text_file(odd_path, ODD_CONFIG, sizeof ODD_CONFIG - 1)) { CHECK(0, "cannot write %s", odd_path); return; }
-    static Config c;
+/* Writes config (a C string) to odd_path and round-trips it into *c; the written text (malloc'd), or NULL. */
+static char *round_trip_text(const char *what, const char *config, Config *c) {
     char *text = NULL;
-    round_trip("strings with quotes and backslashes", odd_path, NULL, 0, &c, &text);
+    if (write_text_file(odd_path, config, strlen(config))) CHECK(0, "cannot write %s", odd_path);
+    else round_trip(what, odd_path, NULL, 0, c, &text);
+    return text;
+}
+
+static void test_strings_round_trip(void) {
+    static Config c;
+    char *text = round_trip_text("strings with quotes and backslashes", ODD_CONFIG, &c);
     if (!text) return;
     /* the config read what it says (so the round trip above had something to carry) */
     CHECK(!strcmp(c.data.train, "data/\"quoted\" dir\\with\\backslashes\\train_*.bin"), "data.train read as %s", c.data.train);
@@ -237,6 +248,118 @@ static void test_strings_round_trip(void) {
     free(text);
 }
 
+/* Strings that try to end their literal and run code (or assign other keys): written escaped, they read back
+   as the same bytes, and the written file assigns nothing else (an extra key would not load). */
+static const char INJECT_CONFIG[] =
+    "model = { n_layer = 2, n_head = 2, n_embd = 64, max_seq_len = 64, vocab_size = 512 }\n"
+    "eval = { sample_tokens = 8 }\n"
+    "data = { train = 'x\" os = 1 --', val = ']] name = \"evil\" --[[', tokenizer = '\\n name = \"evil\"\\n--' }\n"
+    "checkpoint = { dir = '\\\\\" .. error(1) .. \"', init = '%s%n\\r\\0270' }\n"
+    "tune = { ['a\"] = 1 } os = { [\"'] = { ['\\n name = 1 --'] = 8 } }\n";
+
+static void test_strings_cannot_break_out(void) {
+    static Config c;
+    char *text = round_trip_text("strings that try to break out", INJECT_CONFIG, &c);
+    if (!text) return;
+    CHECK(!strcmp(c.data.train, "x\" os = 1 --") && !strcmp(c.data.val, "]] name = \"evil\" --[[")
+          && !strcmp(c.data.tokenizer, "\n name = \"evil\"\n--") && !strcmp(c.checkpoint.dir, "\\\" .. error(1) .. \"")
+          && !strcmp(c.checkpoint.init, "%s%n\r\x1b" "0"), "the strings were read as %s | %s | %s | %s | %s", c.data.train, c.data.val,
+          c.data.tokenizer, c.checkpoint.dir, c.checkpoint.init);
+    CHECK(config_tunable(&c, "a\"] = 1 } os = { [\"", "\n name = 1 --", 0) == 8, "the tunable with the odd names was not read back");
+    CHECK(!strstr(text, "\nos =") && !strstr(text, "\n name = \"evil\""), "the written text breaks out (it is on stderr)");
+    if (check_cur_failed) fprintf(stderr, "%s", text);
+    free(text);
+}
+
+/* Loads text as a config (written to odd_path). */
+static int load_text(const char *text, Config *c, Err *err) {
+    if (write_text_file(odd_path, text, strlen(text))) return err_set(err, "cannot write %s", odd_path);
+    return config_load(c, odd_path, NULL, 0, err);
+}
+
+#define SMALL_MODEL "model = { n_layer = 2, n_head = 2, n_embd = 64, max_seq_len = 64, vocab_size = 512 }\ntrain = { batch_size = 2 }\n"
+
+/* Every int key of the schema, against values it cannot hold: above its range (as a float beyond int, an
+   integer beyond int, beyond int64, math.maxinteger), below (-2^63, math.mininteger), and no integer at all
+   (nan, inf, 2.5, a string, a boolean). Each gives an error naming the key and the range. */
+static void test_every_int_key_range(void) {
+    enum { ABOVE, BELOW, NOT_INT };
+    static const struct { const char *lua; int kind; int only_int; } VALUES[] = {
+        {"3e9", ABOVE, 1}, {"2147483648", ABOVE, 1}, {"math.maxinteger", ABOVE, 1}, {"2^63", ABOVE, 0}, {"1e300", ABOVE, 0},
+        {"-2^63", BELOW, 0}, {"math.mininteger", BELOW, 0}, {"-1", BELOW, 0},
+        {"0/0", NOT_INT, 0}, {"1/0", NOT_INT, 0}, {"-1/0", NOT_INT, 0}, {"2.5", NOT_INT, 0}, {"'7'", NOT_INT, 0}, {"true", NOT_INT, 0}};
+    static Config c;
+    int n = 0;
+    for (const Section *sec = SECTIONS; sec->name; sec++)
+        for (const Field *f = sec->fields; f->key; f++) {
+            if (f->kind != K_INT) continue;
+            for (size_t v = 0; v < sizeof VALUES / sizeof VALUES[0]; v++) {
+                if (VALUES[v].only_int && f->size != sizeof(int)) continue;   /* in range for a long */
+                if (VALUES[v].kind == BELOW && !strcmp(VALUES[v].lua, "-1") && f->min > 0) continue;   /* -1 tested once per non-negative key */
+                char text[512], key[64], want[128];
+                snprintf(text, sizeof text, SMALL_MODEL "%s = { %s = %s }\n", sec->name, f->key, VALUES[v].lua);
+                snprintf(key, sizeof key, ": %s.%s: ", sec->name, f->key);
+                if (VALUES[v].kind == ABOVE) snprintf(want, sizeof want, "is out of range: at most %lld", f->max);
+                else if (VALUES[v].kind == NOT_INT) snprintf(want, sizeof want, "expected an integer, got");
+                else if (f->min == 1) snprintf(want, sizeof want, "expected a positive integer, got");
+                else if (f->min == 0) snprintf(want, sizeof want, "expected a non-negative integer, got");
+                else snprintf(want, sizeof want, "is out of range: at least %.0f", f->min);
+                Err err;
+                int rc = load_text(text, &c, &err);
+                CHECK(rc == -1 && strstr(err.msg, key) && strstr(err.msg, want), "%s.%s = %s: %s (expected '%s')",
+                      sec->name, f->key, VALUES[v].lua, rc ? err.msg : "loaded", want);
+                n++;
+            }
+        }
+    printf("  %d bad values rejected\n", n);
+}
+
+/* Values at the edge of their range load; one past it does not. */
+static void test_range_edges(void) {
+    static Config c;
+    Err err;
+    int rc = load_text(SMALL_MODEL "train = { steps = 2147483646, seed = math.maxinteger, total_batch_size = 128 * 2147483647 }\n"
+                       "eval = { val_every = 2147483647 }\n", &c, &err);
+    CHECK(rc == 0, "%s", err.msg);
+    if (rc == 0) CHECK(c.train.steps == INT_MAX - 1 && c.train.seed == LONG_MAX && c.train.grad_accum == INT_MAX
+                       && c.train.total_batch_size == 128L * INT_MAX && c.eval.val_every == INT_MAX,
+                       "steps %d seed %ld grad_accum %d", c.train.steps, c.train.seed, c.train.grad_accum);
+    static const struct { const char *text, *want; } BAD[] = {
+        {"train = { steps = 2147483647 }", "train.steps: 2147483647 is out of range: at most 2147483646"},
+        {"train = { total_batch_size = 128 * 2147483648 }", "train.total_batch_size: 274877906944 is out of range: at most 274877906816"},
+        {"train = { total_batch_size = 128 * 4294967296 }", "train.total_batch_size: 549755813888 is out of range"},
+        {"train = { batch_size = 2^24, num_gpus = 2^7 }", "train.batch_size: batch_size*seq_len*num_gpus = 16777216*64*128 is out of range"},
+        {"model = { max_seq_len = 2^31 - 1 } train = { batch_size = 2^31 - 1, num_gpus = 2^31 - 1 }", "train.batch_size: batch_size*seq_len*num_gpus"},
+        {"model = { n_head = 2^24, n_embd = 2^30 }", "model: n_layer=2, n_embd=1073741824, vocab_size=512, max_seq_len=64 give"},
+        {"model = { n_layer = 2^31 - 1 }", "parameters: out of range"},
+        {"model = { n_layer = 1024, n_head = 8, n_embd = 512, max_seq_len = 2^20 } train = { batch_size = 1024, seq_len = 2^20 }",
+         "of activations per micro-step: out of range"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, SMALL_MODEL "%s\n", BAD[i].text);
+        rc = load_text(text, &c, &err);
+        CHECK(rc == -1 && strstr(err.msg, BAD[i].want), "%s: %s (expected '%s')", BAD[i].text, rc ? err.msg : "loaded", BAD[i].want);
+    }
+}
+
+/* A config path of CONFIG_PATH_MAX - 1 characters loads; one more is refused, not cut short. */
+static void test_path_length(void) {
+    static Config c;
+    Err err;
+    if (write_text_file(odd_path, SMALL_MODEL, strlen(SMALL_MODEL))) { CHECK(0, "cannot write %s", odd_path); return; }
+    for (size_t len = CONFIG_PATH_MAX - 1; len <= CONFIG_PATH_MAX; len++) {
+        /* tmpdir, then slashes ("a//b" is "a/b"), then "odd.lua": len characters */
+        size_t head = strlen(tmpdir), slashes = len - head - strlen("odd.lua");
+        memcpy(long_path, tmpdir, head);
+        memset(long_path + head, '/', slashes);
+        strcpy(long_path + head + slashes, "odd.lua");
+        int rc = config_load(&c, long_path, NULL, 0, &err);
+        if (len < CONFIG_PATH_MAX) CHECK(rc == 0 && !strcmp(c.path, long_path), "a path of %zu characters: %s", len, rc ? err.msg : "cut short");
+        else CHECK(rc == -1 && strstr(err.msg, "characters long: at most 1023"), "a path of %zu characters: %s", len, rc ? err.msg : "loaded");
+    }
+}
+
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_config.XXXXXX");
@@ -247,6 +370,10 @@ int main(int argc, char **argv) {
     RUN(test_tunables_of_one_family);
     RUN(test_tunable_order_does_not_matter);
     RUN(test_strings_round_trip);
+    RUN(test_strings_cannot_break_out);
+    RUN(test_every_int_key_range);
+    RUN(test_range_edges);
+    RUN(test_path_length);
     remove(written_path);
     remove(odd_path);
     rmdir(tmpdir);
