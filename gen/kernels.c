@@ -1,6 +1,7 @@
 /* kernels: the declarations of every kernel family (see kernels.h). Geometry rules read the shape and the
    module's tunables from a KernelEnv; the size argument is the value of the kernel's size parameter. */
 #include "gen/kernels.h"
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,9 +12,18 @@ int kernel_vec(int x128, long long n) { return n % x128 == 0 ? x128 : 1; }
 
 static long long rows(const KernelEnv *e) { return e->B * e->T; }
 static long long min_ll(long long a, long long b) { return a < b ? a : b; }
+/* grid sizes beyond what CUDA allows (2^31-1 in x, 65535 in y) saturate, so that kernel_dims_valid sees them */
+static unsigned grid_size(long long g) { return g < 0 || g > UINT32_MAX ? UINT32_MAX : (unsigned)g; }
 static LaunchDims dims(long long gx, long long gy, int block) {
-    LaunchDims d = {{(unsigned)gx, (unsigned)gy, 1}, (unsigned)block};
+    LaunchDims d = {{grid_size(gx), grid_size(gy), 1}, (unsigned)block};
     return d;
+}
+
+const char *kernel_dims_valid(const LaunchDims *d) {
+    if (d->grid[0] < 1 || d->grid[0] > 2147483647u) return "grid.x outside 1..2^31-1";
+    if (d->grid[1] < 1 || d->grid[1] > 65535 || d->grid[2] < 1 || d->grid[2] > 65535) return "grid.y or grid.z outside 1..65535";
+    if (d->block < 1 || d->block > 1024) return "block outside 1..1024";
+    return NULL;
 }
 
 /* ---- encoder.cu ---- */

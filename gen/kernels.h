@@ -69,6 +69,8 @@ KernelEnv kernel_env(const Config *cfg, const FamilyDecl *f, const int *tun);
 /* Kernels are numbered over the whole table in declaration order (the K_* ids of kernel_launch.h). */
 int  kernel_count(void);
 const KernelDecl *kernel_decl(int id, const FamilyDecl **family);
+/* NULL when CUDA can launch d, else why not. */
+const char *kernel_dims_valid(const LaunchDims *d);
 /* 1 when v meets t's constraints. */
 int  tunable_allowed(const TunableDecl *t, int v);
 /* "a multiple of 32 from 32 to 1024" */

@@ -109,6 +109,10 @@ int plan_make(Plan *plan, const Config *cfg, const char *arch, Err *err) {
             pk->decl = k;
             pk->module = i;
             pk->dims = k->geometry(&m->env, 1);
+            const char *bad = kernel_dims_valid(&pk->dims);
+            if (bad && k->size_param < 0)
+                return err_set(err, "%s: kernel %s cannot be launched for this config: %s (grid %u,%u,%u block %u)", cfg->path,
+                               k->name, bad, pk->dims.grid[0], pk->dims.grid[1], pk->dims.grid[2], pk->dims.block);
         }
     }
     matmuls_plan(plan->matmuls, cfg);

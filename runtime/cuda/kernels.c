@@ -65,6 +65,8 @@ void kernels_unload(Kernels *ks) {
 int kernels_launch(Kernels *ks, int id, CUstream stream, long long size, void **args, Err *err) {
     LaunchDims d = plan_launch_dims(ks->plan, id, size);
     const char *name = ks->plan->kernels[id].decl->name;
+    const char *bad = kernel_dims_valid(&d);
+    if (bad) return err_set(err, "kernel %s cannot be launched for size %lld: %s", name, size, bad);
     char eb[256];
     CUresult r = cu.cuLaunchKernel(ks->fn[id], d.grid[0], d.grid[1], d.grid[2], d.block, 1, 1, 0, stream, args, NULL);
     if (r != CUDA_SUCCESS)
