@@ -119,12 +119,21 @@ static void ckpt_paths(const Config *c, int step, char *model, char *state, size
     snprintf(state, n, "%s/state_%08d.bin", c->checkpoint.dir, step);
 }
 
+/* What a state of this run records besides its arrays and position; resume compares a saved state to it. */
+static TrainState run_state(const Run *r) {
+    const Config *c = r->cfg;
+    return (TrainState){.ranks = c->train.num_gpus, .rank = 0, .shuffle = 1, .num_params = r->num_params,
+                        .n_shards = r->train.n_files, .shape = config_shape(c), .B = c->train.batch_size,
+                        .T = c->train.seq_len, .seed = (uint64_t)c->train.seed};
+}
+
 static int save_checkpoint(Run *r, int step, Err *err) {
     const Config *c = r->cfg;
     char model[2200], state[2200];
     ckpt_paths(c, step, model, state, sizeof model);
-    TrainState s = {c->train.num_gpus, 0, 1, step, r->train.epoch, r->train.row_pos, r->train.shard_pos,
-                    r->sample_rng, r->num_params, NULL, NULL, NULL, r->train.n_files, NULL};
+    TrainState s = run_state(r);
+    s.step = step; s.epoch = r->train.epoch; s.row_pos = r->train.row_pos; s.shard_pos = r->train.shard_pos;
+    s.sample_rng = r->sample_rng;
     s.m = xmalloc(r->num_params * sizeof(float));
     s.v = xmalloc(r->num_params * sizeof(float));
     s.params = xmalloc(r->num_params * sizeof(float));
@@ -170,12 +179,13 @@ static int initial_state(Run *r, Err *err) {
     if (resume_step >= 0) {
         char model[2200], state[2200];
         ckpt_paths(c, resume_step, model, state, sizeof model);
-        TrainState s;
-        rc = state_load(state, &s, r->num_params, err);
-        if (!rc && s.n_shards != r->train.n_files) rc = err_set(err, "%s: saved with %d training shards, %s matches %d now", state, s.n_shards, c->data.train, r->train.n_files);
+        TrainState s, want = run_state(r);
+        rc = state_load(state, &s, err);
+        if (!rc) rc = state_check(state, &s, &want, c->train.steps, err);
         if (!rc) rc = r->be->set_params(r->be, s.params, err);
         if (!rc) rc = r->be->set_opt_state(r->be, s.m, s.v, err);
-        if (!rc) rc = dataloader_seek(&r->train, s.epoch, s.shard_pos, s.row_pos, err);
+        Err e;
+        if (!rc && dataloader_seek(&r->train, s.epoch, s.shard_pos, s.row_pos, &e)) rc = err_set(err, "%s: %s", state, e.msg);
         if (!rc) { r->sample_rng = s.sample_rng; step = s.step; printf("resuming from %s (step %d)\n", state, step); }
         state_free(&s);
     } else {
