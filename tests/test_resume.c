@@ -1,12 +1,19 @@
 /* test_resume: what keeps a run's files safe. The resume state (round trip, checksum, every field checked,
-   a state that does not fit the run). */
+   a state that does not fit the run), the run directory (lock, stale lock, refusing to overwrite, leftovers,
+   an unusable directory, the steps it holds), resume's choice of the newest valid pair, and JSON strings. */
 #include "common/files.h"
+#include "runtime/checkpoint.h"
+#include "runtime/metrics.h"
+#include "runtime/resume.h"
+#include "runtime/rundir.h"
 #include "runtime/state.h"
 #include "tests/check.h"
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* CHECK_OK copies an Err message (4 KiB) into the harness's reason: truncation is fine there. */
@@ -135,6 +142,164 @@ static void test_state_check(void) {
     state_free(&s);
 }
 
+/* ---------------------------------------------------------------- the run directory */
+
+static const char *make_dir(const char *name) {
+    Err err;
+    mkdir_p(name, &err);
+    return name;
+}
+
+static void touch(const char *dir, const char *name) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (f) fclose(f);
+}
+
+static void test_rundir_lock(void) {
+    const char *d = make_dir("locked");
+    RunDir a, b;
+    Err err;
+    CHECK_OK(rundir_open(&a, d, 0, &err), &err);
+    char want[64];
+    snprintf(want, sizeof want, "pid %d", (int)getpid());
+    CHECK(rundir_open(&b, d, 0, &err) != 0 && strstr(err.msg, want) && strstr(err.msg, d), "second run: %s", err.msg);
+    rundir_close(&a);
+    CHECK(!file_exists("locked/run.lock"), "run.lock is left after close");
+    CHECK_OK(rundir_open(&b, d, 0, &err), &err);
+    rundir_close(&b);
+}
+
+static void test_rundir_stale_lock(void) {
+    const char *d = make_dir("stale");
+    pid_t child = fork();
+    if (child == 0) _exit(0);
+    waitpid(child, NULL, 0);                        /* a pid that no longer runs */
+    char text[32], path[600];
+    snprintf(path, sizeof path, "%s/run.lock", d);
+    snprintf(text, sizeof text, "%d\n", (int)child);
+    Err err;
+    write_file_atomic(path, text, strlen(text), &err);
+    RunDir a;
+    CHECK_OK(rundir_open(&a, d, 0, &err), &err);
+    char *now = read_file(path, NULL, &err);
+    CHECK(now && atoi(now) == (int)getpid(), "the lock file holds '%s', expected our pid %d", now ? now : "", (int)getpid());
+    free(now);
+    rundir_close(&a);
+}
+
+static void test_rundir_refuses_overwrite(void) {
+    const char *d = make_dir("earlier");
+    touch(d, "state_00000003.bin");
+    RunDir a;
+    Err err;
+    CHECK(rundir_open(&a, d, 0, &err) != 0 && strstr(err.msg, "--resume") && strstr(err.msg, "earlier"), "without resume: %s", err.msg);
+    CHECK(!file_exists("earlier/run.lock"), "a refused run left its lock");
+    CHECK_OK(rundir_open(&a, d, 1, &err), &err);
+    rundir_close(&a);
+}
+
+static void test_rundir_leftovers(void) {
+    const char *d = make_dir("leftovers");
+    touch(d, "model_00000004.bin.tmp.123");
+    touch(d, "state_00000004.bin.tmp.99999");
+    touch(d, "notes.txt.tmp.5");                   /* not ours: kept */
+    touch(d, "model_00000004.bin.tmp.12x");        /* not an atomic write's name: kept */
+    RunDir a;
+    Err err;
+    CHECK_OK(rundir_open(&a, d, 1, &err), &err);
+    rundir_close(&a);
+    CHECK(!file_exists("leftovers/model_00000004.bin.tmp.123") && !file_exists("leftovers/state_00000004.bin.tmp.99999"),
+          "leftovers are still there");
+    CHECK(file_exists("leftovers/notes.txt.tmp.5") && file_exists("leftovers/model_00000004.bin.tmp.12x"),
+          "removed files that were not leftovers");
+}
+
+static void test_rundir_unusable(void) {
+    const char *file = "a_file";
+    Err err;
+    write_file_atomic(file, "x", 1, &err);
+    RunDir a;
+    CHECK(rundir_open(&a, file, 0, &err) != 0 && strstr(err.msg, "a_file: not a directory"), "a file: %s", err.msg);
+    CHECK(rundir_open(&a, "a_file/sub", 0, &err) != 0 && strstr(err.msg, "a_file"), "under a file: %s", err.msg);
+}
+
+static void test_rundir_steps(void) {
+    const char *d = make_dir("steps");
+    const char *names[] = {"model_00000003.bin", "state_00000003.bin", "state_00000010.bin", "model_x.bin",
+                           "model_00000004.bin.tmp.5", "state_00000007.binx", "model_.bin", "metrics.jsonl"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) touch(d, names[i]);
+    int *steps, n = rundir_steps(d, &steps);
+    CHECK(n == 2 && steps[0] == 10 && steps[1] == 3, "%d steps: %d, %d", n, n > 0 ? steps[0] : -1, n > 1 ? steps[1] : -1);
+    free(steps);
+}
+
+/* ---------------------------------------------------------------- resume's choice */
+
+/* A pair at step: a state of sample_state's shape and its model (fp32). */
+static void save_pair(const char *dir, int step, float weight) {
+    TrainState s = sample_state();
+    s.step = step;
+    for (size_t i = 0; i < s.num_params; i++) s.params[i] = weight;
+    char model[RUNDIR_PATH_MAX], state[RUNDIR_PATH_MAX];
+    rundir_paths(dir, step, model, state);
+    Err err;
+    CHECK_OK(state_save(state, &s, &err), &err);
+    CHECK_OK(checkpoint_save(model, &SHAPE, s.params, 0, &err), &err);
+    state_free(&s);
+}
+
+/* The newest pair whose files are both there and agree wins; a valid state that does not fit is an error. */
+static void test_resume_fallback(void) {
+    const char *d = make_dir("resume");
+    for (int step = 1; step <= 3; step++) save_pair(d, step, (float)step);
+    char model[RUNDIR_PATH_MAX], state[RUNDIR_PATH_MAX], m1[RUNDIR_PATH_MAX], m2[RUNDIR_PATH_MAX], s[RUNDIR_PATH_MAX];
+    rundir_paths(d, 3, model, state);
+    flip_byte(state, -9);                            /* step 3: its state changed after the save */
+    rundir_paths(d, 2, m2, s);
+    Err err;
+    write_file_atomic(m2, "", 0, &err);              /* step 2: an empty model */
+    ResumeWant w = {d, sample_state(), 42, 0};
+    TrainState got;
+    CHECK(resume_find(&w, &got, model, state, &err) == 1 && got.step == 1 && strstr(state, "state_00000001.bin"), "found %s", state);
+    state_free(&got);
+    rundir_paths(d, 1, m1, s);
+    save_pair(d, 2, 2.5f);
+    rename(m1, m2);                                  /* step 2: the model of another save; step 1: none */
+    CHECK(resume_find(&w, &got, model, state, &err) == -1 && strstr(err.msg, "none of its 3 checkpoint steps"), "none: %s", err.msg);
+    save_pair(d, 3, 3.0f);
+    w.max_step = 1;                                  /* valid, but past train.steps: an error, not a fallback */
+    CHECK(resume_find(&w, &got, model, state, &err) == -1 && strstr(err.msg, "train.steps"), "beyond: %s", err.msg);
+    state_free(&w.run);
+    ResumeWant empty = {make_dir("empty"), sample_state(), 42, 0};
+    CHECK(resume_find(&empty, &got, model, state, &err) == 0, "an empty directory has nothing to resume");
+    state_free(&empty.run);
+}
+
+/* ---------------------------------------------------------------- JSON strings and numbers */
+
+static void test_json_string(void) {
+    const struct { const char *in; size_t n; const char *want; } cases[] = {
+        {"plain", 5, "\"plain\""},
+        {"a\"b\\c", 5, "\"a\\\"b\\\\c\""},
+        {"\n\r\t\x01\x1f", 5, "\"\\n\\r\\t\\u0001\\u001f\""},
+        {"nul\0x", 5, "\"nul\\u0000x\""},
+        {"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", 9, "\"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\""},   /* valid: kept */
+        {"\xff\xc3", 2, "\"\\ufffd\\ufffd\""},                                                      /* invalid, cut off */
+        {"\xc0\x80\xed\xa0\x80", 5, "\"\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd\""},                     /* overlong, surrogate */
+        {"\xf4\x90\x80\x80", 4, "\"\\ufffd\\ufffd\\ufffd\\ufffd\""},                                /* past U+10FFFF */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *got = json_string(cases[i].in, cases[i].n);
+        CHECK(!strcmp(got, cases[i].want), "case %zu: got %s, expected %s", i, got, cases[i].want);
+        free(got);
+    }
+    char buf[32];
+    CHECK(!strcmp(json_number(buf, "%.6f", 1.5), "1.500000"), "1.5: %s", buf);
+    CHECK(!strcmp(json_number(buf, "%.6f", NAN), "null") && !strcmp(json_number(buf, "%.6f", -INFINITY), "null"), "not finite: %s", buf);
+}
+
 /* Works in a fresh folder under /tmp (the current directory while the tests run), removed at the end. */
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
@@ -144,6 +309,14 @@ int main(int argc, char **argv) {
     RUN(test_state_checksum);
     RUN(test_state_fields);
     RUN(test_state_check);
+    RUN(test_rundir_lock);
+    RUN(test_rundir_stale_lock);
+    RUN(test_rundir_refuses_overwrite);
+    RUN(test_rundir_leftovers);
+    RUN(test_rundir_unusable);
+    RUN(test_rundir_steps);
+    RUN(test_resume_fallback);
+    RUN(test_json_string);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (chdir("/") || system(cmd)) {}
     return check_summary();
