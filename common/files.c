@@ -1,5 +1,6 @@
 #include "common/files.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -73,4 +74,16 @@ int mkdir_p(const char *path, Err *err) {
 int file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+FILE *fopen_regular(const char *path, const char *what, Err *err) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* O_NONBLOCK: opening a FIFO does not wait */
+    if (fd < 0) { err_set(err, "%s: cannot open %s: %s", path, what, strerror(errno)); return NULL; }
+    struct stat st;
+    FILE *f = NULL;
+    if (fstat(fd, &st) != 0) err_set(err, "%s: cannot stat: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode)) err_set(err, "%s: %s; expected %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file", what);
+    else if (fcntl(fd, F_SETFL, 0) != 0 || !(f = fdopen(fd, "rb"))) err_set(err, "%s: cannot open %s: %s", path, what, strerror(errno));
+    if (!f) close(fd);
+    return f;
 }

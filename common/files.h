@@ -13,6 +13,9 @@ typedef struct { FILE *f; char tmp[4096]; char path[4096]; } AtomicFile;
 int   atomic_open(AtomicFile *af, const char *path, Err *err);
 int   atomic_commit(AtomicFile *af, Err *err);   /* flush, fsync, close, rename */
 void  atomic_abort(AtomicFile *af);              /* close and remove the temporary file */
+/* Opens path for reading if it is a regular file; a directory, a FIFO (whose open would wait for a writer) or a
+   device is refused at once. Errors name the file and what it should have been (e.g. "a token shard"). */
+FILE *fopen_regular(const char *path, const char *what, Err *err);
 int   mkdir_p(const char *path, Err *err);
 int   file_exists(const char *path);
 #endif

@@ -24,7 +24,7 @@ static void shape_fields(const GPT2Shape *s, int f[6]) {
     f[3] = s->n_layer; f[4] = s->n_head; f[5] = s->n_embd;
 }
 
-static int check_shape(const char *path, const GPT2Shape *s, const char *where, Err *err) {
+int checkpoint_check_shape(const char *path, const GPT2Shape *s, const char *where, Err *err) {
     int f[6];
     shape_fields(s, f);
     for (int i = 0; i < 6; i++)
@@ -43,13 +43,12 @@ static int check_shape(const char *path, const GPT2Shape *s, const char *where, 
 
 /* Opens path and validates its header against the file size; on success *f is positioned at the body. */
 static int open_checked(const char *path, FILE **f, GPT2Shape *shape, int *is_bf16, Err *err) {
-    *f = fopen(path, "rb");
-    if (!*f) return err_set(err, "%s: cannot open model checkpoint: %s", path, strerror(errno));
+    *f = fopen_regular(path, "a model checkpoint", err);
+    if (!*f) return -1;
     struct stat st;
     int32_t h[CHECKPOINT_HEADER_INTS];
     int rc = -1;
     if (fstat(fileno(*f), &st) != 0) { err_set(err, "%s: cannot stat: %s", path, strerror(errno)); goto out; }
-    if (S_ISDIR(st.st_mode)) { err_set(err, "%s: is a directory, expected a model checkpoint file", path); goto out; }
     if (st.st_size < HEADER_BYTES || fread(h, 4, CHECKPOINT_HEADER_INTS, *f) != CHECKPOINT_HEADER_INTS) {
         err_set(err, "%s: truncated: %lld bytes, a model checkpoint has a %d-byte header", path,
                 (long long)st.st_size, HEADER_BYTES);
@@ -64,7 +63,7 @@ static int open_checked(const char *path, FILE **f, GPT2Shape *shape, int *is_bf
         goto out;
     }
     GPT2Shape s = {h[2], h[3], h[7], h[4], h[5], h[6]};
-    if (check_shape(path, &s, "in the checkpoint header", err)) goto out;
+    if (checkpoint_check_shape(path, &s, "in the checkpoint header", err)) goto out;
     int bf16 = h[1] == CHECKPOINT_BF16;
     unsigned long long want = HEADER_BYTES + (unsigned long long)num_params(&s) * (bf16 ? 2 : 4);
     if ((unsigned long long)st.st_size != want) {
@@ -90,13 +89,13 @@ int checkpoint_read_header(const char *path, GPT2Shape *shape, int *is_bf16, Err
     return 0;
 }
 
-static int check_expected(const char *path, const GPT2Shape *got, const GPT2Shape *expect, Err *err) {
+int checkpoint_match_shape(const char *path, const GPT2Shape *got, const GPT2Shape *expect, const char *what, Err *err) {
     int g[6], e[6];
     shape_fields(got, g);
     shape_fields(expect, e);
     for (int i = 0; i < 6; i++)
         if (g[i] != e[i])
-            return err_set(err, "%s: %s is %d in the checkpoint, the config says %d", path, field_names[i], g[i], e[i]);
+            return err_set(err, "%s: %s is %d in the %s, the config says %d", path, field_names[i], g[i], what, e[i]);
     return 0;
 }
 
@@ -120,7 +119,7 @@ int checkpoint_load(const char *path, const GPT2Shape *expect, float *params, Er
     GPT2Shape s;
     int bf16;
     if (open_checked(path, &f, &s, &bf16, err)) return -1;
-    int rc = expect ? check_expected(path, &s, expect, err) : 0;
+    int rc = expect ? checkpoint_match_shape(path, &s, expect, "checkpoint", err) : 0;
     if (!rc) rc = read_body(path, f, params, num_params(&s), bf16, err);
     fclose(f);
     return rc;
@@ -140,7 +139,7 @@ static int write_body(FILE *f, const float *params, size_t n, int bf16) {
 }
 
 int checkpoint_save(const char *path, const GPT2Shape *shape, const float *params, int as_bf16, Err *err) {
-    if (check_shape(path, shape, "in the shape to save", err)) return -1;
+    if (checkpoint_check_shape(path, shape, "in the shape to save", err)) return -1;
     int32_t h[CHECKPOINT_HEADER_INTS] = {0};
     h[0] = CHECKPOINT_MAGIC;
     h[1] = as_bf16 ? CHECKPOINT_BF16 : CHECKPOINT_FP32;

@@ -19,6 +19,11 @@ int checkpoint_read_header(const char *path, GPT2Shape *shape, int *is_bf16, Err
 /* Loads all parameters as fp32 into params (num_params of the file's shape). With expect, every shape
    field must agree, and the message names the one that does not. */
 int checkpoint_load(const char *path, const GPT2Shape *expect, float *params, Err *err);
+/* The shape checks the reader makes, for other files that record a shape (the resume state): every field
+   positive, Vp >= V, C a multiple of NH, and not absurdly large (where says where the shape came from); and
+   every field of got equal to expect's (what names the file's kind in the message). */
+int checkpoint_check_shape(const char *path, const GPT2Shape *shape, const char *where, Err *err);
+int checkpoint_match_shape(const char *path, const GPT2Shape *got, const GPT2Shape *expect, const char *what, Err *err);
 /* Writes atomically (temporary name, then rename); bf16 rounds to nearest even. */
 int checkpoint_save(const char *path, const GPT2Shape *shape, const float *params, int as_bf16, Err *err);
 

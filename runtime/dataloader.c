@@ -24,16 +24,12 @@ static uint64_t order_seed(const DataLoader *dl, uint64_t salt) {
     return ((uint64_t)dl->seed + 1) * 0x9E3779B97F4A7C15ull ^ ((uint64_t)dl->epoch + 1) * 0xBF58476D1CE4E5B9ull ^ salt;
 }
 
+/* Every shard's header is checked here, before training starts: a bad shard is named at once, not when the
+   run first reaches it. */
 static int read_header_rows(const char *path, int T, size_t *rows, Err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(err, "%s: cannot open: %s", path, strerror(errno));
-    int32_t h[3];
-    size_t got = fread(h, sizeof(int32_t), 3, f);
-    fclose(f);
-    if (got != 3 || h[0] != SHARD_MAGIC)
-        return err_set(err, "%s: not a token shard (expected magic %d in its header)", path, SHARD_MAGIC);
-    if (h[1] != SHARD_VERSION) return err_set(err, "%s: token shard version %d, expected %d", path, h[1], SHARD_VERSION);
-    *rows = h[2] > T ? (size_t)(h[2] - 1) / T : 0;
+    size_t n;
+    if (shard_read_header(path, &n, err)) return -1;
+    *rows = n > (size_t)T ? (n - 1) / (size_t)T : 0;
     return 0;
 }
 
@@ -102,13 +98,18 @@ static void epoch_order(DataLoader *dl) {
 }
 
 int dataloader_seek(DataLoader *dl, long epoch, int shard_pos, long row_pos, Err *err) {
-    if (shard_pos < 0 || shard_pos >= dl->n_files || row_pos < 0)
+    if (epoch < 0 || shard_pos < 0 || shard_pos >= dl->n_files || row_pos < 0)
         return err_set(err, "data position (epoch %ld, shard %d, row %ld) is outside the %d shards", epoch, shard_pos, row_pos, dl->n_files);
     dl->epoch = epoch;
     dl->shard_pos = shard_pos;
-    dl->row_pos = row_pos;
+    dl->row_pos = 0;
     epoch_order(dl);
-    return load_shard(dl, err);
+    if (load_shard(dl, err)) return -1;
+    if (row_pos > dl->n_rows)
+        return err_set(err, "data position (epoch %ld, shard %d, row %ld) is past the %ld rows of %s for this rank", epoch,
+                       shard_pos, row_pos, dl->n_rows, dl->files[dl->shard_order[shard_pos]]);
+    dl->row_pos = row_pos;
+    return 0;
 }
 
 int dataloader_reset(DataLoader *dl, Err *err) { return dataloader_seek(dl, 0, 0, 0, err); }

@@ -28,14 +28,16 @@ typedef struct {
     long n_rows;
 } DataLoader;
 
-/* Opens every shard matching pattern and checks its header. Errors name the pattern or the file. */
+/* Opens every shard matching pattern and checks its header (shard_read_header: magic, version, the token count
+   against the file size), so a bad shard is refused before training. Errors name the pattern or the file. */
 int  dataloader_open(DataLoader *dl, const char *pattern, int B, int T, int rank, int num_ranks, int shuffle,
                      unsigned long seed, int vocab_size, Err *err);
 /* Fills inputs and targets (B*T each) with the next batch, moving to the next shard/epoch as needed. */
 int  dataloader_next(DataLoader *dl, int32_t *inputs, int32_t *targets, Err *err);
 /* Back to the first batch of epoch 0 (validation reads the same batches each time). */
 int  dataloader_reset(DataLoader *dl, Err *err);
-/* Moves to a saved position (from a resume state). */
+/* Moves to a saved position (from a resume state). A position outside the data (a negative epoch, a shard
+   position beyond the shards, a row past the rows this rank has in that shard) is refused. */
 int  dataloader_seek(DataLoader *dl, long epoch, int shard_pos, long row_pos, Err *err);
 /* Total batches of one epoch for this rank (for progress and val_batches checks). */
 long dataloader_batches_per_epoch(const DataLoader *dl);

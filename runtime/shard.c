@@ -46,19 +46,31 @@ static int check_ids(const char *path, const uint16_t *toks, size_t n, int vocab
     return 0;
 }
 
+/* Opens a shard and checks its header against the file; on success f is at the first token. */
+static int open_checked(const char *path, FILE **f, size_t *n, Err *err) {
+    *f = fopen_regular(path, "a token shard", err);
+    if (!*f) return -1;
+    struct stat st;
+    int rc = fstat(fileno(*f), &st) != 0 ? err_set(err, "%s: cannot stat: %s", path, strerror(errno))
+                                        : read_header(*f, path, (long long)st.st_size, n, err);
+    if (rc) { fclose(*f); *f = NULL; }
+    return rc;
+}
+
+int shard_read_header(const char *path, size_t *n, Err *err) {
+    FILE *f;
+    if (open_checked(path, &f, n, err)) return -1;
+    fclose(f);
+    return 0;
+}
+
 int shard_read(const char *path, uint16_t **toks, size_t *n, int vocab_size, Err *err) {
     *toks = NULL; *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return err_set(err, "%s: cannot open token shard: %s", path, strerror(errno));
-    struct stat st;
+    FILE *f;
     size_t count = 0;
-    int rc = fstat(fileno(f), &st) != 0 ? err_set(err, "%s: cannot stat: %s", path, strerror(errno))
-                                        : read_header(f, path, (long long)st.st_size, &count, err);
-    uint16_t *buf = NULL;
-    if (rc == 0) {
-        buf = xmalloc(count ? count * sizeof *buf : 1);
-        if (count && fread(buf, sizeof *buf, count, f) != count) rc = err_set(err, "%s: read error after the header", path);
-    }
+    if (open_checked(path, &f, &count, err)) return -1;
+    uint16_t *buf = xmalloc(count ? count * sizeof *buf : 1);
+    int rc = count && fread(buf, sizeof *buf, count, f) != count ? err_set(err, "%s: read error after the header", path) : 0;
     fclose(f);
     if (rc == 0) rc = check_ids(path, buf, count, vocab_size, err);
     if (rc) { free(buf); return -1; }

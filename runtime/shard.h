@@ -18,4 +18,7 @@ int shard_write(const char *path, const uint16_t *toks, size_t n, Err *err);
    the version, that the file holds exactly the tokens the header promises, and, when vocab_size > 0,
    that every id is below vocab_size. On failure *toks is NULL and err names the file and the problem. */
 int shard_read(const char *path, uint16_t **toks, size_t *n, int vocab_size, Err *err);
+/* The header checks of shard_read (a regular file, magic, version, the file size the token count promises),
+   without reading the tokens; *n gets the token count. */
+int shard_read_header(const char *path, size_t *n, Err *err);
 #endif

@@ -14,6 +14,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the llm.c file formats are little-endian; this reader assumes a little-endian host"
@@ -219,8 +220,26 @@ static int check_header(const char *path, const int32_t *h, size_t len, Err *err
     return 0;
 }
 
+/* Checks the header and the file's size before the file is read whole, so that another kind of file (a shard,
+   a model) is refused without reading it into memory: at most 255 bytes a token follow the header. */
+static int check_file(const char *path, Err *err) {
+    FILE *f = fopen_regular(path, "an llm.c tokenizer file", err);
+    if (!f) return -1;
+    struct stat st;
+    int32_t h[HEADER_INTS];
+    int rc = fstat(fileno(f), &st) != 0 ? err_set(err, "%s: cannot stat: %s", path, strerror(errno))
+           : st.st_size < HEADER_BYTES || fread(h, sizeof h, 1, f) != 1
+               ? err_set(err, "%s: %lld bytes; expected an llm.c tokenizer file (a %d-byte header, then the tokens)", path, (long long)st.st_size, HEADER_BYTES)
+               : check_header(path, h, (size_t)st.st_size, err);
+    fclose(f);
+    if (!rc && (unsigned long long)st.st_size > HEADER_BYTES + 256ull * (unsigned)h[2])
+        rc = err_set(err, "%s: %lld bytes, more than %d tokens of at most 255 bytes can take", path, (long long)st.st_size, h[2]);
+    return rc;
+}
+
 int tokenizer_load(Tokenizer *t, const char *path, Err *err) {
     memset(t, 0, sizeof *t);
+    if (check_file(path, err)) return -1;
     size_t len;
     uint8_t *data = (uint8_t *)read_file(path, &len, err);
     if (!data) return -1;
@@ -252,8 +271,8 @@ int tokenizer_load(Tokenizer *t, const char *path, Err *err) {
 }
 
 int tokenizer_load_any(Tokenizer *t, const char *path, Err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { memset(t, 0, sizeof *t); return err_set(err, "%s: cannot open: %s", path, strerror(errno)); }
+    FILE *f = fopen_regular(path, "a tokenizer file", err);
+    if (!f) { memset(t, 0, sizeof *t); return -1; }
     int32_t magic = 0;
     size_t got = fread(&magic, 1, sizeof magic, f);
     fclose(f);

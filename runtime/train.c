@@ -5,13 +5,14 @@
 #include <stdio.h>
 #include "runtime/checkpoint.h"
 #include "runtime/dataloader.h"
+#include "runtime/metrics.h"
+#include "runtime/resume.h"
+#include "runtime/rundir.h"
 #include "runtime/schedule.h"
 #include "runtime/state.h"
 #include "runtime/tokenizer.h"
-#include <dirent.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,21 +57,11 @@ typedef struct {
     int32_t *inputs, *targets;           /* the training batch (kept across steps in overfit_batch mode) */
     int32_t *eval_inputs, *eval_targets; /* validation batches and sampling */
     uint64_t sample_rng;
-    FILE *metrics;
+    RunDir dir;
+    Metrics metrics;
     int quiet;
     size_t num_params;
 } Run;
-
-static void metrics_line(Run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void metrics_line(Run *r, const char *fmt, ...) {
-    if (!r->metrics) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(r->metrics, fmt, ap);
-    va_end(ap);
-    fputc('\n', r->metrics);
-    fflush(r->metrics);
-}
 
 static int validate_loss(Run *r, float *out, Err *err) {
     if (dataloader_reset(&r->val, err)) return -1;
@@ -87,111 +78,136 @@ static int validate_loss(Run *r, float *out, Err *err) {
     return 0;
 }
 
-/* Generates eval.sample_tokens tokens from end-of-text and prints them as they come. */
+/* Appends the bytes of token id to text (its id in <> without a tokenizer) and prints them. */
+static size_t put_token(Run *r, int id, Utf8Stream *us, char *text) {
+    size_t len;
+    const uint8_t *bytes = r->has_tok ? tokenizer_decode(&r->tok, id, &len) : NULL;
+    if (!bytes) { printf("<%d>", id); return (size_t)sprintf(text, "<%d>", id); }
+    utf8_stream_put(us, bytes, len, stdout);
+    memcpy(text, bytes, len);
+    return len;
+}
+
+/* Generates eval.sample_tokens tokens from end-of-text, prints them as they come, and logs the text. */
 static int sample_text(Run *r, int step, Err *err) {
     const Config *c = r->cfg;
-    int T = c->train.seq_len, V = c->model.vocab_size, eot = r->has_tok ? r->tok.eot : 50256;
-    int n = c->eval.sample_tokens;
-    size_t BT = (size_t)c->train.batch_size * T;
+    int T = c->train.seq_len, V = c->model.vocab_size, eot = r->has_tok ? r->tok.eot : V - 1;   /* GPT-2's is last */
+    int n = c->eval.sample_tokens, rc = 0;
+    size_t BT = (size_t)c->train.batch_size * T, used = 0;
     int32_t *tokens = r->eval_inputs;
     for (size_t i = 0; i < BT; i++) tokens[i] = eot;
     float *logits = xmalloc((size_t)V * sizeof(float));
+    char *text = xmalloc((size_t)n * 256 + 1);     /* a token is at most 255 bytes, or "<id>" */
     Utf8Stream us = {0};
     printf("--- sample at step %d: ", step);
-    for (int t = 1; t < n; t++) {
-        if (r->be->forward(r->be, tokens, NULL, NULL, err) || r->be->get_logits(r->be, 0, t - 1, logits, err)) { free(logits); return -1; }
-        int id = sample_token(logits, V, (float)c->eval.temperature, &r->sample_rng);
-        tokens[t] = id;
-        size_t len;
-        const uint8_t *bytes = r->has_tok ? tokenizer_decode(&r->tok, id, &len) : NULL;
-        if (bytes) utf8_stream_put(&us, bytes, len, stdout);
-        else printf("<%d>", id);
+    for (int t = 1; t < n && !rc; t++) {
+        rc = r->be->forward(r->be, tokens, NULL, NULL, err) || r->be->get_logits(r->be, 0, t - 1, logits, err);
+        if (rc) break;
+        tokens[t] = sample_token(logits, V, (float)c->eval.temperature, &r->sample_rng);
+        used += put_token(r, tokens[t], &us, text + used);
         fflush(stdout);
     }
     utf8_stream_flush(&us, stdout);
     printf("\n---\n");
-    free(logits);
-    return 0;
+    char *q = json_string(text, used);
+    if (!rc) metrics_line(&r->metrics, "{\"event\":\"sample\",\"step\":%d,\"text\":%s}", step, q);
+    free(q); free(text); free(logits);
+    return rc ? -1 : 0;
 }
 
-static void ckpt_paths(const Config *c, int step, char *model, char *state, size_t n) {
-    snprintf(model, n, "%s/model_%08d.bin", c->checkpoint.dir, step);
-    snprintf(state, n, "%s/state_%08d.bin", c->checkpoint.dir, step);
+/* What a state of this run records besides its arrays and position; resume compares a saved state to it. */
+static TrainState run_state(const Run *r) {
+    const Config *c = r->cfg;
+    return (TrainState){.ranks = c->train.num_gpus, .rank = 0, .shuffle = 1, .num_params = r->num_params,
+                        .n_shards = r->train.n_files, .shape = config_shape(c), .B = c->train.batch_size,
+                        .T = c->train.seq_len, .seed = (uint64_t)c->train.seed};
 }
 
+/* Saves the pair of step: the state, then the model, each written atomically. resume_find takes only pairs
+   whose two files are there and agree, and a save that fails removes the state it wrote, so a failed or
+   killed save leaves the previous complete pair the newest. */
 static int save_checkpoint(Run *r, int step, Err *err) {
     const Config *c = r->cfg;
-    char model[2200], state[2200];
-    ckpt_paths(c, step, model, state, sizeof model);
-    TrainState s = {c->train.num_gpus, 0, 1, step, r->train.epoch, r->train.row_pos, r->train.shard_pos,
-                    r->sample_rng, r->num_params, NULL, NULL, NULL, r->train.n_files, NULL};
+    char model[RUNDIR_PATH_MAX], state[RUNDIR_PATH_MAX];
+    rundir_paths(c->checkpoint.dir, step, model, state);
+    TrainState s = run_state(r);
+    s.step = step; s.epoch = r->train.epoch; s.row_pos = r->train.row_pos; s.shard_pos = r->train.shard_pos;
+    s.sample_rng = r->sample_rng; s.shard_order = r->train.shard_order;
     s.m = xmalloc(r->num_params * sizeof(float));
     s.v = xmalloc(r->num_params * sizeof(float));
     s.params = xmalloc(r->num_params * sizeof(float));
-    s.shard_order = r->train.shard_order;
-    GPT2Shape shape = config_shape(c);
     int rc = r->be->get_params(r->be, s.params, err);
     if (!rc) rc = r->be->get_opt_state(r->be, s.m, s.v, err);
-    /* the state first: a model file is only ever next to a complete state */
     if (!rc) rc = state_save(state, &s, err);
-    if (!rc) rc = checkpoint_save(model, &shape, s.params, c->precision != PREC_FP32, err);
+    if (!rc && checkpoint_save(model, &s.shape, s.params, c->precision != PREC_FP32, err)) { remove(state); rc = -1; }
     free(s.m); free(s.v); free(s.params);
-    if (!rc && !r->quiet) printf("saved %s and %s\n", model, state);
-    if (!rc) metrics_line(r, "{\"event\":\"checkpoint\",\"step\":%d,\"model\":\"%s\"}", step, model);
-    return rc;
+    if (rc) return -1;
+    rundir_sync(&r->dir);
+    if (!r->quiet) printf("saved %s and %s\n", model, state);
+    char *q = json_string(model, strlen(model));
+    metrics_line(&r->metrics, "{\"event\":\"checkpoint\",\"step\":%d,\"model\":%s}", step, q);
+    free(q);
+    return 0;
 }
 
-/* The newest step in dir with both a model and a state file; -1 if none. */
-static int latest_checkpoint(const Config *c) {
-    DIR *d = opendir(c->checkpoint.dir);
-    if (!d) return -1;
-    int best = -1;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        int step;
-        char tail;
-        if (sscanf(e->d_name, "state_%d.bi%c", &step, &tail) == 2 && tail == 'n' && step > best) {
-            char model[2200], state[2200];
-            ckpt_paths(c, step, model, state, sizeof model);
-            if (file_exists(model)) best = step;
-        }
-    }
-    closedir(d);
-    return best;
+/* Continues from the newest valid pair (resume_find): 1 when resumed (*step set), 0 when there is none. */
+static int resume_from(Run *r, int *step, Err *err) {
+    const Config *c = r->cfg;
+    ResumeWant w = {c->checkpoint.dir, run_state(r), c->train.steps, c->precision != PREC_FP32};
+    TrainState s;
+    char model[RUNDIR_PATH_MAX], state[RUNDIR_PATH_MAX];
+    int found = resume_find(&w, &s, model, state, err), rc = 0;
+    if (found <= 0) return found;
+    Err e;
+    if (dataloader_seek(&r->train, s.epoch, s.shard_pos, s.row_pos, &e)) rc = err_set(err, "%s: %s", state, e.msg);
+    for (int i = 0; i < s.n_shards && !rc; i++)
+        if (s.shard_order[i] != r->train.shard_order[i]) rc = err_set(err, "%s: its shard order is not this run's", state);
+    if (!rc) rc = r->be->set_params(r->be, s.params, err);
+    if (!rc) rc = r->be->set_opt_state(r->be, s.m, s.v, err);
+    if (!rc) { r->sample_rng = s.sample_rng; *step = s.step; printf("resuming from %s (step %d)\n", state, s.step); }
+    state_free(&s);
+    return rc ? -1 : 1;
 }
 
 /* Parameters at the start: a resume state, else checkpoint.init, else fresh init. Returns the first step. */
 static int initial_state(Run *r, Err *err) {
     const Config *c = r->cfg;
+    int step = 0, found = c->checkpoint.resume ? resume_from(r, &step, err) : 0;
+    if (found) return found < 0 ? -1 : step;
+    if (c->checkpoint.resume) printf("resume: no checkpoint in %s yet; starting fresh\n", c->checkpoint.dir);
     GPT2Shape shape = config_shape(c);
     float *params = xmalloc(r->num_params * sizeof(float));
-    int step = 0, rc = 0;
-    int resume_step = c->checkpoint.resume ? latest_checkpoint(c) : -1;
-    if (resume_step >= 0) {
-        char model[2200], state[2200];
-        ckpt_paths(c, resume_step, model, state, sizeof model);
-        TrainState s;
-        rc = state_load(state, &s, r->num_params, err);
-        if (!rc && s.n_shards != r->train.n_files) rc = err_set(err, "%s: saved with %d training shards, %s matches %d now", state, s.n_shards, c->data.train, r->train.n_files);
-        if (!rc) rc = r->be->set_params(r->be, s.params, err);
-        if (!rc) rc = r->be->set_opt_state(r->be, s.m, s.v, err);
-        if (!rc) rc = dataloader_seek(&r->train, s.epoch, s.shard_pos, s.row_pos, err);
-        if (!rc) { r->sample_rng = s.sample_rng; step = s.step; printf("resuming from %s (step %d)\n", state, step); }
-        state_free(&s);
-    } else {
-        if (c->checkpoint.resume) printf("resume: no checkpoint in %s yet; starting fresh\n", c->checkpoint.dir);
-        if (c->checkpoint.init[0]) {
-            rc = checkpoint_load(c->checkpoint.init, &shape, params, err);
-            if (!rc) printf("loaded weights from %s\n", c->checkpoint.init);
-        } else gpt2_init_params(&shape, params, (unsigned long)c->train.seed);
-        if (!rc) rc = r->be->set_params(r->be, params, err);
-    }
+    int rc = 0;
+    if (c->checkpoint.init[0]) {
+        rc = checkpoint_load(c->checkpoint.init, &shape, params, err);
+        if (!rc) printf("loaded weights from %s\n", c->checkpoint.init);
+    } else gpt2_init_params(&shape, params, (unsigned long)c->train.seed);
+    if (!rc) rc = r->be->set_params(r->be, params, err);
     free(params);
-    return rc ? -1 : step;
+    return rc ? -1 : 0;
 }
 
+/* The tokenizer, for samples: its ids must be the model's (a larger one could sample or start from an id the
+   model does not have). */
+static int open_tokenizer(Run *r, Err *err) {
+    const Config *c = r->cfg;
+    if (!c->data.tokenizer[0] || !file_exists(c->data.tokenizer)) {
+        if (c->eval.sample_every > 0) printf("note: no tokenizer at %s: samples print as token ids\n", c->data.tokenizer);
+        return 0;
+    }
+    if (tokenizer_load(&r->tok, c->data.tokenizer, err)) return -1;
+    r->has_tok = 1;
+    if (r->tok.vocab_size > c->model.vocab_size)
+        return err_set(err, "%s: %d tokens, more than the model's vocab_size %d: not this model's tokenizer",
+                       c->data.tokenizer, r->tok.vocab_size, c->model.vocab_size);
+    return 0;
+}
+
+/* Everything a run checks before its first step: the run directory (rundir_open), every shard's header,
+   the tokenizer, the metrics log; then the backend. */
 static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOptions *opt, Err *err) {
     memset(r, 0, sizeof *r);
+    r->dir.lock_fd = -1;
     r->cfg = c;
     if (c->train.num_gpus != 1)
         return err_set(err, "%s: train.num_gpus = %d: training on several GPUs (NCCL) is not built yet; set it to 1", c->path, c->train.num_gpus);
@@ -201,19 +217,13 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
     GPT2Shape shape = config_shape(c);
     r->num_params = gpt2_param_sizes(&shape, sizes, NULL);
     int B = c->train.batch_size, T = c->train.seq_len;
+    if (rundir_open(&r->dir, c->checkpoint.dir, c->checkpoint.resume, err)) return -1;
     if (dataloader_open(&r->train, c->data.train, B, T, 0, 1, 1, (unsigned long)c->train.seed, c->model.vocab_size, err)) return -1;
     if (c->eval.val_every > 0 && c->eval.val_batches > 0) {
         if (dataloader_open(&r->val, c->data.val, B, T, 0, 1, 0, 0, c->model.vocab_size, err)) return -1;
         r->has_val = 1;
     }
-    if (c->data.tokenizer[0] && file_exists(c->data.tokenizer)) {
-        if (tokenizer_load(&r->tok, c->data.tokenizer, err)) return -1;
-        r->has_tok = 1;
-    } else if (c->eval.sample_every > 0) printf("note: no tokenizer at %s: samples print as token ids\n", c->data.tokenizer);
-    if (mkdir_p(c->checkpoint.dir, err)) return -1;
-    char path[2200];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", c->checkpoint.dir);
-    r->metrics = fopen(path, "a");
+    if (open_tokenizer(r, err) || metrics_open(&r->metrics, c->checkpoint.dir, err)) return -1;
     r->be = train_make_backend(c, plan, opt->backend, err);
     if (!r->be) return -1;
     r->inputs = xmalloc((size_t)B * T * sizeof(int32_t));
@@ -228,11 +238,12 @@ static void close_run(Run *r) {
     dataloader_close(&r->train);
     if (r->has_val) dataloader_close(&r->val);
     if (r->has_tok) tokenizer_free(&r->tok);
-    if (r->metrics) fclose(r->metrics);
+    metrics_close(&r->metrics);
     free(r->inputs);
     free(r->targets);
     free(r->eval_inputs);
     free(r->eval_targets);
+    rundir_close(&r->dir);
 }
 
 /* One optimizer step: grad_accum micro-batches, clip, AdamW. */
@@ -277,8 +288,10 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
     printf("training %s on %s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", c->name,
            r.be->name, r.num_params / 1e6, c->train.steps, c->train.total_batch_size, c->train.batch_size,
            c->train.seq_len, c->train.grad_accum, precision_name(c->precision));
-    metrics_line(&r, "{\"event\":\"start\",\"config\":\"%s\",\"backend\":\"%s\",\"step\":%d,\"steps\":%d,\"params\":%zu}",
-                 c->name, r.be->name, step, c->train.steps, r.num_params);
+    char *name = json_string(c->name, strlen(c->name)), *backend = json_string(r.be->name, strlen(r.be->name));
+    metrics_line(&r.metrics, "{\"event\":\"start\",\"config\":%s,\"backend\":%s,\"step\":%d,\"steps\":%d,\"params\":%zu}",
+                 name, backend, step, c->train.steps, r.num_params);
+    free(name); free(backend);
     signal(SIGINT, on_sigint);
     double timed = 0;
     int timed_steps = 0, last_saved = -1, resumed_at = step > 0 ? step : -1;
@@ -290,7 +303,8 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
             float vl;
             if ((rc = validate_loss(&r, &vl, &err))) break;
             printf("step %5d | val loss %.4f\n", step, vl);
-            metrics_line(&r, "{\"event\":\"val\",\"step\":%d,\"val_loss\":%.6f}", step, vl);
+            char v[32];
+            metrics_line(&r.metrics, "{\"event\":\"val\",\"step\":%d,\"val_loss\":%s}", step, json_number(v, "%.6f", vl));
         }
         if (evals && c->eval.sample_every > 0 && step > 0 && (step % c->eval.sample_every == 0 || last))
             if ((rc = sample_text(&r, step, &err))) break;
@@ -299,7 +313,7 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
             last_saved = step;
         }
         if (last) break;
-        if (stop_requested) { printf("stopped at step %d: checkpoint saved; resume with --set checkpoint.resume=true\n", step); rc = 130; break; }
+        if (stop_requested) { printf("stopped at step %d: checkpoint saved; continue with --resume\n", step); rc = 130; break; }
         double t0 = now_seconds();
         float loss = 0, norm = 0, lr = 0;
         if ((rc = train_step(&r, step, &loss, &norm, &lr, &err))) break;
@@ -311,8 +325,9 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
         if (!r.quiet)
             printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | ETA %s\n", step + 1,
                    c->train.steps, loss, lr, norm, dt * 1e3, tok_s, eta);
-        metrics_line(&r, "{\"event\":\"step\",\"step\":%d,\"loss\":%.6f,\"lr\":%.6e,\"norm\":%.6f,\"ms\":%.3f,\"tok_s\":%.1f}",
-                     step + 1, loss, lr, norm, dt * 1e3, tok_s);
+        char l[32];
+        metrics_line(&r.metrics, "{\"event\":\"step\",\"step\":%d,\"loss\":%s,\"lr\":%.6e,\"norm\":%.6f,\"ms\":%.3f,\"tok_s\":%.1f}",
+                     step + 1, json_number(l, "%.6f", loss), lr, norm, dt * 1e3, tok_s);
         fflush(stdout);
     }
     if (rc && rc != 130) fprintf(stderr, "gpt2gen: %s\n", err.msg);

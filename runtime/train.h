@@ -1,6 +1,9 @@
 /* train: the training loop, written once over the Backend interface (runtime/backend.h).
  * Gradient accumulation, LR schedule, clipping, validation, sampling, checkpoints, exact resume, a progress
- * line per step and a metrics log (one JSON object per line) in the run folder (checkpoint.dir). */
+ * line per step and a metrics log (one JSON object per line) in the run folder (checkpoint.dir).
+ * Before the first step a run holds the run folder's lock and has checked the folder (runtime/rundir.h),
+ * every shard's header, the tokenizer and the resume pair (runtime/resume.h); a save writes a model+state
+ * pair that resume takes only whole. */
 #ifndef GPT2GEN_TRAIN_H
 #define GPT2GEN_TRAIN_H
 #include "gen/config.h"

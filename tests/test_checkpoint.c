@@ -1,5 +1,6 @@
 /* test_checkpoint: llm.c model checkpoints: fp32 and bf16 round trips, bf16 rounding, every kind of bad
-   file, and that a failed save leaves the previous file as it was. Files go to a fresh temp directory. */
+   file (a FIFO included), and that a failed save leaves the previous file as it was. Files go to a fresh temp
+   directory. */
 #include <math.h>
 #include "common/files.h"
 #include "common/rng.h"
@@ -173,6 +174,12 @@ static void test_bad_files(void) {
     expect_refused(tpath("huge.bin"), NULL, "implausible");
 
     expect_refused(tmpdir, NULL, "directory");
+
+    /* a FIFO is refused at once: opening it to read would wait for a writer (the alarm fails a hang) */
+    CHECK(mkfifo(tpath("fifo.bin"), 0644) == 0, "mkfifo");
+    alarm(20);
+    expect_refused(tpath("fifo.bin"), NULL, "not a regular file");
+    alarm(0);
 }
 
 static void test_shape_mismatch(void) {
@@ -229,7 +236,7 @@ static void test_failed_save_keeps_old_file(void) {
 
 static void cleanup(void) {
     const char *names[] = {"fp32.bin", "bf16.bin", "magic.bin", "version.bin", "truncated.bin", "trailing.bin",
-                           "short_header.bin", "empty.bin", "zero_heads.bin", "huge.bin", "shape.bin", "keep.bin"};
+                           "short_header.bin", "empty.bin", "zero_heads.bin", "huge.bin", "shape.bin", "keep.bin", "fifo.bin"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) remove(tpath(names[i]));
     rmdir(tmpdir);
 }

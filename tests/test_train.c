@@ -1,15 +1,18 @@
-/* The training loop's pieces: LR schedules at known steps, the data loader (rows, order, ranks, seek,
-   bad files), the resume state file, and token sampling. */
+/* The training loop's pieces: LR schedules at known steps, the data loader (rows, order, ranks, seek, bad
+   files, positions out of range, every shard checked at open), the tokenizer file checked before it is read,
+   and token sampling. The resume state and the run directory are tests/test_resume.c's. */
 #include "runtime/dataloader.h"
 #include "common/files.h"
 #include <stdio.h>
 #include "runtime/schedule.h"
 #include "runtime/shard.h"
-#include "runtime/state.h"
+#include "runtime/tokenizer.h"
 #include "runtime/train.h"
 #include "tests/check.h"
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char tmpdir[256];
@@ -134,35 +137,61 @@ static void test_dataloader_errors(void) {
     snprintf(path, sizeof path, "%s/junk_000.bin", tmpdir);
     write_file_atomic(path, "hello world, not a shard at all", 31, &err);
     snprintf(pat, sizeof pat, "%s/junk_*.bin", tmpdir);
-    CHECK(dataloader_open(&dl, pat, 4, 16, 0, 1, 0, 1, 500, &err) != 0 && strstr(err.msg, "junk_000.bin: not a token shard"), "junk: %s", err.msg);
+    CHECK(dataloader_open(&dl, pat, 4, 16, 0, 1, 0, 1, 500, &err) != 0 && strstr(err.msg, "junk_000.bin: 31 bytes; expected a token shard"), "junk: %s", err.msg);
     /* a token id >= vocab is caught when the shard is read */
     snprintf(pat, sizeof pat, "%s/rows/train_*.bin", tmpdir);
     CHECK(dataloader_open(&dl, pat, 4, 16, 0, 1, 0, 1, 100, &err) != 0 && strstr(err.msg, "train_000000.bin"), "vocab: %s", err.msg);
 }
 
-static void test_state_round_trip(void) {
-    char path[512];
+/* A saved data position outside the data is refused, not read out of bounds (a crafted or stale resume state). */
+static void test_dataloader_seek_range(void) {
+    char pat[512];
     Err err;
-    snprintf(path, sizeof path, "%s/state.bin", tmpdir);
-    size_t n = 1000;
-    int32_t order[3] = {2, 0, 1};
-    /* every field away from its zero and from the others' values */
-    TrainState s = {4, 3, 1, 42, 5, 123456789012L, 2, 0xDEADBEEFCAFEull, n, malloc(n * 4), malloc(n * 4), malloc(n * 4), 3, order};
-    for (size_t i = 0; i < n; i++) { s.m[i] = i * 0.5f; s.v[i] = i * 0.25f; s.params[i] = -(float)i; }
-    CHECK_OK(state_save(path, &s, &err), &err);
-    TrainState r;
-    CHECK_OK(state_load(path, &r, n, &err), &err);
-    CHECK(r.ranks == 4 && r.rank == 3 && r.shuffle == 1 && r.step == 42 && r.epoch == 5 && r.row_pos == 123456789012L
-          && r.shard_pos == 2 && r.sample_rng == 0xDEADBEEFCAFEull && r.num_params == n,
-          "header fields: ranks %d rank %d shuffle %d step %d epoch %ld row %ld shard %d rng %llx params %zu", r.ranks, r.rank,
-          r.shuffle, r.step, r.epoch, r.row_pos, r.shard_pos, (unsigned long long)r.sample_rng, r.num_params);
-    CHECK(r.m && memcmp(r.m, s.m, n * 4) == 0 && memcmp(r.v, s.v, n * 4) == 0 && memcmp(r.params, s.params, n * 4) == 0, "arrays");
-    CHECK(r.n_shards == 3 && r.shard_order && memcmp(r.shard_order, order, sizeof order) == 0, "shard order");
-    state_free(&r);
-    CHECK(state_load(path, &r, n + 1, &err) != 0 && strstr(err.msg, "1000 parameters"), "shape: %s", err.msg);
-    CHECK(truncate(path, 2000) == 0, "truncate");
-    CHECK(state_load(path, &r, n, &err) != 0 && strstr(err.msg, "truncated"), "truncated: %s", err.msg);
-    free(s.m); free(s.v); free(s.params);
+    snprintf(pat, sizeof pat, "%s/rows/train_*.bin", tmpdir);
+    DataLoader dl;
+    CHECK_OK(dataloader_open(&dl, pat, 4, 16, 0, 1, 1, 7, 500, &err), &err);
+    /* 62 rows a shard: row 62 is the shard's end (the next batch moves on), row 63 is past it */
+    CHECK_OK(dataloader_seek(&dl, 0, 1, 62, &err), &err);
+    int32_t in[64], tg[64];
+    CHECK_OK(dataloader_next(&dl, in, tg, &err), &err);
+    CHECK(dataloader_seek(&dl, 0, 1, 63, &err) != 0 && strstr(err.msg, "row 63") && strstr(err.msg, "62 rows"), "row 63: %s", err.msg);
+    CHECK(dataloader_seek(&dl, 0, 0, 9223372036854775806L, &err) != 0 && strstr(err.msg, "row 9223372036854775806"), "huge row: %s", err.msg);
+    CHECK(dataloader_seek(&dl, -1, 0, 0, &err) != 0 && strstr(err.msg, "epoch -1"), "negative epoch: %s", err.msg);
+    CHECK(dataloader_seek(&dl, 0, 2, 0, &err) != 0 && strstr(err.msg, "shard 2"), "shard 2 of 2: %s", err.msg);
+    dataloader_close(&dl);
+}
+
+/* Every shard's header is checked when the loader opens, not when the run first reaches the shard. */
+static void test_dataloader_checks_every_shard(void) {
+    char dir[512], path[600], pat[600];
+    Err err;
+    snprintf(dir, sizeof dir, "%s/several", tmpdir);
+    mkdir_p(dir, &err);
+    make_shards(dir, 3, 1000);
+    snprintf(pat, sizeof pat, "%s/train_*.bin", dir);
+    snprintf(path, sizeof path, "%s/train_000002.bin", dir);
+    CHECK(truncate(path, 1024 + 2 * 999) == 0, "truncate");
+    DataLoader dl;
+    CHECK(dataloader_open(&dl, pat, 4, 16, 0, 1, 1, 7, 500, &err) != 0 && strstr(err.msg, "train_000002.bin: truncated"), "truncated: %s", err.msg);
+    CHECK(truncate(path, 1024 + 2 * 1000 + 2) == 0, "extend");
+    CHECK(dataloader_open(&dl, pat, 4, 16, 0, 1, 1, 7, 500, &err) != 0 && strstr(err.msg, "train_000002.bin"), "trailing data: %s", err.msg);
+    CHECK(remove(path) == 0 && mkdir(path, 0755) == 0, "a directory named like a shard");
+    CHECK(dataloader_open(&dl, pat, 4, 16, 0, 1, 1, 7, 500, &err) != 0 && strstr(err.msg, "train_000002.bin: is a directory"), "directory: %s", err.msg);
+}
+
+/* The tokenizer file's header and size are checked before the file is read whole: a file larger than its
+   tokens can take (another kind of file behind a tokenizer's magic) is refused. */
+static void test_tokenizer_file_checked_first(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/big_tokenizer.bin", tmpdir);
+    int32_t h[256] = {TOKENIZER_MAGIC, 2, 3, 2};
+    static char body[2000];
+    memset(body, 1, sizeof body);
+    FILE *f = fopen(path, "wb");
+    if (f) { fwrite(h, sizeof h, 1, f); fwrite(body, 1, sizeof body, f); fclose(f); }
+    Tokenizer t;
+    Err err;
+    CHECK(tokenizer_load(&t, path, &err) != 0 && strstr(err.msg, "big_tokenizer.bin") && strstr(err.msg, "more than 3 tokens"), "%s", err.msg);
 }
 
 static void test_sample_token(void) {
@@ -190,7 +219,9 @@ int main(int argc, char **argv) {
     RUN(test_dataloader_shuffle_and_seek);
     RUN(test_dataloader_ranks);
     RUN(test_dataloader_errors);
-    RUN(test_state_round_trip);
+    RUN(test_dataloader_seek_range);
+    RUN(test_dataloader_checks_every_shard);
+    RUN(test_tokenizer_file_checked_first);
     RUN(test_sample_token);
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -3,12 +3,7 @@
 # the loss falls, resume gives the same bits, the metrics log parses, bad inputs fail clearly,
 # Ctrl-C saves a checkpoint.
 . "$(dirname "$0")/../lib.sh"
-scratch
-cd "$ROOT" || exit 1
-if [ ! -f data/fortunes/train_000000.bin ]; then
-    fail default_data "data/fortunes is missing: run \`make data\` first"; finish
-fi
-M=tests/configs/micro.lua
+. "$ROOT/tests/train_env.sh"
 run() { "$GPT2GEN" train $M --backend cpu -q "$@"; }
 # metric FILE KEY [TEXT]: the values of KEY in the lines of metrics.jsonl FILE that hold TEXT (default: KEY)
 metric() { grep -F -- "${3:-\"$2\"}" "$1" | sed -n "s/.*\"$2\":\([-+0-9.e]*\).*/\1/p"; }

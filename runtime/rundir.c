@@ -1,0 +1,167 @@
+/* rundir: the run directory, its lock, its leftovers and its checkpoint steps (see rundir.h). */
+#include "runtime/rundir.h"
+#include "common/files.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void rundir_paths(const char *dir, int step, char model[RUNDIR_PATH_MAX], char state[RUNDIR_PATH_MAX]) {
+    snprintf(model, RUNDIR_PATH_MAX, "%s/model_%08d.bin", dir, step);
+    snprintf(state, RUNDIR_PATH_MAX, "%s/state_%08d.bin", dir, step);
+}
+
+static void lock_path(const RunDir *rd, char path[RUNDIR_PATH_MAX]) { snprintf(path, RUNDIR_PATH_MAX, "%s/run.lock", rd->dir); }
+
+/* s holds only digits (at least one). */
+static int all_digits(const char *s) {
+    if (!*s) return 0;
+    for (; *s; s++) if (*s < '0' || *s > '9') return 0;
+    return 1;
+}
+
+/* The step of a checkpoint file's name ("model_<digits>.bin" or "state_<digits>.bin"), or -1. The rest of the
+   name after the digits is returned in *tail (".bin", or ".bin.tmp.<pid>" for a leftover). */
+static int step_of(const char *name, const char **tail) {
+    if (strncmp(name, "model_", 6) && strncmp(name, "state_", 6)) return -1;
+    const char *p = name + 6;
+    long step = 0;
+    for (; *p >= '0' && *p <= '9' && step <= 0x7fffffff; p++) step = step * 10 + (*p - '0');
+    if (p == name + 6 || step > 0x7fffffff || strncmp(p, ".bin", 4)) return -1;
+    *tail = p + 4;
+    return (int)step;
+}
+
+static int desc(const void *a, const void *b) { int x = *(const int *)a, y = *(const int *)b; return (x < y) - (x > y); }
+
+int rundir_steps(const char *dir, int **steps) {
+    int n = 0, cap = 16;
+    *steps = xmalloc(cap * sizeof **steps);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *tail;
+        int step = step_of(e->d_name, &tail);
+        if (step < 0 || *tail) continue;
+        if (n == cap) { int *p = xmalloc(2 * cap * sizeof *p); memcpy(p, *steps, n * sizeof *p); free(*steps); *steps = p; cap *= 2; }
+        (*steps)[n++] = step;
+    }
+    closedir(d);
+    qsort(*steps, n, sizeof **steps, desc);
+    int u = 0;                                /* one entry per step: a pair's two files name it twice */
+    for (int i = 0; i < n; i++) if (!u || (*steps)[u - 1] != (*steps)[i]) (*steps)[u++] = (*steps)[i];
+    return u;
+}
+
+/* Removes model_*.bin.tmp.<pid> and state_*.bin.tmp.<pid>; the caller holds the lock. */
+static void remove_leftovers(const RunDir *rd) {
+    DIR *d = opendir(rd->dir);
+    if (!d) return;
+    int removed = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *tail;
+        if (step_of(e->d_name, &tail) < 0 || strncmp(tail, ".tmp.", 5) || !all_digits(tail + 5)) continue;
+        char path[RUNDIR_PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", rd->dir, e->d_name);
+        removed += unlink(path) == 0;
+    }
+    closedir(d);
+    if (removed) printf("removed %d leftover temporary file%s of an interrupted save from %s\n", removed, removed > 1 ? "s" : "", rd->dir);
+}
+
+/* The pid in a lock file, or 0 if it holds none (yet: the holder writes it just after locking). */
+static long lock_pid(int fd) {
+    for (int tries = 0; tries < 20; tries++) {
+        char buf[32] = {0};
+        ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
+        long pid = got > 0 ? strtol(buf, NULL, 10) : 0;
+        if (pid > 0) return pid;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* fd is still the file at path (the run that held it removes it as it lets go). */
+static int is_current(int fd, const char *path) {
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* Writes our pid into the locked file, noting a stale pid a killed run left there. */
+static int claim(int fd, const char *path, Err *err) {
+    char buf[32] = {0};
+    long old = pread(fd, buf, sizeof buf - 1, 0) > 0 ? strtol(buf, NULL, 10) : 0;
+    if (old > 0 && old != (long)getpid())
+        printf("note: %s names pid %ld, which no longer holds it (a run that was stopped without cleaning up); taking it over\n", path, old);
+    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, n, 0) != n || fsync(fd) != 0)
+        return err_set(err, "%s: cannot write the lock file: %s", path, strerror(errno));
+    return 0;
+}
+
+static int take_lock(RunDir *rd, Err *err) {
+    char path[RUNDIR_PATH_MAX];
+    lock_path(rd, path);
+    for (int attempt = 0; attempt < 10; attempt++) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) return err_set(err, "%s: cannot create the run's lock file: %s (checkpoint.dir must be a directory this user can write)", path, strerror(errno));
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            int e = errno;
+            long pid = e == EWOULDBLOCK ? lock_pid(fd) : 0;
+            close(fd);
+            if (e != EWOULDBLOCK) return err_set(err, "%s: cannot lock: %s", path, strerror(e));
+            return err_set(err, "%s is in use by another run (pid %ld holds %s); wait for it to finish, or use another checkpoint.dir",
+                           rd->dir, pid, path);
+        }
+        if (is_current(fd, path)) { rd->lock_fd = fd; return claim(fd, path, err); }
+        close(fd);                             /* its holder removed it as we opened it: lock the new one */
+    }
+    return err_set(err, "%s: the lock file keeps changing; is another run starting here?", path);
+}
+
+/* Without resume, a directory with checkpoints belongs to an earlier run. */
+static int refuse_overwrite(const RunDir *rd, Err *err) {
+    int *steps, n = rundir_steps(rd->dir, &steps), newest = n ? steps[0] : -1;
+    free(steps);
+    if (!n) return 0;
+    return err_set(err, "%s holds the checkpoints of an earlier run (%d step%s, the newest %d); continue it with --resume, "
+                   "or start over with another checkpoint.dir or after deleting its model_*.bin and state_*.bin files",
+                   rd->dir, n, n > 1 ? "s" : "", newest);
+}
+
+int rundir_open(RunDir *rd, const char *dir, int resume, Err *err) {
+    rd->lock_fd = -1;
+    snprintf(rd->dir, sizeof rd->dir, "%s", dir);
+    struct stat st;
+    Err e;
+    if (mkdir_p(dir, &e)) return err_set(err, "checkpoint.dir: %s", e.msg);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return err_set(err, "checkpoint.dir: %s: not a directory", dir);
+    if (take_lock(rd, err)) return -1;
+    int rc = access(dir, W_OK | X_OK) != 0 ? err_set(err, "checkpoint.dir: %s: cannot write there: %s", dir, strerror(errno)) : 0;
+    if (!rc) remove_leftovers(rd);
+    if (!rc && !resume) rc = refuse_overwrite(rd, err);
+    if (rc) rundir_close(rd);
+    return rc;
+}
+
+void rundir_close(RunDir *rd) {
+    if (rd->lock_fd < 0) return;
+    char path[RUNDIR_PATH_MAX];
+    lock_path(rd, path);
+    unlink(path);                              /* while still holding it: see take_lock's is_current */
+    close(rd->lock_fd);
+    rd->lock_fd = -1;
+}
+
+void rundir_sync(const RunDir *rd) {
+    int fd = open(rd->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    if (fsync(fd)) {}                          /* some file systems cannot sync a directory; the files are synced */
+    close(fd);
+}
