@@ -3,7 +3,8 @@
  * mutations of it (flipped bits, overwritten bytes, header fields set to extreme values, truncation,
  * appended garbage, repeated chunks, and for the config, replaced tokens) are fed to the reader. Each must
  * either load or give an error message: a crash, a hang or (under `make sanitize`) a memory error fails the
- * run. Deterministic (seeded), and well under a minute. FUZZ_CASES=N changes the number of cases per reader. */
+ * run, and so does a changed resume state that is accepted (it carries a checksum). Deterministic (seeded), and
+ * well under a minute. FUZZ_CASES=N changes the number of cases per reader. */
 #include "tests/check.h"
 #include "gen/config.h"
 #include "runtime/checkpoint.h"
@@ -118,21 +119,25 @@ static Bytes get(const char *path) {
     return b;
 }
 
-/* Feeds n mutations of the file at path (already valid) to load; counts what was accepted. */
+/* Feeds n mutations of the file at path (already valid) to load; counts what was accepted. With checksummed,
+   the format carries a checksum of the whole file: every mutant that differs from the seed must be refused. */
 typedef int (*Loader)(const char *path, Err *err);
-static void fuzz(const char *name, const char *path, int header_ints, Loader load) {
+static void fuzz(const char *name, const char *path, int header_ints, Loader load, int checksummed) {
     Err err = {{0}};
     if (load(path, &err)) { CHECK(0, "%s: the valid seed was rejected: %s", name, err.msg); return; }
     Bytes seed = get(path);
     if (!seed.p) { CHECK(0, "%s: cannot read the seed back", name); return; }
     char *mpath = path_of("mutant");
-    int accepted = 0;
+    int accepted = 0, changed_accepted = 0;
     for (int i = 0; i < n_cases; i++) {
         Bytes m = mutate(&seed, header_ints);
         if (put(mpath, &m)) { CHECK(0, "%s: cannot write %s", name, mpath); free(m.p); break; }
-        accepted += load(mpath, &err) == 0;
+        int ok = load(mpath, &err) == 0;
+        accepted += ok;
+        changed_accepted += ok && (m.n != seed.n || memcmp(m.p, seed.p, m.n));
         free(m.p);
     }
+    if (checksummed) CHECK(changed_accepted == 0, "%s: %d changed files were accepted despite the checksum", name, changed_accepted);
     printf("     %s: %d mutations, %d accepted, %d rejected with a message\n", name, n_cases, accepted, n_cases - accepted);
     unlink(mpath);
     free(seed.p);
@@ -164,11 +169,10 @@ static int load_checkpoint(const char *path, Err *err) {
     return rc;
 }
 static int load_state(const char *path, Err *err) {
-    size_t sz[NUM_PARAM_TENSORS];
     TrainState st;
     memset(&st, 0, sizeof st);
-    int rc = state_load(path, &st, gpt2_param_sizes(&shape, sz, NULL), err);
-    if (rc == 0) state_free(&st);
+    int rc = state_load(path, &st, err);
+    state_free(&st);
     return rc;
 }
 static int load_tokenizer(const char *path, Err *err) {
@@ -192,7 +196,7 @@ static void test_fuzz_config(void) {
     if (put(p, &b)) { CHECK(0, "cannot write %s", p); return; }
     int saved = n_cases;
     n_cases = n_cases / 4 > 0 ? n_cases / 4 : 1;   /* a Lua state per case: fewer, each costlier */
-    fuzz("config", p, -1, load_config);
+    fuzz("config", p, -1, load_config, 0);
     n_cases = saved;
 }
 
@@ -202,7 +206,7 @@ static void test_fuzz_shard(void) {
     Err err = {{0}};
     char *p = path_of("shard.bin");
     if (shard_write(p, toks, 300, &err)) { CHECK(0, "%s", err.msg); return; }
-    fuzz("shard", p, 256, load_shard);
+    fuzz("shard", p, 256, load_shard, 0);
 }
 
 static void test_fuzz_checkpoint(void) {
@@ -213,8 +217,8 @@ static void test_fuzz_checkpoint(void) {
     char *p32 = path_of("model32.bin"), *p16 = path_of("model16.bin");
     if (checkpoint_save(p32, &shape, params, 0, &err) || checkpoint_save(p16, &shape, params, 1, &err)) CHECK(0, "%s", err.msg);
     else {
-        fuzz("checkpoint fp32", p32, 256, load_checkpoint);
-        fuzz("checkpoint bf16", p16, 256, load_checkpoint);
+        fuzz("checkpoint fp32", p32, 256, load_checkpoint, 0);
+        fuzz("checkpoint bf16", p16, 256, load_checkpoint, 0);
     }
     free(params);
 }
@@ -224,7 +228,7 @@ static void test_fuzz_state(void) {
     TrainState st;
     memset(&st, 0, sizeof st);
     st.ranks = 1; st.shuffle = 1; st.step = 5; st.epoch = 1; st.shard_pos = 1; st.row_pos = 3;
-    st.sample_rng = 0x1234; st.num_params = np; st.n_shards = 3;
+    st.sample_rng = 0x1234; st.num_params = np; st.n_shards = 3; st.shape = shape; st.B = 2; st.T = 8; st.seed = 1337;
     st.m = xcalloc(np, sizeof(float)); st.v = xcalloc(np, sizeof(float)); st.params = xcalloc(np, sizeof(float));
     int32_t order[3] = {2, 0, 1};
     st.shard_order = order;
@@ -232,7 +236,7 @@ static void test_fuzz_state(void) {
     Err err = {{0}};
     char *p = path_of("state.bin");
     if (state_save(p, &st, &err)) CHECK(0, "%s", err.msg);
-    else fuzz("state", p, 256, load_state);
+    else fuzz("state", p, 256, load_state, 1);
     free(st.m); free(st.v); free(st.params);
 }
 
@@ -250,7 +254,7 @@ static void test_fuzz_tokenizer(void) {
     fwrite(eot, 1, 1, f);
     fwrite("<|endoftext|>", 1, 13, f);
     fclose(f);
-    fuzz("tokenizer", p, 256, load_tokenizer);
+    fuzz("tokenizer", p, 256, load_tokenizer, 0);
 }
 
 int main(int argc, char **argv) {
