@@ -1,65 +1,355 @@
 #include "gen/build.h"
 #include "common/files.h"
 #include "common/clock.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include "gen/emit.h"
 #include "gen/nvrtc.h"
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-/* Writes data to path unless the file already holds exactly that (keeps mtimes of unchanged sources). */
+/* What a build guarantees (README, "Commands"):
+   - One build of a name at a time. A build holds an flock on build/<name>/.lock from its start to its end;
+     another build of that name says "waiting for another build of <name> (pid N)" once and waits, at most
+     $GPT2GEN_LOCK_TIMEOUT seconds (default 600), then fails naming the holder. The lock ends with its process,
+     so a killed build never blocks the next one.
+   - build/<name>/ changes in one step, and only when the build succeeds. The build makes a copy of it,
+     build/<name>~<pid>/ (hard links to what is there, so other files and other archs' CUBINs are kept), writes
+     its own files into the copy (each atomically; an unchanged file keeps its old inode and mtime), then swaps
+     the copy and build/<name>/ with one rename (RENAME_EXCHANGE) and removes the old one. config.lua, plan.txt
+     and kernels/ are therefore always from one build, whatever is killed when. Names cannot hold '~', so
+     build/<name>~* belongs to this name only; what a killed build left there is removed by the next one.
+   - When NVRTC fails, build/<name>/ is left as it was; the generated sources are in build/<name>~failed/kernels/
+     (the error names the file), until the next build of that name.
+   - A path that does not fit its buffer is an error that says so, never a truncated path. */
+
+#define PATH_BYTES 4096                      /* common/files.c's path buffers */
+#define LOCK_TIMEOUT_DEFAULT 600
+
+/* Formats a path into out[PATH_BYTES], with room for the ".tmp.<pid>" that write_file_atomic adds. */
+static int path_fmt(char *out, Err *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int path_fmt(char *out, Err *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out, PATH_BYTES, fmt, ap);
+    va_end(ap);
+    if (n < 0 || n + 32 >= PATH_BYTES) return err_set(err, "%.200s...: path longer than %d characters", out, PATH_BYTES - 32);
+    return 0;
+}
+
+/* Writes data to path unless a regular file there already holds exactly that (it then keeps its inode and mtime). */
 static int write_if_changed(const char *path, const char *data, size_t len, Err *err) {
-    size_t old_len;
-    Err ignore;
-    char *old = file_exists(path) ? read_file(path, &old_len, &ignore) : NULL;
-    int same = old && old_len == len && memcmp(old, data, len) == 0;
-    free(old);
+    struct stat st;
+    int same = 0;
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size == len) {
+        size_t old_len;
+        Err ignore;
+        char *old = read_file(path, &old_len, &ignore);
+        same = old && old_len == len && memcmp(old, data, len) == 0;
+        free(old);
+    }
     return same ? 0 : write_file_atomic(path, data, len, err);
 }
 
-static int write_config(const Plan *plan, Err *err) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/config.lua", plan->build_dir);
+/* ---------------------------------------------------------------- the lock */
+
+static int lock_timeout(void) {
+    const char *s = getenv("GPT2GEN_LOCK_TIMEOUT");
+    char *end;
+    long v = s && *s ? strtol(s, &end, 10) : -1;
+    return s && *s && !*end && v >= 0 && v <= 86400 * 365 ? (int)v : LOCK_TIMEOUT_DEFAULT;
+}
+
+/* The pid the lock's holder wrote into it, or 0. */
+static int lock_holder(int fd) {
+    char buf[32];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return 0;
+    buf[n] = 0;
+    int pid = atoi(buf);
+    return pid > 0 ? pid : 0;
+}
+
+/* Takes the lock dir/.lock for a build of name; the fd holds it until closed (or the process ends). */
+static int lock_build(const char *dir, const char *name, int *fd_out, Err *err) {
+    char path[PATH_BYTES];
+    if (path_fmt(path, err, "%s/.lock", dir)) return -1;
+    int timeout = lock_timeout(), said = 0;
+    double t0 = now_seconds();
+    for (;;) {
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0) return err_set(err, "%s: cannot open the build lock: %s", path, strerror(errno));
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            /* it counts only while it is still the file at path (a swap keeps it: the copy links the same file) */
+            struct stat a, b;
+            if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
+                char pid[32];
+                int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+                int written = ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) == n;
+                (void)written;   /* the pid is only for the waiting message */
+                *fd_out = fd;
+                return 0;
+            }
+            close(fd);
+            continue;
+        }
+        int e = errno;
+        int pid = lock_holder(fd);
+        close(fd);
+        if (e != EWOULDBLOCK) return err_set(err, "%s: cannot lock: %s", path, strerror(e));
+        char who[32] = "";
+        if (pid) snprintf(who, sizeof who, " (pid %d)", pid);
+        if (!said) fprintf(stderr, "gpt2gen: waiting for another build of %s%s\n", name, who);
+        said = 1;
+        if (now_seconds() - t0 >= timeout)
+            return err_set(err, "another build of %s%s still holds %s after %d s; giving up (GPT2GEN_LOCK_TIMEOUT sets the wait)",
+                           name, who, path, timeout);
+        usleep(100 * 1000);
+    }
+}
+
+/* ---------------------------------------------------------------- the copy and the swap */
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st; (void)flag; (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* Removes the tree at path (links are removed, never followed). Best effort: what stays is removed next time. */
+static void remove_tree(const char *path) {
+    nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* Copies the regular file src to dst (for where a hard link cannot be made). */
+static int copy_file(const char *src, const char *dst, mode_t mode, Err *err) {
+    size_t len;
+    char *data = read_file(src, &len, err);
+    if (!data) return -1;
+    int rc = write_file_atomic(dst, data, len, err);
+    free(data);
+    if (rc == 0) chmod(dst, mode & 07777);
+    return rc;
+}
+
+/* Makes the folder dst (which must not exist) a copy of the tree src: folders made anew, everything else hard
+   linked, or copied where it cannot be linked (regular files and symbolic links; anything else is an error). */
+static int link_tree(const char *src, const char *dst, Err *err) {
+    struct stat st;
+    if (lstat(src, &st) != 0) return err_set(err, "%s: %s", src, strerror(errno));
+    if (mkdir(dst, st.st_mode & 07777) != 0) return err_set(err, "%s: cannot create directory: %s", dst, strerror(errno));
+    DIR *d = opendir(src);
+    if (!d) return err_set(err, "%s: cannot read: %s", src, strerror(errno));
+    char *s = xmalloc(PATH_BYTES), *t = xmalloc(PATH_BYTES), *to = xmalloc(PATH_BYTES);
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (path_fmt(s, err, "%s/%s", src, e->d_name) || path_fmt(t, err, "%s/%s", dst, e->d_name)) { rc = -1; break; }
+        if (lstat(s, &st) != 0) { rc = err_set(err, "%s: %s", s, strerror(errno)); break; }
+        if (S_ISDIR(st.st_mode)) rc = link_tree(s, t, err);
+        else if (link(s, t) == 0) continue;
+        else if (S_ISREG(st.st_mode)) rc = copy_file(s, t, st.st_mode, err);
+        else if (S_ISLNK(st.st_mode)) {
+            ssize_t n = readlink(s, to, PATH_BYTES - 1);
+            if (n >= 0) to[n] = 0;
+            if (n < 0 || symlink(to, t) != 0) rc = err_set(err, "%s: cannot copy the symbolic link: %s", t, strerror(errno));
+        } else rc = err_set(err, "%s: cannot carry it over to the new build (not a file, folder or link): %s", s, strerror(errno));
+    }
+    closedir(d);
+    free(s);
+    free(t);
+    free(to);
+    return rc;
+}
+
+/* Removes parent/<base>~* (what killed builds of this name left). Only while holding the name's lock. */
+static void remove_stale(const char *parent, const char *base) {
+    DIR *d = opendir(parent);
+    if (!d) return;
+    size_t n = strlen(base);
+    char path[PATH_BYTES];
+    Err ignore;
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, base, n) && e->d_name[n] == '~' && !path_fmt(path, &ignore, "%s/%s", parent, e->d_name))
+            remove_tree(path);
+    closedir(d);
+}
+
+/* Swaps the folders a and b in one rename; where the file system cannot, two renames (b is briefly absent). */
+static int swap_dirs(const char *a, const char *b, Err *err) {
+    if (renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+        return err_set(err, "%s: cannot swap in the new build: %s", b, strerror(errno));
+    char aside[PATH_BYTES];
+    if (path_fmt(aside, err, "%s.old", a)) return -1;
+    if (rename(b, aside) != 0) return err_set(err, "%s: cannot move aside: %s", b, strerror(errno));
+    if (rename(a, b) != 0) {
+        int e = errno;
+        rename(aside, b);
+        return err_set(err, "%s: cannot move the new build into place: %s", b, strerror(e));
+    }
+    rename(aside, a);
+    return 0;
+}
+
+static void fsync_dir(const char *path) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) { fsync(fd); close(fd); }
+}
+
+/* ---------------------------------------------------------------- the build */
+
+typedef struct {
+    const Plan *plan;
+    char dir[PATH_BYTES];      /* build/<name> */
+    char parent[PATH_BYTES];   /* build */
+    char base[PATH_BYTES];     /* <name> */
+    char stage[PATH_BYTES];    /* build/<name>~<pid>: the copy the build writes */
+    char failed[PATH_BYTES];   /* build/<name>~failed: the sources of a build NVRTC failed on */
+} Places;
+
+/* The places of plan's build; refuses a name or a build folder that a build must not replace. */
+static int places_make(Places *p, const Plan *plan, Err *err) {
+    const char *name = plan->cfg->name, *dir = plan->build_dir;
+    size_t nd = strlen(dir), nn = strlen(name);
+    p->plan = plan;
+    if (!nn || !strcmp(name, ".") || !strcmp(name, "..") || strchr(name, '/') || strchr(name, '~'))
+        return err_set(err, "%s: name \"%s\" cannot name a build folder", plan->cfg->path, name);
+    if (nd < nn + 2 || strcmp(dir + nd - nn, name) || dir[nd - nn - 1] != '/')
+        return err_set(err, "%s: the build folder \"%s\" is not <folder>/%s (name too long?)", plan->cfg->path, dir, name);
+    if (path_fmt(p->dir, err, "%s", dir) || path_fmt(p->parent, err, "%.*s", (int)(nd - nn - 1), dir) ||
+        path_fmt(p->base, err, "%s", name) || path_fmt(p->stage, err, "%s~%d", dir, (int)getpid()) ||
+        path_fmt(p->failed, err, "%s~failed", dir))
+        return -1;
+    if (mkdir_p(p->dir, err)) return -1;
+    struct stat st;
+    if (lstat(p->dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return err_set(err, "%s: not a folder (a symbolic link?): a build replaces this folder as a whole, so it must be "
+                       "a real one (link build/ itself instead)", p->dir);
+    /* the cache must not be this folder or inside it: the swap would take it away from concurrent builds */
+    Err ignore;
+    mkdir_p(nvrtc_cache_dir(), &ignore);
+    char *cache = realpath(nvrtc_cache_dir(), NULL), *real = realpath(p->dir, NULL);
+    size_t nr = real ? strlen(real) : 0;
+    int inside = cache && real && !strncmp(cache, real, nr) && (cache[nr] == 0 || cache[nr] == '/');
+    free(cache);
+    free(real);
+    if (inside)
+        return err_set(err, "%s: the kernel cache %s is this build folder or inside it; set GPT2GEN_CACHE elsewhere or "
+                       "rename the config", p->dir, nvrtc_cache_dir());
+    return 0;
+}
+
+/* path (under p->dir) moved under root instead. */
+static int path_under(char *out, const Places *p, const char *root, const char *path, Err *err) {
+    size_t n = strlen(p->dir);
+    if (strncmp(path, p->dir, n) || path[n] != '/') return err_set(err, "%s: not inside %s", path, p->dir);
+    return path_fmt(out, err, "%s%s", root, path + n);
+}
+
+static int write_config(const Places *p, Err *err) {
+    char path[PATH_BYTES];
+    if (path_fmt(path, err, "%s/config.lua", p->stage)) return -1;
     char *text = NULL;
     size_t len = 0;
     FILE *mem = open_memstream(&text, &len);
-    config_write_lua(plan->cfg, mem);
+    if (!mem) return err_set(err, "open_memstream: %s", strerror(errno));
+    config_write_lua(p->plan->cfg, mem);
     fclose(mem);
     int rc = write_if_changed(path, text, len, err);
     free(text);
     return rc;
 }
 
-int build_run(const Plan *plan, int threads, int quiet, BuildStats *st, Err *err) {
-    double t0 = now_seconds();
-    char dir[1200];
-    snprintf(dir, sizeof dir, "%s/kernels", plan->build_dir);
-    if (mkdir_p(dir, err)) return -1;
-    int n = plan->n_modules, rc = 0;
-    CompileJob *jobs = xcalloc(n, sizeof *jobs);
-    char **sources = xcalloc(n, sizeof *sources);
-    for (int i = 0; i < n && rc == 0; i++) {
+/* plan.txt into the stage: plan_write writes <build_dir>/plan.txt, so a copy of the plan whose build_dir is the
+   stage (the modules' paths, which plan.txt prints, stay the final ones). */
+static int write_plan(const Places *p, Err *err) {
+    Plan *copy = xmalloc(sizeof *copy);
+    *copy = *p->plan;
+    int n = snprintf(copy->build_dir, sizeof copy->build_dir, "%s", p->stage);
+    int rc = n < 0 || n >= (int)sizeof copy->build_dir ? err_set(err, "%s: path too long for the plan", p->stage)
+                                                        : plan_write(copy, err);
+    free(copy);
+    return rc;
+}
+
+/* Writes the build into a copy of build/<name>/ and swaps it into place. */
+static int commit(const Places *p, const CompileJob *jobs, char **sources, Err *err) {
+    const Plan *plan = p->plan;
+    char path[PATH_BYTES];
+    remove_stale(p->parent, p->base);
+    int rc = link_tree(p->dir, p->stage, err);
+    if (rc == 0) rc = path_fmt(path, err, "%s/kernels", p->stage);
+    if (rc == 0) rc = mkdir_p(path, err);
+    for (int i = 0; i < plan->n_modules && rc == 0; i++) {
+        const PlanModule *m = &plan->modules[i];
+        rc = path_under(path, p, p->stage, m->source_path, err);
+        if (rc == 0) rc = write_if_changed(path, sources[i], strlen(sources[i]), err);
+        if (rc == 0) rc = path_under(path, p, p->stage, m->cubin_path, err);
+        if (rc == 0) rc = write_if_changed(path, jobs[i].cubin, jobs[i].cubin_size, err);
+    }
+    if (rc == 0) rc = write_plan(p, err);
+    if (rc == 0) rc = write_config(p, err);
+    if (rc == 0) rc = swap_dirs(p->stage, p->dir, err);
+    remove_tree(p->stage);   /* after the swap: the old build; after a failure: the unfinished copy */
+    if (rc == 0) fsync_dir(p->parent);
+    return rc;
+}
+
+/* After NVRTC failed: the sources into build/<name>~failed/kernels/, where the error says they are. */
+static void keep_failed_sources(const Places *p, const CompileJob *jobs, int n) {
+    char path[PATH_BYTES];
+    Err ignore;
+    remove_tree(p->failed);
+    if (path_fmt(path, &ignore, "%s/kernels", p->failed) || mkdir_p(path, &ignore)) return;
+    for (int i = 0; i < n; i++) write_file_atomic(jobs[i].source_path, jobs[i].source, strlen(jobs[i].source), &ignore);
+}
+
+static int run_locked(const Places *p, int threads, CompileJob *jobs, char **sources, char (*src_paths)[PATH_BYTES], Err *err) {
+    const Plan *plan = p->plan;
+    int n = plan->n_modules;
+    for (int i = 0; i < n; i++) {
         const PlanModule *m = &plan->modules[i];
         sources[i] = emit_module(plan, m, err);
-        if (!sources[i]) { rc = -1; break; }
-        rc = write_if_changed(m->source_path, sources[i], strlen(sources[i]), err);
+        if (!sources[i] || path_under(src_paths[i], p, p->failed, m->source_path, err)) return -1;
         jobs[i].name = m->decl->family;
         jobs[i].source = sources[i];
-        jobs[i].source_path = m->source_path;
+        jobs[i].source_path = src_paths[i];   /* where NVRTC errors send people: kept only when NVRTC fails */
         jobs[i].arch = plan->arch;
     }
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (rc == 0) rc = nvrtc_compile_all(jobs, n, nvrtc_cache_dir(), threads, err);
-    for (int i = 0; i < n && rc == 0; i++)
-        rc = write_if_changed(plan->modules[i].cubin_path, jobs[i].cubin, jobs[i].cubin_size, err);
-    if (rc == 0) rc = plan_write(plan, err);
-    if (rc == 0) rc = write_config(plan, err);
+    if (nvrtc_compile_all(jobs, n, nvrtc_cache_dir(), threads, err)) {
+        keep_failed_sources(p, jobs, n);
+        return -1;
+    }
+    return commit(p, jobs, sources, err);
+}
+
+int build_run(const Plan *plan, int threads, int quiet, BuildStats *st, Err *err) {
+    double t0 = now_seconds();
+    Places *p = xmalloc(sizeof *p);
+    int lock = -1, n = plan->n_modules;
+    int rc = places_make(p, plan, err);
+    if (rc == 0) rc = lock_build(p->dir, plan->cfg->name, &lock, err);
+    CompileJob *jobs = xcalloc(n, sizeof *jobs);
+    char **sources = xcalloc(n, sizeof *sources);
+    char (*src_paths)[PATH_BYTES] = xcalloc(n, sizeof *src_paths);
+    if (rc == 0) rc = run_locked(p, threads, jobs, sources, src_paths, err);
+    if (lock >= 0) close(lock);
     BuildStats s = {n, 0, 0, now_seconds() - t0};
     for (int i = 0; i < n; i++) { s.cached += jobs[i].from_cache; s.compiled += !jobs[i].from_cache && jobs[i].cubin; }
     for (int i = 0; i < n; i++) { free(jobs[i].cubin); free(sources[i]); }
     free(jobs);
     free(sources);
+    free(src_paths);
+    free(p);
     if (st) *st = s;
     if (rc == 0 && !quiet)
         printf("%s: %d modules for %s: %d compiled, %d from cache, %.2f s\n", plan->build_dir, n, plan->arch,

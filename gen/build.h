@@ -6,6 +6,7 @@
 typedef struct { int modules, compiled, cached; double seconds; } BuildStats;
 
 /* Writes build/<name>/config.lua, plan.txt and kernels/ (sources and CUBINs). Prints one summary line
-   unless quiet. threads <= 0: one per core. */
+   unless quiet. threads <= 0: one per core. Holds build/<name>/.lock while it runs (waiting for another build
+   of the name, see gen/build.c) and replaces build/<name>/ in one step, only when everything succeeded. */
 int  build_run(const Plan *plan, int threads, int quiet, BuildStats *st, Err *err);
 #endif

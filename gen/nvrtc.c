@@ -2,15 +2,36 @@
 #include "common/files.h"
 #include "common/sha256.h"
 #include "common/clock.h"
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <nvrtc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef GPT2GEN_CUDA_HOME
 #define GPT2GEN_CUDA_HOME "/usr/local/cuda"
 #endif
+
+/* A cache entry is one file, <cache>/<key>.entry, written atomically (write_file_atomic): a text header, then
+   the CUBIN:
+       gpt2gen kernel cache entry 1
+       key <the key, as in the file name>
+       size <bytes of CUBIN>
+       sha256 <SHA-256 of the CUBIN>
+       <an empty line>
+   An entry is used only when the header is exactly that, the key is this job's, the CUBIN has that size and
+   hash, and it passes cubin_check. Anything else is reported on stderr (one line naming the file and what is
+   wrong), compiled again and written back over it. */
+#define ENTRY_MAGIC "gpt2gen kernel cache entry 1"
+#define ENTRY_HEADER_MAX 256
+#define ENTRY_MAX_BYTES ((size_t)256 << 20)   /* no CUBIN comes near this; a larger entry is not read */
+#define PATH_BYTES 4096                        /* common/files.c's path buffers */
 
 static const char *cuda_home(void) {
     const char *h = getenv("CUDA_HOME");
@@ -28,20 +49,37 @@ const char *nvrtc_cache_dir(void) {
     return d && *d ? d : "build/cache";
 }
 
-/* The options, one string each; the same list goes into the cache key. */
-static int compile_options(const char *arch, char opts[8][1100]) {
-    int n = 0;
-    snprintf(opts[n++], 1100, "-arch=%s", arch);
-    snprintf(opts[n++], 1100, "-std=c++17");
-    snprintf(opts[n++], 1100, "-I%s/include", cuda_home());
-    snprintf(opts[n++], 1100, "-I%s/include/cccl", cuda_home());
-    snprintf(opts[n++], 1100, "-lineinfo");
-    snprintf(opts[n++], 1100, "-default-device");        /* unannotated helpers (constexpr functions) are device code */
-    snprintf(opts[n++], 1100, "-diag-suppress=177");     /* the prelude declares every shape constant; not all are used */
-    return n;
+/* Formats into why (a message, so truncation only shortens it); returns -1. */
+static int why_set(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int why_set(char *why, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+    return -1;
 }
 
-static void cache_key(CompileJob *j, char opts[8][1100], int nopts) {
+/* The options, one string each; the same list goes into the cache key. -1 when one does not fit. */
+#define OPT_BYTES 1100
+static int compile_options(const char *arch, char opts[8][OPT_BYTES], int *nopts, Err *err) {
+    const char *home = cuda_home();
+    int n = 0, len[8];
+    len[n] = snprintf(opts[n], OPT_BYTES, "-arch=%s", arch); n++;
+    len[n] = snprintf(opts[n], OPT_BYTES, "-std=c++17"); n++;
+    len[n] = snprintf(opts[n], OPT_BYTES, "-I%s/include", home); n++;
+    len[n] = snprintf(opts[n], OPT_BYTES, "-I%s/include/cccl", home); n++;
+    len[n] = snprintf(opts[n], OPT_BYTES, "-lineinfo"); n++;
+    len[n] = snprintf(opts[n], OPT_BYTES, "-default-device"); n++;        /* unannotated helpers (constexpr functions) are device code */
+    len[n] = snprintf(opts[n], OPT_BYTES, "-diag-suppress=177"); n++;     /* the prelude declares every shape constant; not all are used */
+    for (int i = 0; i < n; i++)
+        if (len[i] < 0 || len[i] >= OPT_BYTES)
+            return err_set(err, "NVRTC option '%.60s...' is longer than %d characters (is CUDA_HOME or --arch that long?)",
+                           opts[i], OPT_BYTES - 1);
+    *nopts = n;
+    return 0;
+}
+
+static void cache_key(CompileJob *j, char opts[8][OPT_BYTES], int nopts) {
     Sha256 s;
     char ver[32];
     nvrtc_version_string(ver, sizeof ver);
@@ -54,22 +92,162 @@ static void cache_key(CompileJob *j, char opts[8][1100], int nopts) {
     sha256_hex(&s, j->key);
 }
 
-static int compile_one(CompileJob *j, const char *cache_dir) {
+static void sha256_of(const void *data, size_t n, char hex[65]) {
+    Sha256 s;
+    sha256_init(&s);
+    sha256_update(&s, data, n);
+    sha256_hex(&s, hex);
+}
+
+static int inside(uint64_t off, uint64_t len, size_t n) { return off <= n && len <= n - off; }
+
+/* 0 when p[0..n) is a 64-bit little-endian ELF file for CUDA whose header sizes are ELF64's and whose
+   program headers, section headers and section contents all lie inside it; else -1 and why. */
+static int cubin_check(const unsigned char *p, size_t n, char *why, size_t nwhy) {
+    Elf64_Ehdr eh;
+    if (n < sizeof eh) return why_set(why, nwhy, "%zu bytes, too short for an ELF header", n);
+    memcpy(&eh, p, sizeof eh);
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG)) return why_set(why, nwhy, "not an ELF file (no ELF magic)");
+    if (eh.e_ident[EI_CLASS] != ELFCLASS64) return why_set(why, nwhy, "not a 64-bit ELF file");
+    if (eh.e_ident[EI_DATA] != ELFDATA2LSB) return why_set(why, nwhy, "not a little-endian ELF file");
+    if (eh.e_machine != EM_CUDA) return why_set(why, nwhy, "ELF machine %d, not CUDA (%d)", eh.e_machine, EM_CUDA);
+    if (eh.e_ehsize != sizeof eh || eh.e_shentsize != sizeof(Elf64_Shdr) || (eh.e_phnum && eh.e_phentsize != sizeof(Elf64_Phdr)))
+        return why_set(why, nwhy, "ELF header with wrong entry sizes");
+    if (eh.e_shnum == 0 || eh.e_shstrndx >= eh.e_shnum) return why_set(why, nwhy, "ELF file without a section name table");
+    if (!inside(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), n))
+        return why_set(why, nwhy, "ELF section headers run past the end (%zu bytes)", n);
+    if (!inside(eh.e_phoff, (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), n))
+        return why_set(why, nwhy, "ELF program headers run past the end (%zu bytes)", n);
+    for (int i = 0; i < eh.e_shnum; i++) {
+        Elf64_Shdr sh;
+        memcpy(&sh, p + eh.e_shoff + (size_t)i * sizeof sh, sizeof sh);
+        if (sh.sh_type != SHT_NOBITS && !inside(sh.sh_offset, sh.sh_size, n))
+            return why_set(why, nwhy, "ELF section %d runs past the end (%zu bytes)", i, n);
+    }
+    return 0;
+}
+
+static int entry_header(char *out, size_t n, const char *key, size_t size, const char *sha) {
+    return snprintf(out, n, "%s\nkey %s\nsize %zu\nsha256 %s\n\n", ENTRY_MAGIC, key, size, sha);
+}
+
+/* Reads the whole regular file at path, at most max bytes, without blocking (a FIFO or device is refused, not
+   read from). 0 with *data (malloc'd) and *n; 1 when there is no such file; -1 with why. */
+static int read_regular(const char *path, size_t max, char **data, size_t *n, char *why, size_t nwhy) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) return 1;   /* a cache folder that is not one: see the note */
+    if (fd < 0) return why_set(why, nwhy, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) { int e = errno; close(fd); return why_set(why, nwhy, "cannot stat: %s", strerror(e)); }
+    if (!S_ISREG(st.st_mode)) { close(fd); return why_set(why, nwhy, "not a regular file"); }
+    if ((unsigned long long)st.st_size > max) {
+        close(fd);
+        return why_set(why, nwhy, "%lld bytes, more than the %zu an entry may have", (long long)st.st_size, max);
+    }
+    size_t want = (size_t)st.st_size, got = 0;
+    char *buf = xmalloc(want + 1);
+    while (got < want) {
+        ssize_t r = read(fd, buf + got, want - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) { int e = errno; close(fd); free(buf); return why_set(why, nwhy, "read error: %s", strerror(e)); }
+        if (r == 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != want) { free(buf); return why_set(why, nwhy, "shrank while being read"); }
+    buf[got] = 0;
+    *data = buf;
+    *n = got;
+    return 0;
+}
+
+/* Looks up key's entry at path: 0 with j->cubin on a good entry, 1 when there is none, -1 with why when it is
+   there but cannot be read or is not a good entry (see the format above). */
+static int read_entry(const char *path, CompileJob *j, char *why, size_t nwhy) {
+    char *buf = NULL;
+    size_t n = 0;
+    int rc = read_regular(path, ENTRY_HEADER_MAX + ENTRY_MAX_BYTES, &buf, &n, why, nwhy);
+    if (rc) return rc;
+    char hdr[ENTRY_HEADER_MAX + 1], key[65] = "", sha[65] = "", want[ENTRY_HEADER_MAX];
+    size_t size = 0;
+    const char *end = memmem(buf, n < ENTRY_HEADER_MAX ? n : ENTRY_HEADER_MAX, "\n\n", 2);
+    size_t hlen = end ? (size_t)(end - buf) + 2 : 0;
+    if (n < sizeof ENTRY_MAGIC || memcmp(buf, ENTRY_MAGIC "\n", sizeof ENTRY_MAGIC))
+        rc = why_set(why, nwhy, "not a cache entry (no '" ENTRY_MAGIC "' header)");
+    else if (hlen) {
+        memcpy(hdr, buf, hlen);
+        hdr[hlen] = 0;
+    }
+    if (rc == 0 && (!hlen || sscanf(hdr, ENTRY_MAGIC "\nkey %64s\nsize %zu\nsha256 %64s", key, &size, sha) != 3
+                    || entry_header(want, sizeof want, key, size, sha) != (int)hlen || memcmp(want, hdr, hlen)))
+        rc = why_set(why, nwhy, "malformed header");
+    if (rc == 0 && strcmp(key, j->key)) rc = why_set(why, nwhy, "holds the kernel of key %.16s..., not this one", key);
+    if (rc == 0 && n - hlen != size)
+        rc = why_set(why, nwhy, "%s: %zu bytes of CUBIN, the header says %zu", n - hlen < size ? "truncated" : "too long",
+                     n - hlen, size);
+    char have[65];
+    if (rc == 0) sha256_of(buf + hlen, size, have);
+    if (rc == 0 && strcmp(have, sha)) rc = why_set(why, nwhy, "the CUBIN's SHA-256 is not the one in its header");
+    if (rc == 0) rc = cubin_check((const unsigned char *)buf + hlen, size, why, nwhy);
+    if (rc == 0) {
+        j->cubin = xmalloc(size);
+        memcpy(j->cubin, buf + hlen, size);
+        j->cubin_size = size;
+    }
+    free(buf);
+    return rc;
+}
+
+/* Writes j's CUBIN as the entry at path, atomically. */
+static int write_entry(const char *path, const char *cache_dir, const CompileJob *j, Err *err) {
+    char sha[65], hdr[ENTRY_HEADER_MAX];
+    sha256_of(j->cubin, j->cubin_size, sha);
+    size_t hlen = (size_t)entry_header(hdr, sizeof hdr, j->key, j->cubin_size, sha);
+    char *buf = xmalloc(hlen + j->cubin_size);
+    memcpy(buf, hdr, hlen);
+    memcpy(buf + hlen, j->cubin, j->cubin_size);
+    int rc = mkdir_p(cache_dir, err);
+    if (rc == 0) rc = write_file_atomic(path, buf, hlen + j->cubin_size, err);
+    free(buf);
+    return rc;
+}
+
+/* What the workers share. cache_fail counts the entries that could not be written; cache_err is the first. */
+typedef struct {
+    CompileJob *jobs;
+    int n, next;
+    const char *cache_dir;
+    pthread_mutex_t lock;
+    int cache_fail;
+    Err cache_err;
+} Queue;
+
+static void cache_failed(Queue *q, const Err *e) {
+    pthread_mutex_lock(&q->lock);
+    if (q->cache_fail++ == 0) q->cache_err = *e;
+    pthread_mutex_unlock(&q->lock);
+}
+
+static int compile_one(CompileJob *j, Queue *q) {
     double t0 = now_seconds();
-    char opts[8][1100];
-    int nopts = compile_options(j->arch, opts);
+    char opts[8][OPT_BYTES];
+    int nopts;
+    if (compile_options(j->arch, opts, &nopts, &j->err)) return -1;
     cache_key(j, opts, nopts);
-    char cpath[2048];
-    snprintf(cpath, sizeof cpath, "%s/%s.cubin", cache_dir, j->key);
-    size_t len;
-    Err ignore;
-    char *cached = file_exists(cpath) ? read_file(cpath, &len, &ignore) : NULL;
-    if (cached && len > 0) {
-        j->cubin = cached; j->cubin_size = len; j->from_cache = 1;
+    /* room for the ".tmp.<pid>" that write_file_atomic adds */
+    char cpath[PATH_BYTES];
+    int plen = snprintf(cpath, sizeof cpath, "%s/%s.entry", q->cache_dir, j->key);
+    int use_cache = plen > 0 && plen + 32 < (int)sizeof cpath;
+    Err cerr;
+    if (!use_cache) err_set(&cerr, "%.200s...: the cache path is too long", q->cache_dir);
+    char why[512];
+    int found = use_cache ? read_entry(cpath, j, why, sizeof why) : 1;
+    if (found == 0) {
+        j->from_cache = 1;
         j->seconds = now_seconds() - t0;
         return 0;
     }
-    free(cached);
+    if (found < 0) fprintf(stderr, "gpt2gen: kernel cache: %s: %s; compiling it again\n", cpath, why);
 
     nvrtcProgram prog;
     const char *fname = strrchr(j->source_path, '/');
@@ -94,13 +272,14 @@ static int compile_one(CompileJob *j, const char *cache_dir) {
     j->cubin = xmalloc(j->cubin_size);
     nvrtcGetCUBIN(prog, j->cubin);
     nvrtcDestroyProgram(&prog);
-    /* a failed cache write only costs a recompile next time */
-    if (mkdir_p(cache_dir, &ignore) == 0) write_file_atomic(cpath, j->cubin, j->cubin_size, &ignore);
+    /* what is cached must pass the check a cached entry gets */
+    if (cubin_check((const unsigned char *)j->cubin, j->cubin_size, why, sizeof why))
+        return err_set(&j->err, "%s: NVRTC's CUBIN for module \"%s\" is not a valid CUBIN: %s", j->source_path, j->name, why);
+    /* a cache that cannot be written costs a recompile next time, not this build */
+    if (!use_cache || write_entry(cpath, q->cache_dir, j, &cerr)) cache_failed(q, &cerr);
     j->seconds = now_seconds() - t0;
     return 0;
 }
-
-typedef struct { CompileJob *jobs; int n; int next; const char *cache_dir; pthread_mutex_t lock; } Queue;
 
 static void *worker(void *arg) {
     Queue *q = arg;
@@ -109,19 +288,23 @@ static void *worker(void *arg) {
         int i = q->next++;
         pthread_mutex_unlock(&q->lock);
         if (i >= q->n) return NULL;
-        q->jobs[i].failed = compile_one(&q->jobs[i], q->cache_dir) != 0;
+        q->jobs[i].failed = compile_one(&q->jobs[i], q) != 0;
     }
 }
 
 int nvrtc_compile_all(CompileJob *jobs, int n, const char *cache_dir, int threads, Err *err) {
-    Queue q = {jobs, n, 0, cache_dir, PTHREAD_MUTEX_INITIALIZER};
+    Queue q = {jobs, n, 0, cache_dir, PTHREAD_MUTEX_INITIALIZER, 0, {{0}}};
     if (threads < 1) threads = 1;
     if (threads > n) threads = n;
     pthread_t tid[64];
     if (threads > 64) threads = 64;
-    for (int i = 1; i < threads; i++) pthread_create(&tid[i], NULL, worker, &q);
+    int started = 1;   /* this thread is a worker too; a thread that cannot start leaves its share to the others */
+    while (started < threads && pthread_create(&tid[started], NULL, worker, &q) == 0) started++;
     worker(&q);
-    for (int i = 1; i < threads; i++) pthread_join(tid[i], NULL);
+    for (int i = 1; i < started; i++) pthread_join(tid[i], NULL);
+    if (q.cache_fail)
+        fprintf(stderr, "gpt2gen: note: %d of %d kernels not written to the kernel cache (%s); the build goes on\n",
+                q.cache_fail, n, q.cache_err.msg);
     for (int i = 0; i < n; i++)
         if (jobs[i].failed) { *err = jobs[i].err; return -1; }
     return 0;

@@ -1,5 +1,8 @@
 /* nvrtc: kernel source -> CUBIN for one arch, with a disk cache keyed by a hash of everything that changes
-   the output (source, options, arch, NVRTC version). Independent modules compile in parallel. */
+   the output (source, options, arch, NVRTC version). Independent modules compile in parallel.
+   The cache never hands out a bad CUBIN: an entry is used only when its header, key, size and SHA-256 agree
+   and the CUBIN is a well-formed 64-bit CUDA ELF file; a bad or unreadable entry is reported on stderr,
+   compiled again and written back atomically. A cache that cannot be written is a note, not an error. */
 #ifndef GPT2GEN_NVRTC_H
 #define GPT2GEN_NVRTC_H
 #include "common/err.h"
@@ -21,7 +24,8 @@ typedef struct {
 } CompileJob;
 
 /* Compiles every job (threads at a time); uses and fills the cache in cache_dir.
-   Returns 0 when all succeeded; otherwise -1 and err holds the first failure. */
+   Returns 0 when all succeeded; otherwise -1 and err holds the first failure (a compile error, or a CUDA_HOME
+   too long for the options). */
 int  nvrtc_compile_all(CompileJob *jobs, int n, const char *cache_dir, int threads, Err *err);
 /* "13.0" */
 void nvrtc_version_string(char *out, size_t n);
