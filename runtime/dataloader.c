@@ -61,7 +61,8 @@ int dataloader_open(DataLoader *dl, const char *pattern, int B, int T, int rank,
         dataloader_close(dl);
         return err_set(err, "%s", msg);
     }
-    return dataloader_seek(dl, 0, 0, 0, err);
+    if (dataloader_seek(dl, 0, 0, 0, err)) { dataloader_close(dl); return -1; }   /* nothing held after a failed open */
+    return 0;
 }
 
 long dataloader_batches_per_epoch(const DataLoader *dl) {
