@@ -26,8 +26,10 @@ char *read_file(const char *path, size_t *len, Err *err) {
 }
 
 int atomic_open(AtomicFile *af, const char *path, Err *err) {
-    snprintf(af->path, sizeof af->path, "%s", path);
-    snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%d", path, (int)getpid());
+    af->f = NULL;
+    if ((size_t)snprintf(af->path, sizeof af->path, "%s", path) >= sizeof af->path ||
+        (size_t)snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%d", path, (int)getpid()) >= sizeof af->tmp)
+        return err_set(err, "%.200s...: path too long (at most %zu bytes)", path, sizeof af->tmp - 20);
     af->f = fopen(af->tmp, "wb");
     if (!af->f) return err_set(err, "%s: cannot create: %s", af->tmp, strerror(errno));
     return 0;
@@ -58,7 +60,8 @@ int write_file_atomic(const char *path, const void *data, size_t len, Err *err) 
 
 int mkdir_p(const char *path, Err *err) {
     char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
+    if ((size_t)snprintf(buf, sizeof buf, "%s", path) >= sizeof buf)
+        return err_set(err, "%.200s...: path too long (at most %zu bytes)", path, sizeof buf - 1);
     for (char *p = buf + 1; ; p++) {
         if (*p == '/' || *p == 0) {
             char c = *p;

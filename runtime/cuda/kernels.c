@@ -1,25 +1,56 @@
 /* kernels: loading the plan's modules and launching by id (see kernels.h). */
 #include "runtime/cuda/kernels.h"
-#include "common/files.h"
 #include "kernel_ids.h"
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 _Static_assert(K_COUNT <= PLAN_MAX_KERNELS, "more kernels declared than a plan holds");
 
-static int load_module(Kernels *ks, int i, const CudaDevice *dev, const char *have, Err *err) {
+/* The whole file fd as a malloc'd buffer; NULL when it is no regular file or cannot be read. */
+static char *read_fd(int fd, size_t *len) {
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) return NULL;
+    char *buf = xmalloc((size_t)st.st_size + 1);
+    size_t got = 0;
+    while (got < (size_t)st.st_size) {
+        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
+        if (r <= 0) { free(buf); return NULL; }
+        got += (size_t)r;
+    }
+    *len = got;
+    return buf;
+}
+
+/* Reads every module's CUBIN through one handle on build/<name>/kernels/: a build of the same name that
+   swaps its folder in meanwhile (gen/build.c) cannot mix two builds' kernels. The images are one build's, or
+   this fails. */
+static int read_images(const Plan *plan, char **img, size_t *len, Err *err) {
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/kernels", plan->build_dir);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd < 0) return err_set(err, "%s: %s (run `gpt2gen build` first)", dir, strerror(errno));
+    int rc = 0;
+    for (int i = 0; i < plan->n_modules && rc == 0; i++) {
+        const char *path = plan->modules[i].cubin_path, *base = strrchr(path, '/');
+        int fd = openat(dfd, base ? base + 1 : path, O_RDONLY | O_NONBLOCK);
+        img[i] = fd >= 0 ? read_fd(fd, &len[i]) : NULL;
+        if (!img[i]) rc = err_set(err, "%s: cannot read the kernels: %s (run `gpt2gen build` first)", path,
+                                  fd < 0 ? strerror(errno) : "not a complete regular file");
+        if (fd >= 0) close(fd);
+    }
+    close(dfd);
+    return rc;
+}
+
+static int load_module(Kernels *ks, int i, const char *img, const CudaDevice *dev, const char *have, Err *err) {
     const PlanModule *m = &ks->plan->modules[i];
     char eb[256];
-    size_t len;
-    char *img = read_file(m->cubin_path, &len, err);
-    if (!img) {
-        char why[sizeof err->msg];   /* err_set must not read the buffer it writes */
-        snprintf(why, sizeof why, "%s", err->msg);
-        return err_set(err, "%s (run `gpt2gen build` first)", why);
-    }
     CUresult r = cu.cuModuleLoadData(&ks->modules[i], img);
-    free(img);
     if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE)
         return err_set(err, "%s: not loadable on GPU %d (%s, %s): %s; rebuild with --arch %s", m->cubin_path,
                        dev->ordinal, dev->name, have, cuda_err_string(r, eb, sizeof eb), have);
@@ -41,8 +72,12 @@ int kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, Err *err)
     if (strcmp(have, plan->arch))
         return err_set(err, "arch mismatch: the kernels in %s were built for %s, but GPU %d (%s) is %s: rebuild with --arch %s",
                        plan->build_dir, plan->arch, dev->ordinal, dev->name, have, have);
-    for (int i = 0; i < plan->n_modules; i++)
-        if (load_module(ks, i, dev, have, err)) { kernels_unload(ks); return -1; }
+    char *img[PLAN_MAX_MODULES] = {0};
+    size_t len[PLAN_MAX_MODULES];
+    int rc = read_images(plan, img, len, err);
+    for (int i = 0; i < plan->n_modules && rc == 0; i++) rc = load_module(ks, i, img[i], dev, have, err);
+    for (int i = 0; i < plan->n_modules; i++) free(img[i]);
+    if (rc) { kernels_unload(ks); return -1; }
     char eb[256];
     for (int id = 0; id < plan->n_kernels; id++) {
         const PlanKernel *k = &plan->kernels[id];
