@@ -6,24 +6,51 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-char *read_file(const char *path, size_t *len, Err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { err_set(err, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = xmalloc(cap);
-    for (;;) {
-        if (n + 1 >= cap) { cap *= 2; char *nb = realloc(buf, cap); if (!nb) { free(buf); fclose(f); err_set(err, "%s: out of memory", path); return NULL; } buf = nb; }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0) break;
+/* dirfd/path opened for reading if it is a regular file; a directory, a FIFO (whose open would wait for a
+   writer) or a device is refused at once. -1 with err (and errno) when not. what: e.g. "a token shard". */
+static int open_regular(int dirfd, const char *path, const char *what, Err *err) {
+    int fd = openat(dirfd, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* O_NONBLOCK: opening a FIFO does not wait */
+    struct stat st;
+    int e = errno;
+    if (fd < 0) err_set(err, "%s: cannot open%s%s: %s", path, what ? " " : "", what ? what : "", strerror(e));
+    else if (fstat(fd, &st) != 0) { e = errno; err_set(err, "%s: cannot stat: %s", path, strerror(e)); }
+    else if (!S_ISREG(st.st_mode)) {
+        e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+        err_set(err, "%s: %s; expected %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file",
+                what ? what : "a regular file");
+    } else if (fcntl(fd, F_SETFL, 0) != 0) { e = errno; err_set(err, "%s: %s", path, strerror(e)); }
+    else return fd;
+    if (fd >= 0) close(fd);
+    errno = e;
+    return -1;
+}
+
+char *read_file_at(int dirfd, const char *path, size_t max, size_t *len, Err *err) {
+    int fd = open_regular(dirfd, path, NULL, err);
+    if (fd < 0) return NULL;
+    struct stat st;
+    char *buf = NULL;
+    if (fstat(fd, &st) != 0) err_set(err, "%s: cannot stat: %s", path, strerror(errno));
+    else if (max && (unsigned long long)st.st_size > max)
+        err_set(err, "%s: %lld bytes, more than the %zu it may have", path, (long long)st.st_size, max);
+    else {
+        size_t want = (size_t)st.st_size, got = 0;
+        buf = xmalloc(want + 1);
+        while (got < want) {
+            ssize_t r = read(fd, buf + got, want - got);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            got += (size_t)r;
+        }
+        if (got != want) { free(buf); buf = NULL; err_set(err, "%s: read error (or the file shrank while being read)", path); }
+        else { buf[got] = 0; if (len) *len = got; }
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(buf); err_set(err, "%s: read error", path); return NULL; }
-    buf[n] = 0;
-    if (len) *len = n;
+    close(fd);
+    if (!buf) errno = EIO;
     return buf;
 }
+
+char *read_file(const char *path, size_t *len, Err *err) { return read_file_at(AT_FDCWD, path, 0, len, err); }
 
 int atomic_open(AtomicFile *af, const char *path, Err *err) {
     af->f = NULL;
@@ -80,13 +107,9 @@ int file_exists(const char *path) {
 }
 
 FILE *fopen_regular(const char *path, const char *what, Err *err) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* O_NONBLOCK: opening a FIFO does not wait */
-    if (fd < 0) { err_set(err, "%s: cannot open %s: %s", path, what, strerror(errno)); return NULL; }
-    struct stat st;
-    FILE *f = NULL;
-    if (fstat(fd, &st) != 0) err_set(err, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode)) err_set(err, "%s: %s; expected %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file", what);
-    else if (fcntl(fd, F_SETFL, 0) != 0 || !(f = fdopen(fd, "rb"))) err_set(err, "%s: cannot open %s: %s", path, what, strerror(errno));
-    if (!f) close(fd);
+    int fd = open_regular(AT_FDCWD, path, what, err);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { err_set(err, "%s: cannot open %s: %s", path, what, strerror(errno)); close(fd); }
     return f;
 }

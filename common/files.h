@@ -4,8 +4,12 @@
 #include <stdio.h>
 #include "common/err.h"
 
-/* Reads a whole file; *len gets its size. NUL-terminated. NULL + err on failure. */
+/* Reads a whole regular file; *len gets its size. NUL-terminated. A directory, a FIFO or a device is refused,
+   not waited on. NULL + err on failure (errno ENOENT when there is no such file). */
 char *read_file(const char *path, size_t *len, Err *err);
+/* The same for path relative to the folder dirfd (AT_FDCWD: the working folder), refusing files over max
+   bytes (0: no limit). */
+char *read_file_at(int dirfd, const char *path, size_t max, size_t *len, Err *err);
 /* Writes atomically: to path.tmp.<pid>, fsync, rename. A crash never leaves a half-written file under path. */
 int   write_file_atomic(const char *path, const void *data, size_t len, Err *err);
 /* Same, for writers that stream: open gives a FILE* on the temporary name; commit renames it into place. */

@@ -1,17 +1,16 @@
 #include "gen/build.h"
+#include "common/dirs.h"
 #include "common/files.h"
 #include "common/clock.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include "gen/emit.h"
 #include "gen/nvrtc.h"
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,45 +66,19 @@ static int lock_timeout(void) {
     return s && *s && !*end && v >= 0 && v <= 86400 * 365 ? (int)v : LOCK_TIMEOUT_DEFAULT;
 }
 
-/* The pid the lock's holder wrote into it, or 0. */
-static int lock_holder(int fd) {
-    char buf[32];
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
-    if (n <= 0) return 0;
-    buf[n] = 0;
-    int pid = atoi(buf);
-    return pid > 0 ? pid : 0;
-}
-
-/* Takes the lock dir/.lock for a build of name; the fd holds it until closed (or the process ends). */
+/* Takes the lock dir/.lock for a build of name (waiting for another build of it, at most lock_timeout()
+   seconds); the fd holds it until closed (or the process ends). */
 static int lock_build(const char *dir, const char *name, int *fd_out, Err *err) {
     char path[PATH_BYTES];
     if (path_fmt(path, err, "%s/.lock", dir)) return -1;
     int timeout = lock_timeout(), said = 0;
     double t0 = now_seconds();
     for (;;) {
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-        if (fd < 0) return err_set(err, "%s: cannot open the build lock: %s", path, strerror(errno));
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-            /* it counts only while it is still the file at path (a swap keeps it: the copy links the same file) */
-            struct stat a, b;
-            if (fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino) {
-                char pid[32];
-                int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
-                int written = ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) == n;
-                (void)written;   /* the pid is only for the waiting message */
-                *fd_out = fd;
-                return 0;
-            }
-            close(fd);
-            continue;
-        }
-        int e = errno;
-        int pid = lock_holder(fd);
-        close(fd);
-        if (e != EWOULDBLOCK) return err_set(err, "%s: cannot lock: %s", path, strerror(e));
+        long pid = 0;
+        int rc = lockfile_try(path, fd_out, &pid, err);
+        if (rc <= 0) return rc;
         char who[32] = "";
-        if (pid) snprintf(who, sizeof who, " (pid %d)", pid);
+        if (pid) snprintf(who, sizeof who, " (pid %ld)", pid);
         if (!said) fprintf(stderr, "gpt2gen: waiting for another build of %s%s\n", name, who);
         said = 1;
         if (now_seconds() - t0 >= timeout)
@@ -116,17 +89,6 @@ static int lock_build(const char *dir, const char *name, int *fd_out, Err *err) 
 }
 
 /* ---------------------------------------------------------------- the copy and the swap */
-
-static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st; (void)flag; (void)ftw;
-    remove(path);
-    return 0;
-}
-
-/* Removes the tree at path (links are removed, never followed). Best effort: what stays is removed next time. */
-static void remove_tree(const char *path) {
-    nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 /* Copies the regular file src to dst (for where a hard link cannot be made). */
 static int copy_file(const char *src, const char *dst, mode_t mode, Err *err) {
@@ -178,31 +140,11 @@ static void remove_stale(const char *parent, const char *base) {
     Err ignore;
     for (struct dirent *e; (e = readdir(d));)
         if (!strncmp(e->d_name, base, n) && e->d_name[n] == '~' && !path_fmt(path, &ignore, "%s/%s", parent, e->d_name))
-            remove_tree(path);
+            dir_remove_tree(path);
     closedir(d);
 }
 
-/* Swaps the folders a and b in one rename; where the file system cannot, two renames (b is briefly absent). */
-static int swap_dirs(const char *a, const char *b, Err *err) {
-    if (renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE) == 0) return 0;
-    if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
-        return err_set(err, "%s: cannot swap in the new build: %s", b, strerror(errno));
-    char aside[PATH_BYTES];
-    if (path_fmt(aside, err, "%s.old", a)) return -1;
-    if (rename(b, aside) != 0) return err_set(err, "%s: cannot move aside: %s", b, strerror(errno));
-    if (rename(a, b) != 0) {
-        int e = errno;
-        rename(aside, b);
-        return err_set(err, "%s: cannot move the new build into place: %s", b, strerror(e));
-    }
-    rename(aside, a);
-    return 0;
-}
 
-static void fsync_dir(const char *path) {
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) { fsync(fd); close(fd); }
-}
 
 /* ---------------------------------------------------------------- the build */
 
@@ -297,9 +239,12 @@ static int commit(const Places *p, const CompileJob *jobs, char **sources, Err *
     }
     if (rc == 0) rc = write_plan(p, err);
     if (rc == 0) rc = write_config(p, err);
-    if (rc == 0) rc = swap_dirs(p->stage, p->dir, err);
-    remove_tree(p->stage);   /* after the swap: the old build; after a failure: the unfinished copy */
-    if (rc == 0) fsync_dir(p->parent);
+    char aside[PATH_BYTES];
+    if (rc == 0) rc = path_fmt(aside, err, "%s.old", p->stage);
+    if (rc == 0 && dir_swap(p->stage, p->dir, aside) < 0)
+        rc = err_set(err, "%s: cannot swap in the new build: %s", p->dir, strerror(errno));
+    dir_remove_tree(p->stage);   /* after the swap: the old build; after a failure: the unfinished copy */
+    if (rc == 0) dir_sync(p->parent);
     return rc;
 }
 
@@ -307,7 +252,7 @@ static int commit(const Places *p, const CompileJob *jobs, char **sources, Err *
 static void keep_failed_sources(const Places *p, const CompileJob *jobs, int n) {
     char path[PATH_BYTES];
     Err ignore;
-    remove_tree(p->failed);
+    dir_remove_tree(p->failed);
     if (path_fmt(path, &ignore, "%s/kernels", p->failed) || mkdir_p(path, &ignore)) return;
     for (int i = 0; i < n; i++) write_file_atomic(jobs[i].source_path, jobs[i].source, strlen(jobs[i].source), &ignore);
 }

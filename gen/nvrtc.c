@@ -131,34 +131,17 @@ static int entry_header(char *out, size_t n, const char *key, size_t size, const
     return snprintf(out, n, "%s\nkey %s\nsize %zu\nsha256 %s\n\n", ENTRY_MAGIC, key, size, sha);
 }
 
-/* Reads the whole regular file at path, at most max bytes, without blocking (a FIFO or device is refused, not
-   read from). 0 with *data (malloc'd) and *n; 1 when there is no such file; -1 with why. */
+/* Reads the whole regular file at path, at most max bytes, without blocking (common/files.c: a FIFO or device is
+   refused, not read from). 0 with *data (malloc'd) and *n; 1 when there is no such file; -1 with why. */
 static int read_regular(const char *path, size_t max, char **data, size_t *n, char *why, size_t nwhy) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) return 1;   /* a cache folder that is not one: see the note */
-    if (fd < 0) return why_set(why, nwhy, "cannot open: %s", strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) { int e = errno; close(fd); return why_set(why, nwhy, "cannot stat: %s", strerror(e)); }
-    if (!S_ISREG(st.st_mode)) { close(fd); return why_set(why, nwhy, "not a regular file"); }
-    if ((unsigned long long)st.st_size > max) {
-        close(fd);
-        return why_set(why, nwhy, "%lld bytes, more than the %zu an entry may have", (long long)st.st_size, max);
-    }
-    size_t want = (size_t)st.st_size, got = 0;
-    char *buf = xmalloc(want + 1);
-    while (got < want) {
-        ssize_t r = read(fd, buf + got, want - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) { int e = errno; close(fd); free(buf); return why_set(why, nwhy, "read error: %s", strerror(e)); }
-        if (r == 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    if (got != want) { free(buf); return why_set(why, nwhy, "shrank while being read"); }
-    buf[got] = 0;
-    *data = buf;
-    *n = got;
-    return 0;
+    Err err;
+    *data = read_file_at(AT_FDCWD, path, max, n, &err);
+    if (*data) return 0;
+    if (errno == ENOENT || errno == ENOTDIR) return 1;   /* a cache folder that is not one: see the note */
+    if (errno == EISDIR || errno == EINVAL) return why_set(why, nwhy, "not a regular file");
+    size_t len = strlen(path);                         /* the message without its "path: " */
+    const char *msg = !strncmp(err.msg, path, len) && err.msg[len] == ':' ? err.msg + len + 2 : err.msg;
+    return why_set(why, nwhy, "%s", msg);
 }
 
 /* Looks up key's entry at path: 0 with j->cubin on a good entry, 1 when there is none, -1 with why when it is

@@ -1,5 +1,6 @@
 /* dataset_dir: a data set folder replaced as a whole (see dataset_dir.h). */
 #include "runtime/dataset_dir.h"
+#include "common/dirs.h"
 #include "common/files.h"
 #include <dirent.h>
 #include <errno.h>
@@ -60,20 +61,6 @@ static int resolve(DatasetDir *d, Err *err) {
     return 0;
 }
 
-/* Removes a folder of files (a temporary or set-aside data set); -1 when something stays. */
-static int remove_folder(const char *path) {
-    DIR *dh = opendir(path);
-    if (!dh) return errno == ENOENT ? 0 : -1;
-    char file[8192];
-    for (struct dirent *e; (e = readdir(dh));) {
-        if (is_dot(e->d_name)) continue;
-        snprintf(file, sizeof file, "%s/%s", path, e->d_name);
-        unlink(file);
-    }
-    closedir(dh);
-    return rmdir(path);
-}
-
 /* The process id in a leftover's name ".NAME.KIND-PID"; 0 when name is not one. */
 static long leftover_pid(const DatasetDir *d, const char *name, const char *kind) {
     char want[300];
@@ -103,7 +90,7 @@ static void clean_leftovers(const DatasetDir *d) {
             printf("note: %s: put back the data set that a killed run had set aside\n", d->given);
             continue;
         }
-        if (remove_folder(path)) fprintf(stderr, "warning: cannot remove %s, left by a killed run: %s\n", path, strerror(errno));
+        if (dir_remove_tree(path)) fprintf(stderr, "warning: cannot remove %s, left by a killed run: %s\n", path, strerror(errno));
     }
     closedir(dh);
 }
@@ -137,58 +124,42 @@ int dataset_dir_begin(DatasetDir *d, const char *dir, Err *err) {
     clean_leftovers(d);
     if (check_folder(d, err) || mkdir_p(d->parent, err)) return -1;
     snprintf(d->tmp, sizeof d->tmp, "%s/.%s.prepare-%d", d->parent, d->name, (int)getpid());
-    remove_folder(d->tmp);                         /* an earlier run of this process that stopped halfway */
+    dir_remove_tree(d->tmp);                         /* an earlier run of this process that stopped halfway */
     if (mkdir(d->tmp, 0755) != 0) return err_set(err, "%s: cannot create a temporary folder: %s", d->tmp, strerror(errno));
     if (d->mode) chmod(d->tmp, (mode_t)d->mode);
     return 0;
 }
 
 void dataset_dir_abort(DatasetDir *d) {
-    if (d->tmp[0] && remove_folder(d->tmp) != 0)
+    if (d->tmp[0] && dir_remove_tree(d->tmp) != 0)
         fprintf(stderr, "warning: cannot remove the temporary folder %s: %s\n", d->tmp, strerror(errno));
     d->tmp[0] = 0;
 }
 
-static int sync_folder(const char *path) {
-    int fd = open(path, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
 
-/* Puts the new folder in the old one's place; aside gets where the old one is now ("" when there was
-   none). On failure the folder is as it was. */
+/* Puts the new folder in the old one's place (common/dirs.c); aside gets where the old one is now ("" when
+   there was none). The set-aside name is the one clean_leftovers recovers from. On failure the folder is as it
+   was. */
 static int swap_in(const DatasetDir *d, char *aside, size_t size, Err *err) {
-    aside[0] = 0;
-    if (renameat2(AT_FDCWD, d->tmp, AT_FDCWD, d->dir, RENAME_EXCHANGE) == 0) {
-        snprintf(aside, size, "%s", d->tmp);
-        return 0;
-    }
-    if (errno == ENOENT && rename(d->tmp, d->dir) == 0) return 0;     /* there was no folder */
-    if (errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP) {  /* no exchange on this file system */
-        snprintf(aside, size, "%s/.%s.old-%d", d->parent, d->name, (int)getpid());
-        if (rename(d->dir, aside) == 0) {
-            if (rename(d->tmp, d->dir) == 0) return 0;
-            int e = errno;
-            rename(aside, d->dir);
-            errno = e;
-        }
-    }
-    return err_set(err, "%s: cannot put the new data set in place: %s", d->given, strerror(errno));
+    char set_aside[4400];
+    snprintf(set_aside, sizeof set_aside, "%s/.%s.old-%d", d->parent, d->name, (int)getpid());
+    int rc = dir_swap(d->tmp, d->dir, set_aside);
+    if (rc < 0) return err_set(err, "%s: cannot put the new data set in place: %s", d->given, strerror(errno));
+    snprintf(aside, size, "%s", rc == 0 ? d->tmp : "");
+    return 0;
 }
 
 int dataset_dir_commit(DatasetDir *d, Err *err) {
     char aside[4400];
-    if (sync_folder(d->tmp) != 0) {
+    if (dir_sync(d->tmp) != 0) {
         int e = errno;
         dataset_dir_abort(d);
         return err_set(err, "%s: cannot sync the new data set: %s", d->tmp, strerror(e));
     }
     if (swap_in(d, aside, sizeof aside, err)) { dataset_dir_abort(d); return -1; }
     d->tmp[0] = 0;
-    if (sync_folder(d->parent) != 0) fprintf(stderr, "warning: %s: cannot sync the folder: %s\n", d->parent, strerror(errno));
-    if (aside[0] && remove_folder(aside) != 0)
+    if (dir_sync(d->parent) != 0) fprintf(stderr, "warning: %s: cannot sync the folder: %s\n", d->parent, strerror(errno));
+    if (aside[0] && dir_remove_tree(aside) != 0)
         fprintf(stderr, "warning: cannot remove the old data set at %s: %s (the next prepare will)\n", aside, strerror(errno));
     return 0;
 }

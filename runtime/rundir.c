@@ -1,13 +1,12 @@
 /* rundir: the run directory, its lock, its leftovers and its checkpoint steps (see rundir.h). */
 #include "runtime/rundir.h"
+#include "common/dirs.h"
 #include "common/files.h"
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,54 +73,22 @@ static void remove_leftovers(const RunDir *rd) {
     if (removed) printf("removed %d leftover temporary file%s of an interrupted save from %s\n", removed, removed > 1 ? "s" : "", rd->dir);
 }
 
-/* The pid in a lock file, or 0 if it holds none (yet: the holder writes it just after locking). */
-static long lock_pid(int fd) {
-    for (int tries = 0; tries < 20; tries++) {
-        char buf[32] = {0};
-        ssize_t got = pread(fd, buf, sizeof buf - 1, 0);
-        long pid = got > 0 ? strtol(buf, NULL, 10) : 0;
-        if (pid > 0) return pid;
-        usleep(10000);
-    }
-    return 0;
-}
-
-/* fd is still the file at path (the run that held it removes it as it lets go). */
-static int is_current(int fd, const char *path) {
-    struct stat a, b;
-    return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
-}
-
-/* Writes our pid into the locked file, noting a stale pid a killed run left there. */
-static int claim(int fd, const char *path, Err *err) {
-    char buf[32] = {0};
-    long old = pread(fd, buf, sizeof buf - 1, 0) > 0 ? strtol(buf, NULL, 10) : 0;
-    if (old > 0 && old != (long)getpid())
-        printf("note: %s names pid %ld, which no longer holds it (a run that was stopped without cleaning up); taking it over\n", path, old);
-    int n = snprintf(buf, sizeof buf, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, buf, n, 0) != n || fsync(fd) != 0)
-        return err_set(err, "%s: cannot write the lock file: %s", path, strerror(errno));
-    return 0;
-}
-
 static int take_lock(RunDir *rd, Err *err) {
     char path[RUNDIR_PATH_MAX];
     lock_path(rd, path);
-    for (int attempt = 0; attempt < 10; attempt++) {
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (fd < 0) return err_set(err, "%s: cannot create the run's lock file: %s (checkpoint.dir must be a directory this user can write)", path, strerror(errno));
-        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-            int e = errno;
-            long pid = e == EWOULDBLOCK ? lock_pid(fd) : 0;
-            close(fd);
-            if (e != EWOULDBLOCK) return err_set(err, "%s: cannot lock: %s", path, strerror(e));
-            return err_set(err, "%s is in use by another run (pid %ld holds %s); wait for it to finish, or use another checkpoint.dir",
-                           rd->dir, pid, path);
-        }
-        if (is_current(fd, path)) { rd->lock_fd = fd; return claim(fd, path, err); }
-        close(fd);                             /* its holder removed it as we opened it: lock the new one */
+    long pid = 0;
+    int rc = lockfile_try(path, &rd->lock_fd, &pid, err);
+    if (rc < 0) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return err_set(err, "%s (checkpoint.dir must be a directory this user can write)", why);
     }
-    return err_set(err, "%s: the lock file keeps changing; is another run starting here?", path);
+    if (rc == 1)
+        return err_set(err, "%s is in use by another run (pid %ld holds %s); wait for it to finish, or use another checkpoint.dir",
+                       rd->dir, pid, path);
+    if (pid > 0 && pid != (long)getpid())
+        printf("note: %s names pid %ld, which no longer holds it (a run that was stopped without cleaning up); taking it over\n", path, pid);
+    return 0;
 }
 
 /* Without resume, a directory with checkpoints belongs to an earlier run. */
@@ -154,14 +121,11 @@ void rundir_close(RunDir *rd) {
     if (rd->lock_fd < 0) return;
     char path[RUNDIR_PATH_MAX];
     lock_path(rd, path);
-    unlink(path);                              /* while still holding it: see take_lock's is_current */
+    unlink(path);                              /* while still holding it: see lockfile_try (common/dirs.c) */
     close(rd->lock_fd);
     rd->lock_fd = -1;
 }
 
 void rundir_sync(const RunDir *rd) {
-    int fd = open(rd->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return;
-    if (fsync(fd)) {}                          /* some file systems cannot sync a directory; the files are synced */
-    close(fd);
+    if (dir_sync(rd->dir)) {}                  /* some file systems cannot sync a directory; the files are synced */
 }

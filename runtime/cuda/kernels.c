@@ -1,30 +1,15 @@
 /* kernels: loading the plan's modules and launching by id (see kernels.h). */
 #include "runtime/cuda/kernels.h"
+#include "common/files.h"
 #include "kernel_ids.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 _Static_assert(K_COUNT <= PLAN_MAX_KERNELS, "more kernels declared than a plan holds");
-
-/* The whole file fd as a malloc'd buffer; NULL when it is no regular file or cannot be read. */
-static char *read_fd(int fd, size_t *len) {
-    struct stat st;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) return NULL;
-    char *buf = xmalloc((size_t)st.st_size + 1);
-    size_t got = 0;
-    while (got < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-        if (r <= 0) { free(buf); return NULL; }
-        got += (size_t)r;
-    }
-    *len = got;
-    return buf;
-}
 
 /* Reads every module's CUBIN through one handle on build/<name>/kernels/: a build of the same name that
    swaps its folder in meanwhile (gen/build.c) cannot mix two builds' kernels. The images are one build's, or
@@ -37,11 +22,9 @@ static int read_images(const Plan *plan, char **img, size_t *len, Err *err) {
     int rc = 0;
     for (int i = 0; i < plan->n_modules && rc == 0; i++) {
         const char *path = plan->modules[i].cubin_path, *base = strrchr(path, '/');
-        int fd = openat(dfd, base ? base + 1 : path, O_RDONLY | O_NONBLOCK);
-        img[i] = fd >= 0 ? read_fd(fd, &len[i]) : NULL;
-        if (!img[i]) rc = err_set(err, "%s: cannot read the kernels: %s (run `gpt2gen build` first)", path,
-                                  fd < 0 ? strerror(errno) : "not a complete regular file");
-        if (fd >= 0) close(fd);
+        Err why;
+        img[i] = read_file_at(dfd, base ? base + 1 : path, 0, &len[i], &why);
+        if (!img[i]) rc = err_set(err, "%s/%s (run `gpt2gen build` first)", dir, why.msg);
     }
     close(dfd);
     return rc;
