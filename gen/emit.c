@@ -62,7 +62,7 @@ static int check_template(const PlanModule *m, const char *body, Err *err) {
 static void emit_entry(Buf *b, const FamilyDecl *f, const KernelDecl *k) {
     buf_printf(b, "// grid %s\n", k->geometry_doc);
     buf_printf(b, "#define KERNEL_%s extern \"C\" __global__ void __launch_bounds__(%s) \\\n    %s(", k->name,
-               f->tunables[k->bounds].name, k->name);
+               kernel_bounds_name(f, k), k->name);
     for (int i = 0; i < KERNEL_MAX_PARAMS && k->params[i].name; i++) {
         char p[128];
         kernel_param_cuda(&k->params[i], p, sizeof p);

@@ -15,7 +15,7 @@ static long long min_ll(long long a, long long b) { return a < b ? a : b; }
 /* grid sizes beyond what CUDA allows (2^31-1 in x, 65535 in y) saturate, so that kernel_dims_valid sees them */
 static unsigned grid_size(long long g) { return g < 0 || g > UINT32_MAX ? UINT32_MAX : (unsigned)g; }
 static LaunchDims dims(long long gx, long long gy, int block) {
-    LaunchDims d = {{grid_size(gx), grid_size(gy), 1}, (unsigned)block};
+    LaunchDims d = {{grid_size(gx), grid_size(gy), 1}, (unsigned)block, 0};
     return d;
 }
 
@@ -23,6 +23,7 @@ const char *kernel_dims_valid(const LaunchDims *d) {
     if (d->grid[0] < 1 || d->grid[0] > 2147483647u) return "grid.x outside 1..2^31-1";
     if (d->grid[1] < 1 || d->grid[1] > 65535 || d->grid[2] < 1 || d->grid[2] > 65535) return "grid.y or grid.z outside 1..65535";
     if (d->block < 1 || d->block > 1024) return "block outside 1..1024";
+    if (d->smem > KERNEL_MAX_SMEM) return "more dynamic shared memory than a block can have";
     return NULL;
 }
 
@@ -77,15 +78,52 @@ static LaunchDims bias_reduce(const KernelEnv *e, long long OC) {
 }
 
 /* ---- attention.cu ---- */
-enum { ATT_BLOCK, ATT_SOFTMAX_BLOCK };
-static LaunchDims att_permute(const KernelEnv *e, long long n) {
-    (void)n;
-    long long packets = e->B * e->NH * e->T * (e->HS / kernel_vec(e->x128, e->HS));
-    return dims(ceil_div_u(packets, e->tun[ATT_BLOCK]), 1, e->tun[ATT_BLOCK]);
+enum { ATT_Q_TILE, ATT_KV_TILE, ATT_BWD_TILE, ATT_BWD_INNER };
+enum { ATT_FWD_THREADS, ATT_BWD_THREADS };
+static void att_derive(KernelEnv *e) {   /* a warp per 16 rows of a tile */
+    e->derived[ATT_FWD_THREADS] = e->tun[ATT_Q_TILE] / 16 * WARP;
+    e->derived[ATT_BWD_THREADS] = e->tun[ATT_BWD_TILE] / 16 * WARP;
 }
-static LaunchDims att_softmax(const KernelEnv *e, long long n) {
+/* dynamic shared memory of the tensor-core kernels (the fp32 ones use none): tiles of rows of HS + 8 elements */
+static long long att_row_bytes(const KernelEnv *e) { return e->x128 == 4 ? 0 : (e->HS + 8) * 2; }
+static long long att_fwd_smem(const KernelEnv *e) {
+    long long rows = e->tun[ATT_Q_TILE] > 2 * e->tun[ATT_KV_TILE] ? e->tun[ATT_Q_TILE] : 2 * e->tun[ATT_KV_TILE];
+    return rows * att_row_bytes(e);
+}
+static long long att_bwd_smem(const KernelEnv *e) {
+    if (e->x128 == 4) return 0;
+    return 2 * (e->tun[ATT_BWD_TILE] + e->tun[ATT_BWD_INNER]) * att_row_bytes(e) + 2 * e->tun[ATT_BWD_INNER] * 4;
+}
+static const char *att_check(const KernelEnv *e, char *why, size_t n) {
+    if (e->x128 != 4 && (e->HS % 16 || e->HS > 128))
+        snprintf(why, n, "the tensor-core attention needs a head size (n_embd / n_head) that is a multiple of 16, "
+                 "at most 128: it is %lld", e->HS);
+    else if (e->HS > 1024)
+        snprintf(why, n, "the attention keeps a head in registers: head size %lld is more than 1024", e->HS);
+    else if (att_fwd_smem(e) > KERNEL_MAX_SMEM || att_bwd_smem(e) > KERNEL_MAX_SMEM)
+        snprintf(why, n, "the attention tiles need %lld and %lld bytes of shared memory, more than %d",
+                 att_fwd_smem(e), att_bwd_smem(e), KERNEL_MAX_SMEM);
+    else return NULL;
+    return why;
+}
+static LaunchDims att_tiles(const KernelEnv *e, int tile, long long threads, long long smem) {
+    LaunchDims d = dims(ceil_div_u(e->T, tile), e->NH, (int)threads);
+    d.grid[2] = grid_size(e->B);
+    d.smem = (unsigned)smem;
+    return d;
+}
+static LaunchDims att_forward(const KernelEnv *e, long long n) {
     (void)n;
-    return dims(ceil_div_u(e->B * e->NH * e->T, e->tun[ATT_SOFTMAX_BLOCK] / WARP), 1, e->tun[ATT_SOFTMAX_BLOCK]);
+    return att_tiles(e, e->tun[ATT_Q_TILE], e->derived[ATT_FWD_THREADS], att_fwd_smem(e));
+}
+static LaunchDims att_backward(const KernelEnv *e, long long n) {
+    (void)n;
+    return att_tiles(e, e->tun[ATT_BWD_TILE], e->derived[ATT_BWD_THREADS], att_bwd_smem(e));
+}
+static LaunchDims att_dot(const KernelEnv *e, long long n) {
+    (void)n;
+    long long threads = e->derived[ATT_BWD_THREADS];
+    return dims(ceil_div_u(e->B * e->NH * e->T, threads / WARP), 1, (int)threads);
 }
 
 /* ---- gelu.cu ---- */
@@ -151,21 +189,20 @@ const FamilyDecl kernel_families[] = {
      {{"bias_backward_partial", {F32(scratch), CX(dout), INT(OC)}, MM_BLOCK, 2, bias_partial,
        "(ceil(OC / (32*VEC_C)), ROW_SPLITS)"},
       {"bias_backward_reduce", {X(dbias), CF32(scratch), INT(OC)}, MM_BLOCK, 2, bias_reduce, "ceil(OC / BLOCK_SIZE)"}}},
-    {"attention", "templates/attention.cu", "causal attention around cuBLASLt: permutes and softmax",
-     {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE},
-      {"SOFTMAX_BLOCK_SIZE", 256, {64, 128, 256, 512}, BLOCK_SIZE_RULE}},
-     {0}, NULL, NULL,
-     {{"attention_permute", {X(q), X(k), X(v), CX(qkv)}, ATT_BLOCK, -1, att_permute,
-       "ceil(B*NH*T*HS/VEC_HS / BLOCK_SIZE)"},
-      {"attention_unpermute", {X(out), CX(vaccum)}, ATT_BLOCK, -1, att_permute, "ceil(B*NH*T*HS/VEC_HS / BLOCK_SIZE)"},
-      {"attention_permute_backward", {X(dqkv), CX(dq), CX(dk), CX(dv)}, ATT_BLOCK, -1, att_permute,
-       "ceil(B*NH*T*HS/VEC_HS / BLOCK_SIZE)"},
-      {"attention_unpermute_backward", {X(dvaccum), CX(dout)}, ATT_BLOCK, -1, att_permute,
-       "ceil(B*NH*T*HS/VEC_HS / BLOCK_SIZE)"},
-      {"attention_softmax_forward", {X(att), CX(preatt)}, ATT_SOFTMAX_BLOCK, -1, att_softmax,
-       "ceil(B*NH*T / (SOFTMAX_BLOCK_SIZE/32)): a warp per row"},
-      {"attention_softmax_backward", {X(dpreatt), CX(datt), CX(att)}, ATT_SOFTMAX_BLOCK, -1, att_softmax,
-       "ceil(B*NH*T / (SOFTMAX_BLOCK_SIZE/32)): a warp per row"}}},
+    {"attention", "templates/attention.cu", "causal flash attention: no (T,T) scores, deterministic backward",
+     {{"Q_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
+      {"KV_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
+      {"BWD_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
+      {"BWD_INNER", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16}},
+     {"FWD_THREADS", "BWD_THREADS"}, att_derive, att_check,
+     {{"flash_forward", {X(out), F32(stats), CX(qkv)}, BOUNDS_DERIVED(ATT_FWD_THREADS), -1, att_forward,
+       "(ceil(T/Q_TILE), NH, B), a warp per 16 query rows"},
+      {"flash_backward_dot", {F32(ddot), CX(dout), CX(out)}, BOUNDS_DERIVED(ATT_BWD_THREADS), -1, att_dot,
+       "ceil(B*NH*T / (BWD_THREADS/32)): a warp per row"},
+      {"flash_backward_dkdv", {X(dqkv), CX(qkv), CX(dout), CF32(stats), CF32(ddot)}, BOUNDS_DERIVED(ATT_BWD_THREADS), -1,
+       att_backward, "(ceil(T/BWD_TILE), NH, B), a warp per 16 key rows"},
+      {"flash_backward_dq", {X(dqkv), CX(qkv), CX(dout), CF32(stats), CF32(ddot)}, BOUNDS_DERIVED(ATT_BWD_THREADS), -1,
+       att_backward, "(ceil(T/BWD_TILE), NH, B), a warp per 16 query rows"}}},
     {"gelu", "templates/gelu.cu", "GELU (tanh approximation) and its backward, elementwise",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"gelu_forward", {X(out), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)"},
@@ -231,6 +268,10 @@ int tunable_allowed(const TunableDecl *t, int v) {
 void tunable_describe(const TunableDecl *t, char *out, size_t n) {
     if (t->multiple_of > 1) snprintf(out, n, "a multiple of %d from %d to %d", t->multiple_of, t->min, t->max);
     else snprintf(out, n, "an integer from %d to %d", t->min, t->max);
+}
+
+const char *kernel_bounds_name(const FamilyDecl *f, const KernelDecl *k) {
+    return k->bounds >= FAMILY_MAX_TUNABLES ? f->derived_names[k->bounds - FAMILY_MAX_TUNABLES] : f->tunables[k->bounds].name;
 }
 
 void kernel_param_cuda(const KernelParam *p, char *out, size_t n) {

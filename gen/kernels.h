@@ -37,12 +37,16 @@ typedef struct {
     long long derived[FAMILY_MAX_DERIVED]; /* derived constants, in declaration order */
 } KernelEnv;
 
-typedef struct { unsigned grid[3]; unsigned block; } LaunchDims;
+/* smem: dynamic shared memory in bytes (0 for most kernels) */
+typedef struct { unsigned grid[3]; unsigned block; unsigned smem; } LaunchDims;
+/* the most dynamic shared memory a block may ask for (sm_90: 227 KiB) */
+#define KERNEL_MAX_SMEM (227 * 1024)
 
+#define BOUNDS_DERIVED(i) (FAMILY_MAX_TUNABLES + (i))   /* a derived constant in __launch_bounds__ */
 typedef struct {
     const char *name;                      /* the extern "C" function; NULL ends the list */
     KernelParam params[KERNEL_MAX_PARAMS]; /* name NULL ends the list */
-    int bounds;                            /* the tunable (index) in __launch_bounds__ */
+    int bounds;                            /* the tunable (index) in __launch_bounds__, or BOUNDS_DERIVED(i) */
     int size_param;                        /* -1, or the scalar parameter (index) the grid depends on */
     LaunchDims (*geometry)(const KernelEnv *e, long long size);   /* size: that parameter's value */
     const char *geometry_doc;              /* the rule in words, for plan.txt and the launchers */
@@ -73,6 +77,8 @@ const KernelDecl *kernel_decl(int id, const FamilyDecl **family);
 const char *kernel_dims_valid(const LaunchDims *d);
 /* 1 when v meets t's constraints. */
 int  tunable_allowed(const TunableDecl *t, int v);
+/* the name in k's __launch_bounds__: a tunable's or a derived constant's */
+const char *kernel_bounds_name(const FamilyDecl *f, const KernelDecl *k);
 /* "a multiple of 32 from 32 to 1024" */
 void tunable_describe(const TunableDecl *t, char *out, size_t n);
 /* "floatX *out" / "const float *mean" / "int n_buckets" */

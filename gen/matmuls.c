@@ -13,24 +13,15 @@ static PlanMatmul linear_dinp(const char *name, int N, int IC, int OC, MatmulEpi
 static PlanMatmul linear_dw(const char *name, int N, int IC, int OC, int per_step) {
     return (PlanMatmul){name, IC, OC, N, 0, 1, 1, 0, 0, 0, 0, 1, EPI_NONE, per_step};
 }
-static PlanMatmul batched(const char *name, int m, int n, int k, int ta, int tb, int batch, long long sa, long long sb,
-                          long long sd, int per_step) {
-    return (PlanMatmul){name, m, n, k, ta, tb, batch, sa, sb, sd, 0, 0, EPI_NONE, per_step};
-}
 
 void matmuls_plan(PlanMatmul mm[MM_COUNT], const Config *c) {
     int BT = c->train.batch_size * c->train.seq_len, C = c->model.n_embd, L = c->model.n_layer;
-    int T = c->train.seq_len, HS = C / c->model.n_head, Vp = c->model.padded_vocab_size;
-    int BNH = c->train.batch_size * c->model.n_head;
-    long long TH = (long long)T * HS, TT = (long long)T * T;
+    int Vp = c->model.padded_vocab_size;
     mm[MM_QKV] = linear("qkv", BT, C, 3 * C, 1, EPI_NONE, L);
     mm[MM_ATTPROJ] = linear("attproj", BT, C, C, 1, EPI_NONE, L);
     mm[MM_FC_GELU] = linear("fc+gelu", BT, C, 4 * C, 1, EPI_GELU_AUX, L);
     mm[MM_FCPROJ] = linear("fcproj", BT, 4 * C, C, 1, EPI_NONE, L);
     mm[MM_CLASSIFIER] = linear("classifier", BT, C, Vp, 0, EPI_NONE, 1);
-    /* q, k, v are (B*NH, T, HS) row-major: column-major (HS, T) per batch entry; att is (T, T) */
-    mm[MM_ATT_SCORES] = batched("att scores", T, T, HS, 1, 0, BNH, TH, TH, TT, L);
-    mm[MM_ATT_VALUES] = batched("att values", HS, T, T, 0, 0, BNH, TH, TT, TH, L);
     mm[MM_CLASSIFIER_DINP] = linear_dinp("classifier dinp", BT, C, Vp, EPI_NONE, 1);
     mm[MM_CLASSIFIER_DW] = linear_dw("classifier dW", BT, C, Vp, 1);
     mm[MM_FCPROJ_DINP_DGELU] = linear_dinp("fcproj dinp+dgelu", BT, 4 * C, C, EPI_DGELU, L);
@@ -41,10 +32,6 @@ void matmuls_plan(PlanMatmul mm[MM_COUNT], const Config *c) {
     mm[MM_ATTPROJ_DW] = linear_dw("attproj dW", BT, C, C, L);
     mm[MM_QKV_DINP] = linear_dinp("qkv dinp", BT, C, 3 * C, EPI_NONE, L);
     mm[MM_QKV_DW] = linear_dw("qkv dW", BT, C, 3 * C, L);
-    mm[MM_ATT_DATT] = batched("att datt", T, T, HS, 1, 0, BNH, TH, TH, TT, L);
-    mm[MM_ATT_DV] = batched("att dv", HS, T, T, 0, 1, BNH, TH, TT, TH, L);
-    mm[MM_ATT_DQ] = batched("att dq", HS, T, T, 0, 0, BNH, TH, TT, TH, L);
-    mm[MM_ATT_DK] = batched("att dk", HS, T, T, 0, 1, BNH, TH, TT, TH, L);
 }
 
 double matmul_flops(const PlanMatmul *m) { return 2.0 * m->m * m->n * m->k * m->batch; }

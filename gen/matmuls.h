@@ -1,4 +1,5 @@
-/* matmuls: every cuBLASLt matmul of the training step, as plan entries (they do most of the FLOPs).
+/* matmuls: every cuBLASLt matmul of the training step, as plan entries (they do most of the FLOPs; the
+   attention's products are inside its own kernels, templates/attention.cu).
    Column-major, as cuBLASLt sees it: D(m,n) = alpha op(A)(m,k) op(B)(k,n) (+ D when accumulate) (+ bias[m]),
    then the epilogue; strided batched when batch > 1; leading dimensions follow from the shape (packed).
    The CUDA backend builds each entry's descriptors and picks its algorithm once, at start. */
@@ -11,13 +12,9 @@ typedef enum { EPI_NONE, EPI_GELU_AUX, EPI_DGELU } MatmulEpilogue;
 typedef enum {
     /* forward: out (BT,OC) = inp (BT,IC) @ W (OC,IC)^T + bias, as D(OC,BT) = W^T(OC,IC) inp(IC,BT) */
     MM_QKV, MM_ATTPROJ, MM_FC_GELU, MM_FCPROJ, MM_CLASSIFIER,
-    /* attention, per (b,h): scores (T,T) = q k^T and out (T,HS) = att v */
-    MM_ATT_SCORES, MM_ATT_VALUES,
     /* backward of each linear layer: dinp = dout @ W, dW += dout^T @ inp */
     MM_CLASSIFIER_DINP, MM_CLASSIFIER_DW, MM_FCPROJ_DINP_DGELU, MM_FCPROJ_DW, MM_FC_DINP, MM_FC_DW,
     MM_ATTPROJ_DINP, MM_ATTPROJ_DW, MM_QKV_DINP, MM_QKV_DW,
-    /* attention backward: datt = dout v^T, dv = att^T dout, dq = dpreatt k, dk = dpreatt^T q */
-    MM_ATT_DATT, MM_ATT_DV, MM_ATT_DQ, MM_ATT_DK,
     MM_COUNT
 } MatmulId;
 

@@ -54,7 +54,8 @@ void memory_plan(PlanMemory *mem, const Config *c, const Plan *plan) {
     place(&lo, BUF_LN1_RSTD, "ln1_rstd", MEM_ACTIVATIONS, L * BT * 4, BT * 4);
     place(&lo, BUF_QKV, "qkv", MEM_ACTIVATIONS, L * BT * 3 * C * x, BT * 3 * C * x);
     place(&lo, BUF_ATTY, "atty", MEM_ACTIVATIONS, L * BT * C * x, BT * C * x);
-    place(&lo, BUF_ATT, "att", MEM_ACTIVATIONS, L * B * NH * T * T * x, B * NH * T * T * x);
+    /* attention keeps no (B,NH,T,T) scores: only each row's log-sum-exp, for the backward */
+    place(&lo, BUF_ATT_STATS, "att_stats", MEM_ACTIVATIONS, L * B * NH * T * 4, B * NH * T * 4);
     place(&lo, BUF_RESIDUAL2, "residual2", MEM_ACTIVATIONS, L * BT * C * x, BT * C * x);
     place(&lo, BUF_LN2, "ln2", MEM_ACTIVATIONS, ln_layers * BT * C * x, ln_stride);
     place(&lo, BUF_LN2_MEAN, "ln2_mean", MEM_ACTIVATIONS, L * BT * 4, BT * 4);
@@ -68,29 +69,27 @@ void memory_plan(PlanMemory *mem, const Config *c, const Plan *plan) {
     place(&lo, BUF_LOGITS, "logits", MEM_ACTIVATIONS, BT * Vp * x, 0);
     place(&lo, BUF_LOSSES, "losses", MEM_ACTIVATIONS, BT * 4, 0);
 
-    place(&lo, BUF_QKVR, "qkvr", MEM_SCRATCH, BT * 3 * C * x, 0);
-    place(&lo, BUF_VACCUM, "vaccum", MEM_SCRATCH, BT * C * x, 0);
     place(&lo, BUF_TMP, "tmp", MEM_SCRATCH, BT * C * x, 0);
     place(&lo, BUF_DRESIDUAL, "dresidual", MEM_SCRATCH, BT * C * x, 0);
     place(&lo, BUF_DLN, "dln", MEM_SCRATCH, BT * C * x, 0);
 
     /* Buffers of the layers' backward only: nothing reads them before the classifier's backward has consumed
-       the dlogits, so they lie inside the logits buffer when they fit there. The forward needs no (B,NH,T,T)
-       scratch: the scores go straight into att[l] and the softmax runs in place. */
-    static const struct { BufferId id; const char *name; } bwd[] = {{BUF_DATT, "datt"}, {BUF_DFCH, "dfch"},
-        {BUF_DATTY, "datty"}, {BUF_DQKV, "dqkv"}, {BUF_DQKVR, "dqkvr"}, {BUF_DVACCUM, "dvaccum"}};
-    size_t bwd_bytes[6] = {B * NH * T * T * x, BT * 4 * C * x, BT * C * x, BT * 3 * C * x, BT * 3 * C * x, BT * C * x};
+       the dlogits, so they lie inside the logits buffer when they fit there. */
+    static const struct { BufferId id; const char *name; } bwd[] = {{BUF_ATT_DDOT, "att_ddot"}, {BUF_DFCH, "dfch"},
+        {BUF_DATTY, "datty"}, {BUF_DQKV, "dqkv"}};
+    enum { N_BWD = sizeof bwd / sizeof bwd[0] };
+    size_t bwd_bytes[N_BWD] = {B * NH * T * 4, BT * 4 * C * x, BT * C * x, BT * 3 * C * x};
     size_t need = 0;
-    for (int i = 0; i < 6; i++) need = align_up(need) + bwd_bytes[i];
+    for (int i = 0; i < N_BWD; i++) need = align_up(need) + bwd_bytes[i];
     if (need <= mem->buffers[BUF_LOGITS].bytes) {
         size_t off = mem->buffers[BUF_LOGITS].offset;
-        for (int i = 0; i < 6; i++) {
+        for (int i = 0; i < N_BWD; i++) {
             PlanBuffer *b = &mem->buffers[bwd[i].id];
             *b = (PlanBuffer){bwd[i].name, MEM_SCRATCH, bwd_bytes[i], align_up(off), BUF_LOGITS, 0};
             off = b->offset + bwd_bytes[i];
         }
     } else {
-        for (int i = 0; i < 6; i++) place(&lo, bwd[i].id, bwd[i].name, MEM_SCRATCH, bwd_bytes[i], 0);
+        for (int i = 0; i < N_BWD; i++) place(&lo, bwd[i].id, bwd[i].name, MEM_SCRATCH, bwd_bytes[i], 0);
     }
 
     const LaunchDims *ln_bwd = &plan->kernels[K_LAYERNORM_BACKWARD].dims;

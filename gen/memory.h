@@ -12,13 +12,13 @@ typedef enum {
     /* parameters, gradients, optimizer state (AdamW m and v, fp32 master weights) */
     BUF_PARAMS, BUF_GRADS, BUF_ADAM_M, BUF_ADAM_V, BUF_MASTER,
     /* activations kept for the backward */
-    BUF_ENCODED, BUF_LN1, BUF_LN1_MEAN, BUF_LN1_RSTD, BUF_QKV, BUF_ATTY, BUF_ATT, BUF_RESIDUAL2, BUF_LN2,
+    BUF_ENCODED, BUF_LN1, BUF_LN1_MEAN, BUF_LN1_RSTD, BUF_QKV, BUF_ATTY, BUF_ATT_STATS, BUF_RESIDUAL2, BUF_LN2,
     BUF_LN2_MEAN, BUF_LN2_RSTD, BUF_FCH, BUF_FCH_GELU, BUF_RESIDUAL3, BUF_LNF, BUF_LNF_MEAN, BUF_LNF_RSTD,
     BUF_LOGITS, BUF_LOSSES,
     /* scratch of the forward and backward */
-    BUF_QKVR, BUF_VACCUM, BUF_TMP, BUF_DRESIDUAL, BUF_DLN,
+    BUF_TMP, BUF_DRESIDUAL, BUF_DLN,
     /* scratch of the layers' backward only: shares the logits buffer when it fits there */
-    BUF_DATT, BUF_DFCH, BUF_DATTY, BUF_DQKV, BUF_DQKVR, BUF_DVACCUM,
+    BUF_ATT_DDOT, BUF_DFCH, BUF_DATTY, BUF_DQKV,
     BUF_LN_SCRATCH, BUF_BIAS_SCRATCH, BUF_NORM_PARTIALS,
     /* the step's tokens and the encoder backward's buckets */
     BUF_INPUTS, BUF_TARGETS, BUF_BUCKET_TOKEN, BUF_BUCKET_START, BUF_POSITIONS,

@@ -122,6 +122,12 @@ int plan_make(Plan *plan, const Config *cfg, const char *arch, Err *err) {
 
 static double gib(size_t b) { return b / (1024.0 * 1024.0 * 1024.0); }
 
+static const char *smem_note(unsigned smem, char *out, size_t n) {
+    if (smem) snprintf(out, n, " smem %u", smem);
+    else out[0] = 0;
+    return out;
+}
+
 static void write_modules(FILE *f, const Plan *p) {
     fprintf(f, "# modules: one template each, compiled to one CUBIN; kernels and tunables as gen/kernels.c declares them\n");
     for (int i = 0; i < p->n_modules; i++) {
@@ -139,12 +145,14 @@ static void write_modules(FILE *f, const Plan *p) {
             fprintf(f, "  derived %-18s = %lld\n", m->decl->derived_names[d], m->env.derived[d]);
         for (int k = 0; k < p->n_kernels; k++) {
             const PlanKernel *kk = &p->kernels[k];
+            char note[48];
             if (kk->module != i) continue;
             if (kk->decl->size_param >= 0)
                 fprintf(f, "  kernel  %-32s per call: grid %s\n", kk->decl->name, kk->decl->geometry_doc);
             else
-                fprintf(f, "  kernel  %-32s grid (%u,%u,%u) block %u   [%s]\n", kk->decl->name, kk->dims.grid[0],
-                        kk->dims.grid[1], kk->dims.grid[2], kk->dims.block, kk->decl->geometry_doc);
+                fprintf(f, "  kernel  %-32s grid (%u,%u,%u) block %u%s   [%s]\n", kk->decl->name, kk->dims.grid[0],
+                        kk->dims.grid[1], kk->dims.grid[2], kk->dims.block, smem_note(kk->dims.smem, note, sizeof note),
+                        kk->decl->geometry_doc);
         }
     }
 }
@@ -178,6 +186,11 @@ static void write_memory(FILE *f, const Plan *p) {
         }
     }
     fprintf(f, "total        %10.3f GiB (%zu bytes)\n", gib(mem->arena_bytes), mem->arena_bytes);
+    const Config *c = p->cfg;
+    size_t xs = c->precision == PREC_FP32 ? 4 : 2;
+    size_t scores = (size_t)c->model.n_layer * c->train.batch_size * c->model.n_head * c->train.seq_len * c->train.seq_len * xs;
+    fprintf(f, "saved        %10.3f GiB: the (B,NH,T,T) attention scores of every layer, which flash attention does "
+            "not store (att_stats holds their rows' log-sum-exp instead)\n", gib(scores));
 }
 
 int plan_write(const Plan *p, Err *err) {

@@ -1,17 +1,21 @@
-// attention.cu: causal self-attention without cuDNN, around two cuBLASLt strided-batched matmuls per pass.
-// Forward:  qkv (B,T,3C) --attention_permute--> q,k,v (B,NH,T,HS); preatt = q k^T (cuBLASLt);
-//           att = attention_softmax_forward(preatt): causal softmax of preatt / sqrt(HS), zeros above the
-//           diagonal; vaccum = att v (cuBLASLt); out (B,T,C) = attention_unpermute(vaccum).
-// Backward: dvaccum = attention_unpermute_backward(dout); datt = dvaccum v^T, dv = att^T dvaccum (cuBLASLt);
-//           dpreatt = attention_softmax_backward(datt, att) (scale fused; in place allowed);
-//           dq = dpreatt k, dk = dpreatt^T q (cuBLASLt); dqkv = attention_permute_backward(dq, dk, dv).
+// attention.cu: causal self-attention without the (T,T) scores, FlashAttention-2 style.
+// Layouts are the training step's: qkv (B,T,3C), each token's row q|k|v with head h at columns h*HS of each
+// third; out and dout (B,T,C); stats (B,NH,T) fp32, the natural-log log-sum-exp of each query row's scaled
+// scores, stats = log sum_{j<=i} exp(q_i.k_j / sqrt(HS)) (the same convention as the cuDNN path, so that
+// either backward can use either forward's statistics); dqkv (B,T,3C) like qkv, overwritten.
+//
+// Forward (flash_forward): a block per (tile of Q_TILE query rows, head, batch row), a warp per 16 rows. K and
+// V stream through shared memory in tiles of KV_TILE rows; the scores of one tile live in registers, the
+// softmax is online (running max and sum per row), tiles above the diagonal are never touched.
+// Backward, deterministic (no atomics):
+//   flash_backward_dot:  ddot[b,h,i] = dout_i . out_i, the softmax backward's row sums;
+//   flash_backward_dkdv: a block per tile of BWD_TILE key rows; query tiles of BWD_INNER rows stream past,
+//                        the probabilities are recomputed from the statistics, dV += P^T dO, dK += dS^T Q;
+//   flash_backward_dq:   a block per tile of BWD_TILE query rows; key tiles stream past, dQ += dS K.
+// In bf16/fp16 the matrix products are tensor-core MMAs (mma.sync m16n8k16, fp32 accumulation; operands
+// through ldmatrix from shared memory filled by cp.async). In fp32 a plain version (a warp per row) computes the
+// same thing: fp32 is the precision the GPU tests hold to the CPU reference tightly, not a fast one.
 
-constexpr int HVEC = VEC_HS;                   // elements per access along a head
-constexpr int HPACKETS = HS / HVEC;
-constexpr long long N_PACKETS = (long long)B * NH * T * HPACKETS;
-constexpr int TVEC = VEC_T;                    // elements per access along an attention row
-constexpr int TPACKETS = T / TVEC;
-constexpr int TPER_LANE = (TPACKETS + WARP_SIZE - 1) / WARP_SIZE;
 constexpr double const_sqrt(double x) {             // Newton's method, at compile time
     double r = x > 1.0 ? x : 1.0;
     for (int i = 0; i < 64; i++) r = 0.5 * (r + x / r);
@@ -19,114 +23,466 @@ constexpr double const_sqrt(double x) {             // Newton's method, at compi
 }
 constexpr float SCALE = (float)(1.0 / const_sqrt((double)HS));
 constexpr float LOG2E = 1.4426950408889634f;
-typedef Packed<floatX, HVEC> hvec;
-typedef Packed<floatX, TVEC> tvec;
+constexpr float LN2 = 0.6931471805599453f;
+#define INFINITY __int_as_float(0x7f800000)            // NVRTC has no math.h
+constexpr float SCALE_LOG2 = SCALE * LOG2E;        // scores -> log2 units
+constexpr int FWD_WARPS = Q_TILE / 16, BWD_WARPS = BWD_TILE / 16;
 
-// Packet i of the (B,NH,T,HS) layout -> offset of the same values in a (B,T,n*C) row-major tensor.
-__device__ __forceinline__ long long btc_offset(long long i, int row_width) {
-    const int p = (int)(i % HPACKETS);
-    const long long r = i / HPACKETS;
-    const int t = (int)(r % T), h = (int)((r / T) % NH), b = (int)(r / ((long long)T * NH));
-    return ((long long)b * T + t) * row_width + h * HS + p * HVEC;
-}
+__device__ __forceinline__ long long head_row(int b, int t, int width) { return ((long long)b * T + t) * width; }
 
-KERNEL(attention_permute) {
-    const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
-    if (i >= N_PACKETS) return;
-    const long long src = btc_offset(i, 3 * C);
-    store_vec<floatX, HVEC>(q + i * HVEC, load_vec_cs<floatX, HVEC>(qkv + src));
-    store_vec<floatX, HVEC>(k + i * HVEC, load_vec_cs<floatX, HVEC>(qkv + src + C));
-    store_vec<floatX, HVEC>(v + i * HVEC, load_vec_cs<floatX, HVEC>(qkv + src + 2 * C));
-}
-
-KERNEL(attention_unpermute) {
-    const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
-    if (i >= N_PACKETS) return;
-    store_vec<floatX, HVEC>(out + btc_offset(i, C), load_vec_cs<floatX, HVEC>(vaccum + i * HVEC));
-}
-
-// dqkv is overwritten
-KERNEL(attention_permute_backward) {
-    const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
-    if (i >= N_PACKETS) return;
-    const long long dst = btc_offset(i, 3 * C);
-    store_vec<floatX, HVEC>(dqkv + dst, load_vec_cs<floatX, HVEC>(dq + i * HVEC));
-    store_vec<floatX, HVEC>(dqkv + dst + C, load_vec_cs<floatX, HVEC>(dk + i * HVEC));
-    store_vec<floatX, HVEC>(dqkv + dst + 2 * C, load_vec_cs<floatX, HVEC>(dv + i * HVEC));
-}
-
-KERNEL(attention_unpermute_backward) {
-    const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
-    if (i >= N_PACKETS) return;
-    store_vec<floatX, HVEC>(dvaccum + i * HVEC, load_vec_cs<floatX, HVEC>(dout + btc_offset(i, C)));
-}
-
-// One warp per row (b,h,t) of the (B,NH,T,T) scores; row t keeps columns 0..t. att may alias preatt.
-KERNEL(attention_softmax_forward) {
+// ddot[b,h,i] = sum_d dout[b,i,h,d] * out[b,i,h,d]; a warp per row (b,i,h), rows in (b,h,i) order
+KERNEL(flash_backward_dot) {
     const int lane = threadIdx.x % WARP_SIZE;
-    const long long row = (long long)blockIdx.x * (SOFTMAX_BLOCK_SIZE / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    const long long row = (long long)blockIdx.x * (BWD_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     if (row >= (long long)B * NH * T) return;
-    const int t = (int)(row % T);
-    const floatX *in = preatt + row * T;
-    floatX *out = att + row * T;
-    // scores in log2 units, scale folded in; online max and sum per lane
-    float x[TPER_LANE][TVEC];
-    float m = -3.0e38f, s = 0.0f;
-    for (int i = 0; i < TPER_LANE; i++) {
-        const int p = lane + i * WARP_SIZE;
-        if (p >= TPACKETS || p * TVEC > t) continue;
-        const tvec v = load_vec<floatX, TVEC>(in + p * TVEC);
-        for (int k = 0; k < TVEC; k++) {
-            const int j = p * TVEC + k;
-            x[i][k] = to_f(v[k]) * (SCALE * LOG2E);
-            if (j <= t) {
-                if (x[i][k] > m) { s = s * exp2f(m - x[i][k]) + 1.0f; m = x[i][k]; }
-                else s += exp2f(x[i][k] - m);
+    const int i = (int)(row % T), h = (int)((row / T) % NH), b = (int)(row / ((long long)T * NH));
+    const long long base = head_row(b, i, C) + h * HS;
+    float s = 0.0f;
+    for (int d = lane; d < HS; d += WARP_SIZE) s += to_f(dout[base + d]) * to_f(out[base + d]);
+    s = warp_sum(s);
+    if (lane == 0) ddot[row] = s;
+}
+
+#if PRECISION_FP32
+// ---------------------------------------------------------------------------------------------------------
+// fp32: a warp per row; each lane holds the head dimensions d = lane, lane+32, ...
+constexpr int DPL = (HS + WARP_SIZE - 1) / WARP_SIZE;   // dimensions per lane
+
+__device__ __forceinline__ void load_head(float (&x)[DPL], const float *p, int lane) {
+    for (int k = 0; k < DPL; k++) x[k] = lane + k * WARP_SIZE < HS ? p[lane + k * WARP_SIZE] : 0.0f;
+}
+__device__ __forceinline__ float dot_head(const float (&x)[DPL], const float *p, int lane) {
+    float s = 0.0f;
+    for (int k = 0; k < DPL; k++)
+        if (lane + k * WARP_SIZE < HS) s += x[k] * p[lane + k * WARP_SIZE];
+    return warp_sum(s);
+}
+__device__ __forceinline__ void store_head(float *p, const float (&x)[DPL], float scale, int lane) {
+    for (int k = 0; k < DPL; k++)
+        if (lane + k * WARP_SIZE < HS) p[lane + k * WARP_SIZE] = x[k] * scale;
+}
+
+KERNEL(flash_forward) {
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
+    for (int r = 0; r < 16; r++) {
+        const int i = blockIdx.x * Q_TILE + warp * 16 + r;
+        if (i >= T) return;
+        float q[DPL], o[DPL] = {};
+        load_head(q, qkv + head_row(b, i, 3 * C) + h * HS, lane);
+        float m = -INFINITY, l = 0.0f;
+        for (int j = 0; j <= i; j++) {
+            const float *kv = qkv + head_row(b, j, 3 * C) + h * HS;
+            const float x = dot_head(q, kv + C, lane) * SCALE_LOG2;
+            const float mn = fmaxf(m, x), alpha = exp2f(m - mn), p = exp2f(x - mn);
+            l = l * alpha + p;
+            for (int k = 0; k < DPL; k++)
+                o[k] = o[k] * alpha + (lane + k * WARP_SIZE < HS ? p * kv[2 * C + lane + k * WARP_SIZE] : 0.0f);
+            m = mn;
+        }
+        store_head(out + head_row(b, i, C) + h * HS, o, 1.0f / l, lane);
+        if (lane == 0) stats[((long long)b * NH + h) * T + i] = (m + log2f(l)) * LN2;
+    }
+}
+
+KERNEL(flash_backward_dkdv) {
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
+    const float *st = stats + ((long long)b * NH + h) * T, *dd = ddot + ((long long)b * NH + h) * T;
+    for (int r = 0; r < 16; r++) {
+        const int j = blockIdx.x * BWD_TILE + warp * 16 + r;
+        if (j >= T) return;
+        float k[DPL], v[DPL], dk[DPL] = {}, dv[DPL] = {};
+        load_head(k, qkv + head_row(b, j, 3 * C) + C + h * HS, lane);
+        load_head(v, qkv + head_row(b, j, 3 * C) + 2 * C + h * HS, lane);
+        for (int i = j; i < T; i++) {
+            const float *q = qkv + head_row(b, i, 3 * C) + h * HS, *dy = dout + head_row(b, i, C) + h * HS;
+            const float p = exp2f(dot_head(k, q, lane) * SCALE_LOG2 - st[i] * LOG2E);
+            const float ds = p * (dot_head(v, dy, lane) - dd[i]);
+            for (int c = 0; c < DPL; c++)
+                if (lane + c * WARP_SIZE < HS) {
+                    dv[c] += p * dy[lane + c * WARP_SIZE];
+                    dk[c] += ds * q[lane + c * WARP_SIZE];
+                }
+        }
+        store_head(dqkv + head_row(b, j, 3 * C) + C + h * HS, dk, SCALE, lane);
+        store_head(dqkv + head_row(b, j, 3 * C) + 2 * C + h * HS, dv, 1.0f, lane);
+    }
+}
+
+KERNEL(flash_backward_dq) {
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
+    for (int r = 0; r < 16; r++) {
+        const int i = blockIdx.x * BWD_TILE + warp * 16 + r;
+        if (i >= T) return;
+        const float lse2 = stats[((long long)b * NH + h) * T + i] * LOG2E, D = ddot[((long long)b * NH + h) * T + i];
+        float q[DPL], dy[DPL], dq[DPL] = {};
+        load_head(q, qkv + head_row(b, i, 3 * C) + h * HS, lane);
+        load_head(dy, dout + head_row(b, i, C) + h * HS, lane);
+        for (int j = 0; j <= i; j++) {
+            const float *kv = qkv + head_row(b, j, 3 * C) + h * HS;
+            const float p = exp2f(dot_head(q, kv + C, lane) * SCALE_LOG2 - lse2);
+            const float ds = p * (dot_head(dy, kv + 2 * C, lane) - D);
+            for (int c = 0; c < DPL; c++)
+                if (lane + c * WARP_SIZE < HS) dq[c] += ds * kv[C + lane + c * WARP_SIZE];
+        }
+        store_head(dqkv + head_row(b, i, 3 * C) + h * HS, dq, SCALE, lane);
+    }
+}
+
+#else
+// ---------------------------------------------------------------------------------------------------------
+// bf16 / fp16: tensor cores. Fragments of mma.m16n8k16 (PTX ISA, "Matrix fragments for mma.m16n8k16"), for
+// lane = 4*g + c: A (16x16, row-major) a0 = (g, 2c..2c+1), a1 = (g+8, 2c..), a2 = (g, 2c+8..), a3 = (g+8, 2c+8..);
+// B (16x8, column-major) b0 = (k 2c..2c+1, n g), b1 = (k 2c+8.., n g); C/D (16x8) d0,d1 = (g, 2c..2c+1),
+// d2,d3 = (g+8, 2c..2c+1). So a 16x16 block of fp32 accumulators (two n-tiles) is, packed to 16 bits, the
+// A fragment of the next product: the probabilities never leave the registers.
+constexpr int LDS = HS + 8;            // shared-memory row pitch in elements: 16 bytes of padding, so that
+                                       // ldmatrix's 8 row addresses fall in different banks
+constexpr int HS16 = HS / 16;          // k-steps along the head
+typedef unsigned int u32;
+
+__device__ __forceinline__ u32 smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
+
+// 16-byte asynchronous copy global -> shared; zero-fills when !valid (src then is not read)
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+// Four 8x8 matrices of 16-bit elements; lane l gives the address of row l%8 of matrix l/8.
+__device__ __forceinline__ void ldsm4(u32 (&r)[4], const floatX *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm4_t(u32 (&r)[4], const floatX *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+#if PRECISION_BF16
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+#endif
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// two floats -> two packed 16-bit values (lo in the low half)
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+#if PRECISION_BF16
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+#else
+    __half2 v = __floats2half2_rn(lo, hi);
+#endif
+    return *reinterpret_cast<u32 *>(&v);
+}
+// the A fragment of k-step kk from a row of 16x8 accumulator tiles
+template <int N> __device__ __forceinline__ void acc_to_a(u32 (&a)[4], const float (&s)[N][4], int kk) {
+    a[0] = pack2(s[2 * kk][0], s[2 * kk][1]);
+    a[1] = pack2(s[2 * kk][2], s[2 * kk][3]);
+    a[2] = pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    a[3] = pack2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+}
+
+// Row addresses for ldmatrix, from a tile in shared memory (pitch LDS), for lane:
+// the A fragment (16 rows x 16 columns at r0, c0);
+__device__ __forceinline__ const floatX *a_addr(const floatX *tile, int r0, int c0, int lane) {
+    return tile + (r0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + c0 + (lane >> 4) * 8;
+}
+// the B fragments of two n-tiles (rows n0..n0+15 of a row-major (n, k) tile, k-step at c0), non-transposed:
+// r[0], r[1] = b0, b1 of n-tile n0; r[2], r[3] of n-tile n0+8;
+__device__ __forceinline__ const floatX *bn_addr(const floatX *tile, int n0, int c0, int lane) {
+    return tile + (n0 + (lane & 7) + (lane >> 4) * 8) * LDS + c0 + ((lane >> 3) & 1) * 8;
+}
+// the B fragments of two n-tiles from a row-major (k, n) tile (k-step rows k0..k0+15, columns n0..n0+15), with
+// ldmatrix.trans: r[0], r[1] = b0, b1 of n-tile n0; r[2], r[3] of n-tile n0+8.
+__device__ __forceinline__ const floatX *bt_addr(const floatX *tile, int k0, int n0, int lane) {
+    return tile + (k0 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + n0 + (lane >> 4) * 8;
+}
+
+// ROWS rows of one head from tokens t0.. (row pitch `width` elements in global memory) into a shared tile;
+// rows at or past T are zeros.
+template <int ROWS, int NT>
+__device__ __forceinline__ void load_rows(floatX *tile, const floatX *src, int width, int t0) {
+    constexpr int VPR = HS / 8;        // 16-byte vectors per row
+    for (int v = threadIdx.x; v < ROWS * VPR; v += NT) {
+        const int r = v / VPR, c = (v % VPR) * 8, t = t0 + r;
+        cp_async16(tile + r * LDS + c, src + (long long)(t < T ? t : 0) * width + c, t < T);
+    }
+}
+
+// acc (16 x N*8 accumulators of one warp, rows row0 + g and row0 + g + 8) * scale -> global rows (pitch width)
+template <int N>
+__device__ __forceinline__ void store_acc(floatX *dst, int width, const float (&acc)[N][4], int row0, float s0, float s1,
+                                          int lane) {
+    const int g = lane >> 2, c = (lane & 3) * 2;
+    for (int half = 0; half < 2; half++) {
+        const int t = row0 + g + 8 * half;
+        if (t >= T) continue;
+        const float s = half ? s1 : s0;
+        for (int n = 0; n < N; n++)
+            *reinterpret_cast<u32 *>(dst + (long long)t * width + n * 8 + c) =
+                pack2(acc[n][2 * half] * s, acc[n][2 * half + 1] * s);
+    }
+}
+
+KERNEL(flash_forward) {
+    extern __shared__ __align__(16) unsigned char smem_bytes[];
+    floatX *sk = reinterpret_cast<floatX *>(smem_bytes), *sv = sk + KV_TILE * LDS;   // Q is staged over both
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
+    const int qt = gridDim.x - 1 - blockIdx.x;           // the longest rows first
+    const int q0 = qt * Q_TILE, wq0 = q0 + warp * 16;
+    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS;
+
+    load_rows<Q_TILE, FWD_THREADS>(sk, base, 3 * C, q0);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    u32 qf[HS16][4];
+    for (int kk = 0; kk < HS16; kk++) ldsm4(qf[kk], a_addr(sk, warp * 16, kk * 16, lane));
+    __syncthreads();
+
+    const int last = q0 + Q_TILE - 1 < T - 1 ? q0 + Q_TILE - 1 : T - 1;
+    const int n_kv = last / KV_TILE + 1;
+    load_rows<KV_TILE, FWD_THREADS>(sk, base + C, 3 * C, 0);
+    cp_async_commit();
+    load_rows<KV_TILE, FWD_THREADS>(sv, base + 2 * C, 3 * C, 0);
+    cp_async_commit();
+
+    float o[HS / 8][4] = {};
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const int g = lane >> 2, c2 = (lane & 3) * 2;
+    for (int kt = 0; kt < n_kv; kt++) {
+        const int k0 = kt * KV_TILE;
+        cp_async_wait<1>();                              // K tile kt is in (V may still be on its way)
+        __syncthreads();
+        float s[KV_TILE / 8][4] = {};
+        for (int kk = 0; kk < HS16; kk++)
+            for (int np = 0; np < KV_TILE / 16; np++) {
+                u32 bf[4];
+                ldsm4(bf, bn_addr(sk, np * 16, kk * 16, lane));
+                mma(s[2 * np], qf[kk], bf[0], bf[1]);
+                mma(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+            }
+        __syncthreads();                                 // every warp is done with sk
+        if (kt + 1 < n_kv) load_rows<KV_TILE, FWD_THREADS>(sk, base + C, 3 * C, k0 + KV_TILE);
+        cp_async_commit();
+
+        // online softmax in log2 units; a key after the query (j > i) is masked
+        const bool diagonal = k0 + KV_TILE - 1 > wq0;
+        for (int half = 0; half < 2; half++) {
+            const int i = wq0 + g + 8 * half;
+            float mx = -INFINITY;
+            for (int n = 0; n < KV_TILE / 8; n++)
+                for (int e = 0; e < 2; e++) {
+                    float x = s[n][2 * half + e] * SCALE_LOG2;
+                    if (diagonal && k0 + n * 8 + c2 + e > i) x = -INFINITY;
+                    s[n][2 * half + e] = x;
+                    mx = fmaxf(mx, x);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+            const float mn = fmaxf(m[half], mx);          // finite: key 0 is in every row's first tile
+            const float alpha = exp2f(m[half] - mn);
+            float sum = 0.0f;
+            for (int n = 0; n < KV_TILE / 8; n++)
+                for (int e = 0; e < 2; e++) {
+                    const float p = exp2f(s[n][2 * half + e] - mn);
+                    s[n][2 * half + e] = p;
+                    sum += p;
+                }
+            l[half] = l[half] * alpha + sum;
+            m[half] = mn;
+            for (int n = 0; n < HS / 8; n++) { o[n][2 * half] *= alpha; o[n][2 * half + 1] *= alpha; }
+        }
+
+        cp_async_wait<1>();                              // V tile kt is in (the next K may be on its way)
+        __syncthreads();
+        for (int kk = 0; kk < KV_TILE / 16; kk++) {
+            u32 a[4];
+            acc_to_a(a, s, kk);
+            for (int dp = 0; dp < HS16; dp++) {
+                u32 bf[4];
+                ldsm4_t(bf, bt_addr(sv, kk * 16, dp * 16, lane));
+                mma(o[2 * dp], a, bf[0], bf[1]);
+                mma(o[2 * dp + 1], a, bf[2], bf[3]);
             }
         }
+        __syncthreads();                                 // every warp is done with sv
+        if (kt + 1 < n_kv) load_rows<KV_TILE, FWD_THREADS>(sv, base + 2 * C, 3 * C, k0 + KV_TILE);
+        cp_async_commit();
     }
-    const float M = warp_max(m);
-    const float S = warp_sum(s * exp2f(m - M));
-    const float inv = 1.0f / S;
-    for (int i = 0; i < TPER_LANE; i++) {
-        const int p = lane + i * WARP_SIZE;
-        if (p >= TPACKETS) continue;
-        tvec o;
-        for (int k = 0; k < TVEC; k++) {
-            const int j = p * TVEC + k;
-            o[k] = from_f<floatX>(j <= t ? exp2f(x[i][k] - M) * inv : 0.0f);
+
+    for (int half = 0; half < 2; half++) {
+        l[half] += __shfl_xor_sync(FULL_MASK, l[half], 1);
+        l[half] += __shfl_xor_sync(FULL_MASK, l[half], 2);
+    }
+    store_acc(out + head_row(b, 0, C) + h * HS, C, o, wq0, 1.0f / l[0], 1.0f / l[1], lane);
+    if ((lane & 3) == 0)
+        for (int half = 0; half < 2; half++) {
+            const int i = wq0 + g + 8 * half;
+            if (i < T) stats[((long long)b * NH + h) * T + i] = (m[half] + log2f(l[half])) * LN2;
         }
-        store_vec<floatX, TVEC>(out + p * TVEC, o);
-    }
 }
 
-// dpreatt = scale * att * (datt - sum_j att_j datt_j) on the causal part, 0 above it. dpreatt may alias datt.
-KERNEL(attention_softmax_backward) {
-    const int lane = threadIdx.x % WARP_SIZE;
-    const long long row = (long long)blockIdx.x * (SOFTMAX_BLOCK_SIZE / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    if (row >= (long long)B * NH * T) return;
-    const int t = (int)(row % T);
-    float a[TPER_LANE][TVEC], d[TPER_LANE][TVEC];
-    float s = 0.0f;
-    for (int i = 0; i < TPER_LANE; i++) {
-        const int p = lane + i * WARP_SIZE;
-        if (p >= TPACKETS || p * TVEC > t) continue;
-        const tvec av = load_vec<floatX, TVEC>(att + row * T + p * TVEC);
-        const tvec dv = load_vec<floatX, TVEC>(datt + row * T + p * TVEC);
-        for (int k = 0; k < TVEC; k++) {
-            a[i][k] = to_f(av[k]); d[i][k] = to_f(dv[k]);
-            if (p * TVEC + k <= t) s += a[i][k] * d[i][k];
-        }
+// Shared memory of both backward kernels: the block's own BWD_TILE rows of two tensors (sa, sb), the streamed
+// BWD_INNER rows of two more (sc, sd), and the streamed rows' statistics and row sums.
+struct BwdSmem {
+    floatX *sa, *sb, *sc, *sd;
+    float *lse2, *dd;
+    __device__ __forceinline__ BwdSmem(unsigned char *p) {
+        sa = reinterpret_cast<floatX *>(p);
+        sb = sa + BWD_TILE * LDS;
+        sc = sb + BWD_TILE * LDS;
+        sd = sc + BWD_INNER * LDS;
+        lse2 = reinterpret_cast<float *>(sd + BWD_INNER * LDS);
+        dd = lse2 + BWD_INNER;
     }
-    s = warp_sum(s);
-    for (int i = 0; i < TPER_LANE; i++) {
-        const int p = lane + i * WARP_SIZE;
-        if (p >= TPACKETS) continue;
-        tvec o;
-        for (int k = 0; k < TVEC; k++) {
-            const int j = p * TVEC + k;
-            o[k] = from_f<floatX>(j <= t ? SCALE * a[i][k] * (d[i][k] - s) : 0.0f);
+};
+
+// dK and dV of BWD_TILE key rows: for every query tile at or after them, P^T = exp(K Q^T * scale - lse),
+// dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - ddot), dK += dS^T Q (times scale at the end).
+KERNEL(flash_backward_dkdv) {
+    extern __shared__ __align__(16) unsigned char smem_bytes[];
+    BwdSmem sm(smem_bytes);
+    floatX *sk = sm.sa, *sv = sm.sb, *sq = sm.sc, *sdo = sm.sd;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
+    const int jt = gridDim.x - 1 - blockIdx.x;           // the longest columns first
+    const int j0 = jt * BWD_TILE, wj0 = j0 + warp * 16;
+    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
+    const float *st = stats + ((long long)b * NH + h) * T, *ddr = ddot + ((long long)b * NH + h) * T;
+    load_rows<BWD_TILE, BWD_THREADS>(sk, base + C, 3 * C, j0);
+    load_rows<BWD_TILE, BWD_THREADS>(sv, base + 2 * C, 3 * C, j0);
+    cp_async_commit();
+
+    float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
+    const int g = lane >> 2, c2 = (lane & 3) * 2;
+    for (int i0 = (j0 / BWD_INNER) * BWD_INNER; i0 < T; i0 += BWD_INNER) {
+        load_rows<BWD_INNER, BWD_THREADS>(sq, base, 3 * C, i0);
+        load_rows<BWD_INNER, BWD_THREADS>(sdo, dbase, C, i0);
+        cp_async_commit();
+        for (int r = threadIdx.x; r < BWD_INNER; r += BWD_THREADS) {
+            sm.lse2[r] = i0 + r < T ? st[i0 + r] * LOG2E : INFINITY;   // rows past T: probability 0
+            sm.dd[r] = i0 + r < T ? ddr[i0 + r] : 0.0f;
         }
-        store_vec<floatX, TVEC>(dpreatt + row * T + p * TVEC, o);
+        cp_async_wait<0>();
+        __syncthreads();
+
+        float s[BWD_INNER / 8][4] = {}, dp[BWD_INNER / 8][4] = {};
+        for (int kk = 0; kk < HS16; kk++) {
+            u32 ka[4], va[4];
+            ldsm4(ka, a_addr(sk, warp * 16, kk * 16, lane));
+            ldsm4(va, a_addr(sv, warp * 16, kk * 16, lane));
+            for (int np = 0; np < BWD_INNER / 16; np++) {
+                u32 bq[4], bd[4];
+                ldsm4(bq, bn_addr(sq, np * 16, kk * 16, lane));
+                ldsm4(bd, bn_addr(sdo, np * 16, kk * 16, lane));
+                mma(s[2 * np], ka, bq[0], bq[1]);
+                mma(s[2 * np + 1], ka, bq[2], bq[3]);
+                mma(dp[2 * np], va, bd[0], bd[1]);
+                mma(dp[2 * np + 1], va, bd[2], bd[3]);
+            }
+        }
+        // s <- P^T, dp <- dS^T; a query before the key (i < j) contributes nothing
+        const bool diagonal = i0 < wj0 + 15;
+        for (int n = 0; n < BWD_INNER / 8; n++)
+            for (int e = 0; e < 4; e++) {
+                const int ci = n * 8 + c2 + (e & 1), j = wj0 + g + 8 * (e >> 1);
+                float p = exp2f(s[n][e] * SCALE_LOG2 - sm.lse2[ci]);
+                if (diagonal && i0 + ci < j) p = 0.0f;
+                s[n][e] = p;
+                dp[n][e] = p * (dp[n][e] - sm.dd[ci]);
+            }
+        for (int kk = 0; kk < BWD_INNER / 16; kk++) {
+            u32 pa[4], sa[4];
+            acc_to_a(pa, s, kk);
+            acc_to_a(sa, dp, kk);
+            for (int np = 0; np < HS16; np++) {
+                u32 bd[4], bq[4];
+                ldsm4_t(bd, bt_addr(sdo, kk * 16, np * 16, lane));
+                ldsm4_t(bq, bt_addr(sq, kk * 16, np * 16, lane));
+                mma(dv[2 * np], pa, bd[0], bd[1]);
+                mma(dv[2 * np + 1], pa, bd[2], bd[3]);
+                mma(dk[2 * np], sa, bq[0], bq[1]);
+                mma(dk[2 * np + 1], sa, bq[2], bq[3]);
+            }
+        }
+        __syncthreads();                                 // before the next tile overwrites sq, sdo
     }
+    floatX *dbase3 = dqkv + head_row(b, 0, 3 * C) + h * HS;
+    store_acc(dbase3 + C, 3 * C, dk, wj0, SCALE, SCALE, lane);
+    store_acc(dbase3 + 2 * C, 3 * C, dv, wj0, 1.0f, 1.0f, lane);
 }
+
+// dQ of BWD_TILE query rows: for every key tile at or before them, P = exp(Q K^T * scale - lse),
+// dP = dO V^T, dS = P (dP - ddot), dQ += dS K (times scale at the end).
+KERNEL(flash_backward_dq) {
+    extern __shared__ __align__(16) unsigned char smem_bytes[];
+    BwdSmem sm(smem_bytes);
+    floatX *sq = sm.sa, *sdo = sm.sb, *sk = sm.sc, *sv = sm.sd;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
+    const int qt = gridDim.x - 1 - blockIdx.x;
+    const int q0 = qt * BWD_TILE, wq0 = q0 + warp * 16;
+    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
+    const int g = lane >> 2, c2 = (lane & 3) * 2;
+    float lse2[2], D[2];
+    for (int half = 0; half < 2; half++) {
+        const int i = wq0 + g + 8 * half;
+        lse2[half] = i < T ? stats[((long long)b * NH + h) * T + i] * LOG2E : 0.0f;
+        D[half] = i < T ? ddot[((long long)b * NH + h) * T + i] : 0.0f;
+    }
+    load_rows<BWD_TILE, BWD_THREADS>(sq, base, 3 * C, q0);
+    load_rows<BWD_TILE, BWD_THREADS>(sdo, dbase, C, q0);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    u32 qf[HS16][4], df[HS16][4];
+    for (int kk = 0; kk < HS16; kk++) {
+        ldsm4(qf[kk], a_addr(sq, warp * 16, kk * 16, lane));
+        ldsm4(df[kk], a_addr(sdo, warp * 16, kk * 16, lane));
+    }
+
+    float dq[HS / 8][4] = {};
+    const int last = q0 + BWD_TILE - 1 < T - 1 ? q0 + BWD_TILE - 1 : T - 1;
+    for (int j0 = 0; j0 <= last; j0 += BWD_INNER) {
+        load_rows<BWD_INNER, BWD_THREADS>(sk, base + C, 3 * C, j0);
+        load_rows<BWD_INNER, BWD_THREADS>(sv, base + 2 * C, 3 * C, j0);
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        float s[BWD_INNER / 8][4] = {}, dp[BWD_INNER / 8][4] = {};
+        for (int kk = 0; kk < HS16; kk++)
+            for (int np = 0; np < BWD_INNER / 16; np++) {
+                u32 bk[4], bv[4];
+                ldsm4(bk, bn_addr(sk, np * 16, kk * 16, lane));
+                ldsm4(bv, bn_addr(sv, np * 16, kk * 16, lane));
+                mma(s[2 * np], qf[kk], bk[0], bk[1]);
+                mma(s[2 * np + 1], qf[kk], bk[2], bk[3]);
+                mma(dp[2 * np], df[kk], bv[0], bv[1]);
+                mma(dp[2 * np + 1], df[kk], bv[2], bv[3]);
+            }
+        const bool diagonal = j0 + BWD_INNER - 1 > wq0;
+        for (int n = 0; n < BWD_INNER / 8; n++)
+            for (int e = 0; e < 4; e++) {
+                const int half = e >> 1, j = j0 + n * 8 + c2 + (e & 1), i = wq0 + g + 8 * half;
+                float p = exp2f(s[n][e] * SCALE_LOG2 - lse2[half]);
+                if (diagonal && j > i) p = 0.0f;
+                dp[n][e] = p * (dp[n][e] - D[half]);
+            }
+        for (int kk = 0; kk < BWD_INNER / 16; kk++) {
+            u32 sa[4];
+            acc_to_a(sa, dp, kk);
+            for (int np = 0; np < HS16; np++) {
+                u32 bk[4];
+                ldsm4_t(bk, bt_addr(sk, kk * 16, np * 16, lane));
+                mma(dq[2 * np], sa, bk[0], bk[1]);
+                mma(dq[2 * np + 1], sa, bk[2], bk[3]);
+            }
+        }
+        __syncthreads();                                 // before the next tile overwrites sk, sv
+    }
+    store_acc(dqkv + head_row(b, 0, 3 * C) + h * HS, 3 * C, dq, wq0, SCALE, SCALE, lane);
+}
+#endif

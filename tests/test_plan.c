@@ -90,7 +90,7 @@ static void test_prelude(void) {
         for (const KernelDecl *k = m->decl->kernels; k < m->decl->kernels + FAMILY_MAX_KERNELS && k->name; k++) {
             char sig[1024];
             int len = snprintf(sig, sizeof sig, "#define KERNEL_%s extern \"C\" __global__ void __launch_bounds__(%s) \\\n    %s(",
-                               k->name, m->decl->tunables[k->bounds].name, k->name);
+                               k->name, kernel_bounds_name(m->decl, k), k->name);
             for (int p = 0; p < KERNEL_MAX_PARAMS && k->params[p].name; p++) {
                 char one[128];
                 kernel_param_cuda(&k->params[p], one, sizeof one);
@@ -173,7 +173,13 @@ static void check_memory(const char *what) {
     size_t master = cfg.precision != PREC_FP32 && cfg.train.master_weights ? np * 4 : 0;
     CHECK(mem->buffers[BUF_PARAMS].bytes == np * x && mem->buffers[BUF_GRADS].bytes == np * x, "%s: parameters", what);
     CHECK(mem->category_bytes[MEM_OPTIMIZER] == np * 8 + master, "%s: optimizer state", what);
-    CHECK(mem->buffers[BUF_ATT].bytes == L * B * NH * T * T * x, "%s: att", what);
+    CHECK(mem->buffers[BUF_ATT_STATS].bytes == L * B * NH * T * 4, "%s: att_stats, a float per query row", what);
+    /* no buffer holds (B,NH,T,T) scores, for one layer or all */
+    for (int i = 0; i < BUF_COUNT; i++) {
+        size_t per_layer = mem->buffers[i].layer_bytes ? mem->buffers[i].layer_bytes : mem->buffers[i].bytes;
+        CHECK(per_layer != B * NH * T * T * x && per_layer != B * NH * T * T * 4, "%s: %s has the size of the attention "
+              "scores (%zu bytes)", what, mem->buffers[i].name, per_layer);
+    }
     CHECK(mem->buffers[BUF_LOGITS].bytes == B * T * Vp * x, "%s: logits", what);
     size_t ln_layers = cfg.train.recompute >= 2 ? 1 : L, gelu_layers = cfg.train.recompute >= 1 ? 1 : L;
     CHECK(mem->buffers[BUF_LN1].bytes == ln_layers * B * T * C * x, "%s: ln1 for recompute=%d", what, cfg.train.recompute);
@@ -199,10 +205,10 @@ static void test_memory_layout(void) {
     /* the layers' backward scratch lies inside the logits where it fits (gpt2-124M), else on its own */
     Err err = {{0}};
     if (!make("configs/gpt2-124M.lua", NULL, &err))
-        CHECK(plan.memory.buffers[BUF_DATT].shares == BUF_LOGITS, "gpt2-124M: datt should share the logits buffer");
+        CHECK(plan.memory.buffers[BUF_ATT_DDOT].shares == BUF_LOGITS, "gpt2-124M: att_ddot should share the logits buffer");
     const char *small_vocab[] = {"model.vocab_size=256", NULL};
     if (!make("configs/tiny.lua", small_vocab, &err))
-        CHECK(plan.memory.buffers[BUF_DATT].shares == -1, "V=256: the backward scratch cannot fit in the logits");
+        CHECK(plan.memory.buffers[BUF_ATT_DDOT].shares == -1, "V=256: the backward scratch cannot fit in the logits");
 }
 
 /* Each kernel's launch covers its work: one thread (or warp, or block) for every element (row, packet). */
@@ -216,9 +222,17 @@ static void test_geometry_covers_work(void) {
     CHECK((long long)k[K_ENCODER_FORWARD].dims.grid[0] * k[K_ENCODER_FORWARD].dims.block * 4 >= BT * C, "encoder_forward");
     CHECK((long long)k[K_LAYERNORM_FORWARD].dims.grid[0] * (k[K_LAYERNORM_FORWARD].dims.block / 32) >= BT, "layernorm_forward");
     CHECK((long long)k[K_LAYERNORM_BACKWARD_REDUCE].dims.grid[0] * k[K_LAYERNORM_BACKWARD_REDUCE].dims.block >= C, "reduce");
-    CHECK((long long)k[K_ATTENTION_PERMUTE].dims.grid[0] * k[K_ATTENTION_PERMUTE].dims.block * 4 >= BT * NH * HS, "permute");
-    CHECK((long long)k[K_ATTENTION_SOFTMAX_FORWARD].dims.grid[0] * (k[K_ATTENTION_SOFTMAX_FORWARD].dims.block / 32) >= BT * NH,
-          "softmax");
+    /* flash attention: tiles of 16 rows per warp cover T, a block per (tile, head, batch row) */
+    for (int id = K_FLASH_FORWARD; id <= K_FLASH_BACKWARD_DQ; id++) {
+        if (id == K_FLASH_BACKWARD_DOT) {
+            CHECK((long long)k[id].dims.grid[0] * (k[id].dims.block / 32) >= BT * NH, "flash_backward_dot: a warp per row");
+            continue;
+        }
+        CHECK((long long)k[id].dims.grid[0] * (k[id].dims.block / 32) * 16 >= 40 && k[id].dims.grid[1] == NH &&
+              k[id].dims.grid[2] == 3, "%s grid (%u,%u,%u) block %u", k[id].decl->name, k[id].dims.grid[0],
+              k[id].dims.grid[1], k[id].dims.grid[2], k[id].dims.block);
+    }
+    (void)HS;
     CHECK(k[K_CLASSIFIER_FORWARD].dims.grid[0] == BT, "classifier: a block per row");
     LaunchDims a = plan_launch_dims(&plan, K_ADAMW_UPDATE, 1000003);
     CHECK((long long)a.grid[0] * a.block >= 1000003 && (long long)(a.grid[0] - 1) * a.block < 1000003, "adamw grid %u", a.grid[0]);

@@ -70,6 +70,13 @@ int kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, Err *err)
             return err_set(err, "%s: no kernel %s: %s", plan->modules[k->module].cubin_path, k->decl->name,
                            cuda_err_string(r, eb, sizeof eb));
         }
+        /* more than 48 KiB of dynamic shared memory must be asked for */
+        if (k->dims.smem > 48 * 1024 &&
+            (r = cu.cuFuncSetAttribute(ks->fn[id], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)k->dims.smem)) != CUDA_SUCCESS) {
+            kernels_unload(ks);
+            return err_set(err, "kernel %s: %u bytes of shared memory refused: %s", k->decl->name, k->dims.smem,
+                           cuda_err_string(r, eb, sizeof eb));
+        }
     }
     return 0;
 }
@@ -86,7 +93,7 @@ int kernels_launch(Kernels *ks, int id, CUstream stream, long long size, void **
     const char *bad = kernel_dims_valid(&d);
     if (bad) return err_set(err, "kernel %s cannot be launched for size %lld: %s", name, size, bad);
     char eb[256];
-    CUresult r = cu.cuLaunchKernel(ks->fn[id], d.grid[0], d.grid[1], d.grid[2], d.block, 1, 1, 0, stream, args, NULL);
+    CUresult r = cu.cuLaunchKernel(ks->fn[id], d.grid[0], d.grid[1], d.grid[2], d.block, 1, 1, d.smem, stream, args, NULL);
     if (r != CUDA_SUCCESS)
         return err_set(err, "launching kernel %s (grid %u,%u,%u block %u): %s", name, d.grid[0], d.grid[1], d.grid[2],
                        d.block, cuda_err_string(r, eb, sizeof eb));

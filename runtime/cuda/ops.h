@@ -2,7 +2,7 @@
  *   encoder.c    token + position embedding, its backward (deterministic buckets)
  *   layernorm.c  LayerNorm forward (plain, fused with the residual add) and backward
  *   linear.c     the linear layers: cuBLASLt matmuls with bias / GELU epilogues, bias gradients, GELU
- *   attention.c  causal attention: permutes, batched matmuls, softmax
+ *   attention.c  causal attention, flash (no T x T scores)
  *   classifier.c logits -> losses and dlogits in one pass
  *   optimizer.c  zero_grad, global gradient norm, AdamW (Backend methods)
  *   step.c       the schedule of one forward and one backward (Backend methods)
@@ -65,7 +65,7 @@ int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr
                        float alpha, dptr pre, Err *err);
 int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err);
 
-int op_attention(Cuda *c, int l, Err *err);                    /* qkv[l] -> atty[l], keeping att[l] */
+int op_attention(Cuda *c, int l, Err *err);                    /* qkv[l] -> atty[l], keeping att_stats[l] */
 int op_attention_backward(Cuda *c, int l, Err *err);           /* datty -> dqkv */
 
 /* losses and dlogits (d(mean loss), in place of the logits) for targets; *loss their mean */

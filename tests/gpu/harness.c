@@ -86,9 +86,13 @@ double relerr(const float *got, const float *ref, size_t n) {
 
 /* One comparison inside a test: records the worst error; a failure names the tensor. */
 void cmp(Cmp *c, const char *tensor, const float *got, const float *ref, size_t n, double tol) {
-    double e = relerr(got, ref, n);
+    cmp_value(c, tensor, relerr(got, ref, n), 0, tol);
+}
+void cmp_value(Cmp *c, const char *tensor, double e, size_t nonfinite, double tol) {
     if (!(e <= c->worst)) c->worst = e;
-    if (!(e <= tol) && !c->bad) { c->bad = 1; snprintf(c->what, sizeof c->what, "%s: max error %.3g > %.1g", tensor, e, tol); }
+    if (c->bad) return;
+    if (nonfinite) { c->bad = 1; snprintf(c->what, sizeof c->what, "%s: %zu values are not finite", tensor, nonfinite); }
+    else if (!(e <= tol)) { c->bad = 1; snprintf(c->what, sizeof c->what, "%s: max error %.3g > %.1g", tensor, e, tol); }
 }
 void finish(G *g, const char *name, Cmp *c, Err *err, int launch_rc) {
     if (launch_rc) fail(g, name, "%s", err->msg);

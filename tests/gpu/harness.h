@@ -52,6 +52,8 @@ int    gpu_wait(G *g, Err *err);                           /* waits for the stre
 /* One comparison inside a test: records the worst error; a failure names the tensor. */
 typedef struct { double worst; int bad; char what[256]; } Cmp;
 void cmp(Cmp *c, const char *tensor, const float *got, const float *ref, size_t n, double tol);
+/* the same for an error computed elsewhere; nonfinite > 0 fails too */
+void cmp_value(Cmp *c, const char *tensor, double err, size_t nonfinite, double tol);
 void finish(G *g, const char *name, Cmp *c, Err *err, int launch_rc);   /* the test's one report line */
 
 void test_train_step(G *g);                            /* tests/gpu/step_test.c */

@@ -4,6 +4,7 @@
    training step is tests/gpu/step_test.c; buffers and comparisons are tests/gpu/harness.c. */
 #include "tests/gpu/kernel_tests.h"
 #include "tests/gpu/harness.h"
+#include "tests/gpu/attention_ref.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "common/bf16.h"
@@ -229,62 +230,55 @@ static void test_matmul(G *g) {
     dfree_all(g);
 }
 
-/* attention forward and backward, the whole composite (permutes, softmax, cuBLASLt batched matmuls) as the
-   backend runs it */
-static int attention_gpu(G *g, dptr qkv, dptr att, dptr out, dptr qkvr, dptr vaccum, Err *err) {
-    size_t BTC = (size_t)g->BT * g->C;
-    dptr q = qkvr, k = q + BTC * g->xs, v = k + BTC * g->xs;
-    return launch_attention_permute(&g->ks, g->s, q, k, v, qkv, err) ||
-           matmul_run(&g->mm, MM_ATT_SCORES, g->s, att, k, q, 0, 0, 1.0f, err) ||
-           launch_attention_softmax_forward(&g->ks, g->s, att, att, err) ||
-           matmul_run(&g->mm, MM_ATT_VALUES, g->s, vaccum, v, att, 0, 0, 1.0f, err) ||
-           launch_attention_unpermute(&g->ks, g->s, out, vaccum, err) || gpu_wait(g, err) ? -1 : 0;
+/* the flash attention kernels against the fp64 reference (tests/gpu/attention_ref.c) on sampled heads: every
+   head of the small configs, 4 heads spread over the batch at the large ones; every value is also checked to
+   be finite. bf16/fp16: the probabilities and dS are rounded to 16 bits before their products. */
+static size_t count_nonfinite(const float *x, size_t n) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !isfinite(x[i]);
+    return bad;
 }
 
 static void test_attention(G *g) {
-    size_t B = g->B, T = g->T, NH = g->NH, C = g->C, BT = g->BT, HS = g->HS;
-    double cost = (double)B * NH * T * T * HS;
-    if (cost > 4e9) {
-        skip(g, "attention", "the CPU reference would take too long at B=%zu T=%zu NH=%zu (the small configs cover it)", B, T, NH);
-        for (int id = K_ATTENTION_PERMUTE; id <= K_ATTENTION_SOFTMAX_BACKWARD; id++) g->skipped[id] = 1;
-        return;
-    }
-    size_t natt = B * NH * T * T;
-    float *qkv = hrand(g, BT * 3 * C, 1.0f), *ref = hbuf(BT * C), *preatt = hbuf(natt), *att = hbuf(natt), *got = hbuf(BT * C), *gatt = hbuf(natt);
-    cpu_attention_forward(ref, preatt, att, qkv, (int)B, (int)T, (int)C, (int)NH);
+    size_t B = g->B, T = g->T, NH = g->NH, C = g->C, BT = g->BT;
+    AttShape shape = {g->B, g->T, g->C, g->NH};
+    int heads = (double)B * NH * T * T * g->HS <= 4e8 ? (int)(B * NH) : 4;
+    double tol_out = g->xs == 4 ? 1e-4 : 2e-2, tol_grad = g->xs == 4 ? 1e-4 : 3e-2;
+    float *qkv = hrand(g, BT * 3 * C, 1.0f), *dy = hrand(g, BT * C, 1.0f);
+    float *out = hbuf(BT * C), *stats = hbuf(B * NH * T), *dqkv = hbuf(BT * 3 * C);
     Err err = {{0}};
-    dptr dqkv = dup_x(g, qkv, BT * 3 * C), datt = dalloc(g, natt * g->xs), dout = dalloc(g, BT * C * g->xs);
-    dptr dpre = dalloc(g, natt * g->xs), dqkvr = dalloc(g, BT * 3 * C * g->xs), dvacc = dalloc(g, BT * C * g->xs);
-    int rc = attention_gpu(g, dqkv, datt, dout, dqkvr, dvacc, &err);
+    dptr d_qkv = dup_x(g, qkv, BT * 3 * C), d_out = dalloc(g, BT * C * g->xs), d_stats = dalloc(g, B * NH * T * 4);
+    dptr d_dy = dup_x(g, dy, BT * C), d_dqkv = dalloc(g, BT * 3 * C * g->xs), d_ddot = dalloc(g, B * NH * T * 4);
+    int rc = launch_flash_forward(&g->ks, g->s, d_out, d_stats, d_qkv, &err) || gpu_wait(g, &err) ? -1 : 0;
     Cmp c = {0, 0, ""};
-    double tol = g->xs == 4 ? g->tol : 3e-2;   /* bf16: scores and probabilities are rounded on the way */
+    AttErr e;
     if (!rc) {
-        down(g, got, dout, BT * C); down(g, gatt, datt, natt);
-        cmp(&c, "att", gatt, att, natt, tol);
-        cmp(&c, "out", got, ref, BT * C, tol);
+        down(g, out, d_out, BT * C);
+        cu.cuMemcpyDtoH(stats, d_stats, B * NH * T * 4);
+        attention_ref_compare(&shape, qkv, NULL, heads, out, stats, NULL, &e);
+        cmp_value(&c, "out", e.out, count_nonfinite(out, BT * C), tol_out);
+        cmp_value(&c, "stats", e.lse, count_nonfinite(stats, B * NH * T), tol_out);
     }
-    finish(g, "attention_forward (permute, QK^T, softmax, AV, unpermute)", &c, &err, rc);
+    char name[128];
+    snprintf(name, sizeof name, "flash_forward (%d head%s against fp64)", heads, heads == 1 ? "" : "s");
+    finish(g, name, &c, &err, rc);
 
-    /* backward against the CPU, from the CPU's att (uploaded) so only the backward is measured */
-    float *dy = hrand(g, BT * C, 1.0f), *rdqkv = hbuf(BT * 3 * C), *hdpre = hbuf(natt), *datt_h = hbuf(natt), *gdqkv = hbuf(BT * 3 * C);
-    quantize(g, att, natt);
-    cpu_attention_backward(rdqkv, hdpre, datt_h, dy, qkv, att, (int)B, (int)T, (int)C, (int)NH);
-    up(g, datt, att, natt);
-    dptr ddy = dup_x(g, dy, BT * C), ddqkv = dalloc(g, BT * 3 * C * g->xs), ddqkvr = dalloc(g, BT * 3 * C * g->xs), ddvacc = dalloc(g, BT * C * g->xs);
-    dptr q = dqkvr, k = q + BT * C * g->xs, v = k + BT * C * g->xs;
-    dptr dq = ddqkvr, dk = dq + BT * C * g->xs, dv = dk + BT * C * g->xs;
-    rc = launch_attention_permute(&g->ks, g->s, q, k, v, dqkv, &err) ||
-         launch_attention_unpermute_backward(&g->ks, g->s, ddvacc, ddy, &err) ||
-         matmul_run(&g->mm, MM_ATT_DATT, g->s, dpre, v, ddvacc, 0, 0, 1.0f, &err) ||
-         matmul_run(&g->mm, MM_ATT_DV, g->s, dv, ddvacc, datt, 0, 0, 1.0f, &err) ||
-         launch_attention_softmax_backward(&g->ks, g->s, dpre, dpre, datt, &err) ||
-         matmul_run(&g->mm, MM_ATT_DQ, g->s, dq, k, dpre, 0, 0, 1.0f, &err) ||
-         matmul_run(&g->mm, MM_ATT_DK, g->s, dk, q, dpre, 0, 0, 1.0f, &err) ||
-         launch_attention_permute_backward(&g->ks, g->s, ddqkv, dq, dk, dv, &err) || gpu_wait(g, &err) ? -1 : 0;
+    /* the backward from the GPU's own output and statistics */
+    rc = rc || launch_flash_backward_dot(&g->ks, g->s, d_ddot, d_dy, d_out, &err) ||
+         launch_flash_backward_dkdv(&g->ks, g->s, d_dqkv, d_qkv, d_dy, d_stats, d_ddot, &err) ||
+         launch_flash_backward_dq(&g->ks, g->s, d_dqkv, d_qkv, d_dy, d_stats, d_ddot, &err) || gpu_wait(g, &err) ? -1 : 0;
     c = (Cmp){0, 0, ""};
-    if (!rc) { down(g, gdqkv, ddqkv, BT * 3 * C); cmp(&c, "dqkv", gdqkv, rdqkv, BT * 3 * C, tol); }
-    finish(g, "attention_backward (softmax backward, 4 batched matmuls, permutes)", &c, &err, rc);
-    free(qkv); free(ref); free(preatt); free(att); free(got); free(gatt); free(dy); free(rdqkv); free(hdpre); free(datt_h); free(gdqkv);
+    if (!rc) {
+        down(g, dqkv, d_dqkv, BT * 3 * C);
+        attention_ref_compare(&shape, qkv, dy, heads, NULL, NULL, dqkv, &e);
+        size_t bad = count_nonfinite(dqkv, BT * 3 * C);
+        cmp_value(&c, "dq", e.dq, bad, tol_grad);
+        cmp_value(&c, "dk", e.dk, bad, tol_grad);
+        cmp_value(&c, "dv", e.dv, bad, tol_grad);
+    }
+    snprintf(name, sizeof name, "flash_backward (dot, dkdv, dq; %d head%s against fp64)", heads, heads == 1 ? "" : "s");
+    finish(g, name, &c, &err, rc);
+    free(qkv); free(dy); free(out); free(stats); free(dqkv);
     dfree_all(g);
 }
 
@@ -405,6 +399,43 @@ static void test_adamw_norm(G *g) {
     dfree_all(g);
 }
 
+/* Informational timing of the flash kernels at this shape (not an assertion): ms per forward and per backward,
+   and the rate in TFLOP/s counting the causal half of 4*B*NH*T*T*HS (forward) and 10*... (backward: 5 products,
+   2 of them recomputed... counted as FA2 does, 2.5x the forward). */
+static void time_attention(G *g) {
+    size_t B = g->B, T = g->T, NH = g->NH, C = g->C, BT = g->BT;
+    Err err = {{0}};
+    dptr qkv = dalloc(g, BT * 3 * C * g->xs), out = dalloc(g, BT * C * g->xs), st = dalloc(g, B * NH * T * 4);
+    dptr dy = dalloc(g, BT * C * g->xs), dqkv = dalloc(g, BT * 3 * C * g->xs), dd = dalloc(g, B * NH * T * 4);
+    CUevent e[3];
+    for (int i = 0; i < 3; i++) cu.cuEventCreate(&e[i], 0);
+    int sync = g->ks.sync_each, reps = 10, rc = 0;
+    g->ks.sync_each = 0;
+    rc |= launch_flash_forward(&g->ks, g->s, out, st, qkv, &err);   /* warm-up */
+    cu.cuEventRecord(e[0], g->s);
+    for (int r = 0; r < reps && !rc; r++) rc |= launch_flash_forward(&g->ks, g->s, out, st, qkv, &err);
+    cu.cuEventRecord(e[1], g->s);
+    for (int r = 0; r < reps && !rc; r++)
+        rc |= launch_flash_backward_dot(&g->ks, g->s, dd, dy, out, &err) ||
+              launch_flash_backward_dkdv(&g->ks, g->s, dqkv, qkv, dy, st, dd, &err) ||
+              launch_flash_backward_dq(&g->ks, g->s, dqkv, qkv, dy, st, dd, &err);
+    cu.cuEventRecord(e[2], g->s);
+    g->ks.sync_each = sync;
+    float fwd = 0, bwd = 0;
+    if (!rc && cu.cuEventSynchronize(e[2]) == CUDA_SUCCESS) {
+        cu.cuEventElapsedTime(&fwd, e[0], e[1]);
+        cu.cuEventElapsedTime(&bwd, e[1], e[2]);
+        double flop = 2.0 * B * NH * (double)T * T * g->HS;   /* causal: half of 4*B*NH*T*T*HS */
+        printf("time %s flash attention B=%zu T=%zu NH=%zu HS=%d: forward %.3f ms (%.0f TFLOP/s), backward %.3f ms "
+               "(%.0f TFLOP/s at 2.5x the forward's work)\n", g->cfg->name, B, T, NH, g->HS, fwd / reps,
+               flop / (fwd / reps * 1e-3) / 1e12, bwd / reps, 2.5 * flop / (bwd / reps * 1e-3) / 1e12);
+    } else {
+        fail(g, "flash timing", "%s", rc ? err.msg : "the timed launches failed");
+    }
+    for (int i = 0; i < 3; i++) cu.cuEventDestroy(e[i]);
+    dfree_all(g);
+}
+
 /* Every declared kernel must have run in the tests above (or in a test skipped at this size): a kernel added
    without a test fails here. */
 static void check_coverage(G *g) {
@@ -427,25 +458,48 @@ static int setup(G *g, Err *err) {
     return matmuls_init(&g->mm, g->plan->matmuls, MM_COUNT, g->prec, g->workspace, CUBLASLT_WORKSPACE_BYTES, err);
 }
 
+/* the G of cfg and plan, on GPU 0: -1 and a skip line when there is none */
+static int open_g(G *g, const Config *cfg, const struct Plan *plan) {
+    memset(g, 0, sizeof *g);
+    g->cfg = cfg;
+    g->plan = plan;
+    Err err = {{0}};
+    if (cuda_device_open(&g->dev, 0, &err)) { skip(g, "gpu", "%s", err.msg); return -1; }
+    g->s = g->dev.compute;
+    g->prec = cfg->precision;
+    g->xs = g->prec == PREC_FP32 ? 4 : 2;
+    g->B = cfg->train.batch_size; g->T = cfg->train.seq_len; g->BT = g->B * g->T;
+    g->C = cfg->model.n_embd; g->NH = cfg->model.n_head; g->HS = g->C / g->NH; g->L = cfg->model.n_layer;
+    g->V = cfg->model.vocab_size; g->Vp = cfg->model.padded_vocab_size; g->maxT = cfg->model.max_seq_len;
+    g->tol = g->prec == PREC_FP32 ? 2e-5 : 1.5e-2;
+    g->rng = 0x1234567ull;
+    return 0;
+}
+
+int gpu_attention_test_run(const Config *cfg, const struct Plan *plan) {
+    static G g;
+    if (open_g(&g, cfg, plan)) return -1;
+    int failed0 = report_failed_count();
+    Err err = {{0}};
+    if (kernels_load(&g.ks, plan, &g.dev, &err)) fail(&g, "setup", "%s", err.msg);
+    else {
+        g.ks.sync_each = 1;
+        test_attention(&g);
+        time_attention(&g);
+    }
+    kernels_unload(&g.ks);
+    cuda_device_close(&g.dev);
+    return report_failed_count() - failed0;
+}
+
 int gpu_test_run(const Config *cfg, const struct Plan *plan) {
     static G g;   /* large; one test run at a time */
-    memset(&g, 0, sizeof g);
-    g.cfg = cfg;
-    g.plan = plan;
+    if (open_g(&g, cfg, plan)) return -1;
     Err err = {{0}};
-    if (cuda_device_open(&g.dev, 0, &err)) { skip(&g, "gpu", "%s", err.msg); return -1; }
     if (cfg->precision == PREC_FP16) { skip(&g, "gpu", "fp16 is not implemented in the CUDA backend"); cuda_device_close(&g.dev); return 0; }
-    g.s = g.dev.compute;
-    g.prec = cfg->precision;
     int failed0 = report_failed_count();
     if (setup(&g, &err)) fail(&g, "setup", "%s", err.msg);
     else {
-        g.xs = g.prec == PREC_FP32 ? 4 : 2;
-        g.B = cfg->train.batch_size; g.T = cfg->train.seq_len; g.BT = g.B * g.T;
-        g.C = cfg->model.n_embd; g.NH = cfg->model.n_head; g.HS = g.C / g.NH; g.L = cfg->model.n_layer;
-        g.V = cfg->model.vocab_size; g.Vp = cfg->model.padded_vocab_size; g.maxT = cfg->model.max_seq_len;
-        g.tol = g.prec == PREC_FP32 ? 2e-5 : 1.5e-2;
-        g.rng = 0x1234567ull;
         printf("== %s: %s, B=%d T=%d C=%d NH=%d L=%d on %s (sm_%d%d)\n", cfg->name, precision_name(cfg->precision), g.B, g.T,
                g.C, g.NH, g.L, g.dev.name, g.dev.cc_major, g.dev.cc_minor);
         fflush(stdout);
