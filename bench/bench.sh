@@ -59,5 +59,16 @@ for model in $MODELS; do
     printf "%-6s B=%-3s ours %8s tok/s %7s ms/step %6.1f GiB | pytorch %8s tok/s %7s ms/step %6.1f GiB | ours/pytorch %s\n" \
         $model $B $otok $oms $(awk -v m=$ours_mem 'BEGIN{print m/1024}') $ttok $tms $(awk -v m=$theirs_mem 'BEGIN{print m/1024}') $ratio >> "$summary"
 done
+# where the time of a 124M step goes: GPT2GEN_PROFILE=1 synchronizes around each op (slower overall)
+if [ -z "$NO_PROFILE" ]; then
+    GPT2GEN_PROFILE=1 ./gpt2gen train configs/gpt2-124M.lua --backend cuda --set train.batch_size=64 \
+        --set train.total_batch_size=65536 --set train.steps=6 --set train.warmup=2 --set "data.train=$data/train_*.bin" \
+        --set "data.val=$data/val_*.bin" --set data.tokenizer=none --set eval.val_every=0 --set eval.sample_every=0 \
+        --set checkpoint.dir=build/bench-ckpt-profile > build/bench-logs/profile-124M.log 2>&1
+fi
 echo "== benchmark (T=1024, bf16, random tokens, $STEPS steps, first steps excluded; memory = nvidia-smi peak)"
 cat "$summary"
+if [ -f build/bench-logs/profile-124M.log ]; then
+    echo "== profile of a gpt2-124M step, B=64 (GPT2GEN_PROFILE=1)"
+    sed -n '/GPT2GEN_PROFILE:/,$p' build/bench-logs/profile-124M.log | grep -v '^done:' | head -30
+fi

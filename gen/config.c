@@ -17,6 +17,7 @@
 /* ---------------------------------------------------------------- the schema */
 
 static const char *const PRECISIONS[] = {"fp32", "bf16", "fp16", NULL};
+static const char *const ATTENTIONS[] = {"auto", "cudnn", "flash", NULL};
 static const char *const SCHEDULES[] = {"cosine", "linear", "constant", "wsd", NULL};
 
 #define F_INT(sec, k, d, mn, mx) {#k, K_INT, offsetof(Config, sec.k), sizeof(((Config *)0)->sec.k), d, NULL, mn, mx}
@@ -52,7 +53,7 @@ static const Field CHECKPOINT_FIELDS[] = {
 const Section SECTIONS[] = {
     {"model", MODEL_FIELDS}, {"train", TRAIN_FIELDS}, {"data", DATA_FIELDS},
     {"eval", EVAL_FIELDS}, {"checkpoint", CHECKPOINT_FIELDS}, {NULL, NULL}};
-static const char *const TOP_KEYS[] = {"name", "model", "precision", "train", "data", "eval", "checkpoint", "tune", "arch", NULL};
+static const char *const TOP_KEYS[] = {"name", "model", "precision", "train", "data", "eval", "checkpoint", "tune", "arch", "attention", NULL};
 
 /* ---------------------------------------------------------------- did you mean */
 
@@ -453,6 +454,9 @@ static int read_config(lua_State *L, void *ud, Err *err) {
     Field prec = {"precision", K_ENUM, offsetof(Config, precision), 0, "bf16", PRECISIONS, 0, 0};
     raw_field(L, -1, "precision");
     if (read_field(L, cfg, NULL, &prec, err)) return -1;
+    Field attn = {"attention", K_ENUM, offsetof(Config, attention), 0, "auto", ATTENTIONS, 0, 0};
+    raw_field(L, -1, "attention");
+    if (read_field(L, cfg, NULL, &attn, err)) return -1;
     for (const Section *s = SECTIONS; s->name; s++)
         if (read_section(L, cfg, s, err)) return -1;
     return read_tune(L, cfg, err);
@@ -471,6 +475,7 @@ int config_load(Config *cfg, const char *path, const char *const *overrides, int
 
 const char *precision_name(Precision p) { return PRECISIONS[p]; }
 const char *schedule_name(Schedule s) { return SCHEDULES[s]; }
+const char *attention_name(AttentionPath a) { return ATTENTIONS[a]; }
 
 int config_tunable(const Config *cfg, const char *family, const char *name, int dflt) {
     for (int i = 0; i < cfg->n_tunables; i++)

@@ -7,6 +7,9 @@
 #include <stdio.h>
 
 typedef enum { SCHED_COSINE = 0, SCHED_LINEAR, SCHED_CONSTANT, SCHED_WSD } Schedule;
+/* the GPU attention: cuDNN's flash attention, our template (templates/attention.cu), or cuDNN where it loads and
+   accepts the shape, else the template */
+typedef enum { ATTN_AUTO = 0, ATTN_CUDNN, ATTN_FLASH } AttentionPath;
 
 #define CONFIG_MAX_TUNABLES 64
 #define CONFIG_PATH_MAX 1024   /* path buffers: the config's path, data patterns, checkpoint paths */
@@ -28,6 +31,7 @@ typedef struct {
         int padded_vocab_size;            /* derived: vocab_size rounded up to a multiple of 128 */
     } model;
     Precision precision;                  /* default bf16 */
+    AttentionPath attention;              /* default auto */
     struct {
         int batch_size, seq_len;          /* micro-batch B and T */
         long total_batch_size;            /* tokens per optimizer step; default B*T */
@@ -57,6 +61,7 @@ typedef struct {
    stages store them in. On error: err says file, key and what was expected (exit code 2 at the command line). */
 int  config_load(Config *cfg, const char *path, const char *const *overrides, int n_overrides, Err *err);
 const char *precision_name(Precision p);
+const char *attention_name(AttentionPath a);
 /* 1 if arch names a GPU target we build for: "sm_" and 2 to 4 digits, at least 70, optionally an "a" suffix. */
 int  config_arch_valid(const char *arch);
 /* The model shape the config describes. */

@@ -91,6 +91,7 @@ void config_write_lua(const Config *c, FILE *f) {
     fprintf(f, "-- %s, resolved with every default (written by gpt2gen)\n", c->name);
     fputs("name = ", f); write_lua_string(f, c->name);
     fputs("\nprecision = ", f); write_lua_string(f, precision_name(c->precision));
+    fputs("\nattention = ", f); write_lua_string(f, attention_name(c->attention));
     fputs("\n", f);
     if (c->arch[0]) { fputs("arch = ", f); write_lua_string(f, c->arch); fputs("\n", f); }
     for (const Section *s = SECTIONS; s->name; s++) write_section(f, c, s);

@@ -92,7 +92,8 @@ static long long att_fwd_smem(const KernelEnv *e) {
 }
 static long long att_bwd_smem(const KernelEnv *e) {
     if (e->x128 == 4) return 0;
-    return 2 * (e->tun[ATT_BWD_TILE] + e->tun[ATT_BWD_INNER]) * att_row_bytes(e) + 2 * e->tun[ATT_BWD_INNER] * 4;
+    /* the block's own rows of two tensors, two stages of the streamed rows of two more and of two floats per row */
+    return (2 * e->tun[ATT_BWD_TILE] + 4 * e->tun[ATT_BWD_INNER]) * att_row_bytes(e) + 4 * e->tun[ATT_BWD_INNER] * 4;
 }
 static const char *att_check(const KernelEnv *e, char *why, size_t n) {
     if (e->x128 != 4 && (e->HS % 16 || e->HS > 128))

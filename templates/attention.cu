@@ -327,48 +327,66 @@ KERNEL(flash_forward) {
         }
 }
 
-// Shared memory of both backward kernels: the block's own BWD_TILE rows of two tensors (sa, sb), the streamed
-// BWD_INNER rows of two more (sc, sd), and the streamed rows' statistics and row sums.
+// Shared memory of both backward kernels: the block's own BWD_TILE rows of two tensors (own0, own1), and two
+// stages of the streamed BWD_INNER rows of two more (in0, in1) with, for the dK/dV kernel, the streamed query
+// rows' statistics and row sums: while one stage is in use the next one is on its way (cp.async).
 struct BwdSmem {
-    floatX *sa, *sb, *sc, *sd;
-    float *lse2, *dd;
+    floatX *own0, *own1, *streamed;
+    float *floats;
     __device__ __forceinline__ BwdSmem(unsigned char *p) {
-        sa = reinterpret_cast<floatX *>(p);
-        sb = sa + BWD_TILE * LDS;
-        sc = sb + BWD_TILE * LDS;
-        sd = sc + BWD_INNER * LDS;
-        lse2 = reinterpret_cast<float *>(sd + BWD_INNER * LDS);
-        dd = lse2 + BWD_INNER;
+        own0 = reinterpret_cast<floatX *>(p);
+        own1 = own0 + BWD_TILE * LDS;
+        streamed = own1 + BWD_TILE * LDS;
+        floats = reinterpret_cast<float *>(streamed + 4 * BWD_INNER * LDS);
     }
+    __device__ __forceinline__ floatX *in0(int stage) const { return streamed + stage * 2 * BWD_INNER * LDS; }
+    __device__ __forceinline__ floatX *in1(int stage) const { return in0(stage) + BWD_INNER * LDS; }
+    __device__ __forceinline__ float *lse(int stage) const { return floats + stage * 2 * BWD_INNER; }
+    __device__ __forceinline__ float *dd(int stage) const { return lse(stage) + BWD_INNER; }
 };
+
+// 4-byte asynchronous copies of n floats from src (rows i0.. of one (b,h)); zeros past T
+__device__ __forceinline__ void load_floats(float *dst, const float *src, int i0, int n, int nthreads) {
+    for (int r = threadIdx.x; r < n; r += nthreads) {
+        const bool ok = i0 + r < T;
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst + r)), "l"(src + (ok ? i0 + r : 0)),
+                     "r"(ok ? 4 : 0));
+    }
+}
 
 // dK and dV of BWD_TILE key rows: for every query tile at or after them, P^T = exp(K Q^T * scale - lse),
 // dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - ddot), dK += dS^T Q (times scale at the end).
+// Query rows past T are zeros in Q and dO, so whatever their probability, they add nothing.
 KERNEL(flash_backward_dkdv) {
     extern __shared__ __align__(16) unsigned char smem_bytes[];
     BwdSmem sm(smem_bytes);
-    floatX *sk = sm.sa, *sv = sm.sb, *sq = sm.sc, *sdo = sm.sd;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
     const int jt = gridDim.x - 1 - blockIdx.x;           // the longest columns first
     const int j0 = jt * BWD_TILE, wj0 = j0 + warp * 16;
     const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
     const float *st = stats + ((long long)b * NH + h) * T, *ddr = ddot + ((long long)b * NH + h) * T;
-    load_rows<BWD_TILE, BWD_THREADS>(sk, base + C, 3 * C, j0);
-    load_rows<BWD_TILE, BWD_THREADS>(sv, base + 2 * C, 3 * C, j0);
+    const int first = (j0 / BWD_INNER) * BWD_INNER;
+    auto load_stage = [&](int stage, int i0) {
+        load_rows<BWD_INNER, BWD_THREADS>(sm.in0(stage), base, 3 * C, i0);
+        load_rows<BWD_INNER, BWD_THREADS>(sm.in1(stage), dbase, C, i0);
+        load_floats(sm.lse(stage), st, i0, BWD_INNER, BWD_THREADS);
+        load_floats(sm.dd(stage), ddr, i0, BWD_INNER, BWD_THREADS);
+    };
+    load_rows<BWD_TILE, BWD_THREADS>(sm.own0, base + C, 3 * C, j0);
+    load_rows<BWD_TILE, BWD_THREADS>(sm.own1, base + 2 * C, 3 * C, j0);
+    load_stage(0, first);
     cp_async_commit();
 
     float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
     const int g = lane >> 2, c2 = (lane & 3) * 2;
-    for (int i0 = (j0 / BWD_INNER) * BWD_INNER; i0 < T; i0 += BWD_INNER) {
-        load_rows<BWD_INNER, BWD_THREADS>(sq, base, 3 * C, i0);
-        load_rows<BWD_INNER, BWD_THREADS>(sdo, dbase, C, i0);
+    int stage = 0;
+    for (int i0 = first; i0 < T; i0 += BWD_INNER, stage ^= 1) {
+        if (i0 + BWD_INNER < T) load_stage(stage ^ 1, i0 + BWD_INNER);
         cp_async_commit();
-        for (int r = threadIdx.x; r < BWD_INNER; r += BWD_THREADS) {
-            sm.lse2[r] = i0 + r < T ? st[i0 + r] * LOG2E : INFINITY;   // rows past T: probability 0
-            sm.dd[r] = i0 + r < T ? ddr[i0 + r] : 0.0f;
-        }
-        cp_async_wait<0>();
+        cp_async_wait<1>();                              // this stage is in
         __syncthreads();
+        const floatX *sk = sm.own0, *sv = sm.own1, *sq = sm.in0(stage), *sdo = sm.in1(stage);
+        const float *lse = sm.lse(stage), *dd = sm.dd(stage);
 
         float s[BWD_INNER / 8][4] = {}, dp[BWD_INNER / 8][4] = {};
         for (int kk = 0; kk < HS16; kk++) {
@@ -390,10 +408,10 @@ KERNEL(flash_backward_dkdv) {
         for (int n = 0; n < BWD_INNER / 8; n++)
             for (int e = 0; e < 4; e++) {
                 const int ci = n * 8 + c2 + (e & 1), j = wj0 + g + 8 * (e >> 1);
-                float p = exp2f(s[n][e] * SCALE_LOG2 - sm.lse2[ci]);
+                float p = exp2f(s[n][e] * SCALE_LOG2 - lse[ci] * LOG2E);
                 if (diagonal && i0 + ci < j) p = 0.0f;
                 s[n][e] = p;
-                dp[n][e] = p * (dp[n][e] - sm.dd[ci]);
+                dp[n][e] = p * (dp[n][e] - dd[ci]);
             }
         for (int kk = 0; kk < BWD_INNER / 16; kk++) {
             u32 pa[4], sa[4];
@@ -409,7 +427,7 @@ KERNEL(flash_backward_dkdv) {
                 mma(dk[2 * np + 1], sa, bq[2], bq[3]);
             }
         }
-        __syncthreads();                                 // before the next tile overwrites sq, sdo
+        __syncthreads();                                 // before this stage is loaded again
     }
     floatX *dbase3 = dqkv + head_row(b, 0, 3 * C) + h * HS;
     store_acc(dbase3 + C, 3 * C, dk, wj0, SCALE, SCALE, lane);
@@ -421,7 +439,6 @@ KERNEL(flash_backward_dkdv) {
 KERNEL(flash_backward_dq) {
     extern __shared__ __align__(16) unsigned char smem_bytes[];
     BwdSmem sm(smem_bytes);
-    floatX *sq = sm.sa, *sdo = sm.sb, *sk = sm.sc, *sv = sm.sd;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
     const int qt = gridDim.x - 1 - blockIdx.x;
     const int q0 = qt * BWD_TILE, wq0 = q0 + warp * 16;
@@ -433,25 +450,32 @@ KERNEL(flash_backward_dq) {
         lse2[half] = i < T ? stats[((long long)b * NH + h) * T + i] * LOG2E : 0.0f;
         D[half] = i < T ? ddot[((long long)b * NH + h) * T + i] : 0.0f;
     }
-    load_rows<BWD_TILE, BWD_THREADS>(sq, base, 3 * C, q0);
-    load_rows<BWD_TILE, BWD_THREADS>(sdo, dbase, C, q0);
+    auto load_stage = [&](int stage, int j0) {
+        load_rows<BWD_INNER, BWD_THREADS>(sm.in0(stage), base + C, 3 * C, j0);
+        load_rows<BWD_INNER, BWD_THREADS>(sm.in1(stage), base + 2 * C, 3 * C, j0);
+    };
+    load_rows<BWD_TILE, BWD_THREADS>(sm.own0, base, 3 * C, q0);
+    load_rows<BWD_TILE, BWD_THREADS>(sm.own1, dbase, C, q0);
     cp_async_commit();
-    cp_async_wait<0>();
+    load_stage(0, 0);
+    cp_async_commit();
+    cp_async_wait<1>();
     __syncthreads();
     u32 qf[HS16][4], df[HS16][4];
     for (int kk = 0; kk < HS16; kk++) {
-        ldsm4(qf[kk], a_addr(sq, warp * 16, kk * 16, lane));
-        ldsm4(df[kk], a_addr(sdo, warp * 16, kk * 16, lane));
+        ldsm4(qf[kk], a_addr(sm.own0, warp * 16, kk * 16, lane));
+        ldsm4(df[kk], a_addr(sm.own1, warp * 16, kk * 16, lane));
     }
 
     float dq[HS / 8][4] = {};
     const int last = q0 + BWD_TILE - 1 < T - 1 ? q0 + BWD_TILE - 1 : T - 1;
-    for (int j0 = 0; j0 <= last; j0 += BWD_INNER) {
-        load_rows<BWD_INNER, BWD_THREADS>(sk, base + C, 3 * C, j0);
-        load_rows<BWD_INNER, BWD_THREADS>(sv, base + 2 * C, 3 * C, j0);
+    int stage = 0;
+    for (int j0 = 0; j0 <= last; j0 += BWD_INNER, stage ^= 1) {
+        if (j0 + BWD_INNER <= last) load_stage(stage ^ 1, j0 + BWD_INNER);
         cp_async_commit();
-        cp_async_wait<0>();
+        cp_async_wait<1>();
         __syncthreads();
+        const floatX *sk = sm.in0(stage), *sv = sm.in1(stage);
         float s[BWD_INNER / 8][4] = {}, dp[BWD_INNER / 8][4] = {};
         for (int kk = 0; kk < HS16; kk++)
             for (int np = 0; np < BWD_INNER / 16; np++) {
@@ -481,7 +505,7 @@ KERNEL(flash_backward_dq) {
                 mma(dq[2 * np + 1], sa, bk[2], bk[3]);
             }
         }
-        __syncthreads();                                 // before the next tile overwrites sk, sv
+        __syncthreads();                                 // before this stage is loaded again
     }
     store_acc(dqkv + head_row(b, 0, 3 * C) + h * HS, 3 * C, dq, wq0, SCALE, SCALE, lane);
 }
