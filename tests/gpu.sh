@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/gpu.sh: what `make test-gpu` runs on the GPU machine. First the per-variant GPU tests on small configs
 # (build/tests/test_gpu: every kernel against the CPU reference, a full training step against the CPU
-# backend), then `gpt2gen test` on every config in configs/ (the kernel tests at that config's real shapes; the
+# backend), then both attention paths over a range of shapes (build/tests/test_attention), then `gpt2gen test` on every config in configs/ (the kernel tests at that config's real shapes; the
 # parts whose CPU reference would be too slow say "skip"), then a summary table.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
@@ -17,6 +17,10 @@ echo "== test_gpu (small configs: fp32/bf16, head size 32/64, recompute 0/1/2)"
 build/tests/test_gpu > "$log/test_gpu.out" 2>&1; rc=$?
 cat "$log/test_gpu.out"
 count test_gpu "$log/test_gpu.out" $rc
+echo "== test_attention (flash template and cuDNN against fp64: head size 64/128, T 64..2048, B 1..64)"
+build/tests/test_attention > "$log/test_attention.out" 2>&1; rc=$?
+cat "$log/test_attention.out"
+count test_attention "$log/test_attention.out" $rc
 for c in configs/*.lua; do
     name=$(basename "$c" .lua)
     [ "$name" = defaults ] && continue

@@ -3,7 +3,9 @@
    checked in turn. On the GPU: the flash-attention kernels (templates/attention.cu) generated for a range of
    shapes (head size 64 and 128, T from 64 to 2048 with T not a multiple of 64 too, B from 1 to 64), forward
    output and statistics and dq/dk/dv against the reference, with a timing line per shape. Each shape's kernels
-   are generated and compiled first (that part runs everywhere). */
+   are generated and compiled first (that part runs everywhere). cuDNN's attention runs beside the template at
+   each shape where it loads and takes it (see tests/gpu/kernel_tests.c); its refusals that need no GPU are
+   tested here, in CI too. */
 #include "tests/check.h"
 #include "tests/gpu/attention_ref.h"
 #include "common/err.h"
@@ -13,10 +15,12 @@
 #include "gen/config.h"
 #include "gen/plan.h"
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/cudnn_attention.h"
 #include "tests/gpu/kernel_tests.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static float *rand_buf(uint64_t *rng, size_t n, float scale) {
     float *x = xcalloc(n, sizeof(float));
@@ -53,6 +57,90 @@ static void test_reference_vs_cpu_backend(void) {
     attention_ref_compare(&s, qkv, dout, s.B * s.NH, out, stats, dqkv, &e);
     CHECK(e.dk > 1e-3, "a changed dk went unnoticed (%.2e)", e.dk);
     free(qkv); free(dout); free(out); free(preatt); free(att); free(dqkv); free(dpre); free(datt); free(stats);
+}
+
+/* ---- cuDNN attention ---- */
+
+/* fp16 on the host, for the test's inputs and outputs: round to nearest even, with subnormals, overflow to inf */
+static uint16_t half_from_f32(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);      /* NaN */
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);     /* rounds to 65520 or more: inf */
+    if (a < 0x38800000u) {                                       /* under 2^-14: a multiple of 2^-24 */
+        float v;
+        memcpy(&v, &a, sizeof v);
+        return (uint16_t)(sign | (uint32_t)lrintf(v * 16777216.0f));
+    }
+    uint32_t r = a - 0x38000000u;                                /* exponent bias 127 -> 15 */
+    r += 0xfffu + ((r >> 13) & 1u);
+    return (uint16_t)(sign | (r >> 13));
+}
+
+static float half_to_f32(uint16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0) { float f = ldexpf((float)m, -24); return sign ? -f : f; }
+    uint32_t u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static void test_half_conversion(void) {
+    const float exact[] = {0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f, 5.9604644775390625e-08f, 0.333251953125f};
+    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
+        CHECK(half_to_f32(half_from_f32(exact[i])) == exact[i], "%g does not survive fp16", exact[i]);
+    CHECK(half_from_f32(1.0f + 1.0f / 2048) == 0x3c00, "a tie rounds to even (down)");
+    CHECK(half_from_f32(1.0f + 3.0f / 2048) == 0x3c02, "a tie rounds to even (up)");
+    CHECK(half_from_f32(65520.0f) == 0x7c00 && half_from_f32(65519.0f) == 0x7bff, "overflow to inf at 65520");
+    CHECK(half_from_f32(3e-8f) == 0x0001 && half_from_f32(2.9e-8f) == 0x0000, "the smallest subnormal");
+    CHECK(isnan(half_to_f32(half_from_f32(NAN))) && isinf(half_to_f32(0xfc00)), "nan and inf");
+}
+
+/* the environment variable for one test, restored after it */
+static char *saved_env;
+static void env_set(const char *value) {
+    const char *old = getenv("GPT2GEN_CUDNN_LIBRARY");
+    saved_env = old ? xstrdup(old) : NULL;
+    setenv("GPT2GEN_CUDNN_LIBRARY", value, 1);
+}
+static void env_restore(void) {
+    if (saved_env) setenv("GPT2GEN_CUDNN_LIBRARY", saved_env, 1);
+    else unsetenv("GPT2GEN_CUDNN_LIBRARY");
+    free(saved_env);
+    saved_env = NULL;
+}
+
+/* refusals that need no GPU */
+static void test_cudnn_hidden(void) {
+    char why[1024] = "";
+    env_set("none");
+    CudnnAttention *a = cudnn_attention_open(1, 128, 2, 64, PREC_BF16, why, sizeof why);
+    env_restore();
+    CHECK(a == NULL, "GPT2GEN_CUDNN_LIBRARY=none still opened cuDNN");
+    CHECK(strstr(why, "GPT2GEN_CUDNN_LIBRARY") != NULL, "the reason does not name the variable: '%s'", why);
+    cudnn_attention_close(a);
+}
+
+static void test_cudnn_missing_library(void) {
+    char why[1024] = "";
+    env_set("libcudnn_not_here.so.9");
+    CudnnAttention *a = cudnn_attention_open(1, 128, 2, 64, PREC_BF16, why, sizeof why);
+    env_restore();
+    CHECK(a == NULL, "a missing library opened");
+    CHECK(strstr(why, "libcudnn_not_here.so.9") != NULL, "the reason does not name the library: '%s'", why);
+    cudnn_attention_close(a);
+}
+
+static void test_cudnn_refuses_fp32_and_head_size(void) {
+    char why[1024] = "";
+    CudnnAttention *a = cudnn_attention_open(1, 128, 2, 64, PREC_FP32, why, sizeof why);
+    CHECK(a == NULL && strcmp(why, "cuDNN flash attention needs bf16 or fp16") == 0, "fp32: '%s'", why);
+    cudnn_attention_close(a);
+    a = cudnn_attention_open(1, 128, 2, 60, PREC_BF16, why, sizeof why);
+    CHECK(a == NULL && strstr(why, "head size 60") != NULL, "HS=60: '%s'", why);
+    cudnn_attention_close(a);
 }
 
 /* one shape of the GPU tests: the tiny config with this attention shape (one layer, a small vocabulary) */
@@ -99,6 +187,10 @@ SHAPE(fp32, 1, 256, 2, 128)
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     RUN(test_reference_vs_cpu_backend);
+    RUN(test_half_conversion);
+    RUN(test_cudnn_hidden);
+    RUN(test_cudnn_missing_library);
+    RUN(test_cudnn_refuses_fp32_and_head_size);
     SHAPES(RUN_SHAPE, bf16)
     RUN_SHAPE(fp32, 2, 100, 3, 64)
     RUN_SHAPE(fp32, 1, 256, 2, 128)

@@ -1,5 +1,5 @@
 /* test_gpu: the per-variant GPU tests (tests/gpu/kernel_tests.c, step_test.c) on small configs that cover both precisions,
-   head sizes 32 and 64, and every recompute level; then the PyTorch golden file's 10 AdamW steps on the CUDA
+   head sizes 32 and 64, every recompute level and both attention paths; then the PyTorch golden file's 10 AdamW steps on the CUDA
    backend in fp32 and bf16. Each variant's kernels are generated and compiled with NVRTC first (that part
    runs everywhere); without a GPU the GPU parts say "skip ...: no GPU: ...". */
 #include "tests/check.h"
@@ -22,6 +22,9 @@ static const Variant variants[] = {
     {"gt-bf16-hs64", {"name=gt-bf16-hs64", "precision=bf16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
                       "train.master_weights=false", NULL}},
+    /* the whole step with cuDNN's attention (T a multiple of 128, for cuDNN before 9.15.1) */
+    {"gt-bf16-cudnn", {"name=gt-bf16-cudnn", "precision=bf16", "attention=cudnn", "model.max_seq_len=128",
+                       "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256", NULL}},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -59,6 +62,7 @@ VARIANT_TESTS(0, fp32)
 VARIANT_TESTS(1, bf16)
 VARIANT_TESTS(2, fp32_hs64)
 VARIANT_TESTS(3, bf16_hs64)
+VARIANT_TESTS(4, bf16_cudnn)
 
 /* The PyTorch golden file on the CUDA backend: its shape as a config, its initial weights, its 10 AdamW steps
    on one batch. fp32 is held to the CPU reference's tolerances (1e-4: only summation orders differ); bf16 to
@@ -117,10 +121,12 @@ int main(int argc, char **argv) {
     RUN(test_build_bf16);
     RUN(test_build_fp32_hs64);
     RUN(test_build_bf16_hs64);
+    RUN(test_build_bf16_cudnn);
     RUN(test_gpu_fp32);
     RUN(test_gpu_bf16);
     RUN(test_gpu_fp32_hs64);
     RUN(test_gpu_bf16_hs64);
+    RUN(test_gpu_bf16_cudnn);
     RUN(test_golden_gpu_fp32);
     RUN(test_golden_gpu_bf16);
     return check_summary();

@@ -1,20 +1,85 @@
-/* attention: causal self-attention on the GPU without the (B,NH,T,T) scores (templates/attention.cu): the
-   forward writes the output and each query row's log-sum-exp (att_stats[l]); the backward recomputes the
-   probabilities tile by tile from them. q, k, v are read in place from the qkv buffer and dq, dk, dv written
-   in place into dqkv: no permutes. */
+/* attention: causal self-attention on the GPU without the (B,NH,T,T) scores, through cuDNN's fused flash
+   attention (runtime/cuda/cudnn_attention.c) or our template (templates/attention.cu). Either forward writes the
+   output and each query row's log-sum-exp (att_stats[l]); the backward recomputes the probabilities tile by tile
+   from them. q, k, v are read in place from the qkv buffer and dq, dk, dv written in place into dqkv: no permutes. */
 #include "runtime/cuda/ops.h"
+#include <stdio.h>
+
+/* The logits buffer is free during the layers' forward (the classifier writes it last) and, past the layers'
+   backward scratch that lies inside it, during their backward: cuDNN's workspace goes there when it fits. */
+static dptr logits_free_space(const Cuda *c, size_t need) {
+    const PlanMemory *mem = &c->plan->memory;
+    const PlanBuffer *logits = &mem->buffers[BUF_LOGITS];
+    size_t used = 0;
+    for (int i = 0; i < BUF_COUNT; i++)
+        if (mem->buffers[i].shares == BUF_LOGITS) {
+            size_t end = mem->buffers[i].offset + mem->buffers[i].bytes - logits->offset;
+            if (end > used) used = end;
+        }
+    used = (used + MEM_ALIGN - 1) & ~(size_t)(MEM_ALIGN - 1);
+    return used + need <= logits->bytes ? c->arena.buf[BUF_LOGITS] + used : 0;
+}
+
+int attention_open(Cuda *c, AttentionPath want, Err *err) {
+    char why[1024] = "";
+    if (want == ATTN_FLASH) {
+        printf("attention: flash template (templates/attention.cu), as the config asks\n");
+        return 0;
+    }
+    c->cudnn = cudnn_attention_open(c->B, c->T, c->NH, c->HS, c->plan->cfg->precision, why, sizeof why);
+    if (!c->cudnn) {
+        if (want == ATTN_CUDNN) return err_set(err, "%s: attention = \"cudnn\", but %s", c->plan->cfg->path, why);
+        printf("attention: flash template (templates/attention.cu): %s\n", why);
+        return 0;
+    }
+    size_t ws = cudnn_attention_workspace_bytes(c->cudnn);
+    const char *where = "none needed";
+    if (ws) {
+        c->cudnn_workspace = logits_free_space(c, ws);
+        where = "inside the logits buffer";
+        if (!c->cudnn_workspace) {
+            char what[96];
+            snprintf(what, sizeof what, "allocating cuDNN's attention workspace (%zu bytes)", ws);
+            if (cuda_check(cu.cuMemAlloc(&c->cudnn_workspace_own, ws), what, err)) { attention_close(c); return -1; }
+            c->cudnn_workspace = c->cudnn_workspace_own;
+            where = "allocated beside the arena";
+        }
+    }
+    printf("attention: %s%s, workspace %.2f GiB (%s)\n", cudnn_attention_describe(c->cudnn),
+           want == ATTN_AUTO ? " (attention = \"auto\")" : "", ws / 1073741824.0, where);
+    return 0;
+}
+
+void attention_close(Cuda *c) {
+    if (c->cudnn_workspace_own) cu.cuMemFree(c->cudnn_workspace_own);
+    cudnn_attention_close(c->cudnn);
+    c->cudnn = NULL;
+    c->cudnn_workspace = c->cudnn_workspace_own = 0;
+}
+
+int attention_forward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr out, dptr stats, dptr qkv,
+                      Err *err) {
+    if (cudnn) return cudnn_attention_forward(cudnn, s, out, stats, qkv, workspace, err);
+    return launch_flash_forward(ks, s, out, stats, qkv, err);
+}
+
+int attention_backward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr dqkv, dptr qkv, dptr out,
+                       dptr dout, dptr stats, dptr ddot, Err *err) {
+    if (cudnn) return cudnn_attention_backward(cudnn, s, dqkv, qkv, out, dout, stats, ddot, workspace, err);
+    return launch_flash_backward_dot(ks, s, ddot, dout, out, err) ||
+           launch_flash_backward_dkdv(ks, s, dqkv, qkv, dout, stats, ddot, err) ||
+           launch_flash_backward_dq(ks, s, dqkv, qkv, dout, stats, ddot, err) ? -1 : 0;
+}
 
 int op_attention(Cuda *c, int l, Err *err) {
-    OP("attention forward", launch_flash_forward(&c->ks, c->s, buf(c, BUF_ATTY, l), buf(c, BUF_ATT_STATS, l),
-                                                 buf(c, BUF_QKV, l), err));
+    OP("attention forward", attention_forward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, buf(c, BUF_ATTY, l),
+                                              buf(c, BUF_ATT_STATS, l), buf(c, BUF_QKV, l), err));
     return 0;
 }
 
 int op_attention_backward(Cuda *c, int l, Err *err) {
-    dptr qkv = buf(c, BUF_QKV, l), out = buf(c, BUF_ATTY, l), stats = buf(c, BUF_ATT_STATS, l);
-    dptr dout = buf(c, BUF_DATTY, 0), dqkv = buf(c, BUF_DQKV, 0), ddot = buf(c, BUF_ATT_DDOT, 0);
-    OP("attention backward", launch_flash_backward_dot(&c->ks, c->s, ddot, dout, out, err));
-    OP("attention backward", launch_flash_backward_dkdv(&c->ks, c->s, dqkv, qkv, dout, stats, ddot, err));
-    OP("attention backward", launch_flash_backward_dq(&c->ks, c->s, dqkv, qkv, dout, stats, ddot, err));
+    OP("attention backward", attention_backward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, buf(c, BUF_DQKV, 0),
+                                                buf(c, BUF_QKV, l), buf(c, BUF_ATTY, l), buf(c, BUF_DATTY, 0),
+                                                buf(c, BUF_ATT_STATS, l), buf(c, BUF_ATT_DDOT, 0), err));
     return 0;
 }

@@ -88,6 +88,7 @@ static void cu_destroy(Backend *be) {
             cu.cuStreamSynchronize(c->s);
         }
         matmuls_destroy(&c->mm);
+        attention_close(c);
         arena_free(&c->arena);
         kernels_unload(&c->ks);
         cuda_device_close(&c->dev);
@@ -152,7 +153,8 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     const PlanBuffer *ws = &plan->memory.buffers[BUF_CUBLASLT_WORKSPACE];
     if (cuda_device_open(&c->dev, opt->device, err) || kernels_load(&c->ks, plan, &c->dev, err) ||
         arena_alloc(&c->arena, plan, &c->dev, err) ||
-        matmuls_init(&c->mm, plan->matmuls, MM_COUNT, opt->precision, c->arena.buf[BUF_CUBLASLT_WORKSPACE], ws->bytes, err)) {
+        matmuls_init(&c->mm, plan->matmuls, MM_COUNT, opt->precision, c->arena.buf[BUF_CUBLASLT_WORKSPACE], ws->bytes, err) ||
+        attention_open(c, plan->cfg->attention, err)) {
         cu_destroy(be);
         return NULL;
     }

@@ -12,6 +12,7 @@
 #define GPT2GEN_CUDA_OPS_H
 #include "runtime/backend.h"
 #include "runtime/cuda/arena.h"
+#include "runtime/cuda/cudnn_attention.h"
 #include "runtime/cuda/device.h"
 #include "runtime/cuda/kernels.h"
 #include "runtime/cuda/matmul.h"
@@ -36,6 +37,9 @@ typedef struct {
     int32_t *h_inputs, *h_count, *h_bucket_token, *h_bucket_start, *h_positions;
     float *h_losses, *h_partials;
     int n_buckets, have_targets, logits_valid;
+    /* attention through cuDNN (NULL: the flash template); its workspace, inside the logits buffer where it fits */
+    CudnnAttention *cudnn;
+    dptr cudnn_workspace, cudnn_workspace_own;
 } Cuda;
 
 static inline Cuda *cuda_of(Backend *be) { return (Cuda *)be->impl; }
@@ -65,6 +69,15 @@ int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr
                        float alpha, dptr pre, Err *err);
 int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err);
 
+/* The attention path for the config's `attention` key: cuDNN (when asked, or for "auto" where it loads and takes
+   the shape) or the flash template. Prints one line saying which, and why. "cudnn" that cannot be had is an error. */
+int  attention_open(Cuda *c, AttentionPath want, Err *err);
+void attention_close(Cuda *c);
+/* one forward / backward of either path (cudnn NULL: the template) on explicit buffers; ddot: (B,NH,T) fp32 scratch */
+int attention_forward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr out, dptr stats, dptr qkv,
+                      Err *err);
+int attention_backward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr dqkv, dptr qkv, dptr out,
+                       dptr dout, dptr stats, dptr ddot, Err *err);
 int op_attention(Cuda *c, int l, Err *err);                    /* qkv[l] -> atty[l], keeping att_stats[l] */
 int op_attention_backward(Cuda *c, int l, Err *err);           /* datty -> dqkv */
 

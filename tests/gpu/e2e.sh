@@ -4,8 +4,9 @@
 #     CUDA backend in fp32 and in bf16: the per-step losses agree (fp32 to 2e-3, bf16 to 5e-2 absolute, on
 #     losses of about 10: a summation order changes fp32 in the 6th digit, bf16 keeps 8 bits of mantissa);
 #  2. exact resume on the GPU in fp32 and bf16 (same bits as a run that never stopped);
-#  3. gpt2-124M trains from fresh init on the default data with validation, sampling and checkpoints, and
-#     its loss falls.
+#  3. the attention path: the template without cuDNN (hidden), an error when cuDNN is asked for and missing;
+#  4. gpt2-124M trains from fresh init on the default data with validation, sampling and checkpoints, and
+#     its loss falls (on cuDNN's attention where it loads: the log says which).
 . "$(dirname "$0")/../lib.sh"
 scratch
 cd "$ROOT" || exit 1
@@ -51,6 +52,21 @@ for prec in fp32 bf16; do
     else fail gpu_exact_resume_${prec}_bitwise "rc=$rc; model or state differs after resume: $(tail -2 "$WORK/resume-$prec.log")"; fi
 done
 
+# the attention path: without cuDNN (the library hidden) training runs on the flash template and says so; asking
+# for cuDNN then is an error naming it; the template asked for by name is used
+out=$(GPT2GEN_CUDNN_LIBRARY=none "$GPT2GEN" train $M --backend cuda --set precision=bf16 --set train.steps=2 \
+      --set checkpoint.dir="$WORK/nocudnn" 2>&1); rc=$?
+if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "^attention: flash template.*GPT2GEN_CUDNN_LIBRARY=none"; then ok attention_without_cudnn_runs_the_template
+else fail attention_without_cudnn_runs_the_template "rc=$rc: $(printf '%s' "$out" | grep -i attention | head -3)"; fi
+out=$(GPT2GEN_CUDNN_LIBRARY=none "$GPT2GEN" train $M --backend cuda --set precision=bf16 --set attention=cudnn \
+      --set train.steps=2 --set checkpoint.dir="$WORK/nocudnn2" 2>&1); rc=$?
+if [ $rc -ne 0 ] && printf '%s' "$out" | grep -q 'attention = "cudnn", but cuDNN is hidden'; then ok attention_cudnn_missing_is_an_error
+else fail attention_cudnn_missing_is_an_error "rc=$rc: $(printf '%s' "$out" | tail -2)"; fi
+out=$("$GPT2GEN" train $M --backend cuda --set precision=bf16 --set attention=flash --set train.steps=2 \
+      --set checkpoint.dir="$WORK/flash" 2>&1); rc=$?
+if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q '^attention: flash template (templates/attention.cu), as the config asks'; then ok attention_flash_by_name
+else fail attention_flash_by_name "rc=$rc: $(printf '%s' "$out" | grep -i attention | head -3)"; fi
+
 # kernels built for another arch are rebuilt for the GPU at hand
 out=$("$GPT2GEN" train $M --backend cuda -q --arch sm_80 --set train.steps=2 --set checkpoint.dir="$WORK/arch" 2>&1); rc=$?
 if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "instead of sm_80"; then ok rebuild_for_the_gpus_arch; else fail rebuild_for_the_gpus_arch "rc=$rc: $out"; fi
@@ -64,6 +80,7 @@ cat "$WORK/g124.log" | grep -vE '^step +[0-9]+/' ; grep -E '^step +(1|5|10|15|20
 first=$(grep -m1 '"event":"step"' "$WORK/g124/metrics.jsonl" | sed 's/.*"loss":\([0-9.]*\).*/\1/')
 last=$(grep '"event":"step"' "$WORK/g124/metrics.jsonl" | tail -1 | sed 's/.*"loss":\([0-9.]*\).*/\1/')
 if [ $rc -eq 0 ] && [ -n "$last" ] && awk "BEGIN{exit !($last < $first - 2)}" && grep -q "sample at step 20" "$WORK/g124.log" \
-   && grep -q "val loss" "$WORK/g124.log" && [ -f "$WORK/g124/model_00000020.bin" ]; then ok "gpt2_124M_trains ($first -> $last)"
+   && grep -q "val loss" "$WORK/g124.log" && [ -f "$WORK/g124/model_00000020.bin" ] && grep -q "^attention: " "$WORK/g124.log"; then
+    ok "gpt2_124M_trains ($first -> $last; $(grep -m1 '^attention: ' "$WORK/g124.log"))"
 else fail gpt2_124M_trains "rc=$rc loss $first -> $last"; fi
 finish
