@@ -2,11 +2,15 @@
 //   classifier_forward  per row of logits (B*T, Vp), first V columns real: losses[row] = -log softmax[target];
 //                       with write_dlogits, overwrites the row in place with (softmax - onehot) * dloss, and 0
 //                       on the padded columns. One block per row; pass 1 is an online max/sum, pass 2 writes.
+//                       The row stays in registers between the passes (up to CACHED packets per thread), so it
+//                       is read from memory once.
 
 constexpr int VEC = VEC_Vp;
 constexpr int PACKETS = Vp / VEC;
 constexpr int REAL_PACKETS = (V + VEC - 1) / VEC;    // packets holding at least one real column
 typedef Packed<floatX, VEC> xvec;
+constexpr int PER_THREAD = (PACKETS + BLOCK_SIZE - 1) / BLOCK_SIZE;
+constexpr int CACHED = PER_THREAD <= 16 ? PER_THREAD : 0;   // a longer row is read twice instead
 
 // (max, sum of exp(x - max)) pairs combined: the sum rescaled to the larger max
 __device__ __forceinline__ void online_merge(float &m, float &s, float m2, float s2) {
@@ -21,15 +25,25 @@ KERNEL(classifier_forward) {
     floatX *x = logits + row * Vp;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     float m = -3.0e38f, s = 0.0f;
-    for (int p = threadIdx.x; p < REAL_PACKETS; p += BLOCK_SIZE) {
-        const xvec v = load_vec<floatX, VEC>(x + p * VEC);
+    auto accumulate = [&](const xvec &v, int p) {
         for (int k = 0; k < VEC; k++) {
             if (p * VEC + k >= V) break;
             const float f = to_f(v[k]);
             if (f > m) { s = s * __expf(m - f) + 1.0f; m = f; }
             else s += __expf(f - m);
         }
+    };
+    xvec cache[CACHED > 0 ? CACHED : 1];
+#pragma unroll
+    for (int i = 0; i < CACHED; i++) {   // unrolled: the cache stays in registers
+        const int p = threadIdx.x + i * BLOCK_SIZE;
+        if (p < REAL_PACKETS) {
+            cache[i] = load_vec_cs<floatX, VEC>(x + p * VEC);
+            accumulate(cache[i], p);
+        }
     }
+    for (int p = threadIdx.x + CACHED * BLOCK_SIZE; p < REAL_PACKETS; p += BLOCK_SIZE)
+        accumulate(load_vec<floatX, VEC>(x + p * VEC), p);
     for (int o = 16; o > 0; o >>= 1) {
         const float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
         online_merge(m, s, m2, s2);
@@ -43,8 +57,7 @@ KERNEL(classifier_forward) {
     if (!write_dlogits) return;
     __syncthreads();                      // everyone has read x[target] before it is overwritten
     const float inv = 1.0f / s;
-    for (int p = threadIdx.x; p < PACKETS; p += BLOCK_SIZE) {
-        const xvec v = load_vec_cs<floatX, VEC>(x + p * VEC);
+    auto write = [&](const xvec &v, int p) {   // p < REAL_PACKETS; the padded columns get 0
         xvec d;
         for (int k = 0; k < VEC; k++) {
             const int j = p * VEC + k;
@@ -52,5 +65,14 @@ KERNEL(classifier_forward) {
             d[k] = from_f<floatX>(j < V ? (prob - (j == target ? 1.0f : 0.0f)) * dloss : 0.0f);
         }
         store_vec_cs<floatX, VEC>(x + p * VEC, d);
+    };
+#pragma unroll
+    for (int i = 0; i < CACHED; i++) {
+        const int p = threadIdx.x + i * BLOCK_SIZE;
+        if (p < REAL_PACKETS) write(cache[i], p);
     }
+    for (int p = threadIdx.x + CACHED * BLOCK_SIZE; p < REAL_PACKETS; p += BLOCK_SIZE)
+        write(load_vec_cs<floatX, VEC>(x + p * VEC), p);
+    for (int p = REAL_PACKETS + threadIdx.x; p < PACKETS; p += BLOCK_SIZE)   // packets of padding only
+        store_vec_cs<floatX, VEC>(x + p * VEC, xvec::zeros());
 }

@@ -144,11 +144,15 @@ static void test_cudnn_refuses_fp32_and_head_size(void) {
 }
 
 /* one shape of the GPU tests: the tiny config with this attention shape (one layer, a small vocabulary) */
-static void flash_shape(const char *precision, int B, int T, int NH, int HS) {
-    char sets[10][64];
-    const char *setp[10];
+static void flash_tiles(const char *precision, int B, int T, int NH, int HS, const char *tune) {
+    char sets[11][64];
+    const char *setp[11];
     int n = 0;
-    snprintf(sets[n++], 64, "name=att-%s-b%d-t%d-h%d-hs%d", precision, B, T, NH, HS);
+    snprintf(sets[n++], 64, "name=att-%s-b%d-t%d-h%d-hs%d%s%s", precision, B, T, NH, HS, tune ? "-" : "",
+             tune ? tune + strlen("tune.attention.") : "");
+    for (char *c = sets[0]; *c; c++)
+        if (*c == '=' && c > sets[0] + 4) *c = '-';   /* "name=..." keeps its own '=' */
+    if (tune) snprintf(sets[n++], 64, "%s", tune);
     snprintf(sets[n++], 64, "precision=%s", precision);
     snprintf(sets[n++], 64, "model.n_layer=1");
     snprintf(sets[n++], 64, "model.n_head=%d", NH);
@@ -173,6 +177,19 @@ static void flash_shape(const char *precision, int B, int T, int NH, int HS) {
     if (failed < 0) SKIP("no GPU (see the line above)");
     CHECK(failed == 0, "%d attention test(s) failed for %s (see the FAIL lines above)", failed, cfg.name);
 }
+static void flash_shape(const char *precision, int B, int T, int NH, int HS) { flash_tiles(precision, B, T, NH, HS, NULL); }
+
+/* gpt2-124M's attention with other tile sizes than the defaults: correct too, and their times beside the defaults'
+   (a hand sweep until the autotuner does it) */
+static void test_flash_tiles_gpt2_124m(void) {
+    static const char *const tiles[] = {"tune.attention.Q_TILE=128", "tune.attention.KV_TILE=32",
+                                        "tune.attention.BWD_TILE=128", "tune.attention.BWD_INNER=32",
+                                        "tune.attention.BWD_INNER=128"};
+    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
+        flash_tiles("bf16", 64, 1024, 12, 64, tiles[i]);
+        if (check_cur_skipped) return;
+    }
+}
 
 #define SHAPE(prec, B, T, NH, HS) \
     static void test_flash_##prec##_b##B##_t##T##_h##NH##_hs##HS(void) { flash_shape(#prec, B, T, NH, HS); }
@@ -194,5 +211,6 @@ int main(int argc, char **argv) {
     SHAPES(RUN_SHAPE, bf16)
     RUN_SHAPE(fp32, 2, 100, 3, 64)
     RUN_SHAPE(fp32, 1, 256, 2, 128)
+    RUN(test_flash_tiles_gpt2_124m);
     return check_summary();
 }
