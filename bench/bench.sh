@@ -2,11 +2,13 @@
 # bench/bench.sh: our trainer against PyTorch (torch.compile, bf16 autocast, flash SDPA, fused AdamW) in the
 # same run, on random-token shards, T=1024: GPT-2 124M at B=64 and 350M at B=32. Prints tok/s, ms/step and
 # peak GPU memory of each, and the ratio ours/PyTorch. Run from the repository root on the GPU machine, with
-# ./gpt2gen built. STEPS (default 30) steps each; MODELS (default "124M 350M"); NO_TORCH=1 skips PyTorch.
+# ./gpt2gen built. STEPS (default 30) steps each; MODELS (default "124M 350M"); ATTENTIONS (default "cudnn flash":
+# ours once per attention path); NO_TORCH=1 skips PyTorch; NO_PROFILE=1 skips the per-op profile (both paths).
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
 STEPS=${STEPS:-30}
 MODELS=${MODELS:-"124M 350M"}
+ATTENTIONS=${ATTENTIONS:-"cudnn flash"}
 data=build/bench-data
 mkdir -p "$data" build/bench-logs
 # random tokens, llm.c shard format: 256 int32 header (magic 20240520, version 1, count), then uint16 tokens
@@ -33,17 +35,6 @@ summary=build/bench-logs/summary.txt
 : > "$summary"
 for model in $MODELS; do
     case $model in 124M) B=64 ;; 350M) B=32 ;; 774M) B=16 ;; *) B=8 ;; esac
-    log=build/bench-logs/ours-$model.log
-    PEAK_FILE=build/bench-logs/ours-$model.peak; echo 0 > $PEAK_FILE
-    peak_mem ./gpt2gen train configs/gpt2-$model.lua --backend cuda --set train.batch_size=$B --set train.total_batch_size=$((B * 1024)) \
-        --set train.steps=$STEPS --set train.warmup=10 --set "data.train=$data/train_*.bin" --set "data.val=$data/val_*.bin" \
-        --set data.tokenizer=none --set eval.val_every=0 --set eval.sample_every=0 \
-        --set checkpoint.dir=build/bench-ckpt-$model > "$log" 2>&1
-    rc=$?
-    tail -3 "$log"
-    ours=$(grep '^done:' "$log" | sed -E 's/.*mean ([0-9.]+) ms\/step, ([0-9]+) tok\/s.*/\1 \2/')
-    [ $rc -ne 0 ] && echo "ours $model: FAILED (rc $rc, see $log)"
-    ours_mem=$(cat $PEAK_FILE)
     theirs=""; theirs_mem=0
     if [ -z "$NO_TORCH" ]; then
         tlog=build/bench-logs/torch-$model.log
@@ -53,22 +44,38 @@ for model in $MODELS; do
         theirs=$(grep '^pytorch' "$tlog" | sed -E 's/.*: ([0-9.]+) ms\/step, ([0-9]+) tok\/s.*/\1 \2/')
         theirs_mem=$(cat $PEAK_FILE)
     fi
-    set -- $ours; oms=${1:-nan}; otok=${2:-0}
     set -- $theirs; tms=${1:-nan}; ttok=${2:-0}
-    ratio=$(awk -v a="$otok" -v b="$ttok" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
-    printf "%-6s B=%-3s ours %8s tok/s %7s ms/step %6.1f GiB | pytorch %8s tok/s %7s ms/step %6.1f GiB | ours/pytorch %s\n" \
-        $model $B $otok $oms $(awk -v m=$ours_mem 'BEGIN{print m/1024}') $ttok $tms $(awk -v m=$theirs_mem 'BEGIN{print m/1024}') $ratio >> "$summary"
+    for att in $ATTENTIONS; do
+        log=build/bench-logs/ours-$model-$att.log
+        PEAK_FILE=build/bench-logs/ours-$model-$att.peak; echo 0 > $PEAK_FILE
+        peak_mem ./gpt2gen train configs/gpt2-$model.lua --backend cuda --set train.batch_size=$B --set train.total_batch_size=$((B * 1024)) \
+            --set train.steps=$STEPS --set train.warmup=10 --set "data.train=$data/train_*.bin" --set "data.val=$data/val_*.bin" \
+            --set data.tokenizer=none --set eval.val_every=0 --set eval.sample_every=0 --set attention=$att \
+            --set checkpoint.dir=build/bench-ckpt-$model-$att > "$log" 2>&1
+        rc=$?
+        grep '^attention:' "$log"; tail -2 "$log"
+        ours=$(grep '^done:' "$log" | sed -E 's/.*mean ([0-9.]+) ms\/step, ([0-9]+) tok\/s.*/\1 \2/')
+        [ $rc -ne 0 ] && echo "ours $model $att: FAILED (rc $rc, see $log)"
+        ours_mem=$(cat $PEAK_FILE)
+        set -- $ours; oms=${1:-nan}; otok=${2:-0}
+        ratio=$(awk -v a="$otok" -v b="$ttok" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
+        printf "%-6s B=%-3s %-6s ours %8s tok/s %7s ms/step %6.1f GiB | pytorch %8s tok/s %7s ms/step %6.1f GiB | ours/pytorch %s\n" \
+            $model $B $att $otok $oms $(awk -v m=$ours_mem 'BEGIN{print m/1024}') $ttok $tms $(awk -v m=$theirs_mem 'BEGIN{print m/1024}') $ratio >> "$summary"
+    done
 done
-# where the time of a 124M step goes: GPT2GEN_PROFILE=1 synchronizes around each op (slower overall)
+# where the time of a 124M step goes, per attention path: GPT2GEN_PROFILE=1 synchronizes around each op
 if [ -z "$NO_PROFILE" ]; then
-    GPT2GEN_PROFILE=1 ./gpt2gen train configs/gpt2-124M.lua --backend cuda --set train.batch_size=64 \
-        --set train.total_batch_size=65536 --set train.steps=6 --set train.warmup=2 --set "data.train=$data/train_*.bin" \
-        --set "data.val=$data/val_*.bin" --set data.tokenizer=none --set eval.val_every=0 --set eval.sample_every=0 \
-        --set checkpoint.dir=build/bench-ckpt-profile > build/bench-logs/profile-124M.log 2>&1
+    for att in $ATTENTIONS; do
+        GPT2GEN_PROFILE=1 ./gpt2gen train configs/gpt2-124M.lua --backend cuda --set train.batch_size=64 \
+            --set train.total_batch_size=65536 --set train.steps=6 --set train.warmup=2 --set "data.train=$data/train_*.bin" \
+            --set "data.val=$data/val_*.bin" --set data.tokenizer=none --set eval.val_every=0 --set eval.sample_every=0 \
+            --set attention=$att --set checkpoint.dir=build/bench-ckpt-profile-$att > build/bench-logs/profile-124M-$att.log 2>&1
+    done
 fi
 echo "== benchmark (T=1024, bf16, random tokens, $STEPS steps, first steps excluded; memory = nvidia-smi peak)"
 cat "$summary"
-if [ -f build/bench-logs/profile-124M.log ]; then
-    echo "== profile of a gpt2-124M step, B=64 (GPT2GEN_PROFILE=1)"
-    sed -n '/GPT2GEN_PROFILE:/,$p' build/bench-logs/profile-124M.log | grep -v '^done:' | head -30
-fi
+for att in $ATTENTIONS; do
+    [ -f build/bench-logs/profile-124M-$att.log ] || continue
+    echo "== profile of a gpt2-124M step, B=64, attention=$att (GPT2GEN_PROFILE=1)"
+    sed -n '/GPT2GEN_PROFILE:/,$p' build/bench-logs/profile-124M-$att.log | grep -E 'attention|classifier|total'
+done
