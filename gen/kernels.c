@@ -78,10 +78,10 @@ static LaunchDims bias_reduce(const KernelEnv *e, long long OC) {
 }
 
 /* ---- attention.cu ---- */
-enum { ATT_Q_TILE, ATT_KV_TILE, ATT_BWD_TILE, ATT_BWD_INNER };
+enum { ATT_Q_TILE, ATT_KV_TILE, ATT_BWD_TILE, ATT_BWD_INNER, ATT_Q_WARP_ROWS };
 enum { ATT_FWD_THREADS, ATT_BWD_THREADS };
-static void att_derive(KernelEnv *e) {   /* a warp per 16 rows of a tile */
-    e->derived[ATT_FWD_THREADS] = e->tun[ATT_Q_TILE] / 16 * WARP;
+static void att_derive(KernelEnv *e) {   /* a warp per Q_WARP_ROWS rows of a forward tile, per 16 of a backward one */
+    e->derived[ATT_FWD_THREADS] = e->tun[ATT_Q_TILE] / e->tun[ATT_Q_WARP_ROWS] * WARP;
     e->derived[ATT_BWD_THREADS] = e->tun[ATT_BWD_TILE] / 16 * WARP;
 }
 /* dynamic shared memory of the tensor-core kernels (the fp32 ones use none): tiles of rows of HS + 8 elements */
@@ -96,7 +96,9 @@ static long long att_bwd_smem(const KernelEnv *e) {
     return (2 * e->tun[ATT_BWD_TILE] + 4 * e->tun[ATT_BWD_INNER]) * att_row_bytes(e) + 4 * e->tun[ATT_BWD_INNER] * 4;
 }
 static const char *att_check(const KernelEnv *e, char *why, size_t n) {
-    if (e->x128 != 4 && (e->HS % 16 || e->HS > 128))
+    if (e->tun[ATT_Q_TILE] % e->tun[ATT_Q_WARP_ROWS])
+        snprintf(why, n, "Q_TILE (%d) must be a multiple of Q_WARP_ROWS (%d)", e->tun[ATT_Q_TILE], e->tun[ATT_Q_WARP_ROWS]);
+    else if (e->x128 != 4 && (e->HS % 16 || e->HS > 128))
         snprintf(why, n, "the tensor-core attention needs a head size (n_embd / n_head) that is a multiple of 16, "
                  "at most 128: it is %lld", e->HS);
     else if (e->HS > 1024)
@@ -194,10 +196,11 @@ const FamilyDecl kernel_families[] = {
      {{"Q_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
       {"KV_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
       {"BWD_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
-      {"BWD_INNER", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16}},
+      {"BWD_INNER", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
+      {"Q_WARP_ROWS", 16, {16, 32}, .min = 16, .max = 32, .multiple_of = 16}},
      {"FWD_THREADS", "BWD_THREADS"}, att_derive, att_check,
      {{"flash_forward", {X(out), F32(stats), CX(qkv)}, BOUNDS_DERIVED(ATT_FWD_THREADS), -1, att_forward,
-       "(ceil(T/Q_TILE), NH, B), a warp per 16 query rows"},
+       "(ceil(T/Q_TILE), NH, B), a warp per Q_WARP_ROWS query rows"},
       {"flash_backward_dot", {F32(ddot), CX(dout), CX(out)}, BOUNDS_DERIVED(ATT_BWD_THREADS), -1, att_dot,
        "ceil(B*NH*T / (BWD_THREADS/32)): a warp per row"},
       {"flash_backward_dkdv", {X(dqkv), CX(qkv), CX(dout), CF32(stats), CF32(ddot)}, BOUNDS_DERIVED(ATT_BWD_THREADS), -1,

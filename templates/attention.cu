@@ -4,7 +4,8 @@
 // scores, stats = log sum_{j<=i} exp(q_i.k_j / sqrt(HS)) (the same convention as the cuDNN path, so that
 // either backward can use either forward's statistics); dqkv (B,T,3C) like qkv, overwritten.
 //
-// Forward (flash_forward): a block per (tile of Q_TILE query rows, head, batch row), a warp per 16 rows. K and
+// Forward (flash_forward): a block per (tile of Q_TILE query rows, head, batch row), a warp per Q_WARP_ROWS rows
+// (16 or 32: one load of a K or V fragment then serves two m-tiles of the MMA). K and
 // V stream through shared memory in tiles of KV_TILE rows; the scores of one tile live in registers, the
 // softmax is online (running max and sum per row), tiles above the diagonal are never touched.
 // Backward, deterministic (no atomics):
@@ -26,7 +27,7 @@ constexpr float LOG2E = 1.4426950408889634f;
 constexpr float LN2 = 0.6931471805599453f;
 #define INFINITY __int_as_float(0x7f800000)            // NVRTC has no math.h
 constexpr float SCALE_LOG2 = SCALE * LOG2E;        // scores -> log2 units
-constexpr int FWD_WARPS = Q_TILE / 16, BWD_WARPS = BWD_TILE / 16;
+constexpr int MT = Q_WARP_ROWS / 16;              // forward: 16-row m-tiles per warp
 
 __device__ __forceinline__ long long head_row(int b, int t, int width) { return ((long long)b * T + t) * width; }
 
@@ -64,8 +65,8 @@ __device__ __forceinline__ void store_head(float *p, const float (&x)[DPL], floa
 
 KERNEL(flash_forward) {
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
-    for (int r = 0; r < 16; r++) {
-        const int i = blockIdx.x * Q_TILE + warp * 16 + r;
+    for (int r = 0; r < Q_WARP_ROWS; r++) {
+        const int i = blockIdx.x * Q_TILE + warp * Q_WARP_ROWS + r;
         if (i >= T) return;
         float q[DPL], o[DPL] = {};
         load_head(q, qkv + head_row(b, i, 3 * C) + h * HS, lane);
@@ -233,15 +234,16 @@ KERNEL(flash_forward) {
     floatX *sk = reinterpret_cast<floatX *>(smem_bytes), *sv = sk + KV_TILE * LDS;   // Q is staged over both
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
     const int qt = gridDim.x - 1 - blockIdx.x;           // the longest rows first
-    const int q0 = qt * Q_TILE, wq0 = q0 + warp * 16;
+    const int q0 = qt * Q_TILE, wq0 = q0 + warp * Q_WARP_ROWS;
     const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS;
 
     load_rows<Q_TILE, FWD_THREADS>(sk, base, 3 * C, q0);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
-    u32 qf[HS16][4];
-    for (int kk = 0; kk < HS16; kk++) ldsm4(qf[kk], a_addr(sk, warp * 16, kk * 16, lane));
+    u32 qf[MT][HS16][4];
+    for (int mt = 0; mt < MT; mt++)
+        for (int kk = 0; kk < HS16; kk++) ldsm4(qf[mt][kk], a_addr(sk, warp * Q_WARP_ROWS + mt * 16, kk * 16, lane));
     __syncthreads();
 
     const int last = q0 + Q_TILE - 1 < T - 1 ? q0 + Q_TILE - 1 : T - 1;
@@ -251,63 +253,70 @@ KERNEL(flash_forward) {
     load_rows<KV_TILE, FWD_THREADS>(sv, base + 2 * C, 3 * C, 0);
     cp_async_commit();
 
-    float o[HS / 8][4] = {};
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float o[MT][HS / 8][4] = {};
+    float m[MT][2], l[MT][2] = {};
+    for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -INFINITY;
     const int g = lane >> 2, c2 = (lane & 3) * 2;
     for (int kt = 0; kt < n_kv; kt++) {
         const int k0 = kt * KV_TILE;
         cp_async_wait<1>();                              // K tile kt is in (V may still be on its way)
         __syncthreads();
-        float s[KV_TILE / 8][4] = {};
+        float s[MT][KV_TILE / 8][4] = {};
         for (int kk = 0; kk < HS16; kk++)
             for (int np = 0; np < KV_TILE / 16; np++) {
                 u32 bf[4];
                 ldsm4(bf, bn_addr(sk, np * 16, kk * 16, lane));
-                mma(s[2 * np], qf[kk], bf[0], bf[1]);
-                mma(s[2 * np + 1], qf[kk], bf[2], bf[3]);
+                for (int mt = 0; mt < MT; mt++) {       // one load of K serves every m-tile of the warp
+                    mma(s[mt][2 * np], qf[mt][kk], bf[0], bf[1]);
+                    mma(s[mt][2 * np + 1], qf[mt][kk], bf[2], bf[3]);
+                }
             }
         __syncthreads();                                 // every warp is done with sk
         if (kt + 1 < n_kv) load_rows<KV_TILE, FWD_THREADS>(sk, base + C, 3 * C, k0 + KV_TILE);
         cp_async_commit();
 
         // online softmax in log2 units; a key after the query (j > i) is masked
-        const bool diagonal = k0 + KV_TILE - 1 > wq0;
-        for (int half = 0; half < 2; half++) {
-            const int i = wq0 + g + 8 * half;
-            float mx = -INFINITY;
-            for (int n = 0; n < KV_TILE / 8; n++)
-                for (int e = 0; e < 2; e++) {
-                    float x = s[n][2 * half + e] * SCALE_LOG2;
-                    if (diagonal && k0 + n * 8 + c2 + e > i) x = -INFINITY;
-                    s[n][2 * half + e] = x;
-                    mx = fmaxf(mx, x);
-                }
-            mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
-            const float mn = fmaxf(m[half], mx);          // finite: key 0 is in every row's first tile
-            const float alpha = exp2f(m[half] - mn);
-            float sum = 0.0f;
-            for (int n = 0; n < KV_TILE / 8; n++)
-                for (int e = 0; e < 2; e++) {
-                    const float p = exp2f(s[n][2 * half + e] - mn);
-                    s[n][2 * half + e] = p;
-                    sum += p;
-                }
-            l[half] = l[half] * alpha + sum;
-            m[half] = mn;
-            for (int n = 0; n < HS / 8; n++) { o[n][2 * half] *= alpha; o[n][2 * half + 1] *= alpha; }
+        for (int mt = 0; mt < MT; mt++) {
+            const bool diagonal = k0 + KV_TILE - 1 > wq0 + mt * 16;
+            for (int half = 0; half < 2; half++) {
+                const int i = wq0 + mt * 16 + g + 8 * half;
+                float mx = -INFINITY;
+                for (int n = 0; n < KV_TILE / 8; n++)
+                    for (int e = 0; e < 2; e++) {
+                        float x = s[mt][n][2 * half + e] * SCALE_LOG2;
+                        if (diagonal && k0 + n * 8 + c2 + e > i) x = -INFINITY;
+                        s[mt][n][2 * half + e] = x;
+                        mx = fmaxf(mx, x);
+                    }
+                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+                const float mn = fmaxf(m[mt][half], mx);  // finite: key 0 is in every row's first tile
+                const float alpha = exp2f(m[mt][half] - mn);
+                float sum = 0.0f;
+                for (int n = 0; n < KV_TILE / 8; n++)
+                    for (int e = 0; e < 2; e++) {
+                        const float p = exp2f(s[mt][n][2 * half + e] - mn);
+                        s[mt][n][2 * half + e] = p;
+                        sum += p;
+                    }
+                l[mt][half] = l[mt][half] * alpha + sum;
+                m[mt][half] = mn;
+                for (int n = 0; n < HS / 8; n++) { o[mt][n][2 * half] *= alpha; o[mt][n][2 * half + 1] *= alpha; }
+            }
         }
 
         cp_async_wait<1>();                              // V tile kt is in (the next K may be on its way)
         __syncthreads();
         for (int kk = 0; kk < KV_TILE / 16; kk++) {
-            u32 a[4];
-            acc_to_a(a, s, kk);
+            u32 a[MT][4];
+            for (int mt = 0; mt < MT; mt++) acc_to_a(a[mt], s[mt], kk);
             for (int dp = 0; dp < HS16; dp++) {
                 u32 bf[4];
                 ldsm4_t(bf, bt_addr(sv, kk * 16, dp * 16, lane));
-                mma(o[2 * dp], a, bf[0], bf[1]);
-                mma(o[2 * dp + 1], a, bf[2], bf[3]);
+                for (int mt = 0; mt < MT; mt++) {
+                    mma(o[mt][2 * dp], a[mt], bf[0], bf[1]);
+                    mma(o[mt][2 * dp + 1], a[mt], bf[2], bf[3]);
+                }
             }
         }
         __syncthreads();                                 // every warp is done with sv
@@ -315,16 +324,18 @@ KERNEL(flash_forward) {
         cp_async_commit();
     }
 
-    for (int half = 0; half < 2; half++) {
-        l[half] += __shfl_xor_sync(FULL_MASK, l[half], 1);
-        l[half] += __shfl_xor_sync(FULL_MASK, l[half], 2);
-    }
-    store_acc(out + head_row(b, 0, C) + h * HS, C, o, wq0, 1.0f / l[0], 1.0f / l[1], lane);
-    if ((lane & 3) == 0)
+    for (int mt = 0; mt < MT; mt++) {
         for (int half = 0; half < 2; half++) {
-            const int i = wq0 + g + 8 * half;
-            if (i < T) stats[((long long)b * NH + h) * T + i] = (m[half] + log2f(l[half])) * LN2;
+            l[mt][half] += __shfl_xor_sync(FULL_MASK, l[mt][half], 1);
+            l[mt][half] += __shfl_xor_sync(FULL_MASK, l[mt][half], 2);
         }
+        store_acc(out + head_row(b, 0, C) + h * HS, C, o[mt], wq0 + mt * 16, 1.0f / l[mt][0], 1.0f / l[mt][1], lane);
+        if ((lane & 3) == 0)
+            for (int half = 0; half < 2; half++) {
+                const int i = wq0 + mt * 16 + g + 8 * half;
+                if (i < T) stats[((long long)b * NH + h) * T + i] = (m[mt][half] + log2f(l[mt][half])) * LN2;
+            }
+    }
 }
 
 // Shared memory of both backward kernels: the block's own BWD_TILE rows of two tensors (own0, own1), and two

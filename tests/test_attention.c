@@ -144,15 +144,19 @@ static void test_cudnn_refuses_fp32_and_head_size(void) {
 }
 
 /* one shape of the GPU tests: the tiny config with this attention shape (one layer, a small vocabulary) */
+/* tune: NULL, or "KEY=VALUE" tunables of the attention family, separated by spaces (at most 2) */
 static void flash_tiles(const char *precision, int B, int T, int NH, int HS, const char *tune) {
-    char sets[11][64];
-    const char *setp[11];
+    char sets[12][64];
+    const char *setp[12];
     int n = 0;
-    snprintf(sets[n++], 64, "name=att-%s-b%d-t%d-h%d-hs%d%s%s", precision, B, T, NH, HS, tune ? "-" : "",
-             tune ? tune + strlen("tune.attention.") : "");
-    for (char *c = sets[0]; *c; c++)
-        if (*c == '=' && c > sets[0] + 4) *c = '-';   /* "name=..." keeps its own '=' */
-    if (tune) snprintf(sets[n++], 64, "%s", tune);
+    snprintf(sets[n++], 64, "name=att-%s-b%d-t%d-h%d-hs%d%s%s", precision, B, T, NH, HS, tune ? "-" : "", tune ? tune : "");
+    for (char *c = sets[0] + 5; *c; c++)
+        if (*c == '=' || *c == ' ') *c = '-';   /* a name of letters, digits and -_. */
+    for (const char *t = tune; t && *t && n < 3;) {
+        size_t len = strcspn(t, " ");
+        snprintf(sets[n++], 64, "tune.attention.%.*s", (int)len, t);
+        t += len + (t[len] == ' ');
+    }
     snprintf(sets[n++], 64, "precision=%s", precision);
     snprintf(sets[n++], 64, "model.n_layer=1");
     snprintf(sets[n++], 64, "model.n_head=%d", NH);
@@ -182,9 +186,8 @@ static void flash_shape(const char *precision, int B, int T, int NH, int HS) { f
 /* gpt2-124M's attention with other tile sizes than the defaults: correct too, and their times beside the defaults'
    (a hand sweep until the autotuner does it) */
 static void test_flash_tiles_gpt2_124m(void) {
-    static const char *const tiles[] = {"tune.attention.Q_TILE=128", "tune.attention.KV_TILE=32",
-                                        "tune.attention.BWD_TILE=128", "tune.attention.BWD_INNER=32",
-                                        "tune.attention.BWD_INNER=128"};
+    static const char *const tiles[] = {"Q_TILE=128", "Q_TILE=128 Q_WARP_ROWS=32", "KV_TILE=32",
+                                        "KV_TILE=32 Q_WARP_ROWS=32", "BWD_TILE=128", "BWD_INNER=32", "BWD_INNER=128"};
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
         flash_tiles("bf16", 64, 1024, 12, 64, tiles[i]);
         if (check_cur_skipped) return;
