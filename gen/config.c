@@ -38,7 +38,8 @@ static const Field TRAIN_FIELDS[] = {
     F_INT(train, warmup, "0", 0, INT_MAX), F_NUM(train, final_lr_frac, "0", 0), F_NUM(train, weight_decay, "0.1", 0),
     F_NUM(train, grad_clip, "1.0", 0), F_NUM(train, beta1, "0.9", 0), F_NUM(train, beta2, "0.95", 0),
     F_NUM(train, eps, "1e-8", 0), F_INT(train, seed, "1337", 0, LONG_MAX), F_INT(train, recompute, "1", 0, INT_MAX),
-    F_BOOL(train, master_weights, "true"), F_BOOL(train, overfit_batch, "false"), F_INT(train, num_gpus, "1", 1, INT_MAX), {0}};
+    F_BOOL(train, master_weights, "true"), F_BOOL(train, overfit_batch, "false"), F_INT(train, num_gpus, "1", 1, INT_MAX),
+    F_NUM(train, loss_scale, "65536", 1), F_INT(train, loss_scale_interval, "1000", 1, INT_MAX), {0}};
 static const Field DATA_FIELDS[] = {
     F_STR(data, train, "data/fortunes/train_*.bin"), F_STR(data, val, "data/fortunes/val_*.bin"),
     F_STR(data, tokenizer, "data/fortunes/tokenizer.bin"), {0}};
@@ -430,6 +431,11 @@ static int validate(Config *c, Err *err) {
 
     if (c->train.final_lr_frac > 1) return err_set(err, "%s: train.final_lr_frac: expected a number in [0, 1], got %g", f, c->train.final_lr_frac);
     if (c->train.beta1 >= 1 || c->train.beta2 >= 1) return err_set(err, "%s: train.beta1/beta2: expected numbers in [0, 1)", f);
+    if (!config_loss_scale_valid(c->train.loss_scale))
+        return err_set(err, "%s: train.loss_scale: expected a power of two from 1 to 2^24 = %.0f, got %g", f, LOSS_SCALE_MAX, c->train.loss_scale);
+    if (c->precision == PREC_FP16 && !c->train.master_weights)
+        return err_set(err, "%s: train.master_weights: precision fp16 needs true: AdamW keeps the weights in fp32 and rounds them "
+                       "to fp16 to nearest; without that fp32 copy, updates below half an fp16 step would be lost", f);
     if (c->train.recompute > 2) return err_set(err, "%s: train.recompute: expected 0 (none), 1 (GELU) or 2 (GELU and LayerNorm), got %d", f, c->train.recompute);
     if (c->eval.sample_tokens > c->train.seq_len)
         return err_set(err, "%s: eval.sample_tokens: %d is larger than train.seq_len %d", f, c->eval.sample_tokens, c->train.seq_len);
@@ -482,6 +488,11 @@ int config_tunable(const Config *cfg, const char *family, const char *name, int 
         if (!strcmp(cfg->tunables[i].family, family) && !strcmp(cfg->tunables[i].name, name))
             return cfg->tunables[i].values[0];
     return dflt;
+}
+
+int config_loss_scale_valid(double x) {
+    int e;
+    return x >= 1 && x <= LOSS_SCALE_MAX && frexp(x, &e) == 0.5;
 }
 
 GPT2Shape config_shape(const Config *cfg) {

@@ -47,6 +47,8 @@ typedef struct {
         int overfit_batch;                /* debugging: train on the first batch only */
         int grad_accum;                   /* derived: total_batch_size / (B*T*num_gpus) */
         int num_gpus;                     /* default 1 */
+        double loss_scale;                /* fp16: the initial dynamic loss scale (runtime/loss_scale.h) */
+        int loss_scale_interval;          /* fp16: clean steps before the loss scale doubles */
     } train;
     struct { char train[CONFIG_PATH_MAX], val[CONFIG_PATH_MAX], tokenizer[CONFIG_PATH_MAX]; } data;
     struct { int val_every, val_batches, sample_every, sample_tokens; double temperature; } eval;
@@ -64,6 +66,10 @@ const char *precision_name(Precision p);
 const char *attention_name(AttentionPath a);
 /* 1 if arch names a GPU target we build for: "sm_" and 2 to 4 digits, at least 70, optionally an "a" suffix. */
 int  config_arch_valid(const char *arch);
+/* A loss scale is a power of two in [1, LOSS_SCALE_MAX], so scaling and unscaling gradients are exact
+   (train.loss_scale, and the scale a resume state holds). */
+#define LOSS_SCALE_MAX 16777216.0   /* 2^24 */
+int  config_loss_scale_valid(double x);
 /* The model shape the config describes. */
 GPT2Shape config_shape(const Config *cfg);
 const char *schedule_name(Schedule s);

@@ -2,6 +2,7 @@
 #include "runtime/state.h"
 #include "common/files.h"
 #include "runtime/checkpoint.h"
+#include "gen/config.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,7 @@ static void header_from(int32_t *h, const TrainState *s) {
     const GPT2Shape *g = &s->shape;
     h[18] = g->max_seq_len; h[19] = g->vocab_size; h[20] = g->padded_vocab_size; h[21] = g->n_layer; h[22] = g->n_head;
     h[23] = g->n_embd; put64(h, 26, s->seed);
+    memcpy(&h[28], &s->loss_scale, 4); h[29] = s->loss_scale_clean; h[30] = s->skipped;
 }
 
 static void header_to(const int32_t *h, TrainState *s) {
@@ -57,6 +59,7 @@ static void header_to(const int32_t *h, TrainState *s) {
     s->B = h[16]; s->T = h[17];
     s->shape = (GPT2Shape){h[18], h[19], h[20], h[21], h[22], h[23]};
     s->seed = get64(h, 26);
+    if (h[1] >= 3) { memcpy(&s->loss_scale, &h[28], 4); s->loss_scale_clean = h[29]; s->skipped = h[30]; }
 }
 
 /* The body's parts, in file order. */
@@ -102,8 +105,8 @@ int state_save(const char *path, const TrainState *s, Err *err) {
    parameter count is the one recorded, a sane shard count, and the size those promise. */
 static int check_header(const char *path, const int32_t *h, const TrainState *s, long long file_bytes, Err *err) {
     if (h[0] != STATE_MAGIC) return err_set(err, "%s: not a resume state (magic %d, expected %d)", path, h[0], STATE_MAGIC);
-    if (h[1] != STATE_VERSION)
-        return err_set(err, "%s: resume state version %d, expected %d%s", path, h[1], STATE_VERSION,
+    if (h[1] != STATE_VERSION && h[1] != 2)
+        return err_set(err, "%s: resume state version %d, expected %d (or 2)%s", path, h[1], STATE_VERSION,
                        h[1] == 1 ? " (version 1, from an older gpt2gen, records no shape or checksum; start the run over)" : "");
     if (checkpoint_check_shape(path, &s->shape, "in the resume state", err)) return -1;
     size_t sizes[NUM_PARAM_TENSORS];
@@ -136,6 +139,11 @@ static int check_fields(const char *path, const int32_t *h, const TrainState *s,
     if (s->epoch < 0 || s->shard_pos < 0 || s->shard_pos >= s->n_shards || s->row_pos < 0)
         return err_set(err, "%s: data position (epoch %ld, shard %d, row %ld) is out of range for %d shards", path,
                        s->epoch, s->shard_pos, s->row_pos, s->n_shards);
+    if (h[1] >= 3 && !config_loss_scale_valid(s->loss_scale))
+        return err_set(err, "%s: loss scale %g, expected a power of two from 1 to 2^24", path, s->loss_scale);
+    if (h[1] >= 3 && (s->loss_scale_clean < 0 || s->skipped < 0 || s->skipped > s->step))
+        return err_set(err, "%s: loss scaler counts (%d clean, %d skipped) out of range for step %d", path,
+                       s->loss_scale_clean, s->skipped, s->step);
     if (!is_permutation(s->shard_order, s->n_shards)) return err_set(err, "%s: the shard order is not an order of %d shards", path, s->n_shards);
     return 0;
 }

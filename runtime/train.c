@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include "runtime/checkpoint.h"
 #include "runtime/dataloader.h"
+#include "runtime/loss_scale.h"
 #include "runtime/metrics.h"
 #include "runtime/resume.h"
 #include "runtime/rundir.h"
@@ -61,6 +62,8 @@ typedef struct {
     Metrics metrics;
     int quiet;
     size_t num_params;
+    LossScaler scaler;                   /* fp16: dynamic loss scaling; otherwise scale 1, never skips */
+    const char *overflow_hook;           /* GPT2GEN_TEST_OVERFLOW (loss_scale.h), or NULL */
 } Run;
 
 static int validate_loss(Run *r, float *out, Err *err) {
@@ -133,6 +136,7 @@ static int save_checkpoint(Run *r, int step, Err *err) {
     TrainState s = run_state(r);
     s.step = step; s.epoch = r->train.epoch; s.row_pos = r->train.row_pos; s.shard_pos = r->train.shard_pos;
     s.sample_rng = r->sample_rng; s.shard_order = r->train.shard_order;
+    s.loss_scale = r->scaler.scale; s.loss_scale_clean = r->scaler.clean; s.skipped = r->scaler.skipped;
     s.m = xmalloc(r->num_params * sizeof(float));
     s.v = xmalloc(r->num_params * sizeof(float));
     s.params = xmalloc(r->num_params * sizeof(float));
@@ -150,6 +154,16 @@ static int save_checkpoint(Run *r, int step, Err *err) {
     return 0;
 }
 
+/* The loss scaler as the state left it. A version 2 state records no scale: fp32 and bf16 runs lose nothing (they
+   never scale or skip); an fp16 run starts again from train.loss_scale, and says so. */
+static void resume_scaler(LossScaler *ls, const TrainState *s, const char *state) {
+    ls->skipped = s->skipped;
+    if (!ls->enabled) return;
+    if (s->loss_scale == 0) { printf("note: %s records no loss scale (version 2): starting from train.loss_scale = %g\n", state, ls->scale); return; }
+    ls->scale = s->loss_scale;
+    ls->clean = s->loss_scale_clean;
+}
+
 /* Continues from the newest valid pair (resume_find): 1 when resumed (*step set), 0 when there is none. */
 static int resume_from(Run *r, int *step, Err *err) {
     const Config *c = r->cfg;
@@ -165,6 +179,7 @@ static int resume_from(Run *r, int *step, Err *err) {
     if (!rc) rc = r->be->set_params(r->be, s.params, err);
     if (!rc) rc = r->be->set_opt_state(r->be, s.m, s.v, err);
     if (!rc) { r->sample_rng = s.sample_rng; *step = s.step; printf("resuming from %s (step %d)\n", state, s.step); }
+    if (!rc) resume_scaler(&r->scaler, &s, state);
     state_free(&s);
     return rc ? -1 : 1;
 }
@@ -224,6 +239,9 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
         r->has_val = 1;
     }
     if (open_tokenizer(r, err) || metrics_open(&r->metrics, c->checkpoint.dir, err)) return -1;
+    loss_scale_init(&r->scaler, c->precision == PREC_FP16, c->train.loss_scale, c->train.loss_scale_interval);
+    r->overflow_hook = getenv("GPT2GEN_TEST_OVERFLOW");
+    if (loss_scale_hook_check(r->overflow_hook, err)) return -1;
     r->be = train_make_backend(c, plan, opt->backend, err);
     if (!r->be) return -1;
     r->inputs = xmalloc((size_t)B * T * sizeof(int32_t));
@@ -246,33 +264,42 @@ static void close_run(Run *r) {
     rundir_close(&r->dir);
 }
 
-/* One optimizer step: grad_accum micro-batches, clip, AdamW. */
-static int train_step(Run *r, int step, float *loss_out, float *norm_out, float *lr_out, Err *err) {
+/* One optimizer step: grad_accum micro-batches with the loss gradient scaled by the loss scale S, the norm of
+   the unscaled gradients, then clip and AdamW, or, on an overflow, a skipped update (runtime/loss_scale.h).
+   *skipped says which; *norm_out is the unscaled norm (not finite when skipped). */
+static int train_step(Run *r, int step, float *loss_out, float *norm_out, float *lr_out, int *skipped, Err *err) {
     const Config *c = r->cfg;
     Backend *be = r->be;
     int accum = c->train.grad_accum;
     double loss_sum = 0;
+    const float S = r->scaler.scale;
     if (be->zero_grad(be, err)) return -1;
     for (int micro = 0; micro < accum; micro++) {
         float loss;
         int reuse = c->train.overfit_batch && (step > 0 || micro > 0);
         if (!reuse && dataloader_next(&r->train, r->inputs, r->targets, err)) return -1;
         if (be->forward(be, r->inputs, r->targets, &loss, err)) return -1;
-        if (be->backward(be, 1.0f / accum, err)) return -1;
+        float inject = micro == 0 && loss_scale_hook_hits(r->overflow_hook, step + 1) ? INFINITY : 1.0f;
+        if (be->backward(be, S / accum * inject, err)) return -1;
         loss_sum += loss;
     }
-    float norm;
-    if (be->grad_norm(be, &norm, err)) return -1;
-    if (!isfinite(norm)) return err_set(err, "step %d: the gradient norm is %f; stopping (lower train.lr?)", step, norm);
-    float clip = (float)c->train.grad_clip;
-    float scale = clip > 0 && norm > clip ? clip / norm : 1.0f;
+    float scaled_norm;
+    if (be->grad_norm(be, &scaled_norm, err)) return -1;
+    float norm = scaled_norm / S;
     float lr = (float)lr_at(c->train.schedule, c->train.lr, c->train.warmup, c->train.steps, c->train.final_lr_frac, step);
-    if (be->update(be, lr, (float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
-                   (float)c->train.weight_decay, scale, step + 1, err)) return -1;
     *loss_out = (float)(loss_sum / accum);
     *norm_out = norm;
     *lr_out = lr;
-    return 0;
+    LossScaleVerdict v = loss_scale_after(&r->scaler, scaled_norm);
+    if (v == LOSS_SCALE_FATAL)
+        return err_set(err, "step %d: the gradient norm is %f%s; stopping (lower train.lr?)", step + 1, norm,
+                       r->scaler.enabled ? " at loss scale 1" : "");
+    *skipped = v == LOSS_SCALE_SKIP;
+    if (*skipped) return 0;
+    float clip = (float)c->train.grad_clip;
+    float clip_factor = clip > 0 && norm > clip ? clip / norm : 1.0f;
+    return be->update(be, lr, (float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
+                      (float)c->train.weight_decay, clip_factor / S, step + 1 - r->scaler.skipped, err);
 }
 
 int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
@@ -316,18 +343,25 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
         if (stop_requested) { printf("stopped at step %d: checkpoint saved; continue with --resume\n", step); rc = 130; break; }
         double t0 = now_seconds();
         float loss = 0, norm = 0, lr = 0;
-        if ((rc = train_step(&r, step, &loss, &norm, &lr, &err))) break;
+        int skipped = 0;
+        if ((rc = train_step(&r, step, &loss, &norm, &lr, &skipped, &err))) break;
         double dt = now_seconds() - t0;
         if (step > 0 || c->train.steps == 1) { timed += dt; timed_steps++; }   /* the first step pays for warm-up */
         double tok_s = c->train.total_batch_size / dt;
         char eta[32];
         format_duration((timed_steps ? timed / timed_steps : dt) * (c->train.steps - step - 1), eta, sizeof eta);
+        /* fp16: the loss scale the next step uses; a skipped step says so, with the halved scale */
+        char scale_txt[96] = "", scale_json[96] = "";
+        if (skipped) snprintf(scale_txt, sizeof scale_txt, " | skipped (gradient overflow), loss scale now %.0f", r.scaler.scale);
+        else if (r.scaler.enabled) snprintf(scale_txt, sizeof scale_txt, " | scale %.0f", r.scaler.scale);
+        if (r.scaler.enabled)
+            snprintf(scale_json, sizeof scale_json, ",\"loss_scale\":%.0f,\"skipped\":%s", r.scaler.scale, skipped ? "true" : "false");
         if (!r.quiet)
-            printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | ETA %s\n", step + 1,
-                   c->train.steps, loss, lr, norm, dt * 1e3, tok_s, eta);
-        char l[32];
-        metrics_line(&r.metrics, "{\"event\":\"step\",\"step\":%d,\"loss\":%s,\"lr\":%.6e,\"norm\":%.6f,\"ms\":%.3f,\"tok_s\":%.1f}",
-                     step + 1, json_number(l, "%.6f", loss), lr, norm, dt * 1e3, tok_s);
+            printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | ETA %s%s\n", step + 1,
+                   c->train.steps, loss, lr, norm, dt * 1e3, tok_s, eta, scale_txt);
+        char l[32], nm[32];
+        metrics_line(&r.metrics, "{\"event\":\"step\",\"step\":%d,\"loss\":%s,\"lr\":%.6e,\"norm\":%s,\"ms\":%.3f,\"tok_s\":%.1f%s}",
+                     step + 1, json_number(l, "%.6f", loss), lr, json_number(nm, "%.6f", norm), dt * 1e3, tok_s, scale_json);
         fflush(stdout);
     }
     if (rc && rc != 130) fprintf(stderr, "gpt2gen: %s\n", err.msg);

@@ -1,6 +1,6 @@
 /* golden: the PyTorch golden file (tests/reference/golden_tiny.bin, format in tests/reference/README.md) and the
    10 AdamW steps it records, for any backend. Used by test_cpu_model (the CPU reference) and test_gpu (the CUDA
-   backend, fp32 and bf16). Header-only: each test program includes it once. */
+   backend, fp32, bf16 and fp16). Header-only: each test program includes it once. */
 #ifndef GPT2GEN_TESTS_GOLDEN_H
 #define GPT2GEN_TESTS_GOLDEN_H
 #include <math.h>
@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include "runtime/backend.h"
 #include "runtime/checkpoint.h"
+#include "runtime/loss_scale.h"
 
 /* The folder holding golden_tiny.bin and tiny_init.bin: tests/reference, or $GPT2GEN_REFERENCE_DIR. */
 static char golden_path[1024], golden_init[1024];
@@ -89,21 +90,36 @@ static char *golden_load(Golden *g, float **params, Err *err) {
     return buf;
 }
 
-typedef struct { int ok; char why[4200]; double worst_loss, worst_norm, worst_final; } GoldenRun;
+typedef struct { int ok; char why[4200]; double worst_loss, worst_norm, worst_final; int skips; } GoldenRun;
 
 /* The golden file's AdamW steps on its batch, clipping the global norm at hparams[4], from the weights the
-   backend holds. Prints each step beside the reference; returns the worst differences (norms relative). */
-static GoldenRun golden_run_steps(Backend *be, const Golden *g) {
-    GoldenRun r = {1, "", 0, 0, 0};
+   backend holds. Prints each step beside the reference; returns the worst differences (norms relative).
+   With a loss scaler (fp16), the loss gradient is scaled by its scale and the gradients unscaled in the norm
+   and the update, as the training loop does; the golden file has no skipped steps, so a step that overflows
+   is done again at the halved scale (r.skips counts them, at most 8). */
+static GoldenRun golden_run_steps(Backend *be, const Golden *g, LossScaler *ls) {
+    GoldenRun r = {1, "", 0, 0, 0, 0};
     Err err;
     float b1 = g->hparams[0], b2 = g->hparams[1], eps = g->hparams[2], wd = g->hparams[3], clip = g->hparams[4];
     for (int s = 0; s < g->steps; s++) {
-        float loss, norm;
-        if (be->zero_grad(be, &err) || be->forward(be, g->inputs, g->targets, &loss, &err) || be->backward(be, 1.0f, &err)
-            || be->grad_norm(be, &norm, &err)
-            || be->update(be, g->lrs[s], b1, b2, eps, wd, norm > clip ? clip / norm : 1.0f, s + 1, &err)) {
+        float loss, scaled, S = ls ? ls->scale : 1.0f;
+        if (be->zero_grad(be, &err) || be->forward(be, g->inputs, g->targets, &loss, &err) || be->backward(be, S, &err)
+            || be->grad_norm(be, &scaled, &err)) {
             r.ok = 0;
             snprintf(r.why, sizeof r.why, "step %d: %s", s + 1, err.msg);
+            return r;
+        }
+        float norm = scaled / S;
+        LossScaleVerdict v = ls ? loss_scale_after(ls, scaled) : LOSS_SCALE_APPLY;
+        if (v == LOSS_SCALE_SKIP && r.skips < 8) {
+            printf("  step %2d  overflow at loss scale %.0f: again at %.0f\n", s + 1, S, ls->scale);
+            r.skips++;
+            s--;
+            continue;
+        }
+        if (v != LOSS_SCALE_APPLY || be->update(be, g->lrs[s], b1, b2, eps, wd, (norm > clip ? clip / norm : 1.0f) / S, s + 1, &err)) {
+            r.ok = 0;
+            snprintf(r.why, sizeof r.why, "step %d: %s", s + 1, v != LOSS_SCALE_APPLY ? "the gradient norm is not finite" : err.msg);
             return r;
         }
         r.worst_loss = fmax(r.worst_loss, fabs(loss - g->losses[s]));

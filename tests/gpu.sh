@@ -13,7 +13,7 @@ count() {   # $1 = name, $2 = output file, $3 = exit code
     tally "$1" "$2" "$3"
     row "$1" "$TALLY_P" "$TALLY_F" "$TALLY_S" "$TALLY_NOTE"
 }
-echo "== test_gpu (small configs: fp32/bf16, head size 32/64, recompute 0/1/2)"
+echo "== test_gpu (small configs: fp32/bf16/fp16, head size 32/64, recompute 0/1/2; golden 10 steps; fp16 overflow)"
 build/tests/test_gpu > "$log/test_gpu.out" 2>&1; rc=$?
 cat "$log/test_gpu.out"
 count test_gpu "$log/test_gpu.out" $rc

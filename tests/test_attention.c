@@ -1,7 +1,8 @@
 /* test_attention: attention against the fp64 reference (tests/gpu/attention_ref.c). On the CPU (CI): the
    reference itself against the CPU backend's attention, so that the GPU paths are held to a reference that is
    checked in turn. On the GPU: the flash-attention kernels (templates/attention.cu) generated for a range of
-   shapes (head size 64 and 128, T from 64 to 2048 with T not a multiple of 64 too, B from 1 to 64), forward
+   shapes (head size 64 and 128, T from 64 to 2048 with T not a multiple of 64 too, B from 1 to 64; bf16, fp16
+   and fp32), forward
    output and statistics and dq/dk/dv against the reference, with a timing line per shape. Each shape's kernels
    are generated and compiled first (that part runs everywhere). cuDNN's attention runs beside the template at
    each shape where it loads and takes it (see tests/gpu/kernel_tests.c); its refusals that need no GPU are
@@ -60,43 +61,6 @@ static void test_reference_vs_cpu_backend(void) {
 }
 
 /* ---- cuDNN attention ---- */
-
-/* fp16 on the host, for the test's inputs and outputs: round to nearest even, with subnormals, overflow to inf */
-static uint16_t half_from_f32(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);      /* NaN */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u);     /* rounds to 65520 or more: inf */
-    if (a < 0x38800000u) {                                       /* under 2^-14: a multiple of 2^-24 */
-        float v;
-        memcpy(&v, &a, sizeof v);
-        return (uint16_t)(sign | (uint32_t)lrintf(v * 16777216.0f));
-    }
-    uint32_t r = a - 0x38000000u;                                /* exponent bias 127 -> 15 */
-    r += 0xfffu + ((r >> 13) & 1u);
-    return (uint16_t)(sign | (r >> 13));
-}
-
-static float half_to_f32(uint16_t h) {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0) { float f = ldexpf((float)m, -24); return sign ? -f : f; }
-    uint32_t u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static void test_half_conversion(void) {
-    const float exact[] = {0.0f, 1.0f, -2.5f, 65504.0f, 6.103515625e-05f, 5.9604644775390625e-08f, 0.333251953125f};
-    for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++)
-        CHECK(half_to_f32(half_from_f32(exact[i])) == exact[i], "%g does not survive fp16", exact[i]);
-    CHECK(half_from_f32(1.0f + 1.0f / 2048) == 0x3c00, "a tie rounds to even (down)");
-    CHECK(half_from_f32(1.0f + 3.0f / 2048) == 0x3c02, "a tie rounds to even (up)");
-    CHECK(half_from_f32(65520.0f) == 0x7c00 && half_from_f32(65519.0f) == 0x7bff, "overflow to inf at 65520");
-    CHECK(half_from_f32(3e-8f) == 0x0001 && half_from_f32(2.9e-8f) == 0x0000, "the smallest subnormal");
-    CHECK(isnan(half_to_f32(half_from_f32(NAN))) && isinf(half_to_f32(0xfc00)), "nan and inf");
-}
 
 /* the environment variable for one test, restored after it */
 static char *saved_env;
@@ -200,6 +164,10 @@ static void test_flash_tiles_gpt2_124m(void) {
     X(prec, 1, 64, 2, 64) X(prec, 2, 100, 3, 64) X(prec, 3, 200, 2, 128) X(prec, 4, 256, 4, 128) \
     X(prec, 2, 1024, 2, 128) X(prec, 1, 2048, 2, 64) X(prec, 1, 2048, 1, 128) X(prec, 64, 1024, 12, 64)
 SHAPES(SHAPE, bf16)
+SHAPE(fp16, 2, 100, 3, 64)
+SHAPE(fp16, 4, 256, 4, 128)
+SHAPE(fp16, 1, 2048, 2, 64)
+SHAPE(fp16, 64, 1024, 12, 64)
 SHAPE(fp32, 2, 100, 3, 64)
 SHAPE(fp32, 1, 256, 2, 128)
 #define RUN_SHAPE(prec, B, T, NH, HS) RUN(test_flash_##prec##_b##B##_t##T##_h##NH##_hs##HS);
@@ -207,11 +175,14 @@ SHAPE(fp32, 1, 256, 2, 128)
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     RUN(test_reference_vs_cpu_backend);
-    RUN(test_half_conversion);
     RUN(test_cudnn_hidden);
     RUN(test_cudnn_missing_library);
     RUN(test_cudnn_refuses_fp32_and_head_size);
     SHAPES(RUN_SHAPE, bf16)
+    RUN_SHAPE(fp16, 2, 100, 3, 64)
+    RUN_SHAPE(fp16, 4, 256, 4, 128)
+    RUN_SHAPE(fp16, 1, 2048, 2, 64)
+    RUN_SHAPE(fp16, 64, 1024, 12, 64)
     RUN_SHAPE(fp32, 2, 100, 3, 64)
     RUN_SHAPE(fp32, 1, 256, 2, 128)
     RUN(test_flash_tiles_gpt2_124m);

@@ -1,10 +1,10 @@
-/* test_checkpoint: llm.c model checkpoints: fp32 and bf16 round trips, bf16 rounding, every kind of bad
+/* test_checkpoint: llm.c model checkpoints: fp32 and bf16 round trips, bf16 and fp16 rounding, every kind of bad
    file (a FIFO included), and that a failed save leaves the previous file as it was. Files go to a fresh temp
    directory. */
 #include <math.h>
 #include "common/files.h"
 #include "common/rng.h"
-#include "common/bf16.h"
+#include "common/fp16.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +121,42 @@ static void test_bf16_rounding(void) {
     bf16_from_f32_array(h, f, 3);
     bf16_to_f32_array(g, h, 3);
     CHECK(memcmp(f, g, sizeof f) == 0, "array helpers do not round trip exact values");
+}
+
+/* fp16 (common/fp16.h, for the CUDA backend's fp16 weights): every one of the 65536 values round trips; between
+   each two neighbours, the midpoint goes to the even one and the floats just beside it to the nearer one (so
+   normals, subnormals, the carry into the next binade and the edge to infinity are all covered); and known
+   values. */
+static void test_fp16_rounding(void) {
+    long bad_trip = 0, bad_round = 0;
+    for (uint32_t h = 0; h < 0x10000u; h++) {
+        float f = fp16_to_f32((uint16_t)h);
+        if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu)) { bad_trip += !isnan(f) || !isnan(fp16_to_f32(fp16_from_f32(f))); continue; }
+        bad_trip += fp16_from_f32(f) != h;
+        if ((h & 0x7fffu) >= 0x7bffu) continue;                       /* the largest finite value and infinity */
+        float next = fp16_to_f32((uint16_t)(h + 1)), mid = 0.5f * (f + next);   /* exact: 12 significant bits */
+        uint16_t even = (h & 1u) ? (uint16_t)(h + 1) : (uint16_t)h;
+        bad_round += fp16_from_f32(mid) != even;
+        bad_round += fp16_from_f32(nextafterf(mid, f)) != h;
+        bad_round += fp16_from_f32(nextafterf(mid, next)) != h + 1;
+    }
+    CHECK(bad_trip == 0, "%ld fp16 values do not round trip", bad_trip);
+    CHECK(bad_round == 0, "%ld midpoints or their neighbours rounded the wrong way", bad_round);
+    CHECK(fp16_to_f32(0x3c00) == 1.0f && fp16_to_f32(0xc000) == -2.0f && fp16_to_f32(0x7bff) == 65504.0f &&
+          fp16_to_f32(0x0001) == 0x1p-24f && fp16_to_f32(0x0400) == 0x1p-14f && fp16_to_f32(0x7c00) == INFINITY, "known values");
+    CHECK(fp16_from_f32(65519.99f) == 0x7bff && fp16_from_f32(65520.0f) == 0x7c00 && fp16_from_f32(-1e30f) == 0xfc00,
+          "the edge to infinity: 65504 + half a step rounds to infinity (the even side)");
+    CHECK(fp16_from_f32(0x1p-25f) == 0 && fp16_from_f32(nextafterf(0x1p-25f, 1.0f)) == 1 && fp16_from_f32(-0x1p-26f) == 0x8000 &&
+          fp16_from_f32(bits_f(1)) == 0, "below the smallest subnormal");
+    CHECK(isnan(fp16_to_f32(fp16_from_f32(NAN))) && isnan(fp16_to_f32(fp16_from_f32(bits_f(0x7f800001)))), "NaN did not stay NaN");
+    uint16_t h[3];
+    float f[3] = {0.1f, -3.0e-6f, 3.0f}, g[3];
+    x16_from_f32_array(1, h, f, 3);
+    x16_to_f32_array(1, g, h, 3);
+    CHECK(g[0] == x16_round(1, 0.1f) && g[0] != 0.1f && fabsf(g[0] - 0.1f) <= 0.1f * 0x1p-11f && g[2] == 3.0f &&
+          fabsf(g[1] + 3.0e-6f) <= 0x1p-25f, "array helpers: %.9g %.9g %.9g", g[0], g[1], g[2]);
+    x16_from_f32_array(0, h, f, 3);
+    CHECK(h[2] == bf16_from_f32(3.0f) && h[0] == bf16_from_f32(0.1f), "x16 with is_fp16 = 0 is bf16");
 }
 
 /* ---------------------------------------------------------------------------------------------------- */
@@ -248,6 +284,7 @@ int main(int argc, char **argv) {
     RUN(test_fp32_round_trip);
     RUN(test_bf16_round_trip);
     RUN(test_bf16_rounding);
+    RUN(test_fp16_rounding);
     RUN(test_bad_files);
     RUN(test_shape_mismatch);
     RUN(test_failed_save_keeps_old_file);

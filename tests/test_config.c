@@ -343,6 +343,38 @@ static void test_range_edges(void) {
     }
 }
 
+/* The loss scaler's keys (fp16): their defaults, the edges of train.loss_scale (a power of two in [1, 2^24]),
+   and fp16 without master weights, each refused with the key and what was expected. */
+static void test_loss_scale_keys(void) {
+    static Config c;
+    Err err;
+    int rc = load_text(SMALL_MODEL "precision = 'fp16'\n", &c, &err);
+    CHECK(rc == 0 && c.train.loss_scale == 65536 && c.train.loss_scale_interval == 1000 && c.train.master_weights,
+          "defaults: %s loss_scale %g interval %d", rc ? err.msg : "", c.train.loss_scale, c.train.loss_scale_interval);
+    rc = load_text(SMALL_MODEL "train = { loss_scale = 2^24, loss_scale_interval = 1 }\n", &c, &err);
+    CHECK(rc == 0 && c.train.loss_scale == 16777216 && c.train.loss_scale_interval == 1, "2^24: %s", rc ? err.msg : "");
+    rc = load_text(SMALL_MODEL "train = { loss_scale = 1 }\n", &c, &err);
+    CHECK(rc == 0 && c.train.loss_scale == 1, "1: %s", rc ? err.msg : "");
+    static const struct { const char *text, *want; } BAD[] = {
+        {"train = { loss_scale = 3 }", "train.loss_scale: expected a power of two from 1 to 2^24 = 16777216, got 3"},
+        {"train = { loss_scale = 2^24 + 2 }", "train.loss_scale: expected a power of two from 1 to 2^24 = 16777216, got 1.67772e+07"},
+        {"train = { loss_scale = 2^25 }", "train.loss_scale: expected a power of two from 1 to 2^24"},
+        {"train = { loss_scale = 0.5 }", "train.loss_scale: expected a finite number >= 1, got 0.5"},
+        {"train = { loss_scale = 1/0 }", "train.loss_scale: expected a finite number >= 1"},
+        {"train = { loss_scale_interval = 0 }", "train.loss_scale_interval: expected a positive integer, got 0"},
+        {"precision = 'fp16' train = { master_weights = false }", "train.master_weights: precision fp16 needs true"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, SMALL_MODEL "%s\n", BAD[i].text);
+        rc = load_text(text, &c, &err);
+        CHECK(rc == -1 && strstr(err.msg, BAD[i].want), "%s: %s (expected '%s')", BAD[i].text, rc ? err.msg : "loaded", BAD[i].want);
+    }
+    /* bf16 without master weights stays allowed */
+    rc = load_text(SMALL_MODEL "precision = 'bf16' train = { master_weights = false }\n", &c, &err);
+    CHECK(rc == 0, "bf16 without master weights: %s", err.msg);
+}
+
 /* A config path of CONFIG_PATH_MAX - 1 characters loads; one more is refused, not cut short. */
 static void test_path_length(void) {
     static Config c;
@@ -373,6 +405,7 @@ int main(int argc, char **argv) {
     RUN(test_strings_cannot_break_out);
     RUN(test_every_int_key_range);
     RUN(test_range_edges);
+    RUN(test_loss_scale_keys);
     RUN(test_path_length);
     remove(written_path);
     remove(odd_path);

@@ -565,7 +565,7 @@ static void golden_grads(Backend *be, const Golden *g) {
 /* The AdamW steps: losses to 1e-4 absolute (~1.5e-5 relative at ln(1000)); the updates are lr-sized steps whose
    rounding differences are ~1e-6 relative, so the loss curves agree far closer than that. */
 static void golden_steps(Backend *be, const Golden *g) {
-    GoldenRun r = golden_run_steps(be, g);
+    GoldenRun r = golden_run_steps(be, g, NULL);
     CHECK(r.ok, "%s", r.why);
     CHECK(r.worst_loss <= 1e-4, "step losses differ by up to %.2e", r.worst_loss);
     CHECK(r.worst_norm <= 1e-4, "grad norms differ by up to %.2e relative", r.worst_norm);

@@ -229,6 +229,7 @@ static void test_fuzz_state(void) {
     memset(&st, 0, sizeof st);
     st.ranks = 1; st.shuffle = 1; st.step = 5; st.epoch = 1; st.shard_pos = 1; st.row_pos = 3;
     st.sample_rng = 0x1234; st.num_params = np; st.n_shards = 3; st.shape = shape; st.B = 2; st.T = 8; st.seed = 1337;
+    st.loss_scale = 1024; st.loss_scale_clean = 3; st.skipped = 1;
     st.m = xcalloc(np, sizeof(float)); st.v = xcalloc(np, sizeof(float)); st.params = xcalloc(np, sizeof(float));
     int32_t order[3] = {2, 0, 1};
     st.shard_order = order;

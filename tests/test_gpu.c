@@ -1,10 +1,11 @@
-/* test_gpu: the per-variant GPU tests (tests/gpu/kernel_tests.c, step_test.c) on small configs that cover both precisions,
-   head sizes 32 and 64, every recompute level and both attention paths; then the PyTorch golden file's 10 AdamW steps on the CUDA
-   backend in fp32 and bf16. Each variant's kernels are generated and compiled with NVRTC first (that part
-   runs everywhere); without a GPU the GPU parts say "skip ...: no GPU: ...". */
+/* test_gpu: the per-variant GPU tests (tests/gpu/kernel_tests.c, step_test.c) on small configs that cover the three
+   precisions, head sizes 32 and 64, every recompute level and both attention paths; then the PyTorch golden file's
+   10 AdamW steps on the CUDA backend in fp32, bf16 and fp16 (with the loss scaler), and an injected overflow in
+   fp16 that the loss scaler skips and recovers from. Each variant's kernels are generated and compiled with NVRTC
+   first (that part runs everywhere); without a GPU the GPU parts say "skip ...: no GPU: ...". */
 #include "tests/check.h"
-#include "common/bf16.h"
 #include <stdio.h>
+#include <string.h>
 #include "gen/build.h"
 #include "gen/config.h"
 #include "gen/plan.h"
@@ -22,8 +23,13 @@ static const Variant variants[] = {
     {"gt-bf16-hs64", {"name=gt-bf16-hs64", "precision=bf16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
                       "train.master_weights=false", NULL}},
+    {"gt-fp16", {"name=gt-fp16", "precision=fp16", "train.recompute=1", NULL}},
+    {"gt-fp16-hs64", {"name=gt-fp16-hs64", "precision=fp16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
+                      "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2", NULL}},
     /* the whole step with cuDNN's attention (T a multiple of 128, for cuDNN before 9.15.1) */
     {"gt-bf16-cudnn", {"name=gt-bf16-cudnn", "precision=bf16", "attention=cudnn", "model.max_seq_len=128",
+                       "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256", NULL}},
+    {"gt-fp16-cudnn", {"name=gt-fp16-cudnn", "precision=fp16", "attention=cudnn", "model.max_seq_len=128",
                        "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256", NULL}},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
@@ -62,12 +68,17 @@ VARIANT_TESTS(0, fp32)
 VARIANT_TESTS(1, bf16)
 VARIANT_TESTS(2, fp32_hs64)
 VARIANT_TESTS(3, bf16_hs64)
-VARIANT_TESTS(4, bf16_cudnn)
+VARIANT_TESTS(4, fp16)
+VARIANT_TESTS(5, fp16_hs64)
+VARIANT_TESTS(6, bf16_cudnn)
+VARIANT_TESTS(7, fp16_cudnn)
 
 /* The PyTorch golden file on the CUDA backend: its shape as a config, its initial weights, its 10 AdamW steps
    on one batch. fp32 is held to the CPU reference's tolerances (1e-4: only summation orders differ); bf16 to
    5e-2 on the losses (~6) and grad norms, and 1e-2 on the final weight norms (the master weights are fp32, but
-   every activation and gradient carries 8 bits of mantissa). */
+   every activation and gradient carries 8 bits of mantissa); fp16, with the dynamic loss scaler at its default
+   initial scale, to 1e-2 on the losses and grad norms and 5e-3 on the final weight norms (11 bits of mantissa,
+   3 more than bf16; the golden file is PyTorch in fp32, which the fp32 run above matches to 1e-4). */
 static void golden_gpu(const char *precision, double loss_tol, double norm_tol, double final_tol) {
     Err err;
     Golden g;
@@ -102,8 +113,12 @@ static void golden_gpu(const char *precision, double loss_tol, double norm_tol, 
     be = cuda_backend_create(&o, &err);
     if (!be) { CHECK(0, "%s", err.msg); goto out; }
     CHECK_OK(be->set_params(be, params, &err), &err);
-    GoldenRun r = golden_run_steps(be, &g);
+    LossScaler ls;
+    loss_scale_init(&ls, cfg.precision == PREC_FP16, cfg.train.loss_scale, cfg.train.loss_scale_interval);
+    GoldenRun r = golden_run_steps(be, &g, &ls);
     CHECK(r.ok, "%s", r.why);
+    printf("  %s: worst |loss - fp32 reference| %.2e, grad norm %.2e relative, final weight norms %.2e relative; "
+           "%d overflow(s), loss scale at the end %.0f\n", precision, r.worst_loss, r.worst_norm, r.worst_final, r.skips, ls.scale);
     CHECK(r.worst_loss <= loss_tol, "%s: step losses differ from PyTorch's by up to %.2e", precision, r.worst_loss);
     CHECK(r.worst_norm <= norm_tol, "%s: grad norms differ by up to %.2e relative", precision, r.worst_norm);
     CHECK(r.worst_final <= final_tol, "%s: final weight norms differ by up to %.2e relative", precision, r.worst_final);
@@ -114,6 +129,60 @@ out:
 }
 static void test_golden_gpu_fp32(void) { golden_gpu("fp32", 1e-4, 1e-4, 1e-4); }
 static void test_golden_gpu_bf16(void) { golden_gpu("bf16", 5e-2, 5e-2, 1e-2); }
+static void test_golden_gpu_fp16(void) { golden_gpu("fp16", 1e-2, 1e-2, 5e-3); }
+
+/* The loss scaler on the CUDA backend in fp16 (the gt-fp16 variant): a step whose loss gradient is multiplied by
+   infinity (what GPT2GEN_TEST_OVERFLOW does in training) has a non-finite gradient norm, so the scaler skips it
+   and halves the scale, and the weights are untouched; the next step, at the halved scale, has the same unscaled
+   gradient norm as a clean step at the full scale (scaling by powers of two: only fp16 rounding differs, 1e-2),
+   its update is applied and the loss falls. */
+static void test_gpu_fp16_overflow(void) {
+    int i = 0;
+    while (i < N_VARIANTS && strcmp(variants[i].name, "gt-fp16")) i++;
+    if (i == N_VARIANTS || !built[i]) SKIP("the gt-fp16 variant did not build");
+    char why[512];
+    if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
+    const Config *c = &cfgs[i];
+    GPT2Shape shape = config_shape(c);
+    BackendOptions o = {shape, c->train.batch_size, c->train.seq_len, c->precision, c->train.master_weights, c->train.recompute, &plans[i], 0};
+    Err err;
+    Backend *be = cuda_backend_create(&o, &err);
+    if (!be) { CHECK(0, "%s", err.msg); return; }
+    size_t n = be->num_params, BT = (size_t)o.B * o.T;
+    float *p0 = xmalloc(n * 4), *p1 = xmalloc(n * 4);
+    int32_t *in = xmalloc(BT * 4), *tg = xmalloc(BT * 4);
+    for (size_t k = 0; k < BT; k++) { in[k] = (int32_t)(k * 7919 % (size_t)shape.vocab_size); tg[k] = (int32_t)((k * 104729 + 1) % (size_t)shape.vocab_size); }
+    gpt2_init_params(&shape, p0, 1337);
+    LossScaler ls;
+    loss_scale_init(&ls, 1, c->train.loss_scale, c->train.loss_scale_interval);
+    float loss0 = 0, loss1 = 0, clean_norm = 0, bad_norm = 0, norm = 0;
+    int rc = be->set_params(be, p0, &err) || be->zero_grad(be, &err) || be->forward(be, in, tg, &loss0, &err) ||
+             be->backward(be, ls.scale, &err) || be->grad_norm(be, &clean_norm, &err);
+    clean_norm /= ls.scale;
+    /* the injected overflow */
+    rc = rc || be->zero_grad(be, &err) || be->forward(be, in, tg, &loss0, &err) || be->backward(be, ls.scale * INFINITY, &err) ||
+         be->grad_norm(be, &bad_norm, &err);
+    LossScaleVerdict v = loss_scale_after(&ls, bad_norm);
+    CHECK(!rc, "%s", err.msg);
+    CHECK(v == LOSS_SCALE_SKIP && ls.scale == (float)(c->train.loss_scale / 2) && ls.skipped == 1,
+          "overflow (norm %f): verdict %d, scale %.0f, %d skipped; expected a skip and the scale halved", bad_norm, (int)v, ls.scale, ls.skipped);
+    rc = rc || be->get_params(be, p1, &err);
+    CHECK(!rc && !memcmp(p0, p1, n * 4), "the weights changed across a skipped step");
+    /* recovery at the halved scale */
+    float S = ls.scale;
+    rc = rc || be->zero_grad(be, &err) || be->forward(be, in, tg, &loss0, &err) || be->backward(be, S, &err) ||
+         be->grad_norm(be, &norm, &err);
+    v = loss_scale_after(&ls, norm);
+    norm /= S;
+    CHECK(!rc && v == LOSS_SCALE_APPLY && fabs(norm - clean_norm) <= 1e-2 * clean_norm,
+          "after the overflow: verdict %d, unscaled norm %f at scale %.0f, %f at the full scale", (int)v, norm, S, clean_norm);
+    rc = rc || be->update(be, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f / S, 1, &err) || be->forward(be, in, tg, &loss1, &err);
+    CHECK(!rc && loss1 < loss0, "the loss did not fall after the recovered step: %f -> %f (%s)", loss0, loss1, rc ? err.msg : "");
+    printf("  overflow: norm %f -> skipped, scale %.0f -> %.0f; then norm %f (full scale: %f), loss %.6f -> %.6f\n", bad_norm,
+           c->train.loss_scale, S, norm, clean_norm, loss0, loss1);
+    be->destroy(be);
+    free(p0); free(p1); free(in); free(tg);
+}
 
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
@@ -121,13 +190,21 @@ int main(int argc, char **argv) {
     RUN(test_build_bf16);
     RUN(test_build_fp32_hs64);
     RUN(test_build_bf16_hs64);
+    RUN(test_build_fp16);
+    RUN(test_build_fp16_hs64);
     RUN(test_build_bf16_cudnn);
+    RUN(test_build_fp16_cudnn);
     RUN(test_gpu_fp32);
     RUN(test_gpu_bf16);
     RUN(test_gpu_fp32_hs64);
     RUN(test_gpu_bf16_hs64);
+    RUN(test_gpu_fp16);
+    RUN(test_gpu_fp16_hs64);
     RUN(test_gpu_bf16_cudnn);
+    RUN(test_gpu_fp16_cudnn);
     RUN(test_golden_gpu_fp32);
     RUN(test_golden_gpu_bf16);
+    RUN(test_golden_gpu_fp16);
+    RUN(test_gpu_fp16_overflow);
     return check_summary();
 }

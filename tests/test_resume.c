@@ -29,7 +29,7 @@ static TrainState sample_state(void) {
     size_t n = nparams();
     TrainState s = {.ranks = 4, .rank = 3, .shuffle = 1, .step = 42, .epoch = 5, .row_pos = 123456789012L, .shard_pos = 2,
                     .sample_rng = 0xDEADBEEFCAFEull, .num_params = n, .n_shards = 3, .shape = SHAPE, .B = 6, .T = 7,
-                    .seed = 0x123456789ull};
+                    .seed = 0x123456789ull, .loss_scale = 1};
     s.m = xmalloc(n * 4); s.v = xmalloc(n * 4); s.params = xmalloc(n * 4);
     s.shard_order = xmalloc(sizeof ORDER);
     memcpy(s.shard_order, ORDER, sizeof ORDER);

@@ -2,7 +2,7 @@
    gradients, logits and optimizer state to and from the host. The ops are in the files ops.h lists. */
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/ops.h"
-#include "common/bf16.h"
+#include "common/fp16.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,19 +19,19 @@ static int to_device(Cuda *c, dptr dst, const void *src, size_t bytes, const cha
     return cuda_check(cu.cuMemcpyHtoDAsync(dst, src, bytes, c->s), what, err) || cuda_device_sync(&c->dev, what, err) ? -1 : 0;
 }
 
-/* floatX device array <-> fp32 host array */
+/* floatX device array <-> fp32 host array (16-bit: rounded to nearest) */
 static int download(Cuda *c, float *out, dptr src, size_t n, const char *what, Err *err) {
     if (c->xs == 4) return to_host(c, out, src, n * 4, what, err);
     uint16_t *tmp = xmalloc(n * 2);
     int rc = to_host(c, tmp, src, n * 2, what, err);
-    if (!rc) bf16_to_f32_array(out, tmp, n);
+    if (!rc) x16_to_f32_array(c->prec == PREC_FP16, out, tmp, n);
     free(tmp);
     return rc;
 }
 static int upload(Cuda *c, dptr dst, const float *in, size_t n, const char *what, Err *err) {
     if (c->xs == 4) return to_device(c, dst, in, n * 4, what, err);
     uint16_t *tmp = xmalloc(n * 2);
-    bf16_from_f32_array(tmp, in, n);
+    x16_from_f32_array(c->prec == PREC_FP16, tmp, in, n);
     int rc = to_device(c, dst, tmp, n * 2, what, err);
     free(tmp);
     return rc;
@@ -42,8 +42,11 @@ static int cu_set_params(Backend *be, const float *params, Err *err) {
     dptr master = buf(c, BUF_MASTER, 0);
     /* padding rows of wte stay zero */
     if (!master) return upload(c, buf(c, BUF_PARAMS, 0), params, c->np, "copying weights to the GPU", err);
-    /* the 16-bit weights as AdamW's stochastic rounding would write them from these master weights, so that
-       a resumed run continues with the same bits */
+    /* the 16-bit weights as AdamW would write them from these master weights (bf16: stochastic rounding; fp16:
+       to nearest), so that a resumed run continues with the same bits */
+    if (c->prec == PREC_FP16)
+        return upload(c, buf(c, BUF_PARAMS, 0), params, c->np, "copying weights to the GPU", err) ||
+               to_device(c, master, params, c->np * 4, "copying master weights", err) ? -1 : 0;
     uint16_t *tmp = xmalloc(c->np * 2);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++)
         for (size_t j = 0; j < c->psz[i]; j++) tmp[c->poff[i] + j] = bf16_from_f32_stochastic(params[c->poff[i] + j], (uint32_t)j);
@@ -102,7 +105,6 @@ static void cu_destroy(Backend *be) {
 /* The backend's shape must be the plan's: the kernels have it baked in. */
 static int check_plan(const BackendOptions *opt, const Plan *plan, Err *err) {
     const Config *cfg = plan->cfg;
-    if (opt->precision == PREC_FP16) return err_set(err, "the CUDA backend supports precision fp32 and bf16; fp16 is not implemented yet");
     if (opt->B == cfg->train.batch_size && opt->T == cfg->train.seq_len && opt->precision == cfg->precision &&
         opt->recompute == cfg->train.recompute && (opt->master_weights != 0) == (cfg->train.master_weights != 0) &&
         opt->shape.n_layer == cfg->model.n_layer && opt->shape.n_embd == cfg->model.n_embd &&
@@ -144,6 +146,7 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     be->impl = c;
     be->destroy = cu_destroy;
     c->plan = plan;
+    c->prec = opt->precision;
     c->xs = opt->precision == PREC_FP32 ? 4 : 2;
     c->B = opt->B; c->T = opt->T;
     c->C = opt->shape.n_embd; c->L = opt->shape.n_layer; c->NH = opt->shape.n_head; c->HS = c->C / c->NH;

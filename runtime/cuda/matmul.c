@@ -67,7 +67,6 @@ static int prepare(Matmuls *mm, MatmulEntry *e, cudaDataType_t t, Err *err) {
 int matmuls_init(Matmuls *mm, const PlanMatmul *entries, int n, Precision p, CUdeviceptr workspace,
                  size_t workspace_size, Err *err) {
     memset(mm, 0, sizeof *mm);
-    if (p == PREC_FP16) return err_set(err, "the CUDA backend supports fp32 and bf16; fp16 is not implemented yet");
     if (cublaslt_open(err)) return -1;
     cublasStatus_t s = lt.cublasLtCreate(&mm->handle);
     if (s != CUBLAS_STATUS_SUCCESS) return err_set(err, "cublasLtCreate: %s", lt.cublasLtGetStatusString(s));
@@ -77,7 +76,8 @@ int matmuls_init(Matmuls *mm, const PlanMatmul *entries, int n, Precision p, CUd
     mm->n = n;
     for (int i = 0; i < n; i++) {
         mm->entries[i].shape = entries[i];
-        if (prepare(mm, &mm->entries[i], p == PREC_FP32 ? CUDA_R_32F : CUDA_R_16BF, err)) { matmuls_destroy(mm); return -1; }
+        cudaDataType_t t = p == PREC_FP32 ? CUDA_R_32F : p == PREC_FP16 ? CUDA_R_16F : CUDA_R_16BF;
+        if (prepare(mm, &mm->entries[i], t, err)) { matmuls_destroy(mm); return -1; }
     }
     return 0;
 }

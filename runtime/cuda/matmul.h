@@ -1,4 +1,4 @@
-/* matmul: the plan's matmuls (gen/matmuls.h) through cuBLASLt, fp32 or bf16 with fp32 accumulation.
+/* matmul: the plan's matmuls (gen/matmuls.h) through cuBLASLt, fp32, bf16 or fp16 with fp32 accumulation.
    Each entry's descriptor and layouts are built, and its algorithm picked by cuBLASLt's heuristic, once at
    init; a call then only sets the pointers. */
 #ifndef GPT2GEN_RUNTIME_MATMUL_H

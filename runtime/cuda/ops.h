@@ -30,6 +30,7 @@ typedef struct {
     Matmuls mm;
     Arena arena;
     Profile prof;
+    Precision prec;                  /* floatX: fp32, bf16 or fp16 */
     size_t xs;                       /* bytes per floatX */
     int B, T, C, L, NH, HS, V, Vp, recompute;
     size_t np, psz[NUM_PARAM_TENSORS], poff[NUM_PARAM_TENSORS];
@@ -81,8 +82,14 @@ int attention_backward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstr
 int op_attention(Cuda *c, int l, Err *err);                    /* qkv[l] -> atty[l], keeping att_stats[l] */
 int op_attention_backward(Cuda *c, int l, Err *err);           /* datty -> dqkv */
 
-/* losses and dlogits (d(mean loss), in place of the logits) for targets; *loss their mean */
+/* losses and dlogits (in place of the logits) for targets; *loss their mean. The dlogits are
+   (softmax - onehot) * dlogits_unit: d(mean loss), unit 1/(B*T), except in fp16, where the unit is 2^15 and the
+   backward's alpha carries 1/(2^15 B*T). fp16's normal range starts at 6e-5, and the probabilities of a 50k
+   vocabulary are mostly far below that (1/(B*T) would push them lower still): times 2^15 they keep fp16's 11
+   bits down to 2e-9, while |softmax - onehot| <= 1 keeps them below fp16's largest value, 65504. */
 int op_classifier(Cuda *c, const int32_t *targets, float *loss, Err *err);
+#define DLOGITS_UNIT_FP16 32768.0f
+static inline float dlogits_unit(const Cuda *c) { return c->prec == PREC_FP16 ? DLOGITS_UNIT_FP16 : 1.0f / (float)(c->B * c->T); }
 
 int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err);
 int cu_backward(Backend *be, float grad_scale, Err *err);

@@ -83,10 +83,12 @@ int cu_backward(Backend *be, float grad_scale, Err *err) {
     if (!c->have_targets) return err_set(err, "backward needs a forward with targets first");
     c->prof.steps++;
     dptr dres = buf(c, BUF_DRESIDUAL, 0), dln = buf(c, BUF_DLN, 0);
-    /* the logits buffer holds d(mean loss)/d(logits) since the forward; grad_scale goes in as alpha */
+    /* the logits buffer holds d(mean loss)/d(logits) in units of dlogits_unit since the forward; grad_scale
+       goes in as alpha */
+    float alpha = c->prec == PREC_FP16 ? grad_scale / (DLOGITS_UNIT_FP16 * (float)(c->B * c->T)) : grad_scale;
     if (cuda_check(cu.cuMemsetD8Async(dres, 0, (size_t)c->B * c->T * c->C * c->xs, c->s), "zeroing dresidual", err)) return -1;
     OP("matmul bwd classifier", op_linear_backward(c, MM_CLASSIFIER_DINP, MM_CLASSIFIER_DW, dln, GW(P_WTE, 0), 0,
-                                                   buf(c, BUF_LOGITS, 0), buf(c, BUF_LNF, 0), PW(P_WTE, 0), grad_scale, 0, err));
+                                                   buf(c, BUF_LOGITS, 0), buf(c, BUF_LNF, 0), PW(P_WTE, 0), alpha, 0, err));
     OP("layernorm backward", op_layernorm_backward(c, dres, GW(P_LNFW, 0), GW(P_LNFB, 0), dln, buf(c, BUF_RESIDUAL3, c->L - 1),
                                                    PW(P_LNFW, 0), buf(c, BUF_LNF_MEAN, 0), buf(c, BUF_LNF_RSTD, 0), err));
     for (int l = c->L - 1; l >= 0; l--)

@@ -10,7 +10,7 @@
 run() { timeout 300 "$GPT2GEN" train $M --backend cpu -q --set eval.val_every=0 --set train.steps=2 "$@"; }
 
 # craft STATE FIELD VALUE: sets a header field of a resume state (step, row: the data position) and, in a
-# state with a checksum (version 2), seals it again, so that only the field's own check can refuse it.
+# state with a checksum (version 2 and later), seals it again, so that only the field's own check can refuse it.
 # craft STATE flip: flips one byte of the body and leaves the checksum as it was.
 craft() {
     python3 - "$@" <<'PY'

@@ -1,6 +1,6 @@
 /* harness: buffers, comparisons and reports of the GPU tests (see harness.h). */
 #include "tests/gpu/harness.h"
-#include "common/bf16.h"
+#include "common/fp16.h"
 #include "common/rng.h"
 #include <math.h>
 #include <stdarg.h>
@@ -38,7 +38,7 @@ float *hbuf(size_t n) { return xcalloc(n ? n : 1, sizeof(float)); }
 /* rounds to what floatX can hold, so that GPU and CPU see the same inputs */
 void quantize(G *g, float *x, size_t n) {
     if (g->xs == 2)
-        for (size_t i = 0; i < n; i++) x[i] = bf16_to_f32(bf16_from_f32(x[i]));
+        for (size_t i = 0; i < n; i++) x[i] = x16_round(g->prec == PREC_FP16, x[i]);
 }
 float *hrand(G *g, size_t n, float scale) {
     float *x = hbuf(n);
@@ -49,7 +49,7 @@ float *hrand(G *g, size_t n, float scale) {
 int up(G *g, dptr d, const float *h, size_t n) {   /* floatX */
     if (g->xs == 4) return cu.cuMemcpyHtoD(d, h, n * 4) == CUDA_SUCCESS ? 0 : -1;
     uint16_t *t = xmalloc(n * 2);
-    bf16_from_f32_array(t, h, n);
+    x16_from_f32_array(g->prec == PREC_FP16, t, h, n);
     int rc = cu.cuMemcpyHtoD(d, t, n * 2) == CUDA_SUCCESS ? 0 : -1;
     free(t);
     return rc;
@@ -58,7 +58,7 @@ int down(G *g, float *h, dptr d, size_t n) {
     if (g->xs == 4) return cu.cuMemcpyDtoH(h, d, n * 4) == CUDA_SUCCESS ? 0 : -1;
     uint16_t *t = xmalloc(n * 2);
     int rc = cu.cuMemcpyDtoH(t, d, n * 2) == CUDA_SUCCESS ? 0 : -1;
-    bf16_to_f32_array(h, t, n);
+    x16_to_f32_array(g->prec == PREC_FP16, h, t, n);
     free(t);
     return rc;
 }
