@@ -21,7 +21,10 @@ echo "== test_attention (flash template and cuDNN against fp64: head size 64/128
 build/tests/test_attention > "$log/test_attention.out" 2>&1; rc=$?
 cat "$log/test_attention.out"
 count test_attention "$log/test_attention.out" $rc
-for c in configs/*.lua; do
+# CONFIGS="gpt2-124M tiny" limits the `gpt2gen test` runs to those configs (default: every one in configs/)
+list=$(ls configs/*.lua)
+[ -n "$CONFIGS" ] && list=$(for n in $CONFIGS; do echo configs/$n.lua; done)
+for c in $list; do
     name=$(basename "$c" .lua)
     [ "$name" = defaults ] && continue
     echo "== gpt2gen test $c"
