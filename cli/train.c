@@ -43,7 +43,10 @@ int cmd_train(int argc, char **argv) {
     char arch[16];
     if (!strcmp(backend, "auto")) {
         if (cuda_device_arch(0, arch, &err) == 0) backend = "cuda";
-        else { printf("%s: training on the CPU backend (fp32)\n", err.msg); backend = "cpu"; }
+        else if (cfg.attention == ATTN_CUDNN) {   /* asked for by name: no quiet fallback to the CPU */
+            fprintf(stderr, "gpt2gen: %s: attention = \"cudnn\" needs the CUDA backend: %s\n", cfg.path, err.msg);
+            return EXIT_FAIL;
+        } else { printf("%s: training on the CPU backend (fp32)\n", err.msg); backend = "cpu"; }
     }
     if (!strcmp(backend, "cuda")) {
         /* the kernels must be for this GPU: a config's or --arch's other target is rebuilt for it */

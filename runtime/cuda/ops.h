@@ -2,7 +2,7 @@
  *   encoder.c    token + position embedding, its backward (deterministic buckets)
  *   layernorm.c  LayerNorm forward (plain, fused with the residual add) and backward
  *   linear.c     the linear layers: cuBLASLt matmuls with bias / GELU epilogues, bias gradients, GELU
- *   attention.c  causal attention, flash (no T x T scores)
+ *   attention.c  causal attention without the T x T scores: cuDNN's flash attention or our template
  *   classifier.c logits -> losses and dlogits in one pass
  *   optimizer.c  zero_grad, global gradient norm, AdamW (Backend methods)
  *   step.c       the schedule of one forward and one backward (Backend methods)

@@ -104,6 +104,13 @@ expect_fail multi_gpu_not_yet "train.num_gpus = 2: training on several GPUs (NCC
 out=$("$GPT2GEN" train $M --backend gpu 2>&1); rc=$?
 if [ $rc -eq 2 ] && printf '%s' "$out" | grep -qF -- "--backend: expected auto, cpu or cuda, got 'gpu'"; then ok bad_backend_name
 else fail bad_backend_name "exit code $rc (expected 2): $out"; fi
+# attention = "cudnn" asked for by name does not fall back to the CPU backend where there is no GPU (or no cuDNN)
+if ! nvidia-smi >/dev/null 2>&1; then
+    out=$("$GPT2GEN" train $M --set attention=cudnn --set train.steps=1 --set checkpoint.dir="$WORK/cudnn" 2>&1); rc=$?
+    if [ $rc -eq 1 ] && printf '%s' "$out" | grep -qF 'attention = "cudnn" needs the CUDA backend' && ! printf '%s' "$out" | grep -q "^step "; then
+        ok cudnn_by_name_no_cpu_fallback
+    else fail cudnn_by_name_no_cpu_fallback "rc=$rc: $out"; fi
+fi
 
 # Ctrl-C: stops after the current step, saves a checkpoint, exits 130
 "$GPT2GEN" train $M --backend cpu --set checkpoint.dir="$WORK/int" --set train.steps=100000 --set eval.val_every=0 > "$WORK/int.log" 2>&1 &
