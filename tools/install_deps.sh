@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs what gpt2gen needs on Debian/Ubuntu (run as root): a C compiler and make, Lua 5.4 (linked
 # statically into ./gpt2gen), the fortunes text for the default data set, and tiktoken (tests only).
-# The CUDA toolkit (NVRTC headers and library) must already be at $CUDA_HOME (default /usr/local/cuda).
+# The CUDA toolkit (NVRTC headers and library, cuDNN 9's headers) must already be at $CUDA_HOME (default
+# /usr/local/cuda).
 set -eu
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 SUDO=""
@@ -20,6 +21,11 @@ python3 -c "import tiktoken" 2>/dev/null || python3 -m pip install -q tiktoken 2
 if [ ! -f "$CUDA_HOME/include/nvrtc.h" ]; then
     echo "install_deps: no CUDA toolkit at $CUDA_HOME (need include/nvrtc.h and lib64/libnvrtc.so);" >&2
     echo "install_deps: install CUDA 12 or 13, or set CUDA_HOME" >&2
+    exit 1
+fi
+if [ ! -f "$CUDA_HOME/include/cudnn_graph.h" ]; then
+    echo "install_deps: no cuDNN 9 headers at $CUDA_HOME/include (cudnn_graph.h): install cuDNN 9's development" >&2
+    echo "install_deps: files (the library itself is loaded at run time, only where there is a GPU)" >&2
     exit 1
 fi
 echo "install_deps: ok"
