@@ -69,7 +69,7 @@ static void same_config(const char *what, const Config *a, const Config *b) {
     SAME_STR(name); SAME_STR(arch);
     SAME_INT(model.n_layer); SAME_INT(model.n_head); SAME_INT(model.n_embd); SAME_INT(model.max_seq_len);
     SAME_INT(model.vocab_size); SAME_INT(model.padded_vocab_size);
-    SAME_INT(precision);
+    SAME_INT(precision); SAME_INT(attention);
     SAME_INT(train.batch_size); SAME_INT(train.seq_len); SAME_INT(train.total_batch_size); SAME_INT(train.steps);
     SAME_NUM(train.lr); SAME_INT(train.schedule); SAME_INT(train.warmup); SAME_NUM(train.final_lr_frac);
     SAME_NUM(train.weight_decay); SAME_NUM(train.grad_clip); SAME_NUM(train.beta1); SAME_NUM(train.beta2);
@@ -375,6 +375,29 @@ static void test_loss_scale_keys(void) {
     CHECK(rc == 0, "bf16 without master weights: %s", err.msg);
 }
 
+/* attention: auto by default, cudnn and flash by name; anything else is refused with the key and the choices. */
+static void test_attention_key(void) {
+    static Config c;
+    Err err;
+    int rc = load_text(SMALL_MODEL, &c, &err);
+    CHECK(rc == 0 && c.attention == ATTN_AUTO, "default: %s %d", rc ? err.msg : "", (int)c.attention);
+    rc = load_text(SMALL_MODEL "attention = 'cudnn'\n", &c, &err);
+    CHECK(rc == 0 && c.attention == ATTN_CUDNN, "cudnn: %s", rc ? err.msg : "");
+    rc = load_text(SMALL_MODEL "attention = 'flash'\n", &c, &err);
+    CHECK(rc == 0 && c.attention == ATTN_FLASH, "flash: %s", rc ? err.msg : "");
+    static const struct { const char *text, *want; } BAD[] = {
+        {"attention = 'fast'", "attention: expected one of auto, cudnn, flash, got \"fast\""},
+        {"attention = 1", "attention: expected one of auto, cudnn, flash, got 1"},
+        {"attention = { 'cudnn' }", "attention: expected one of auto, cudnn, flash"},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text, SMALL_MODEL "%s\n", BAD[i].text);
+        rc = load_text(text, &c, &err);
+        CHECK(rc == -1 && strstr(err.msg, BAD[i].want), "%s: %s (expected '%s')", BAD[i].text, rc ? err.msg : "loaded", BAD[i].want);
+    }
+}
+
 /* A config path of CONFIG_PATH_MAX - 1 characters loads; one more is refused, not cut short. */
 static void test_path_length(void) {
     static Config c;
@@ -406,6 +429,7 @@ int main(int argc, char **argv) {
     RUN(test_every_int_key_range);
     RUN(test_range_edges);
     RUN(test_loss_scale_keys);
+    RUN(test_attention_key);
     RUN(test_path_length);
     remove(written_path);
     remove(odd_path);
