@@ -170,6 +170,12 @@ __device__ __forceinline__ void mma(float (&d)[4], const u32 (&a)[4], u32 b0, u3
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// the two n-tiles of an ldmatrix.x4 B load (b[0], b[1] and b[2], b[3]) into their accumulators
+__device__ __forceinline__ void mma2(float (&d0)[4], float (&d1)[4], const u32 (&a)[4], const u32 (&b)[4]) {
+    mma(d0, a, b[0], b[1]);
+    mma(d1, a, b[2], b[3]);
+}
+
 // two floats -> two packed 16-bit values (lo in the low half)
 __device__ __forceinline__ u32 pack2(float lo, float hi) {
 #if PRECISION_BF16
@@ -267,8 +273,7 @@ KERNEL(flash_forward) {
                 u32 bf[4];
                 ldsm4(bf, bn_addr(sk, np * 16, kk * 16, lane));
                 for (int mt = 0; mt < MT; mt++) {       // one load of K serves every m-tile of the warp
-                    mma(s[mt][2 * np], qf[mt][kk], bf[0], bf[1]);
-                    mma(s[mt][2 * np + 1], qf[mt][kk], bf[2], bf[3]);
+                    mma2(s[mt][2 * np], s[mt][2 * np + 1], qf[mt][kk], bf);
                 }
             }
         __syncthreads();                                 // every warp is done with sk
@@ -314,8 +319,7 @@ KERNEL(flash_forward) {
                 u32 bf[4];
                 ldsm4_t(bf, bt_addr(sv, kk * 16, dp * 16, lane));
                 for (int mt = 0; mt < MT; mt++) {
-                    mma(o[mt][2 * dp], a[mt], bf[0], bf[1]);
-                    mma(o[mt][2 * dp + 1], a[mt], bf[2], bf[3]);
+                    mma2(o[mt][2 * dp], o[mt][2 * dp + 1], a[mt], bf);
                 }
             }
         }
@@ -408,10 +412,8 @@ KERNEL(flash_backward_dkdv) {
                 u32 bq[4], bd[4];
                 ldsm4(bq, bn_addr(sq, np * 16, kk * 16, lane));
                 ldsm4(bd, bn_addr(sdo, np * 16, kk * 16, lane));
-                mma(s[2 * np], ka, bq[0], bq[1]);
-                mma(s[2 * np + 1], ka, bq[2], bq[3]);
-                mma(dp[2 * np], va, bd[0], bd[1]);
-                mma(dp[2 * np + 1], va, bd[2], bd[3]);
+                mma2(s[2 * np], s[2 * np + 1], ka, bq);
+                mma2(dp[2 * np], dp[2 * np + 1], va, bd);
             }
         }
         // s <- P^T, dp <- dS^T; a query before the key (i < j) contributes nothing
@@ -432,10 +434,8 @@ KERNEL(flash_backward_dkdv) {
                 u32 bd[4], bq[4];
                 ldsm4_t(bd, bt_addr(sdo, kk * 16, np * 16, lane));
                 ldsm4_t(bq, bt_addr(sq, kk * 16, np * 16, lane));
-                mma(dv[2 * np], pa, bd[0], bd[1]);
-                mma(dv[2 * np + 1], pa, bd[2], bd[3]);
-                mma(dk[2 * np], sa, bq[0], bq[1]);
-                mma(dk[2 * np + 1], sa, bq[2], bq[3]);
+                mma2(dv[2 * np], dv[2 * np + 1], pa, bd);
+                mma2(dk[2 * np], dk[2 * np + 1], sa, bq);
             }
         }
         __syncthreads();                                 // before this stage is loaded again
@@ -493,10 +493,8 @@ KERNEL(flash_backward_dq) {
                 u32 bk[4], bv[4];
                 ldsm4(bk, bn_addr(sk, np * 16, kk * 16, lane));
                 ldsm4(bv, bn_addr(sv, np * 16, kk * 16, lane));
-                mma(s[2 * np], qf[kk], bk[0], bk[1]);
-                mma(s[2 * np + 1], qf[kk], bk[2], bk[3]);
-                mma(dp[2 * np], df[kk], bv[0], bv[1]);
-                mma(dp[2 * np + 1], df[kk], bv[2], bv[3]);
+                mma2(s[2 * np], s[2 * np + 1], qf[kk], bk);
+                mma2(dp[2 * np], dp[2 * np + 1], df[kk], bv);
             }
         const bool diagonal = j0 + BWD_INNER - 1 > wq0;
         for (int n = 0; n < BWD_INNER / 8; n++)
@@ -512,8 +510,7 @@ KERNEL(flash_backward_dq) {
             for (int np = 0; np < HS16; np++) {
                 u32 bk[4];
                 ldsm4_t(bk, bt_addr(sk, kk * 16, np * 16, lane));
-                mma(dq[2 * np], sa, bk[0], bk[1]);
-                mma(dq[2 * np + 1], sa, bk[2], bk[3]);
+                mma2(dq[2 * np], dq[2 * np + 1], sa, bk);
             }
         }
         __syncthreads();                                 // before this stage is loaded again

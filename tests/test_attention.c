@@ -76,26 +76,18 @@ static void env_restore(void) {
     saved_env = NULL;
 }
 
-/* refusals that need no GPU */
-static void test_cudnn_hidden(void) {
+/* refusals that need no GPU: GPT2GEN_CUDNN_LIBRARY=value does not open, with a reason that holds want */
+static void expect_library_refused(const char *value, const char *want) {
     char why[1024] = "";
-    env_set("none");
+    env_set(value);
     CudnnAttention *a = cudnn_attention_open(1, 128, 2, 64, PREC_BF16, why, sizeof why);
     env_restore();
-    CHECK(a == NULL, "GPT2GEN_CUDNN_LIBRARY=none still opened cuDNN");
-    CHECK(strstr(why, "GPT2GEN_CUDNN_LIBRARY") != NULL, "the reason does not name the variable: '%s'", why);
+    CHECK(a == NULL, "GPT2GEN_CUDNN_LIBRARY=%s opened cuDNN", value);
+    CHECK(strstr(why, want) != NULL, "GPT2GEN_CUDNN_LIBRARY=%s: the reason does not name %s: '%s'", value, want, why);
     cudnn_attention_close(a);
 }
-
-static void test_cudnn_missing_library(void) {
-    char why[1024] = "";
-    env_set("libcudnn_not_here.so.9");
-    CudnnAttention *a = cudnn_attention_open(1, 128, 2, 64, PREC_BF16, why, sizeof why);
-    env_restore();
-    CHECK(a == NULL, "a missing library opened");
-    CHECK(strstr(why, "libcudnn_not_here.so.9") != NULL, "the reason does not name the library: '%s'", why);
-    cudnn_attention_close(a);
-}
+static void test_cudnn_hidden(void) { expect_library_refused("none", "GPT2GEN_CUDNN_LIBRARY"); }
+static void test_cudnn_missing_library(void) { expect_library_refused("libcudnn_not_here.so.9", "libcudnn_not_here.so.9"); }
 
 static void test_cudnn_refuses_fp32_and_head_size(void) {
     char why[1024] = "";

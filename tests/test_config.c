@@ -314,6 +314,19 @@ static void test_every_int_key_range(void) {
     printf("  %d bad values rejected\n", n);
 }
 
+/* Each config text (after SMALL_MODEL) is refused, with a message that holds want. */
+typedef struct { const char *text, *want; } Refusal;
+static void expect_refused(const Refusal *bad, size_t n) {
+    static Config c;
+    Err err;
+    for (size_t i = 0; i < n; i++) {
+        char text[512];
+        snprintf(text, sizeof text, SMALL_MODEL "%s\n", bad[i].text);
+        int rc = load_text(text, &c, &err);
+        CHECK(rc == -1 && strstr(err.msg, bad[i].want), "%s: %s (expected '%s')", bad[i].text, rc ? err.msg : "loaded", bad[i].want);
+    }
+}
+
 /* Values at the edge of their range load; one past it does not. */
 static void test_range_edges(void) {
     static Config c;
@@ -324,7 +337,7 @@ static void test_range_edges(void) {
     if (rc == 0) CHECK(c.train.steps == INT_MAX - 1 && c.train.seed == LONG_MAX && c.train.grad_accum == INT_MAX
                        && c.train.total_batch_size == 128L * INT_MAX && c.eval.val_every == INT_MAX,
                        "steps %d seed %ld grad_accum %d", c.train.steps, c.train.seed, c.train.grad_accum);
-    static const struct { const char *text, *want; } BAD[] = {
+    static const Refusal BAD[] = {
         {"train = { steps = 2147483647 }", "train.steps: 2147483647 is out of range: at most 2147483646"},
         {"train = { total_batch_size = 128 * 2147483648 }", "train.total_batch_size: 274877906944 is out of range: at most 274877906816"},
         {"train = { total_batch_size = 128 * 4294967296 }", "train.total_batch_size: 549755813888 is out of range"},
@@ -335,12 +348,7 @@ static void test_range_edges(void) {
         {"model = { n_layer = 1024, n_head = 8, n_embd = 512, max_seq_len = 2^20 } train = { batch_size = 1024, seq_len = 2^20 }",
          "of activations per micro-step: out of range"},
     };
-    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
-        char text[512];
-        snprintf(text, sizeof text, SMALL_MODEL "%s\n", BAD[i].text);
-        rc = load_text(text, &c, &err);
-        CHECK(rc == -1 && strstr(err.msg, BAD[i].want), "%s: %s (expected '%s')", BAD[i].text, rc ? err.msg : "loaded", BAD[i].want);
-    }
+    expect_refused(BAD, sizeof BAD / sizeof BAD[0]);
 }
 
 /* The loss scaler's keys (fp16): their defaults, the edges of train.loss_scale (a power of two in [1, 2^24]),
@@ -355,7 +363,7 @@ static void test_loss_scale_keys(void) {
     CHECK(rc == 0 && c.train.loss_scale == 16777216 && c.train.loss_scale_interval == 1, "2^24: %s", rc ? err.msg : "");
     rc = load_text(SMALL_MODEL "train = { loss_scale = 1 }\n", &c, &err);
     CHECK(rc == 0 && c.train.loss_scale == 1, "1: %s", rc ? err.msg : "");
-    static const struct { const char *text, *want; } BAD[] = {
+    static const Refusal BAD[] = {
         {"train = { loss_scale = 3 }", "train.loss_scale: expected a power of two from 1 to 2^24 = 16777216, got 3"},
         {"train = { loss_scale = 2^24 + 2 }", "train.loss_scale: expected a power of two from 1 to 2^24 = 16777216, got 1.67772e+07"},
         {"train = { loss_scale = 2^25 }", "train.loss_scale: expected a power of two from 1 to 2^24"},
@@ -364,12 +372,7 @@ static void test_loss_scale_keys(void) {
         {"train = { loss_scale_interval = 0 }", "train.loss_scale_interval: expected a positive integer, got 0"},
         {"precision = 'fp16' train = { master_weights = false }", "train.master_weights: precision fp16 needs true"},
     };
-    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
-        char text[512];
-        snprintf(text, sizeof text, SMALL_MODEL "%s\n", BAD[i].text);
-        rc = load_text(text, &c, &err);
-        CHECK(rc == -1 && strstr(err.msg, BAD[i].want), "%s: %s (expected '%s')", BAD[i].text, rc ? err.msg : "loaded", BAD[i].want);
-    }
+    expect_refused(BAD, sizeof BAD / sizeof BAD[0]);
     /* bf16 without master weights stays allowed */
     rc = load_text(SMALL_MODEL "precision = 'bf16' train = { master_weights = false }\n", &c, &err);
     CHECK(rc == 0, "bf16 without master weights: %s", err.msg);
@@ -385,17 +388,12 @@ static void test_attention_key(void) {
     CHECK(rc == 0 && c.attention == ATTN_CUDNN, "cudnn: %s", rc ? err.msg : "");
     rc = load_text(SMALL_MODEL "attention = 'flash'\n", &c, &err);
     CHECK(rc == 0 && c.attention == ATTN_FLASH, "flash: %s", rc ? err.msg : "");
-    static const struct { const char *text, *want; } BAD[] = {
+    static const Refusal BAD[] = {
         {"attention = 'fast'", "attention: expected one of auto, cudnn, flash, got \"fast\""},
         {"attention = 1", "attention: expected one of auto, cudnn, flash, got 1"},
         {"attention = { 'cudnn' }", "attention: expected one of auto, cudnn, flash"},
     };
-    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
-        char text[512];
-        snprintf(text, sizeof text, SMALL_MODEL "%s\n", BAD[i].text);
-        rc = load_text(text, &c, &err);
-        CHECK(rc == -1 && strstr(err.msg, BAD[i].want), "%s: %s (expected '%s')", BAD[i].text, rc ? err.msg : "loaded", BAD[i].want);
-    }
+    expect_refused(BAD, sizeof BAD / sizeof BAD[0]);
 }
 
 /* A config path of CONFIG_PATH_MAX - 1 characters loads; one more is refused, not cut short. */
