@@ -134,7 +134,8 @@ AttScratch att_scratch(const KernelEnv *e) {
     a.bytes = (size_t)(e->B * e->NH * e->T * 4);
     if (e->x128 == 4) return a;                          /* the fp32 kernels need no more */
     a.sem = (a.bytes + 255) & ~(size_t)255;
-    a.sem_bytes = (size_t)(e->B * e->NH * ((e->T + e->tun[ATT_BWD_INNER] - 1) / e->tun[ATT_BWD_INNER]) * 4);
+    a.sem_bytes = (size_t)(e->B * e->NH * ((e->T + e->tun[ATT_BWD_INNER] - 1) / e->tun[ATT_BWD_INNER]) *
+                           (e->tun[ATT_BWD_TILE] / 16) * 4);
     a.dq_accum = (a.sem + a.sem_bytes + 255) & ~(size_t)255;
     a.bytes = a.dq_accum + (size_t)(e->B * e->NH * e->T * e->HS * 4);
     return a;

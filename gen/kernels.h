@@ -89,8 +89,8 @@ void tunable_describe(const TunableDecl *t, char *out, size_t n);
 /* "floatX *out" / "const float *mean" / "int n_buckets" */
 void kernel_param_cuda(const KernelParam *p, char *out, size_t n);
 /* The attention backward's scratch (templates/attention.cu), one buffer: ddot (B*NH*T fp32, the softmax
-   backward's row sums), then for the tensor-core kernels dq_sem (B*NH*ceil(T/BWD_INNER) int32, zeroed before each
-   backward) and dq_accum (B*NH*T*HS fp32, dQ's partial sums). Offsets and sizes in bytes; e: the attention family's. */
+   backward's row sums), then for the tensor-core kernels dq_sem (B*NH*ceil(T/BWD_INNER)*BWD_TILE/16 int32, zeroed before
+   each backward) and dq_accum (B*NH*T*HS fp32, dQ's partial sums). Offsets and sizes in bytes; e: the attention family's. */
 typedef struct { size_t sem, sem_bytes, dq_accum, bytes; } AttScratch;
 AttScratch att_scratch(const KernelEnv *e);
 static inline unsigned ceil_div_u(long long a, long long b) { return (unsigned)((a + b - 1) / b); }

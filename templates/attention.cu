@@ -378,8 +378,8 @@ __device__ __forceinline__ int ld_acquire(const int *p) {
     asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
     return v;
 }
-__device__ __forceinline__ void st_release(int *p, int v) {
-    asm volatile("st.release.gpu.global.b32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+__device__ __forceinline__ void red_release_add(int *p, int v) {
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
 }
 
 // The backward of BWD_TILE key rows (a block; a warp per 16 of them). For every query tile at or after them:
@@ -387,23 +387,25 @@ __device__ __forceinline__ void st_release(int *p, int v) {
 //   dQ_tile += dS K (this key tile's part): dS^T goes through shared memory, the warps split dQ's tile.
 // Query rows past T are zeros in Q and dO, so whatever their probability, they add nothing to dK and dV.
 // dQ, deterministic: the parts of a query tile are added in a fixed order, the last key tile first (its block is
-// launched first: the grid runs the key tiles backwards), key tile 0 last. dq_sem[b,h,query tile] counts the parts
-// added (zero at launch); a block waits for its turn, adds into dq_accum (fp32; the first part is stored, not added)
-// and counts. Key tile 0's block writes dQ * scale into dqkv instead. A block waits only for blocks launched before
-// it, which one query tile ahead of it in their loops: the wait is short.
+// launched first: the grid runs the key tiles backwards), key tile 0 last. Every block splits a query tile's dQ
+// among its warps the same way, so the order is kept per warp: dq_sem[b,h,query tile,warp] counts the lanes that
+// added their part (zero at launch); a warp waits for its turn, adds into dq_accum (fp32; the first part is stored,
+// not added) and counts, without waiting for the count to land. Key tile 0's warps write dQ * scale into dqkv
+// instead. A block waits only for blocks launched before it, which are a query tile ahead of it in their loops: the
+// wait is short, and the other warps of the SM keep the tensor cores busy meanwhile.
 KERNEL(flash_backward) {
     extern __shared__ __align__(16) unsigned char smem_bytes[];
     BwdSmem sm(smem_bytes);
     constexpr int NW = BWD_TILE / 16, MQ = BWD_INNER / 16;      // warps; 16-row m-tiles of a query tile
     constexpr int UNITS = MQ * HS16, UPW = (UNITS + NW - 1) / NW;   // dQ: (m-tile, 16 columns) units; per warp
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
-    const int jt = gridDim.x - 1 - blockIdx.x, n_jt = gridDim.x;
+    const int jt = gridDim.x - 1 - blockIdx.x;
     const int j0 = jt * BWD_TILE, wj0 = j0 + warp * 16;
     const long long bh = (long long)b * NH + h;
     const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
     const float *st = stats + bh * T, *ddr = ddot + bh * T;
     float *dqa = dq_accum + bh * T * HS;
-    int *sem = dq_sem + bh * ((T + BWD_INNER - 1) / BWD_INNER);
+    int *sem = dq_sem + bh * ((T + BWD_INNER - 1) / BWD_INNER) * NW;
     floatX *dq_out = dqkv + head_row(b, 0, 3 * C) + h * HS;
     const int first = (j0 / BWD_INNER) * BWD_INNER;
     auto load_stage = [&](int stage, int i0) {
@@ -421,10 +423,10 @@ KERNEL(flash_backward) {
     const int g = lane >> 2, c2 = (lane & 3) * 2;
     int stage = 0;
     for (int i0 = first; i0 < T; i0 += BWD_INNER, stage ^= 1) {
+        cp_async_wait<0>();                              // this stage is in
+        __syncthreads();                                 // and every warp is done with the last one, and with ds
         if (i0 + BWD_INNER < T) load_stage(stage ^ 1, i0 + BWD_INNER);
         cp_async_commit();
-        cp_async_wait<1>();                              // this stage is in
-        __syncthreads();
         const floatX *sk = sm.own0, *sv = sm.own1, *sq = sm.in0(stage), *sdo = sm.in1(stage);
         const float *lse = sm.lse(stage), *dd = sm.dd(stage);
 
@@ -482,11 +484,12 @@ KERNEL(flash_backward) {
                 mma2(dq[u][0], dq[u][1], a, bk);
             }
         }
+        // add it to dq_accum in turn: each warp waits for the same warp of the blocks before (same units)
         const int qi = i0 / BWD_INNER, i_end = i0 + BWD_INNER < T ? i0 + BWD_INNER : T;
-        const int jt_first = (i_end - 1) / BWD_TILE < n_jt - 1 ? (i_end - 1) / BWD_TILE : n_jt - 1;
-        if (threadIdx.x == 0)
-            while (ld_acquire(sem + qi) != jt_first - jt) __nanosleep(64);
-        __syncthreads();                                 // our turn: the parts of key tiles jt_first .. jt+1 are in
+        const int jt_first = (i_end - 1) / BWD_TILE;     // the first part of this query tile (the last key tile in it)
+        if (warp >= UNITS) continue;                     // a warp with no units (they are the same in every block)
+        int *wsem = sem + qi * NW + warp;
+        while (ld_acquire(wsem) != (jt_first - jt) * WARP_SIZE) __nanosleep(32);
         for (int u = 0; u < UPW; u++) {
             const int unit = warp + u * NW, mt = unit % MQ, np = unit / MQ;
             if (unit >= UNITS) break;
@@ -509,11 +512,7 @@ KERNEL(flash_backward) {
                 }
             }
         }
-        __syncthreads();                                 // every part is written (also: before this stage is loaded again)
-        if (threadIdx.x == 0 && jt > 0) {
-            __threadfence();
-            st_release(sem + qi, jt_first - jt + 1);
-        }
+        if (jt > 0) red_release_add(wsem, 1);            // each lane counts its own writes
     }
     floatX *dbase3 = dqkv + head_row(b, 0, 3 * C) + h * HS;
     store_acc(dbase3 + C, 3 * C, dk, wj0, SCALE, SCALE, lane);
