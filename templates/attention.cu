@@ -471,7 +471,25 @@ KERNEL(flash_backward) {
         }
         __syncthreads();                                 // dS^T is complete
 
-        // this key tile's part of dQ for the query tile: dS (BWD_INNER x BWD_TILE, read transposed) times K
+        // this key tile's part of dQ for the query tile, dS (BWD_INNER x BWD_TILE, read transposed) times K, added to
+        // the parts before it in turn: a warp waits for the same warp of the blocks before (the same units), then
+        // loads the sum so far while its MMAs run
+        const int qi = i0 / BWD_INNER, i_end = i0 + BWD_INNER < T ? i0 + BWD_INNER : T;
+        const int jt_first = (i_end - 1) / BWD_TILE;     // the first part of this query tile (the last key tile in it)
+        if (warp >= UNITS) continue;                     // a warp with no units (they are the same in every block)
+        int *wsem = sem + qi * NW + warp;
+        auto dq_at = [&](int u, int half, int n) {       // unit u's two columns of row half, n-tile n; NULL past T
+            const int unit = warp + u * NW, i = i0 + (unit % MQ) * 16 + g + 8 * half;
+            return unit < UNITS && i < T ? dqa + (long long)i * HS + (unit / MQ) * 16 + n * 8 + c2 : nullptr;
+        };
+        float2 was[UPW][2][2] = {};
+        if (jt != jt_first) {
+            while (ld_acquire(wsem) != (jt_first - jt) * WARP_SIZE) __nanosleep(32);
+            for (int u = 0; u < UPW; u++)                // bypassing L1: other SMs wrote them
+                for (int half = 0; half < 2; half++)
+                    for (int n = 0; n < 2; n++)
+                        if (float *p = dq_at(u, half, n)) was[u][half][n] = __ldcg(reinterpret_cast<float2 *>(p));
+        }
         float dq[UPW][2][4] = {};
         for (int kk = 0; kk < NW; kk++) {
             u32 a[4];
@@ -484,34 +502,17 @@ KERNEL(flash_backward) {
                 mma2(dq[u][0], dq[u][1], a, bk);
             }
         }
-        // add it to dq_accum in turn: each warp waits for the same warp of the blocks before (same units)
-        const int qi = i0 / BWD_INNER, i_end = i0 + BWD_INNER < T ? i0 + BWD_INNER : T;
-        const int jt_first = (i_end - 1) / BWD_TILE;     // the first part of this query tile (the last key tile in it)
-        if (warp >= UNITS) continue;                     // a warp with no units (they are the same in every block)
-        int *wsem = sem + qi * NW + warp;
-        while (ld_acquire(wsem) != (jt_first - jt) * WARP_SIZE) __nanosleep(32);
-        for (int u = 0; u < UPW; u++) {
-            const int unit = warp + u * NW, mt = unit % MQ, np = unit / MQ;
-            if (unit >= UNITS) break;
-            for (int half = 0; half < 2; half++) {
-                const int i = i0 + mt * 16 + g + 8 * half;
-                if (i >= T) continue;
+        for (int u = 0; u < UPW; u++)
+            for (int half = 0; half < 2; half++)
                 for (int n = 0; n < 2; n++) {
-                    const int col = np * 16 + n * 8 + c2;
-                    float2 v = make_float2(dq[u][n][2 * half], dq[u][n][2 * half + 1]);
-                    float2 *acc = reinterpret_cast<float2 *>(dqa + (long long)i * HS + col);
-                    if (jt != jt_first) {                // add to the parts before (bypassing L1: other SMs wrote them)
-                        const float2 was = __ldcg(acc);
-                        v.x += was.x;
-                        v.y += was.y;
-                    }
-                    if (jt == 0)
-                        *reinterpret_cast<u32 *>(dq_out + (long long)i * 3 * C + col) = pack2(v.x * SCALE, v.y * SCALE);
+                    float *p = dq_at(u, half, n);
+                    if (!p) continue;
+                    const float x = dq[u][n][2 * half] + was[u][half][n].x, y = dq[u][n][2 * half + 1] + was[u][half][n].y;
+                    if (jt == 0)                         // the last part: dQ * scale into dqkv
+                        *reinterpret_cast<u32 *>(dq_out + (p - dqa) / HS * 3 * C + (p - dqa) % HS) = pack2(x * SCALE, y * SCALE);
                     else
-                        __stcg(acc, v);
+                        __stcg(reinterpret_cast<float2 *>(p), make_float2(x, y));
                 }
-            }
-        }
         if (jt > 0) red_release_add(wsem, 1);            // each lane counts its own writes
     }
     floatX *dbase3 = dqkv + head_row(b, 0, 3 * C) + h * HS;
