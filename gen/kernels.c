@@ -79,14 +79,10 @@ static LaunchDims bias_reduce(const KernelEnv *e, long long OC) {
 
 /* ---- attention.cu ---- */
 enum { ATT_Q_TILE, ATT_KV_TILE, ATT_BWD_TILE, ATT_BWD_INNER, ATT_Q_WARP_ROWS };
-enum { ATT_FWD_THREADS, ATT_BWD_THREADS, ATT_BWD_MIN_BLOCKS };
+enum { ATT_FWD_THREADS, ATT_BWD_THREADS };
 static void att_derive(KernelEnv *e) {   /* a warp per Q_WARP_ROWS rows of a forward tile, per 16 of a backward one */
     e->derived[ATT_FWD_THREADS] = e->tun[ATT_Q_TILE] / e->tun[ATT_Q_WARP_ROWS] * WARP;
     e->derived[ATT_BWD_THREADS] = e->tun[ATT_BWD_TILE] / 16 * WARP;
-    /* the backward keeps dK and dV in registers; up to head size 64 it fits in ~170 of them, so that 12 warps share
-       an SM (left alone, ptxas takes 181 at gpt2-124M's shape, and 8 warps fit); above, it needs all 255 */
-    long long min_blocks = 384 / e->derived[ATT_BWD_THREADS];
-    e->derived[ATT_BWD_MIN_BLOCKS] = e->HS <= 64 && min_blocks > 1 ? min_blocks : 1;
 }
 /* dynamic shared memory of the tensor-core kernels (the fp32 ones use none): tiles of rows of HS + 8 elements */
 static long long att_row_bytes(const KernelEnv *e) { return e->x128 == 4 ? 0 : (e->HS + 8) * 2; }
@@ -96,10 +92,8 @@ static long long att_fwd_smem(const KernelEnv *e) {
 }
 static long long att_bwd_smem(const KernelEnv *e) {
     if (e->x128 == 4) return 0;
-    /* the block's own rows of two tensors, two stages of the streamed rows of two more and of two floats per row,
-       and the dS^T tile (BWD_TILE x BWD_INNER, rows padded by 8 elements) */
-    return (2 * e->tun[ATT_BWD_TILE] + 4 * e->tun[ATT_BWD_INNER]) * att_row_bytes(e) + 4 * e->tun[ATT_BWD_INNER] * 4 +
-           e->tun[ATT_BWD_TILE] * (e->tun[ATT_BWD_INNER] + 8) * 2;
+    /* the block's own rows of two tensors, two stages of the streamed rows of two more and of two floats per row */
+    return (2 * e->tun[ATT_BWD_TILE] + 4 * e->tun[ATT_BWD_INNER]) * att_row_bytes(e) + 4 * e->tun[ATT_BWD_INNER] * 4;
 }
 static const char *att_check(const KernelEnv *e, char *why, size_t n) {
     if (e->tun[ATT_Q_TILE] % e->tun[ATT_Q_WARP_ROWS])
@@ -128,17 +122,6 @@ static LaunchDims att_forward(const KernelEnv *e, long long n) {
 static LaunchDims att_backward(const KernelEnv *e, long long n) {
     (void)n;
     return att_tiles(e, e->tun[ATT_BWD_TILE], e->derived[ATT_BWD_THREADS], att_bwd_smem(e));
-}
-AttScratch att_scratch(const KernelEnv *e) {
-    AttScratch a = {0, 0, 0, 0};
-    a.bytes = (size_t)(e->B * e->NH * e->T * 4);
-    if (e->x128 == 4) return a;                          /* the fp32 kernels need no more */
-    a.sem = (a.bytes + 255) & ~(size_t)255;
-    a.sem_bytes = (size_t)(e->B * e->NH * ((e->T + e->tun[ATT_BWD_INNER] - 1) / e->tun[ATT_BWD_INNER]) *
-                           (e->tun[ATT_BWD_TILE] / 16) * 4);
-    a.dq_accum = (a.sem + a.sem_bytes + 255) & ~(size_t)255;
-    a.bytes = a.dq_accum + (size_t)(e->B * e->NH * e->T * e->HS * 4);
-    return a;
 }
 static LaunchDims att_dot(const KernelEnv *e, long long n) {
     (void)n;
@@ -176,7 +159,6 @@ static LaunchDims adamw_dims(const KernelEnv *e, long long n) {
 #define CX(n) {KP_CX, #n}
 #define F32(n) {KP_F32, #n}
 #define CF32(n) {KP_CF32, #n}
-#define I32(n) {KP_I32, #n}
 #define CI32(n) {KP_CI32, #n}
 #define INT(n) {KP_INT, #n}
 #define I64(n) {KP_I64, #n}
@@ -216,14 +198,15 @@ const FamilyDecl kernel_families[] = {
       {"BWD_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
       {"BWD_INNER", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
       {"Q_WARP_ROWS", 16, {16, 32}, .min = 16, .max = 32, .multiple_of = 16}},
-     {"FWD_THREADS", "BWD_THREADS", "BWD_MIN_BLOCKS"}, att_derive, att_check,
+     {"FWD_THREADS", "BWD_THREADS"}, att_derive, att_check,
      {{"flash_forward", {X(out), F32(stats), CX(qkv)}, BOUNDS_DERIVED(ATT_FWD_THREADS), -1, att_forward,
        "(ceil(T/Q_TILE), NH, B), a warp per Q_WARP_ROWS query rows"},
       {"flash_backward_dot", {F32(ddot), CX(dout), CX(out)}, BOUNDS_DERIVED(ATT_BWD_THREADS), -1, att_dot,
        "ceil(B*NH*T / (BWD_THREADS/32)): a warp per row"},
-      {"flash_backward", {X(dqkv), CX(qkv), CX(dout), CF32(stats), CF32(ddot), F32(dq_accum), I32(dq_sem)},
-       WITH_MIN_BLOCKS(BOUNDS_DERIVED(ATT_BWD_THREADS), ATT_BWD_MIN_BLOCKS), -1, att_backward,
-       "(ceil(T/BWD_TILE), NH, B), a warp per 16 key rows; the key tiles in reverse order"}}},
+      {"flash_backward_dkdv", {X(dqkv), CX(qkv), CX(dout), CF32(stats), CF32(ddot)}, BOUNDS_DERIVED(ATT_BWD_THREADS), -1,
+       att_backward, "(ceil(T/BWD_TILE), NH, B), a warp per 16 key rows"},
+      {"flash_backward_dq", {X(dqkv), CX(qkv), CX(dout), CF32(stats), CF32(ddot)}, BOUNDS_DERIVED(ATT_BWD_THREADS), -1,
+       att_backward, "(ceil(T/BWD_TILE), NH, B), a warp per 16 query rows"}}},
     {"gelu", "templates/gelu.cu", "GELU (tanh approximation) and its backward, elementwise",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"gelu_forward", {X(out), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)"},
@@ -292,12 +275,7 @@ void tunable_describe(const TunableDecl *t, char *out, size_t n) {
 }
 
 const char *kernel_bounds_name(const FamilyDecl *f, const KernelDecl *k) {
-    int i = k->bounds & 0xff;
-    return i >= FAMILY_MAX_TUNABLES ? f->derived_names[i - FAMILY_MAX_TUNABLES] : f->tunables[i].name;
-}
-
-const char *kernel_min_blocks_name(const FamilyDecl *f, const KernelDecl *k) {
-    return k->bounds >> 8 ? f->derived_names[(k->bounds >> 8) - 1] : NULL;
+    return k->bounds >= FAMILY_MAX_TUNABLES ? f->derived_names[k->bounds - FAMILY_MAX_TUNABLES] : f->tunables[k->bounds].name;
 }
 
 void kernel_param_cuda(const KernelParam *p, char *out, size_t n) {

@@ -16,7 +16,7 @@
 #define KERNEL_MAX_PARAMS 16
 #define FAMILY_MAX_TUNABLES 5
 #define FAMILY_MAX_KERNELS 8
-#define FAMILY_MAX_DERIVED 3
+#define FAMILY_MAX_DERIVED 2
 
 /* parameter types: floatX pointers, fp32 pointers, int32 pointers (const or not), and scalars */
 typedef enum { KP_X, KP_CX, KP_F32, KP_CF32, KP_I32, KP_CI32, KP_INT, KP_I64, KP_FLOAT } KernelParamType;
@@ -43,13 +43,10 @@ typedef struct { unsigned grid[3]; unsigned block; unsigned smem; } LaunchDims;
 #define KERNEL_MAX_SMEM (227 * 1024)
 
 #define BOUNDS_DERIVED(i) (FAMILY_MAX_TUNABLES + (i))   /* a derived constant in __launch_bounds__ */
-/* bounds with __launch_bounds__'s second argument, the blocks per SM that the registers must allow: derived constant i */
-#define WITH_MIN_BLOCKS(bounds, i) ((bounds) | ((i) + 1) << 8)
 typedef struct {
     const char *name;                      /* the extern "C" function; NULL ends the list */
     KernelParam params[KERNEL_MAX_PARAMS]; /* name NULL ends the list */
-    int bounds;                            /* the tunable (index) in __launch_bounds__, or BOUNDS_DERIVED(i);
-                                              either WITH_MIN_BLOCKS(., j) */
+    int bounds;                            /* the tunable (index) in __launch_bounds__, or BOUNDS_DERIVED(i) */
     int size_param;                        /* -1, or the scalar parameter (index) the grid depends on */
     LaunchDims (*geometry)(const KernelEnv *e, long long size);   /* size: that parameter's value */
     const char *geometry_doc;              /* the rule in words, for plan.txt and the launchers */
@@ -82,16 +79,9 @@ const char *kernel_dims_valid(const LaunchDims *d);
 int  tunable_allowed(const TunableDecl *t, int v);
 /* the name in k's __launch_bounds__: a tunable's or a derived constant's */
 const char *kernel_bounds_name(const FamilyDecl *f, const KernelDecl *k);
-/* the derived constant in its second argument (WITH_MIN_BLOCKS), or NULL */
-const char *kernel_min_blocks_name(const FamilyDecl *f, const KernelDecl *k);
 /* "a multiple of 32 from 32 to 1024" */
 void tunable_describe(const TunableDecl *t, char *out, size_t n);
 /* "floatX *out" / "const float *mean" / "int n_buckets" */
 void kernel_param_cuda(const KernelParam *p, char *out, size_t n);
-/* The attention backward's scratch (templates/attention.cu), one buffer: ddot (B*NH*T fp32, the softmax
-   backward's row sums), then for the tensor-core kernels dq_sem (B*NH*ceil(T/BWD_INNER)*BWD_TILE/16 int32, zeroed before
-   each backward) and dq_accum (B*NH*T*HS fp32, dQ's partial sums). Offsets and sizes in bytes; e: the attention family's. */
-typedef struct { size_t sem, sem_bytes, dq_accum, bytes; } AttScratch;
-AttScratch att_scratch(const KernelEnv *e);
 static inline unsigned ceil_div_u(long long a, long long b) { return (unsigned)((a + b - 1) / b); }
 #endif

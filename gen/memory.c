@@ -75,11 +75,10 @@ void memory_plan(PlanMemory *mem, const Config *c, const Plan *plan) {
 
     /* Buffers of the layers' backward only: nothing reads them before the classifier's backward has consumed
        the dlogits, so they lie inside the logits buffer when they fit there. */
-    static const struct { BufferId id; const char *name; } bwd[] = {{BUF_ATT_SCRATCH, "att_scratch"}, {BUF_DFCH, "dfch"},
+    static const struct { BufferId id; const char *name; } bwd[] = {{BUF_ATT_DDOT, "att_ddot"}, {BUF_DFCH, "dfch"},
         {BUF_DATTY, "datty"}, {BUF_DQKV, "dqkv"}};
     enum { N_BWD = sizeof bwd / sizeof bwd[0] };
-    const PlanModule *att = &plan->modules[plan->kernels[K_FLASH_BACKWARD].module];
-    size_t bwd_bytes[N_BWD] = {att_scratch(&att->env).bytes, BT * 4 * C * x, BT * C * x, BT * 3 * C * x};
+    size_t bwd_bytes[N_BWD] = {B * NH * T * 4, BT * 4 * C * x, BT * C * x, BT * 3 * C * x};
     size_t need = 0;
     for (int i = 0; i < N_BWD; i++) need = align_up(need) + bwd_bytes[i];
     if (need <= mem->buffers[BUF_LOGITS].bytes) {

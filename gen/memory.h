@@ -18,7 +18,7 @@ typedef enum {
     /* scratch of the forward and backward */
     BUF_TMP, BUF_DRESIDUAL, BUF_DLN,
     /* scratch of the layers' backward only: shares the logits buffer when it fits there */
-    BUF_ATT_SCRATCH, BUF_DFCH, BUF_DATTY, BUF_DQKV,
+    BUF_ATT_DDOT, BUF_DFCH, BUF_DATTY, BUF_DQKV,
     BUF_LN_SCRATCH, BUF_BIAS_SCRATCH, BUF_NORM_PARTIALS,
     /* the step's tokens and the encoder backward's buckets */
     BUF_INPUTS, BUF_TARGETS, BUF_BUCKET_TOKEN, BUF_BUCKET_START, BUF_POSITIONS,

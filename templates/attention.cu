@@ -85,8 +85,7 @@ KERNEL(flash_forward) {
     }
 }
 
-// dK and dV of key row j, then dQ of query row j (dq_accum and dq_sem are the tensor-core kernel's)
-KERNEL(flash_backward) {
+KERNEL(flash_backward_dkdv) {
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
     const float *st = stats + ((long long)b * NH + h) * T, *dd = ddot + ((long long)b * NH + h) * T;
     for (int r = 0; r < 16; r++) {
@@ -107,14 +106,20 @@ KERNEL(flash_backward) {
         }
         store_head(dqkv + head_row(b, j, 3 * C) + C + h * HS, dk, SCALE, lane);
         store_head(dqkv + head_row(b, j, 3 * C) + 2 * C + h * HS, dv, 1.0f, lane);
+    }
+}
 
-        const int i = j;
-        const float lse2 = st[i] * LOG2E, D = dd[i];
+KERNEL(flash_backward_dq) {
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
+    for (int r = 0; r < 16; r++) {
+        const int i = blockIdx.x * BWD_TILE + warp * 16 + r;
+        if (i >= T) return;
+        const float lse2 = stats[((long long)b * NH + h) * T + i] * LOG2E, D = ddot[((long long)b * NH + h) * T + i];
         float q[DPL], dy[DPL], dq[DPL] = {};
         load_head(q, qkv + head_row(b, i, 3 * C) + h * HS, lane);
         load_head(dy, dout + head_row(b, i, C) + h * HS, lane);
-        for (int jj = 0; jj <= i; jj++) {
-            const float *kv = qkv + head_row(b, jj, 3 * C) + h * HS;
+        for (int j = 0; j <= i; j++) {
+            const float *kv = qkv + head_row(b, j, 3 * C) + h * HS;
             const float p = exp2f(dot_head(q, kv + C, lane) * SCALE_LOG2 - lse2);
             const float ds = p * (dot_head(dy, kv + 2 * C, lane) - D);
             for (int c = 0; c < DPL; c++)
@@ -337,19 +342,17 @@ KERNEL(flash_forward) {
     }
 }
 
-// Shared memory of the backward: the block's own BWD_TILE key rows of K and V (own0, own1), two stages of the
-// streamed BWD_INNER query rows of Q and dO (in0, in1) with their statistics and row sums (while one stage is in
-// use the next one is on its way, by cp.async), and dS^T of the current query tile (ds, BWD_TILE x BWD_INNER).
-constexpr int LDD = BWD_INNER + 8;     // pitch of the dS^T tile, padded like LDS
+// Shared memory of both backward kernels: the block's own BWD_TILE rows of two tensors (own0, own1), and two
+// stages of the streamed BWD_INNER rows of two more (in0, in1) with, for the dK/dV kernel, the streamed query
+// rows' statistics and row sums: while one stage is in use the next one is on its way (cp.async).
 struct BwdSmem {
-    floatX *own0, *own1, *streamed, *ds;
+    floatX *own0, *own1, *streamed;
     float *floats;
     __device__ __forceinline__ BwdSmem(unsigned char *p) {
         own0 = reinterpret_cast<floatX *>(p);
         own1 = own0 + BWD_TILE * LDS;
         streamed = own1 + BWD_TILE * LDS;
-        ds = streamed + 4 * BWD_INNER * LDS;
-        floats = reinterpret_cast<float *>(ds + BWD_TILE * LDD);
+        floats = reinterpret_cast<float *>(streamed + 4 * BWD_INNER * LDS);
     }
     __device__ __forceinline__ floatX *in0(int stage) const { return streamed + stage * 2 * BWD_INNER * LDS; }
     __device__ __forceinline__ floatX *in1(int stage) const { return in0(stage) + BWD_INNER * LDS; }
@@ -366,47 +369,17 @@ __device__ __forceinline__ void load_floats(float *dst, const float *src, int i0
     }
 }
 
-// the A fragment (16 rows x 16 columns at r0, c0) of a matrix stored transposed (its row r is the tile's column r),
-// with ldmatrix.trans: matrix l/8 of the x4 is (rows r0 + 8*(l/8 % 2), columns c0 + 8*(l/16)) of the A fragment
-__device__ __forceinline__ const floatX *at_addr(const floatX *tile, int pitch, int r0, int c0, int lane) {
-    return tile + (c0 + (lane & 7) + (lane >> 4) * 8) * pitch + r0 + ((lane >> 3) & 1) * 8;
-}
-
-// dQ's partial sums cross blocks through global memory: acquire / release at GPU scope
-__device__ __forceinline__ int ld_acquire(const int *p) {
-    int v;
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
-__device__ __forceinline__ void red_release_add(int *p, int v) {
-    asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
-}
-
-// The backward of BWD_TILE key rows (a block; a warp per 16 of them). For every query tile at or after them:
-//   P^T = exp(K Q^T * scale - lse), dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - ddot), dK += dS^T Q;
-//   dQ_tile += dS K (this key tile's part): dS^T goes through shared memory, the warps split dQ's tile.
-// Query rows past T are zeros in Q and dO, so whatever their probability, they add nothing to dK and dV.
-// dQ, deterministic: the parts of a query tile are added in a fixed order, the last key tile first (its block is
-// launched first: the grid runs the key tiles backwards), key tile 0 last. Every block splits a query tile's dQ
-// among its warps the same way, so the order is kept per warp: dq_sem[b,h,query tile,warp] counts the lanes that
-// added their part (zero at launch); a warp waits for its turn, adds into dq_accum (fp32; the first part is stored,
-// not added) and counts, without waiting for the count to land. Key tile 0's warps write dQ * scale into dqkv
-// instead. A block waits only for blocks launched before it, which are a query tile ahead of it in their loops: the
-// wait is short, and the other warps of the SM keep the tensor cores busy meanwhile.
-KERNEL(flash_backward) {
+// dK and dV of BWD_TILE key rows: for every query tile at or after them, P^T = exp(K Q^T * scale - lse),
+// dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - ddot), dK += dS^T Q (times scale at the end).
+// Query rows past T are zeros in Q and dO, so whatever their probability, they add nothing.
+KERNEL(flash_backward_dkdv) {
     extern __shared__ __align__(16) unsigned char smem_bytes[];
     BwdSmem sm(smem_bytes);
-    constexpr int NW = BWD_TILE / 16, MQ = BWD_INNER / 16;      // warps; 16-row m-tiles of a query tile
-    constexpr int UNITS = MQ * HS16, UPW = (UNITS + NW - 1) / NW;   // dQ: (m-tile, 16 columns) units; per warp
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
-    const int jt = gridDim.x - 1 - blockIdx.x;
+    const int jt = gridDim.x - 1 - blockIdx.x;           // the longest columns first
     const int j0 = jt * BWD_TILE, wj0 = j0 + warp * 16;
-    const long long bh = (long long)b * NH + h;
     const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
-    const float *st = stats + bh * T, *ddr = ddot + bh * T;
-    float *dqa = dq_accum + bh * T * HS;
-    int *sem = dq_sem + bh * ((T + BWD_INNER - 1) / BWD_INNER) * NW;
-    floatX *dq_out = dqkv + head_row(b, 0, 3 * C) + h * HS;
+    const float *st = stats + ((long long)b * NH + h) * T, *ddr = ddot + ((long long)b * NH + h) * T;
     const int first = (j0 / BWD_INNER) * BWD_INNER;
     auto load_stage = [&](int stage, int i0) {
         load_rows<BWD_INNER, BWD_THREADS>(sm.in0(stage), base, 3 * C, i0);
@@ -423,10 +396,10 @@ KERNEL(flash_backward) {
     const int g = lane >> 2, c2 = (lane & 3) * 2;
     int stage = 0;
     for (int i0 = first; i0 < T; i0 += BWD_INNER, stage ^= 1) {
-        cp_async_wait<0>();                              // this stage is in
-        __syncthreads();                                 // and every warp is done with the last one, and with ds
         if (i0 + BWD_INNER < T) load_stage(stage ^ 1, i0 + BWD_INNER);
         cp_async_commit();
+        cp_async_wait<1>();                              // this stage is in
+        __syncthreads();
         const floatX *sk = sm.own0, *sv = sm.own1, *sq = sm.in0(stage), *sdo = sm.in1(stage);
         const float *lse = sm.lse(stage), *dd = sm.dd(stage);
 
@@ -443,9 +416,9 @@ KERNEL(flash_backward) {
                 mma2(dp[2 * np], dp[2 * np + 1], va, bd);
             }
         }
-        // s <- P^T, dp <- dS^T (also into shared memory, for dQ); a query before the key (i < j) contributes nothing
+        // s <- P^T, dp <- dS^T; a query before the key (i < j) contributes nothing
         const bool diagonal = i0 < wj0 + 15;
-        for (int n = 0; n < BWD_INNER / 8; n++) {
+        for (int n = 0; n < BWD_INNER / 8; n++)
             for (int e = 0; e < 4; e++) {
                 const int ci = n * 8 + c2 + (e & 1), j = wj0 + g + 8 * (e >> 1);
                 float p = exp2f(s[n][e] * SCALE_LOG2 - lse[ci] * LOG2E);
@@ -453,10 +426,6 @@ KERNEL(flash_backward) {
                 s[n][e] = p;
                 dp[n][e] = p * (dp[n][e] - dd[ci]);
             }
-            floatX *row = sm.ds + (warp * 16 + g) * LDD + n * 8 + c2;
-            *reinterpret_cast<u32 *>(row) = pack2(dp[n][0], dp[n][1]);
-            *reinterpret_cast<u32 *>(row + 8 * LDD) = pack2(dp[n][2], dp[n][3]);
-        }
         for (int kk = 0; kk < BWD_INNER / 16; kk++) {
             u32 pa[4], sa[4];
             acc_to_a(pa, s, kk);
@@ -469,54 +438,83 @@ KERNEL(flash_backward) {
                 mma2(dk[2 * np], dk[2 * np + 1], sa, bq);
             }
         }
-        __syncthreads();                                 // dS^T is complete
-
-        // this key tile's part of dQ for the query tile, dS (BWD_INNER x BWD_TILE, read transposed) times K, added to
-        // the parts before it in turn: a warp waits for the same warp of the blocks before (the same units), then
-        // loads the sum so far while its MMAs run
-        const int qi = i0 / BWD_INNER, i_end = i0 + BWD_INNER < T ? i0 + BWD_INNER : T;
-        const int jt_first = (i_end - 1) / BWD_TILE;     // the first part of this query tile (the last key tile in it)
-        if (warp >= UNITS) continue;                     // a warp with no units (they are the same in every block)
-        int *wsem = sem + qi * NW + warp;
-        auto dq_at = [&](int u, int half, int n) {       // unit u's two columns of row half, n-tile n; NULL past T
-            const int unit = warp + u * NW, i = i0 + (unit % MQ) * 16 + g + 8 * half;
-            return unit < UNITS && i < T ? dqa + (long long)i * HS + (unit / MQ) * 16 + n * 8 + c2 : nullptr;
-        };
-        float2 was[UPW][2][2] = {};
-        if (jt != jt_first) {
-            while (ld_acquire(wsem) != (jt_first - jt) * WARP_SIZE) __nanosleep(32);
-            for (int u = 0; u < UPW; u++)                // bypassing L1: other SMs wrote them
-                for (int half = 0; half < 2; half++)
-                    for (int n = 0; n < 2; n++)
-                        if (float *p = dq_at(u, half, n)) was[u][half][n] = __ldcg(reinterpret_cast<float2 *>(p));
-        }
-        float dq[UPW][2][4] = {};
-        for (int kk = 0; kk < NW; kk++) {
-            u32 a[4];
-            for (int u = 0; u < UPW; u++) {
-                const int unit = warp + u * NW, mt = unit % MQ, np = unit / MQ;
-                if (unit >= UNITS) break;
-                if (u == 0 || NW % MQ) ldsm4_t(a, at_addr(sm.ds, LDD, mt * 16, kk * 16, lane));
-                u32 bk[4];
-                ldsm4_t(bk, bt_addr(sk, kk * 16, np * 16, lane));
-                mma2(dq[u][0], dq[u][1], a, bk);
-            }
-        }
-        for (int u = 0; u < UPW; u++)
-            for (int half = 0; half < 2; half++)
-                for (int n = 0; n < 2; n++) {
-                    float *p = dq_at(u, half, n);
-                    if (!p) continue;
-                    const float x = dq[u][n][2 * half] + was[u][half][n].x, y = dq[u][n][2 * half + 1] + was[u][half][n].y;
-                    if (jt == 0)                         // the last part: dQ * scale into dqkv
-                        *reinterpret_cast<u32 *>(dq_out + (p - dqa) / HS * 3 * C + (p - dqa) % HS) = pack2(x * SCALE, y * SCALE);
-                    else
-                        __stcg(reinterpret_cast<float2 *>(p), make_float2(x, y));
-                }
-        if (jt > 0) red_release_add(wsem, 1);            // each lane counts its own writes
+        __syncthreads();                                 // before this stage is loaded again
     }
     floatX *dbase3 = dqkv + head_row(b, 0, 3 * C) + h * HS;
     store_acc(dbase3 + C, 3 * C, dk, wj0, SCALE, SCALE, lane);
     store_acc(dbase3 + 2 * C, 3 * C, dv, wj0, 1.0f, 1.0f, lane);
+}
+
+// dQ of BWD_TILE query rows: for every key tile at or before them, P = exp(Q K^T * scale - lse),
+// dP = dO V^T, dS = P (dP - ddot), dQ += dS K (times scale at the end).
+KERNEL(flash_backward_dq) {
+    extern __shared__ __align__(16) unsigned char smem_bytes[];
+    BwdSmem sm(smem_bytes);
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
+    const int qt = gridDim.x - 1 - blockIdx.x;
+    const int q0 = qt * BWD_TILE, wq0 = q0 + warp * 16;
+    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
+    const int g = lane >> 2, c2 = (lane & 3) * 2;
+    float lse2[2], D[2];
+    for (int half = 0; half < 2; half++) {
+        const int i = wq0 + g + 8 * half;
+        lse2[half] = i < T ? stats[((long long)b * NH + h) * T + i] * LOG2E : 0.0f;
+        D[half] = i < T ? ddot[((long long)b * NH + h) * T + i] : 0.0f;
+    }
+    auto load_stage = [&](int stage, int j0) {
+        load_rows<BWD_INNER, BWD_THREADS>(sm.in0(stage), base + C, 3 * C, j0);
+        load_rows<BWD_INNER, BWD_THREADS>(sm.in1(stage), base + 2 * C, 3 * C, j0);
+    };
+    load_rows<BWD_TILE, BWD_THREADS>(sm.own0, base, 3 * C, q0);
+    load_rows<BWD_TILE, BWD_THREADS>(sm.own1, dbase, C, q0);
+    cp_async_commit();
+    load_stage(0, 0);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    u32 qf[HS16][4], df[HS16][4];
+    for (int kk = 0; kk < HS16; kk++) {
+        ldsm4(qf[kk], a_addr(sm.own0, warp * 16, kk * 16, lane));
+        ldsm4(df[kk], a_addr(sm.own1, warp * 16, kk * 16, lane));
+    }
+
+    float dq[HS / 8][4] = {};
+    const int last = q0 + BWD_TILE - 1 < T - 1 ? q0 + BWD_TILE - 1 : T - 1;
+    int stage = 0;
+    for (int j0 = 0; j0 <= last; j0 += BWD_INNER, stage ^= 1) {
+        if (j0 + BWD_INNER <= last) load_stage(stage ^ 1, j0 + BWD_INNER);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();
+        const floatX *sk = sm.in0(stage), *sv = sm.in1(stage);
+        float s[BWD_INNER / 8][4] = {}, dp[BWD_INNER / 8][4] = {};
+        for (int kk = 0; kk < HS16; kk++)
+            for (int np = 0; np < BWD_INNER / 16; np++) {
+                u32 bk[4], bv[4];
+                ldsm4(bk, bn_addr(sk, np * 16, kk * 16, lane));
+                ldsm4(bv, bn_addr(sv, np * 16, kk * 16, lane));
+                mma2(s[2 * np], s[2 * np + 1], qf[kk], bk);
+                mma2(dp[2 * np], dp[2 * np + 1], df[kk], bv);
+            }
+        const bool diagonal = j0 + BWD_INNER - 1 > wq0;
+        for (int n = 0; n < BWD_INNER / 8; n++)
+            for (int e = 0; e < 4; e++) {
+                const int half = e >> 1, j = j0 + n * 8 + c2 + (e & 1), i = wq0 + g + 8 * half;
+                float p = exp2f(s[n][e] * SCALE_LOG2 - lse2[half]);
+                if (diagonal && j > i) p = 0.0f;
+                dp[n][e] = p * (dp[n][e] - D[half]);
+            }
+        for (int kk = 0; kk < BWD_INNER / 16; kk++) {
+            u32 sa[4];
+            acc_to_a(sa, dp, kk);
+            for (int np = 0; np < HS16; np++) {
+                u32 bk[4];
+                ldsm4_t(bk, bt_addr(sk, kk * 16, np * 16, lane));
+                mma2(dq[2 * np], dq[2 * np + 1], sa, bk);
+            }
+        }
+        __syncthreads();                                 // before this stage is loaded again
+    }
+    store_acc(dqkv + head_row(b, 0, 3 * C) + h * HS, 3 * C, dq, wq0, SCALE, SCALE, lane);
 }
 #endif

@@ -150,9 +150,8 @@ static void test_flash_tiles_gpt2_124m(void) {
     }
 }
 
-/* The backward's dQ goes through other partitions of the work among warps when the key and query tiles differ in
-   size; with T a multiple of neither, the last tiles are partial and a query tile's first part comes from a key
-   tile that starts inside it. */
+/* The backward's tiles of key rows and of query rows in other sizes than each other; with T a multiple of neither,
+   the last tiles are partial and a key tile can start inside a query tile. */
 static void test_flash_backward_tiles_odd_t(void) {
     static const char *const tiles[] = {"BWD_TILE=32 BWD_INNER=128", "BWD_TILE=128 BWD_INNER=32", "BWD_TILE=16 BWD_INNER=64",
                                         "BWD_TILE=64 BWD_INNER=16"};

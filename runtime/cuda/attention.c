@@ -57,27 +57,18 @@ void attention_close(Cuda *c) {
     c->cudnn_workspace = c->cudnn_workspace_own = 0;
 }
 
-static const KernelEnv *attention_env(const Plan *plan) {
-    return &plan->modules[plan->kernels[K_FLASH_BACKWARD].module].env;
-}
-
 int attention_forward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr out, dptr stats, dptr qkv,
                       Err *err) {
     if (cudnn) return cudnn_attention_forward(cudnn, s, out, stats, qkv, workspace, err);
     return launch_flash_forward(ks, s, out, stats, qkv, err);
 }
 
-size_t attention_scratch_bytes(const Plan *plan) { return att_scratch(attention_env(plan)).bytes; }
-
 int attention_backward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr dqkv, dptr qkv, dptr out,
-                       dptr dout, dptr stats, dptr scratch, Err *err) {
-    if (cudnn) return cudnn_attention_backward(cudnn, s, dqkv, qkv, out, dout, stats, scratch, workspace, err);
-    AttScratch a = att_scratch(attention_env(ks->plan));
-    if (a.sem_bytes && cuda_check(cu.cuMemsetD8Async(scratch + a.sem, 0, a.sem_bytes, s), "zeroing dQ's counters", err))
-        return -1;
-    return launch_flash_backward_dot(ks, s, scratch, dout, out, err) ||
-           launch_flash_backward(ks, s, dqkv, qkv, dout, stats, scratch, scratch + a.dq_accum, scratch + a.sem, err)
-           ? -1 : 0;
+                       dptr dout, dptr stats, dptr ddot, Err *err) {
+    if (cudnn) return cudnn_attention_backward(cudnn, s, dqkv, qkv, out, dout, stats, ddot, workspace, err);
+    return launch_flash_backward_dot(ks, s, ddot, dout, out, err) ||
+           launch_flash_backward_dkdv(ks, s, dqkv, qkv, dout, stats, ddot, err) ||
+           launch_flash_backward_dq(ks, s, dqkv, qkv, dout, stats, ddot, err) ? -1 : 0;
 }
 
 int op_attention(Cuda *c, int l, Err *err) {
@@ -89,6 +80,6 @@ int op_attention(Cuda *c, int l, Err *err) {
 int op_attention_backward(Cuda *c, int l, Err *err) {
     OP("attention backward", attention_backward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, buf(c, BUF_DQKV, 0),
                                                 buf(c, BUF_QKV, l), buf(c, BUF_ATTY, l), buf(c, BUF_DATTY, 0),
-                                                buf(c, BUF_ATT_STATS, l), buf(c, BUF_ATT_SCRATCH, 0), err));
+                                                buf(c, BUF_ATT_STATS, l), buf(c, BUF_ATT_DDOT, 0), err));
     return 0;
 }

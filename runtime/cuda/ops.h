@@ -74,13 +74,11 @@ int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err);
    the shape) or the flash template. Prints one line saying which, and why. "cudnn" that cannot be had is an error. */
 int  attention_open(Cuda *c, AttentionPath want, Err *err);
 void attention_close(Cuda *c);
-/* one forward / backward of either path (cudnn NULL: the template) on explicit buffers; scratch: the backward's,
-   attention_scratch_bytes (gen/kernels.h, AttScratch: the row sums first, which is all the cuDNN path uses) */
+/* one forward / backward of either path (cudnn NULL: the template) on explicit buffers; ddot: (B,NH,T) fp32 scratch */
 int attention_forward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr out, dptr stats, dptr qkv,
                       Err *err);
 int attention_backward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr dqkv, dptr qkv, dptr out,
-                       dptr dout, dptr stats, dptr scratch, Err *err);
-size_t attention_scratch_bytes(const Plan *plan);
+                       dptr dout, dptr stats, dptr ddot, Err *err);
 int op_attention(Cuda *c, int l, Err *err);                    /* qkv[l] -> atty[l], keeping att_stats[l] */
 int op_attention_backward(Cuda *c, int l, Err *err);           /* datty -> dqkv */
 

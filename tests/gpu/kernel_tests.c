@@ -244,7 +244,7 @@ static size_t count_nonfinite(const float *x, size_t n) {
 }
 
 typedef struct {
-    dptr qkv, dy, out, stats, dqkv, scratch, ws;
+    dptr qkv, dy, out, stats, dqkv, ddot, ws;
     float *h_out, *h_stats, *h_dqkv;
 } AttBufs;
 
@@ -270,7 +270,7 @@ static int attention_path(G *g, CudnnAttention *cd, const char *path, const floa
     finish(g, name, &c, err, rc);
     if (rc) return -1;
 
-    rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->scratch, err) ||
+    rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->ddot, err) ||
          gpu_wait(g, err) ? -1 : 0;
     c = (Cmp){0, 0, ""};
     if (!rc) {
@@ -282,7 +282,7 @@ static int attention_path(G *g, CudnnAttention *cd, const char *path, const floa
         cmp_value(&c, "dv", e.dv, bad, tol_grad);
         /* deterministic: a second backward writes the same bits */
         float *again = hbuf(BT * 3 * C);
-        rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->scratch, err) ||
+        rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->ddot, err) ||
              gpu_wait(g, err) ? -1 : 0;
         if (!rc) down(g, again, a->dqkv, BT * 3 * C);
         if (!rc && memcmp(again, a->h_dqkv, BT * 3 * C * sizeof(float)) && !c.bad) {
@@ -309,7 +309,7 @@ static void attention_timing(G *g, CudnnAttention *cd, const char *path, AttBufs
     for (int r = 0; r < reps && !rc; r++) rc = attention_forward(&g->ks, cd, a->ws, g->s, a->out, a->stats, a->qkv, &err);
     cu.cuEventRecord(e[1], g->s);
     for (int r = 0; r < reps && !rc; r++)
-        rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->scratch, &err);
+        rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->ddot, &err);
     cu.cuEventRecord(e[2], g->s);
     g->ks.sync_each = sync;
     float fwd = 0, bwd = 0;
@@ -346,7 +346,7 @@ static void test_attention(G *g, int timing) {
     int heads = (double)B * NH * T * T * g->HS <= 4e8 ? (int)(B * NH) : 4;
     float *qkv = hrand(g, BT * 3 * C, 1.0f), *dy = hrand(g, BT * C, 1.0f);
     AttBufs a = {dup_x(g, qkv, BT * 3 * C), dup_x(g, dy, BT * C), dalloc(g, BT * C * g->xs), dalloc(g, B * NH * T * 4),
-                 dalloc(g, BT * 3 * C * g->xs), dalloc(g, attention_scratch_bytes(g->plan)), 0, hbuf(BT * C), hbuf(B * NH * T),
+                 dalloc(g, BT * 3 * C * g->xs), dalloc(g, B * NH * T * 4), 0, hbuf(BT * C), hbuf(B * NH * T),
                  hbuf(BT * 3 * C)};
     Err err = {{0}};
     int flash_rc = attention_path(g, NULL, "flash template", qkv, dy, &a, heads, &err);
