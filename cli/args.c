@@ -3,6 +3,7 @@
 #include "gen/build.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/tune_env.h"
+#include "common/files.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,8 +99,9 @@ void args_tune_db(const Args *a, Config *cfg, Plan *plan) {
     TuneEnv env;
     char cublaslt[32];
     Err err;
-    if (tune_env_probe(&env, cublaslt, sizeof cublaslt, &err)) {
-        if (!a->quiet) printf("tune db %s: not used (its entries are per GPU: %s); default variants\n", path, err.msg);
+    if (tune_env_probe(&env, cublaslt, sizeof cublaslt, &err)) {   /* without a GPU, a missing database goes unsaid */
+        if (!a->quiet && file_exists(path))
+            printf("tune db %s: not used (its entries are per GPU: %s); default variants\n", path, err.msg);
         return;
     }
     TuneDb db;

@@ -32,8 +32,8 @@ int args_parse(int argc, char **argv, Args *a, const char *cmd);
 /* Loads the config and makes the plan for the arch cuda_pick_arch chooses. Errors here are the user's
    input: the message is printed and the result is 2. */
 int args_load_and_plan(const Args *a, Config *cfg, Plan *plan);
-/* Applies the tuning database (gen/tune_db.h) to plan, unless --no-tune-db, and says so in one line (unless -q);
-   a stale or corrupt database is reported and ignored. A database choice of attention path sets cfg->attention
+/* Applies the tuning database (gen/tune_db.h) to plan, unless --no-tune-db, and says so in one line (unless -q;
+   and not where there is no GPU and no database); a stale or corrupt database is reported and ignored. A database choice of attention path sets cfg->attention
    (for attention = "auto" only). */
 void args_tune_db(const Args *a, Config *cfg, Plan *plan);
 /* parse, load, plan, generate and compile; usage is printed for --help (*done set, returns 0). */

@@ -92,7 +92,7 @@ static void record(Tuner *t, TuneRecord *r, const char *rec, const char *what, c
     memset(r, 0, sizeof *r);
     snprintf(r->record, sizeof r->record, "%s", rec);
     snprintf(r->what, sizeof r->what, "%s", what);
-    snprintf(r->name, sizeof r->name, "%s", name);
+    tune_db_name(name, r->name, sizeof r->name);
     snprintf(r->variant, sizeof r->variant, "%s", variant);
     snprintf(r->status, sizeof r->status, "%s", status);
     r->us = us;
@@ -160,6 +160,7 @@ static int wl_run(void *ctx, Err *err) { WlRun *r = ctx; return r->w->run(r->w, 
    outputs; status "launch" and err when something failed */
 static float *run_variant(Tuner *t, int module, const TuneVariant *v, const char *cubin, Workload *w, Kernels *ks,
                           size_t *n, Err *err) {
+    memset(ks, 0, sizeof *ks);
     *t->scratch = t->plan;
     if (plan_set_tunables(t->scratch, module, v->v, "tune-db", err)) return NULL;
     char *img[PLAN_MAX_MODULES];
@@ -312,7 +313,9 @@ static void tune_matmul(Tuner *t, Matmuls *mm, int id) {
         tune_algo_format(&c, name, sizeof name);
         if (j == 0) snprintf(dname, sizeof dname, "%s", name);
         matmul_use_algo(mm, id, &algos[j]);
-        const TuneRecord *old = measured(t, "matmul", m->name, name, &key);
+        char dbname[64];
+        tune_db_name(m->name, dbname, sizeof dbname);
+        const TuneRecord *old = measured(t, "matmul", dbname, name, &key);
         TuneRecord rec;
         if (old && j > 0) rec = *old;
         else {
@@ -332,14 +335,15 @@ static void tune_matmul(Tuner *t, Matmuls *mm, int id) {
                 }
             }
             free(got);
-            if (!strcmp(status, "ok") && time_median(g, &t->flush, mm_run, &r, &us, &err)) status = "launch";
+            if (old) us = old->us;   /* the default, run again only for the reference output */
+            else if (!strcmp(status, "ok") && time_median(g, &t->flush, mm_run, &r, &us, &err)) status = "launch";
             if (j == 0 && strcmp(status, "ok")) {
                 fprintf(t->rep, "matmul %-18s cuBLASLt's first heuristic fails: %s; not tuned\n", m->name, err.msg);
                 t->failed++;
                 break;
             }
-            if (old && j == 0 && !strcmp(status, "ok")) us = old->us;   /* keep the first measure of the default */
-            record(t, &rec, "measure", "matmul", m->name, name, status, us, -1, &key);
+            if (old) rec = *old;
+            else record(t, &rec, "measure", "matmul", m->name, name, status, us, -1, &key);
             if (strcmp(status, "ok")) {
                 size_t len = strlen(rejects);
                 snprintf(rejects + len, sizeof rejects - len, "  rejected matmul %s %s: %s: %.200s\n", m->name, name, status, err.msg);

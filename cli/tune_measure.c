@@ -30,12 +30,12 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int time_median(G *g, Flush *f, TimedRun run, void *ctx, double *us, Err *err) {
-    enum { WARMUP = 2, MIN_REPS = 5, MAX_REPS = 100 };
+    enum { WARMUP = 2, MIN_REPS = 5, MAX_REPS = 50 };
     double t[MAX_REPS], spent = 0;
     int n = 0;
     for (int i = 0; i < WARMUP; i++)
         if (run(ctx, err)) return -1;
-    while (n < MAX_REPS && (n < MIN_REPS || spent < 0.2)) {
+    while (n < MAX_REPS && (n < MIN_REPS || spent < 0.1)) {
         float ms = 0;
         if (cuda_check(cu.cuMemsetD8Async(f->p, (unsigned char)n, f->bytes, g->s), "flushing L2", err) ||
             cuda_check(cu.cuEventRecord(f->e[0], g->s), "cuEventRecord", err) || run(ctx, err) ||

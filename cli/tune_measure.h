@@ -13,7 +13,7 @@ void flush_close(Flush *f);
 /* one timed thing: run(ctx) on g's stream */
 typedef int (*TimedRun)(void *ctx, Err *err);
 /* median microseconds of run, each repetition after an L2 flush, after 2 warm-up runs; at least 5 repetitions
-   and until 0.2 s of runs (at most 100) */
+   and until 0.1 s of runs (at most 50) */
 int  time_median(G *g, Flush *f, TimedRun run, void *ctx, double *us, Err *err);
 
 /* mean ms of a training step (zero_grad, forward, backward, norm, AdamW) of plan's CUDA backend over steps steps

@@ -165,7 +165,9 @@ static void apply_matmuls(const TuneDb *db, const TuneEnv *env, Plan *plan, cons
         PlanMatmul *m = &plan->matmuls[i];
         TuneKey key;
         tune_key_matmul(&key, env, plan, i, cublaslt);
-        const TuneRecord *stale, *r = tune_db_find(db, "best", "matmul", m->name, NULL, &key, &stale);
+        char name[64];
+        tune_db_name(m->name, name, sizeof name);
+        const TuneRecord *stale, *r = tune_db_find(db, "best", "matmul", name, NULL, &key, &stale);
         if (!r) { if (stale) say_stale(msgs, db, stale, &key, out); continue; }
         MatmulAlgoChoice a;
         if (tune_algo_parse(r->variant, &a)) {

@@ -26,6 +26,8 @@ static void field_set(char *dst, size_t n, const char *src) {
     dst[j] = 0;
 }
 
+void tune_db_name(const char *name, char *out, size_t n) { field_set(out, n, name); }
+
 /* ---------------------------------------------------------------- records as lines */
 
 void tune_record_format(const TuneRecord *r, char *out, size_t n) {
@@ -120,11 +122,11 @@ void tune_db_put(TuneDb *db, const TuneRecord *r) {
     for (int i = 0; i < db->n; i++)
         if (same_entry(&db->r[i], r)) { db->r[i] = *r; return; }
     if (db->n == db->cap) {
-        db->cap = db->cap ? 2 * db->cap : 64;
-        TuneRecord *nr = xcalloc((size_t)db->cap, sizeof *nr);
-        if (db->n) memcpy(nr, db->r, (size_t)db->n * sizeof *nr);
-        free(db->r);
-        db->r = nr;
+        int cap = db->cap ? 2 * db->cap : 64;
+        TuneRecord *grown = realloc(db->r, (size_t)cap * sizeof *grown);
+        if (!grown) { fprintf(stderr, "gpt2gen: out of host memory for the tuning database\n"); exit(EXIT_FAIL); }
+        db->r = grown;
+        db->cap = cap;
     }
     db->r[db->n++] = *r;
 }

@@ -59,6 +59,8 @@ const TuneRecord *tune_db_find(const TuneDb *db, const char *record, const char 
                                const char *variant, const TuneKey *key, const TuneRecord **stale);
 /* "other gpu: NVIDIA_A100 (here NVIDIA_H200)": the first key field in which a and b differ. */
 void tune_key_diff(const TuneKey *a, const TuneKey *b, char *out, size_t n);
+/* name as a record's name field: spaces become '_' ("classifier dinp" -> "classifier_dinp") */
+void tune_db_name(const char *name, char *out, size_t n);
 /* One record as its line (without the newline). */
 void tune_record_format(const TuneRecord *r, char *out, size_t n);
 /* Parses one line; -1 and why when it is not a record. */

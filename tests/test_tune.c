@@ -251,11 +251,16 @@ static void test_apply_and_config_wins(void) {
     memset(&mm, 0, sizeof mm);
     snprintf(mm.record, sizeof mm.record, "best");
     snprintf(mm.what, sizeof mm.what, "matmul");
-    snprintf(mm.name, sizeof mm.name, "%s", plan.matmuls[MM_QKV].name);
+    tune_db_name(plan.matmuls[MM_CLASSIFIER_DINP].name, mm.name, sizeof mm.name);   /* a name with a space */
     snprintf(mm.variant, sizeof mm.variant, "algo=2,id=31,tile=20,stages=8,splitk=1,reduction=0,swizzle=0,custom=0,cluster=0");
     snprintf(mm.status, sizeof mm.status, "ok");
-    tune_key_matmul(&mm.key, &ENV, &plan, MM_QKV, "130100");
+    tune_key_matmul(&mm.key, &ENV, &plan, MM_CLASSIFIER_DINP, "130100");
     tune_db_put(&db, &mm);
+    snprintf(db.path, sizeof db.path, "%s", path);   /* through the file */
+    CHECK_OK(tune_db_rewrite(&db, &err), &err);
+    tune_db_free(&db);
+    tune_db_load(&db, path, NULL);
+    CHECK(db.n == 3 && db.corrupt == 0, "%d records, %d corrupt", db.n, db.corrupt);
     TuneApplied ap;
     tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
     const PlanModule *ln = &plan.modules[module_of("layernorm")];
@@ -263,8 +268,9 @@ static void test_apply_and_config_wins(void) {
     CHECK(ln->tunables[0].value == 512 && ln->tunables[1].value == 128 && !strcmp(ln->tunables[0].origin, "tune-db"),
           "layernorm got %d, %d (%s)", ln->tunables[0].value, ln->tunables[1].value, ln->tunables[0].origin);
     CHECK(plan.kernels[0].dims.block > 0 && ln->env.tun[0] == 512, "the launches were not recomputed");
-    const MatmulAlgoChoice *c = &plan.matmuls[MM_QKV].algo;
-    CHECK(c->set && c->index == 2 && c->id == 31 && c->tile == 20 && c->m == plan.matmuls[MM_QKV].m,
+    const MatmulAlgoChoice *c = &plan.matmuls[MM_CLASSIFIER_DINP].algo;
+    CHECK(c->set && c->index == 2 && c->id == 31 && c->tile == 20 && c->m == plan.matmuls[MM_CLASSIFIER_DINP].m &&
+          !plan.matmuls[MM_QKV].algo.set,
           "the matmul choice came back as set %d index %d id %d", c->set, c->index, c->id);
     /* another cuBLASLt: that record is stale */
     CHECK_OK(make(NULL, &err), &err);
