@@ -116,7 +116,6 @@ typedef struct {
 static int compile_all(Tuner *t, FamilyVariants *fv) {
     int total = 0;
     for (int i = 0; i < t->plan.n_modules; i++) total += fv[i].n;
-    CompileJob **all = xcalloc((size_t)total, sizeof *all);
     CompileJob *flat = xcalloc((size_t)total, sizeof *flat);
     int k = 0;
     for (int i = 0; i < t->plan.n_modules; i++) {
@@ -141,7 +140,6 @@ static int compile_all(Tuner *t, FamilyVariants *fv) {
     int cached = 0;
     for (int i = 0; i < total; i++) cached += flat[i].from_cache;
     fprintf(stderr, "tune: compiled in %.1f s (%d from the cache)\n", now_seconds() - t0, cached);
-    free(all);
     for (int i = 0; i < t->plan.n_modules; i++) {
         if (!fv[i].jobs[0].cubin) {
             fprintf(stderr, "gpt2gen tune: the default %s kernels do not compile: %s\n", t->plan.modules[i].decl->family,

@@ -4,14 +4,14 @@
 # matches the untuned one (the tune itself holds the first three losses to the precision's tolerance: its line
 # "ok tuned step matches the untuned one"); `gpt2gen test` then builds from the database (its one line says so)
 # and every chosen variant passes the per-kernel regression tests; a second tune resumes from the database
-# without measuring again. Skips without a GPU.
+# without measuring again. Skips without a GPU. TUNE_PRECISIONS (default "bf16 fp32") picks the precisions.
 . "$(dirname "$0")/../lib.sh"
 scratch
 cd "$ROOT" || exit 1
 export NCCL_NVLS_ENABLE=0
 export GPT2GEN_TUNE_DB="$WORK/tune-db.txt"
 if ! nvidia-smi >/dev/null 2>&1; then skip gpu_tune "no GPU here"; finish; fi
-for prec in bf16 fp32; do
+for prec in ${TUNE_PRECISIONS:-bf16 fp32}; do
     log="$WORK/tune-$prec.log"
     "$GPT2GEN" tune configs/tiny.lua --set precision=$prec --budget 120 > "$log" 2> "$WORK/tune-$prec.err"; rc=$?
     fams=$(grep -c '^kernel ' "$log"); mms=$(grep -c '^matmul ' "$log")
