@@ -506,12 +506,21 @@ static int run(Tuner *t) {
     }
     for (int i = 0; i < MM_COUNT; i++) t->total += matches(t, t->plan.matmuls[i].name) ? t->algos : 0;
     if (compile_all(t, fv)) return EXIT_FAIL;
+    /* the matmuls first (most of the step's time), then the families, those with fewer variants first: a budget
+       that runs out leaves the longest sweeps short, not the cheap ones */
+    tune_matmuls(t);
+    int order[PLAN_MAX_MODULES];
     for (int i = 0; i < t->plan.n_modules; i++) {
+        int j = i;
+        for (; j > 0 && fv[order[j - 1]].n > fv[i].n; j--) order[j] = order[j - 1];
+        order[j] = i;
+    }
+    for (int k = 0; k < t->plan.n_modules; k++) {
+        int i = order[k];
         if (!matches(t, t->plan.modules[i].decl->family)) continue;
         tune_family(t, i, &fv[i]);
         fflush(t->rep);
     }
-    tune_matmuls(t);
     /* the tuned plan, as a build will see it: the database's best records applied */
     Plan *tuned = xmalloc(sizeof *tuned);
     *tuned = t->plan;
