@@ -45,7 +45,7 @@ for model in $MODELS; do
     set -- $(ours $model $B tuned); tuned_ms=${1:-nan}; tuned_tok=${2:-0}
     awk -v m=$model -v b=$B -v s=$((t1 - t0)) -v ums=$ums -v utok=$utok -v tms=$tuned_ms -v ttok=$tuned_tok -v pms=$tms -v ptok=$ttok 'BEGIN {
         printf "%-5s B=%-3d tune %4d s | untuned %7s ms %7d tok/s | tuned %7s ms %7d tok/s (%.3fx) | pytorch %7s ms %7d tok/s | tuned/pytorch %s\n",
-            m, b, s, ums, utok, tms, ttok, (ttok > 0 && utok > 0) ? ttok / utok : 0, pms, ptok, ptok > 0 ? sprintf("%.2f", ttok / ptok) : "-" }' >> "$summary"
+            m, b, s, ums, utok, tms, ttok, (ttok > 0 && utok > 0 ? ttok / utok : 0), pms, ptok, (ptok > 0 ? sprintf("%.2f", ttok / ptok) : "-") }' >> "$summary"
 done
 echo "== tuned vs untuned beside PyTorch (T=1024, bf16, random tokens, $STEPS steps, first steps excluded)"
 cat "$summary"

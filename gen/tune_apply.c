@@ -115,8 +115,8 @@ int tune_algo_parse(const char *variant, MatmulAlgoChoice *t) {
         char *eq = strchr(tok, '='), *end;
         if (i >= ALGO_FIELDS || !eq) return -1;
         *eq = 0;
-        long v = strtol(eq + 1, &end, 10);
-        if (strcmp(tok, algo_names[i]) || *end || end == eq + 1 || v < 0 || v > 2147483647L) return -1;
+        long v = strtol(eq + 1, &end, 10);   /* cuBLASLt reports some fields as -1 (split-K: not set) */
+        if (strcmp(tok, algo_names[i]) || *end || end == eq + 1 || v < -2147483647L || v > 2147483647L) return -1;
         *algo_field(t, i) = (int)v;
     }
     if (i != ALGO_FIELDS) return -1;

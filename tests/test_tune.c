@@ -252,7 +252,7 @@ static void test_apply_and_config_wins(void) {
     snprintf(mm.record, sizeof mm.record, "best");
     snprintf(mm.what, sizeof mm.what, "matmul");
     tune_db_name(plan.matmuls[MM_CLASSIFIER_DINP].name, mm.name, sizeof mm.name);   /* a name with a space */
-    snprintf(mm.variant, sizeof mm.variant, "algo=2,id=31,tile=20,stages=8,splitk=1,reduction=0,swizzle=0,custom=0,cluster=0");
+    snprintf(mm.variant, sizeof mm.variant, "algo=2,id=31,tile=20,stages=8,splitk=-1,reduction=2,swizzle=0,custom=0,cluster=32");
     snprintf(mm.status, sizeof mm.status, "ok");
     tune_key_matmul(&mm.key, &ENV, &plan, MM_CLASSIFIER_DINP, "130100");
     tune_db_put(&db, &mm);
@@ -269,7 +269,8 @@ static void test_apply_and_config_wins(void) {
           "layernorm got %d, %d (%s)", ln->tunables[0].value, ln->tunables[1].value, ln->tunables[0].origin);
     CHECK(plan.kernels[0].dims.block > 0 && ln->env.tun[0] == 512, "the launches were not recomputed");
     const MatmulAlgoChoice *c = &plan.matmuls[MM_CLASSIFIER_DINP].algo;
-    CHECK(c->set && c->index == 2 && c->id == 31 && c->tile == 20 && c->m == plan.matmuls[MM_CLASSIFIER_DINP].m &&
+    CHECK(c->set && c->index == 2 && c->id == 31 && c->tile == 20 && c->splitk == -1 && c->cluster == 32 &&
+          c->m == plan.matmuls[MM_CLASSIFIER_DINP].m &&
           !plan.matmuls[MM_QKV].algo.set,
           "the matmul choice came back as set %d index %d id %d", c->set, c->index, c->id);
     /* another cuBLASLt: that record is stale */
