@@ -126,10 +126,23 @@ int tune_algo_parse(const char *variant, MatmulAlgoChoice *t) {
 
 /* ---------------------------------------------------------------- a build takes what the database chose */
 
+/* shape and precision: the key fields that make a record another config's rather than an out-of-date one */
+enum { KEY_SHAPE = 7, KEY_PRECISION = 8 };
+static int same_config(const TuneKey *a, const TuneKey *b) {
+    return !strcmp(a->f[KEY_SHAPE], b->f[KEY_SHAPE]) && !strcmp(a->f[KEY_PRECISION], b->f[KEY_PRECISION]);
+}
+
+/* A record of this config for another machine, library or template gets its own line; records of other shapes or
+   precisions (other configs sharing the database) are counted, and said in one line at the end. */
 static void say_stale(FILE *msgs, const TuneDb *db, const TuneRecord *r, const TuneKey *key, TuneApplied *out) {
     char diff[256];
     tune_key_diff(&r->key, key, diff, sizeof diff);
     out->stale++;
+    if (!same_config(&r->key, key)) {
+        if (!out->other_config++) snprintf(out->other_example, sizeof out->other_example, "line %d, %s %s: %s", r->line,
+                                           r->what, r->name, diff);
+        return;
+    }
     if (msgs) fprintf(msgs, "tune db %s:%d: %s %s is for %s; ignored\n", db->path, r->line, r->what, r->name, diff);
 }
 
@@ -189,6 +202,9 @@ void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char 
     tune_key_attention(&key, env, plan);
     const TuneRecord *stale, *r = tune_db_find(db, "best", "attention", "path", NULL, &key, &stale);
     if (!r && stale) say_stale(msgs, db, stale, &key, out);
+    if (out->other_config && msgs)
+        fprintf(msgs, "tune db %s: %d record%s for other shapes or precisions ignored (e.g. %s)\n", db->path,
+                out->other_config, out->other_config == 1 ? "" : "s", out->other_example);
     if (r && plan->cfg->attention == ATTN_AUTO) {
         if (!strcmp(r->variant, "path=cudnn")) { out->attention = 1; out->attention_path = ATTN_CUDNN; }
         else if (!strcmp(r->variant, "path=flash")) { out->attention = 1; out->attention_path = ATTN_FLASH; }

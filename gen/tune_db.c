@@ -207,7 +207,8 @@ const TuneRecord *tune_db_find(const TuneDb *db, const char *record, const char 
         if (strcmp(r->record, record) || strcmp(r->what, what) || strcmp(r->name, name)) continue;
         if (variant && strcmp(r->variant, variant)) continue;
         if (!memcmp(&r->key, key, sizeof *key)) return r;
-        if (stale && !*stale) *stale = r;
+        int same_config = !strcmp(r->key.f[7], key->f[7]) && !strcmp(r->key.f[8], key->f[8]);
+        if (stale && (!*stale || same_config)) *stale = r;
     }
     return NULL;
 }

@@ -54,7 +54,8 @@ int  tune_db_append(const TuneDb *db, const TuneRecord *r, Err *err);
 /* Writes every record of db to db->path atomically (a temporary file, then rename). */
 int  tune_db_rewrite(const TuneDb *db, Err *err);
 /* The record for (record, what, name[, variant]) whose key equals key; NULL when none. When there is none but some
-   record for it has another key, *stale is the first such (for a message), else NULL. variant NULL: any. */
+   record for it has another key, *stale is one such (for a message: one of the same shape and precision, an
+   out-of-date one, where there is one), else NULL. variant NULL: any. */
 const TuneRecord *tune_db_find(const TuneDb *db, const char *record, const char *what, const char *name,
                                const char *variant, const TuneKey *key, const TuneRecord **stale);
 /* "other gpu: NVIDIA_A100 (here NVIDIA_H200)": the first key field in which a and b differ. */
@@ -91,10 +92,13 @@ int  tune_variant_parse(const PlanModule *m, const char *name, int *values);
 typedef struct {
     int kernels, matmuls, attention;     /* entries used */
     int stale, overridden;               /* entries ignored: stale; kernel tunables the config sets itself */
+    int other_config;                    /* of the stale: records for other shapes or precisions (other configs) */
+    char other_example[400];
     AttentionPath attention_path;        /* when attention: the path the database chose */
 } TuneApplied;
 /* Applies db's best records that match env and plan: kernel tunables the config does not set, matmul algorithms,
-   and (for attention = "auto") the attention path. Stale records are reported on msgs, one line each. */
+   and (for attention = "auto") the attention path. Stale records are reported on msgs: one line each for this
+   shape and precision (another GPU, driver, library or template), one line in all for other shapes or precisions. */
 void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char *cublaslt, TuneApplied *out, FILE *msgs);
 /* Parses a matmul variant string into t; -1 when it is not one. */
 int  tune_algo_parse(const char *variant, MatmulAlgoChoice *t);

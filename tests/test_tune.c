@@ -122,6 +122,40 @@ static void test_stale(void) {
     }
 }
 
+/* records of other configs (shapes) sharing the database: one line in all, not one per record */
+static void test_other_configs_one_line(void) {
+    Err err = {{0}};
+    CHECK_OK(make(NULL, &err), &err);
+    TuneDb db;
+    memset(&db, 0, sizeof db);
+    snprintf(db.path, sizeof db.path, "%s", path);
+    const char *fams[3] = {"layernorm", "gelu", "adamw"};
+    const char *vars[3] = {"BLOCK_SIZE=512,BWD_BLOCK_SIZE=128", "BLOCK_SIZE=128", "BLOCK_SIZE=256"};
+    for (int i = 0; i < 3; i++) {
+        TuneRecord r = best_kernel(fams[i], vars[i], &ENV);
+        snprintf(r.key.f[7], TUNE_FIELD_MAX, "B64,T1024,C768,NH12,L12,V50257,maxT1024,recompute1");
+        tune_db_put(&db, &r);
+    }
+    TuneRecord gpu = best_kernel("encoder", "BLOCK_SIZE=128", &ENV);
+    snprintf(gpu.key.f[0], TUNE_FIELD_MAX, "NVIDIA_A100");
+    tune_db_put(&db, &gpu);
+    FILE *msgs = tmpfile();
+    TuneApplied ap;
+    tune_db_apply(&db, &ENV, &plan, "130100", &ap, msgs);
+    char text[2048] = "";
+    rewind(msgs);
+    size_t n = fread(text, 1, sizeof text - 1, msgs);
+    text[n] = 0;
+    fclose(msgs);
+    int lines = 0;
+    for (char *p = text; *p; p++) lines += *p == '\n';
+    CHECK(ap.kernels == 0 && ap.stale == 4 && ap.other_config == 3, "%d used, %d stale, %d other configs", ap.kernels,
+          ap.stale, ap.other_config);
+    CHECK(lines == 2 && strstr(text, "3 records for other shapes or precisions ignored") && strstr(text, "another GPU"),
+          "the messages were: %s", text);
+    tune_db_free(&db);
+}
+
 static void test_corrupt(void) {
     static const char *const bad[][2] = {
         {"best kernel layernorm BLOCK_SIZE=512 us=abc status=ok", "not a time"},
@@ -303,6 +337,7 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/tune-db.txt", dir);
     RUN(test_round_trip);
     RUN(test_stale);
+    RUN(test_other_configs_one_line);
     RUN(test_corrupt);
     RUN(test_variants_respect_constraints);
     RUN(test_apply_and_config_wins);
