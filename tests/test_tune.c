@@ -44,6 +44,16 @@ static TuneRecord best_kernel(const char *family, const char *variant, const Tun
     return r;
 }
 
+/* applies db to plan with the cuBLASLt version "130100"; the messages it printed into text */
+static void apply_capture(const TuneDb *db, TuneApplied *ap, char *text, size_t n) {
+    FILE *msgs = tmpfile();
+    tune_db_apply(db, &ENV, &plan, "130100", ap, msgs);
+    rewind(msgs);
+    size_t got = fread(text, 1, n - 1, msgs);
+    text[got] = 0;
+    fclose(msgs);
+}
+
 static void write_text(const char *text) {
     Err err;
     if (write_file_atomic(path, text, strlen(text), &err)) fprintf(stderr, "%s\n", err.msg);
@@ -106,14 +116,9 @@ static void test_stale(void) {
         tune_db_load(&db, path, NULL);
         CHECK_OK(make(NULL, &err), &err);
         int before = plan.modules[module_of("layernorm")].tunables[0].value;
-        FILE *msgs = tmpfile();
         TuneApplied ap;
-        tune_db_apply(&db, &ENV, &plan, "130100", &ap, msgs);
-        char text[1024] = "";
-        rewind(msgs);
-        size_t n = fread(text, 1, sizeof text - 1, msgs);
-        text[n] = 0;
-        fclose(msgs);
+        char text[1024];
+        apply_capture(&db, &ap, text, sizeof text);
         CHECK(ap.kernels == 0 && ap.stale == 1, "field %s: %d used, %d stale", tune_key_names[f], ap.kernels, ap.stale);
         CHECK(plan.modules[module_of("layernorm")].tunables[0].value == before, "a stale %s record was applied", tune_key_names[f]);
         CHECK(strstr(text, why[f]) && strstr(text, path) && strstr(text, "ignored"), "field %s: the message was: %s",
@@ -139,14 +144,9 @@ static void test_other_configs_one_line(void) {
     TuneRecord gpu = best_kernel("encoder", "BLOCK_SIZE=128", &ENV);
     snprintf(gpu.key.f[0], TUNE_FIELD_MAX, "NVIDIA_A100");
     tune_db_put(&db, &gpu);
-    FILE *msgs = tmpfile();
     TuneApplied ap;
-    tune_db_apply(&db, &ENV, &plan, "130100", &ap, msgs);
-    char text[2048] = "";
-    rewind(msgs);
-    size_t n = fread(text, 1, sizeof text - 1, msgs);
-    text[n] = 0;
-    fclose(msgs);
+    char text[2048];
+    apply_capture(&db, &ap, text, sizeof text);
     int lines = 0;
     for (char *p = text; *p; p++) lines += *p == '\n';
     CHECK(ap.kernels == 0 && ap.stale == 4 && ap.other_config == 3, "%d used, %d stale, %d other configs", ap.kernels,
