@@ -11,18 +11,7 @@ MODELS=${MODELS:-"124M 350M"}
 ATTENTIONS=${ATTENTIONS:-"cudnn flash"}
 data=build/bench-data
 mkdir -p "$data" build/bench-logs
-# random tokens, llm.c shard format: 256 int32 header (magic 20240520, version 1, count), then uint16 tokens
-python3 - "$data" <<'PY'
-import sys, os, numpy as np
-d = sys.argv[1]
-rng = np.random.default_rng(1337)
-for name, n in (("train_000.bin", 40_000_000), ("val_000.bin", 1_100_000)):
-    p = os.path.join(d, name)
-    if os.path.exists(p) and os.path.getsize(p) == 1024 + 2 * n: continue
-    h = np.zeros(256, dtype=np.int32); h[0], h[1], h[2] = 20240520, 1, n
-    with open(p, "wb") as f:
-        f.write(h.tobytes()); f.write(rng.integers(0, 50257, n, dtype=np.uint16).tobytes())
-PY
+sh bench/random_data.sh "$data"   # random-token shards
 peak_mem() {   # runs "$@" while sampling GPU memory; prints the max MiB to $PEAK_FILE
     ( max=0; while :; do m=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | head -1)
       [ -n "$m" ] && [ "$m" -gt "$max" ] && max=$m && echo "$max" > "$PEAK_FILE"; sleep 0.2; done ) &

@@ -2,6 +2,8 @@
 #include "cli/commands.h"
 #include "gen/build.h"
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/tune_env.h"
+#include "common/files.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +50,7 @@ int args_parse(int argc, char **argv, Args *a, const char *cmd) {
             a->jobs = (int)j;
         }
         else if (!strcmp(s, "-q")) a->quiet = 1;
+        else if (!strcmp(s, "--no-tune-db")) a->no_tune_db = 1;
         else if (!strcmp(s, "--backend")) a->backend = argv[++i];
         else if (s[0] == '-') {
             fprintf(stderr, "gpt2gen %s: unknown option '%s' (see gpt2gen %s --help)\n", cmd, s, cmd);
@@ -69,7 +72,59 @@ int args_load_and_plan(const Args *a, Config *cfg, Plan *plan) {
     if (!config_arch_valid(arch)) { fprintf(stderr, "gpt2gen: arch: expected sm_XX with XX >= 70, got '%s'\n", arch); return EXIT_USAGE; }
     if (plan_make(plan, cfg, arch, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
     if (!a->quiet && strcmp(note, "--arch") && strcmp(note, "config")) printf("arch %s (%s)\n", arch, note);
+    if (!a->untuned) args_tune_db(a, cfg, plan);
     return 0;
+}
+
+/* "3 kernel families, 15 matmuls and the attention path" */
+static void applied_list(const TuneApplied *ap, char *out, size_t n) {
+    char parts[3][64];
+    int k = 0;
+    if (ap->kernels) snprintf(parts[k++], sizeof parts[0], "%d kernel famil%s", ap->kernels, ap->kernels == 1 ? "y" : "ies");
+    if (ap->matmuls) snprintf(parts[k++], sizeof parts[0], "%d matmul%s", ap->matmuls, ap->matmuls == 1 ? "" : "s");
+    if (ap->attention) snprintf(parts[k++], sizeof parts[0], "the attention path (%s)", attention_name(ap->attention_path));
+    out[0] = 0;
+    for (int i = 0; i < k; i++) {
+        size_t len = strlen(out);
+        snprintf(out + len, n - len, "%s%s", i == 0 ? "" : i == k - 1 ? " and " : ", ", parts[i]);
+    }
+}
+
+void args_tune_db(const Args *a, Config *cfg, Plan *plan) {
+    const char *path = tune_db_path();
+    if (a->no_tune_db) {
+        if (!a->quiet) printf("tune db %s: not used (--no-tune-db); default variants\n", path);
+        return;
+    }
+    TuneEnv env;
+    char cublaslt[32];
+    Err err;
+    if (tune_env_probe(&env, cublaslt, sizeof cublaslt, &err)) {   /* without a GPU, a missing database goes unsaid */
+        if (!a->quiet && file_exists(path))
+            printf("tune db %s: not used (its entries are per GPU: %s); default variants\n", path, err.msg);
+        return;
+    }
+    TuneDb db;
+    tune_db_load(&db, path, NULL);
+    if (db.missing) {
+        if (!a->quiet) printf("tune db %s: not found; default variants (`gpt2gen tune` makes it)\n", path);
+        tune_db_free(&db);
+        return;
+    }
+    tune_db_free(&db);
+    tune_db_load(&db, path, stderr);   /* corrupt lines: one message each */
+    TuneApplied ap;
+    tune_db_apply(&db, &env, plan, cublaslt, &ap, stderr);
+    if (ap.attention) cfg->attention = ap.attention_path;
+    char what[256], extra[128] = "";
+    applied_list(&ap, what, sizeof what);
+    if (ap.overridden) snprintf(extra, sizeof extra, "; %d tunable%s set by the config kept", ap.overridden, ap.overridden == 1 ? "" : "s");
+    if (!a->quiet) {
+        if (what[0]) printf("tune db %s: %s from the database, for %s%s\n", path, what, env.gpu, extra);
+        else printf("tune db %s: nothing for this config on %s%s; default variants\n", path, env.gpu,
+                    ap.stale || db.corrupt ? " (stale or corrupt entries ignored)" : "");
+    }
+    tune_db_free(&db);
 }
 
 int args_build(int argc, char **argv, const char *cmd, const char *usage, Config *cfg, Plan *plan, int *done) {

@@ -10,6 +10,7 @@ int cmd_build(int argc, char **argv);     /* argv[0] is the command's name */
 int cmd_train(int argc, char **argv);
 int cmd_test(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 #define ARGS_MAX_SETS 64     /* --set options (and --resume) on one command line */
 #define ARGS_MAX_JOBS 1024   /* -j */
@@ -21,6 +22,8 @@ typedef struct {
     int n_sets;
     int jobs;
     int quiet;
+    int no_tune_db;      /* --no-tune-db: the default variants, whatever the tuning database holds */
+    int untuned;         /* gpt2gen tune: the plan without the database, silently (it is the baseline) */
     int help;
 } Args;
 
@@ -29,6 +32,10 @@ int args_parse(int argc, char **argv, Args *a, const char *cmd);
 /* Loads the config and makes the plan for the arch cuda_pick_arch chooses. Errors here are the user's
    input: the message is printed and the result is 2. */
 int args_load_and_plan(const Args *a, Config *cfg, Plan *plan);
+/* Applies the tuning database (gen/tune_db.h) to plan, unless --no-tune-db, and says so in one line (unless -q;
+   and not where there is no GPU and no database); a stale or corrupt database is reported and ignored. A database choice of attention path sets cfg->attention
+   (for attention = "auto" only). */
+void args_tune_db(const Args *a, Config *cfg, Plan *plan);
 /* parse, load, plan, generate and compile; usage is printed for --help (*done set, returns 0). */
 int args_build(int argc, char **argv, const char *cmd, const char *usage, Config *cfg, Plan *plan, int *done);
 #endif

@@ -5,12 +5,13 @@
 #include <stdio.h>
 
 static const char *TEST_USAGE =
-    "usage: gpt2gen test CONFIG.lua [--set KEY=VALUE]... [--arch sm_XX]\n"
+    "usage: gpt2gen test CONFIG.lua [--set KEY=VALUE]... [--arch sm_XX] [--no-tune-db]\n"
     "\n"
     "Builds the kernels of CONFIG.lua and holds each one, on the GPU, against the CPU reference op on random\n"
     "inputs (fp32 to ~1e-5, fp16 to ~5e-3, bf16 to ~1e-2 relative), then a full training step against the CPU backend.\n"
     "Prints one line per test and ends with \"RESULT <passed> <failed> <skipped>\". Without a GPU it says so and skips\n"
-    "(exit code 0); the compile step still runs.\n";
+    "(exit code 0); the compile step still runs. The kernels are the tuned ones where the tuning database has them\n"
+    "(as `gpt2gen build`; --no-tune-db: the default variants).\n";
 
 int cmd_test(int argc, char **argv) {
     static Config cfg;

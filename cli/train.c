@@ -22,6 +22,7 @@ static const char *TRAIN_USAGE =
     "                    (= --set checkpoint.resume=true); without it, a checkpoint.dir that holds\n"
     "                    checkpoints is refused, and so is one another run is using\n"
     "  --arch sm_XX      target arch for the kernels\n"
+    "  --no-tune-db      ignore the tuning database (build/tune-db.txt, made by `gpt2gen tune`)\n"
     "  -q                no per-step progress lines\n"
     "\n"
     "Ctrl-C stops after the current step and saves a checkpoint first.\n";
@@ -53,6 +54,7 @@ int cmd_train(int argc, char **argv) {
         if (cuda_device_arch(0, arch, &err) == 0 && strcmp(arch, plan.arch)) {
             printf("note: building for GPU 0's %s instead of %s\n", arch, plan.arch);
             if (plan_make(&plan, &cfg, arch, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
+            args_tune_db(&a, &cfg, &plan);
         }
         if (build_run(&plan, a.jobs, a.quiet, NULL, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     }

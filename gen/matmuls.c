@@ -3,15 +3,15 @@
 
 /* out (N,OC) = inp (N,IC) @ W (OC,IC)^T: D(OC,N) = op(W)(OC,IC) inp(IC,N), W stored (OC,IC) row-major */
 static PlanMatmul linear(const char *name, int N, int IC, int OC, int bias, MatmulEpilogue epi, int per_step) {
-    return (PlanMatmul){name, OC, N, IC, 1, 0, 1, 0, 0, 0, bias, 0, epi, per_step};
+    return (PlanMatmul){name, OC, N, IC, 1, 0, 1, 0, 0, 0, bias, 0, epi, per_step, {0}};
 }
 /* dinp (N,IC) = alpha dout (N,OC) @ W (OC,IC): D(IC,N) = W(IC,OC) dout(OC,N) */
 static PlanMatmul linear_dinp(const char *name, int N, int IC, int OC, MatmulEpilogue epi, int per_step) {
-    return (PlanMatmul){name, IC, N, OC, 0, 0, 1, 0, 0, 0, 0, 0, epi, per_step};
+    return (PlanMatmul){name, IC, N, OC, 0, 0, 1, 0, 0, 0, 0, 0, epi, per_step, {0}};
 }
 /* dW (OC,IC) += alpha dout^T @ inp: D(IC,OC) = inp(IC,N) dout^T(N,OC) */
 static PlanMatmul linear_dw(const char *name, int N, int IC, int OC, int per_step) {
-    return (PlanMatmul){name, IC, OC, N, 0, 1, 1, 0, 0, 0, 0, 1, EPI_NONE, per_step};
+    return (PlanMatmul){name, IC, OC, N, 0, 1, 1, 0, 0, 0, 0, 1, EPI_NONE, per_step, {0}};
 }
 
 void matmuls_plan(PlanMatmul mm[MM_COUNT], const Config *c) {

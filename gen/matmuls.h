@@ -18,6 +18,16 @@ typedef enum {
     MM_COUNT
 } MatmulId;
 
+/* A cuBLASLt algorithm chosen by `gpt2gen tune` (gen/tune_db.h), in a form that can be found again: its index
+   among cuBLASLt's heuristic results and its configuration (cublasLtMatmulAlgoConfigGetAttribute). The runtime
+   uses it only for the shape it was tuned for, and only when cuBLASLt still offers an algorithm with exactly
+   this configuration; otherwise it takes the first heuristic and says so. */
+typedef struct {
+    int set;
+    int index, id, tile, stages, splitk, reduction, swizzle, custom, cluster;
+    int m, n, k, batch;                      /* the shape it was tuned for */
+} MatmulAlgoChoice;
+
 typedef struct {
     const char *name;
     int m, n, k, transA, transB, batch;
@@ -26,6 +36,7 @@ typedef struct {
     int accumulate;                          /* beta = 1 */
     MatmulEpilogue epilogue;                 /* GELU_AUX: aux = pre-activation, D = GELU(it); DGELU: D *= GELU'(aux) */
     int per_step;                            /* calls per micro-step (for the FLOP count) */
+    MatmulAlgoChoice algo;                   /* from the tuning database; algo.set 0: cuBLASLt's first heuristic */
 } PlanMatmul;
 
 void   matmuls_plan(PlanMatmul mm[MM_COUNT], const Config *cfg);

@@ -85,6 +85,46 @@ LaunchDims plan_launch_dims(const Plan *plan, int id, long long size) {
     return k->decl->geometry(&plan->modules[k->module].env, size);
 }
 
+/* Sets module i's environment (tunable values, derived constants) and its kernels' launches; checks them. */
+static int module_finalize(Plan *plan, int i, Err *err) {
+    PlanModule *m = &plan->modules[i];
+    const Config *cfg = plan->cfg;
+    int values[FAMILY_MAX_TUNABLES] = {0};
+    for (int t = 0; t < m->n_tunables; t++) values[t] = m->tunables[t].value;
+    m->env = kernel_env(cfg, m->decl, values);
+    char why[512];
+    if (m->decl->check && m->decl->check(&m->env, why, sizeof why))
+        return err_set(err, "%s: the %s kernels cannot serve this config: %s", cfg->path, m->decl->family, why);
+    for (int k = 0; k < plan->n_kernels; k++) {
+        PlanKernel *pk = &plan->kernels[k];
+        if (pk->module != i) continue;
+        pk->dims = pk->decl->geometry(&m->env, 1);
+        const char *bad = kernel_dims_valid(&pk->dims);
+        if (bad && pk->decl->size_param < 0)
+            return err_set(err, "%s: kernel %s cannot be launched for this config: %s (grid %u,%u,%u block %u)", cfg->path,
+                           pk->decl->name, bad, pk->dims.grid[0], pk->dims.grid[1], pk->dims.grid[2], pk->dims.block);
+    }
+    return 0;
+}
+
+int plan_set_tunables(Plan *plan, int module, const int *values, const char *origin, Err *err) {
+    PlanModule *m = &plan->modules[module];
+    PlanModule saved = *m;
+    for (int t = 0; t < m->n_tunables; t++)
+        if (m->tunables[t].value != values[t]) {
+            m->tunables[t].value = values[t];
+            if (origin) m->tunables[t].origin = origin;
+        }
+    if (module_finalize(plan, module, err) == 0) {
+        memory_plan(&plan->memory, plan->cfg, plan);   /* scratch sizes follow the launches */
+        return 0;
+    }
+    *m = saved;
+    Err ignore;
+    module_finalize(plan, module, &ignore);
+    return -1;
+}
+
 int plan_make(Plan *plan, const Config *cfg, const char *arch, Err *err) {
     memset(plan, 0, sizeof *plan);
     plan->cfg = cfg;
@@ -96,25 +136,16 @@ int plan_make(Plan *plan, const Config *cfg, const char *arch, Err *err) {
     }
     if (apply_config_tunables(plan, cfg, err)) return -1;
     for (int i = 0; i < plan->n_modules; i++) {
-        PlanModule *m = &plan->modules[i];
-        int values[FAMILY_MAX_TUNABLES] = {0};
-        for (int t = 0; t < m->n_tunables; t++) values[t] = m->tunables[t].value;
-        m->env = kernel_env(cfg, m->decl, values);
-        char why[512];
-        if (m->decl->check && m->decl->check(&m->env, why, sizeof why))
-            return err_set(err, "%s: the %s kernels cannot serve this config: %s", cfg->path, m->decl->family, why);
+        const PlanModule *m = &plan->modules[i];
         for (const KernelDecl *k = m->decl->kernels; k < m->decl->kernels + FAMILY_MAX_KERNELS && k->name; k++) {
             if (plan->n_kernels == PLAN_MAX_KERNELS) return err_set(err, "more than %d kernels", PLAN_MAX_KERNELS);
             PlanKernel *pk = &plan->kernels[plan->n_kernels++];
             pk->decl = k;
             pk->module = i;
-            pk->dims = k->geometry(&m->env, 1);
-            const char *bad = kernel_dims_valid(&pk->dims);
-            if (bad && k->size_param < 0)
-                return err_set(err, "%s: kernel %s cannot be launched for this config: %s (grid %u,%u,%u block %u)", cfg->path,
-                               k->name, bad, pk->dims.grid[0], pk->dims.grid[1], pk->dims.grid[2], pk->dims.block);
         }
     }
+    for (int i = 0; i < plan->n_modules; i++)
+        if (module_finalize(plan, i, err)) return -1;
     matmuls_plan(plan->matmuls, cfg);
     memory_plan(&plan->memory, cfg, plan);
     return 0;

@@ -48,6 +48,10 @@ typedef struct Plan {
 /* Builds the plan for cfg, for arch (e.g. "sm_90"). Tunables come from the declarations and the config's
    tune table; a value outside its declared constraints is an error naming the key and the allowed values. */
 int  plan_make(Plan *plan, const Config *cfg, const char *arch, Err *err);
+/* Gives module its tunable values (declaration order), marking changed ones with origin (when not NULL), and
+   recomputes its derived constants and launches. A combination the family's check or the launch limits refuse is
+   an error, and the module stays as it was. */
+int  plan_set_tunables(Plan *plan, int module, const int *values, const char *origin, Err *err);
 /* Writes build/<name>/plan.txt. */
 int  plan_write(const Plan *plan, Err *err);
 /* The launch of kernel id for a call whose size parameter is size. */

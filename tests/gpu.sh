@@ -33,6 +33,10 @@ for c in $list; do
     if grep -q "out of GPU memory" "$log/gpu-$name.out"; then row "$name" - - - "does not fit"; continue; fi
     count "$name" "$log/gpu-$name.out" $rc
 done
+echo "== tests/gpu/tune.sh (gpt2gen tune on tiny, bf16 and fp32: tuned step = untuned step, tuned variants pass gpt2gen test, resume)"
+sh tests/gpu/tune.sh > "$log/gpu-tune.out" 2>&1; rc=$?
+cat "$log/gpu-tune.out"
+count tune "$log/gpu-tune.out" $rc
 echo "== tests/gpu/e2e.sh (CPU checkpoint -> 10 steps on CPU and GPU; gpt2-124M on the default data)"
 sh tests/gpu/e2e.sh > "$log/gpu-e2e.out" 2>&1; rc=$?
 cat "$log/gpu-e2e.out"

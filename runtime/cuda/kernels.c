@@ -43,6 +43,15 @@ static int load_module(Kernels *ks, int i, const char *img, const CudaDevice *de
 }
 
 int kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, Err *err) {
+    char *img[PLAN_MAX_MODULES] = {0};
+    size_t len[PLAN_MAX_MODULES];
+    int rc = read_images(plan, img, len, err);
+    if (rc == 0) rc = kernels_load_images(ks, plan, dev, img, err);
+    for (int i = 0; i < plan->n_modules; i++) free(img[i]);
+    return rc;
+}
+
+int kernels_load_images(Kernels *ks, const Plan *plan, const CudaDevice *dev, char *const *img, Err *err) {
     memset(ks, 0, sizeof *ks);
     ks->plan = plan;
     const char *s = getenv("GPT2GEN_SYNC");
@@ -55,11 +64,8 @@ int kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, Err *err)
     if (strcmp(have, plan->arch))
         return err_set(err, "arch mismatch: the kernels in %s were built for %s, but GPU %d (%s) is %s: rebuild with --arch %s",
                        plan->build_dir, plan->arch, dev->ordinal, dev->name, have, have);
-    char *img[PLAN_MAX_MODULES] = {0};
-    size_t len[PLAN_MAX_MODULES];
-    int rc = read_images(plan, img, len, err);
+    int rc = 0;
     for (int i = 0; i < plan->n_modules && rc == 0; i++) rc = load_module(ks, i, img[i], dev, have, err);
-    for (int i = 0; i < plan->n_modules; i++) free(img[i]);
     if (rc) { kernels_unload(ks); return -1; }
     char eb[256];
     for (int id = 0; id < plan->n_kernels; id++) {

@@ -19,6 +19,8 @@ typedef struct {
 
 /* Checks the arch, loads every module of the plan and resolves every kernel, on dev (current context). */
 int  kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, Err *err);
+/* The same from CUBIN images in memory, one per module (`gpt2gen tune` loads its variants this way). */
+int  kernels_load_images(Kernels *ks, const Plan *plan, const CudaDevice *dev, char *const *img, Err *err);
 void kernels_unload(Kernels *ks);
 /* Launches kernel id on stream with the geometry for size (the kernel's size parameter, else 0). */
 int  kernels_launch(Kernels *ks, int id, CUstream stream, long long size, void **args, Err *err);

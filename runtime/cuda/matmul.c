@@ -2,6 +2,7 @@
 #include "runtime/cuda/matmul.h"
 #include "common/err.h"
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,79 @@ static cublasLtEpilogue_t epilogue_of(const PlanMatmul *m) {
     }
 }
 
+/* cuBLASLt's first max heuristic algorithms for entry e (at least one, else an error) */
+static int matmul_heuristics(const Matmuls *mm, const MatmulEntry *e, int max, cublasLtMatmulHeuristicResult_t *h,
+                             int *found, Err *err) {
+    const PlanMatmul *m = &e->shape;
+    cublasLtMatmulPreference_t pref = NULL;
+    if (lt_check(lt.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", m, err)) return -1;
+    uint64_t ws = mm->workspace_size;
+    lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    *found = 0;
+    cublasStatus_t s = lt.cublasLtMatmulAlgoGetHeuristic(mm->handle, e->desc, e->a, e->b, e->d, e->d, pref, max, h, found);
+    lt.cublasLtMatmulPreferenceDestroy(pref);
+    if (s == CUBLAS_STATUS_SUCCESS && *found == 0) s = CUBLAS_STATUS_NOT_SUPPORTED;
+    return lt_check(s, "cuBLASLt has no algorithm", m, err);
+}
+
+void matmul_algo_describe(const cublasLtMatmulAlgo_t *algo, int index, MatmulAlgoChoice *c) {
+    memset(c, 0, sizeof *c);
+    c->set = 1;
+    c->index = index;
+    int32_t i32 = 0;
+    uint32_t u32 = 0;
+    uint16_t u16 = 0;
+    size_t got;
+#define GET(attr, var, field) \
+    var = 0; \
+    if (lt.cublasLtMatmulAlgoConfigGetAttribute(algo, attr, &var, sizeof var, &got) == CUBLAS_STATUS_SUCCESS) c->field = (int)var;
+    GET(CUBLASLT_ALGO_CONFIG_ID, i32, id)
+    GET(CUBLASLT_ALGO_CONFIG_TILE_ID, u32, tile)
+    GET(CUBLASLT_ALGO_CONFIG_STAGES_ID, u32, stages)
+    GET(CUBLASLT_ALGO_CONFIG_SPLITK_NUM, i32, splitk)
+    GET(CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, u32, reduction)
+    GET(CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, u32, swizzle)
+    GET(CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, u32, custom)
+    GET(CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, u16, cluster)
+#undef GET
+}
+
+static int same_config(const MatmulAlgoChoice *a, const MatmulAlgoChoice *b) {
+    return a->id == b->id && a->tile == b->tile && a->stages == b->stages && a->splitk == b->splitk &&
+           a->reduction == b->reduction && a->swizzle == b->swizzle && a->custom == b->custom && a->cluster == b->cluster;
+}
+
+/* The tuned algorithm of e among the n heuristic results h (its own index first, then any with the same
+   configuration); keeps the first heuristic, and says so, when cuBLASLt no longer offers it. A tuned choice
+   for another shape (the tests run slices of the plan's matmuls) is quietly not used. */
+static void pick_tuned(MatmulEntry *e, const cublasLtMatmulHeuristicResult_t *h, int n) {
+    const MatmulAlgoChoice *want = &e->shape.algo;
+    const PlanMatmul *m = &e->shape;
+    if (want->m != m->m || want->n != m->n || want->k != m->k || want->batch != m->batch) return;
+    MatmulAlgoChoice c;
+    if (want->index < n) {
+        matmul_algo_describe(&h[want->index].algo, want->index, &c);
+        if (same_config(&c, want)) { e->algo = h[want->index].algo; return; }
+    }
+    for (int i = 0; i < n; i++) {
+        matmul_algo_describe(&h[i].algo, i, &c);
+        if (same_config(&c, want)) { e->algo = h[i].algo; return; }
+    }
+    printf("matmul %s: the tuned cuBLASLt algorithm (id %d, tile %d, stages %d) is not among cuBLASLt's %d choices "
+           "here any more; using its first heuristic (run `gpt2gen tune` again)\n", m->name, want->id, want->tile,
+           want->stages, n);
+}
+
+int matmul_candidates(Matmuls *mm, int id, int max, cublasLtMatmulAlgo_t *algos, int *n, Err *err) {
+    cublasLtMatmulHeuristicResult_t h[MATMUL_MAX_CANDIDATES];
+    if (max > MATMUL_MAX_CANDIDATES) max = MATMUL_MAX_CANDIDATES;
+    if (matmul_heuristics(mm, &mm->entries[id], max, h, n, err)) return -1;
+    for (int i = 0; i < *n; i++) algos[i] = h[i].algo;
+    return 0;
+}
+
+void matmul_use_algo(Matmuls *mm, int id, const cublasLtMatmulAlgo_t *algo) { mm->entries[id].algo = *algo; }
+
 static int prepare(Matmuls *mm, MatmulEntry *e, cudaDataType_t t, Err *err) {
     const PlanMatmul *m = &e->shape;
     if (m->epilogue == EPI_DGELU && m->bias) return err_set(err, "matmul %s: the DGELU epilogue takes no bias", m->name);
@@ -50,17 +124,11 @@ static int prepare(Matmuls *mm, MatmulEntry *e, cudaDataType_t t, Err *err) {
         make_layout(&e->b, t, m->transB ? m->n : m->k, m->transB ? m->k : m->n, m, m->strideB, err) ||
         make_layout(&e->d, t, m->m, m->n, m, m->strideD, err))
         return -1;
-    cublasLtMatmulPreference_t pref = NULL;
-    if (lt_check(lt.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate", m, err)) return -1;
-    uint64_t ws = mm->workspace_size;
-    lt.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    cublasLtMatmulHeuristicResult_t h;
+    cublasLtMatmulHeuristicResult_t h[MATMUL_MAX_CANDIDATES];
     int found = 0;
-    cublasStatus_t s = lt.cublasLtMatmulAlgoGetHeuristic(mm->handle, e->desc, e->a, e->b, e->d, e->d, pref, 1, &h, &found);
-    lt.cublasLtMatmulPreferenceDestroy(pref);
-    if (s == CUBLAS_STATUS_SUCCESS && found == 0) s = CUBLAS_STATUS_NOT_SUPPORTED;
-    if (lt_check(s, "cuBLASLt has no algorithm", m, err)) return -1;
-    e->algo = h.algo;
+    if (matmul_heuristics(mm, e, m->algo.set ? MATMUL_MAX_CANDIDATES : 1, h, &found, err)) return -1;
+    e->algo = h[0].algo;
+    if (m->algo.set) pick_tuned(e, h, found);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* matmul: the plan's matmuls (gen/matmuls.h) through cuBLASLt, fp32, bf16 or fp16 with fp32 accumulation.
-   Each entry's descriptor and layouts are built, and its algorithm picked by cuBLASLt's heuristic, once at
-   init; a call then only sets the pointers. */
+   Each entry's descriptor and layouts are built, and its algorithm picked once at init: the one `gpt2gen tune`
+   chose (PlanMatmul.algo, from the tuning database) where cuBLASLt still offers it, else cuBLASLt's first
+   heuristic; a call then only sets the pointers. */
 #ifndef GPT2GEN_RUNTIME_MATMUL_H
 #define GPT2GEN_RUNTIME_MATMUL_H
 #include "runtime/cuda/device.h"
@@ -27,6 +28,13 @@ int  matmuls_init(Matmuls *mm, const PlanMatmul *entries, int n, Precision p, CU
 void matmuls_destroy(Matmuls *mm);
 /* Entry id on stream: D = alpha op(A) op(B) (+ D when the entry accumulates) (+ bias when it has one),
    then its epilogue with aux (GELU_AUX: aux gets the pre-activation; DGELU: aux is the pre-activation). */
+/* Up to max (at most MATMUL_MAX_CANDIDATES) of cuBLASLt's heuristic algorithms for entry id, best first. */
+#define MATMUL_MAX_CANDIDATES 32
+int  matmul_candidates(Matmuls *mm, int id, int max, cublasLtMatmulAlgo_t *algos, int *n, Err *err);
+/* Entry id runs with algo from now on. */
+void matmul_use_algo(Matmuls *mm, int id, const cublasLtMatmulAlgo_t *algo);
+/* algo's configuration (cublasLtMatmulAlgoConfigGetAttribute), index being its place among the heuristics. */
+void matmul_algo_describe(const cublasLtMatmulAlgo_t *algo, int index, MatmulAlgoChoice *c);
 int  matmul_run(const Matmuls *mm, int id, CUstream stream, CUdeviceptr D, CUdeviceptr A, CUdeviceptr B,
                 CUdeviceptr bias, CUdeviceptr aux, float alpha, Err *err);
 #endif

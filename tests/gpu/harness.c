@@ -102,3 +102,38 @@ void finish(G *g, const char *name, Cmp *c, Err *err, int launch_rc) {
 
 /* waits for the stream after matmuls (kernel launches synchronize themselves: sync_each) */
 int gpu_wait(G *g, Err *err) { return cuda_device_sync(&g->dev, "waiting for the GPU", err); }
+
+/* the G of cfg and plan, on GPU 0: -1 and a skip line when there is none */
+int harness_open(G *g, const Config *cfg, const struct Plan *plan) {
+    memset(g, 0, sizeof *g);
+    g->cfg = cfg;
+    g->plan = plan;
+    Err err = {{0}};
+    if (cuda_device_open(&g->dev, 0, &err)) { skip(g, "gpu", "%s", err.msg); return -1; }
+    g->s = g->dev.compute;
+    g->prec = cfg->precision;
+    g->xs = g->prec == PREC_FP32 ? 4 : 2;
+    g->B = cfg->train.batch_size; g->T = cfg->train.seq_len; g->BT = g->B * g->T;
+    g->C = cfg->model.n_embd; g->NH = cfg->model.n_head; g->HS = g->C / g->NH; g->L = cfg->model.n_layer;
+    g->V = cfg->model.vocab_size; g->Vp = cfg->model.padded_vocab_size; g->maxT = cfg->model.max_seq_len;
+    g->tol = g->prec == PREC_FP32 ? 2e-5 : g->prec == PREC_FP16 ? 5e-3 : 1.5e-2;   /* fp16 keeps 3 more mantissa bits */
+    g->rng = 0x1234567ull;
+    return 0;
+}
+
+int dfill(G *g, dptr d, size_t n, int f32, float scale, uint64_t seed) {
+    size_t es = f32 ? 4 : g->xs, block = n < ((size_t)1 << 22) ? n : (size_t)1 << 22;
+    if (!n) return 0;
+    float *h = xmalloc(block * sizeof(float));
+    for (size_t i = 0; i < block; i++) h[i] = scale * (2.0f * rng_uniform(&seed) - 1.0f);
+    int rc = 0;
+    if (f32 || g->xs == 4) rc = cu.cuMemcpyHtoD(d, h, block * 4) != CUDA_SUCCESS;
+    else rc = up(g, d, h, block);
+    free(h);
+    for (size_t done = block; done < n && !rc;) {   /* doubling copies of what is there */
+        size_t k = done < n - done ? done : n - done;
+        rc = cu.cuMemcpyDtoD(d + done * es, d, k * es) != CUDA_SUCCESS;
+        done += k;
+    }
+    return rc ? -1 : 0;
+}

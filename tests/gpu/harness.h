@@ -31,6 +31,8 @@ typedef struct {
     int skipped[PLAN_MAX_KERNELS];   /* kernels whose test was skipped at this size (the small configs run it) */
 } G;
 
+/* g for cfg and plan on GPU 0 (shape, precision, tolerance, RNG): -1 and a skip line when there is none. */
+int    harness_open(G *g, const Config *cfg, const struct Plan *plan);
 void report_as(G *g, ReportKind kind, const char *name, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 #define ok(g, name, ...) report_as(g, REPORT_OK, name, __VA_ARGS__)
 #define fail(g, name, ...) report_as(g, REPORT_FAIL, name, __VA_ARGS__)
@@ -48,6 +50,9 @@ dptr   dup_x(G *g, const float *h, size_t n);          /* a new floatX device co
 dptr   dup_raw(G *g, const void *h, size_t bytes);
 double relerr(const float *got, const float *ref, size_t n);   /* max |got - ref| / max |ref| */
 int    gpu_wait(G *g, Err *err);                           /* waits for the stream (after matmuls) */
+/* fills n elements at d with values uniform in [-scale, scale) (floatX, or fp32 when f32) from seed, on the GPU:
+   a block of at most 2^22 values made on the host, then repeated (the big buffers of `gpt2gen tune`) */
+int    dfill(G *g, dptr d, size_t n, int f32, float scale, uint64_t seed);
 
 /* One comparison inside a test: records the worst error; a failure names the tensor. */
 typedef struct { double worst; int bad; char what[256]; } Cmp;

@@ -527,27 +527,9 @@ static int setup(G *g, Err *err) {
     return matmuls_init(&g->mm, g->plan->matmuls, MM_COUNT, g->prec, g->workspace, CUBLASLT_WORKSPACE_BYTES, err);
 }
 
-/* the G of cfg and plan, on GPU 0: -1 and a skip line when there is none */
-static int open_g(G *g, const Config *cfg, const struct Plan *plan) {
-    memset(g, 0, sizeof *g);
-    g->cfg = cfg;
-    g->plan = plan;
-    Err err = {{0}};
-    if (cuda_device_open(&g->dev, 0, &err)) { skip(g, "gpu", "%s", err.msg); return -1; }
-    g->s = g->dev.compute;
-    g->prec = cfg->precision;
-    g->xs = g->prec == PREC_FP32 ? 4 : 2;
-    g->B = cfg->train.batch_size; g->T = cfg->train.seq_len; g->BT = g->B * g->T;
-    g->C = cfg->model.n_embd; g->NH = cfg->model.n_head; g->HS = g->C / g->NH; g->L = cfg->model.n_layer;
-    g->V = cfg->model.vocab_size; g->Vp = cfg->model.padded_vocab_size; g->maxT = cfg->model.max_seq_len;
-    g->tol = g->prec == PREC_FP32 ? 2e-5 : g->prec == PREC_FP16 ? 5e-3 : 1.5e-2;   /* fp16 keeps 3 more mantissa bits */
-    g->rng = 0x1234567ull;
-    return 0;
-}
-
 int gpu_attention_test_run(const Config *cfg, const struct Plan *plan) {
     static G g;
-    if (open_g(&g, cfg, plan)) return -1;
+    if (harness_open(&g, cfg, plan)) return -1;
     int failed0 = report_failed_count();
     Err err = {{0}};
     if (kernels_load(&g.ks, plan, &g.dev, &err)) fail(&g, "setup", "%s", err.msg);
@@ -562,7 +544,7 @@ int gpu_attention_test_run(const Config *cfg, const struct Plan *plan) {
 
 int gpu_test_run(const Config *cfg, const struct Plan *plan) {
     static G g;   /* large; one test run at a time */
-    if (open_g(&g, cfg, plan)) return -1;
+    if (harness_open(&g, cfg, plan)) return -1;
     Err err = {{0}};
     int failed0 = report_failed_count();
     if (setup(&g, &err)) fail(&g, "setup", "%s", err.msg);

@@ -1,0 +1,106 @@
+/* tune_db: the tuning database, a readable text file (default build/tune-db.txt, or $GPT2GEN_TUNE_DB), and the
+   variants `gpt2gen tune` sweeps.
+
+   One record per line, fields separated by single spaces:
+       <record> <what> <name> <variant> us=<time> status=<word> [default_us=<time>] <key fields>
+   record:  "measure" (one variant timed; what an interrupted tune resumes from) or "best" (the choice)
+   what:    "kernel" (a kernel family; variant "BLOCK_SIZE=512,BWD_BLOCK_SIZE=256"), "matmul" (a plan matmul;
+            variant "algo=<index among cuBLASLt's heuristics>,id=..,tile=..,stages=..,splitk=..,reduction=..,
+            swizzle=..,custom=..,cluster=..") or "attention" (variant "path=cudnn" or "path=flash")
+   status:  ok, or why the variant was rejected: mismatch, compile, launch
+   key:     gpu= arch= driver= cuda= nvrtc= cudnn= template= shape= precision= (spaces in values become '_')
+   Lines starting with '#' and blank lines are comments. A record is used only when every key field equals this
+   machine's and this plan's; a record that differs is stale, a line that does not parse is corrupt: both are
+   reported (one line each, naming the file and line) and ignored, never fatal. */
+#ifndef GPT2GEN_TUNE_DB_H
+#define GPT2GEN_TUNE_DB_H
+#include "gen/plan.h"
+#include <stdio.h>
+
+#define TUNE_KEY_FIELDS 9
+#define TUNE_FIELD_MAX 160
+extern const char *const tune_key_names[TUNE_KEY_FIELDS];   /* gpu arch driver cuda nvrtc cudnn template shape precision */
+
+/* What a record is keyed by, as strings (no spaces). */
+typedef struct { char f[TUNE_KEY_FIELDS][TUNE_FIELD_MAX]; } TuneKey;
+/* The machine part of a key: the GPU and the library versions ("none" where one is missing). */
+typedef struct { char gpu[TUNE_FIELD_MAX], arch[16], driver[32], cuda[32], nvrtc[32], cudnn[32]; } TuneEnv;
+
+typedef struct {
+    char record[16], what[16], name[48], variant[256], status[16];
+    double us, default_us;   /* default_us < 0: absent */
+    TuneKey key;
+    int line;                /* in the file it was read from; 0 when made here */
+} TuneRecord;
+
+typedef struct {
+    char path[1024];
+    int n, cap;
+    TuneRecord *r;
+    int corrupt;             /* lines reported and ignored */
+    int missing;             /* the file did not exist */
+} TuneDb;
+
+/* The database's path: $GPT2GEN_TUNE_DB, else build/tune-db.txt. */
+const char *tune_db_path(void);
+/* Reads path. Never fails: a missing or unreadable file gives an empty database (and a line on msgs); a line that
+   does not parse is reported on msgs ("FILE:LINE: why; ignored") and skipped. msgs may be NULL. */
+void tune_db_load(TuneDb *db, const char *path, FILE *msgs);
+void tune_db_free(TuneDb *db);
+/* Adds r to db (replacing a record with the same record, what, name, variant and key). */
+void tune_db_put(TuneDb *db, const TuneRecord *r);
+/* Appends r as one line to db->path and flushes it to disk, so a killed tune keeps what it measured. */
+int  tune_db_append(const TuneDb *db, const TuneRecord *r, Err *err);
+/* Writes every record of db to db->path atomically (a temporary file, then rename). */
+int  tune_db_rewrite(const TuneDb *db, Err *err);
+/* The record for (record, what, name[, variant]) whose key equals key; NULL when none. When there is none but some
+   record for it has another key, *stale is one such (for a message: one of the same shape and precision, an
+   out-of-date one, where there is one), else NULL. variant NULL: any. */
+const TuneRecord *tune_db_find(const TuneDb *db, const char *record, const char *what, const char *name,
+                               const char *variant, const TuneKey *key, const TuneRecord **stale);
+/* "other gpu: NVIDIA_A100 (here NVIDIA_H200)": the first key field in which a and b differ. */
+void tune_key_diff(const TuneKey *a, const TuneKey *b, char *out, size_t n);
+/* name as a record's name field: spaces become '_' ("classifier dinp" -> "classifier_dinp") */
+void tune_db_name(const char *name, char *out, size_t n);
+/* One record as its line (without the newline). */
+void tune_record_format(const TuneRecord *r, char *out, size_t n);
+/* Parses one line; -1 and why when it is not a record. */
+int  tune_record_parse(const char *line, TuneRecord *r, char *why, size_t n);
+
+/* Keys for the plan's kernel family (module index), matmul (MatmulId) and attention path choice. cublaslt: the
+   cuBLASLt version (the matmuls' "template"). */
+void tune_key_kernel(TuneKey *k, const TuneEnv *env, const Plan *plan, int module);
+void tune_key_matmul(TuneKey *k, const TuneEnv *env, const Plan *plan, int id, const char *cublaslt);
+void tune_key_attention(TuneKey *k, const TuneEnv *env, const Plan *plan);
+/* The environment from "gpu=.. arch=.. driver=.. cuda=.. nvrtc=.. cudnn=.." (the test hook $GPT2GEN_TUNE_ENV names
+   a machine this way); fields it leaves out keep their value. -1 when a field is unknown. */
+int  tune_env_parse(TuneEnv *env, const char *s, char *why, size_t n);
+
+/* Variants of a module: every combination of its tunables' candidates (the config's lists, else the declared
+   ones) that the declarations allow (each TunableDecl's range and multiple, the family's check, the launch
+   limits). The module's current values come first. Returns how many were written (at most max); *refused counts
+   the combinations the constraints refused. */
+#define TUNE_MAX_VARIANTS 1024
+typedef struct { int v[FAMILY_MAX_TUNABLES]; } TuneVariant;
+int  tune_variants(const Plan *plan, int module, TuneVariant *out, int max, int *refused);
+/* "BLOCK_SIZE=512,BWD_BLOCK_SIZE=256" */
+void tune_variant_name(const PlanModule *m, const int *values, char *out, size_t n);
+/* Parses a variant name of m back into values; -1 when it does not name every tunable of m with an allowed value. */
+int  tune_variant_parse(const PlanModule *m, const char *name, int *values);
+
+/* What `gpt2gen build` and `train` take from the database (gen/tune_apply.c). */
+typedef struct {
+    int kernels, matmuls, attention;     /* entries used */
+    int stale, overridden;               /* entries ignored: stale; kernel tunables the config sets itself */
+    int other_config;                    /* of the stale: records for other shapes or precisions (other configs) */
+    char other_example[400];
+    AttentionPath attention_path;        /* when attention: the path the database chose */
+} TuneApplied;
+/* Applies db's best records that match env and plan: kernel tunables the config does not set, matmul algorithms,
+   and (for attention = "auto") the attention path. Stale records are reported on msgs: one line each for this
+   shape and precision (another GPU, driver, library or template), one line in all for other shapes or precisions. */
+void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char *cublaslt, TuneApplied *out, FILE *msgs);
+/* Parses a matmul variant string into t; -1 when it is not one. */
+int  tune_algo_parse(const char *variant, MatmulAlgoChoice *t);
+void tune_algo_format(const MatmulAlgoChoice *t, char *out, size_t n);
+#endif

@@ -1,0 +1,348 @@
+/* test_tune: the tuning database without a GPU (gen/tune_db.h): records round trip through the file; a record
+   for another GPU, driver, CUDA, NVRTC, cuDNN, template, shape or precision is stale (ignored, with a message);
+   truncated, garbage and bad-number lines are reported and ignored, never fatal; appends survive a cut-short
+   line; the variants `gpt2gen tune` sweeps respect every declared constraint; and applying the database to a
+   plan takes its values, except where the config sets a tunable itself. Runs from the repository root. */
+#include "tests/check.h"
+#include "gen/tune_db.h"
+#include "common/files.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static Config cfg;
+static Plan plan;
+static char dir[64], path[128];
+static const TuneEnv ENV = {"NVIDIA_H200", "sm_90", "13000", "13000", "13.0", "91400"};
+
+static int make(const char *const *sets, Err *err) {
+    int n = 0;
+    while (sets && sets[n]) n++;
+    if (config_load(&cfg, "configs/tiny.lua", sets, n, err)) return -1;
+    return plan_make(&plan, &cfg, "sm_90", err);
+}
+
+static int module_of(const char *family) {
+    for (int i = 0; i < plan.n_modules; i++)
+        if (!strcmp(plan.modules[i].decl->family, family)) return i;
+    return -1;
+}
+
+/* a best record for family with variant, keyed for this plan and env */
+static TuneRecord best_kernel(const char *family, const char *variant, const TuneEnv *env) {
+    TuneRecord r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.record, sizeof r.record, "best");
+    snprintf(r.what, sizeof r.what, "kernel");
+    snprintf(r.name, sizeof r.name, "%s", family);
+    snprintf(r.variant, sizeof r.variant, "%s", variant);
+    snprintf(r.status, sizeof r.status, "ok");
+    r.us = 10.5;
+    r.default_us = 12.25;
+    tune_key_kernel(&r.key, env, &plan, module_of(family));
+    return r;
+}
+
+/* applies db to plan with the cuBLASLt version "130100"; the messages it printed into text */
+static void apply_capture(const TuneDb *db, TuneApplied *ap, char *text, size_t n) {
+    FILE *msgs = tmpfile();
+    tune_db_apply(db, &ENV, &plan, "130100", ap, msgs);
+    rewind(msgs);
+    size_t got = fread(text, 1, n - 1, msgs);
+    text[got] = 0;
+    fclose(msgs);
+}
+
+static void write_text(const char *text) {
+    Err err;
+    if (write_file_atomic(path, text, strlen(text), &err)) fprintf(stderr, "%s\n", err.msg);
+}
+
+static void test_round_trip(void) {
+    Err err = {{0}};
+    CHECK_OK(make(NULL, &err), &err);
+    TuneDb db;
+    unlink(path);
+    tune_db_load(&db, path, NULL);
+    CHECK(db.missing && db.n == 0, "a missing file: missing %d, %d records", db.missing, db.n);
+    TuneRecord a = best_kernel("layernorm", "BLOCK_SIZE=512,BWD_BLOCK_SIZE=128", &ENV);
+    TuneRecord b = a;
+    snprintf(b.record, sizeof b.record, "measure");
+    snprintf(b.status, sizeof b.status, "mismatch");
+    b.default_us = -1;
+    tune_db_put(&db, &a);
+    tune_db_put(&db, &b);
+    CHECK_OK(tune_db_rewrite(&db, &err), &err);
+    tune_db_free(&db);
+    FILE *msgs = tmpfile();
+    tune_db_load(&db, path, msgs);
+    CHECK(db.n == 2 && db.corrupt == 0 && ftell(msgs) == 0, "%d records, %d corrupt after the round trip", db.n, db.corrupt);
+    const TuneRecord *r = tune_db_find(&db, "best", "kernel", "layernorm", NULL, &a.key, NULL);
+    CHECK(r && !strcmp(r->variant, a.variant) && r->us == a.us && r->default_us == a.default_us,
+          "the best record came back as %s", r ? r->variant : "nothing");
+    r = tune_db_find(&db, "measure", "kernel", "layernorm", a.variant, &a.key, NULL);
+    CHECK(r && !strcmp(r->status, "mismatch") && r->default_us < 0, "the measure record came back wrong");
+    /* appending keeps what is there, and a second best for the same key replaces the first */
+    TuneRecord c = best_kernel("gelu", "BLOCK_SIZE=128", &ENV);
+    CHECK_OK(tune_db_append(&db, &c, &err), &err);
+    tune_db_free(&db);
+    tune_db_load(&db, path, NULL);
+    CHECK(db.n == 3, "%d records after an append", db.n);
+    TuneRecord d = best_kernel("gelu", "BLOCK_SIZE=1024", &ENV);
+    tune_db_put(&db, &d);
+    CHECK(db.n == 3 && !strcmp(tune_db_find(&db, "best", "kernel", "gelu", NULL, &d.key, NULL)->variant, "BLOCK_SIZE=1024"),
+          "a new best did not replace the old one");
+    tune_db_free(&db);
+    fclose(msgs);
+}
+
+static void test_stale(void) {
+    Err err = {{0}};
+    CHECK_OK(make(NULL, &err), &err);
+    TuneRecord base = best_kernel("layernorm", "BLOCK_SIZE=512,BWD_BLOCK_SIZE=128", &ENV);
+    static const char *const why[TUNE_KEY_FIELDS] = {"another GPU", "another arch", "another driver", "another CUDA",
+                                                     "another NVRTC", "another cuDNN", "another template",
+                                                     "another shape", "another precision"};
+    for (int f = 0; f < TUNE_KEY_FIELDS; f++) {
+        TuneRecord r = base;
+        snprintf(r.key.f[f], TUNE_FIELD_MAX, "other%d", f);
+        TuneDb db;
+        memset(&db, 0, sizeof db);
+        snprintf(db.path, sizeof db.path, "%s", path);
+        tune_db_put(&db, &r);
+        CHECK_OK(tune_db_rewrite(&db, &err), &err);
+        tune_db_free(&db);
+        tune_db_load(&db, path, NULL);
+        CHECK_OK(make(NULL, &err), &err);
+        int before = plan.modules[module_of("layernorm")].tunables[0].value;
+        TuneApplied ap;
+        char text[1024];
+        apply_capture(&db, &ap, text, sizeof text);
+        CHECK(ap.kernels == 0 && ap.stale == 1, "field %s: %d used, %d stale", tune_key_names[f], ap.kernels, ap.stale);
+        CHECK(plan.modules[module_of("layernorm")].tunables[0].value == before, "a stale %s record was applied", tune_key_names[f]);
+        CHECK(strstr(text, why[f]) && strstr(text, path) && strstr(text, "ignored"), "field %s: the message was: %s",
+              tune_key_names[f], text);
+        tune_db_free(&db);
+    }
+}
+
+/* records of other configs (shapes) sharing the database: one line in all, not one per record */
+static void test_other_configs_one_line(void) {
+    Err err = {{0}};
+    CHECK_OK(make(NULL, &err), &err);
+    TuneDb db;
+    memset(&db, 0, sizeof db);
+    snprintf(db.path, sizeof db.path, "%s", path);
+    const char *fams[3] = {"layernorm", "gelu", "adamw"};
+    const char *vars[3] = {"BLOCK_SIZE=512,BWD_BLOCK_SIZE=128", "BLOCK_SIZE=128", "BLOCK_SIZE=256"};
+    for (int i = 0; i < 3; i++) {
+        TuneRecord r = best_kernel(fams[i], vars[i], &ENV);
+        snprintf(r.key.f[7], TUNE_FIELD_MAX, "B64,T1024,C768,NH12,L12,V50257,maxT1024,recompute1");
+        tune_db_put(&db, &r);
+    }
+    TuneRecord gpu = best_kernel("encoder", "BLOCK_SIZE=128", &ENV);
+    snprintf(gpu.key.f[0], TUNE_FIELD_MAX, "NVIDIA_A100");
+    tune_db_put(&db, &gpu);
+    TuneApplied ap;
+    char text[2048];
+    apply_capture(&db, &ap, text, sizeof text);
+    int lines = 0;
+    for (char *p = text; *p; p++) lines += *p == '\n';
+    CHECK(ap.kernels == 0 && ap.stale == 4 && ap.other_config == 3, "%d used, %d stale, %d other configs", ap.kernels,
+          ap.stale, ap.other_config);
+    CHECK(lines == 2 && strstr(text, "3 records for other shapes or precisions ignored") && strstr(text, "another GPU"),
+          "the messages were: %s", text);
+    tune_db_free(&db);
+}
+
+static void test_corrupt(void) {
+    static const char *const bad[][2] = {
+        {"best kernel layernorm BLOCK_SIZE=512 us=abc status=ok", "not a time"},
+        {"best kernel layernorm BLOCK_SIZE=512 us=-4 status=ok", "not a time"},
+        {"best kernel layernorm BLOCK_SIZE=512 us=1e999 status=ok", "not a time"},
+        {"garbage", "expected at least 4"},
+        {"best kernel layernorm", "expected at least 4"},
+        {"frobnicate kernel layernorm X=1 us=1 status=ok", "expected measure or best"},
+        {"best kernel layernorm X=1 us=1 status=ok flavour=sweet", "unknown field"},
+        {"best kernel layernorm X=1 us=1 status=ok", "no gpu="},
+        {"best kernel layernorm X=1 status=ok  gpu=a", "two spaces"},
+    };
+    Err err = {{0}};
+    CHECK_OK(make(NULL, &err), &err);
+    TuneRecord good = best_kernel("gelu", "BLOCK_SIZE=128", &ENV);
+    char line[2048];
+    tune_record_format(&good, line, sizeof line);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[4096];
+        snprintf(text, sizeof text, "# comment\n%s\n%s\n", bad[i][0], line);
+        write_text(text);
+        FILE *msgs = tmpfile();
+        TuneDb db;
+        tune_db_load(&db, path, msgs);
+        char out[1024] = "";
+        rewind(msgs);
+        size_t n = fread(out, 1, sizeof out - 1, msgs);
+        out[n] = 0;
+        fclose(msgs);
+        CHECK(db.corrupt == 1 && db.n == 1, "'%s': %d corrupt, %d kept", bad[i][0], db.corrupt, db.n);
+        CHECK(strstr(out, bad[i][1]) && strstr(out, ":2:"), "'%s': the message was: %s", bad[i][0], out);
+        tune_db_free(&db);
+    }
+    /* truncated: the last line cut short (a killed tune), and binary junk */
+    size_t cut = strlen(line) / 2;
+    char text[4096];
+    snprintf(text, sizeof text, "%s\n%.*s", line, (int)cut, line);
+    write_text(text);
+    TuneDb db;
+    FILE *msgs = tmpfile();
+    tune_db_load(&db, path, msgs);
+    CHECK(db.n == 1 && db.corrupt == 1, "truncated: %d kept, %d corrupt", db.n, db.corrupt);
+    /* an append after a cut-short line starts on a line of its own, and both good records load */
+    TuneRecord other = best_kernel("adamw", "BLOCK_SIZE=256", &ENV);
+    CHECK_OK(tune_db_append(&db, &other, &err), &err);
+    tune_db_free(&db);
+    tune_db_load(&db, path, msgs);
+    CHECK(db.n == 2 && db.corrupt == 1, "after an append: %d kept, %d corrupt", db.n, db.corrupt);
+    tune_db_free(&db);
+    char junk[64];
+    for (int i = 0; i < 64; i++) junk[i] = (char)(i * 37 + 1);
+    Err e2;
+    write_file_atomic(path, junk, sizeof junk, &e2);
+    tune_db_load(&db, path, msgs);
+    CHECK(db.n == 0 && db.corrupt >= 1, "junk: %d kept, %d corrupt", db.n, db.corrupt);
+    tune_db_free(&db);
+    fclose(msgs);
+    /* a variant that names no allowed value is reported at apply time, not applied */
+    TuneRecord wrong = best_kernel("layernorm", "BLOCK_SIZE=100,BWD_BLOCK_SIZE=128", &ENV);
+    memset(&db, 0, sizeof db);
+    tune_db_put(&db, &wrong);
+    TuneApplied ap;
+    msgs = tmpfile();
+    tune_db_apply(&db, &ENV, &plan, "130100", &ap, msgs);
+    CHECK(ap.kernels == 0 && ftell(msgs) > 0, "a variant with a disallowed value was applied");
+    fclose(msgs);
+    tune_db_free(&db);
+}
+
+static void test_variants_respect_constraints(void) {
+    Err err = {{0}};
+    const char *sets[] = {"precision=bf16", NULL};
+    CHECK_OK(make(sets, &err), &err);
+    static TuneVariant v[TUNE_MAX_VARIANTS];
+    for (int i = 0; i < plan.n_modules; i++) {
+        const PlanModule *m = &plan.modules[i];
+        int refused = 0, n = tune_variants(&plan, i, v, TUNE_MAX_VARIANTS, &refused);
+        int combos = 1;
+        for (int t = 0; t < m->n_tunables; t++) combos *= m->tunables[t].n_candidates > 0 ? m->tunables[t].n_candidates : 1;
+        CHECK(n >= 1 && n + refused <= combos + 1, "%s: %d variants + %d refused of %d combinations", m->decl->family, n,
+              refused, combos);
+        for (int t = 0; t < m->n_tunables; t++)
+            CHECK(v[0].v[t] == m->tunables[t].value, "%s: the first variant is not the plan's own", m->decl->family);
+        for (int j = 0; j < n; j++) {
+            for (int t = 0; t < m->n_tunables; t++)
+                CHECK(tunable_allowed(&m->decl->tunables[t], v[j].v[t]), "%s: %s=%d is not allowed", m->decl->family,
+                      m->decl->tunables[t].name, v[j].v[t]);
+            KernelEnv env = kernel_env(&cfg, m->decl, v[j].v);
+            char why[512];
+            CHECK(!m->decl->check || !m->decl->check(&env, why, sizeof why), "%s: a variant the check refuses: %s",
+                  m->decl->family, why);
+            for (int k = 0; k < j; k++)
+                CHECK(memcmp(&v[j], &v[k], sizeof v[j]), "%s: variant %d repeats %d", m->decl->family, j, k);
+            char name[256];
+            int back[FAMILY_MAX_TUNABLES] = {0};
+            tune_variant_name(m, v[j].v, name, sizeof name);
+            CHECK(tune_variant_parse(m, name, back) == 0 && !memcmp(back, v[j].v, sizeof(int) * m->n_tunables),
+                  "%s: '%s' does not parse back", m->decl->family, name);
+        }
+    }
+    /* the attention family's check refuses Q_TILE not a multiple of Q_WARP_ROWS: Q_TILE 16 or 48 with 32 */
+    const char *sets1[] = {"precision=bf16", "tune.attention.Q_TILE={64, 16, 48}", "tune.attention.Q_WARP_ROWS={16, 32}", NULL};
+    CHECK_OK(make(sets1, &err), &err);
+    int ai = module_of("attention"), refused = 0;
+    int na = tune_variants(&plan, ai, v, TUNE_MAX_VARIANTS, &refused);
+    for (int j = 0; j < na; j++)
+        CHECK(v[j].v[0] % v[j].v[4] == 0, "Q_TILE %d with Q_WARP_ROWS %d was offered", v[j].v[0], v[j].v[4]);
+    CHECK(refused >= 2, "%d attention combinations refused by the constraints, expected at least 2", refused);
+    /* the config's tune table: a list widens or narrows, one value fixes */
+    const char *sets2[] = {"tune.layernorm.BLOCK_SIZE={64, 96}", "tune.layernorm.BWD_BLOCK_SIZE=512", NULL};
+    CHECK_OK(make(sets2, &err), &err);
+    int n = tune_variants(&plan, module_of("layernorm"), v, TUNE_MAX_VARIANTS, &refused);
+    CHECK(n == 2 && v[0].v[0] == 64 && v[1].v[0] == 96 && v[0].v[1] == 512 && v[1].v[1] == 512,
+          "config lists: %d variants (%d,%d)", n, v[0].v[0], v[0].v[1]);
+}
+
+static void test_apply_and_config_wins(void) {
+    Err err = {{0}};
+    CHECK_OK(make(NULL, &err), &err);
+    TuneDb db;
+    memset(&db, 0, sizeof db);
+    TuneRecord a = best_kernel("layernorm", "BLOCK_SIZE=512,BWD_BLOCK_SIZE=128", &ENV);
+    TuneRecord b = best_kernel("gelu", "BLOCK_SIZE=1024", &ENV);
+    tune_db_put(&db, &a);
+    tune_db_put(&db, &b);
+    TuneRecord mm;
+    memset(&mm, 0, sizeof mm);
+    snprintf(mm.record, sizeof mm.record, "best");
+    snprintf(mm.what, sizeof mm.what, "matmul");
+    tune_db_name(plan.matmuls[MM_CLASSIFIER_DINP].name, mm.name, sizeof mm.name);   /* a name with a space */
+    snprintf(mm.variant, sizeof mm.variant, "algo=2,id=31,tile=20,stages=8,splitk=-1,reduction=2,swizzle=0,custom=0,cluster=32");
+    snprintf(mm.status, sizeof mm.status, "ok");
+    tune_key_matmul(&mm.key, &ENV, &plan, MM_CLASSIFIER_DINP, "130100");
+    tune_db_put(&db, &mm);
+    snprintf(db.path, sizeof db.path, "%s", path);   /* through the file */
+    CHECK_OK(tune_db_rewrite(&db, &err), &err);
+    tune_db_free(&db);
+    tune_db_load(&db, path, NULL);
+    CHECK(db.n == 3 && db.corrupt == 0, "%d records, %d corrupt", db.n, db.corrupt);
+    TuneApplied ap;
+    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    const PlanModule *ln = &plan.modules[module_of("layernorm")];
+    CHECK(ap.kernels == 2 && ap.matmuls == 1, "%d kernel families, %d matmuls applied", ap.kernels, ap.matmuls);
+    CHECK(ln->tunables[0].value == 512 && ln->tunables[1].value == 128 && !strcmp(ln->tunables[0].origin, "tune-db"),
+          "layernorm got %d, %d (%s)", ln->tunables[0].value, ln->tunables[1].value, ln->tunables[0].origin);
+    CHECK(plan.kernels[0].dims.block > 0 && ln->env.tun[0] == 512, "the launches were not recomputed");
+    const MatmulAlgoChoice *c = &plan.matmuls[MM_CLASSIFIER_DINP].algo;
+    CHECK(c->set && c->index == 2 && c->id == 31 && c->tile == 20 && c->splitk == -1 && c->cluster == 32 &&
+          c->m == plan.matmuls[MM_CLASSIFIER_DINP].m &&
+          !plan.matmuls[MM_QKV].algo.set,
+          "the matmul choice came back as set %d index %d id %d", c->set, c->index, c->id);
+    /* another cuBLASLt: that record is stale */
+    CHECK_OK(make(NULL, &err), &err);
+    tune_db_apply(&db, &ENV, &plan, "130200", &ap, NULL);
+    CHECK(ap.matmuls == 0 && ap.stale == 1, "a record for another cuBLASLt was used");
+    /* the config's own value wins over the database */
+    const char *sets[] = {"tune.layernorm.BLOCK_SIZE=64", NULL};
+    CHECK_OK(make(sets, &err), &err);
+    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    ln = &plan.modules[module_of("layernorm")];
+    CHECK(ln->tunables[0].value == 64 && ln->tunables[1].value == 128 && ap.overridden == 1,
+          "with the config's BLOCK_SIZE=64: %d, %d (%d overridden)", ln->tunables[0].value, ln->tunables[1].value, ap.overridden);
+    tune_db_free(&db);
+}
+
+static void test_env_hook(void) {
+    TuneEnv env = ENV;
+    char why[256];
+    CHECK(tune_env_parse(&env, "gpu=NVIDIA_A100 driver=12040", why, sizeof why) == 0 && !strcmp(env.gpu, "NVIDIA_A100") &&
+          !strcmp(env.driver, "12040") && !strcmp(env.arch, "sm_90"), "the hook gave gpu %s driver %s", env.gpu, env.driver);
+    CHECK(tune_env_parse(&env, "colour=blue", why, sizeof why) != 0 && strstr(why, "unknown field"), "colour= was taken");
+}
+
+int main(int argc, char **argv) {
+    CHECK_MAIN_INIT(argc, argv);
+    snprintf(dir, sizeof dir, "build/test-tune-%d", (int)getpid());
+    Err err;
+    mkdir_p(dir, &err);
+    snprintf(path, sizeof path, "%s/tune-db.txt", dir);
+    RUN(test_round_trip);
+    RUN(test_stale);
+    RUN(test_other_configs_one_line);
+    RUN(test_corrupt);
+    RUN(test_variants_respect_constraints);
+    RUN(test_apply_and_config_wins);
+    RUN(test_env_hook);
+    unlink(path);
+    rmdir(dir);
+    return check_summary();
+}
