@@ -104,15 +104,12 @@ void args_tune_db(const Args *a, Config *cfg, Plan *plan) {
             printf("tune db %s: not used (its entries are per GPU: %s); default variants\n", path, err.msg);
         return;
     }
-    TuneDb db;
-    tune_db_load(&db, path, NULL);
-    if (db.missing) {
+    if (!file_exists(path)) {
         if (!a->quiet) printf("tune db %s: not found; default variants (`gpt2gen tune` makes it)\n", path);
-        tune_db_free(&db);
         return;
     }
-    tune_db_free(&db);
-    tune_db_load(&db, path, stderr);   /* corrupt lines: one message each */
+    TuneDb db;
+    tune_db_load(&db, path, stderr);   /* unreadable file, corrupt lines: one message each */
     TuneApplied ap;
     tune_db_apply(&db, &env, plan, cublaslt, &ap, stderr);
     if (ap.attention) cfg->attention = ap.attention_path;

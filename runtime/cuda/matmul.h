@@ -26,8 +26,6 @@ typedef struct {
 int  matmuls_init(Matmuls *mm, const PlanMatmul *entries, int n, Precision p, CUdeviceptr workspace,
                   size_t workspace_size, Err *err);
 void matmuls_destroy(Matmuls *mm);
-/* Entry id on stream: D = alpha op(A) op(B) (+ D when the entry accumulates) (+ bias when it has one),
-   then its epilogue with aux (GELU_AUX: aux gets the pre-activation; DGELU: aux is the pre-activation). */
 /* Up to max (at most MATMUL_MAX_CANDIDATES) of cuBLASLt's heuristic algorithms for entry id, best first. */
 #define MATMUL_MAX_CANDIDATES 32
 int  matmul_candidates(Matmuls *mm, int id, int max, cublasLtMatmulAlgo_t *algos, int *n, Err *err);
@@ -35,6 +33,8 @@ int  matmul_candidates(Matmuls *mm, int id, int max, cublasLtMatmulAlgo_t *algos
 void matmul_use_algo(Matmuls *mm, int id, const cublasLtMatmulAlgo_t *algo);
 /* algo's configuration (cublasLtMatmulAlgoConfigGetAttribute), index being its place among the heuristics. */
 void matmul_algo_describe(const cublasLtMatmulAlgo_t *algo, int index, MatmulAlgoChoice *c);
+/* Entry id on stream: D = alpha op(A) op(B) (+ D when the entry accumulates) (+ bias when it has one),
+   then its epilogue with aux (GELU_AUX: aux gets the pre-activation; DGELU: aux is the pre-activation). */
 int  matmul_run(const Matmuls *mm, int id, CUstream stream, CUdeviceptr D, CUdeviceptr A, CUdeviceptr B,
                 CUdeviceptr bias, CUdeviceptr aux, float alpha, Err *err);
 #endif
