@@ -474,14 +474,15 @@ static int tune_options(Tuner *t, int *argc, char **argv) {
 }
 
 /* the step before and after; 0 when the tuned step's losses match the untuned ones */
-static int compare_steps(Tuner *t, double before, const float *lb, double after, const float *la) {
+static int compare_steps(Tuner *t, double before, const float *lb, double after, const float *la, int twice) {
     double tol = t->cfg.precision == PREC_FP32 ? 1e-4 : 2e-2, worst = 0;
     for (int i = 0; i < 3; i++) {
         double d = fabs((double)la[i] - lb[i]) / fmax(fabs((double)lb[i]), 1e-30);
         if (!(d <= worst)) worst = d;
     }
-    fprintf(t->rep, "step           untuned %.2f ms -> tuned %.2f ms  %.3fx  (B=%d T=%d, %s, mean of 10 steps after 2 warm-up)\n",
-            before, after, before / after, t->cfg.train.batch_size, t->cfg.train.seq_len, precision_name(t->cfg.precision));
+    fprintf(t->rep, "step           untuned %.2f ms -> tuned %.2f ms  %.3fx  (B=%d T=%d, %s, mean of 10 steps after 2 warm-up%s)\n",
+            before, after, before / after, t->cfg.train.batch_size, t->cfg.train.seq_len, precision_name(t->cfg.precision),
+            twice ? "; each the faster of two timings" : "");
     int ok = worst <= tol;
     fprintf(t->rep, "%s tuned step matches the untuned one: losses of 3 steps differ by at most %.2e (tolerance %.0e)\n",
             ok ? "ok" : "FAIL", worst, tol);
@@ -548,7 +549,27 @@ static int run(Tuner *t) {
     if (rc) fprintf(stderr, "gpt2gen tune: building the tuned kernels: %s\n", err.msg);
     fprintf(stderr, "tune: timing the tuned step\n");
     if (!rc && (rc = step_time(tuned, 10, &after, la, &err))) fprintf(stderr, "gpt2gen tune: tuned step: %s\n", err.msg);
-    if (!rc && compare_steps(t, before, lb, after, la)) t->failed++;
+    int twice = !rc && after > before * 1.03;
+    if (twice) {
+        /* A step of a few ms is noisy (host work and launches, not the kernels): time both once more, from the
+           cache, and keep each one's faster time. */
+        double before2 = 0, after2 = 0;
+        float l2[3];
+        fprintf(stderr, "tune: the tuned step was slower (%.2f against %.2f ms): timing both again\n", after, before);
+        AttentionPath chosen = t->cfg.attention;
+        t->cfg.attention = asked;                        /* the untuned step as at first */
+        rc = build_run(&t->plan, t->a.jobs, 1, &st, &err) || step_time(&t->plan, 10, &before2, l2, &err);
+        t->cfg.attention = chosen;
+        rc = rc || build_run(tuned, t->a.jobs, 1, &st, &err) || step_time(tuned, 10, &after2, l2, &err);
+        if (rc) fprintf(stderr, "gpt2gen tune: timing the steps again: %s\n", err.msg);
+        before = fmin(before, before2);
+        after = fmin(after, after2);
+        if (!rc && after > before * 1.03)
+            fprintf(t->rep, "note           the tuned step is slower than the untuned one here: the kernels' own times above did "
+                    "not carry over to the whole step (at this size it is bound by launches and host work); "
+                    "`--no-tune-db` builds the defaults\n");
+    }
+    if (!rc && compare_steps(t, before, lb, after, la, twice)) t->failed++;
     t->cfg.attention = asked;
     for (int i = 0; i < t->plan.n_modules; i++) {
         for (int j = 0; j < fv[i].n; j++) { free(fv[i].jobs[j].cubin); free(fv[i].sources[j]); }
