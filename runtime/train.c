@@ -159,18 +159,7 @@ static TrainState run_state(const Run *r) {
                         .T = c->train.seq_len, .seed = (uint64_t)c->train.seed};
 }
 
-/* The whole AdamW state (num_params each) from the ranks: rank 0's under ZeRO-0 (every rank holds all of it),
-   each rank's shard under ZeRO-1. */
-static int gather_opt_state(Run *r, float *m, float *v, Err *err) {
-    for (int k = 0; k < r->world; k++) {
-        Backend *be = r->rk[k].be;
-        if (be->get_opt_state(be, m + be->opt_offset, v + be->opt_offset, err)) return -1;
-        if (be->opt_count == r->num_params) break;
-    }
-    return 0;
-}
-
-/* The other way: every rank gets its part (all of it, or its shard) of the whole state. */
+/* Every rank gets its part (all of it, or its ZeRO-1 shard) of the whole AdamW state. */
 static int scatter_opt_state(Run *r, const float *m, const float *v, Err *err) {
     for (int k = 0; k < r->world; k++) {
         Backend *be = r->rk[k].be;
@@ -186,9 +175,53 @@ static int set_all_params(Run *r, const float *params, Err *err) {
     return 0;
 }
 
-/* Saves the pair of step: the state, then the model, each written atomically. resume_find takes only pairs
-   whose two files are there and agree, and a save that fails removes the state it wrote, so a failed or
-   killed save leaves the previous complete pair the newest. */
+/* A several-rank save's parts, in order: the state (rank 0's, whole under ZeRO-0) or every rank's state shard
+   (ZeRO-1), the model (rank 0), then the marker done_<step>.bin, which resume needs. The old marker of this step
+   goes first, and a save that fails removes what it wrote, so resume never takes a save that did not finish. */
+static void remove_save(Run *r, int step) {
+    char path[RUNDIR_PATH_MAX], model[RUNDIR_PATH_MAX];
+    rundir_done(r->cfg->checkpoint.dir, step, path);
+    remove(path);
+    for (int k = 0; k < r->world; k++) { rundir_rank_state(r->cfg->checkpoint.dir, step, k, path); remove(path); }
+    rundir_paths(r->cfg->checkpoint.dir, step, model, path);
+    remove(model);
+}
+
+/* Each rank's state file: rank 0's whole state (1 rank, ZeRO-0), or under ZeRO-1 every rank's shard of m, v
+   and the weights. s holds the step, position and scaler; its arrays are set here. */
+static int save_states(Run *r, int step, TrainState *s, const float *params, Err *err) {
+    int parts = r->world > 1 && r->cfg->train.zero_stage == 1 ? r->world : 1, rc = 0;
+    for (int k = 0; k < parts && !rc; k++) {
+        Backend *be = r->rk[k].be;
+        char path[RUNDIR_PATH_MAX];
+        rundir_rank_state(r->cfg->checkpoint.dir, step, k, path);
+        s->rank = k;
+        s->shard_offset = r->world > 1 ? be->opt_offset : 0;
+        s->shard_count = r->world > 1 ? be->opt_count : 0;
+        s->m = xmalloc(be->opt_count * sizeof(float));
+        s->v = xmalloc(be->opt_count * sizeof(float));
+        s->params = (float *)params + be->opt_offset;
+        rc = be->get_opt_state(be, s->m, s->v, err);
+        if (!rc) rc = state_save(path, s, err);
+        free(s->m); free(s->v);
+        s->m = s->v = s->params = NULL;
+    }
+    return rc;
+}
+
+static int write_done(Run *r, int step, Err *err) {
+    char path[RUNDIR_PATH_MAX];
+    rundir_done(r->cfg->checkpoint.dir, step, path);
+    char text[128];
+    int n = snprintf(text, sizeof text, "gpt2gen checkpoint %d: %d ranks, ZeRO-%d, every part written\n", step,
+                     r->world, r->cfg->train.zero_stage);
+    return write_file_atomic(path, text, (size_t)n, err);
+}
+
+/* Saves the checkpoint of step: the state(s), then the model, each written atomically, then with several ranks
+   the marker. resume_find takes only pairs whose files are there and agree (and, with several ranks, whose
+   marker is there), and a save that fails removes what it wrote, so a failed or killed save leaves the previous
+   complete checkpoint the newest. */
 static int save_checkpoint(Run *r, int step, Err *err) {
     const Config *c = r->cfg;
     char model[RUNDIR_PATH_MAX], state[RUNDIR_PATH_MAX];
@@ -197,17 +230,18 @@ static int save_checkpoint(Run *r, int step, Err *err) {
     s.step = step; s.epoch = r->train->epoch; s.row_pos = r->train->row_pos; s.shard_pos = r->train->shard_pos;
     s.sample_rng = r->sample_rng; s.shard_order = r->train->shard_order;
     s.loss_scale = r->scaler.scale; s.loss_scale_clean = r->scaler.clean; s.skipped = r->scaler.skipped;
-    s.m = xmalloc(r->num_params * sizeof(float));
-    s.v = xmalloc(r->num_params * sizeof(float));
-    s.params = xmalloc(r->num_params * sizeof(float));
-    int rc = r->be->get_params(r->be, s.params, err);
-    if (!rc) rc = gather_opt_state(r, s.m, s.v, err);
-    if (!rc) rc = state_save(state, &s, err);
-    if (!rc && checkpoint_save(model, &s.shape, s.params, c->precision != PREC_FP32, err)) { remove(state); rc = -1; }
-    free(s.m); free(s.v); free(s.params);
+    s.zero_stage = r->world > 1 ? c->train.zero_stage : 0;
+    if (r->world > 1) remove_save(r, step);
+    float *params = xmalloc(r->num_params * sizeof(float));
+    int rc = r->be->get_params(r->be, params, err);
+    if (!rc) rc = save_states(r, step, &s, params, err);
+    if (!rc) rc = checkpoint_save(model, &s.shape, params, c->precision != PREC_FP32, err);
+    if (!rc && r->world > 1) rc = write_done(r, step, err);
+    if (rc) { if (r->world > 1) remove_save(r, step); else remove(state); }
+    free(params);
     if (rc) return -1;
     rundir_sync(&r->dir);
-    if (!r->quiet) printf("saved %s and %s\n", model, state);
+    if (!r->quiet) printf("saved %s and %s%s\n", model, state, r->world > 1 && c->train.zero_stage == 1 ? " (and the other ranks' state shards)" : "");
     char *q = json_string(model, strlen(model));
     metrics_line(&r->metrics, "{\"event\":\"checkpoint\",\"step\":%d,\"model\":%s}", step, q);
     free(q);
