@@ -41,6 +41,16 @@ Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char
     return cpu_backend_create(&o, err);
 }
 
+int train_check_ranks(const Config *c, const char *backend, Err *err) {
+    int n = c->train.num_gpus;
+    if (n > 1 && strcmp(backend, "cpu"))
+        return err_set(err, "%s: train.num_gpus = %d: training on several GPUs (NCCL) is not built yet; set it to 1, "
+                       "or emulate %d ranks in one process with --backend cpu", c->path, n, n);
+    if (n > TRAIN_MAX_EMULATED_RANKS)
+        return err_set(err, "%s: train.num_gpus = %d: the CPU backend emulates at most %d ranks", c->path, n, TRAIN_MAX_EMULATED_RANKS);
+    return 0;
+}
+
 int sample_token(const float *logits, int V, float temperature, uint64_t *rng) {
     float mx = logits[0];
     int arg = 0;
@@ -320,11 +330,7 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
     r->dir.lock_fd = -1;
     r->cfg = c;
     r->world = c->train.num_gpus;
-    if (r->world > 1 && strcmp(opt->backend, "cpu"))
-        return err_set(err, "%s: train.num_gpus = %d: training on several GPUs (NCCL) is not built yet; set it to 1, "
-                       "or emulate %d ranks in one process with --backend cpu", c->path, r->world, r->world);
-    if (r->world > TRAIN_MAX_EMULATED_RANKS)
-        return err_set(err, "%s: train.num_gpus = %d: the CPU backend emulates at most %d ranks", c->path, r->world, TRAIN_MAX_EMULATED_RANKS);
+    if (train_check_ranks(c, opt->backend, err)) return -1;
     r->quiet = opt->quiet;
     r->sample_rng = (uint64_t)c->train.seed * 31 + 7;
     size_t sizes[NUM_PARAM_TENSORS];

@@ -28,6 +28,9 @@ int train_run(const Config *cfg, const Plan *plan, const TrainOptions *opt);
 Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *which, Err *err);
 /* Rank ri's backend: under ZeRO-1 with several ranks, it keeps the AdamW state of its shard only. */
 Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char *which, RankInfo ri, Err *err);
+/* train.num_gpus > 1 only with backend "cpu" (named: auto is CUDA on a GPU machine), and at most
+   TRAIN_MAX_EMULATED_RANKS; err says what to do otherwise. */
+int train_check_ranks(const Config *cfg, const char *backend, Err *err);
 /* Samples one token from logits[0..V) at temperature (0: argmax) with the RNG. */
 int sample_token(const float *logits, int V, float temperature, uint64_t *rng);
 #endif
