@@ -60,14 +60,8 @@ static void emu_destroy(Comm *c) { free(c); }
 Comm *comm_emulated_create(int world, Err *err) {
     if (world < 1) { err_set(err, "ranks: world size %d, expected 1 or more", world); return NULL; }
     Comm *c = xcalloc(1, sizeof *c);
-    c->name = "emulated";
-    c->world = world;
-    c->first_rank = 0;
-    c->local = world;
-    c->all_reduce_avg = emu_all_reduce;
-    c->reduce_scatter_avg = emu_reduce_scatter;
-    c->all_gather = emu_all_gather;
-    c->all_reduce_sum_f64 = emu_sum_f64;
-    c->destroy = emu_destroy;
+    *c = (Comm){.name = "emulated", .world = world, .first_rank = 0, .local = world,
+                .all_reduce_avg = emu_all_reduce, .reduce_scatter_avg = emu_reduce_scatter, .all_gather = emu_all_gather,
+                .all_reduce_sum_f64 = emu_sum_f64, .destroy = emu_destroy};
     return c;
 }
