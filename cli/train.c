@@ -42,6 +42,8 @@ int cmd_train(int argc, char **argv) {
     if ((rc = args_load_and_plan(&a, &cfg, &plan))) return rc;
     Err err;
     char arch[16];
+    /* several ranks run only as the CPU emulation, asked for by name (on a GPU machine auto would be CUDA) */
+    if (train_check_ranks(&cfg, backend, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     if (!strcmp(backend, "auto")) {
         if (cuda_device_arch(0, arch, &err) == 0) backend = "cuda";
         else if (cfg.attention == ATTN_CUDNN) {   /* asked for by name: no quiet fallback to the CPU */

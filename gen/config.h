@@ -47,6 +47,7 @@ typedef struct {
         int overfit_batch;                /* debugging: train on the first batch only */
         int grad_accum;                   /* derived: total_batch_size / (B*T*num_gpus) */
         int num_gpus;                     /* default 1 */
+        int zero_stage;                   /* 0: every rank keeps the whole AdamW state; 1 (default): its shard */
         double loss_scale;                /* fp16: the initial dynamic loss scale (runtime/loss_scale.h) */
         int loss_scale_interval;          /* fp16: clean steps before the loss scale doubles */
     } train;

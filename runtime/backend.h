@@ -13,6 +13,9 @@ struct Backend {
     GPT2Shape shape;
     int B, T;
     size_t num_params;
+    /* The parameters whose AdamW state (m, v; master weights on a 16-bit model) this backend keeps and updates:
+       all of them (0, num_params), or under ZeRO-1 this rank's shard (runtime/ranks.h). */
+    size_t opt_offset, opt_count;
     void *impl;
 
     /* Parameters from/to the host (fp32, checkpoint order). With a 16-bit model, set writes both the
@@ -30,13 +33,22 @@ struct Backend {
     /* Global L2 norm of the accumulated gradients. */
     int   (*grad_norm)(Backend *, float *norm, Err *err);
     /* AdamW step number `step` (1-based, for bias correction), gradients multiplied by grad_scale first
-       (clipping). Weight decay only on the tensors gpt2_param_decays() names. */
+       (clipping), on the parameters [opt_offset, opt_offset+opt_count) only. Weight decay only on the tensors
+       gpt2_param_decays() names. */
     int   (*update)(Backend *, float lr, float beta1, float beta2, float eps, float weight_decay,
                     float grad_scale, int step, Err *err);
-    /* Gradients and optimizer state to/from the host (fp32, num_params each), for tests and resume. */
+    /* Gradients (num_params) and optimizer state (opt_count each: m, v of the parameters this backend updates)
+       to/from the host (fp32), for tests and resume. */
     int   (*get_grads)(Backend *, float *grads, Err *err);
     int   (*get_opt_state)(Backend *, float *m, float *v, Err *err);
     int   (*set_opt_state)(Backend *, const float *m, const float *v, Err *err);
+    /* For several ranks (runtime/ranks.h); NULL in a backend that cannot run as one of several ranks yet.
+       The fp32 buffers of num_params that the collectives average (gradients) and gather (parameters): host
+       memory on the CPU backend. grad_sumsq: the sum of squares of gradients [offset, offset+n), in fixed
+       chunks of 65536 from offset summed in order in fp64 (grad_norm is sqrt of the whole range's). */
+    float *(*grad_buffer)(Backend *);
+    float *(*param_buffer)(Backend *);
+    int   (*grad_sumsq)(Backend *, size_t offset, size_t n, double *sumsq, Err *err);
     void  (*destroy)(Backend *);
 };
 
@@ -50,6 +62,7 @@ typedef struct {
        recompute must be the plan's config's (it says so otherwise); the CPU backend ignores the plan */
     const struct Plan *plan;
     int device;                       /* the CUDA backend's GPU ordinal */
+    size_t opt_offset, opt_count;     /* the parameters this backend updates (Backend.opt_offset); count 0: all */
 } BackendOptions;
 
 Backend *cpu_backend_create(const BackendOptions *opt, Err *err);

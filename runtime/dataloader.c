@@ -52,7 +52,7 @@ int dataloader_open(DataLoader *dl, const char *pattern, int B, int T, int rank,
     for (int i = 0; i < dl->n_files; i++) {
         dl->files[i] = xstrdup(g.gl_pathv[i]);   /* glob sorts: the unshuffled order is by name */
         if (read_header_rows(dl->files[i], T, &dl->file_rows[i], err)) { globfree(&g); dataloader_close(dl); return -1; }
-        per_rank_batches += (long)(dl->file_rows[i] / num_ranks) / B;
+        per_rank_batches += (long)(dl->file_rows[i] / ((size_t)num_ranks * B));
     }
     globfree(&g);
     if (per_rank_batches == 0) {
@@ -67,11 +67,11 @@ int dataloader_open(DataLoader *dl, const char *pattern, int B, int T, int rank,
 
 long dataloader_batches_per_epoch(const DataLoader *dl) {
     long n = 0;
-    for (int i = 0; i < dl->n_files; i++) n += (long)(dl->file_rows[i] / dl->num_ranks) / dl->B;
+    for (int i = 0; i < dl->n_files; i++) n += (long)(dl->file_rows[i] / ((size_t)dl->num_ranks * dl->B));
     return n;
 }
 
-/* Loads the shard at shard_pos of the current epoch's order and computes this rank's row order. */
+/* Loads the shard at shard_pos of the current epoch's order and computes its row order. */
 static int load_shard(DataLoader *dl, Err *err) {
     int file = dl->shard_order[dl->shard_pos];
     if (dl->loaded != file) {
@@ -82,14 +82,11 @@ static int load_shard(DataLoader *dl, Err *err) {
         dl->loaded = file;
     }
     long rows = (long)(dl->n_tokens > (size_t)dl->T ? (dl->n_tokens - 1) / dl->T : 0);
-    long *all = xmalloc((rows ? rows : 1) * sizeof(long));
-    for (long i = 0; i < rows; i++) all[i] = i;
-    if (dl->shuffle) shuffle_longs(all, rows, order_seed(dl, 0x5A17ull * (file + 1)));
     free(dl->row_order);
-    dl->n_rows = 0;
-    dl->row_order = xmalloc((rows / dl->num_ranks + 1) * sizeof(long));
-    for (long i = dl->rank; i + (dl->num_ranks - 1 - dl->rank) < rows; i += dl->num_ranks) dl->row_order[dl->n_rows++] = all[i];
-    free(all);
+    dl->row_order = xmalloc((rows ? rows : 1) * sizeof(long));
+    for (long i = 0; i < rows; i++) dl->row_order[i] = i;
+    if (dl->shuffle) shuffle_longs(dl->row_order, rows, order_seed(dl, 0x5A17ull * (file + 1)));
+    dl->n_rows = rows;
     return 0;
 }
 
@@ -107,7 +104,7 @@ int dataloader_seek(DataLoader *dl, long epoch, int shard_pos, long row_pos, Err
     epoch_order(dl);
     if (load_shard(dl, err)) return -1;
     if (row_pos > dl->n_rows)
-        return err_set(err, "data position (epoch %ld, shard %d, row %ld) is past the %ld rows of %s for this rank", epoch,
+        return err_set(err, "data position (epoch %ld, shard %d, row %ld) is past the %ld rows of %s", epoch,
                        shard_pos, row_pos, dl->n_rows, dl->files[dl->shard_order[shard_pos]]);
     dl->row_pos = row_pos;
     return 0;
@@ -116,8 +113,9 @@ int dataloader_seek(DataLoader *dl, long epoch, int shard_pos, long row_pos, Err
 int dataloader_reset(DataLoader *dl, Err *err) { return dataloader_seek(dl, 0, 0, 0, err); }
 
 int dataloader_next(DataLoader *dl, int32_t *inputs, int32_t *targets, Err *err) {
-    /* skip to a shard with a whole batch left for this rank */
-    for (int guard = 0; dl->row_pos + dl->B > dl->n_rows; guard++) {
+    /* skip to a shard with a whole global batch (N*B rows) left */
+    long global = (long)dl->num_ranks * dl->B;
+    for (int guard = 0; dl->row_pos + global > dl->n_rows; guard++) {
         if (guard > dl->n_files + 1) return err_set(err, "no shard holds a whole batch");
         dl->row_pos = 0;
         if (++dl->shard_pos == dl->n_files) { dl->shard_pos = 0; dl->epoch++; epoch_order(dl); }
@@ -125,10 +123,10 @@ int dataloader_next(DataLoader *dl, int32_t *inputs, int32_t *targets, Err *err)
     }
     int T = dl->T;
     for (int b = 0; b < dl->B; b++) {
-        const uint16_t *row = dl->tokens + (size_t)dl->row_order[dl->row_pos + b] * T;
+        const uint16_t *row = dl->tokens + (size_t)dl->row_order[dl->row_pos + (long)dl->rank * dl->B + b] * T;
         for (int t = 0; t < T; t++) { inputs[b * T + t] = row[t]; targets[b * T + t] = row[t + 1]; }
     }
-    dl->row_pos += dl->B;
+    dl->row_pos += global;
     return 0;
 }
 

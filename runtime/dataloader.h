@@ -1,8 +1,13 @@
 /* dataloader: batches of B rows of T+1 consecutive tokens from token shards matched by a glob.
  * Row j of a shard covers tokens [j*T, j*T + T]; inputs are its first T tokens, targets its last T.
  * With shuffle, each epoch visits the shards in a seeded random order and each shard's rows in a seeded
- * random order; rank r of N takes every N-th row of that order. The position is three integers (epoch,
- * shard, row), and the orders are recomputed from (seed, epoch), so a resumed run reads the same batches. */
+ * random order. Ranks: with N ranks of B rows each, a global batch is the next N*B rows of that order, the
+ * batch one rank would read with B*N rows; rank r takes rows r*B .. r*B+B-1 of it. So the ranks' batches
+ * together are exactly the 1-rank global batch, and rank r's batch at micro-step k is the 1-rank loader's
+ * (batch B) micro-batch k*N + r, wherever a shard holds whole global batches. A shard's tail of fewer than N*B
+ * rows is skipped by every rank alike. The position is three integers (epoch, shard, row; the row counts
+ * global rows, the same on every rank), and the orders are recomputed from (seed, epoch), so a resumed run
+ * reads the same batches. */
 #ifndef GPT2GEN_DATALOADER_H
 #define GPT2GEN_DATALOADER_H
 #include <stddef.h>
@@ -18,13 +23,13 @@ typedef struct {
     /* position */
     long epoch;
     int shard_pos;            /* index into shard_order */
-    long row_pos;             /* index into row_order of this rank's rows */
+    long row_pos;             /* index into row_order of the next global batch's first row (rank-independent) */
     /* current shard */
     int *shard_order;
     int loaded;               /* file index loaded, or -1 */
     uint16_t *tokens;
     size_t n_tokens;
-    long *row_order;          /* this rank's rows of the current shard, in visiting order */
+    long *row_order;          /* the current shard's rows, in visiting order (the same on every rank) */
     long n_rows;
 } DataLoader;
 
@@ -37,9 +42,9 @@ int  dataloader_next(DataLoader *dl, int32_t *inputs, int32_t *targets, Err *err
 /* Back to the first batch of epoch 0 (validation reads the same batches each time). */
 int  dataloader_reset(DataLoader *dl, Err *err);
 /* Moves to a saved position (from a resume state). A position outside the data (a negative epoch, a shard
-   position beyond the shards, a row past the rows this rank has in that shard) is refused. */
+   position beyond the shards, a row past the rows of that shard) is refused. */
 int  dataloader_seek(DataLoader *dl, long epoch, int shard_pos, long row_pos, Err *err);
-/* Total batches of one epoch for this rank (for progress and val_batches checks). */
+/* Global batches (N*B rows) of one epoch: each rank reads that many batches (for val_batches). */
 long dataloader_batches_per_epoch(const DataLoader *dl);
 void dataloader_close(DataLoader *dl);
 #endif

@@ -15,6 +15,15 @@ void rundir_paths(const char *dir, int step, char model[RUNDIR_PATH_MAX], char s
     snprintf(state, RUNDIR_PATH_MAX, "%s/state_%08d.bin", dir, step);
 }
 
+void rundir_rank_state(const char *dir, int step, int rank, char path[RUNDIR_PATH_MAX]) {
+    if (rank == 0) snprintf(path, RUNDIR_PATH_MAX, "%s/state_%08d.bin", dir, step);
+    else snprintf(path, RUNDIR_PATH_MAX, "%s/state_%08d.r%d.bin", dir, step, rank);
+}
+
+void rundir_done(const char *dir, int step, char path[RUNDIR_PATH_MAX]) {
+    snprintf(path, RUNDIR_PATH_MAX, "%s/done_%08d.bin", dir, step);
+}
+
 static void lock_path(const RunDir *rd, char path[RUNDIR_PATH_MAX]) { snprintf(path, RUNDIR_PATH_MAX, "%s/run.lock", rd->dir); }
 
 /* s holds only digits (at least one). */
@@ -24,14 +33,21 @@ static int all_digits(const char *s) {
     return 1;
 }
 
-/* The step of a checkpoint file's name ("model_<digits>.bin" or "state_<digits>.bin"), or -1. The rest of the
-   name after the digits is returned in *tail (".bin", or ".bin.tmp.<pid>" for a leftover). */
+/* The step of a checkpoint file's name ("model_<digits>.bin", "state_<digits>.bin", a rank's
+   "state_<digits>.r<rank>.bin" or the marker "done_<digits>.bin"), or -1. The rest of the name after ".bin" is
+   returned in *tail ("", or ".tmp.<pid>" for a leftover). */
 static int step_of(const char *name, const char **tail) {
-    if (strncmp(name, "model_", 6) && strncmp(name, "state_", 6)) return -1;
-    const char *p = name + 6;
+    const char *p;
+    if (!strncmp(name, "model_", 6) || !strncmp(name, "state_", 6)) p = name + 6;
+    else if (!strncmp(name, "done_", 5)) p = name + 5;
+    else return -1;
+    const char *digits = p;
     long step = 0;
     for (; *p >= '0' && *p <= '9' && step <= 0x7fffffff; p++) step = step * 10 + (*p - '0');
-    if (p == name + 6 || step > 0x7fffffff || strncmp(p, ".bin", 4)) return -1;
+    if (p == digits || step > 0x7fffffff) return -1;
+    if (name[0] == 's' && p[0] == '.' && p[1] == 'r' && p[2] >= '0' && p[2] <= '9')
+        for (p += 2; *p >= '0' && *p <= '9'; p++) {}
+    if (strncmp(p, ".bin", 4)) return -1;
     *tail = p + 4;
     return (int)step;
 }
@@ -57,7 +73,7 @@ int rundir_steps(const char *dir, int **steps) {
     return u;
 }
 
-/* Removes model_*.bin.tmp.<pid> and state_*.bin.tmp.<pid>; the caller holds the lock. */
+/* Removes the temporary files of saves (model_*.bin.tmp.<pid>, state_*.bin.tmp.<pid>, ...); the caller holds the lock. */
 static void remove_leftovers(const RunDir *rd) {
     DIR *d = opendir(rd->dir);
     if (!d) return;

@@ -10,6 +10,8 @@
 
 enum { HEADER_INTS = 256, SUM_AT = 24 };
 
+size_t state_count(const TrainState *s) { return s->shard_count ? s->shard_count : s->num_params; }
+
 /* ---------------------------------------------------------------- the checksum (state.h) */
 
 typedef struct { uint64_t h, len; uint32_t half; int has_half; } Sum64;
@@ -51,6 +53,7 @@ static void header_from(int32_t *h, const TrainState *s) {
     h[18] = g->max_seq_len; h[19] = g->vocab_size; h[20] = g->padded_vocab_size; h[21] = g->n_layer; h[22] = g->n_head;
     h[23] = g->n_embd; put64(h, 26, s->seed);
     memcpy(&h[28], &s->loss_scale, 4); h[29] = s->loss_scale_clean; h[30] = s->skipped;
+    if (s->ranks > 1) { h[31] = s->zero_stage; put64(h, 32, s->shard_offset); put64(h, 34, state_count(s)); }
 }
 
 static void header_to(const int32_t *h, TrainState *s) {
@@ -60,12 +63,15 @@ static void header_to(const int32_t *h, TrainState *s) {
     s->shape = (GPT2Shape){h[18], h[19], h[20], h[21], h[22], h[23]};
     s->seed = get64(h, 26);
     if (h[1] >= 3) { memcpy(&s->loss_scale, &h[28], 4); s->loss_scale_clean = h[29]; s->skipped = h[30]; }
+    s->zero_stage = h[1] >= 3 ? h[31] : 0;
+    s->shard_offset = h[1] >= 3 ? get64(h, 32) : 0;
+    s->shard_count = h[1] >= 3 ? get64(h, 34) : 0;
 }
 
 /* The body's parts, in file order. */
 typedef struct { void *p; size_t bytes; } Part;
 static int body_parts(const TrainState *s, Part parts[4]) {
-    size_t n = s->num_params * sizeof(float);
+    size_t n = state_count(s) * sizeof(float);
     parts[0] = (Part){s->m, n}; parts[1] = (Part){s->v, n}; parts[2] = (Part){s->params, n};
     parts[3] = (Part){s->shard_order, (size_t)s->n_shards * sizeof(int32_t)};
     return 4;
@@ -114,7 +120,9 @@ static int check_header(const char *path, const int32_t *h, const TrainState *s,
     if (s->num_params != want_params)
         return err_set(err, "%s: corrupt header: %zu parameters, its shape has %zu", path, s->num_params, want_params);
     if (s->n_shards < 1 || s->n_shards > (1 << 24)) return err_set(err, "%s: corrupt header (%d shards)", path, s->n_shards);
-    unsigned long long want = HEADER_INTS * 4ull + 3ull * s->num_params * sizeof(float) + (unsigned long long)s->n_shards * 4;
+    if (s->shard_offset > s->num_params || s->shard_count > s->num_params - s->shard_offset)
+        return err_set(err, "%s: corrupt header: parameters [%zu, +%zu) of %zu", path, s->shard_offset, s->shard_count, s->num_params);
+    unsigned long long want = HEADER_INTS * 4ull + 3ull * state_count(s) * sizeof(float) + (unsigned long long)s->n_shards * 4;
     if ((unsigned long long)file_bytes != want)
         return err_set(err, "%s: %s: %lld bytes, the header promises %llu", path,
                        (unsigned long long)file_bytes < want ? "truncated" : "has trailing data", file_bytes, want);
@@ -132,6 +140,8 @@ static int is_permutation(const int32_t *a, int n) {
 /* Every field in range (the checksum has shown they are the ones written). */
 static int check_fields(const char *path, const int32_t *h, const TrainState *s, Err *err) {
     if (s->ranks < 1 || s->rank < 0 || s->rank >= s->ranks) return err_set(err, "%s: rank %d of %d ranks is out of range", path, s->rank, s->ranks);
+    if (s->zero_stage != 0 && s->zero_stage != 1) return err_set(err, "%s: zero stage %d, expected 0 or 1", path, s->zero_stage);
+    if (s->ranks == 1 && (s->shard_offset || s->shard_count)) return err_set(err, "%s: a 1-rank state holding a shard", path);
     if (h[4] != 0 && h[4] != 1) return err_set(err, "%s: master-weights flag %d, expected 0 or 1", path, h[4]);
     if (s->shuffle != 0 && s->shuffle != 1) return err_set(err, "%s: shuffle flag %d, expected 0 or 1", path, s->shuffle);
     if (s->step < 0) return err_set(err, "%s: step %d, expected a step >= 0", path, s->step);
@@ -149,7 +159,7 @@ static int check_fields(const char *path, const int32_t *h, const TrainState *s,
 }
 
 static int read_body(const char *path, FILE *f, const int32_t *h, TrainState *s, Err *err) {
-    size_t n = s->num_params;
+    size_t n = state_count(s);
     s->m = xmalloc(n * sizeof(float));
     s->v = xmalloc(n * sizeof(float));
     s->params = xmalloc(n * sizeof(float));
@@ -159,7 +169,9 @@ static int read_body(const char *path, FILE *f, const int32_t *h, TrainState *s,
         if (fread(parts[i].p, 1, parts[i].bytes, f) != parts[i].bytes) return err_set(err, "%s: read error in the body", path);
     if (checksum(h, s) != get64(h, SUM_AT))
         return err_set(err, "%s: checksum mismatch: the file is corrupt (changed after it was written)", path);
-    return check_fields(path, h, s, err);
+    if (check_fields(path, h, s, err)) return -1;
+    s->shard_count = n;
+    return 0;
 }
 
 int state_load(const char *path, TrainState *s, Err *err) {
@@ -184,6 +196,10 @@ int state_load(const char *path, TrainState *s, Err *err) {
 
 int state_check(const char *path, const TrainState *s, const TrainState *want, int max_step, Err *err) {
     if (checkpoint_match_shape(path, &s->shape, &want->shape, "resume state", err)) return -1;
+    if (s->ranks != want->ranks)
+        return err_set(err, "%s: train.num_gpus is %d in the resume state, %d in this run: a run resumes only on as many ranks as "
+                       "saved it; resume with train.num_gpus = %d, or start a new run from its model file with "
+                       "checkpoint.init (AdamW's state and the data position start over)", path, s->ranks, want->ranks, s->ranks);
     const struct { const char *key; int got, want; } f[] = {
         {"train.batch_size", s->B, want->B}, {"train.seq_len", s->T, want->T}, {"train.num_gpus", s->ranks, want->ranks},
         {"the rank", s->rank, want->rank}, {"the shuffle flag", s->shuffle, want->shuffle},

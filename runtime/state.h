@@ -7,7 +7,11 @@
  * position (low, high 32 bits) [11,12]=sampling RNG state (low, high) [13,14]=num_params (low, high)
  * [15]=n shards [16]=B [17]=T [18..23]=the model's shape: maxT, V, Vp, L, NH, C [24,25]=checksum (low, high)
  * [26,27]=train.seed (low, high) [28]=the loss scale (fp32 bits; 1 unless precision fp16) [29]=clean steps since
- * the scale last changed [30]=steps skipped so far (runtime/loss_scale.h); the rest zero. Body: m, v, weights (fp32, num_params each), then the shard order of the epoch (int32 each).
+ * the scale last changed [30]=steps skipped so far (runtime/loss_scale.h); with several ranks, [31]=train.zero_stage
+ * [32,33]=the first parameter this file holds (low, high) [34,35]=how many (low, high; 0: all of them); the rest
+ * zero. Body: m, v, weights (fp32, that many each: all num_params, or a ZeRO-1 rank's shard, runtime/ranks.h),
+ * then the shard order of the epoch (int32 each). A 1-rank state leaves [31..35] zero, byte for byte the file
+ * an earlier gpt2gen wrote.
  *
  * The checksum covers the whole file: its bytes with [24,25] zeroed, as little-endian 64-bit words (the last
  * one zero-padded), then the file's length in bytes, folded by h = (rotl(h, 31) ^ word) * 0x9E3779B97F4A7C15
@@ -31,7 +35,9 @@ typedef struct {
     int shard_pos;
     uint64_t sample_rng;
     size_t num_params;              /* the count of shape's parameters */
-    float *m, *v, *params;          /* num_params each */
+    float *m, *v, *params;          /* count each: the parameters [offset, offset + count) */
+    size_t shard_offset, shard_count; /* the parameters m, v and params hold; count 0 (as saved): all num_params */
+    int zero_stage;                 /* train.zero_stage of the run that saved it (recorded with several ranks) */
     int n_shards;
     int32_t *shard_order;
     GPT2Shape shape;
@@ -43,7 +49,8 @@ typedef struct {
 
 int  state_save(const char *path, const TrainState *s, Err *err);
 /* Reads a state and checks everything the file alone can tell: magic, version, shape and parameter count,
-   file size, checksum, and every field in range (ranks and rank, step >= 0, epoch >= 0, B and T >= 1, the
+   file size, checksum, and every field in range (ranks and rank, the part of the parameters held (after a load
+   shard_count is never 0), step >= 0, epoch >= 0, B and T >= 1, the
    shard position below the shard count, row >= 0, the shard order a permutation, the loss scale a power of two
    in [1, 2^24], clean >= 0, 0 <= skipped <= step). Arrays are malloc'd;
    state_free releases them (and is a no-op after a failed load). Errors name the file. */
@@ -52,4 +59,6 @@ int  state_load(const char *path, TrainState *s, Err *err);
    n_shards, seed) and that its step is at most max_step. Errors name the file and the config key that differs. */
 int  state_check(const char *path, const TrainState *s, const TrainState *want, int max_step, Err *err);
 void state_free(TrainState *s);
+/* The parameters m, v and params hold: shard_count, or all num_params when it is 0. */
+size_t state_count(const TrainState *s);
 #endif

@@ -7,6 +7,7 @@
 #include "runtime/dataloader.h"
 #include "runtime/loss_scale.h"
 #include "runtime/metrics.h"
+#include "runtime/ranks.h"
 #include "runtime/resume.h"
 #include "runtime/rundir.h"
 #include "runtime/schedule.h"
@@ -21,14 +22,33 @@ static volatile sig_atomic_t stop_requested;
 static void on_sigint(int sig) { (void)sig; stop_requested = 1; }
 
 Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *which, Err *err) {
+    return train_make_rank_backend(cfg, plan, which, (RankInfo){0, 1}, err);
+}
+
+Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char *which, RankInfo ri, Err *err) {
     BackendOptions o = {config_shape(cfg), cfg->train.batch_size, cfg->train.seq_len, cfg->precision,
-                        cfg->train.master_weights, cfg->train.recompute, plan, 0};
+                        cfg->train.master_weights, cfg->train.recompute, plan, 0, 0, 0};
+    if (ri.world > 1 && cfg->train.zero_stage == 1) {
+        size_t sizes[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&o.shape, sizes, NULL);
+        ranks_shard(n, ri.world, ri.rank, &o.opt_offset, &o.opt_count);
+        if (o.opt_count == 0) { err_set(err, "%s: train.num_gpus = %d: more ranks than parameters", cfg->path, ri.world); return NULL; }
+    }
     if (!strcmp(which, "cpu")) return cpu_backend_create(&o, err);
     if (!strcmp(which, "cuda")) return cuda_backend_create(&o, err);
     Backend *b = cuda_backend_create(&o, err);
     if (b) return b;
     fprintf(stderr, "gpt2gen: %s; training on the CPU backend (fp32)\n", err->msg);
     return cpu_backend_create(&o, err);
+}
+
+int train_check_ranks(const Config *c, const char *backend, Err *err) {
+    int n = c->train.num_gpus;
+    if (n > 1 && strcmp(backend, "cpu"))
+        return err_set(err, "%s: train.num_gpus = %d: training on several GPUs (NCCL) is not built yet; set it to 1, "
+                       "or emulate %d ranks in one process with --backend cpu", c->path, n, n);
+    if (n > TRAIN_MAX_EMULATED_RANKS)
+        return err_set(err, "%s: train.num_gpus = %d: the CPU backend emulates at most %d ranks", c->path, n, TRAIN_MAX_EMULATED_RANKS);
+    return 0;
 }
 
 int sample_token(const float *logits, int V, float temperature, uint64_t *rng) {
@@ -48,15 +68,26 @@ int sample_token(const float *logits, int V, float temperature, uint64_t *rng) {
 
 /* ---------------------------------------------------------------- the run's pieces */
 
+/* One rank's part of a run: its backend, its rows of the data, its batch. */
 typedef struct {
-    const Config *cfg;
     Backend *be;
     DataLoader train, val;
+    int32_t *inputs, *targets;           /* the training batch (kept across steps in overfit_batch mode) */
+    double loss_sum;                     /* this step's (or this validation's) losses */
+} RankRun;
+
+typedef struct {
+    const Config *cfg;
+    int world;                           /* train.num_gpus ranks, all driven by this process (ranks.h) */
+    RankRun *rk;                         /* world of them; rank 0 samples, logs and writes the model file */
+    Comm *comm;
+    Backend *be;                         /* rk[0].be */
+    DataLoader *train;                   /* &rk[0].train: the data position every rank shares */
     int has_val;
     Tokenizer tok;
     int has_tok;
-    int32_t *inputs, *targets;           /* the training batch (kept across steps in overfit_batch mode) */
     int32_t *eval_inputs, *eval_targets; /* validation batches and sampling */
+    int opened;                          /* ranks whose loaders are open */
     uint64_t sample_rng;
     RunDir dir;
     Metrics metrics;
@@ -66,19 +97,31 @@ typedef struct {
     const char *overflow_hook;           /* GPT2GEN_TEST_OVERFLOW (loss_scale.h), or NULL */
 } Run;
 
-static int validate_loss(Run *r, float *out, Err *err) {
-    if (dataloader_reset(&r->val, err)) return -1;
-    long avail = dataloader_batches_per_epoch(&r->val);
-    int n = r->cfg->eval.val_batches < avail ? r->cfg->eval.val_batches : (int)avail;
-    double sum = 0;
-    for (int i = 0; i < n; i++) {
-        float loss;
-        if (dataloader_next(&r->val, r->eval_inputs, r->eval_targets, err)) return -1;
-        if (r->be->forward(r->be, r->eval_inputs, r->eval_targets, &loss, err)) return -1;
-        sum += loss;
-    }
-    *out = (float)(sum / (n > 0 ? n : 1));
+/* The ranks' loss sums added (all_reduce_sum_f64), divided by count: the global mean. */
+static int global_loss(Run *r, long count, float *out, Err *err) {
+    double *vals[r->world];
+    for (int k = 0; k < r->world; k++) vals[k] = &r->rk[k].loss_sum;
+    if (r->comm->all_reduce_sum_f64(r->comm, vals, err)) return -1;
+    *out = (float)(r->rk[0].loss_sum / (double)(count > 0 ? count : 1));
     return 0;
+}
+
+/* The mean loss over eval.val_batches global batches, each rank on its own rows. */
+static int validate_loss(Run *r, float *out, Err *err) {
+    long avail = dataloader_batches_per_epoch(&r->rk[0].val);
+    int n = r->cfg->eval.val_batches < avail ? r->cfg->eval.val_batches : (int)avail;
+    for (int k = 0; k < r->world; k++) {
+        RankRun *q = &r->rk[k];
+        q->loss_sum = 0;
+        if (dataloader_reset(&q->val, err)) return -1;
+        for (int i = 0; i < n; i++) {
+            float loss;
+            if (dataloader_next(&q->val, r->eval_inputs, r->eval_targets, err)) return -1;
+            if (q->be->forward(q->be, r->eval_inputs, r->eval_targets, &loss, err)) return -1;
+            q->loss_sum += loss;
+        }
+    }
+    return global_loss(r, (long)n * r->world, out, err);
 }
 
 /* Appends the bytes of token id to text (its id in <> without a tokenizer) and prints them. */
@@ -122,32 +165,93 @@ static int sample_text(Run *r, int step, Err *err) {
 static TrainState run_state(const Run *r) {
     const Config *c = r->cfg;
     return (TrainState){.ranks = c->train.num_gpus, .rank = 0, .shuffle = 1, .num_params = r->num_params,
-                        .n_shards = r->train.n_files, .shape = config_shape(c), .B = c->train.batch_size,
+                        .n_shards = r->train->n_files, .shape = config_shape(c), .B = c->train.batch_size,
                         .T = c->train.seq_len, .seed = (uint64_t)c->train.seed};
 }
 
-/* Saves the pair of step: the state, then the model, each written atomically. resume_find takes only pairs
-   whose two files are there and agree, and a save that fails removes the state it wrote, so a failed or
-   killed save leaves the previous complete pair the newest. */
+/* Every rank gets its part (all of it, or its ZeRO-1 shard) of the whole AdamW state. */
+static int scatter_opt_state(Run *r, const float *m, const float *v, Err *err) {
+    for (int k = 0; k < r->world; k++) {
+        Backend *be = r->rk[k].be;
+        if (be->set_opt_state(be, m + be->opt_offset, v + be->opt_offset, err)) return -1;
+    }
+    return 0;
+}
+
+/* Every rank's backend gets the same parameters. */
+static int set_all_params(Run *r, const float *params, Err *err) {
+    for (int k = 0; k < r->world; k++)
+        if (r->rk[k].be->set_params(r->rk[k].be, params, err)) return -1;
+    return 0;
+}
+
+/* A several-rank save's parts, in order: the state (rank 0's, whole under ZeRO-0) or every rank's state shard
+   (ZeRO-1), the model (rank 0), then the marker done_<step>.bin, which resume needs. The old marker of this step
+   goes first, and a save that fails removes what it wrote, so resume never takes a save that did not finish. */
+static void remove_save(Run *r, int step) {
+    char path[RUNDIR_PATH_MAX], model[RUNDIR_PATH_MAX];
+    rundir_done(r->cfg->checkpoint.dir, step, path);
+    remove(path);
+    for (int k = 0; k < r->world; k++) { rundir_rank_state(r->cfg->checkpoint.dir, step, k, path); remove(path); }
+    rundir_paths(r->cfg->checkpoint.dir, step, model, path);
+    remove(model);
+}
+
+/* Each rank's state file: rank 0's whole state (1 rank, ZeRO-0), or under ZeRO-1 every rank's shard of m, v
+   and the weights. s holds the step, position and scaler; its arrays are set here. */
+static int save_states(Run *r, int step, TrainState *s, const float *params, Err *err) {
+    int parts = r->world > 1 && r->cfg->train.zero_stage == 1 ? r->world : 1, rc = 0;
+    for (int k = 0; k < parts && !rc; k++) {
+        Backend *be = r->rk[k].be;
+        char path[RUNDIR_PATH_MAX];
+        rundir_rank_state(r->cfg->checkpoint.dir, step, k, path);
+        s->rank = k;
+        s->shard_offset = r->world > 1 ? be->opt_offset : 0;
+        s->shard_count = r->world > 1 ? be->opt_count : 0;
+        s->m = xmalloc(be->opt_count * sizeof(float));
+        s->v = xmalloc(be->opt_count * sizeof(float));
+        s->params = (float *)params + be->opt_offset;
+        rc = be->get_opt_state(be, s->m, s->v, err);
+        if (!rc) rc = state_save(path, s, err);
+        free(s->m); free(s->v);
+        s->m = s->v = s->params = NULL;
+    }
+    return rc;
+}
+
+static int write_done(Run *r, int step, Err *err) {
+    char path[RUNDIR_PATH_MAX];
+    rundir_done(r->cfg->checkpoint.dir, step, path);
+    char text[128];
+    int n = snprintf(text, sizeof text, "gpt2gen checkpoint %d: %d ranks, ZeRO-%d, every part written\n", step,
+                     r->world, r->cfg->train.zero_stage);
+    return write_file_atomic(path, text, (size_t)n, err);
+}
+
+/* Saves the checkpoint of step: the state(s), then the model, each written atomically, then with several ranks
+   the marker. resume_find takes only pairs whose files are there and agree (and, with several ranks, whose
+   marker is there), and a save that fails removes what it wrote, so a failed or killed save leaves the previous
+   complete checkpoint the newest. */
 static int save_checkpoint(Run *r, int step, Err *err) {
     const Config *c = r->cfg;
     char model[RUNDIR_PATH_MAX], state[RUNDIR_PATH_MAX];
     rundir_paths(c->checkpoint.dir, step, model, state);
     TrainState s = run_state(r);
-    s.step = step; s.epoch = r->train.epoch; s.row_pos = r->train.row_pos; s.shard_pos = r->train.shard_pos;
-    s.sample_rng = r->sample_rng; s.shard_order = r->train.shard_order;
+    s.step = step; s.epoch = r->train->epoch; s.row_pos = r->train->row_pos; s.shard_pos = r->train->shard_pos;
+    s.sample_rng = r->sample_rng; s.shard_order = r->train->shard_order;
     s.loss_scale = r->scaler.scale; s.loss_scale_clean = r->scaler.clean; s.skipped = r->scaler.skipped;
-    s.m = xmalloc(r->num_params * sizeof(float));
-    s.v = xmalloc(r->num_params * sizeof(float));
-    s.params = xmalloc(r->num_params * sizeof(float));
-    int rc = r->be->get_params(r->be, s.params, err);
-    if (!rc) rc = r->be->get_opt_state(r->be, s.m, s.v, err);
-    if (!rc) rc = state_save(state, &s, err);
-    if (!rc && checkpoint_save(model, &s.shape, s.params, c->precision != PREC_FP32, err)) { remove(state); rc = -1; }
-    free(s.m); free(s.v); free(s.params);
+    s.zero_stage = r->world > 1 ? c->train.zero_stage : 0;
+    if (r->world > 1) remove_save(r, step);
+    float *params = xmalloc(r->num_params * sizeof(float));
+    int rc = r->be->get_params(r->be, params, err);
+    if (!rc) rc = save_states(r, step, &s, params, err);
+    if (!rc) rc = checkpoint_save(model, &s.shape, params, c->precision != PREC_FP32, err);
+    if (!rc && r->world > 1) rc = write_done(r, step, err);
+    if (rc) { if (r->world > 1) remove_save(r, step); else remove(state); }
+    free(params);
     if (rc) return -1;
     rundir_sync(&r->dir);
-    if (!r->quiet) printf("saved %s and %s\n", model, state);
+    if (!r->quiet) printf("saved %s and %s%s\n", model, state, r->world > 1 && c->train.zero_stage == 1 ? " (and the other ranks' state shards)" : "");
     char *q = json_string(model, strlen(model));
     metrics_line(&r->metrics, "{\"event\":\"checkpoint\",\"step\":%d,\"model\":%s}", step, q);
     free(q);
@@ -173,11 +277,12 @@ static int resume_from(Run *r, int *step, Err *err) {
     int found = resume_find(&w, &s, model, state, err), rc = 0;
     if (found <= 0) return found;
     Err e;
-    if (dataloader_seek(&r->train, s.epoch, s.shard_pos, s.row_pos, &e)) rc = err_set(err, "%s: %s", state, e.msg);
+    for (int k = 0; k < r->world && !rc; k++)
+        if (dataloader_seek(&r->rk[k].train, s.epoch, s.shard_pos, s.row_pos, &e)) rc = err_set(err, "%s: %s", state, e.msg);
     for (int i = 0; i < s.n_shards && !rc; i++)
-        if (s.shard_order[i] != r->train.shard_order[i]) rc = err_set(err, "%s: its shard order is not this run's", state);
-    if (!rc) rc = r->be->set_params(r->be, s.params, err);
-    if (!rc) rc = r->be->set_opt_state(r->be, s.m, s.v, err);
+        if (s.shard_order[i] != r->train->shard_order[i]) rc = err_set(err, "%s: its shard order is not this run's", state);
+    if (!rc) rc = set_all_params(r, s.params, err);
+    if (!rc) rc = scatter_opt_state(r, s.m, s.v, err);
     if (!rc) { r->sample_rng = s.sample_rng; *step = s.step; printf("resuming from %s (step %d)\n", state, s.step); }
     if (!rc) resume_scaler(&r->scaler, &s, state);
     state_free(&s);
@@ -197,7 +302,7 @@ static int initial_state(Run *r, Err *err) {
         rc = checkpoint_load(c->checkpoint.init, &shape, params, err);
         if (!rc) printf("loaded weights from %s\n", c->checkpoint.init);
     } else gpt2_init_params(&shape, params, (unsigned long)c->train.seed);
-    if (!rc) rc = r->be->set_params(r->be, params, err);
+    if (!rc) rc = set_all_params(r, params, err);
     free(params);
     return rc ? -1 : 0;
 }
@@ -224,8 +329,8 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
     memset(r, 0, sizeof *r);
     r->dir.lock_fd = -1;
     r->cfg = c;
-    if (c->train.num_gpus != 1)
-        return err_set(err, "%s: train.num_gpus = %d: training on several GPUs (NCCL) is not built yet; set it to 1", c->path, c->train.num_gpus);
+    r->world = c->train.num_gpus;
+    if (train_check_ranks(c, opt->backend, err)) return -1;
     r->quiet = opt->quiet;
     r->sample_rng = (uint64_t)c->train.seed * 31 + 7;
     size_t sizes[NUM_PARAM_TENSORS];
@@ -233,61 +338,121 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
     r->num_params = gpt2_param_sizes(&shape, sizes, NULL);
     int B = c->train.batch_size, T = c->train.seq_len;
     if (rundir_open(&r->dir, c->checkpoint.dir, c->checkpoint.resume, err)) return -1;
-    if (dataloader_open(&r->train, c->data.train, B, T, 0, 1, 1, (unsigned long)c->train.seed, c->model.vocab_size, err)) return -1;
-    if (c->eval.val_every > 0 && c->eval.val_batches > 0) {
-        if (dataloader_open(&r->val, c->data.val, B, T, 0, 1, 0, 0, c->model.vocab_size, err)) return -1;
-        r->has_val = 1;
+    r->rk = xcalloc((size_t)r->world, sizeof *r->rk);
+    r->train = &r->rk[0].train;
+    r->has_val = c->eval.val_every > 0 && c->eval.val_batches > 0;
+    for (int k = 0; k < r->world; k++) {
+        RankRun *q = &r->rk[k];
+        /* a loader that failed to open holds nothing, and close_run closes loaders up to the first unopened one */
+        if (dataloader_open(&q->train, c->data.train, B, T, k, r->world, 1, (unsigned long)c->train.seed, c->model.vocab_size, err)) return -1;
+        if (r->has_val && dataloader_open(&q->val, c->data.val, B, T, k, r->world, 0, 0, c->model.vocab_size, err)) {
+            dataloader_close(&q->train);
+            return -1;
+        }
+        r->opened = k + 1;
     }
     if (open_tokenizer(r, err) || metrics_open(&r->metrics, c->checkpoint.dir, err)) return -1;
     loss_scale_init(&r->scaler, c->precision == PREC_FP16, c->train.loss_scale, c->train.loss_scale_interval);
     r->overflow_hook = getenv("GPT2GEN_TEST_OVERFLOW");
     if (loss_scale_hook_check(r->overflow_hook, err)) return -1;
-    r->be = train_make_backend(c, plan, opt->backend, err);
-    if (!r->be) return -1;
-    r->inputs = xmalloc((size_t)B * T * sizeof(int32_t));
-    r->targets = xmalloc((size_t)B * T * sizeof(int32_t));
+    if (!(r->comm = comm_emulated_create(r->world, err))) return -1;
+    for (int k = 0; k < r->world; k++) {
+        RankRun *q = &r->rk[k];
+        if (!(q->be = train_make_rank_backend(c, plan, opt->backend, (RankInfo){k, r->world}, err))) return -1;
+        if (r->world > 1 && (!q->be->grad_buffer || !q->be->param_buffer || !q->be->grad_sumsq))
+            return err_set(err, "the %s backend cannot run as one of several ranks yet", q->be->name);
+        q->inputs = xmalloc((size_t)B * T * sizeof(int32_t));
+        q->targets = xmalloc((size_t)B * T * sizeof(int32_t));
+    }
+    r->be = r->rk[0].be;
     r->eval_inputs = xmalloc((size_t)B * T * sizeof(int32_t));
     r->eval_targets = xmalloc((size_t)B * T * sizeof(int32_t));
     return 0;
 }
 
 static void close_run(Run *r) {
-    if (r->be) r->be->destroy(r->be);
-    dataloader_close(&r->train);
-    if (r->has_val) dataloader_close(&r->val);
+    for (int k = 0; r->rk && k < r->world; k++) {
+        RankRun *q = &r->rk[k];
+        if (q->be) q->be->destroy(q->be);
+        if (k < r->opened) dataloader_close(&q->train);
+        if (k < r->opened && r->has_val) dataloader_close(&q->val);
+        free(q->inputs);
+        free(q->targets);
+    }
+    free(r->rk);
+    if (r->comm) r->comm->destroy(r->comm);
     if (r->has_tok) tokenizer_free(&r->tok);
     metrics_close(&r->metrics);
-    free(r->inputs);
-    free(r->targets);
     free(r->eval_inputs);
     free(r->eval_targets);
     rundir_close(&r->dir);
 }
 
-/* One optimizer step: grad_accum micro-batches with the loss gradient scaled by the loss scale S, the norm of
-   the unscaled gradients, then clip and AdamW, or, on an overflow, a skipped update (runtime/loss_scale.h).
-   *skipped says which; *norm_out is the unscaled norm (not finite when skipped). */
+/* Gradients averaged over the ranks, and the global norm of the averaged gradients (unscaled by nothing:
+   the caller divides by the loss scale). ZeRO-0 all-reduces, ZeRO-1 reduce-scatters (each rank then holds the
+   mean of its shard only). Either way each rank adds up the squares of its own shard, and the sums are added
+   across ranks, so both stages get the same bits, and one rank gets grad_norm's. */
+static int average_grads(Run *r, float *norm, Err *err) {
+    int W = r->world;
+    float *bufs[W];
+    double sumsq[W], *vals[W];
+    for (int k = 0; k < W; k++) { bufs[k] = W > 1 ? r->rk[k].be->grad_buffer(r->rk[k].be) : NULL; vals[k] = &sumsq[k]; }
+    if (W == 1) return r->be->grad_norm(r->be, norm, err);
+    int rc = r->cfg->train.zero_stage == 1 ? r->comm->reduce_scatter_avg(r->comm, bufs, r->num_params, err)
+                                           : r->comm->all_reduce_avg(r->comm, bufs, r->num_params, err);
+    for (int k = 0; k < W && !rc; k++) {
+        size_t off, cnt;
+        ranks_shard(r->num_params, W, k, &off, &cnt);
+        rc = r->rk[k].be->grad_sumsq(r->rk[k].be, off, cnt, &sumsq[k], err);
+    }
+    if (!rc) rc = r->comm->all_reduce_sum_f64(r->comm, vals, err);
+    if (rc) return -1;
+    *norm = (float)sqrt(sumsq[0]);
+    return 0;
+}
+
+/* AdamW on every rank: under ZeRO-0 each rank updates all parameters (the same bits on every rank), under
+   ZeRO-1 its shard, and the shards are then all-gathered. */
+static int update_all(Run *r, float lr, float grad_scale, int t, Err *err) {
+    const Config *c = r->cfg;
+    for (int k = 0; k < r->world; k++) {
+        Backend *be = r->rk[k].be;
+        if (be->update(be, lr, (float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
+                       (float)c->train.weight_decay, grad_scale, t, err)) return -1;
+    }
+    if (r->world == 1 || c->train.zero_stage == 0) return 0;
+    float *bufs[r->world];
+    for (int k = 0; k < r->world; k++) bufs[k] = r->rk[k].be->param_buffer(r->rk[k].be);
+    return r->comm->all_gather(r->comm, bufs, r->num_params, err);
+}
+
+/* One optimizer step: grad_accum micro-batches on every rank with the loss gradient scaled by the loss scale S,
+   the gradients averaged over the ranks, the norm of the unscaled gradients, then clip and AdamW, or, on an
+   overflow, a skipped update (runtime/loss_scale.h). *skipped says which; *norm_out is the unscaled norm (not
+   finite when skipped); *loss_out the mean over every rank's micro-batches. */
 static int train_step(Run *r, int step, float *loss_out, float *norm_out, float *lr_out, int *skipped, Err *err) {
     const Config *c = r->cfg;
-    Backend *be = r->be;
     int accum = c->train.grad_accum;
-    double loss_sum = 0;
     const float S = r->scaler.scale;
-    if (be->zero_grad(be, err)) return -1;
-    for (int micro = 0; micro < accum; micro++) {
-        float loss;
-        int reuse = c->train.overfit_batch && (step > 0 || micro > 0);
-        if (!reuse && dataloader_next(&r->train, r->inputs, r->targets, err)) return -1;
-        if (be->forward(be, r->inputs, r->targets, &loss, err)) return -1;
-        float inject = micro == 0 && loss_scale_hook_hits(r->overflow_hook, step + 1) ? INFINITY : 1.0f;
-        if (be->backward(be, S / accum * inject, err)) return -1;
-        loss_sum += loss;
+    for (int k = 0; k < r->world; k++) {
+        RankRun *q = &r->rk[k];
+        Backend *be = q->be;
+        q->loss_sum = 0;
+        if (be->zero_grad(be, err)) return -1;
+        for (int micro = 0; micro < accum; micro++) {
+            float loss;
+            int reuse = c->train.overfit_batch && (step > 0 || micro > 0);
+            if (!reuse && dataloader_next(&q->train, q->inputs, q->targets, err)) return -1;
+            if (be->forward(be, q->inputs, q->targets, &loss, err)) return -1;
+            float inject = k == 0 && micro == 0 && loss_scale_hook_hits(r->overflow_hook, step + 1) ? INFINITY : 1.0f;
+            if (be->backward(be, S / accum * inject, err)) return -1;
+            q->loss_sum += loss;
+        }
     }
     float scaled_norm;
-    if (be->grad_norm(be, &scaled_norm, err)) return -1;
+    if (average_grads(r, &scaled_norm, err) || global_loss(r, (long)accum * r->world, loss_out, err)) return -1;
     float norm = scaled_norm / S;
     float lr = (float)lr_at(c->train.schedule, c->train.lr, c->train.warmup, c->train.steps, c->train.final_lr_frac, step);
-    *loss_out = (float)(loss_sum / accum);
     *norm_out = norm;
     *lr_out = lr;
     LossScaleVerdict v = loss_scale_after(&r->scaler, scaled_norm);
@@ -298,8 +463,7 @@ static int train_step(Run *r, int step, float *loss_out, float *norm_out, float 
     if (*skipped) return 0;
     float clip = (float)c->train.grad_clip;
     float clip_factor = clip > 0 && norm > clip ? clip / norm : 1.0f;
-    return be->update(be, lr, (float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
-                      (float)c->train.weight_decay, clip_factor / S, step + 1 - r->scaler.skipped, err);
+    return update_all(r, lr, clip_factor / S, step + 1 - r->scaler.skipped, err);
 }
 
 int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
@@ -312,8 +476,10 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
         return EXIT_FAIL;
     }
     GPT2Shape shape = config_shape(c);
-    printf("training %s on %s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", c->name,
-           r.be->name, r.num_params / 1e6, c->train.steps, c->train.total_batch_size, c->train.batch_size,
+    char ranks[96] = "";
+    if (r.world > 1) snprintf(ranks, sizeof ranks, " x %d ranks emulated in one process (ZeRO-%d)", r.world, c->train.zero_stage);
+    printf("training %s on %s%s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", c->name,
+           r.be->name, ranks, r.num_params / 1e6, c->train.steps, c->train.total_batch_size, c->train.batch_size,
            c->train.seq_len, c->train.grad_accum, precision_name(c->precision));
     char *name = json_string(c->name, strlen(c->name)), *backend = json_string(r.be->name, strlen(r.be->name));
     metrics_line(&r.metrics, "{\"event\":\"start\",\"config\":%s,\"backend\":%s,\"step\":%d,\"steps\":%d,\"params\":%zu}",

@@ -9,6 +9,11 @@
 #include "gen/config.h"
 #include "gen/plan.h"
 #include "runtime/backend.h"
+#include "runtime/ranks.h"
+
+/* train.num_gpus > 1 runs that many ranks in this process on the CPU backend (data parallel, ZeRO-0 or 1 by
+   train.zero_stage; runtime/ranks.h); each is a whole CPU backend, hence a cap. */
+enum { TRAIN_MAX_EMULATED_RANKS = 64 };
 
 typedef struct {
     const char *backend;     /* "cpu", "cuda", or "auto" (cuda where there is a GPU, else cpu) */
@@ -21,6 +26,11 @@ int train_run(const Config *cfg, const Plan *plan, const TrainOptions *opt);
 
 /* Pieces the tests use. */
 Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *which, Err *err);
+/* Rank ri's backend: under ZeRO-1 with several ranks, it keeps the AdamW state of its shard only. */
+Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char *which, RankInfo ri, Err *err);
+/* train.num_gpus > 1 only with backend "cpu" (named: auto is CUDA on a GPU machine), and at most
+   TRAIN_MAX_EMULATED_RANKS; err says what to do otherwise. */
+int train_check_ranks(const Config *cfg, const char *backend, Err *err);
 /* Samples one token from logits[0..V) at temperature (0: argmax) with the RNG. */
 int sample_token(const float *logits, int V, float temperature, uint64_t *rng);
 #endif

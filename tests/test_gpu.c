@@ -109,7 +109,7 @@ static void golden_gpu(const char *precision, double loss_tol, double norm_tol, 
     cuda_pick_arch(NULL, cfg.arch, arch, &note);
     if (plan_make(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, &err)) { CHECK(0, "build: %s", err.msg); goto out; }
     if (!cuda_driver_present(why, sizeof why)) { MARK_SKIPPED("%s", why); goto out; }
-    BackendOptions o = {g.shape, g.B, g.T, cfg.precision, cfg.train.master_weights, cfg.train.recompute, &plan, 0};
+    BackendOptions o = {g.shape, g.B, g.T, cfg.precision, cfg.train.master_weights, cfg.train.recompute, &plan, 0, 0, 0};
     be = cuda_backend_create(&o, &err);
     if (!be) { CHECK(0, "%s", err.msg); goto out; }
     CHECK_OK(be->set_params(be, params, &err), &err);
@@ -144,7 +144,7 @@ static void test_gpu_fp16_overflow(void) {
     if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
     const Config *c = &cfgs[i];
     GPT2Shape shape = config_shape(c);
-    BackendOptions o = {shape, c->train.batch_size, c->train.seq_len, c->precision, c->train.master_weights, c->train.recompute, &plans[i], 0};
+    BackendOptions o = {shape, c->train.batch_size, c->train.seq_len, c->precision, c->train.master_weights, c->train.recompute, &plans[i], 0, 0, 0};
     Err err;
     Backend *be = cuda_backend_create(&o, &err);
     if (!be) { CHECK(0, "%s", err.msg); return; }

@@ -228,16 +228,20 @@ static void test_rundir_unusable(void) {
 static void test_rundir_steps(void) {
     const char *d = make_dir("steps");
     const char *names[] = {"model_00000003.bin", "state_00000003.bin", "state_00000010.bin", "model_x.bin",
-                           "model_00000004.bin.tmp.5", "state_00000007.binx", "model_.bin", "metrics.jsonl"};
+                           "model_00000004.bin.tmp.5", "state_00000007.binx", "model_.bin", "metrics.jsonl",
+                           "state_00000012.r3.bin", "done_00000011.bin", "done_00000013.bin.tmp.5", "model_00000014.r1.bin",
+                           "state_00000015.r.bin"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) touch(d, names[i]);
     int *steps, n = rundir_steps(d, &steps);
-    CHECK(n == 2 && steps[0] == 10 && steps[1] == 3, "%d steps: %d, %d", n, n > 0 ? steps[0] : -1, n > 1 ? steps[1] : -1);
+    CHECK(n == 4 && steps[0] == 12 && steps[1] == 11 && steps[2] == 10 && steps[3] == 3, "%d steps: %d, %d, %d, %d", n,
+          n > 0 ? steps[0] : -1, n > 1 ? steps[1] : -1, n > 2 ? steps[2] : -1, n > 3 ? steps[3] : -1);
     free(steps);
 }
 
 /* ---------------------------------------------------------------- resume's choice */
 
-/* A pair at step: a state of sample_state's shape and its model (fp32). */
+/* A pair at step: a state of sample_state's shape and its model (fp32), then (sample_state has 4 ranks) the
+   marker that the save finished on every rank. */
 static void save_pair(const char *dir, int step, float weight) {
     TrainState s = sample_state();
     s.step = step;
@@ -247,6 +251,8 @@ static void save_pair(const char *dir, int step, float weight) {
     Err err;
     CHECK_OK(state_save(state, &s, &err), &err);
     CHECK_OK(checkpoint_save(model, &SHAPE, s.params, 0, &err), &err);
+    rundir_done(dir, step, model);
+    CHECK_OK(write_file_atomic(model, "done\n", 5, &err), &err);
     state_free(&s);
 }
 

@@ -104,21 +104,47 @@ static void test_dataloader_shuffle_and_seek(void) {
     dataloader_close(&a); dataloader_close(&b); dataloader_close(&c);
 }
 
+/* Ranks split every global batch: for N ranks of B rows, rank r's batch is rows r*B..r*B+B-1 of the batch a
+   1-rank loader of N*B rows reads, so together they are that global batch, in order. Shards of 62, 43 and 81
+   rows (tails of every length are skipped), N = 1..4, with and without shuffle, over three epochs. */
 static void test_dataloader_ranks(void) {
     char pat[512];
     Err err;
-    snprintf(pat, sizeof pat, "%s/rows/train_*.bin", tmpdir);
-    DataLoader r0, r1;
-    CHECK_OK(dataloader_open(&r0, pat, 1, 16, 0, 2, 1, 3, 500, &err), &err);
-    CHECK_OK(dataloader_open(&r1, pat, 1, 16, 1, 2, 1, 3, 500, &err), &err);
-    /* each rank reads 31 rows of the first shard; together they must be 62 distinct rows */
-    /* the first shard's 62 rows split into two disjoint sets of 31 */
-    int seen[64] = {0}, dup = 0;
-    for (long i = 0; i < r0.n_rows; i++) dup += seen[r0.row_order[i]]++;
-    for (long i = 0; i < r1.n_rows; i++) dup += seen[r1.row_order[i]]++;
-    CHECK(r0.n_rows == 31 && r1.n_rows == 31, "rows per rank %ld %ld", r0.n_rows, r1.n_rows);
-    CHECK(dup == 0, "%d rows read by both ranks", dup);
-    dataloader_close(&r0); dataloader_close(&r1);
+    snprintf(pat, sizeof pat, "%s/ranks", tmpdir);
+    mkdir_p(pat, &err);
+    const size_t sizes[3] = {1000, 700, 1300};
+    uint16_t *t = malloc(1300 * sizeof(uint16_t));
+    for (int s = 0; s < 3; s++) {
+        for (size_t i = 0; i < sizes[s]; i++) t[i] = (uint16_t)((s * 1300 + i) % 499);
+        snprintf(pat, sizeof pat, "%s/ranks/train_%06d.bin", tmpdir, s);
+        if (shard_write(pat, t, sizes[s], &err)) fprintf(stderr, "%s\n", err.msg);
+    }
+    free(t);
+    snprintf(pat, sizeof pat, "%s/ranks/train_*.bin", tmpdir);
+    enum { B = 2, T = 16, NMAX = 4 };
+    for (int N = 1; N <= NMAX; N++)
+        for (int shuffle = 0; shuffle <= 1; shuffle++) {
+            DataLoader one, rk[NMAX];
+            CHECK_OK(dataloader_open(&one, pat, N * B, T, 0, 1, shuffle, 5, 500, &err), &err);
+            for (int r = 0; r < N; r++) CHECK_OK(dataloader_open(&rk[r], pat, B, T, r, N, shuffle, 5, 500, &err), &err);
+            long per_epoch = dataloader_batches_per_epoch(&one);
+            CHECK(per_epoch == 62 / (N * B) + 43 / (N * B) + 81 / (N * B), "N=%d: %ld global batches an epoch", N, per_epoch);
+            for (int r = 0; r < N; r++) CHECK(dataloader_batches_per_epoch(&rk[r]) == per_epoch, "N=%d rank %d: batches", N, r);
+            int32_t gi[NMAX * B * T], gt[NMAX * B * T], in[B * T], tg[B * T];
+            int bad = 0;
+            for (long k = 0; k < 3 * per_epoch + 1 && !bad; k++) {
+                CHECK_OK(dataloader_next(&one, gi, gt, &err), &err);
+                for (int r = 0; r < N; r++) {
+                    CHECK_OK(dataloader_next(&rk[r], in, tg, &err), &err);
+                    if (memcmp(in, gi + r * B * T, sizeof in) || memcmp(tg, gt + r * B * T, sizeof tg)) bad = 1;
+                    if (rk[r].row_pos != one.row_pos || rk[r].shard_pos != one.shard_pos || rk[r].epoch != one.epoch) bad = 1;
+                }
+                CHECK(!bad, "N=%d shuffle=%d: global batch %ld differs from the ranks' rows", N, shuffle, k);
+            }
+            CHECK(one.epoch == 3, "N=%d: ended in epoch %ld", N, one.epoch);
+            dataloader_close(&one);
+            for (int r = 0; r < N; r++) dataloader_close(&rk[r]);
+        }
 }
 
 static void test_dataloader_errors(void) {

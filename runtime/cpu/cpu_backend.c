@@ -231,13 +231,14 @@ static int cpu_zero_grad(Backend *be, Err *err) {
     return 0;
 }
 
-/* Sum of squares in fixed chunks, the chunk sums added in order: the same bits on any thread count. */
-static int cpu_grad_norm(Backend *be, float *norm, Err *err) {
-    (void)err;
+/* Sum of squares in fixed chunks from offset, the chunk sums added in order: the same bits on any thread count. */
+static int cpu_grad_sumsq(Backend *be, size_t offset, size_t n, double *sumsq, Err *err) {
     enum { CHUNK = 1 << 16 };
-    const float *g = impl(be)->grads;
-    size_t n = be->num_params, nchunks = (n + CHUNK - 1) / CHUNK;
-    double *part = xcalloc(nchunks, sizeof(double));
+    if (offset > be->num_params || n > be->num_params - offset)
+        return err_set(err, "cpu backend: gradient range [%zu, +%zu) is outside the %zu parameters", offset, n, be->num_params);
+    const float *g = impl(be)->grads + offset;
+    size_t nchunks = (n + CHUNK - 1) / CHUNK;
+    double *part = xcalloc(nchunks ? nchunks : 1, sizeof(double));
 #pragma omp parallel for schedule(static)
     for (size_t k = 0; k < nchunks; k++) {
         size_t end = (k + 1) * CHUNK < n ? (k + 1) * CHUNK : n;
@@ -248,7 +249,14 @@ static int cpu_grad_norm(Backend *be, float *norm, Err *err) {
     double total = 0.0;
     for (size_t k = 0; k < nchunks; k++) total += part[k];
     free(part);
-    *norm = (float)sqrt(total);
+    *sumsq = total;
+    return 0;
+}
+
+static int cpu_grad_norm(Backend *be, float *norm, Err *err) {
+    double s;
+    if (cpu_grad_sumsq(be, 0, be->num_params, &s, err)) return -1;
+    *norm = (float)sqrt(s);
     return 0;
 }
 
@@ -256,11 +264,15 @@ static int cpu_update(Backend *be, float lr, float beta1, float beta2, float eps
                       float grad_scale, int step, Err *err) {
     Cpu *c = impl(be);
     if (step < 1) return err_set(err, "cpu backend: update step is %d, expected 1 or more (1-based)", step);
+    size_t lo = be->opt_offset, hi = be->opt_offset + be->opt_count;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t off = c->offsets[i], n = c->sizes[i];
         /* wte rows V..Vp-1 are padding: never updated, so they stay exactly zero */
         if (i == P_WTE) n = (size_t)be->shape.vocab_size * be->shape.n_embd;
-        cpu_adamw(c->params + off, c->grads + off, c->m + off, c->v + off, n, lr, beta1, beta2, eps,
+        /* only the part of the tensor inside this backend's range; m and v start at opt_offset */
+        size_t a = off > lo ? off : lo, e = off + n < hi ? off + n : hi;
+        if (a >= e) continue;
+        cpu_adamw(c->params + a, c->grads + a, c->m + (a - lo), c->v + (a - lo), e - a, lr, beta1, beta2, eps,
                   gpt2_param_decays(i) ? weight_decay : 0.0f, grad_scale, step);
     }
     return 0;
@@ -274,17 +286,20 @@ static int cpu_get_grads(Backend *be, float *grads, Err *err) {
 
 static int cpu_get_opt_state(Backend *be, float *m, float *v, Err *err) {
     (void)err;
-    memcpy(m, impl(be)->m, be->num_params * sizeof(float));
-    memcpy(v, impl(be)->v, be->num_params * sizeof(float));
+    memcpy(m, impl(be)->m, be->opt_count * sizeof(float));
+    memcpy(v, impl(be)->v, be->opt_count * sizeof(float));
     return 0;
 }
 
 static int cpu_set_opt_state(Backend *be, const float *m, const float *v, Err *err) {
     (void)err;
-    memcpy(impl(be)->m, m, be->num_params * sizeof(float));
-    memcpy(impl(be)->v, v, be->num_params * sizeof(float));
+    memcpy(impl(be)->m, m, be->opt_count * sizeof(float));
+    memcpy(impl(be)->v, v, be->opt_count * sizeof(float));
     return 0;
 }
+
+static float *cpu_grad_buffer(Backend *be) { return impl(be)->grads; }
+static float *cpu_param_buffer(Backend *be) { return impl(be)->params; }
 
 static void cpu_destroy(Backend *be) {
     if (!be) return;
@@ -311,6 +326,9 @@ static int check_options(const BackendOptions *o, Err *err) {
     if (s->padded_vocab_size < s->vocab_size)
         return err_set(err, "cpu backend: padded_vocab_size=%d is smaller than vocab_size=%d",
                        s->padded_vocab_size, s->vocab_size);
+    size_t sizes[NUM_PARAM_TENSORS], np = gpt2_param_sizes(s, sizes, NULL);
+    if (o->opt_count && (o->opt_offset > np || o->opt_count > np - o->opt_offset))
+        return err_set(err, "cpu backend: optimizer range [%zu, +%zu) is outside the %zu parameters", o->opt_offset, o->opt_count, np);
     return 0;
 }
 
@@ -325,7 +343,9 @@ Backend *cpu_backend_create(const BackendOptions *opt, Err *err) {
     be->impl = c;
     be->num_params = gpt2_param_sizes(&be->shape, c->sizes, c->offsets);
     c->params = falloc(be->num_params); c->grads = falloc(be->num_params);
-    c->m = falloc(be->num_params); c->v = falloc(be->num_params);
+    be->opt_offset = opt->opt_count ? opt->opt_offset : 0;
+    be->opt_count = opt->opt_count ? opt->opt_count : be->num_params;
+    c->m = falloc(be->opt_count); c->v = falloc(be->opt_count);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) { c->p[i] = c->params + c->offsets[i]; c->g[i] = c->grads + c->offsets[i]; }
     acts_alloc(&c->a, &be->shape, be->B, be->T);
     grads_alloc(&c->d, &be->shape, be->B, be->T);
@@ -338,6 +358,7 @@ Backend *cpu_backend_create(const BackendOptions *opt, Err *err) {
     be->grad_norm = cpu_grad_norm;     be->update = cpu_update;
     be->get_grads = cpu_get_grads;
     be->get_opt_state = cpu_get_opt_state; be->set_opt_state = cpu_set_opt_state;
+    be->grad_buffer = cpu_grad_buffer; be->param_buffer = cpu_param_buffer; be->grad_sumsq = cpu_grad_sumsq;
     be->destroy = cpu_destroy;
     return be;
 }

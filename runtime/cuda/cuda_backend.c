@@ -124,6 +124,8 @@ static void set_methods(Backend *be, const BackendOptions *opt, size_t np) {
     be->B = opt->B;
     be->T = opt->T;
     be->num_params = np;
+    be->opt_offset = 0;
+    be->opt_count = np;
     be->set_params = cu_set_params;
     be->get_params = cu_get_params;
     be->forward = cu_forward;
@@ -141,6 +143,7 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     const Plan *plan = opt->plan;
     if (!plan) { err_set(err, "the CUDA backend needs a plan (gpt2gen build)"); return NULL; }
     if (check_plan(opt, plan, err)) return NULL;
+    if (opt->opt_count) { err_set(err, "the CUDA backend keeps the whole optimizer state: ZeRO-1 shards are not built yet"); return NULL; }
     Cuda *c = xcalloc(1, sizeof *c);
     Backend *be = xcalloc(1, sizeof *be);
     be->impl = c;

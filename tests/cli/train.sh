@@ -100,7 +100,6 @@ expect_fail missing_init_checkpoint "nope.bin" --set checkpoint.init="$WORK/nope
 expect_fail init_of_other_shape "model_00000008.bin" --set checkpoint.init="$WORK/straight/model_00000008.bin" --set model.n_layer=3
 mkdir -p "$WORK/trunc" && cp "$WORK/resumed/model_00000004.bin" "$WORK/trunc/" && head -c 5000 "$WORK/resumed/state_00000004.bin" > "$WORK/trunc/state_00000004.bin"
 expect_fail truncated_state "state_00000004.bin: truncated" --set checkpoint.dir="$WORK/trunc" --resume
-expect_fail multi_gpu_not_yet "train.num_gpus = 2: training on several GPUs (NCCL) is not built yet" --set train.num_gpus=2 --set train.total_batch_size=512
 out=$("$GPT2GEN" train $M --backend gpu 2>&1); rc=$?
 if [ $rc -eq 2 ] && printf '%s' "$out" | grep -qF -- "--backend: expected auto, cpu or cuda, got 'gpu'"; then ok bad_backend_name
 else fail bad_backend_name "exit code $rc (expected 2): $out"; fi

@@ -1,0 +1,96 @@
+#!/bin/sh
+# Several ranks emulated in one process on the CPU backend (train.num_gpus with --backend cpu, runtime/ranks.h):
+# N ranks at batch B give 1 rank's losses with accumulation to the same global batch; ZeRO-0 and ZeRO-1 give the
+# same bits; resume on the same N is exact (ZeRO-1: every rank's state shard, the done_ marker last); a save
+# that did not finish is passed over; another N is refused with what to do; the GPU path still refuses.
+. "$(dirname "$0")/../lib.sh"
+. "$ROOT/tests/train_env.sh"
+run() { "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=512 "$@"; }
+# vals FILE: the step records' loss and norm, then the validation losses, one per line
+vals() { grep -o '"loss":[-0-9.e]*\|"norm":[-0-9.e]*\|"val_loss":[-0-9.e]*' "$1" | cut -d: -f2; }
+
+# N ranks = 1 rank with accumulation. The global batch of 512 tokens is 4 micro-batches of B=4 rows on 1 rank, 2 on
+# each of 2 ranks, 1 on each of 4; rank r's micro-batch m is the 1-rank run's micro-batch m*N+r (the data split),
+# and val_batches (global batches) is scaled so that every run validates on the same 32 rows. Tolerance 1e-4 on
+# losses and norms near 10 and 1: the numbers are the same sums taken in another order (each rank accumulates
+# its micro-batches, then the ranks are averaged), a few fp32 ulps (1e-7 relative) per gradient, which six AdamW
+# steps carry into the losses at about the same relative size; a wrong split, scale or average moves them by 1e-2.
+common="--set train.steps=6 --set eval.val_every=3"
+run $common --set eval.val_batches=8 --set checkpoint.dir="$WORK/one" >/dev/null 2>&1
+vals "$WORK/one/metrics.jsonl" > "$WORK/one.txt"
+for n in 2 4; do
+    out=$(run $common --set eval.val_batches=$((8 / n)) --set train.num_gpus=$n --set checkpoint.dir="$WORK/n$n" 2>&1); rc=$?
+    vals "$WORK/n$n/metrics.jsonl" > "$WORK/n$n.txt"
+    d=$(paste "$WORK/one.txt" "$WORK/n$n.txt" | awk '{d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; c++} END {if (c != 15) print "count " c; else print m + 0}')
+    if [ $rc -eq 0 ] && awk "BEGIN{exit !(\"$d\" + 0 <= 1e-4 && \"$d\" !~ /count/)}"; then ok "ranks_$n""_equal_accumulation (largest difference $d)"
+    else fail "ranks_$n""_equal_accumulation" "rc=$rc, difference $d: $out"; fi
+done
+
+# ZeRO-1 and ZeRO-0: the same bits (the emulated all-reduce is reduce-scatter then all-gather, the norm the same
+# sum), also with shards of unequal size (3 ranks)
+for n in 2 3; do
+    for z in 0 1; do
+        run --set train.num_gpus=$n --set train.total_batch_size=$((128 * n)) \
+            --set train.steps=3 --set train.zero_stage=$z --set checkpoint.dir="$WORK/z$z-$n" >/dev/null 2>&1
+    done
+    if [ -f "$WORK/z0-$n/model_00000003.bin" ] && cmp -s "$WORK/z0-$n/model_00000003.bin" "$WORK/z1-$n/model_00000003.bin" \
+       && [ "$(vals "$WORK/z0-$n/metrics.jsonl")" = "$(vals "$WORK/z1-$n/metrics.jsonl")" ]; then ok "zero1_equals_zero0_$n""_ranks"
+    else fail "zero1_equals_zero0_$n""_ranks" "$(ls "$WORK/z0-$n" "$WORK/z1-$n")"; fi
+done
+if [ -f "$WORK/z1-3/state_00000003.r2.bin" ] && [ ! -f "$WORK/z0-3/state_00000003.r1.bin" ] && [ -f "$WORK/z0-3/done_00000003.bin" ]; then ok zero_checkpoint_files
+else fail zero_checkpoint_files "$(ls "$WORK/z0-3" "$WORK/z1-3")"; fi
+
+# exact resume on 2 ranks, both stages: 8 steps in one go == 4, stop, resume for 4 (every file of step 8 the same)
+for z in 0 1; do
+    run --set train.num_gpus=2 --set train.zero_stage=$z --set checkpoint.dir="$WORK/straight$z" >/dev/null 2>&1
+    run --set train.num_gpus=2 --set train.zero_stage=$z --set checkpoint.dir="$WORK/resumed$z" --set checkpoint.every=4 >/dev/null 2>&1
+    rm -f "$WORK/resumed$z"/*_00000008*
+    out=$(run --set train.num_gpus=2 --set train.zero_stage=$z --set checkpoint.dir="$WORK/resumed$z" --resume 2>&1); rc=$?
+    same=1
+    for f in "$WORK/straight$z"/*_00000008*; do cmp -s "$f" "$WORK/resumed$z/$(basename "$f")" || same=0; done
+    if [ $rc -eq 0 ] && [ $same -eq 1 ] && printf '%s' "$out" | grep -q "resuming from .*state_00000004.bin (step 4)"; then ok "resume_exact_zero$z"
+    else fail "resume_exact_zero$z" "rc=$rc same=$same: $out"; fi
+done
+
+# a ZeRO-0 checkpoint continues under ZeRO-1 (the shards are cut from the whole state): still the same bits
+cp -r "$WORK/resumed0" "$WORK/switch" && rm -f "$WORK/switch"/*_00000008*
+run --set train.num_gpus=2 --set train.zero_stage=1 --set checkpoint.dir="$WORK/switch" --resume >/dev/null 2>&1
+if cmp -s "$WORK/switch/model_00000008.bin" "$WORK/straight0/model_00000008.bin" && [ -f "$WORK/switch/state_00000008.r1.bin" ]; then ok resume_zero0_as_zero1
+else fail resume_zero0_as_zero1 "$(ls "$WORK/switch")"; fi
+
+# a save that did not finish is passed over: no marker, or a rank's shard missing
+for what in done_00000008.bin state_00000008.r1.bin; do
+    rm -rf "$WORK/part" && cp -r "$WORK/straight1" "$WORK/part" && rm "$WORK/part/$what"
+    cp "$WORK/resumed1"/*_00000004* "$WORK/part/"
+    out=$(run --set train.num_gpus=2 --set checkpoint.dir="$WORK/part" --resume --set train.steps=8 2>&1); rc=$?
+    if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "skipped step 8: .*$what" && printf '%s' "$out" | grep -q "resuming from .*state_00000004.bin" \
+       && cmp -s "$WORK/part/model_00000008.bin" "$WORK/straight1/model_00000008.bin"; then ok "incomplete_save_skipped ($what missing)"
+    else fail incomplete_save_skipped "$what: rc=$rc: $out"; fi
+done
+
+# leftovers of a killed several-rank save are removed
+touch "$WORK/part/state_00000012.r1.bin.tmp.99999" "$WORK/part/done_00000012.bin.tmp.99999"
+run --set train.num_gpus=2 --set checkpoint.dir="$WORK/part" --resume --set train.steps=8 >/dev/null 2>&1
+if [ ! -e "$WORK/part/state_00000012.r1.bin.tmp.99999" ] && [ ! -e "$WORK/part/done_00000012.bin.tmp.99999" ]; then ok leftovers_removed
+else fail leftovers_removed "$(ls "$WORK/part")"; fi
+
+# another number of ranks: one clear message, nothing trained
+for n in 1 4; do
+    out=$(run --set train.num_gpus=$n --set checkpoint.dir="$WORK/resumed1" --resume 2>&1); rc=$?
+    if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "train.num_gpus is 2 in the resume state, $n in this run: .*resume with train.num_gpus = 2, or start a new run from its model file with checkpoint.init" \
+       && ! printf '%s' "$out" | grep -q "^step "; then ok "resume_other_num_gpus_$n"
+    else fail "resume_other_num_gpus_$n" "rc=$rc: $out"; fi
+done
+
+# several ranks anywhere but the CPU emulation: refused, as before
+for b in cuda auto; do
+    out=$("$GPT2GEN" train $M --backend $b --set train.num_gpus=2 --set checkpoint.dir="$WORK/gpu" 2>&1); rc=$?
+    if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "train.num_gpus = 2: training on several GPUs (NCCL) is not built yet; set it to 1, or emulate 2 ranks in one process with --backend cpu"; then ok "num_gpus_on_$b""_refused"
+    else fail "num_gpus_on_$b""_refused" "rc=$rc: $out"; fi
+done
+out=$(run --set train.num_gpus=65 --set train.total_batch_size=$((65 * 128)) --set checkpoint.dir="$WORK/many" 2>&1); rc=$?
+if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "train.num_gpus = 65: the CPU backend emulates at most 64 ranks"; then ok too_many_ranks
+else fail too_many_ranks "rc=$rc: $out"; fi
+out=$(run --set train.zero_stage=2 --set checkpoint.dir="$WORK/z2" 2>&1); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "train.zero_stage"; then ok bad_zero_stage; else fail bad_zero_stage "rc=$rc: $out"; fi
+finish

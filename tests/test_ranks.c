@@ -1,0 +1,169 @@
+/* Several ranks (runtime/ranks.h): the ZeRO-1 shards, the emulated collectives against a plain mean, the
+   CPU backend keeping and updating only its shard (a ZeRO-1 rank's optimizer state is 1/N of ZeRO-0's), and a
+   state file holding a shard. The training loop over N ranks is tests/cli/ranks.sh's. */
+#include "runtime/ranks.h"
+#include "common/rng.h"
+#include "common/files.h"
+#include "runtime/state.h"
+#include "runtime/train.h"
+#include "tests/check.h"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void test_shards_cover_once(void) {
+    const size_t ns[] = {0, 1, 5, 1000, 1001, 3321};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        for (int w = 1; w <= 7; w++) {
+            size_t next = 0, S = (ns[i] + w - 1) / w;
+            for (int r = 0; r < w; r++) {
+                size_t off, cnt;
+                ranks_shard(ns[i], w, r, &off, &cnt);
+                CHECK(off == next && cnt <= S, "n=%zu w=%d r=%d: [%zu,+%zu), expected to start at %zu", ns[i], w, r, off, cnt, next);
+                next = off + cnt;
+            }
+            CHECK(next == ns[i], "n=%zu w=%d: shards end at %zu", ns[i], w, next);
+        }
+}
+
+/* The emulated collectives: all-reduce is the rank-order fp32 mean on every rank, and the same bits as
+   reduce-scatter then all-gather; reduce-scatter gives each owner its shard's mean; the f64 sum is the sum. */
+static void test_emulated_collectives(void) {
+    Err err;
+    for (int w = 1; w <= 5; w++) {
+        size_t n = 1001;
+        Comm *c = comm_emulated_create(w, &err);
+        CHECK(c && c->world == w && c->local == w && c->first_rank == 0, "create %d", w);
+        if (!c) return;
+        float *a[8], *b[8], *want = xmalloc(n * sizeof(float));
+        uint64_t rng = 42 + w;
+        for (int r = 0; r < w; r++) {
+            a[r] = xmalloc(n * sizeof(float)); b[r] = xmalloc(n * sizeof(float));
+            for (size_t i = 0; i < n; i++) a[r][i] = b[r][i] = rng_normal(&rng);
+        }
+        for (size_t i = 0; i < n; i++) {
+            float s = a[0][i];
+            for (int r = 1; r < w; r++) s += a[r][i];
+            want[i] = s / (float)w;
+        }
+        CHECK_OK(c->all_reduce_avg(c, a, n, &err), &err);
+        int bad = 0;
+        for (int r = 0; r < w; r++) bad += memcmp(a[r], want, n * sizeof(float)) != 0;
+        CHECK(!bad, "w=%d: all-reduce is not the mean on %d ranks", w, bad);
+        CHECK_OK(c->reduce_scatter_avg(c, b, n, &err), &err);
+        for (int r = 0; r < w; r++) {
+            size_t off, cnt;
+            ranks_shard(n, w, r, &off, &cnt);
+            CHECK(!memcmp(b[r] + off, want + off, cnt * sizeof(float)), "w=%d: rank %d's shard is not the mean", w, r);
+        }
+        CHECK_OK(c->all_gather(c, b, n, &err), &err);
+        for (int r = 0; r < w; r++) bad += memcmp(b[r], want, n * sizeof(float)) != 0;
+        CHECK(!bad, "w=%d: reduce-scatter + all-gather differ from all-reduce on %d ranks", w, bad);
+        double v[8], *vp[8];
+        for (int r = 0; r < w; r++) { v[r] = r + 0.5; vp[r] = &v[r]; }
+        CHECK_OK(c->all_reduce_sum_f64(c, vp, &err), &err);
+        for (int r = 0; r < w; r++) CHECK(v[r] == w * w / 2.0, "w=%d: sum %g", w, v[r]);
+        for (int r = 0; r < w; r++) { free(a[r]); free(b[r]); }
+        free(want);
+        c->destroy(c);
+    }
+    CHECK(comm_emulated_create(0, &err) == NULL && strstr(err.msg, "world size 0"), "world 0: %s", err.msg);
+}
+
+static int load_micro(Config *cfg, int ranks, int zero) {
+    char g[64], z[64], t[64];
+    snprintf(g, sizeof g, "train.num_gpus=%d", ranks);
+    snprintf(z, sizeof z, "train.zero_stage=%d", zero);
+    snprintf(t, sizeof t, "train.total_batch_size=%d", 128 * ranks);
+    const char *sets[] = {g, z, t};
+    Err err;
+    if (config_load(cfg, "tests/configs/micro.lua", sets, 3, &err)) { fprintf(stderr, "%s\n", err.msg); return -1; }
+    return 0;
+}
+
+/* ZeRO-1: rank r's backend keeps m and v of its shard only, 1/N of ZeRO-0's whole state, and its update moves
+   only the parameters of its shard, by exactly what a whole-state backend moves them. */
+static void test_zero1_state_is_a_shard(void) {
+    Config c0, c1;
+    if (load_micro(&c0, 4, 0) || load_micro(&c1, 4, 1)) { CHECK(0, "tests/configs/micro.lua did not load"); return; }
+    Err err;
+    Backend *whole = train_make_rank_backend(&c0, NULL, "cpu", (RankInfo){2, 4}, &err);
+    Backend *part = train_make_rank_backend(&c1, NULL, "cpu", (RankInfo){2, 4}, &err);
+    CHECK(whole && part, "backends: %s", err.msg);
+    if (!whole || !part) { if (whole) whole->destroy(whole); if (part) part->destroy(part); return; }
+    size_t n = whole->num_params, S = (n + 3) / 4;
+    CHECK(whole->opt_offset == 0 && whole->opt_count == n, "ZeRO-0: [%zu,+%zu) of %zu", whole->opt_offset, whole->opt_count, n);
+    CHECK(part->opt_offset == 2 * S && part->opt_count == S, "ZeRO-1 rank 2: [%zu,+%zu), expected [%zu,+%zu)", part->opt_offset, part->opt_count, 2 * S, S);
+    float *p = xmalloc(n * sizeof(float)), *p0 = xmalloc(n * sizeof(float)), *p1 = xmalloc(n * sizeof(float));
+    GPT2Shape shape = config_shape(&c0);
+    gpt2_init_params(&shape, p, 5);
+    int B = c0.train.batch_size, T = c0.train.seq_len;
+    int32_t *in = xmalloc((size_t)B * T * sizeof(int32_t)), *tg = xmalloc((size_t)B * T * sizeof(int32_t));
+    for (int i = 0; i < B * T; i++) { in[i] = (i * 7) % 500; tg[i] = (i * 13 + 1) % 500; }
+    Backend *be[2] = {whole, part};
+    for (int k = 0; k < 2; k++) {
+        float loss;
+        CHECK_OK(be[k]->set_params(be[k], p, &err), &err);
+        CHECK_OK(be[k]->zero_grad(be[k], &err), &err);
+        CHECK_OK(be[k]->forward(be[k], in, tg, &loss, &err), &err);
+        CHECK_OK(be[k]->backward(be[k], 1.0f, &err), &err);
+        CHECK_OK(be[k]->update(be[k], 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, &err), &err);
+    }
+    CHECK_OK(whole->get_params(whole, p0, &err), &err);
+    CHECK_OK(part->get_params(part, p1, &err), &err);
+    size_t lo = part->opt_offset, hi = lo + part->opt_count, moved_outside = 0, differ = 0, moved = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((i < lo || i >= hi) && p1[i] != p[i]) moved_outside++;
+        if (i >= lo && i < hi && p1[i] != p0[i]) differ++;
+        if (i >= lo && i < hi && p1[i] != p[i]) moved++;
+    }
+    CHECK(moved > part->opt_count / 2, "only %zu of the shard's %zu parameters moved", moved, part->opt_count);
+    CHECK(moved_outside == 0, "%zu parameters outside the shard moved", moved_outside);
+    CHECK(differ == 0, "%zu parameters of the shard differ from the whole-state update", differ);
+    float *m = xmalloc(S * sizeof(float)), *v = xmalloc(S * sizeof(float));
+    float *mw = xmalloc(n * sizeof(float)), *vw = xmalloc(n * sizeof(float));
+    CHECK_OK(part->get_opt_state(part, m, v, &err), &err);
+    CHECK_OK(whole->get_opt_state(whole, mw, vw, &err), &err);
+    CHECK(!memcmp(m, mw + lo, S * sizeof(float)) && !memcmp(v, vw + lo, S * sizeof(float)), "the shard's m and v differ");
+    free(m); free(v); free(mw); free(vw); free(p); free(p0); free(p1); free(in); free(tg);
+    whole->destroy(whole);
+    part->destroy(part);
+}
+
+/* A state holding rank 1's shard saves and loads with its range; a header whose range leaves the parameters
+   is refused by name. */
+static void test_state_shard_file(void) {
+    char dir[] = "/tmp/gpt2gen-ranks-XXXXXX", path[600];
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
+    snprintf(path, sizeof path, "%s/state_00000003.r1.bin", dir);
+    GPT2Shape shape = {16, 60, 128, 2, 2, 16};
+    size_t sizes[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&shape, sizes, NULL), off, cnt;
+    ranks_shard(n, 3, 1, &off, &cnt);
+    int32_t order[2] = {1, 0};
+    TrainState s = {.ranks = 3, .rank = 1, .shuffle = 1, .step = 3, .num_params = n, .n_shards = 2, .shard_order = order,
+                    .shape = shape, .B = 2, .T = 8, .seed = 9, .loss_scale = 1, .shard_offset = off, .shard_count = cnt, .zero_stage = 1};
+    s.m = xcalloc(cnt, sizeof(float)); s.v = xcalloc(cnt, sizeof(float)); s.params = xcalloc(cnt, sizeof(float));
+    s.m[cnt - 1] = 3.5f;
+    Err err;
+    TrainState t;
+    CHECK_OK(state_save(path, &s, &err), &err);
+    CHECK_OK(state_load(path, &t, &err), &err);
+    CHECK(t.shard_offset == off && t.shard_count == cnt && t.zero_stage == 1 && t.m && t.m[cnt - 1] == 3.5f,
+          "loaded [%zu,+%zu) zero %d", t.shard_offset, t.shard_count, t.zero_stage);
+    state_free(&t);
+    s.shard_offset = n - 1;       /* a range past the parameters (the checksum is recomputed by the save) */
+    CHECK_OK(state_save(path, &s, &err), &err);
+    CHECK(state_load(path, &t, &err) != 0 && strstr(err.msg, "state_00000003.r1.bin: corrupt header: parameters"), "range: %s", err.msg);
+    free(s.m); free(s.v); free(s.params);
+    unlink(path);
+    rmdir(dir);
+}
+
+int main(int argc, char **argv) {
+    CHECK_MAIN_INIT(argc, argv);
+    RUN(test_shards_cover_once);
+    RUN(test_emulated_collectives);
+    RUN(test_zero1_state_is_a_shard);
+    RUN(test_state_shard_file);
+    return check_summary();
+}
