@@ -167,13 +167,11 @@ static void test_flash_backward_tiles_odd_t(void) {
 #define SHAPES(X, prec) \
     X(prec, 1, 64, 2, 64) X(prec, 2, 100, 3, 64) X(prec, 3, 200, 2, 128) X(prec, 4, 256, 4, 128) \
     X(prec, 2, 1024, 2, 128) X(prec, 1, 2048, 2, 64) X(prec, 1, 2048, 1, 128) X(prec, 64, 1024, 12, 64)
+#define OTHER_PRECISIONS(X) \
+    X(fp16, 2, 100, 3, 64) X(fp16, 4, 256, 4, 128) X(fp16, 1, 2048, 2, 64) X(fp16, 64, 1024, 12, 64) \
+    X(fp32, 2, 100, 3, 64) X(fp32, 1, 256, 2, 128)
 SHAPES(SHAPE, bf16)
-SHAPE(fp16, 2, 100, 3, 64)
-SHAPE(fp16, 4, 256, 4, 128)
-SHAPE(fp16, 1, 2048, 2, 64)
-SHAPE(fp16, 64, 1024, 12, 64)
-SHAPE(fp32, 2, 100, 3, 64)
-SHAPE(fp32, 1, 256, 2, 128)
+OTHER_PRECISIONS(SHAPE)
 #define RUN_SHAPE(prec, B, T, NH, HS) RUN(test_flash_##prec##_b##B##_t##T##_h##NH##_hs##HS);
 
 int main(int argc, char **argv) {
@@ -183,12 +181,7 @@ int main(int argc, char **argv) {
     RUN(test_cudnn_missing_library);
     RUN(test_cudnn_refuses_fp32_and_head_size);
     SHAPES(RUN_SHAPE, bf16)
-    RUN_SHAPE(fp16, 2, 100, 3, 64)
-    RUN_SHAPE(fp16, 4, 256, 4, 128)
-    RUN_SHAPE(fp16, 1, 2048, 2, 64)
-    RUN_SHAPE(fp16, 64, 1024, 12, 64)
-    RUN_SHAPE(fp32, 2, 100, 3, 64)
-    RUN_SHAPE(fp32, 1, 256, 2, 128)
+    OTHER_PRECISIONS(RUN_SHAPE)
     RUN(test_flash_backward_tiles_odd_t);
     RUN(test_flash_tiles_gpt2_124m);
     return check_summary();

@@ -18,10 +18,9 @@
     X(cudnnBackendCreateDescriptor) X(cudnnBackendDestroyDescriptor) X(cudnnBackendSetAttribute) \
     X(cudnnBackendGetAttribute) X(cudnnBackendFinalize) X(cudnnBackendExecute)
 
-#define CUDNN_FIELD(name) __typeof__(&name) name;
 typedef struct {
     void *lib;
-    CUDNN_FUNCS(CUDNN_FIELD)
+    CUDNN_FUNCS(CUDA_API_FIELD)   /* runtime/cuda/cuda_api.h: a pointer field per function */
     __typeof__(&cudnnGetLastErrorString) cudnnGetLastErrorString;   /* optional: cuDNN's detail of the last error */
 } CudnnLib;
 
