@@ -77,8 +77,10 @@ static const char FILL[] =
     "local pad = {}\n"
     "string.pad = pad   -- kept alive through the string library\n"
     "local n = 1\n"
-    "for _, size in ipairs({1 << 16, 1 << 12, 1 << 8, 16}) do\n"
-    "  while pcall(function() pad[n] = string.rep('y', size) .. n end) do n = n + 1 end\n"
+    "local units = {[16] = string.rep('y', 16), [256] = string.rep('y', 256)}   -- rep of 'y' copies byte by byte\n"
+    "for _, size in ipairs({1 << 20, 1 << 16, 1 << 12, 1 << 8, 16}) do\n"
+    "  local unit = units[size < 256 and 16 or 256]\n"
+    "  while pcall(function() pad[n] = string.rep(unit, size // #unit) end) do n = n + 1 end\n"
     "end\n";
 
 static void test_reader_memory_reserve(void) {
