@@ -24,7 +24,8 @@ int args_parse(int argc, char **argv, Args *a, const char *cmd) {
     memset(a, 0, sizeof *a);
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
-        int takes_value = !strcmp(s, "--set") || !strcmp(s, "--arch") || !strcmp(s, "-j") || !strcmp(s, "--backend");
+        int takes_value = !strcmp(s, "--set") || !strcmp(s, "--arch") || !strcmp(s, "-j") || !strcmp(s, "--backend") ||
+                          !strcmp(s, "--gpus");
         if (takes_value && i + 1 == argc) {
             fprintf(stderr, "gpt2gen %s: option '%s' needs a value (see gpt2gen %s --help)\n", cmd, s, cmd);
             return EXIT_USAGE;
@@ -48,6 +49,21 @@ int args_parse(int argc, char **argv, Args *a, const char *cmd) {
                 return EXIT_USAGE;
             }
             a->jobs = (int)j;
+        }
+        else if (!strcmp(s, "--gpus") && strcmp(cmd, "train")) {
+            fprintf(stderr, "gpt2gen %s: --gpus is an option of gpt2gen train\n", cmd);
+            return EXIT_USAGE;
+        } else if (!strcmp(s, "--gpus")) {
+            char *end;
+            errno = 0;
+            long g = strtol(argv[++i], &end, 10);
+            if (errno || end == argv[i] || *end || g < 1 || g > ARGS_MAX_GPUS) {
+                fprintf(stderr, "gpt2gen %s: --gpus: expected a number of GPUs from 1 to %d, got '%s'\n", cmd, ARGS_MAX_GPUS, argv[i]);
+                return EXIT_USAGE;
+            }
+            a->gpus = (int)g;
+            snprintf(a->gpus_set, sizeof a->gpus_set, "train.num_gpus=%d", a->gpus);
+            if (add_set(a, a->gpus_set, cmd)) return EXIT_USAGE;
         }
         else if (!strcmp(s, "-q")) a->quiet = 1;
         else if (!strcmp(s, "--no-tune-db")) a->no_tune_db = 1;
@@ -90,6 +106,11 @@ static void applied_list(const TuneApplied *ap, char *out, size_t n) {
     }
 }
 
+/* args_use_tune_env's: the machine as a child process saw it, in a process that must not start CUDA */
+static const TuneEnv *given_env;
+static const char *given_cublaslt;
+void args_use_tune_env(const TuneEnv *env, const char *cublaslt) { given_env = env; given_cublaslt = cublaslt; }
+
 void args_tune_db(const Args *a, Config *cfg, Plan *plan) {
     const char *path = tune_db_path();
     if (a->no_tune_db) {
@@ -99,7 +120,8 @@ void args_tune_db(const Args *a, Config *cfg, Plan *plan) {
     TuneEnv env;
     char cublaslt[32];
     Err err;
-    if (tune_env_probe(&env, cublaslt, sizeof cublaslt, &err)) {   /* without a GPU, a missing database goes unsaid */
+    if (given_env) { env = *given_env; snprintf(cublaslt, sizeof cublaslt, "%s", given_cublaslt); }
+    else if (tune_env_probe(&env, cublaslt, sizeof cublaslt, &err)) {   /* without a GPU, a missing database goes unsaid */
         if (!a->quiet && file_exists(path))
             printf("tune db %s: not used (its entries are per GPU: %s); default variants\n", path, err.msg);
         return;

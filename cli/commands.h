@@ -5,6 +5,7 @@
 #define GPT2GEN_COMMANDS_H
 #include "gen/config.h"
 #include "gen/plan.h"
+#include "gen/tune_db.h"
 
 int cmd_build(int argc, char **argv);     /* argv[0] is the command's name */
 int cmd_train(int argc, char **argv);
@@ -14,6 +15,7 @@ int cmd_tune(int argc, char **argv);
 
 #define ARGS_MAX_SETS 64     /* --set options (and --resume) on one command line */
 #define ARGS_MAX_JOBS 1024   /* -j */
+#define ARGS_MAX_GPUS 256    /* --gpus: processes one node starts (runtime/launch.h) */
 typedef struct {
     const char *backend;
     const char *config;
@@ -25,6 +27,8 @@ typedef struct {
     int no_tune_db;      /* --no-tune-db: the default variants, whatever the tuning database holds */
     int untuned;         /* gpt2gen tune: the plan without the database, silently (it is the baseline) */
     int help;
+    int gpus;            /* --gpus N (0: not given); it sets train.num_gpus = N */
+    char gpus_set[32];   /* that --set */
 } Args;
 
 /* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
@@ -36,6 +40,8 @@ int args_load_and_plan(const Args *a, Config *cfg, Plan *plan);
    and not where there is no GPU and no database); a stale or corrupt database is reported and ignored. A database choice of attention path sets cfg->attention
    (for attention = "auto" only). */
 void args_tune_db(const Args *a, Config *cfg, Plan *plan);
+/* args_tune_db keys the database with this machine as given (probed by a child process) instead of probing it. */
+void args_use_tune_env(const TuneEnv *env, const char *cublaslt);
 /* parse, load, plan, generate and compile; usage is printed for --help (*done set, returns 0). */
 int args_build(int argc, char **argv, const char *cmd, const char *usage, Config *cfg, Plan *plan, int *done);
 #endif

@@ -1,13 +1,19 @@
 /* gpt2gen train: build, then train on the CUDA backend (or the CPU one). */
 #include "cli/commands.h"
 #include "gen/build.h"
+#include "common/files.h"
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/nccl.h"
+#include "runtime/cuda/tune_env.h"
+#include "runtime/launch.h"
 #include "runtime/train.h"
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static const char *TRAIN_USAGE =
-    "usage: gpt2gen train CONFIG.lua [--backend auto|cpu|cuda] [--set KEY=VALUE]... [--arch sm_XX]\n"
+    "usage: gpt2gen train CONFIG.lua [--backend auto|cpu|cuda] [--gpus N] [--set KEY=VALUE]... [--arch sm_XX]\n"
     "       gpt2gen CONFIG.lua [options]\n"
     "\n"
     "Builds the kernels (as `gpt2gen build`) and trains the model the config describes: gradient accumulation\n"
@@ -17,6 +23,9 @@ static const char *TRAIN_USAGE =
     "\n"
     "options:\n"
     "  --backend B       auto (default: CUDA where there is a GPU, else the CPU backend), cpu or cuda\n"
+    "  --gpus N          train on N GPUs of this machine, a process each (= --set train.num_gpus=N): data\n"
+    "                    parallel over NCCL, ZeRO-1 by train.zero_stage; on the CPU backend, N ranks are\n"
+    "                    emulated in one process\n"
     "  --set KEY=VALUE   override a config value, e.g. --set train.steps=100 (repeatable)\n"
     "  --resume          continue from the newest complete, valid checkpoint in checkpoint.dir\n"
     "                    (= --set checkpoint.resume=true); without it, a checkpoint.dir that holds\n"
@@ -25,7 +34,104 @@ static const char *TRAIN_USAGE =
     "  --no-tune-db      ignore the tuning database (build/tune-db.txt, made by `gpt2gen tune`)\n"
     "  -q                no per-step progress lines\n"
     "\n"
-    "Ctrl-C stops after the current step and saves a checkpoint first.\n";
+    "Ctrl-C stops after the current step and saves a checkpoint first.\n"
+    "\n"
+    "Several nodes: start the same command under mpirun or srun, one process per GPU; the rank and world size\n"
+    "come from the launcher (train.num_gpus follows the world size), and rank 0 hands the others NCCL's id\n"
+    "through a file in checkpoint.dir, which must be on a file system every node shares (or name one in\n"
+    "GPT2GEN_NCCL_ID_FILE). GPT2GEN_NCCL_TIMEOUT (seconds, default 600) bounds every wait on the other ranks.\n";
+
+/* What the launcher's parent learns of the GPUs from a child process: it must not start the CUDA driver itself
+   before it forks (a child of a process that has cannot use CUDA). */
+typedef struct {
+    int count, env_ok;
+    char arch[16], why[sizeof(Err)];
+    TuneEnv env;            /* the tuning database's key for this machine (runtime/cuda/tune_env.h) */
+    char cublaslt[32];
+} GpuProbe;
+
+static int probe_gpus(GpuProbe *p, Err *err) {
+    int fd[2];
+    if (pipe(fd)) return err_set(err, "pipe: cannot ask for the GPUs");
+    fflush(stdout); fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) { close(fd[0]); close(fd[1]); return err_set(err, "fork: cannot ask for the GPUs"); }
+    if (pid == 0) {
+        close(fd[0]);
+        GpuProbe q;
+        memset(&q, 0, sizeof q);
+        Err e = {{0}};
+        if (cuda_device_arch(0, q.arch, &e) || cu.cuDeviceGetCount(&q.count) != CUDA_SUCCESS) q.count = 0;
+        snprintf(q.why, sizeof q.why, "%s", e.msg);
+        q.env_ok = tune_env_probe(&q.env, q.cublaslt, sizeof q.cublaslt, &e) == 0;
+        _exit(write(fd[1], &q, sizeof q) == (ssize_t)sizeof q ? 0 : 1);
+    }
+    close(fd[1]);
+    size_t got = 0;
+    ssize_t k;
+    while (got < sizeof *p && (k = read(fd[0], (char *)p + got, sizeof *p - got)) > 0) got += (size_t)k;
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+    if (got != sizeof *p) return err_set(err, "could not ask for the GPUs (the probe process failed)");
+    if (p->count < 1) return err_set(err, "%s", p->why[0] ? p->why : "no GPU");
+    return 0;
+}
+
+static int make_nccl_id(void *id, size_t len, void *ctx, Err *err) {
+    (void)len; (void)ctx;
+    return nccl_unique_id(id, err);
+}
+
+/* `--gpus N` (or train.num_gpus = N) on the GPU: builds once, then a process per GPU (runtime/launch.h). */
+static int train_local_gpus(Args *a, Config *cfg, Plan *plan) {
+    Err err;
+    int n = cfg->train.num_gpus;
+    static GpuProbe p;
+    if (probe_gpus(&p, &err)) { fprintf(stderr, "gpt2gen: train.num_gpus = %d: %s\n", n, err.msg); return EXIT_FAIL; }
+    if (p.count < n) {
+        fprintf(stderr, "gpt2gen: train.num_gpus = %d, but this machine has %d GPU%s: ask for at most %d, or start "
+                "more processes on other nodes with mpirun or srun\n", n, p.count, p.count == 1 ? "" : "s", p.count);
+        return EXIT_FAIL;
+    }
+    if (!a->arch) a->arch = p.arch;   /* GPU 0's, as the one-process path does */
+    if (p.env_ok) args_use_tune_env(&p.env, p.cublaslt);
+    int rc = args_load_and_plan(a, cfg, plan);
+    if (rc) return rc;
+    if (nccl_load(NULL, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
+    if (build_run(plan, a->jobs, a->quiet, NULL, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
+    int rank;
+    static unsigned char id[NCCL_ID_BYTES];
+    rc = launch_local(n, 10.0, NCCL_ID_BYTES, make_nccl_id, NULL, &rank, id, &err);
+    if (rc == -1) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
+    if (rc != LAUNCH_CHILD) return rc;
+    TrainOptions opt = {"cuda", a->quiet, rank, n, rank, id};
+    return train_run(cfg, plan, &opt);
+}
+
+/* One process of several that mpirun or srun started: rank 0 builds and hands out NCCL's id through a file
+   (runtime/launch.h), the others wait for it and then build (from the kernel cache rank 0 filled). */
+static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan) {
+    Err err;
+    int rc = args_load_and_plan(a, cfg, plan);
+    if (rc) return rc;
+    char path[1200];
+    double timeout;
+    static unsigned char id[NCCL_ID_BYTES];
+    if (nccl_timeout(&timeout, &err) || nccl_load(NULL, &err) || mkdir_p(cfg->checkpoint.dir, &err) ||
+        launch_id_file_path(le, cfg->checkpoint.dir, path, sizeof path, &err)) {
+        fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg);
+        return EXIT_FAIL;
+    }
+    if (le->rank == 0) rc = build_run(plan, a->jobs, a->quiet, NULL, &err) || nccl_unique_id(id, &err) ||
+                            launch_share_id_file(path, 0, id, NCCL_ID_BYTES, timeout, &err);
+    else rc = launch_share_id_file(path, le->rank, id, NCCL_ID_BYTES, timeout, &err) ||
+              build_run(plan, a->jobs, 1, NULL, &err);
+    if (rc) { fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg); return EXIT_FAIL; }
+    TrainOptions opt = {"cuda", a->quiet, le->rank, le->world, le->local_rank, id};
+    rc = train_run(cfg, plan, &opt);
+    if (le->rank == 0) launch_id_file_remove(path);
+    return rc;
+}
 
 int cmd_train(int argc, char **argv) {
     Args a;
@@ -39,11 +145,33 @@ int cmd_train(int argc, char **argv) {
     }
     static Config cfg;
     static Plan plan;
-    if ((rc = args_load_and_plan(&a, &cfg, &plan))) return rc;
     Err err;
+    /* started by mpirun or srun (or our own launcher): the launcher's world is train.num_gpus */
+    LaunchEnv le;
+    if (launch_env(&le, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
+    static char world_set[32];
+    if (le.world > 1) {
+        if (a.gpus && a.gpus != le.world) {
+            fprintf(stderr, "gpt2gen: --gpus %d, but %s started %d processes: leave --gpus out under a launcher\n",
+                    a.gpus, le.how, le.world);
+            return EXIT_USAGE;
+        }
+        if (!strcmp(backend, "cpu")) {
+            fprintf(stderr, "gpt2gen: %s started %d processes: several processes train on GPUs only\n", le.how, le.world);
+            return EXIT_USAGE;
+        }
+        snprintf(world_set, sizeof world_set, "train.num_gpus=%d", le.world);
+        if (a.n_sets == ARGS_MAX_SETS) { fprintf(stderr, "gpt2gen train: too many --set options\n"); return EXIT_USAGE; }
+        a.sets[a.n_sets++] = world_set;
+    }
+    /* the config alone first (no CUDA in this process yet): several GPUs on one machine fork first */
+    if (config_load(&cfg, a.config, a.sets, a.n_sets, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
+    if (le.world > 1) return train_launched(&a, &le, &cfg, &plan);
+    if (cfg.train.num_gpus > 1 && strcmp(backend, "cpu")) return train_local_gpus(&a, &cfg, &plan);
+    if ((rc = args_load_and_plan(&a, &cfg, &plan))) return rc;
     char arch[16];
-    /* several ranks run only as the CPU emulation, asked for by name (on a GPU machine auto would be CUDA) */
-    if (train_check_ranks(&cfg, backend, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
+    /* several ranks in one process run only as the CPU emulation, asked for by name */
+    if (train_check_ranks(&cfg, backend, 1, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     if (!strcmp(backend, "auto")) {
         if (cuda_device_arch(0, arch, &err) == 0) backend = "cuda";
         else if (cfg.attention == ATTN_CUDNN) {   /* asked for by name: no quiet fallback to the CPU */
@@ -60,7 +188,7 @@ int cmd_train(int argc, char **argv) {
         }
         if (build_run(&plan, a.jobs, a.quiet, NULL, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     }
-    TrainOptions opt = {backend, a.quiet};
+    TrainOptions opt = {backend, a.quiet, 0, 1, 0, NULL};
     return train_run(&cfg, &plan, &opt);
 }
 

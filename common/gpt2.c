@@ -53,3 +53,18 @@ double gpt2_flops_per_token(const GPT2Shape *s, int T) {
     double n = (double)gpt2_param_sizes(s, sz, NULL);
     return 6.0 * n + 6.0 * s->n_layer * s->n_embd * (double)T;
 }
+
+static size_t shard_size(size_t n, int world) {
+    size_t S = (n + (size_t)world - 1) / (size_t)world;
+    return (S + RANKS_SHARD_ALIGN - 1) / RANKS_SHARD_ALIGN * RANKS_SHARD_ALIGN;
+}
+
+size_t ranks_padded(size_t n, int world) { return shard_size(n, world) * (size_t)world; }
+
+void ranks_shard(size_t n, int world, int rank, size_t *offset, size_t *count) {
+    size_t S = shard_size(n, world), lo = S * (size_t)rank, hi = lo + S;
+    if (lo > n) lo = n;
+    if (hi > n) hi = n;
+    *offset = lo;
+    *count = hi - lo;
+}

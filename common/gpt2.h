@@ -24,6 +24,13 @@ extern const char *const gpt2_param_names[NUM_PARAM_TENSORS];
 
 /* Element counts of each tensor and their sum. offsets[i] = sum of sizes[0..i). */
 size_t gpt2_param_sizes(const GPT2Shape *s, size_t sizes[NUM_PARAM_TENSORS], size_t offsets[NUM_PARAM_TENSORS]);
+/* Data parallelism's ZeRO-1 shards of the n parameters among world ranks: rank r's is [*offset, *offset + *count)
+   = [r*S, min(n, (r+1)*S)), S = ceil(n/world) rounded up to RANKS_SHARD_ALIGN elements (16-byte vector loads
+   and NCCL's chunks start aligned); the last ones may be shorter or empty. Device buffers that collectives cut
+   into shards are padded to world*S elements (ranks_padded). */
+enum { RANKS_SHARD_ALIGN = 64 };
+void   ranks_shard(size_t n, int world, int rank, size_t *offset, size_t *count);
+size_t ranks_padded(size_t n, int world);
 /* 1 if tensor i gets weight decay (the 2-D weights: wte, wpe, qkvw, attprojw, fcw, fcprojw). */
 int    gpt2_param_decays(int i);
 /* Fresh init (SPEC section 1), seeded: two calls with one seed give identical bits. */

@@ -223,8 +223,8 @@ const FamilyDecl kernel_families[] = {
     {"adamw", "templates/adamw.cu", "the AdamW update of one parameter tensor",
      {{"BLOCK_SIZE", 512, {128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"adamw_update",
-       {X(params), F32(master), CX(grads), F32(m), F32(v), I64(n), FLOAT(lr), FLOAT(beta1), FLOAT(beta2), FLOAT(bc1),
-        FLOAT(bc2), FLOAT(eps), FLOAT(wd), FLOAT(grad_scale)},
+       {X(params), F32(master), CX(grads), F32(m), F32(v), I64(n), I64(idx0), FLOAT(lr), FLOAT(beta1), FLOAT(beta2),
+        FLOAT(bc1), FLOAT(bc2), FLOAT(eps), FLOAT(wd), FLOAT(grad_scale)},
        ADAMW_BLOCK, 5, adamw_dims, "ceil(n / BLOCK_SIZE)"}}},
     {0},
 };

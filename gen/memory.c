@@ -42,11 +42,16 @@ void memory_plan(PlanMemory *mem, const Config *c, const Plan *plan) {
     size_t ln_layers = c->train.recompute >= 2 ? 1 : L, gelu_layers = c->train.recompute >= 1 ? 1 : L;
     size_t ln_stride = c->train.recompute >= 2 ? 0 : BT * C * x, gelu_stride = c->train.recompute >= 1 ? 0 : BT * 4 * C * x;
 
-    place(&lo, BUF_PARAMS, "params", MEM_PARAMS, np * x, 0);
-    place(&lo, BUF_GRADS, "grads", MEM_GRADS, np * x, 0);
-    place(&lo, BUF_ADAM_M, "adam_m", MEM_OPTIMIZER, np * 4, 0);
-    place(&lo, BUF_ADAM_V, "adam_v", MEM_OPTIMIZER, np * 4, 0);
-    place(&lo, BUF_MASTER, "master_weights", MEM_OPTIMIZER, master ? np * 4 : 0, 0);
+    /* several ranks: the parameters and gradients padded to equal shards for the collectives; under ZeRO-1 a
+       rank keeps the AdamW state and master weights of its shard only (common/gpt2.h, ranks_shard) */
+    int world = c->train.num_gpus;
+    size_t npad = world > 1 ? ranks_padded(np, world) : np;
+    size_t nopt = world > 1 && c->train.zero_stage == 1 ? npad / (size_t)world : np;
+    place(&lo, BUF_PARAMS, "params", MEM_PARAMS, npad * x, 0);
+    place(&lo, BUF_GRADS, "grads", MEM_GRADS, npad * x, 0);
+    place(&lo, BUF_ADAM_M, "adam_m", MEM_OPTIMIZER, nopt * 4, 0);
+    place(&lo, BUF_ADAM_V, "adam_v", MEM_OPTIMIZER, nopt * 4, 0);
+    place(&lo, BUF_MASTER, "master_weights", MEM_OPTIMIZER, master ? nopt * 4 : 0, 0);
 
     place(&lo, BUF_ENCODED, "encoded", MEM_ACTIVATIONS, BT * C * x, 0);
     place(&lo, BUF_LN1, "ln1", MEM_ACTIVATIONS, ln_layers * BT * C * x, ln_stride);

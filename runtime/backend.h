@@ -42,12 +42,13 @@ struct Backend {
     int   (*get_grads)(Backend *, float *grads, Err *err);
     int   (*get_opt_state)(Backend *, float *m, float *v, Err *err);
     int   (*set_opt_state)(Backend *, const float *m, const float *v, Err *err);
-    /* For several ranks (runtime/ranks.h); NULL in a backend that cannot run as one of several ranks yet.
-       The fp32 buffers of num_params that the collectives average (gradients) and gather (parameters): host
-       memory on the CPU backend. grad_sumsq: the sum of squares of gradients [offset, offset+n), in fixed
-       chunks of 65536 from offset summed in order in fp64 (grad_norm is sqrt of the whole range's). */
-    float *(*grad_buffer)(Backend *);
-    float *(*param_buffer)(Backend *);
+    /* For several ranks (runtime/ranks.h). The buffers of num_params (padded to ranks_padded on the GPU) that
+       the collectives average (gradients) and gather (parameters), in the number format comm_prec: fp32 host
+       memory on the CPU backend, floatX device memory (a CUdeviceptr) on the GPU. grad_sumsq: the sum of squares
+       of gradients [offset, offset+n) in fp64, summed in a fixed order (grad_norm is sqrt of the whole range's). */
+    Precision comm_prec;
+    void *(*grad_buffer)(Backend *);
+    void *(*param_buffer)(Backend *);
     int   (*grad_sumsq)(Backend *, size_t offset, size_t n, double *sumsq, Err *err);
     void  (*destroy)(Backend *);
 };

@@ -2,14 +2,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void ranks_shard(size_t n, int world, int rank, size_t *offset, size_t *count) {
-    size_t S = (n + (size_t)world - 1) / (size_t)world, lo = S * (size_t)rank, hi = lo + S;
-    if (lo > n) lo = n;
-    if (hi > n) hi = n;
-    *offset = lo;
-    *count = hi - lo;
-}
-
 /* dst[i] = (sum over r, in rank order, of bufs[r][i]) / world, for i in [lo, hi) */
 static void mean_into(float *dst, float *const *bufs, int world, size_t lo, size_t hi) {
 #pragma omp parallel for schedule(static)
@@ -20,8 +12,14 @@ static void mean_into(float *dst, float *const *bufs, int world, size_t lo, size
     }
 }
 
-static int emu_reduce_scatter(Comm *c, float *const *bufs, size_t n, Err *err) {
-    (void)err;
+/* the CPU backend's buffers are fp32 */
+static int emu_type(CommType t, Err *err) {
+    return t == COMM_F32 ? 0 : err_set(err, "ranks: the emulated collectives take fp32 buffers only");
+}
+
+static int emu_reduce_scatter(Comm *c, void *const *vbufs, CommType t, size_t n, Err *err) {
+    if (emu_type(t, err)) return -1;
+    float *const *bufs = (float *const *)vbufs;
     /* each shard's mean goes to its owner; the owners' shards are disjoint, so writing them in place is safe */
     for (int r = 0; r < c->world; r++) {
         size_t off, cnt;
@@ -31,8 +29,9 @@ static int emu_reduce_scatter(Comm *c, float *const *bufs, size_t n, Err *err) {
     return 0;
 }
 
-static int emu_all_gather(Comm *c, float *const *bufs, size_t n, Err *err) {
-    (void)err;
+static int emu_all_gather(Comm *c, void *const *vbufs, CommType t, size_t n, Err *err) {
+    if (emu_type(t, err)) return -1;
+    float *const *bufs = (float *const *)vbufs;
     for (int r = 0; r < c->world; r++) {
         size_t off, cnt;
         ranks_shard(n, c->world, r, &off, &cnt);
@@ -43,8 +42,8 @@ static int emu_all_gather(Comm *c, float *const *bufs, size_t n, Err *err) {
 }
 
 /* reduce-scatter then all-gather: the same bits as ZeRO-1's two halves */
-static int emu_all_reduce(Comm *c, float *const *bufs, size_t n, Err *err) {
-    return emu_reduce_scatter(c, bufs, n, err) || emu_all_gather(c, bufs, n, err) ? -1 : 0;
+static int emu_all_reduce(Comm *c, void *const *bufs, CommType t, size_t n, Err *err) {
+    return emu_reduce_scatter(c, bufs, t, n, err) || emu_all_gather(c, bufs, t, n, err) ? -1 : 0;
 }
 
 static int emu_sum_f64(Comm *c, double *const *vals, Err *err) {

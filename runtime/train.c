@@ -4,6 +4,7 @@
 #include "common/rng.h"
 #include <stdio.h>
 #include "runtime/checkpoint.h"
+#include "runtime/cuda/nccl.h"
 #include "runtime/dataloader.h"
 #include "runtime/loss_scale.h"
 #include "runtime/metrics.h"
@@ -17,17 +18,18 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t stop_requested;
 static void on_sigint(int sig) { (void)sig; stop_requested = 1; }
 
 Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *which, Err *err) {
-    return train_make_rank_backend(cfg, plan, which, (RankInfo){0, 1}, err);
+    return train_make_rank_backend(cfg, plan, which, (RankInfo){0, 1, 0}, err);
 }
 
 Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char *which, RankInfo ri, Err *err) {
     BackendOptions o = {config_shape(cfg), cfg->train.batch_size, cfg->train.seq_len, cfg->precision,
-                        cfg->train.master_weights, cfg->train.recompute, plan, 0, 0, 0};
+                        cfg->train.master_weights, cfg->train.recompute, plan, ri.device, 0, 0};
     if (ri.world > 1 && cfg->train.zero_stage == 1) {
         size_t sizes[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&o.shape, sizes, NULL);
         ranks_shard(n, ri.world, ri.rank, &o.opt_offset, &o.opt_count);
@@ -41,11 +43,21 @@ Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char
     return cpu_backend_create(&o, err);
 }
 
-int train_check_ranks(const Config *c, const char *backend, Err *err) {
+int train_check_ranks(const Config *c, const char *backend, int procs, Err *err) {
     int n = c->train.num_gpus;
+    if (procs > 1) {
+        if (!strcmp(backend, "cpu"))
+            return err_set(err, "%s: %d processes on the CPU backend: several processes train on GPUs only (one process "
+                           "emulates several ranks on the CPU)", c->path, procs);
+        if (n != procs)
+            return err_set(err, "%s: train.num_gpus = %d, but %d processes were started: they must agree (--gpus N sets "
+                           "both)", c->path, n, procs);
+        return 0;
+    }
     if (n > 1 && strcmp(backend, "cpu"))
-        return err_set(err, "%s: train.num_gpus = %d: training on several GPUs (NCCL) is not built yet; set it to 1, "
-                       "or emulate %d ranks in one process with --backend cpu", c->path, n, n);
+        return err_set(err, "%s: train.num_gpus = %d: several GPUs train as one process per GPU: start it with `gpt2gen "
+                       "train --gpus %d`, mpirun or srun, or emulate %d ranks in one process with --backend cpu",
+                       c->path, n, n, n);
     if (n > TRAIN_MAX_EMULATED_RANKS)
         return err_set(err, "%s: train.num_gpus = %d: the CPU backend emulates at most %d ranks", c->path, n, TRAIN_MAX_EMULATED_RANKS);
     return 0;
@@ -78,8 +90,12 @@ typedef struct {
 
 typedef struct {
     const Config *cfg;
-    int world;                           /* train.num_gpus ranks, all driven by this process (ranks.h) */
-    RankRun *rk;                         /* world of them; rank 0 samples, logs and writes the model file */
+    int world;                           /* train.num_gpus ranks (ranks.h) */
+    int first, local;                    /* this process drives ranks first .. first+local-1: all of them (one
+                                            process, the CPU emulation) or one (a process per GPU) */
+    int lead;                            /* this process drives rank 0, which prints, samples, logs and writes the
+                                            model file and the checkpoint's marker */
+    RankRun *rk;                         /* local of them, rk[k] being rank first + k */
     Comm *comm;
     Backend *be;                         /* rk[0].be */
     DataLoader *train;                   /* &rk[0].train: the data position every rank shares */
@@ -99,8 +115,8 @@ typedef struct {
 
 /* The ranks' loss sums added (all_reduce_sum_f64), divided by count: the global mean. */
 static int global_loss(Run *r, long count, float *out, Err *err) {
-    double *vals[r->world];
-    for (int k = 0; k < r->world; k++) vals[k] = &r->rk[k].loss_sum;
+    double *vals[r->local];
+    for (int k = 0; k < r->local; k++) vals[k] = &r->rk[k].loss_sum;
     if (r->comm->all_reduce_sum_f64(r->comm, vals, err)) return -1;
     *out = (float)(r->rk[0].loss_sum / (double)(count > 0 ? count : 1));
     return 0;
@@ -110,7 +126,7 @@ static int global_loss(Run *r, long count, float *out, Err *err) {
 static int validate_loss(Run *r, float *out, Err *err) {
     long avail = dataloader_batches_per_epoch(&r->rk[0].val);
     int n = r->cfg->eval.val_batches < avail ? r->cfg->eval.val_batches : (int)avail;
-    for (int k = 0; k < r->world; k++) {
+    for (int k = 0; k < r->local; k++) {
         RankRun *q = &r->rk[k];
         q->loss_sum = 0;
         if (dataloader_reset(&q->val, err)) return -1;
@@ -171,7 +187,7 @@ static TrainState run_state(const Run *r) {
 
 /* Every rank gets its part (all of it, or its ZeRO-1 shard) of the whole AdamW state. */
 static int scatter_opt_state(Run *r, const float *m, const float *v, Err *err) {
-    for (int k = 0; k < r->world; k++) {
+    for (int k = 0; k < r->local; k++) {
         Backend *be = r->rk[k].be;
         if (be->set_opt_state(be, m + be->opt_offset, v + be->opt_offset, err)) return -1;
     }
@@ -180,43 +196,56 @@ static int scatter_opt_state(Run *r, const float *m, const float *v, Err *err) {
 
 /* Every rank's backend gets the same parameters. */
 static int set_all_params(Run *r, const float *params, Err *err) {
-    for (int k = 0; k < r->world; k++)
+    for (int k = 0; k < r->local; k++)
         if (r->rk[k].be->set_params(r->rk[k].be, params, err)) return -1;
     return 0;
 }
 
-/* A several-rank save's parts, in order: the state (rank 0's, whole under ZeRO-0) or every rank's state shard
-   (ZeRO-1), the model (rank 0), then the marker done_<step>.bin, which resume needs. The old marker of this step
-   goes first, and a save that fails removes what it wrote, so resume never takes a save that did not finish. */
-static void remove_save(Run *r, int step) {
-    char path[RUNDIR_PATH_MAX], model[RUNDIR_PATH_MAX];
-    rundir_done(r->cfg->checkpoint.dir, step, path);
-    remove(path);
-    for (int k = 0; k < r->world; k++) { rundir_rank_state(r->cfg->checkpoint.dir, step, k, path); remove(path); }
-    rundir_paths(r->cfg->checkpoint.dir, step, model, path);
-    remove(model);
+/* Every rank's word: *any = 1 when any rank's flag is set. Also a barrier: it returns when every rank has asked. */
+static int agree(Run *r, int flag, int *any, Err *err) {
+    double v[r->local], *p[r->local];
+    for (int k = 0; k < r->local; k++) { v[k] = flag; p[k] = &v[k]; }
+    if (r->comm->all_reduce_sum_f64(r->comm, p, err)) return -1;
+    *any = v[0] > 0;
+    return 0;
 }
 
-/* Each rank's state file: rank 0's whole state (1 rank, ZeRO-0), or under ZeRO-1 every rank's shard of m, v
-   and the weights. s holds the step, position and scaler; its arrays are set here. */
-static int save_states(Run *r, int step, TrainState *s, const float *params, Err *err) {
-    int parts = r->world > 1 && r->cfg->train.zero_stage == 1 ? r->world : 1, rc = 0;
-    for (int k = 0; k < parts && !rc; k++) {
+/* A several-rank save's parts: the state (rank 0's, whole under ZeRO-0) or every rank's state shard (ZeRO-1), the
+   model (rank 0), then the marker done_<step>.bin, which resume needs. Each process removes its own parts of an
+   older save of this step (rank 0 the marker first) before any rank writes, and every part of a save that failed
+   on any rank, so resume never takes a save that did not finish. */
+static void remove_save(Run *r, int step) {
+    char path[RUNDIR_PATH_MAX], model[RUNDIR_PATH_MAX];
+    if (r->lead) { rundir_done(r->cfg->checkpoint.dir, step, path); remove(path); }
+    for (int k = 0; k < r->local; k++) { rundir_rank_state(r->cfg->checkpoint.dir, step, r->first + k, path); remove(path); }
+    rundir_paths(r->cfg->checkpoint.dir, step, model, path);
+    if (r->lead) remove(model);
+}
+
+/* This process's state files: rank 0's whole state (1 rank, ZeRO-0), or under ZeRO-1 each of its ranks' shard of
+   m, v and the weights. s holds the step, position and scaler; its arrays are set here. */
+static int save_states(Run *r, int step, TrainState *s, Err *err) {
+    int zero1 = r->world > 1 && r->cfg->train.zero_stage == 1, rc = 0;
+    float *params = xmalloc(r->num_params * sizeof(float));
+    for (int k = 0; k < r->local && !rc; k++) {
+        int rank = r->first + k;
+        if (!zero1 && rank != 0) continue;
         Backend *be = r->rk[k].be;
         char path[RUNDIR_PATH_MAX];
-        rundir_rank_state(r->cfg->checkpoint.dir, step, k, path);
-        s->rank = k;
+        rundir_rank_state(r->cfg->checkpoint.dir, step, rank, path);
+        s->rank = rank;
         s->shard_offset = r->world > 1 ? be->opt_offset : 0;
         s->shard_count = r->world > 1 ? be->opt_count : 0;
         s->m = xmalloc(be->opt_count * sizeof(float));
         s->v = xmalloc(be->opt_count * sizeof(float));
-        s->params = (float *)params + be->opt_offset;
-        rc = be->get_opt_state(be, s->m, s->v, err);
+        s->params = params + be->opt_offset;
+        rc = be->get_params(be, params, err) || be->get_opt_state(be, s->m, s->v, err);
         if (!rc) rc = state_save(path, s, err);
         free(s->m); free(s->v);
         s->m = s->v = s->params = NULL;
     }
-    return rc;
+    free(params);
+    return rc ? -1 : 0;
 }
 
 static int write_done(Run *r, int step, Err *err) {
@@ -228,10 +257,10 @@ static int write_done(Run *r, int step, Err *err) {
     return write_file_atomic(path, text, (size_t)n, err);
 }
 
-/* Saves the checkpoint of step: the state(s), then the model, each written atomically, then with several ranks
-   the marker. resume_find takes only pairs whose files are there and agree (and, with several ranks, whose
-   marker is there), and a save that fails removes what it wrote, so a failed or killed save leaves the previous
-   complete checkpoint the newest. */
+/* Saves the checkpoint of step: the state(s), then the model, each written atomically, then with several ranks,
+   once every rank has written its parts, the marker. resume_find takes only pairs whose files are there and agree
+   (and, with several ranks, whose marker is there), and a save that fails removes what it wrote, so a failed or
+   killed save leaves the previous complete checkpoint the newest. Every rank calls this at the same step. */
 static int save_checkpoint(Run *r, int step, Err *err) {
     const Config *c = r->cfg;
     char model[RUNDIR_PATH_MAX], state[RUNDIR_PATH_MAX];
@@ -241,14 +270,25 @@ static int save_checkpoint(Run *r, int step, Err *err) {
     s.sample_rng = r->sample_rng; s.shard_order = r->train->shard_order;
     s.loss_scale = r->scaler.scale; s.loss_scale_clean = r->scaler.clean; s.skipped = r->scaler.skipped;
     s.zero_stage = r->world > 1 ? c->train.zero_stage : 0;
-    if (r->world > 1) remove_save(r, step);
-    float *params = xmalloc(r->num_params * sizeof(float));
-    int rc = r->be->get_params(r->be, params, err);
-    if (!rc) rc = save_states(r, step, &s, params, err);
-    if (!rc) rc = checkpoint_save(model, &s.shape, params, c->precision != PREC_FP32, err);
-    if (!rc && r->world > 1) rc = write_done(r, step, err);
-    if (rc) { if (r->world > 1) remove_save(r, step); else remove(state); }
-    free(params);
+    int several = r->world > 1, any = 0, rc = 0;
+    if (several) {
+        remove_save(r, step);
+        if (agree(r, 0, &any, err)) return -1;
+    }
+    rc = save_states(r, step, &s, err);
+    if (!rc && r->lead) {
+        float *params = xmalloc(r->num_params * sizeof(float));
+        rc = r->be->get_params(r->be, params, err);
+        if (!rc) rc = checkpoint_save(model, &s.shape, params, c->precision != PREC_FP32, err);
+        free(params);
+    }
+    if (several) {
+        Err e;
+        if (agree(r, rc != 0, &any, rc ? &e : err)) return -1;
+        if (any && !rc) rc = err_set(err, "step %d: another rank could not write its part of the checkpoint", step);
+        if (!rc && r->lead) rc = write_done(r, step, err);
+        if (rc) remove_save(r, step);
+    } else if (rc) remove(state);
     if (rc) return -1;
     rundir_sync(&r->dir);
     if (!r->quiet) printf("saved %s and %s%s\n", model, state, r->world > 1 && c->train.zero_stage == 1 ? " (and the other ranks' state shards)" : "");
@@ -277,7 +317,7 @@ static int resume_from(Run *r, int *step, Err *err) {
     int found = resume_find(&w, &s, model, state, err), rc = 0;
     if (found <= 0) return found;
     Err e;
-    for (int k = 0; k < r->world && !rc; k++)
+    for (int k = 0; k < r->local && !rc; k++)
         if (dataloader_seek(&r->rk[k].train, s.epoch, s.shard_pos, s.row_pos, &e)) rc = err_set(err, "%s: %s", state, e.msg);
     for (int i = 0; i < s.n_shards && !rc; i++)
         if (s.shard_order[i] != r->train->shard_order[i]) rc = err_set(err, "%s: its shard order is not this run's", state);
@@ -323,42 +363,49 @@ static int open_tokenizer(Run *r, Err *err) {
     return 0;
 }
 
-/* Everything a run checks before its first step: the run directory (rundir_open), every shard's header,
-   the tokenizer, the metrics log; then the backend. */
+/* Everything a run checks before its first step: the run directory (rundir_open, by rank 0's process), every
+   shard's header, the tokenizer, the metrics log (rank 0); then the backends, and the ranks joined. */
 static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOptions *opt, Err *err) {
     memset(r, 0, sizeof *r);
     r->dir.lock_fd = -1;
     r->cfg = c;
     r->world = c->train.num_gpus;
-    if (train_check_ranks(c, opt->backend, err)) return -1;
-    r->quiet = opt->quiet;
+    int procs = opt->procs > 1 ? opt->procs : 1;
+    r->first = procs > 1 ? opt->rank : 0;
+    r->local = procs > 1 ? 1 : r->world;
+    r->lead = r->first == 0;
+    if (train_check_ranks(c, opt->backend, procs, err)) return -1;
+    r->quiet = opt->quiet || !r->lead;
     r->sample_rng = (uint64_t)c->train.seed * 31 + 7;
     size_t sizes[NUM_PARAM_TENSORS];
     GPT2Shape shape = config_shape(c);
     r->num_params = gpt2_param_sizes(&shape, sizes, NULL);
     int B = c->train.batch_size, T = c->train.seq_len;
-    if (rundir_open(&r->dir, c->checkpoint.dir, c->checkpoint.resume, err)) return -1;
-    r->rk = xcalloc((size_t)r->world, sizeof *r->rk);
+    /* rank 0 holds the folder's lock and checks it; the others write their state shards into it */
+    if (r->lead && rundir_open(&r->dir, c->checkpoint.dir, c->checkpoint.resume, err)) return -1;
+    if (!r->lead) snprintf(r->dir.dir, sizeof r->dir.dir, "%s", c->checkpoint.dir);
+    r->rk = xcalloc((size_t)r->local, sizeof *r->rk);
     r->train = &r->rk[0].train;
     r->has_val = c->eval.val_every > 0 && c->eval.val_batches > 0;
-    for (int k = 0; k < r->world; k++) {
+    for (int k = 0; k < r->local; k++) {
         RankRun *q = &r->rk[k];
+        int rank = r->first + k;
         /* a loader that failed to open holds nothing, and close_run closes loaders up to the first unopened one */
-        if (dataloader_open(&q->train, c->data.train, B, T, k, r->world, 1, (unsigned long)c->train.seed, c->model.vocab_size, err)) return -1;
-        if (r->has_val && dataloader_open(&q->val, c->data.val, B, T, k, r->world, 0, 0, c->model.vocab_size, err)) {
+        if (dataloader_open(&q->train, c->data.train, B, T, rank, r->world, 1, (unsigned long)c->train.seed, c->model.vocab_size, err)) return -1;
+        if (r->has_val && dataloader_open(&q->val, c->data.val, B, T, rank, r->world, 0, 0, c->model.vocab_size, err)) {
             dataloader_close(&q->train);
             return -1;
         }
         r->opened = k + 1;
     }
-    if (open_tokenizer(r, err) || metrics_open(&r->metrics, c->checkpoint.dir, err)) return -1;
+    if (open_tokenizer(r, err) || (r->lead && metrics_open(&r->metrics, c->checkpoint.dir, err))) return -1;
     loss_scale_init(&r->scaler, c->precision == PREC_FP16, c->train.loss_scale, c->train.loss_scale_interval);
     r->overflow_hook = getenv("GPT2GEN_TEST_OVERFLOW");
     if (loss_scale_hook_check(r->overflow_hook, err)) return -1;
-    if (!(r->comm = comm_emulated_create(r->world, err))) return -1;
-    for (int k = 0; k < r->world; k++) {
+    for (int k = 0; k < r->local; k++) {
         RankRun *q = &r->rk[k];
-        if (!(q->be = train_make_rank_backend(c, plan, opt->backend, (RankInfo){k, r->world}, err))) return -1;
+        RankInfo ri = {r->first + k, r->world, procs > 1 ? opt->device : 0};
+        if (!(q->be = train_make_rank_backend(c, plan, opt->backend, ri, err))) return -1;
         if (r->world > 1 && (!q->be->grad_buffer || !q->be->param_buffer || !q->be->grad_sumsq))
             return err_set(err, "the %s backend cannot run as one of several ranks yet", q->be->name);
         q->inputs = xmalloc((size_t)B * T * sizeof(int32_t));
@@ -367,11 +414,15 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
     r->be = r->rk[0].be;
     r->eval_inputs = xmalloc((size_t)B * T * sizeof(int32_t));
     r->eval_targets = xmalloc((size_t)B * T * sizeof(int32_t));
-    return 0;
+    if (procs == 1) return (r->comm = comm_emulated_create(r->world, err)) ? 0 : -1;
+    double timeout;
+    if (nccl_timeout(&timeout, err)) return -1;
+    return (r->comm = comm_nccl_create(r->be, opt->nccl_id, r->world, r->first, timeout, err)) ? 0 : -1;
 }
 
 static void close_run(Run *r) {
-    for (int k = 0; r->rk && k < r->world; k++) {
+    if (r->comm) r->comm->destroy(r->comm);   /* NCCL's runs on the backend's GPU: first */
+    for (int k = 0; r->rk && k < r->local; k++) {
         RankRun *q = &r->rk[k];
         if (q->be) q->be->destroy(q->be);
         if (k < r->opened) dataloader_close(&q->train);
@@ -380,7 +431,6 @@ static void close_run(Run *r) {
         free(q->targets);
     }
     free(r->rk);
-    if (r->comm) r->comm->destroy(r->comm);
     if (r->has_tok) tokenizer_free(&r->tok);
     metrics_close(&r->metrics);
     free(r->eval_inputs);
@@ -393,16 +443,17 @@ static void close_run(Run *r) {
    mean of its shard only). Either way each rank adds up the squares of its own shard, and the sums are added
    across ranks, so both stages get the same bits, and one rank gets grad_norm's. */
 static int average_grads(Run *r, float *norm, Err *err) {
-    int W = r->world;
-    float *bufs[W];
-    double sumsq[W], *vals[W];
-    for (int k = 0; k < W; k++) { bufs[k] = W > 1 ? r->rk[k].be->grad_buffer(r->rk[k].be) : NULL; vals[k] = &sumsq[k]; }
+    int W = r->world, n = r->local;
+    void *bufs[n];
+    double sumsq[n], *vals[n];
     if (W == 1) return r->be->grad_norm(r->be, norm, err);
-    int rc = r->cfg->train.zero_stage == 1 ? r->comm->reduce_scatter_avg(r->comm, bufs, r->num_params, err)
-                                           : r->comm->all_reduce_avg(r->comm, bufs, r->num_params, err);
-    for (int k = 0; k < W && !rc; k++) {
+    for (int k = 0; k < n; k++) { bufs[k] = r->rk[k].be->grad_buffer(r->rk[k].be); vals[k] = &sumsq[k]; }
+    CommType t = comm_type_of(r->be->comm_prec);
+    int rc = r->cfg->train.zero_stage == 1 ? r->comm->reduce_scatter_avg(r->comm, bufs, t, r->num_params, err)
+                                           : r->comm->all_reduce_avg(r->comm, bufs, t, r->num_params, err);
+    for (int k = 0; k < n && !rc; k++) {
         size_t off, cnt;
-        ranks_shard(r->num_params, W, k, &off, &cnt);
+        ranks_shard(r->num_params, W, r->first + k, &off, &cnt);
         rc = r->rk[k].be->grad_sumsq(r->rk[k].be, off, cnt, &sumsq[k], err);
     }
     if (!rc) rc = r->comm->all_reduce_sum_f64(r->comm, vals, err);
@@ -415,15 +466,15 @@ static int average_grads(Run *r, float *norm, Err *err) {
    ZeRO-1 its shard, and the shards are then all-gathered. */
 static int update_all(Run *r, float lr, float grad_scale, int t, Err *err) {
     const Config *c = r->cfg;
-    for (int k = 0; k < r->world; k++) {
+    for (int k = 0; k < r->local; k++) {
         Backend *be = r->rk[k].be;
         if (be->update(be, lr, (float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
                        (float)c->train.weight_decay, grad_scale, t, err)) return -1;
     }
     if (r->world == 1 || c->train.zero_stage == 0) return 0;
-    float *bufs[r->world];
-    for (int k = 0; k < r->world; k++) bufs[k] = r->rk[k].be->param_buffer(r->rk[k].be);
-    return r->comm->all_gather(r->comm, bufs, r->num_params, err);
+    void *bufs[r->local];
+    for (int k = 0; k < r->local; k++) bufs[k] = r->rk[k].be->param_buffer(r->rk[k].be);
+    return r->comm->all_gather(r->comm, bufs, comm_type_of(r->be->comm_prec), r->num_params, err);
 }
 
 /* One optimizer step: grad_accum micro-batches on every rank with the loss gradient scaled by the loss scale S,
@@ -434,7 +485,7 @@ static int train_step(Run *r, int step, float *loss_out, float *norm_out, float 
     const Config *c = r->cfg;
     int accum = c->train.grad_accum;
     const float S = r->scaler.scale;
-    for (int k = 0; k < r->world; k++) {
+    for (int k = 0; k < r->local; k++) {
         RankRun *q = &r->rk[k];
         Backend *be = q->be;
         q->loss_sum = 0;
@@ -444,7 +495,7 @@ static int train_step(Run *r, int step, float *loss_out, float *norm_out, float 
             int reuse = c->train.overfit_batch && (step > 0 || micro > 0);
             if (!reuse && dataloader_next(&q->train, q->inputs, q->targets, err)) return -1;
             if (be->forward(be, q->inputs, q->targets, &loss, err)) return -1;
-            float inject = k == 0 && micro == 0 && loss_scale_hook_hits(r->overflow_hook, step + 1) ? INFINITY : 1.0f;
+            float inject = r->first + k == 0 && micro == 0 && loss_scale_hook_hits(r->overflow_hook, step + 1) ? INFINITY : 1.0f;
             if (be->backward(be, S / accum * inject, err)) return -1;
             q->loss_sum += loss;
         }
@@ -470,14 +521,23 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
     Run r;
     Err err;
     int rc = 0, step = 0;
+    /* one process per GPU: rank 0's prints; the others' errors name their rank */
+    char who[32] = "";
+    if (opt->procs > 1) snprintf(who, sizeof who, "rank %d: ", opt->rank);
+    if (opt->procs > 1 && opt->rank != 0 && !freopen("/dev/null", "w", stdout)) {
+        fprintf(stderr, "gpt2gen: %scannot silence stdout\n", who);
+        return EXIT_FAIL;
+    }
     if (open_run(&r, c, plan, opt, &err) || (step = initial_state(&r, &err)) < 0) {
-        fprintf(stderr, "gpt2gen: %s\n", err.msg);
+        fprintf(stderr, "gpt2gen: %s%s\n", who, err.msg);
+        if (r.comm && r.comm->broken) _exit(EXIT_FAIL);
         close_run(&r);
         return EXIT_FAIL;
     }
     GPT2Shape shape = config_shape(c);
     char ranks[96] = "";
-    if (r.world > 1) snprintf(ranks, sizeof ranks, " x %d ranks emulated in one process (ZeRO-%d)", r.world, c->train.zero_stage);
+    if (r.world > 1 && r.local > 1) snprintf(ranks, sizeof ranks, " x %d ranks emulated in one process (ZeRO-%d)", r.world, c->train.zero_stage);
+    else if (r.world > 1) snprintf(ranks, sizeof ranks, " x %d GPUs, a process each (NCCL, ZeRO-%d)", r.world, c->train.zero_stage);
     printf("training %s on %s%s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", c->name,
            r.be->name, ranks, r.num_params / 1e6, c->train.steps, c->train.total_batch_size, c->train.batch_size,
            c->train.seq_len, c->train.grad_accum, precision_name(c->precision));
@@ -490,6 +550,12 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
     int timed_steps = 0, last_saved = -1, resumed_at = step > 0 ? step : -1;
     for (; step <= c->train.steps; step++) {
         int last = step == c->train.steps;
+        /* one process per rank: Ctrl-C reaches them at different moments; they stop at the same step */
+        if (r.local < r.world) {
+            int stop;
+            if ((rc = agree(&r, stop_requested != 0, &stop, &err))) break;
+            stop_requested = stop;
+        }
         /* a resumed run already validated, sampled and saved at its first step before it stopped */
         int evals = step != resumed_at;
         if (evals && r.has_val && (step % c->eval.val_every == 0 || last)) {
@@ -499,7 +565,7 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
             char v[32];
             metrics_line(&r.metrics, "{\"event\":\"val\",\"step\":%d,\"val_loss\":%s}", step, json_number(v, "%.6f", vl));
         }
-        if (evals && c->eval.sample_every > 0 && step > 0 && (step % c->eval.sample_every == 0 || last))
+        if (evals && r.lead && c->eval.sample_every > 0 && step > 0 && (step % c->eval.sample_every == 0 || last))
             if ((rc = sample_text(&r, step, &err))) break;
         if (evals && step > 0 && (last || (c->checkpoint.every > 0 && step % c->checkpoint.every == 0) || stop_requested)) {
             if ((rc = save_checkpoint(&r, step, &err))) break;
@@ -530,7 +596,12 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
                      step + 1, json_number(l, "%.6f", loss), lr, json_number(nm, "%.6f", norm), dt * 1e3, tok_s, scale_json);
         fflush(stdout);
     }
-    if (rc && rc != 130) fprintf(stderr, "gpt2gen: %s\n", err.msg);
+    if (rc && rc != 130) fprintf(stderr, "gpt2gen: %s%s\n", who, err.msg);
+    if (rc && r.comm && r.comm->broken) {
+        /* the other ranks are gone or stuck: end without waiting on the GPU (the checkpoints on disk are whole) */
+        fflush(stdout);
+        _exit(EXIT_FAIL);
+    }
     else if (timed_steps > 0) {
         double tok_s = c->train.total_batch_size * timed_steps / timed;
         printf("done: %d steps, mean %.1f ms/step, %.0f tok/s, %.2f TFLOP/s%s\n", timed_steps, timed / timed_steps * 1e3,

@@ -2,7 +2,9 @@
 //   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //   p -= lr * (m/bc1 / (sqrt(v/bc2) + eps) + wd * p)
 // With a master copy (fp32), p is read from and written to it, and the floatX weights get p stochastically
-// rounded (a function of the fp32 value and its index: see round_store); without one, p is the floatX weight.
+// rounded (a function of the fp32 value and its index in the tensor, idx0 + i: see round_store); without one, p is
+// the floatX weight. idx0: where this launch starts in the tensor (a ZeRO-1 shard may start inside one), so the
+// rounding is the same however the tensor is cut.
 
 KERNEL(adamw_update) {
     const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
@@ -15,5 +17,5 @@ KERNEL(adamw_update) {
     float p = master ? master[i] : to_f(params[i]);
     p -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p);
     if (master) master[i] = p;
-    round_store(params + i, p, (unsigned int)i);
+    round_store(params + i, p, (unsigned int)(idx0 + i));
 }

@@ -15,14 +15,17 @@ static void test_shards_cover_once(void) {
     const size_t ns[] = {0, 1, 5, 1000, 1001, 3321};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
         for (int w = 1; w <= 7; w++) {
-            size_t next = 0, S = (ns[i] + w - 1) / w;
+            size_t next = 0, S = ((ns[i] + w - 1) / w + RANKS_SHARD_ALIGN - 1) / RANKS_SHARD_ALIGN * RANKS_SHARD_ALIGN;
             for (int r = 0; r < w; r++) {
                 size_t off, cnt;
                 ranks_shard(ns[i], w, r, &off, &cnt);
-                CHECK(off == next && cnt <= S, "n=%zu w=%d r=%d: [%zu,+%zu), expected to start at %zu", ns[i], w, r, off, cnt, next);
+                CHECK(off == next && cnt <= S && (off % RANKS_SHARD_ALIGN == 0 || cnt == 0), "n=%zu w=%d r=%d: [%zu,+%zu), expected to start at %zu",
+                      ns[i], w, r, off, cnt, next);
                 next = off + cnt;
             }
             CHECK(next == ns[i], "n=%zu w=%d: shards end at %zu", ns[i], w, next);
+            CHECK(ranks_padded(ns[i], w) == S * (size_t)w && ranks_padded(ns[i], w) >= ns[i], "n=%zu w=%d: padded to %zu", ns[i], w,
+                  ranks_padded(ns[i], w));
         }
 }
 
@@ -46,17 +49,18 @@ static void test_emulated_collectives(void) {
             for (int r = 1; r < w; r++) s += a[r][i];
             want[i] = s / (float)w;
         }
-        CHECK_OK(c->all_reduce_avg(c, a, n, &err), &err);
+        CHECK_OK(c->all_reduce_avg(c, (void *const *)a, COMM_F32, n, &err), &err);
         int bad = 0;
         for (int r = 0; r < w; r++) bad += memcmp(a[r], want, n * sizeof(float)) != 0;
         CHECK(!bad, "w=%d: all-reduce is not the mean on %d ranks", w, bad);
-        CHECK_OK(c->reduce_scatter_avg(c, b, n, &err), &err);
+        CHECK_OK(c->reduce_scatter_avg(c, (void *const *)b, COMM_F32, n, &err), &err);
         for (int r = 0; r < w; r++) {
             size_t off, cnt;
             ranks_shard(n, w, r, &off, &cnt);
             CHECK(!memcmp(b[r] + off, want + off, cnt * sizeof(float)), "w=%d: rank %d's shard is not the mean", w, r);
         }
-        CHECK_OK(c->all_gather(c, b, n, &err), &err);
+        CHECK_OK(c->all_gather(c, (void *const *)b, COMM_F32, n, &err), &err);
+        CHECK(c->all_gather(c, (void *const *)b, COMM_BF16, n, &err) == -1 && strstr(err.msg, "fp32"), "bf16 taken: %s", err.msg);
         for (int r = 0; r < w; r++) bad += memcmp(b[r], want, n * sizeof(float)) != 0;
         CHECK(!bad, "w=%d: reduce-scatter + all-gather differ from all-reduce on %d ranks", w, bad);
         double v[8], *vp[8];
@@ -87,8 +91,8 @@ static void test_zero1_state_is_a_shard(void) {
     Config c0, c1;
     if (load_micro(&c0, 4, 0) || load_micro(&c1, 4, 1)) { CHECK(0, "tests/configs/micro.lua did not load"); return; }
     Err err;
-    Backend *whole = train_make_rank_backend(&c0, NULL, "cpu", (RankInfo){2, 4}, &err);
-    Backend *part = train_make_rank_backend(&c1, NULL, "cpu", (RankInfo){2, 4}, &err);
+    Backend *whole = train_make_rank_backend(&c0, NULL, "cpu", (RankInfo){2, 4, 0}, &err);
+    Backend *part = train_make_rank_backend(&c1, NULL, "cpu", (RankInfo){2, 4, 0}, &err);
     CHECK(whole && part, "backends: %s", err.msg);
     if (!whole || !part) { if (whole) whole->destroy(whole); if (part) part->destroy(part); return; }
     size_t n = whole->num_params, S = (n + 3) / 4;

@@ -298,8 +298,8 @@ static int cpu_set_opt_state(Backend *be, const float *m, const float *v, Err *e
     return 0;
 }
 
-static float *cpu_grad_buffer(Backend *be) { return impl(be)->grads; }
-static float *cpu_param_buffer(Backend *be) { return impl(be)->params; }
+static void *cpu_grad_buffer(Backend *be) { return impl(be)->grads; }
+static void *cpu_param_buffer(Backend *be) { return impl(be)->params; }
 
 static void cpu_destroy(Backend *be) {
     if (!be) return;
@@ -337,6 +337,7 @@ Backend *cpu_backend_create(const BackendOptions *opt, Err *err) {
     Backend *be = xcalloc(1, sizeof *be);
     Cpu *c = xcalloc(1, sizeof *c);
     be->name = "cpu";
+    be->comm_prec = PREC_FP32;
     be->shape = opt->shape;
     be->B = opt->B;
     be->T = opt->T;

@@ -37,28 +37,35 @@ static int upload(Cuda *c, dptr dst, const float *in, size_t n, const char *what
     return rc;
 }
 
+/* With master weights the fp32 copy holds the parameters [opt_offset, +opt_count) only (all of them, or this
+   rank's ZeRO-1 shard). */
 static int cu_set_params(Backend *be, const float *params, Err *err) {
     Cuda *c = cuda_of(be);
     dptr master = buf(c, BUF_MASTER, 0);
     /* padding rows of wte stay zero */
     if (!master) return upload(c, buf(c, BUF_PARAMS, 0), params, c->np, "copying weights to the GPU", err);
+    const float *mine = params + be->opt_offset;
+    size_t mine_bytes = be->opt_count * 4;
     /* the 16-bit weights as AdamW would write them from these master weights (bf16: stochastic rounding; fp16:
        to nearest), so that a resumed run continues with the same bits */
     if (c->prec == PREC_FP16)
         return upload(c, buf(c, BUF_PARAMS, 0), params, c->np, "copying weights to the GPU", err) ||
-               to_device(c, master, params, c->np * 4, "copying master weights", err) ? -1 : 0;
+               to_device(c, master, mine, mine_bytes, "copying master weights", err) ? -1 : 0;
     uint16_t *tmp = xmalloc(c->np * 2);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++)
         for (size_t j = 0; j < c->psz[i]; j++) tmp[c->poff[i] + j] = bf16_from_f32_stochastic(params[c->poff[i] + j], (uint32_t)j);
     int rc = to_device(c, buf(c, BUF_PARAMS, 0), tmp, c->np * 2, "copying weights to the GPU", err);
     free(tmp);
-    return rc ? -1 : to_device(c, master, params, c->np * 4, "copying master weights", err);
+    return rc ? -1 : to_device(c, master, mine, mine_bytes, "copying master weights", err);
 }
+/* The master weights where this backend has them; under ZeRO-1 the other ranks' parts are the 16-bit weights (as
+   the last all-gather left them). */
 static int cu_get_params(Backend *be, float *params, Err *err) {
     Cuda *c = cuda_of(be);
     dptr master = buf(c, BUF_MASTER, 0);
-    if (master) return to_host(c, params, master, c->np * 4, "copying master weights", err);
-    return download(c, params, buf(c, BUF_PARAMS, 0), c->np, "copying weights from the GPU", err);
+    if (master && be->opt_count == c->np) return to_host(c, params, master, c->np * 4, "copying master weights", err);
+    if (download(c, params, buf(c, BUF_PARAMS, 0), c->np, "copying weights from the GPU", err)) return -1;
+    return master ? to_host(c, params + be->opt_offset, master, be->opt_count * 4, "copying master weights", err) : 0;
 }
 static int cu_get_grads(Backend *be, float *grads, Err *err) {
     Cuda *c = cuda_of(be);
@@ -72,14 +79,17 @@ static int cu_get_logits(Backend *be, int b, int t, float *out, Err *err) {
 }
 static int cu_get_opt_state(Backend *be, float *m, float *v, Err *err) {
     Cuda *c = cuda_of(be);
-    return to_host(c, m, buf(c, BUF_ADAM_M, 0), c->np * 4, "copying AdamW m", err) ||
-           to_host(c, v, buf(c, BUF_ADAM_V, 0), c->np * 4, "copying AdamW v", err) ? -1 : 0;
+    return to_host(c, m, buf(c, BUF_ADAM_M, 0), be->opt_count * 4, "copying AdamW m", err) ||
+           to_host(c, v, buf(c, BUF_ADAM_V, 0), be->opt_count * 4, "copying AdamW v", err) ? -1 : 0;
 }
 static int cu_set_opt_state(Backend *be, const float *m, const float *v, Err *err) {
     Cuda *c = cuda_of(be);
-    return to_device(c, buf(c, BUF_ADAM_M, 0), m, c->np * 4, "copying AdamW m", err) ||
-           to_device(c, buf(c, BUF_ADAM_V, 0), v, c->np * 4, "copying AdamW v", err) ? -1 : 0;
+    return to_device(c, buf(c, BUF_ADAM_M, 0), m, be->opt_count * 4, "copying AdamW m", err) ||
+           to_device(c, buf(c, BUF_ADAM_V, 0), v, be->opt_count * 4, "copying AdamW v", err) ? -1 : 0;
 }
+
+static void *cu_grad_buffer(Backend *be) { return (void *)(uintptr_t)buf(cuda_of(be), BUF_GRADS, 0); }
+static void *cu_param_buffer(Backend *be) { return (void *)(uintptr_t)buf(cuda_of(be), BUF_PARAMS, 0); }
 
 static void cu_destroy(Backend *be) {
     if (!be) return;
@@ -118,14 +128,26 @@ static int check_plan(const BackendOptions *opt, const Plan *plan, Err *err) {
                    opt->shape.n_embd, opt->shape.n_head, opt->recompute);
 }
 
+/* The parameters this backend updates: all, or (several ranks, ZeRO-1) the shard the plan's buffers were sized
+   for (gen/memory.c). */
+static int set_opt_range(Backend *be, const BackendOptions *opt, const Plan *plan, size_t np, Err *err) {
+    size_t cap = plan->memory.buffers[BUF_ADAM_M].bytes / 4;
+    be->opt_offset = opt->opt_count ? opt->opt_offset : 0;
+    be->opt_count = opt->opt_count ? opt->opt_count : np;
+    if (be->opt_count > cap || be->opt_offset + be->opt_count > np)
+        return err_set(err, "the plan in %s keeps AdamW state for %zu parameters, not [%zu, +%zu) of %zu: rebuild it for "
+                       "train.num_gpus = %d, train.zero_stage = %d", plan->build_dir, cap, be->opt_offset, be->opt_count,
+                       np, plan->cfg->train.num_gpus, plan->cfg->train.zero_stage);
+    return 0;
+}
+
 static void set_methods(Backend *be, const BackendOptions *opt, size_t np) {
     be->name = "cuda";
     be->shape = opt->shape;
     be->B = opt->B;
     be->T = opt->T;
     be->num_params = np;
-    be->opt_offset = 0;
-    be->opt_count = np;
+    be->comm_prec = opt->precision;
     be->set_params = cu_set_params;
     be->get_params = cu_get_params;
     be->forward = cu_forward;
@@ -137,15 +159,18 @@ static void set_methods(Backend *be, const BackendOptions *opt, size_t np) {
     be->get_grads = cu_get_grads;
     be->get_opt_state = cu_get_opt_state;
     be->set_opt_state = cu_set_opt_state;
+    be->grad_buffer = cu_grad_buffer;
+    be->param_buffer = cu_param_buffer;
+    be->grad_sumsq = cu_grad_sumsq;
 }
 
 Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     const Plan *plan = opt->plan;
     if (!plan) { err_set(err, "the CUDA backend needs a plan (gpt2gen build)"); return NULL; }
     if (check_plan(opt, plan, err)) return NULL;
-    if (opt->opt_count) { err_set(err, "the CUDA backend keeps the whole optimizer state: ZeRO-1 shards are not built yet"); return NULL; }
     Cuda *c = xcalloc(1, sizeof *c);
     Backend *be = xcalloc(1, sizeof *be);
+    if (set_opt_range(be, opt, plan, gpt2_param_sizes(&opt->shape, c->psz, c->poff), err)) { free(c); free(be); return NULL; }
     be->impl = c;
     be->destroy = cu_destroy;
     c->plan = plan;

@@ -95,6 +95,7 @@ int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float
 int cu_backward(Backend *be, float grad_scale, Err *err);
 int cu_zero_grad(Backend *be, Err *err);
 int cu_grad_norm(Backend *be, float *norm, Err *err);
+int cu_grad_sumsq(Backend *be, size_t offset, size_t n, double *sumsq, Err *err);
 int cu_update(Backend *be, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step,
               Err *err);
 #endif

@@ -2,7 +2,8 @@
 # Several ranks emulated in one process on the CPU backend (train.num_gpus with --backend cpu, runtime/ranks.h):
 # N ranks at batch B give 1 rank's losses with accumulation to the same global batch; ZeRO-0 and ZeRO-1 give the
 # same bits; resume on the same N is exact (ZeRO-1: every rank's state shard, the done_ marker last); a save
-# that did not finish is passed over; another N is refused with what to do; the GPU path still refuses.
+# that did not finish is passed over; another N is refused with what to do; the GPU path's refusals (no GPU,
+# no NCCL, bad launcher variables) are one message each.
 . "$(dirname "$0")/../lib.sh"
 . "$ROOT/tests/train_env.sh"
 run() { "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=256 "$@"; }
@@ -83,12 +84,32 @@ for n in 1 4; do
     else fail "resume_other_num_gpus_$n" "rc=$rc: $out"; fi
 done
 
-# several ranks anywhere but the CPU emulation: refused, as before
+# several GPUs without one: one message, no training; --gpus N is train.num_gpus = N (on the CPU backend, the
+# emulation); a launcher's world on the CPU backend, a bad launcher variable, NCCL missing: one message each
 for b in cuda auto; do
     out=$("$GPT2GEN" train $M --backend $b --set train.num_gpus=2 --set checkpoint.dir="$WORK/gpu" 2>&1); rc=$?
-    if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "train.num_gpus = 2: training on several GPUs (NCCL) is not built yet; set it to 1, or emulate 2 ranks in one process with --backend cpu"; then ok "num_gpus_on_$b""_refused"
-    else fail "num_gpus_on_$b""_refused" "rc=$rc: $out"; fi
+    if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "train.num_gpus = 2: no GPU" && ! printf '%s' "$out" | grep -q "^step "; then
+        ok "num_gpus_without_gpu_$b"
+    else fail "num_gpus_without_gpu_$b" "rc=$rc: $out"; fi
 done
+out=$("$GPT2GEN" train $M --backend cpu --gpus 2 --set train.total_batch_size=256 --set train.steps=1 --set checkpoint.dir="$WORK/gpus2" 2>&1); rc=$?
+if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "on cpu x 2 ranks emulated in one process (ZeRO-1)"; then ok gpus_option_sets_num_gpus
+else fail gpus_option_sets_num_gpus "rc=$rc: $out"; fi
+for g in 0 x 257; do
+    out=$("$GPT2GEN" train $M --gpus $g 2>&1); rc=$?
+    if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "\-\-gpus: expected a number of GPUs from 1 to 256, got '$g'"; then ok "bad_gpus_$g"
+    else fail "bad_gpus_$g" "rc=$rc: $out"; fi
+done
+out=$(OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=1 "$GPT2GEN" train $M --backend cpu 2>&1); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "mpirun started 2 processes: several processes train on GPUs only"; then ok launcher_world_on_cpu
+else fail launcher_world_on_cpu "rc=$rc: $out"; fi
+out=$(GPT2GEN_RANK=x GPT2GEN_WORLD=2 GPT2GEN_LOCAL_RANK=0 "$GPT2GEN" train $M 2>&1); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "GPT2GEN_RANK"; then ok bad_launcher_variable
+else fail bad_launcher_variable "rc=$rc: $out"; fi
+out=$(SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_STEP_ID=0 SLURM_JOB_ID=7 GPT2GEN_NCCL_LIBRARY=/nonexistent/libnccl.so.2 \
+      "$GPT2GEN" train $M --set checkpoint.dir="$WORK/srun" 2>&1); rc=$?
+if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "rank 0: NCCL not found: /nonexistent/libnccl.so.2 could not be loaded"; then ok nccl_missing_under_srun
+else fail nccl_missing_under_srun "rc=$rc: $out"; fi
 out=$(run --set train.num_gpus=65 --set train.total_batch_size=$((65 * 128)) --set checkpoint.dir="$WORK/many" 2>&1); rc=$?
 if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "train.num_gpus = 65: the CPU backend emulates at most 64 ranks"; then ok too_many_ranks
 else fail too_many_ranks "rc=$rc: $out"; fi

@@ -153,7 +153,7 @@ static void setup_norm(Workload *w, G *g, const int *max_tun) {
 
 /* ---- adamw: one update of as many parameters as the model has ---- */
 static int run_adamw(Workload *w, G *g, Kernels *ks, Err *err) {
-    return launch_adamw_update(ks, g->s, P(w, 0), g->xs == 2 ? P(w, 1) : 0, P(w, 2), P(w, 3), P(w, 4), w->n, 1e-3f, 0.9f,
+    return launch_adamw_update(ks, g->s, P(w, 0), g->xs == 2 ? P(w, 1) : 0, P(w, 2), P(w, 3), P(w, 4), w->n, 0, 1e-3f, 0.9f,
                                0.95f, 0.271f, 0.143f, 1e-8f, 0.1f, 1.0f, err);
 }
 static void setup_adamw(Workload *w, G *g) {

@@ -1,0 +1,566 @@
+/* Launching ranks (runtime/launch.h): the rank from each launcher's variables, our own launcher's children
+   (the id, the rank and its variables; how a failure, a signal, Ctrl-C, SIGTERM or a failing make_id ends the
+   run; children dying with their parent), and the id through a shared file. Children end with _exit only. */
+#include "runtime/launch.h"
+#include "common/clock.h"
+#include "common/files.h"
+#include "tests/check.h"
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- the environment, saved and put back */
+
+static const char *env_names[] = {
+    "GPT2GEN_RANK", "GPT2GEN_WORLD", "GPT2GEN_LOCAL_RANK",
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE",
+    "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMI_KVSNAME",
+    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_ID", "SLURM_STEP_ID", "GPT2GEN_NCCL_ID_FILE",
+};
+enum { N_ENV = sizeof env_names / sizeof env_names[0] };
+static char *env_saved[N_ENV];
+
+static void env_clear(void) {
+    for (int i = 0; i < N_ENV; i++) {
+        const char *v = getenv(env_names[i]);
+        env_saved[i] = v ? xstrdup(v) : NULL;
+        unsetenv(env_names[i]);
+    }
+}
+
+static void env_restore(void) {
+    for (int i = 0; i < N_ENV; i++) {
+        if (env_saved[i]) setenv(env_names[i], env_saved[i], 1);
+        else unsetenv(env_names[i]);
+        free(env_saved[i]);
+        env_saved[i] = NULL;
+    }
+}
+
+static void env_unset_all(void) {
+    for (int i = 0; i < N_ENV; i++) unsetenv(env_names[i]);
+}
+
+static void set3(const char *a, const char *av, const char *b, const char *bv, const char *c, const char *cv) {
+    setenv(a, av, 1); setenv(b, bv, 1); setenv(c, cv, 1);
+}
+
+static void test_env_none(void) {
+    env_clear();
+    LaunchEnv le;
+    Err err;
+    CHECK_OK(launch_env(&le, &err), &err);
+    CHECK(le.rank == 0 && le.world == 1 && le.local_rank == 0 && !strcmp(le.how, "none") && !le.job[0],
+          "rank %d world %d local %d how %s job '%s'", le.rank, le.world, le.local_rank, le.how, le.job);
+    /* a batch script: SLURM_PROCID without a step is one process */
+    set3("SLURM_PROCID", "0", "SLURM_NTASKS", "8", "SLURM_LOCALID", "0");
+    setenv("SLURM_JOB_ID", "77", 1);
+    CHECK_OK(launch_env(&le, &err), &err);
+    CHECK(le.world == 1 && !strcmp(le.how, "none"), "sbatch without srun: world %d how %s", le.world, le.how);
+    env_restore();
+}
+
+static void test_env_launchers(void) {
+    env_clear();
+    LaunchEnv le;
+    Err err;
+    struct { const char *vars[3], *vals[3], *job_var, *job_val, *job2_var, *job2_val, *how, *job; int rank, world, local; } cases[] = {
+        {{"GPT2GEN_RANK", "GPT2GEN_WORLD", "GPT2GEN_LOCAL_RANK"}, {"2", "4", "2"}, NULL, NULL, NULL, NULL, "gpt2gen", "", 2, 4, 2},
+        {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}, {"5", "16", "1"},
+         "OMPI_MCA_ess_base_jobid", "3141", "PMIX_NAMESPACE", "ns", "mpirun", "3141", 5, 16, 1},
+        {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"}, {"0", "2", "0"},
+         "PMIX_NAMESPACE", "prterun-host-123@1", NULL, NULL, "mpirun", "prterun-host-123@1", 0, 2, 0},
+        {{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"}, {"3", "8", "3"}, "PMI_KVSNAME", "kvs_42_0", NULL, NULL, "mpirun", "kvs_42_0", 3, 8, 3},
+        {{"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"}, {"1", "2", "1"}, NULL, NULL, NULL, NULL, "mpirun", "", 1, 2, 1},
+        {{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"}, {"9", "12", "1"}, "SLURM_JOB_ID", "123", "SLURM_STEP_ID", "4",
+         "srun", "123.4", 9, 12, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        env_unset_all();
+        for (int k = 0; k < 3; k++) setenv(cases[i].vars[k], cases[i].vals[k], 1);
+        if (cases[i].job_var) setenv(cases[i].job_var, cases[i].job_val, 1);
+        if (cases[i].job2_var) setenv(cases[i].job2_var, cases[i].job2_val, 1);
+        CHECK_OK(launch_env(&le, &err), &err);
+        CHECK(le.rank == cases[i].rank && le.world == cases[i].world && le.local_rank == cases[i].local &&
+              !strcmp(le.how, cases[i].how) && !strcmp(le.job, cases[i].job),
+              "case %zu (%s): rank %d world %d local %d how %s job '%s'", i, cases[i].vars[0], le.rank, le.world,
+              le.local_rank, le.how, le.job);
+    }
+    env_restore();
+}
+
+/* The first launcher in the list wins: ours over Open MPI over MPICH over srun. */
+static void test_env_precedence(void) {
+    env_clear();
+    LaunchEnv le;
+    Err err;
+    set3("SLURM_PROCID", "1", "SLURM_NTASKS", "2", "SLURM_LOCALID", "1");
+    setenv("SLURM_STEP_ID", "0", 1);
+    set3("PMI_RANK", "2", "PMI_SIZE", "3", "MPI_LOCALRANKID", "2");
+    CHECK_OK(launch_env(&le, &err), &err);
+    CHECK(!strcmp(le.how, "mpirun") && le.rank == 2 && le.world == 3, "MPICH over srun: %s rank %d", le.how, le.rank);
+    set3("OMPI_COMM_WORLD_RANK", "3", "OMPI_COMM_WORLD_SIZE", "4", "OMPI_COMM_WORLD_LOCAL_RANK", "3");
+    CHECK_OK(launch_env(&le, &err), &err);
+    CHECK(!strcmp(le.how, "mpirun") && le.rank == 3 && le.world == 4, "Open MPI over MPICH: %s rank %d", le.how, le.rank);
+    set3("GPT2GEN_RANK", "4", "GPT2GEN_WORLD", "5", "GPT2GEN_LOCAL_RANK", "4");
+    CHECK_OK(launch_env(&le, &err), &err);
+    CHECK(!strcmp(le.how, "gpt2gen") && le.rank == 4 && le.world == 5 && !le.job[0], "ours over all: %s rank %d job '%s'",
+          le.how, le.rank, le.job);
+    env_restore();
+}
+
+static void test_env_bad_values(void) {
+    env_clear();
+    LaunchEnv le;
+    Err err;
+    struct { const char *rank, *world, *local, *want; } cases[] = {
+        {"x", "4", "0", "GPT2GEN_RANK=\"x\" is not an integer"},
+        {"", "4", "0", "GPT2GEN_RANK=\"\" is not an integer"},
+        {"1", "4 ", "0", "GPT2GEN_WORLD=\"4 \" is not an integer"},
+        {"1", "99999999999", "0", "GPT2GEN_WORLD=\"99999999999\" is not an integer"},
+        {"0", "0", "0", "GPT2GEN_WORLD=0"},
+        {"4", "4", "0", "GPT2GEN_RANK=4"},
+        {"-1", "4", "0", "GPT2GEN_RANK=-1"},
+        {"1", "4", "-2", "GPT2GEN_LOCAL_RANK=-2"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        set3("GPT2GEN_RANK", cases[i].rank, "GPT2GEN_WORLD", cases[i].world, "GPT2GEN_LOCAL_RANK", cases[i].local);
+        err.msg[0] = 0;
+        CHECK(launch_env(&le, &err) == -1 && strstr(err.msg, cases[i].want), "case %zu: wanted '%s', got '%s'", i,
+              cases[i].want, err.msg);
+    }
+    env_unset_all();
+    setenv("SLURM_PROCID", "0", 1); setenv("SLURM_STEP_ID", "0", 1); setenv("SLURM_LOCALID", "0", 1);
+    CHECK(launch_env(&le, &err) == -1 && strstr(err.msg, "SLURM_NTASKS is not set"), "missing world: %s", err.msg);
+    env_restore();
+}
+
+/* ---------------------------------------------------------------- our own launcher */
+
+enum { ID_LEN = 128 };
+
+typedef struct { int calls; unsigned char seed; int fail; } IdCtx;
+
+static int make_pattern(void *id, size_t len, void *ctx, Err *err) {
+    IdCtx *c = ctx;
+    c->calls++;
+    if (c->fail) return err_set(err, "no id today");
+    for (size_t i = 0; i < len; i++) ((unsigned char *)id)[i] = (unsigned char)(c->seed + 7 * i);
+    return 0;
+}
+
+static int count(const char *s, const char *what) {
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p += strlen(what)) n++;
+    return n;
+}
+
+/* No child of ours is left, running or a zombie. */
+static int no_children(void) { return waitpid(-1, NULL, WNOHANG) == -1 && errno == ECHILD; }
+
+typedef void (*ChildFn)(int rank, const unsigned char *id, void *arg);
+
+/* launch_local with make_pattern (failing if fail); each child runs fn (which must _exit). The parent's
+   stderr goes to a file meanwhile: its text comes back in stderr_text (free it). */
+typedef struct { int rc, calls; double seconds; char *stderr_text; Err err; } Run;
+
+static Run run_local(int n, double grace, int fail, ChildFn fn, void *arg) {
+    Run r = {0};
+    IdCtx ctx = {0, 5, fail};
+    unsigned char id[ID_LEN];
+    int rank = -1;
+    char path[] = "/tmp/gpt2gen-launch-err-XXXXXX";
+    fflush(stderr);
+    int fd = mkstemp(path), saved = dup(2);
+    dup2(fd, 2);
+    close(fd);
+    double t0 = now_seconds();
+    r.rc = launch_local(n, grace, ID_LEN, make_pattern, &ctx, &rank, id, &r.err);
+    if (r.rc == LAUNCH_CHILD) { fn(rank, id, arg); _exit(99); }
+    r.seconds = now_seconds() - t0;
+    r.calls = ctx.calls;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    Err rerr;
+    r.stderr_text = read_file(path, NULL, &rerr);
+    if (!r.stderr_text) r.stderr_text = xstrdup("");
+    unlink(path);
+    return r;
+}
+
+/* Checks what it was given, writes its rank to <dir>/rank<i>, and exits 0 (10+ if anything was wrong). */
+static void child_checks(int rank, const unsigned char *id, void *arg) {
+    const char *dir = arg;
+    for (int i = 0; i < ID_LEN; i++)
+        if (id[i] != (unsigned char)(5 + 7 * i)) _exit(10);
+    char v[16];
+    snprintf(v, sizeof v, "%d", rank);
+    const char *r = getenv("GPT2GEN_RANK"), *w = getenv("GPT2GEN_WORLD"), *l = getenv("GPT2GEN_LOCAL_RANK");
+    if (!r || strcmp(r, v) || !w || strcmp(w, "4") || !l || strcmp(l, v)) _exit(11);
+    LaunchEnv le;
+    Err err;
+    if (launch_env(&le, &err) || le.rank != rank || le.world != 4 || le.local_rank != rank || strcmp(le.how, "gpt2gen")) _exit(12);
+    char path[600];
+    snprintf(path, sizeof path, "%s/rank%d", dir, rank);
+    if (write_file_atomic(path, v, strlen(v), &err)) _exit(13);
+    _exit(0);
+}
+
+static void test_local_runs_ranks(void) {
+    env_clear();
+    char dir[] = "/tmp/gpt2gen-launch-XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); env_restore(); return; }
+    Run r = run_local(4, 1.0, 0, child_checks, dir);
+    CHECK(r.rc == 0, "rc %d: %s", r.rc, r.stderr_text);
+    CHECK(r.calls == 1, "make_id called %d times in the parent", r.calls);
+    CHECK(!getenv("GPT2GEN_RANK"), "the parent's environment got GPT2GEN_RANK");
+    for (int i = 0; i < 4; i++) {
+        Err err;
+        char path[600];
+        snprintf(path, sizeof path, "%s/rank%d", dir, i);
+        char *s = read_file(path, NULL, &err);
+        CHECK(s && atoi(s) == i, "rank %d's file: %s", i, s ? s : err.msg);
+        free(s);
+        unlink(path);
+    }
+    CHECK(no_children(), "children left");
+    rmdir(dir);
+    free(r.stderr_text);
+    env_restore();
+}
+
+static void child_exit3(int rank, const unsigned char *id, void *arg) {
+    (void)id; (void)arg;
+    if (rank == 1) { usleep(50 * 1000); _exit(3); }
+    sleep(10);
+    _exit(0);
+}
+
+/* A rank that exits 3 ends the run: named in one line, the sleeping ranks stopped at once. */
+static void test_local_failure_stops_others(void) {
+    Run r = run_local(3, 1.0, 0, child_exit3, NULL);
+    const char *msg = r.stderr_text;
+    CHECK(r.rc == 1, "rc %d", r.rc);
+    CHECK(r.seconds < 1.0 + 2, "took %.2f s", r.seconds);
+    CHECK(strstr(msg, "gpt2gen: rank 1 (pid ") && strstr(msg, "exited with code 3; stopping the other ranks\n") &&
+          count(msg, "gpt2gen:") == 1, "message: %s", msg);
+    CHECK(no_children(), "children left");
+    free(r.stderr_text);
+}
+
+/* A pipe made before the launch: children that have set up their signals write a byte to it, and the one that
+   acts first reads them, so a loaded machine cannot reorder the two. */
+static int ready[2];
+
+static void ready_wait(int n) {
+    char c;
+    for (int i = 0; i < n; i++)
+        if (read(ready[0], &c, 1) != 1) _exit(20);
+}
+
+static void ready_say(void) {
+    if (write(ready[1], "r", 1) != 1) _exit(21);
+}
+
+static void child_ignores_term(int rank, const unsigned char *id, void *arg) {
+    (void)id; (void)arg;
+    if (rank == 1) { ready_wait(1); usleep(100 * 1000); _exit(2); }
+    signal(SIGTERM, SIG_IGN);
+    ready_say();
+    sleep(10);
+    _exit(0);
+}
+
+/* A rank that ignores SIGTERM is SIGKILLed after the grace time. */
+static void test_local_grace_then_kill(void) {
+    if (pipe(ready)) { CHECK(0, "pipe"); return; }
+    Run r = run_local(2, 0.3, 0, child_ignores_term, NULL);
+    close(ready[0]); close(ready[1]);
+    CHECK(r.rc == 1, "rc %d", r.rc);
+    CHECK(r.seconds >= 0.1 + 0.3 && r.seconds < 0.3 + 2, "took %.2f s (rank 1 exits after 0.1 s, grace 0.3 s)", r.seconds);
+    CHECK(strstr(r.stderr_text, "rank 1 (pid ") && strstr(r.stderr_text, "exited with code 2"), "message: %s", r.stderr_text);
+    CHECK(no_children(), "children left");
+    free(r.stderr_text);
+}
+
+static void child_sigkill(int rank, const unsigned char *id, void *arg) {
+    (void)id; (void)arg;
+    if (rank == 1) raise(SIGKILL);
+    sleep(10);
+    _exit(0);
+}
+
+static void test_local_killed_by_signal(void) {
+    Run r = run_local(2, 1.0, 0, child_sigkill, NULL);
+    CHECK(r.rc == 1, "rc %d", r.rc);
+    CHECK(strstr(r.stderr_text, "gpt2gen: rank 1 (pid ") &&
+          strstr(r.stderr_text, "was killed by signal 9 (SIGKILL); stopping the other ranks"), "message: %s", r.stderr_text);
+    CHECK(no_children(), "children left");
+    free(r.stderr_text);
+}
+
+static void child_exit_arg(int rank, const unsigned char *id, void *arg) {
+    (void)id;
+    const int *codes = arg;
+    usleep(20 * 1000 * rank);
+    _exit(codes[rank]);
+}
+
+static volatile sig_atomic_t got_sigint;
+static void on_sigint(int sig) { (void)sig; got_sigint = 1; }
+
+static void child_sends_sigint(int rank, const unsigned char *id, void *arg) {
+    (void)id; (void)arg;
+    if (rank == 0) kill(getppid(), SIGINT);
+    usleep(100 * 1000);
+    _exit(130);
+}
+
+/* 130 (stopped by Ctrl-C after saving) from every rank, or from some with 0 from the others, is 130; the
+   parent ignores a SIGINT meanwhile and puts the caller's handler back. */
+static void test_local_ctrl_c(void) {
+    int codes[3][3] = {{130, 130, 130}, {0, 130, 0}, {0, 0, 0}}, want[3] = {130, 130, 0};
+    for (int i = 0; i < 3; i++) {
+        Run r = run_local(3, 1.0, 0, child_exit_arg, codes[i]);
+        CHECK(r.rc == want[i] && !r.stderr_text[0], "codes %d %d %d: rc %d, stderr '%s'", codes[i][0], codes[i][1],
+              codes[i][2], r.rc, r.stderr_text);
+        free(r.stderr_text);
+    }
+    struct sigaction sa, old, now;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old);
+    got_sigint = 0;
+    Run r = run_local(2, 1.0, 0, child_sends_sigint, NULL);
+    free(r.stderr_text);
+    sigaction(SIGINT, NULL, &now);
+    CHECK(r.rc == 130 && !got_sigint, "SIGINT to the parent: rc %d, handler ran %d", r.rc, (int)got_sigint);
+    CHECK(now.sa_handler == on_sigint, "the SIGINT handler was not put back");
+    sigaction(SIGINT, &old, NULL);
+    CHECK(no_children(), "children left");
+}
+
+static void on_sigterm_exit130(int sig) { (void)sig; _exit(130); }
+
+static void child_sends_sigterm(int rank, const unsigned char *id, void *arg) {
+    (void)id; (void)arg;
+    signal(SIGTERM, on_sigterm_exit130);
+    if (rank == 0) { ready_wait(2); kill(getppid(), SIGTERM); }
+    else ready_say();
+    sleep(10);
+    _exit(0);
+}
+
+/* A SIGTERM to the parent reaches every child (here they exit 130 on it); the parent lives on. */
+static void test_local_sigterm_forwarded(void) {
+    if (pipe(ready)) { CHECK(0, "pipe"); return; }
+    Run r = run_local(3, 1.0, 0, child_sends_sigterm, NULL);
+    close(ready[0]); close(ready[1]);
+    free(r.stderr_text);
+    CHECK(r.rc == 130 && r.seconds < 2, "rc %d after %.2f s", r.rc, r.seconds);
+    sigset_t mask;
+    sigprocmask(SIG_SETMASK, NULL, &mask);
+    CHECK(!sigismember(&mask, SIGTERM) && !sigismember(&mask, SIGCHLD), "the signal mask was not put back");
+    CHECK(no_children(), "children left");
+}
+
+static void child_never_runs(int rank, const unsigned char *id, void *arg) {
+    (void)rank; (void)id; (void)arg;
+    _exit(0);
+}
+
+/* A failing make_id is printed; the children are killed (and print nothing) and reaped. */
+static void test_local_make_id_fails(void) {
+    Run r = run_local(3, 1.0, 1, child_never_runs, NULL);
+    CHECK(r.rc == 1 && r.calls == 1, "rc %d, %d calls", r.rc, r.calls);
+    CHECK(!strcmp(r.stderr_text, "gpt2gen: no id today\n"), "message: %s", r.stderr_text);
+    CHECK(no_children(), "children left");
+    free(r.stderr_text);
+}
+
+static void test_local_bad_n(void) {
+    const int ns[] = {0, 257, -1};
+    for (int i = 0; i < 3; i++) {
+        char want[32];
+        snprintf(want, sizeof want, "launch %d ranks", ns[i]);
+        Run r = run_local(ns[i], 1.0, 0, child_never_runs, NULL);
+        CHECK(r.rc == -1 && strstr(r.err.msg, want) && r.calls == 0 && !r.stderr_text[0], "%d: rc %d, %s", ns[i], r.rc, r.err.msg);
+        free(r.stderr_text);
+    }
+    CHECK(no_children(), "something was forked");
+}
+
+static void child_writes_pid_and_waits(int rank, const unsigned char *id, void *arg) {
+    (void)id;
+    char path[600], v[32];
+    snprintf(path, sizeof path, "%s/pid%d", (const char *)arg, rank);
+    snprintf(v, sizeof v, "%d", (int)getpid());
+    Err err;
+    if (write_file_atomic(path, v, strlen(v), &err)) _exit(1);
+    sleep(10);
+    _exit(0);
+}
+
+/* The children get SIGTERM when their parent is SIGKILLed (the test process is their subreaper, so it
+   reaps them). */
+static void test_local_children_die_with_parent(void) {
+    char dir[] = "/tmp/gpt2gen-launch-XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    fflush(NULL);
+    pid_t helper = fork();
+    if (helper == 0) {
+        IdCtx ctx = {0, 5, 0};
+        unsigned char id[ID_LEN];
+        int rank;
+        Err err;
+        if (launch_local(2, 1.0, ID_LEN, make_pattern, &ctx, &rank, id, &err) == LAUNCH_CHILD)
+            child_writes_pid_and_waits(rank, id, dir);
+        _exit(1);
+    }
+    pid_t kids[2] = {0, 0};
+    double t0 = now_seconds();
+    while ((!kids[0] || !kids[1]) && now_seconds() - t0 < 3) {
+        for (int i = 0; i < 2; i++) {
+            char path[600];
+            snprintf(path, sizeof path, "%s/pid%d", dir, i);
+            Err err;
+            char *s = file_exists(path) ? read_file(path, NULL, &err) : NULL;
+            if (s) kids[i] = atoi(s);
+            free(s);
+        }
+        usleep(10 * 1000);
+    }
+    CHECK(kids[0] > 0 && kids[1] > 0, "the children did not start");
+    kill(helper, SIGKILL);
+    waitpid(helper, NULL, 0);
+    for (int i = 0; i < 2; i++) {
+        if (kids[i] <= 0) continue;
+        int st = 0;
+        pid_t r = 0;
+        for (t0 = now_seconds(); (r = waitpid(kids[i], &st, WNOHANG)) == 0 && now_seconds() - t0 < 2; ) usleep(10 * 1000);
+        if (r == 0) { kill(kids[i], SIGKILL); waitpid(kids[i], NULL, 0); }
+        CHECK(r == kids[i] && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "rank %d: r %d, status %#x", i, (int)r, st);
+    }
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
+    for (int i = 0; i < 2; i++) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/pid%d", dir, i);
+        unlink(path);
+    }
+    rmdir(dir);
+    CHECK(no_children(), "children left");
+}
+
+/* ---------------------------------------------------------------- the id through a file */
+
+static int files_in(const char *dir) {
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d)); ) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
+/* A reader that starts first waits for rank 0's file and takes the same bytes; so does one that comes after. */
+static void test_share_id_file(void) {
+    char dir[] = "/tmp/gpt2gen-launch-XXXXXX", path[600];
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
+    snprintf(path, sizeof path, "%s/.nccl-id-7.0", dir);
+    unsigned char id[ID_LEN], got[ID_LEN];
+    for (int i = 0; i < ID_LEN; i++) id[i] = (unsigned char)(i * 13 + 1);
+    fflush(NULL);
+    pid_t reader = fork();
+    if (reader == 0) {
+        Err err;
+        unsigned char mine[ID_LEN];
+        if (launch_share_id_file(path, 1, mine, ID_LEN, 3.0, &err)) _exit(1);
+        _exit(memcmp(mine, id, ID_LEN) ? 2 : 0);
+    }
+    usleep(100 * 1000);
+    Err err;
+    CHECK_OK(launch_share_id_file(path, 0, id, ID_LEN, 3.0, &err), &err);
+    int st = 0;
+    waitpid(reader, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the waiting reader: status %#x", st);
+    memset(got, 0, sizeof got);
+    CHECK_OK(launch_share_id_file(path, 2, got, ID_LEN, 0.5, &err), &err);
+    CHECK(!memcmp(got, id, ID_LEN), "the later reader got other bytes");
+    CHECK(files_in(dir) == 1, "%d files in %s (a temporary left?)", files_in(dir), dir);
+    launch_id_file_remove(path);
+    CHECK(!file_exists(path), "not removed");
+    rmdir(dir);
+}
+
+/* No file, or one of the wrong length: a timeout that names the path, in about timeout_s. */
+static void test_share_id_file_timeout(void) {
+    char dir[] = "/tmp/gpt2gen-launch-XXXXXX", path[600];
+    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
+    snprintf(path, sizeof path, "%s/id", dir);
+    unsigned char id[8];
+    Err err;
+    double t0 = now_seconds();
+    int rc = launch_share_id_file(path, 1, id, sizeof id, 0.3, &err);
+    double dt = now_seconds() - t0;
+    CHECK(rc == -1 && dt >= 0.3 && dt < 0.3 + 0.5, "rc %d after %.2f s", rc, dt);
+    CHECK(strstr(err.msg, path) && strstr(err.msg, "rank 0 did not write the id file within 0.3 s") &&
+          strstr(err.msg, "every node shares"), "message: %s", err.msg);
+    CHECK_OK(write_file_atomic(path, "12345", 5, &err), &err);
+    t0 = now_seconds();
+    rc = launch_share_id_file(path, 1, id, sizeof id, 0.3, &err);
+    dt = now_seconds() - t0;
+    CHECK(rc == -1 && dt >= 0.3 && dt < 0.3 + 0.5, "wrong length: rc %d after %.2f s", rc, dt);
+    CHECK(strstr(err.msg, path) && strstr(err.msg, "has 5 bytes, not 8"), "wrong length: %s", err.msg);
+    launch_id_file_remove(path);
+    rmdir(dir);
+}
+
+static void test_id_file_path(void) {
+    env_clear();
+    LaunchEnv le = {.rank = 1, .world = 2, .how = "srun"};
+    snprintf(le.job, sizeof le.job, "12/3 x:y.0");
+    char out[256];
+    Err err;
+    CHECK_OK(launch_id_file_path(&le, "/shared/run", out, sizeof out, &err), &err);
+    CHECK(!strcmp(out, "/shared/run/.nccl-id-12_3_x_y.0"), "sanitized: %s", out);
+    setenv("GPT2GEN_NCCL_ID_FILE", "/nfs/me/id", 1);
+    CHECK_OK(launch_id_file_path(&le, "/shared/run", out, sizeof out, &err), &err);
+    CHECK(!strcmp(out, "/nfs/me/id"), "override: %s", out);
+    unsetenv("GPT2GEN_NCCL_ID_FILE");
+    le.job[0] = 0;
+    le.how = "mpirun";
+    CHECK(launch_id_file_path(&le, "/shared/run", out, sizeof out, &err) == -1 && strstr(err.msg, "set GPT2GEN_NCCL_ID_FILE")
+          && strstr(err.msg, "mpirun"), "no job: %s", err.msg);
+    snprintf(le.job, sizeof le.job, "42");
+    CHECK(launch_id_file_path(&le, "/shared/run", out, 10, &err) == -1 && strstr(err.msg, "too long"), "small: %s", err.msg);
+    env_restore();
+}
+
+int main(int argc, char **argv) {
+    CHECK_MAIN_INIT(argc, argv);
+    RUN(test_env_none);
+    RUN(test_env_launchers);
+    RUN(test_env_precedence);
+    RUN(test_env_bad_values);
+    RUN(test_local_runs_ranks);
+    RUN(test_local_failure_stops_others);
+    RUN(test_local_grace_then_kill);
+    RUN(test_local_killed_by_signal);
+    RUN(test_local_ctrl_c);
+    RUN(test_local_sigterm_forwarded);
+    RUN(test_local_make_id_fails);
+    RUN(test_local_bad_n);
+    RUN(test_local_children_die_with_parent);
+    RUN(test_share_id_file);
+    RUN(test_share_id_file_timeout);
+    RUN(test_id_file_path);
+    return check_summary();
+}
