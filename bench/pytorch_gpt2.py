@@ -1,9 +1,11 @@
 """The PyTorch side of bench/bench.sh: a nanoGPT-style GPT-2 trained on random tokens with torch.compile,
 bf16 autocast, F.scaled_dot_product_attention (flash) and fused AdamW. Prints one line:
     pytorch <model> B=<B> T=<T>: <ms> ms/step, <tok/s> tok/s, peak <GiB> GiB
-Written for this project (same recipe as the llm.c / nanoGPT reference trainers)."""
-import argparse, math, time
+Under torchrun (WORLD_SIZE > 1) it trains with DistributedDataParallel, B rows per GPU, and rank 0 prints the
+global tok/s ("pytorch-ddp<N> ..."). Written for this project (same recipe as the llm.c / nanoGPT reference trainers)."""
+import argparse, math, os, time
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -69,6 +71,11 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--no-compile", action="store_true")
     a = ap.parse_args()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+        dist.init_process_group("nccl")
     torch.manual_seed(1337)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
@@ -78,7 +85,8 @@ def main():
     nodecay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
                             lr=6e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
-    step_model = model if a.no_compile else torch.compile(model)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[torch.cuda.current_device()]) if world > 1 else model
+    step_model = ddp if a.no_compile else torch.compile(ddp)
     V = 50257
     times = []
     for s in range(a.steps):
@@ -96,10 +104,14 @@ def main():
         times.append(time.perf_counter() - t0)
     timed = times[3:] if len(times) > 6 else times[1:]
     ms = 1e3 * sum(timed) / len(timed)
-    tok = a.batch * a.seq / (ms / 1e3)
+    tok = world * a.batch * a.seq / (ms / 1e3)
     peak = torch.cuda.max_memory_reserved() / 2**30
-    print(f"pytorch {a.model} B={a.batch} T={a.seq}: {ms:.1f} ms/step, {tok:.0f} tok/s, peak {peak:.1f} GiB, "
-          f"final loss {loss.item():.4f}", flush=True)
+    name = f"pytorch-ddp{world}" if world > 1 else "pytorch"
+    if rank == 0:
+        print(f"{name} {a.model} B={a.batch} T={a.seq}: {ms:.1f} ms/step, {tok:.0f} tok/s, peak {peak:.1f} GiB, "
+              f"final loss {loss.item():.4f}", flush=True)
+    if world > 1:
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

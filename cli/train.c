@@ -3,11 +3,13 @@
 #include "gen/build.h"
 #include "common/files.h"
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/comm_socket.h"
 #include "runtime/cuda/nccl.h"
 #include "runtime/cuda/tune_env.h"
 #include "runtime/launch.h"
 #include "runtime/train.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -77,57 +79,67 @@ static int probe_gpus(GpuProbe *p, Err *err) {
     return 0;
 }
 
-static int make_nccl_id(void *id, size_t len, void *ctx, Err *err) {
-    (void)len; (void)ctx;
-    return nccl_unique_id(id, err);
+/* GPT2GEN_CPU_PROCESSES=1: with --backend cpu, a process per rank joined through runtime/comm_socket.h instead of the
+   ranks emulated in one process (a test hook: the multi-process loop without GPUs) */
+static int cpu_processes(void) {
+    const char *v = getenv("GPT2GEN_CPU_PROCESSES");
+    return v && !strcmp(v, "1");
 }
 
-/* `--gpus N` (or train.num_gpus = N) on the GPU: builds once, then a process per GPU (runtime/launch.h). */
-static int train_local_gpus(Args *a, Config *cfg, Plan *plan) {
+static int make_id(void *id, size_t len, void *ctx, Err *err) {
+    return ctx ? comm_socket_id(id, len, err) : nccl_unique_id(id, err);
+}
+
+/* `--gpus N` (or train.num_gpus = N) on the GPU: builds once, then a process per GPU (runtime/launch.h). With
+   backend "cpu" (GPT2GEN_CPU_PROCESSES=1), a process per rank on the CPU backend. */
+static int train_local(Args *a, Config *cfg, Plan *plan, const char *backend) {
     Err err;
-    int n = cfg->train.num_gpus;
+    int n = cfg->train.num_gpus, cpu = !strcmp(backend, "cpu"), rc;
     static GpuProbe p;
-    if (probe_gpus(&p, &err)) { fprintf(stderr, "gpt2gen: train.num_gpus = %d: %s\n", n, err.msg); return EXIT_FAIL; }
-    if (p.count < n) {
-        fprintf(stderr, "gpt2gen: train.num_gpus = %d, but this machine has %d GPU%s: ask for at most %d, or start "
-                "more processes on other nodes with mpirun or srun\n", n, p.count, p.count == 1 ? "" : "s", p.count);
+    if (!cpu) {
+        if (probe_gpus(&p, &err)) { fprintf(stderr, "gpt2gen: train.num_gpus = %d: %s\n", n, err.msg); return EXIT_FAIL; }
+        if (p.count < n) {
+            fprintf(stderr, "gpt2gen: train.num_gpus = %d, but this machine has %d GPU%s: ask for at most %d, or start "
+                    "more processes on other nodes with mpirun or srun\n", n, p.count, p.count == 1 ? "" : "s", p.count);
+            return EXIT_FAIL;
+        }
+        if (!a->arch) a->arch = p.arch;   /* GPU 0's, as the one-process path does */
+        if (p.env_ok) args_use_tune_env(&p.env, p.cublaslt);
+    }
+    if ((rc = args_load_and_plan(a, cfg, plan))) return rc;
+    if (!cpu && (nccl_load(NULL, &err) || build_run(plan, a->jobs, a->quiet, NULL, &err))) {
+        fprintf(stderr, "gpt2gen: %s\n", err.msg);
         return EXIT_FAIL;
     }
-    if (!a->arch) a->arch = p.arch;   /* GPU 0's, as the one-process path does */
-    if (p.env_ok) args_use_tune_env(&p.env, p.cublaslt);
-    int rc = args_load_and_plan(a, cfg, plan);
-    if (rc) return rc;
-    if (nccl_load(NULL, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
-    if (build_run(plan, a->jobs, a->quiet, NULL, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     int rank;
     static unsigned char id[NCCL_ID_BYTES];
-    rc = launch_local(n, 10.0, NCCL_ID_BYTES, make_nccl_id, NULL, &rank, id, &err);
+    rc = launch_local(n, 10.0, NCCL_ID_BYTES, make_id, cpu ? (void *)1 : NULL, &rank, id, &err);
     if (rc == -1) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     if (rc != LAUNCH_CHILD) return rc;
-    TrainOptions opt = {"cuda", a->quiet, rank, n, rank, id};
+    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, rank, n, rank, id};
     return train_run(cfg, plan, &opt);
 }
 
 /* One process of several that mpirun or srun started: rank 0 builds and hands out NCCL's id through a file
    (runtime/launch.h), the others wait for it and then build (from the kernel cache rank 0 filled). */
-static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan) {
+static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan, const char *backend) {
     Err err;
-    int rc = args_load_and_plan(a, cfg, plan);
+    int cpu = !strcmp(backend, "cpu"), rc = args_load_and_plan(a, cfg, plan);
     if (rc) return rc;
     char path[1200];
     double timeout;
     static unsigned char id[NCCL_ID_BYTES];
-    if (nccl_timeout(&timeout, &err) || nccl_load(NULL, &err) || mkdir_p(cfg->checkpoint.dir, &err) ||
+    if (nccl_timeout(&timeout, &err) || (!cpu && nccl_load(NULL, &err)) || mkdir_p(cfg->checkpoint.dir, &err) ||
         launch_id_file_path(le, cfg->checkpoint.dir, path, sizeof path, &err)) {
         fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg);
         return EXIT_FAIL;
     }
-    if (le->rank == 0) rc = build_run(plan, a->jobs, a->quiet, NULL, &err) || nccl_unique_id(id, &err) ||
+    if (le->rank == 0) rc = (!cpu && build_run(plan, a->jobs, a->quiet, NULL, &err)) || make_id(id, sizeof id, cpu ? (void *)1 : NULL, &err) ||
                             launch_share_id_file(path, 0, id, NCCL_ID_BYTES, timeout, &err);
     else rc = launch_share_id_file(path, le->rank, id, NCCL_ID_BYTES, timeout, &err) ||
-              build_run(plan, a->jobs, 1, NULL, &err);
+              (!cpu && build_run(plan, a->jobs, 1, NULL, &err));
     if (rc) { fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg); return EXIT_FAIL; }
-    TrainOptions opt = {"cuda", a->quiet, le->rank, le->world, le->local_rank, id};
+    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, le->rank, le->world, le->local_rank, id};
     rc = train_run(cfg, plan, &opt);
     if (le->rank == 0) launch_id_file_remove(path);
     return rc;
@@ -156,7 +168,7 @@ int cmd_train(int argc, char **argv) {
                     a.gpus, le.how, le.world);
             return EXIT_USAGE;
         }
-        if (!strcmp(backend, "cpu")) {
+        if (!strcmp(backend, "cpu") && !cpu_processes()) {
             fprintf(stderr, "gpt2gen: %s started %d processes: several processes train on GPUs only\n", le.how, le.world);
             return EXIT_USAGE;
         }
@@ -166,8 +178,9 @@ int cmd_train(int argc, char **argv) {
     }
     /* the config alone first (no CUDA in this process yet): several GPUs on one machine fork first */
     if (config_load(&cfg, a.config, a.sets, a.n_sets, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
-    if (le.world > 1) return train_launched(&a, &le, &cfg, &plan);
-    if (cfg.train.num_gpus > 1 && strcmp(backend, "cpu")) return train_local_gpus(&a, &cfg, &plan);
+    if (le.world > 1) return train_launched(&a, &le, &cfg, &plan, !strcmp(backend, "cpu") ? "cpu" : "cuda");
+    if (cfg.train.num_gpus > 1 && (strcmp(backend, "cpu") || cpu_processes()))
+        return train_local(&a, &cfg, &plan, !strcmp(backend, "cpu") ? "cpu" : "cuda");
     if ((rc = args_load_and_plan(&a, &cfg, &plan))) return rc;
     char arch[16];
     /* several ranks in one process run only as the CPU emulation, asked for by name */

@@ -4,6 +4,7 @@
 #include "common/rng.h"
 #include <stdio.h>
 #include "runtime/checkpoint.h"
+#include "runtime/comm_socket.h"
 #include "runtime/cuda/nccl.h"
 #include "runtime/dataloader.h"
 #include "runtime/loss_scale.h"
@@ -46,9 +47,6 @@ Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char
 int train_check_ranks(const Config *c, const char *backend, int procs, Err *err) {
     int n = c->train.num_gpus;
     if (procs > 1) {
-        if (!strcmp(backend, "cpu"))
-            return err_set(err, "%s: %d processes on the CPU backend: several processes train on GPUs only (one process "
-                           "emulates several ranks on the CPU)", c->path, procs);
         if (n != procs)
             return err_set(err, "%s: train.num_gpus = %d, but %d processes were started: they must agree (--gpus N sets "
                            "both)", c->path, n, procs);
@@ -417,7 +415,9 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
     if (procs == 1) return (r->comm = comm_emulated_create(r->world, err)) ? 0 : -1;
     double timeout;
     if (nccl_timeout(&timeout, err)) return -1;
-    return (r->comm = comm_nccl_create(r->be, opt->nccl_id, r->world, r->first, timeout, err)) ? 0 : -1;
+    if (!strcmp(r->be->name, "cpu")) r->comm = comm_socket_create(opt->comm_id, r->world, r->first, timeout, err);
+    else r->comm = comm_nccl_create(r->be, opt->comm_id, r->world, r->first, timeout, err);
+    return r->comm ? 0 : -1;
 }
 
 static void close_run(Run *r) {
@@ -537,7 +537,8 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
     GPT2Shape shape = config_shape(c);
     char ranks[96] = "";
     if (r.world > 1 && r.local > 1) snprintf(ranks, sizeof ranks, " x %d ranks emulated in one process (ZeRO-%d)", r.world, c->train.zero_stage);
-    else if (r.world > 1) snprintf(ranks, sizeof ranks, " x %d GPUs, a process each (NCCL, ZeRO-%d)", r.world, c->train.zero_stage);
+    else if (r.world > 1) snprintf(ranks, sizeof ranks, " x %d %s, a process each (%s, ZeRO-%d)", r.world,
+                                   strcmp(r.be->name, "cpu") ? "GPUs" : "ranks", r.comm->name, c->train.zero_stage);
     printf("training %s on %s%s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", c->name,
            r.be->name, ranks, r.num_params / 1e6, c->train.steps, c->train.total_batch_size, c->train.batch_size,
            c->train.seq_len, c->train.grad_accum, precision_name(c->precision));

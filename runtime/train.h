@@ -18,11 +18,12 @@ enum { TRAIN_MAX_EMULATED_RANKS = 64 };
 typedef struct {
     const char *backend;     /* "cpu", "cuda", or "auto" (cuda where there is a GPU, else cpu) */
     int quiet;               /* no per-step lines (tests) */
-    /* One of procs processes, one per GPU (runtime/launch.h), joined through NCCL with nccl_id: this one is rank
-       `rank` on GPU `device`. procs 0 or 1: this process is the whole run (train.num_gpus > 1 is then the CPU
-       emulation). Only rank 0 prints progress, samples, and writes the metrics and the model file. */
+    /* One of procs processes, one per GPU (runtime/launch.h), joined with comm_id (NCCL's id; on the CPU backend,
+       runtime/comm_socket.h's): this one is rank `rank` on GPU `device`. procs 0 or 1: this process is the whole
+       run (train.num_gpus > 1 is then the CPU emulation). Only rank 0 prints progress, samples, and writes the
+       metrics and the model file. */
     int rank, procs, device;
-    const void *nccl_id;
+    const void *comm_id;
 } TrainOptions;
 
 /* Runs the whole job. Returns an exit code: 0, 1 (a failure, printed), 130 (stopped by SIGINT after
@@ -34,8 +35,7 @@ Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *whi
 /* Rank ri's backend: under ZeRO-1 with several ranks, it keeps the AdamW state of its shard only. */
 Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char *which, RankInfo ri, Err *err);
 /* train.num_gpus > 1: in one process (procs <= 1) only with backend "cpu" (named: auto is CUDA on a GPU machine),
-   and at most TRAIN_MAX_EMULATED_RANKS; as procs processes only on the GPU, with num_gpus = procs. err says what
-   to do otherwise. */
+   and at most TRAIN_MAX_EMULATED_RANKS; as procs processes with num_gpus = procs. err says what to do otherwise. */
 int train_check_ranks(const Config *cfg, const char *backend, int procs, Err *err);
 /* Samples one token from logits[0..V) at temperature (0: argmax) with the RNG. */
 int sample_token(const float *logits, int V, float temperature, uint64_t *rng);

@@ -37,6 +37,10 @@ echo "== tests/gpu/tune.sh (gpt2gen tune on tiny, bf16 and fp32: tuned step = un
 sh tests/gpu/tune.sh > "$log/gpu-tune.out" 2>&1; rc=$?
 cat "$log/gpu-tune.out"
 count tune "$log/gpu-tune.out" $rc
+echo "== tests/gpu/ranks.sh (2 GPUs: = 1 GPU with accumulation, ZeRO-0 = ZeRO-1, exact resume, mpirun, a killed rank; skips on 1 GPU)"
+sh tests/gpu/ranks.sh > "$log/gpu-ranks.out" 2>&1; rc=$?
+cat "$log/gpu-ranks.out"
+count ranks "$log/gpu-ranks.out" $rc
 echo "== tests/gpu/e2e.sh (CPU checkpoint -> 10 steps on CPU and GPU; gpt2-124M on the default data)"
 sh tests/gpu/e2e.sh > "$log/gpu-e2e.out" 2>&1; rc=$?
 cat "$log/gpu-e2e.out"

@@ -125,17 +125,15 @@ static int settle(Comm *cm, ncclResult_t r, const char *what, double deadline, E
     Nccl *n = cm->impl;
     while (r == ncclInProgress) {
         if (now_seconds() > deadline) {
-            err_set(err, "rank %d: NCCL %s: no answer from the other ranks within %.0f s (did one of them stop?); "
-                    "GPT2GEN_NCCL_TIMEOUT sets the limit", n->rank, what, n->timeout);
+            err_set(err, "NCCL %s: no answer from the other ranks within %.0f s (did one of them stop?); "
+                    "GPT2GEN_NCCL_TIMEOUT sets the limit", what, n->timeout);
             return broken(cm);
         }
         nap();
         if (nc.ncclCommGetAsyncError(n->comm, &r) != ncclSuccess) break;
     }
     if (r != ncclSuccess) {
-        Err e;
-        nccl_fail(r, n->comm, what, &e);
-        err_set(err, "rank %d: %s", n->rank, e.msg);
+        nccl_fail(r, n->comm, what, err);
         return broken(cm);
     }
     return 0;
@@ -243,13 +241,11 @@ Comm *comm_nccl_create(Backend *be, const void *id, int world, int rank, double 
     NcclConfigHead cfg = {sizeof cfg, 0xcafebeef, NCCL_VERSION_CODE(2, 14, 0), 0};
     ncclResult_t r = nc.ncclCommInitRankConfig(&n->comm, world, u, rank, &cfg);
     if (r != ncclSuccess && r != ncclInProgress) {
-        Err e;
-        nccl_fail(r, NULL, "joining the ranks (ncclCommInitRankConfig)", &e);
-        err_set(err, "rank %d: %s", rank, e.msg);
+        nccl_fail(r, NULL, "joining the ranks (ncclCommInitRankConfig)", err);
         nc_destroy(cm);
         return NULL;
     }
-    if (!n->comm) { err_set(err, "rank %d: NCCL gave no communicator", rank); nc_destroy(cm); return NULL; }
+    if (!n->comm) { err_set(err, "NCCL gave no communicator"); nc_destroy(cm); return NULL; }
     if (settle(cm, r, "joining the ranks", now_seconds() + timeout_s, err)) { nc_destroy(cm); return NULL; }
     return cm;
 }

@@ -110,6 +110,71 @@ out=$(SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_STEP_ID=0 SLURM_JOB_ID
       "$GPT2GEN" train $M --set checkpoint.dir="$WORK/srun" 2>&1); rc=$?
 if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "rank 0: NCCL not found: /nonexistent/libnccl.so.2 could not be loaded"; then ok nccl_missing_under_srun
 else fail nccl_missing_under_srun "rc=$rc: $out"; fi
+# A process per rank (GPT2GEN_CPU_PROCESSES=1: the launcher of --gpus N, runtime/comm_socket.h's collectives): the
+# bits of the same ranks emulated in one process, checkpoint parts from every process, one header from rank 0;
+# an emulated run's checkpoint resumes in processes to the same bits; Ctrl-C stops every rank at one step with a
+# whole checkpoint; a killed rank ends the run with a message, under the launcher (which names it) and without
+# one (the survivor's wait ends at once)
+procs() { GPT2GEN_CPU_PROCESSES=1 "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=256 "$@"; }
+run --set train.num_gpus=2 --set checkpoint.every=4 --set checkpoint.dir="$WORK/emu" >/dev/null 2>&1
+out=$(procs --gpus 2 --set checkpoint.every=4 --set checkpoint.dir="$WORK/procs" 2>&1); rc=$?
+if [ $rc -eq 0 ] && vals "$WORK/emu/metrics.jsonl" > "$WORK/emu.txt" && vals "$WORK/procs/metrics.jsonl" > "$WORK/procs.txt" \
+   && [ "$(wc -l < "$WORK/procs.txt")" -eq 19 ] && cmp -s "$WORK/emu.txt" "$WORK/procs.txt" \
+   && cmp -s "$WORK/emu/model_00000008.bin" "$WORK/procs/model_00000008.bin" \
+   && cmp -s "$WORK/emu/state_00000008.r1.bin" "$WORK/procs/state_00000008.r1.bin" && [ -f "$WORK/procs/done_00000008.bin" ] \
+   && [ "$(printf '%s\n' "$out" | grep -c '^training micro on cpu x 2 ranks, a process each (socket, ZeRO-1)')" -eq 1 ]; then
+    ok processes_equal_emulated
+else fail processes_equal_emulated "rc=$rc: $out"; fi
+mkdir -p "$WORK/presume"
+cp "$WORK/emu"/*_00000004* "$WORK/presume/"
+out=$(procs --gpus 2 --set checkpoint.every=4 --set checkpoint.dir="$WORK/presume" --resume 2>&1); rc=$?
+vals "$WORK/presume/metrics.jsonl" > "$WORK/presume.txt"
+if [ $rc -eq 0 ] && [ -s "$WORK/presume.txt" ] && tail -n "$(wc -l < "$WORK/presume.txt")" "$WORK/emu.txt" | cmp -s - "$WORK/presume.txt"; then
+    ok processes_resume_exact
+else fail processes_resume_exact "rc=$rc: $out"; fi
+long="--set train.steps=1000000 --set eval.val_every=0"
+# wait_steps DIR N: until DIR/metrics.jsonl has N step records (60 s at most)
+wait_steps() {
+    i=0
+    while [ $i -lt 600 ]; do
+        n=$(grep -c '"event":"step"' "$1/metrics.jsonl" 2>/dev/null)
+        [ "${n:-0}" -ge "$2" ] && return 0
+        sleep 0.1; i=$((i + 1))
+    done
+    return 1
+}
+GPT2GEN_CPU_PROCESSES=1 setsid "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=256 --gpus 2 $long \
+    --set checkpoint.dir="$WORK/stop" > "$WORK/stop.log" 2>&1 &
+pid=$!
+if wait_steps "$WORK/stop" 2; then
+    kill -INT -$pid; wait $pid; rc=$?
+    if [ $rc -eq 130 ] && ls "$WORK/stop" | grep -q '^done_' && ls "$WORK/stop" | grep -q '^state_.*\.r1\.bin' \
+       && [ "$(ls "$WORK/stop" | grep -c '^done_')" -eq 1 ]; then ok processes_ctrl_c_save
+    else fail processes_ctrl_c_save "rc=$rc: $(ls "$WORK/stop") $(tail -3 "$WORK/stop.log")"; fi
+else kill -9 -$pid; wait $pid; fail processes_ctrl_c_save "no steps: $(tail -3 "$WORK/stop.log")"; fi
+GPT2GEN_CPU_PROCESSES=1 "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=256 --gpus 2 $long \
+    --set checkpoint.dir="$WORK/kill" > "$WORK/kill.log" 2>&1 &
+parent=$!
+if wait_steps "$WORK/kill" 2; then
+    victim=$(pgrep -P $parent | tail -1)
+    kill -9 "$victim"; wait $parent; rc=$?
+    if [ $rc -eq 1 ] && grep -q "gpt2gen: rank [01] (pid $victim) was killed by signal 9 (SIGKILL); stopping the other ranks" "$WORK/kill.log" \
+       && [ -z "$(pgrep -P $parent)" ]; then ok processes_killed_rank_named
+    else fail processes_killed_rank_named "rc=$rc: $(tail -3 "$WORK/kill.log")"; fi
+else kill $parent; wait $parent; fail processes_killed_rank_named "no steps: $(tail -3 "$WORK/kill.log")"; fi
+for r in 0 1; do
+    GPT2GEN_RANK=$r GPT2GEN_WORLD=2 GPT2GEN_LOCAL_RANK=$r GPT2GEN_NCCL_ID_FILE="$WORK/id" GPT2GEN_NCCL_TIMEOUT=20 \
+        GPT2GEN_CPU_PROCESSES=1 "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=256 $long \
+        --set checkpoint.dir="$WORK/hand" > "$WORK/hand$r.log" 2>&1 &
+    eval "pid$r=\$!"
+done
+if wait_steps "$WORK/hand" 2; then
+    kill -9 $pid1; wait $pid0; rc=$?
+    if [ $rc -eq 1 ] && grep -q "gpt2gen: rank 0: rank 1 has gone" "$WORK/hand0.log"; then ok processes_survivor_ends
+    else fail processes_survivor_ends "rc=$rc: $(tail -3 "$WORK/hand0.log")"; fi
+else kill -9 $pid0 $pid1; fail processes_survivor_ends "no steps: $(tail -3 "$WORK/hand0.log")"; fi
+wait 2>/dev/null
+
 out=$(run --set train.num_gpus=65 --set train.total_batch_size=$((65 * 128)) --set checkpoint.dir="$WORK/many" 2>&1); rc=$?
 if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "train.num_gpus = 65: the CPU backend emulates at most 64 ranks"; then ok too_many_ranks
 else fail too_many_ranks "rc=$rc: $out"; fi

@@ -1,0 +1,130 @@
+#!/bin/sh
+# Several GPUs (run by tests/gpu.sh; needs 2 GPUs, else one skip): the micro config in bf16, 10 steps.
+#  1. 2 GPUs at a global batch of 2x4 rows (--gpus 2, one process each, NCCL) give 1 GPU's losses with gradient
+#     accumulation to the same 8 rows, from the same init and data: within 3e-2 on losses near 10 (bf16 keeps 8
+#     bits: the gradients are summed in another order and rounded to bf16 at other points; a wrong data split
+#     or average moves the first step's loss and the later ones by 1e-1 and more);
+#  2. ZeRO-0 (all-reduce, the whole AdamW state on each GPU) and ZeRO-1 (reduce-scatter, a shard each, then
+#     all-gather) agree within 5e-3;
+#  3. resume on 2 GPUs is exact: from the step-5 checkpoint (model, both state shards, the marker), steps 6..10
+#     give the bits of the run that never stopped;
+#  4. the same run under mpirun (the rank from Open MPI's variables, NCCL's id through a file) gives the --gpus
+#     run's bits;
+#  5. failures end the run with a message, within a bounded time: a rank SIGKILLed under --gpus (the launcher
+#     names it and stops the other); a rank SIGKILLed where no launcher watches (two processes started by hand),
+#     where the survivor's wait on NCCL times out (GPT2GEN_NCCL_TIMEOUT=10) and aborts; more GPUs than the
+#     machine has; NCCL missing.
+. "$(dirname "$0")/../lib.sh"
+scratch
+cd "$ROOT" || exit 1
+export NCCL_NVLS_ENABLE=0
+export GPT2GEN_CACHE="$ROOT/build/cache"   # the suite's kernels, compiled once
+M=tests/configs/micro.lua
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [ "$gpus" -lt 2 ]; then skip gpu_ranks "needs 2 GPUs, this machine has $gpus"; finish; fi
+if [ ! -f data/fortunes/train_000000.bin ]; then fail gpu_ranks "data/fortunes is missing (make data)"; finish; fi
+common="-q --set precision=bf16 --set train.steps=10 --set eval.val_every=5"
+run() {   # name, options...: a run into $WORK/name, its log $WORK/name.log
+    name=$1; shift
+    "$GPT2GEN" train $M $common --set checkpoint.dir="$WORK/$name" "$@" > "$WORK/$name.log" 2>&1
+}
+# maxdiff A B [FIRST]: the largest |difference| of the step losses and validation losses of two runs' metrics
+# (from step FIRST on), or "count N M" when they have different numbers of them
+maxdiff() {
+    python3 - "$WORK/$1/metrics.jsonl" "$WORK/$2/metrics.jsonl" "${3:-0}" <<'PY'
+import json, sys
+def vals(p, first):
+    out = []
+    for l in open(p):
+        e = json.loads(l)
+        if e.get("event") == "step" and e["step"] > first: out.append(e["loss"])
+        if e.get("event") == "val" and e["step"] > first: out.append(e["val_loss"])
+    return out
+a, b = vals(sys.argv[1], int(sys.argv[3])), vals(sys.argv[2], int(sys.argv[3]))
+print(f"count {len(a)} {len(b)}" if len(a) != len(b) or not a else f"{max(abs(x - y) for x, y in zip(a, b)):.3g}")
+PY
+}
+within() { awk -v d="$1" -v t="$2" 'BEGIN { exit !(d !~ /count/ && d + 0 <= t + 0) }'; }
+
+# 1, 2: 1 GPU with accumulation 2; 2 GPUs, ZeRO-1 (the default) and ZeRO-0. val_batches counts global batches:
+# 2 of 4 rows on 1 GPU are the 1 of 2x4 rows on 2.
+run one --set eval.val_batches=2; rc1=$?
+run two1 --gpus 2 --set eval.val_batches=1 --set checkpoint.every=5; rc2=$?
+run two0 --gpus 2 --set eval.val_batches=1 --set train.zero_stage=0; rc3=$?
+d=$(maxdiff one two1)
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && within "$d" 3e-2; then ok two_gpus_equal_accumulation "largest difference $d"
+else fail two_gpus_equal_accumulation "rc $rc1/$rc2, difference $d: $(tail -3 "$WORK/two1.log")"; fi
+d=$(maxdiff two0 two1)
+if [ $rc3 -eq 0 ] && within "$d" 5e-3; then ok zero1_equals_zero0 "largest difference $d"
+else fail zero1_equals_zero0 "rc $rc3, difference $d: $(tail -3 "$WORK/two0.log")"; fi
+if grep -q "training micro on cuda x 2 GPUs, a process each (NCCL, ZeRO-1)" "$WORK/two1.log" && [ "$(grep -c '^training' "$WORK/two1.log")" = 1 ]
+then ok one_header_from_rank_0; else fail one_header_from_rank_0 "$(head -5 "$WORK/two1.log")"; fi
+if ls "$WORK/two1" | grep -q 'state_00000005.r1.bin' && ls "$WORK/two1" | grep -q 'done_00000005.bin'; then ok zero1_checkpoint_parts
+else fail zero1_checkpoint_parts "$(ls "$WORK/two1")"; fi
+
+# 3: resume from step 5 in a copy of the run folder that has only the step-5 checkpoint
+mkdir -p "$WORK/res"
+cp "$WORK/two1"/*_00000005* "$WORK/res/"
+"$GPT2GEN" train $M $common --gpus 2 --set eval.val_batches=1 --set checkpoint.every=5 --set checkpoint.dir="$WORK/res" \
+    --resume > "$WORK/res.log" 2>&1; rc=$?
+d=$(maxdiff two1 res 5)
+if [ $rc -eq 0 ] && [ "$d" = 0 ] && grep -q "resuming from .*state_00000005.bin (step 5)" "$WORK/res.log"; then ok resume_exact_2_gpus
+else fail resume_exact_2_gpus "rc $rc, difference $d: $(tail -3 "$WORK/res.log")"; fi
+
+# 4: under mpirun
+if command -v mpirun >/dev/null 2>&1; then
+    mpirun --allow-run-as-root --oversubscribe -np 2 -x NCCL_NVLS_ENABLE -x GPT2GEN_CACHE "$GPT2GEN" train $M $common \
+        --set eval.val_batches=1 --set checkpoint.every=5 --set checkpoint.dir="$WORK/mpi" > "$WORK/mpi.log" 2>&1; rc=$?
+    d=$(maxdiff two1 mpi)
+    if [ $rc -eq 0 ] && [ "$d" = 0 ] && ! ls -a "$WORK/mpi" | grep -q nccl-id; then ok mpirun_equals_gpus_option
+    else fail mpirun_equals_gpus_option "rc $rc, difference $d: $(tail -5 "$WORK/mpi.log")"; fi
+else skip mpirun_equals_gpus_option "no mpirun here"; fi
+
+# 5a: a rank killed under the launcher. wait_steps DIR N: until DIR/metrics.jsonl has N step records (60 s at most)
+wait_steps() {
+    i=0
+    while [ $i -lt 600 ]; do
+        n=$(grep -c '"event":"step"' "$1/metrics.jsonl" 2>/dev/null)
+        [ "${n:-0}" -ge "$2" ] && return 0
+        sleep 0.1; i=$((i + 1))
+    done
+    return 1
+}
+long="--set train.steps=1000000 --set eval.val_every=0 --set checkpoint.every=0"
+"$GPT2GEN" train $M $common $long --gpus 2 --set checkpoint.dir="$WORK/kill" > "$WORK/kill.log" 2>&1 &
+parent=$!
+if wait_steps "$WORK/kill" 3; then
+    victim=$(pgrep -P $parent | tail -1)
+    t0=$(date +%s)
+    kill -9 "$victim"
+    wait $parent; rc=$?
+    dt=$(( $(date +%s) - t0 ))
+    if [ $rc -eq 1 ] && [ $dt -le 30 ] && grep -q "rank [01] (pid $victim) was killed by signal 9 (SIGKILL); stopping the other ranks" "$WORK/kill.log" \
+       && [ -z "$(pgrep -P $parent)" ]; then ok killed_rank_ends_run "${dt} s"
+    else fail killed_rank_ends_run "rc $rc after ${dt} s: $(tail -3 "$WORK/kill.log")"; fi
+else kill $parent; wait $parent; fail killed_rank_ends_run "the run did not start: $(tail -3 "$WORK/kill.log")"; fi
+
+# 5b: no launcher watching: the survivor's NCCL wait times out and aborts
+for r in 0 1; do
+    GPT2GEN_RANK=$r GPT2GEN_WORLD=2 GPT2GEN_LOCAL_RANK=$r GPT2GEN_NCCL_ID_FILE="$WORK/nccl-id" GPT2GEN_NCCL_TIMEOUT=10 \
+        "$GPT2GEN" train $M $common $long --set checkpoint.dir="$WORK/hand" > "$WORK/hand$r.log" 2>&1 &
+    eval "pid$r=\$!"
+done
+if wait_steps "$WORK/hand" 3; then
+    t0=$(date +%s)
+    kill -9 $pid1
+    wait $pid0; rc=$?
+    dt=$(( $(date +%s) - t0 ))
+    if [ $rc -eq 1 ] && [ $dt -le 40 ] && grep -q "rank 0: .*NCCL" "$WORK/hand0.log"; then ok nccl_timeout_aborts "${dt} s: $(grep 'rank 0:' "$WORK/hand0.log" | head -1)"
+    else fail nccl_timeout_aborts "rc $rc after ${dt} s: $(tail -3 "$WORK/hand0.log")"; fi
+else kill $pid0 $pid1; fail nccl_timeout_aborts "the run did not start: $(tail -3 "$WORK/hand0.log") $(tail -3 "$WORK/hand1.log")"; fi
+wait 2>/dev/null
+
+# 5c: more GPUs than there are; NCCL missing
+out=$("$GPT2GEN" train $M $common --gpus $((gpus + 1)) --set checkpoint.dir="$WORK/many" 2>&1); rc=$?
+if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "train.num_gpus = $((gpus + 1)), but this machine has $gpus GPUs"; then ok more_gpus_than_there_are
+else fail more_gpus_than_there_are "rc $rc: $out"; fi
+out=$(GPT2GEN_NCCL_LIBRARY=/nonexistent/libnccl.so.2 "$GPT2GEN" train $M $common --gpus 2 --set checkpoint.dir="$WORK/nonccl" 2>&1); rc=$?
+if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "NCCL not found: /nonexistent/libnccl.so.2 could not be loaded"; then ok nccl_missing
+else fail nccl_missing "rc $rc: $out"; fi
+finish
