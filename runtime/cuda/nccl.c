@@ -4,6 +4,7 @@
 #include "runtime/cuda/ops.h"
 #include "common/clock.h"
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,7 +239,9 @@ Comm *comm_nccl_create(Backend *be, const void *id, int world, int rank, double 
     }
     ncclUniqueId u;
     memcpy(&u, id, NCCL_ID_BYTES);
-    NcclConfigHead cfg = {sizeof cfg, 0xcafebeef, NCCL_VERSION_CODE(2, 14, 0), 0};
+    /* size covers the four fields exactly (not the struct's tail padding): NCCL copies `size` bytes over its
+       defaults, and takes the fields after blocking from those defaults for a version-2.14 config */
+    NcclConfigHead cfg = {offsetof(NcclConfigHead, blocking) + sizeof(int), 0xcafebeef, NCCL_VERSION_CODE(2, 14, 0), 0};
     ncclResult_t r = nc.ncclCommInitRankConfig(&n->comm, world, u, rank, &cfg);
     if (r != ncclSuccess && r != ncclInProgress) {
         nccl_fail(r, NULL, "joining the ranks (ncclCommInitRankConfig)", err);

@@ -57,7 +57,7 @@ else fail two_gpus_equal_accumulation "rc $rc1/$rc2, difference $d: $(tail -3 "$
 d=$(maxdiff two0 two1)
 if [ $rc3 -eq 0 ] && within "$d" 5e-3; then ok zero1_equals_zero0 "largest difference $d"
 else fail zero1_equals_zero0 "rc $rc3, difference $d: $(tail -3 "$WORK/two0.log")"; fi
-if grep -q "training micro on cuda x 2 GPUs, a process each (NCCL, ZeRO-1)" "$WORK/two1.log" && [ "$(grep -c '^training' "$WORK/two1.log")" = 1 ]
+if grep -q "training micro on cuda x 2 GPUs, a process each (nccl, ZeRO-1)" "$WORK/two1.log" && [ "$(grep -c '^training' "$WORK/two1.log")" = 1 ]
 then ok one_header_from_rank_0; else fail one_header_from_rank_0 "$(head -5 "$WORK/two1.log")"; fi
 if ls "$WORK/two1" | grep -q 'state_00000005.r1.bin' && ls "$WORK/two1" | grep -q 'done_00000005.bin'; then ok zero1_checkpoint_parts
 else fail zero1_checkpoint_parts "$(ls "$WORK/two1")"; fi
