@@ -19,6 +19,19 @@ static int add_set(Args *a, const char *set, const char *cmd) {
     return 0;
 }
 
+/* An option's integer value from 1 to max (-j, --gpus); 2 after printing a usage error naming what it counts. */
+static int int_option(const char *cmd, const char *opt, const char *arg, int max, const char *what, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(arg, &end, 10);
+    if (errno || end == arg || *end || v < 1 || v > max) {
+        fprintf(stderr, "gpt2gen %s: %s: expected %s from 1 to %d, got '%s'\n", cmd, opt, what, max, arg);
+        return EXIT_USAGE;
+    }
+    *out = (int)v;
+    return 0;
+}
+
 /* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
 int args_parse(int argc, char **argv, Args *a, const char *cmd) {
     memset(a, 0, sizeof *a);
@@ -41,27 +54,12 @@ int args_parse(int argc, char **argv, Args *a, const char *cmd) {
                 return EXIT_USAGE;
             }
         } else if (!strcmp(s, "-j")) {
-            char *end;
-            errno = 0;
-            long j = strtol(argv[++i], &end, 10);
-            if (errno || end == argv[i] || *end || j < 1 || j > ARGS_MAX_JOBS) {
-                fprintf(stderr, "gpt2gen %s: -j: expected a number of parallel compiles from 1 to %d, got '%s'\n", cmd, ARGS_MAX_JOBS, argv[i]);
-                return EXIT_USAGE;
-            }
-            a->jobs = (int)j;
-        }
-        else if (!strcmp(s, "--gpus") && strcmp(cmd, "train")) {
+            if (int_option(cmd, s, argv[++i], ARGS_MAX_JOBS, "a number of parallel compiles", &a->jobs)) return EXIT_USAGE;
+        } else if (!strcmp(s, "--gpus") && strcmp(cmd, "train")) {
             fprintf(stderr, "gpt2gen %s: --gpus is an option of gpt2gen train\n", cmd);
             return EXIT_USAGE;
         } else if (!strcmp(s, "--gpus")) {
-            char *end;
-            errno = 0;
-            long g = strtol(argv[++i], &end, 10);
-            if (errno || end == argv[i] || *end || g < 1 || g > ARGS_MAX_GPUS) {
-                fprintf(stderr, "gpt2gen %s: --gpus: expected a number of GPUs from 1 to %d, got '%s'\n", cmd, ARGS_MAX_GPUS, argv[i]);
-                return EXIT_USAGE;
-            }
-            a->gpus = (int)g;
+            if (int_option(cmd, s, argv[++i], ARGS_MAX_GPUS, "a number of GPUs", &a->gpus)) return EXIT_USAGE;
             snprintf(a->gpus_set, sizeof a->gpus_set, "train.num_gpus=%d", a->gpus);
             if (add_set(a, a->gpus_set, cmd)) return EXIT_USAGE;
         }

@@ -12,6 +12,7 @@
 #                      exited non-zero with no failure counted went wrong outside its tests: each is one more
 #                      failure, "FAIL NAME: why (see FILE)". Sets TALLY_P, TALLY_F, TALLY_S (this sub-run's
 #                      counts) and TALLY_NOTE (why it failed as a whole, or empty).
+#   wait_steps DIR N   waits (60 s at most) until a run's DIR/metrics.jsonl holds N step records; 1 if it never does
 # PASSED, FAILED and SKIPPED hold the counts; ROOT is the repository root and GPT2GEN its binary ($GPT2GEN_BIN
 # when set: `make sanitize` runs the suite with the sanitizer build), TEST_DIR the folder of the test programs.
 
@@ -48,4 +49,14 @@ tally() {
     [ -z "$TALLY_NOTE" ] && [ "$3" -ne 0 ] && [ "$TALLY_F" -eq 0 ] && TALLY_NOTE="exit code $3"
     PASSED=$((PASSED + TALLY_P)); FAILED=$((FAILED + TALLY_F)); SKIPPED=$((SKIPPED + TALLY_S))
     if [ -n "$TALLY_NOTE" ]; then TALLY_F=$((TALLY_F + 1)); fail "$1" "$TALLY_NOTE (see $2)"; fi
+}
+
+wait_steps() {
+    i=0
+    while [ $i -lt 600 ]; do
+        n=$(grep -c '"event":"step"' "$1/metrics.jsonl" 2>/dev/null)
+        [ "${n:-0}" -ge "$2" ] && return 0
+        sleep 0.1; i=$((i + 1))
+    done
+    return 1
 }

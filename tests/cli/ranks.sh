@@ -133,16 +133,6 @@ if [ $rc -eq 0 ] && [ -s "$WORK/presume.txt" ] && tail -n "$(wc -l < "$WORK/pres
     ok processes_resume_exact
 else fail processes_resume_exact "rc=$rc: $out"; fi
 long="--set train.steps=1000000 --set eval.val_every=0"
-# wait_steps DIR N: until DIR/metrics.jsonl has N step records (60 s at most)
-wait_steps() {
-    i=0
-    while [ $i -lt 600 ]; do
-        n=$(grep -c '"event":"step"' "$1/metrics.jsonl" 2>/dev/null)
-        [ "${n:-0}" -ge "$2" ] && return 0
-        sleep 0.1; i=$((i + 1))
-    done
-    return 1
-}
 GPT2GEN_CPU_PROCESSES=1 setsid "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=256 --gpus 2 $long \
     --set checkpoint.dir="$WORK/stop" > "$WORK/stop.log" 2>&1 &
 pid=$!

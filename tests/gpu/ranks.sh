@@ -80,16 +80,7 @@ if command -v mpirun >/dev/null 2>&1; then
     else fail mpirun_equals_gpus_option "rc $rc, difference $d: $(tail -5 "$WORK/mpi.log")"; fi
 else skip mpirun_equals_gpus_option "no mpirun here"; fi
 
-# 5a: a rank killed under the launcher. wait_steps DIR N: until DIR/metrics.jsonl has N step records (60 s at most)
-wait_steps() {
-    i=0
-    while [ $i -lt 600 ]; do
-        n=$(grep -c '"event":"step"' "$1/metrics.jsonl" 2>/dev/null)
-        [ "${n:-0}" -ge "$2" ] && return 0
-        sleep 0.1; i=$((i + 1))
-    done
-    return 1
-}
+# 5a: a rank killed under the launcher
 long="--set train.steps=1000000 --set eval.val_every=0 --set checkpoint.every=0"
 "$GPT2GEN" train $M $common $long --gpus 2 --set checkpoint.dir="$WORK/kill" > "$WORK/kill.log" 2>&1 &
 parent=$!
