@@ -222,6 +222,15 @@ static void write_memory(FILE *f, const Plan *p) {
     size_t scores = (size_t)c->model.n_layer * c->train.batch_size * c->model.n_head * c->train.seq_len * c->train.seq_len * xs;
     fprintf(f, "saved        %10.3f GiB: the (B,NH,T,T) attention scores of every layer, which flash attention does "
             "not store (att_stats holds their rows' log-sum-exp instead)\n", gib(scores));
+    int n = c->train.num_gpus;
+    if (n > 1 && c->train.zero_stage == 1) {
+        size_t whole = mem->category_bytes[MEM_OPTIMIZER] * (size_t)n;
+        fprintf(f, "per GPU of %d: ZeRO-1 keeps 1/%d of the AdamW state and master weights on each (%.3f GiB saved against "
+                "ZeRO-0); parameters and gradients are padded to %d equal shards\n", n, n,
+                gib(whole - mem->category_bytes[MEM_OPTIMIZER]), n);
+    } else if (n > 1)
+        fprintf(f, "per GPU of %d: ZeRO-0 keeps the whole AdamW state on each; parameters and gradients are padded to %d "
+                "equal shards\n", n, n);
 }
 
 int plan_write(const Plan *p, Err *err) {

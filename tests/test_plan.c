@@ -211,6 +211,37 @@ static void test_memory_layout(void) {
         CHECK(plan.memory.buffers[BUF_ATT_DDOT].shares == -1, "V=256: the backward scratch cannot fit in the logits");
 }
 
+/* Several ranks: the parameters and gradients padded to equal shards (ranks_padded); under ZeRO-1 a rank keeps 1/N of
+   the AdamW state and master weights, under ZeRO-0 all of it; the layout checks hold either way. */
+static void test_memory_of_ranks(void) {
+    for (int zero = 0; zero <= 1; zero++)
+        for (int n = 2; n <= 8; n *= 2) {
+            char g[48], z[48];
+            snprintf(g, sizeof g, "train.num_gpus=%d", n);
+            snprintf(z, sizeof z, "train.zero_stage=%d", zero);
+            const char *sets[] = {g, z, "train.total_batch_size=1048576", NULL};
+            Err err = {{0}};
+            if (make("configs/gpt2-124M.lua", sets, &err)) { CHECK(0, "%s", err.msg); continue; }
+            const PlanMemory *mem = &plan.memory;
+            GPT2Shape s = config_shape(&cfg);
+            size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&s, sz, NULL), pad = ranks_padded(np, n);
+            size_t opt = zero ? pad / (size_t)n : np;
+            CHECK(pad >= np && pad % ((size_t)n * RANKS_SHARD_ALIGN) == 0 && pad - np < (size_t)n * RANKS_SHARD_ALIGN,
+                  "N=%d: %zu parameters padded to %zu", n, np, pad);
+            CHECK(mem->buffers[BUF_PARAMS].bytes == pad * 2 && mem->buffers[BUF_GRADS].bytes == pad * 2,
+                  "N=%d ZeRO-%d: parameters %zu and gradients %zu bytes, expected %zu", n, zero,
+                  mem->buffers[BUF_PARAMS].bytes, mem->buffers[BUF_GRADS].bytes, pad * 2);
+            CHECK(mem->category_bytes[MEM_OPTIMIZER] == opt * 12, "N=%d ZeRO-%d: optimizer state %zu bytes, expected %zu", n,
+                  zero, mem->category_bytes[MEM_OPTIMIZER], opt * 12);
+            char what[64];
+            snprintf(what, sizeof what, "gpt2-124M N=%d ZeRO-%d", n, zero);
+            for (int i = 0; i < BUF_COUNT; i++) {
+                const PlanBuffer *a = &mem->buffers[i];
+                CHECK(!a->bytes || a->offset + a->bytes <= mem->arena_bytes, "%s: %s ends past the arena", what, a->name);
+            }
+        }
+}
+
 /* Each kernel's launch covers its work: one thread (or warp, or block) for every element (row, packet). */
 static void test_geometry_covers_work(void) {
     Err err = {{0}};
@@ -288,6 +319,7 @@ int main(int argc, char **argv) {
     RUN(test_prelude);
     RUN(test_template_checks);
     RUN(test_memory_layout);
+    RUN(test_memory_of_ranks);
     RUN(test_geometry_covers_work);
     RUN(test_round_trip_same_plan);
     return check_summary();
