@@ -1,6 +1,7 @@
 #!/bin/sh
 # bench/ranks.sh: data parallel scaling on the 2-GPU machine, beside PyTorch DDP in the same call. gpt2-124M, bf16,
-# T=1024, B=64 per GPU, random tokens: ours on 1 GPU, on 2 GPUs with ZeRO-1 and ZeRO-0 (--gpus 2), PyTorch
+# T=1024, B=64 per GPU, random tokens: ours on 1 GPU, on 2 GPUs with ZeRO-1 (the gradients' averaging overlapped
+# with the backward, the default, and after it: "serial", GPT2GEN_COMM_OVERLAP=0) and ZeRO-0 (--gpus 2), PyTorch
 # (torch.compile, flash SDPA, fused AdamW) on 1 GPU and under torchrun with DDP on 2. Prints tok/s, the scaling
 # over 1 GPU, and the peak memory of the busiest GPU (nvidia-smi, sampled). STEPS (default 30) steps each;
 # NO_TORCH=1 skips PyTorch. Run from the repository root with ./gpt2gen built.
@@ -47,9 +48,11 @@ torch() {   # name, launcher...
 }
 o1=$(ours one --set train.total_batch_size=$((B * 1024))); echo "$o1" | head -1; o1=$(echo "$o1" | tail -1)
 o2=$(ours two-zero1 --gpus 2 --set train.total_batch_size=$((2 * B * 1024))); echo "$o2" | head -1; o2=$(echo "$o2" | tail -1)
+on=$(GPT2GEN_COMM_OVERLAP=0 ours two-zero1-serial --gpus 2 --set train.total_batch_size=$((2 * B * 1024))); echo "$on" | head -1; on=$(echo "$on" | tail -1)
 o0=$(ours two-zero0 --gpus 2 --set train.zero_stage=0 --set train.total_batch_size=$((2 * B * 1024))); echo "$o0" | head -1; o0=$(echo "$o0" | tail -1)
 row "ours 1 GPU" "$o1" "$(cat $logs/ranks-one.peak)" "$o1"
 row "ours 2 GPUs ZeRO-1" "$o2" "$(cat $logs/ranks-two-zero1.peak)" "$o1"
+row "ours 2 GPUs ZeRO-1 serial" "$on" "$(cat $logs/ranks-two-zero1-serial.peak)" "$o1"
 row "ours 2 GPUs ZeRO-0" "$o0" "$(cat $logs/ranks-two-zero0.peak)" "$o1"
 if [ -z "$NO_TORCH" ]; then
     t1=$(torch torch-one python3); echo "$t1" | head -1; t1=$(echo "$t1" | tail -1)

@@ -68,3 +68,20 @@ void ranks_shard(size_t n, int world, int rank, size_t *offset, size_t *count) {
     *offset = lo;
     *count = hi - lo;
 }
+
+int gpt2_grad_part(const GPT2Shape *s, int part, size_t ranges[][2]) {
+    size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS], L = (size_t)s->n_layer;
+    gpt2_param_sizes(s, sz, off);
+    int n = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        int shared = i == P_WTE || i == P_WPE || i == P_LNFW || i == P_LNFB;
+        if (part == GRAD_PART_REST && shared) { ranges[n][0] = off[i]; ranges[n][1] = off[i] + sz[i]; n++; }
+        if (part >= 0 && !shared) {
+            size_t per = sz[i] / L;
+            ranges[n][0] = off[i] + (size_t)part * per;
+            ranges[n][1] = ranges[n][0] + per;
+            n++;
+        }
+    }
+    return n;
+}

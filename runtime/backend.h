@@ -47,6 +47,11 @@ struct Backend {
        memory on the CPU backend, floatX device memory (a CUdeviceptr) on the GPU. grad_sumsq: the sum of squares
        of gradients [offset, offset+n) in fp64, summed in a fixed order (grad_norm is sqrt of the whole range's). */
     Precision comm_prec;
+    /* Called by backward as each part of the gradients is final (gpt2_grad_part: layer L-1 down to 0, then
+       GRAD_PART_REST), so that their averaging across ranks overlaps the rest of the backward; a non-zero return
+       stops the backward. NULL: not called. */
+    int  (*grad_ready)(void *ctx, int part, Err *err);
+    void *grad_ready_ctx;
     void *(*grad_buffer)(Backend *);
     void *(*param_buffer)(Backend *);
     int   (*grad_sumsq)(Backend *, size_t offset, size_t n, double *sumsq, Err *err);

@@ -91,36 +91,55 @@ static int hub_mean(Comm *c, const float *mine, size_t n, double deadline, Err *
     return 0;
 }
 
+/* Rank r's shard of the n elements, within [lo, hi): [*off, *off + *cnt) (empty: *cnt 0) */
+static void part_of(size_t n, int world, int r, size_t lo, size_t hi, size_t *off, size_t *cnt) {
+    size_t so, sc;
+    ranks_shard(n, world, r, &so, &sc);
+    size_t a = so > lo ? so : lo, e = so + sc < hi ? so + sc : hi;
+    *off = a < e ? a : lo;
+    *cnt = a < e ? e - a : 0;
+}
+
 static int check_type(CommType t, Err *err) {
     return t == COMM_F32 ? 0 : err_set(err, "ranks: the socket collectives take fp32 buffers only");
 }
 
-/* whole: every rank gets the whole mean (all-reduce); else only its shard (reduce-scatter) */
-static int reduce(Comm *c, void *const *bufs, CommType t, size_t n, int whole, Err *err) {
+/* Elements [lo, hi) of the n become the mean over ranks: on every rank (whole) or on each element's owner
+   (reduce-scatter's shards). The hub gathers them, adds them up and sends each rank its part. */
+static int reduce_range(Comm *c, float *b, size_t n, size_t lo, size_t hi, int whole, double deadline, Err *err) {
     Sock *s = c->impl;
-    float *b = bufs[0];
-    double deadline = now_seconds() + s->timeout;
-    if (check_type(t, err)) return -1;
     if (s->rank != 0) {
-        size_t off = 0, cnt = n;
-        if (!whole) ranks_shard(n, c->world, s->rank, &off, &cnt);
-        return send_all(c, 0, b, n * sizeof(float), deadline, err) ||
+        size_t off = lo, cnt = hi - lo;
+        if (!whole) { part_of(n, c->world, s->rank, lo, hi, &off, &cnt); }
+        return send_all(c, 0, b + lo, (hi - lo) * sizeof(float), deadline, err) ||
                recv_all(c, 0, b + off, cnt * sizeof(float), deadline, err) ? -1 : 0;
     }
-    if (hub_mean(c, b, n, deadline, err)) return -1;
-    for (int r = 1; r < c->world; r++) {
-        size_t off = 0, cnt = n;
-        if (!whole) ranks_shard(n, c->world, r, &off, &cnt);
-        if (send_all(c, r, s->acc + off, cnt * sizeof(float), deadline, err)) return -1;
+    if (hub_mean(c, b + lo, hi - lo, deadline, err)) return -1;
+    for (int r = 0; r < c->world; r++) {
+        size_t off = lo, cnt = hi - lo;
+        if (!whole) part_of(n, c->world, r, lo, hi, &off, &cnt);
+        if (r == 0) memcpy(b + off, s->acc + (off - lo), cnt * sizeof(float));
+        else if (send_all(c, r, s->acc + (off - lo), cnt * sizeof(float), deadline, err)) return -1;
     }
-    size_t off = 0, cnt = n;
-    if (!whole) ranks_shard(n, c->world, 0, &off, &cnt);
-    memcpy(b + off, s->acc + off, cnt * sizeof(float));
     return 0;
 }
 
-static int sock_all_reduce(Comm *c, void *const *bufs, CommType t, size_t n, Err *err) { return reduce(c, bufs, t, n, 1, err); }
-static int sock_reduce_scatter(Comm *c, void *const *bufs, CommType t, size_t n, Err *err) { return reduce(c, bufs, t, n, 0, err); }
+static int sock_all_reduce(Comm *c, void *const *bufs, CommType t, size_t n, Err *err) {
+    return check_type(t, err) || reduce_range(c, bufs[0], n, 0, n, 1, now_seconds() + ((Sock *)c->impl)->timeout, err) ? -1 : 0;
+}
+static int sock_reduce_scatter(Comm *c, void *const *bufs, CommType t, size_t n, Err *err) {
+    return check_type(t, err) || reduce_range(c, bufs[0], n, 0, n, 0, now_seconds() + ((Sock *)c->impl)->timeout, err) ? -1 : 0;
+}
+/* done as asked: nothing is left for wait_ranges */
+static int sock_reduce_ranges(Comm *c, void *const *bufs, CommType t, size_t n, const size_t (*ranges)[2], int count,
+                              int zero1, Err *err) {
+    double deadline = now_seconds() + ((Sock *)c->impl)->timeout;
+    if (check_type(t, err)) return -1;
+    for (int k = 0; k < count; k++)
+        if (reduce_range(c, bufs[0], n, ranges[k][0], ranges[k][1], !zero1, deadline, err)) return -1;
+    return 0;
+}
+static int sock_wait_ranges(Comm *c, Err *err) { (void)c; (void)err; return 0; }
 
 static int sock_all_gather(Comm *c, void *const *bufs, CommType t, size_t n, Err *err) {
     Sock *s = c->impl;
@@ -237,7 +256,8 @@ Comm *comm_socket_create(const void *id, int world, int rank, double timeout_s, 
     Sock *s = xcalloc(1, sizeof *s);
     *c = (Comm){.name = "socket", .world = world, .first_rank = rank, .local = 1, .impl = s,
                 .all_reduce_avg = sock_all_reduce, .reduce_scatter_avg = sock_reduce_scatter,
-                .all_gather = sock_all_gather, .all_reduce_sum_f64 = sock_sum_f64, .destroy = sock_destroy};
+                .all_gather = sock_all_gather, .all_reduce_sum_f64 = sock_sum_f64, .reduce_ranges_avg = sock_reduce_ranges,
+                .wait_ranges = sock_wait_ranges, .destroy = sock_destroy};
     s->rank = rank;
     s->timeout = timeout_s;
     s->fd = xmalloc((size_t)world * sizeof(int));

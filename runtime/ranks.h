@@ -45,6 +45,15 @@ struct Comm {
     int  (*reduce_scatter_avg)(Comm *, void *const *bufs, CommType t, size_t n, Err *err);
     /* Every rank's buffer gets rank r's shard from rank r's buffer, for every r. */
     int  (*all_gather)(Comm *, void *const *bufs, CommType t, size_t n, Err *err);
+    /* The averaging of part of the buffer, started while the backward goes on (runtime/backend.h, grad_ready):
+       elements [ranges[k][0], ranges[k][1]) of the n become, on every rank (zero1 0) or on the rank whose shard
+       holds them (zero1 1), the mean over ranks, the values all_reduce_avg or reduce_scatter_avg give them. It may
+       return before the work is done (NCCL: enqueued on the communication stream after the backward's work so
+       far); wait_ranges returns when every range asked for is done. NULL where the ranks cannot overlap (the
+       emulation runs them one after another). */
+    int  (*reduce_ranges_avg)(Comm *, void *const *bufs, CommType t, size_t n, const size_t (*ranges)[2], int count,
+                              int zero1, Err *err);
+    int  (*wait_ranges)(Comm *, Err *err);
     /* Every *vals[i] becomes the sum over ranks (fp64: losses, squared norms; also a barrier: it returns when
        every rank has called it). */
     int  (*all_reduce_sum_f64)(Comm *, double *const *vals, Err *err);

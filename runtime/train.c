@@ -209,6 +209,8 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
     if (nccl_timeout(&timeout, err)) return -1;
     if (!strcmp(r->be->name, "cpu")) r->comm = comm_socket_create(opt->comm_id, r->world, r->first, timeout, err);
     else r->comm = comm_nccl_create(r->be, opt->comm_id, r->world, r->first, timeout, err);
+    const char *ov = getenv("GPT2GEN_COMM_OVERLAP");
+    r->overlap = r->comm && r->comm->reduce_ranges_avg && !(ov && !strcmp(ov, "0"));
     return r->comm ? 0 : -1;
 }
 
@@ -241,7 +243,8 @@ static int average_grads(Run *r, float *norm, Err *err) {
     if (W == 1) return r->be->grad_norm(r->be, norm, err);
     for (int k = 0; k < n; k++) { bufs[k] = r->rk[k].be->grad_buffer(r->rk[k].be); vals[k] = &sumsq[k]; }
     CommType t = comm_type_of(r->be->comm_prec);
-    int rc = r->cfg->train.zero_stage == 1 ? r->comm->reduce_scatter_avg(r->comm, bufs, t, r->num_params, err)
+    int rc = r->overlapped ? r->comm->wait_ranges(r->comm, err)   /* started part by part by the backward */
+           : r->cfg->train.zero_stage == 1 ? r->comm->reduce_scatter_avg(r->comm, bufs, t, r->num_params, err)
                                            : r->comm->all_reduce_avg(r->comm, bufs, t, r->num_params, err);
     for (int k = 0; k < n && !rc; k++) {
         size_t off, cnt;
@@ -269,6 +272,17 @@ static int update_all(Run *r, float lr, float grad_scale, int t, Err *err) {
     return r->comm->all_gather(r->comm, bufs, comm_type_of(r->be->comm_prec), r->num_params, err);
 }
 
+/* Backend.grad_ready during a step's last backward: a part of the gradients is final, its averaging starts. */
+static int on_grad_ready(void *ctx, int part, Err *err) {
+    Run *r = ctx;
+    size_t ranges[NUM_PARAM_TENSORS][2];
+    GPT2Shape shape = config_shape(r->cfg);
+    int count = gpt2_grad_part(&shape, part, ranges);
+    void *bufs[1] = {r->be->grad_buffer(r->be)};
+    return r->comm->reduce_ranges_avg(r->comm, bufs, comm_type_of(r->be->comm_prec), r->num_params,
+                                      (const size_t (*)[2])ranges, count, r->cfg->train.zero_stage == 1, err);
+}
+
 /* One optimizer step: grad_accum micro-batches on every rank with the loss gradient scaled by the loss scale S,
    the gradients averaged over the ranks, the norm of the unscaled gradients, then clip and AdamW, or, on an
    overflow, a skipped update (runtime/loss_scale.h). *skipped says which; *norm_out is the unscaled norm (not
@@ -288,7 +302,14 @@ static int train_step(Run *r, int step, float *loss_out, float *norm_out, float 
             if (!reuse && dataloader_next(&q->train, q->inputs, q->targets, err)) return -1;
             if (be->forward(be, q->inputs, q->targets, &loss, err)) return -1;
             float inject = r->first + k == 0 && micro == 0 && loss_scale_hook_hits(r->overflow_hook, step + 1) ? INFINITY : 1.0f;
-            if (be->backward(be, S / accum * inject, err)) return -1;
+            /* the last micro-batch's backward finishes the gradients: with a process per rank, their averaging
+               starts part by part while it goes on */
+            r->overlapped = r->overlap && micro == accum - 1;
+            be->grad_ready = r->overlapped ? on_grad_ready : NULL;
+            be->grad_ready_ctx = r;
+            int brc = be->backward(be, S / accum * inject, err);
+            be->grad_ready = NULL;
+            if (brc) return -1;
             q->loss_sum += loss;
         }
     }

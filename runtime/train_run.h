@@ -41,6 +41,9 @@ typedef struct {
     size_t num_params;
     LossScaler scaler;                   /* fp16: dynamic loss scaling; otherwise scale 1, never skips */
     const char *overflow_hook;           /* GPT2GEN_TEST_OVERFLOW (loss_scale.h), or NULL */
+    int overlap;                         /* the gradients' averaging overlaps the backward (a process per rank;
+                                            GPT2GEN_COMM_OVERLAP=0 turns it off) */
+    int overlapped;                      /* this step's averaging was started by the backward */
 } Run;
 
 /* Every rank's word: *any = 1 when any rank's flag is set. Also a barrier: it returns when every rank has asked. */

@@ -29,6 +29,27 @@ static void test_shards_cover_once(void) {
         }
 }
 
+/* The parts the backward finishes (gpt2_grad_part: every layer, then the shared tensors) cover every parameter once,
+   and each per-layer part holds that layer's slices. */
+static void test_grad_parts_cover_once(void) {
+    GPT2Shape shape = {64, 100, 128, 3, 2, 16};
+    size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&shape, sz, off);
+    unsigned char *seen = xcalloc(n, 1);
+    size_t ranges[NUM_PARAM_TENSORS][2];
+    for (int part = shape.n_layer - 1; part >= GRAD_PART_REST; part--) {
+        int count = gpt2_grad_part(&shape, part, ranges);
+        CHECK(count == (part == GRAD_PART_REST ? 4 : NUM_PARAM_TENSORS - 4), "part %d: %d ranges", part, count);
+        for (int k = 0; k < count; k++)
+            for (size_t i = ranges[k][0]; i < ranges[k][1] && i < n; i++) seen[i]++;
+        if (part == 1) CHECK(ranges[0][0] == off[P_LN1W] + 16 && ranges[0][1] == off[P_LN1W] + 32, "layer 1's ln1w: [%zu, %zu)",
+                             ranges[0][0], ranges[0][1]);
+    }
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += seen[i] != 1;
+    CHECK(bad == 0, "%zu of %zu parameters are not in exactly one part", bad, n);
+    free(seen);
+}
+
 /* The emulated collectives: all-reduce is the rank-order fp32 mean on every rank, and the same bits as
    reduce-scatter then all-gather; reduce-scatter gives each owner its shard's mean; the f64 sum is the sum. */
 static void test_emulated_collectives(void) {
@@ -166,6 +187,7 @@ static void test_state_shard_file(void) {
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     RUN(test_shards_cover_once);
+    RUN(test_grad_parts_cover_once);
     RUN(test_emulated_collectives);
     RUN(test_zero1_state_is_a_shard);
     RUN(test_state_shard_file);

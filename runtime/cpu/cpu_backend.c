@@ -196,10 +196,12 @@ static int cpu_backward(Backend *be, float grad_scale, Err *err) {
     zero(d->dres, (size_t)N * C);
     cpu_layernorm_backward(d->dres, c->g[P_LNFW], c->g[P_LNFB], d->dln, a->residual3 + (size_t)(L - 1) * N * C,
                            c->p[P_LNFW], a->lnf_mean, a->lnf_rstd, N, C);
-    for (int l = L - 1; l >= 0; l--)
+    for (int l = L - 1; l >= 0; l--) {
         backward_layer(be, l, l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * N * C);
+        if (be->grad_ready && be->grad_ready(be->grad_ready_ctx, l, err)) return -1;
+    }
     cpu_encoder_backward(c->g[P_WTE], c->g[P_WPE], d->dres, c->inputs, B, T, C);
-    return 0;
+    return be->grad_ready ? be->grad_ready(be->grad_ready_ctx, GRAD_PART_REST, err) : 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------- */

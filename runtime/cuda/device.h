@@ -1,7 +1,7 @@
 /* device: one GPU as the backend uses it: the device, its primary context, and two streams. Every kernel
    launch, matmul and copy of the training step goes on the compute stream, and so do NCCL's collectives
-   (runtime/cuda/nccl.h), after the backward; the communication stream is for collectives that overlap the
-   backward, which nothing does yet. No global state: one
+   (runtime/cuda/nccl.h), except the gradients' averaging that overlaps the backward: that goes on the
+   communication stream, each part after an event of the compute stream. No global state: one
    process per GPU opens its own ordinal, and one process may hold several devices. The streams are blocking
    streams, so that a synchronous copy (on the legacy stream) still waits for the work before it. */
 #ifndef GPT2GEN_DEVICE_H

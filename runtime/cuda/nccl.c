@@ -38,10 +38,13 @@ typedef struct {
     ncclResult_t (*ncclAllReduce)(const void *, void *, size_t, int, int, ncclComm_t, CUstream);
     ncclResult_t (*ncclReduceScatter)(const void *, void *, size_t, int, int, ncclComm_t, CUstream);
     ncclResult_t (*ncclAllGather)(const void *, void *, size_t, int, ncclComm_t, CUstream);
+    ncclResult_t (*ncclReduce)(const void *, void *, size_t, int, int, int, ncclComm_t, CUstream);
+    ncclResult_t (*ncclGroupStart)(void);
+    ncclResult_t (*ncclGroupEnd)(void);
 } NcclLib;
 #define NCCL_FUNCS(X) X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommGetAsyncError) \
     X(ncclCommFinalize) X(ncclCommDestroy) X(ncclCommAbort) X(ncclGetErrorString) X(ncclGetLastError) X(ncclAllReduce) \
-    X(ncclReduceScatter) X(ncclAllGather)
+    X(ncclReduceScatter) X(ncclAllGather) X(ncclReduce) X(ncclGroupStart) X(ncclGroupEnd)
 
 static NcclLib nc;
 static int nc_version;
@@ -104,6 +107,8 @@ typedef struct {
     ncclComm_t comm;
     Cuda *c;              /* the backend's GPU and compute stream */
     CUevent done;         /* recorded after each collective */
+    CUevent ready;        /* the backward's work so far, which the communication stream waits for */
+    int pending;          /* ranges enqueued on the communication stream, not waited for yet */
     dptr scratch;         /* one fp64 for the scalar sums */
     double *host;         /* pinned: the scalar's copy, so that no copy blocks without a deadline */
     double timeout;
@@ -140,11 +145,12 @@ static int settle(Comm *cm, ncclResult_t r, const char *what, double deadline, E
     return 0;
 }
 
-/* Enqueued work done: polls the event recorded after it and NCCL's asynchronous error against the deadline. */
-static int finish(Comm *cm, ncclResult_t r, const char *what, double deadline, Err *err) {
+/* Work enqueued on stream s done: polls the event recorded after it and NCCL's asynchronous error against the
+   deadline. */
+static int finish_on(Comm *cm, CUstream s, ncclResult_t r, const char *what, double deadline, Err *err) {
     Nccl *n = cm->impl;
     if (settle(cm, r, what, deadline, err)) return -1;
-    if (cuda_check(cu.cuEventRecord(n->done, n->c->s), what, err)) return broken(cm);
+    if (cuda_check(cu.cuEventRecord(n->done, s), what, err)) return broken(cm);
     for (;;) {
         CUresult q = cu.cuEventQuery(n->done);
         if (q == CUDA_SUCCESS) return 0;
@@ -155,6 +161,11 @@ static int finish(Comm *cm, ncclResult_t r, const char *what, double deadline, E
         if (now_seconds() > deadline) return settle(cm, ncclInProgress, what, deadline, err);
         nap();
     }
+}
+
+/* ... on the compute stream */
+static int finish(Comm *cm, ncclResult_t r, const char *what, double deadline, Err *err) {
+    return finish_on(cm, ((Nccl *)cm->impl)->c->s, r, what, deadline, err);
 }
 
 static int nccl_type(CommType t) { return t == COMM_BF16 ? ncclBfloat16 : t == COMM_F16 ? ncclFloat16 : ncclFloat32; }
@@ -199,6 +210,42 @@ static int nc_sum_f64(Comm *cm, double *const *vals, Err *err) {
     return 0;
 }
 
+/* On the communication stream, after the compute stream's work so far (the backward up to the part now final): one
+   group of all-reduces (ZeRO-0) or of reduces to each piece's owner (ZeRO-1: the ranges cut at the shards' edges),
+   in place. Every rank asks for the same ranges in the same order. */
+static int nc_reduce_ranges(Comm *cm, void *const *bufs, CommType t, size_t n, const size_t (*ranges)[2], int count,
+                            int zero1, Err *err) {
+    Nccl *x = cm->impl;
+    CUstream cs = x->c->dev.comm;
+    double deadline = now_seconds() + x->timeout;
+    if (cuda_check(cu.cuEventRecord(x->ready, x->c->s), "gradient averaging", err) ||
+        cuda_check(cu.cuStreamWaitEvent(cs, x->ready, 0), "gradient averaging", err))
+        return broken(cm);
+    size_t S = ranks_padded(n, cm->world) / (size_t)cm->world, es = type_bytes(t);
+    char *b = bufs[0];
+    int dt = nccl_type(t);
+    ncclResult_t r = nc.ncclGroupStart();
+    for (int k = 0; k < count && (r == ncclSuccess || r == ncclInProgress); k++) {
+        size_t lo = ranges[k][0], hi = ranges[k][1];
+        if (!zero1) { r = nc.ncclAllReduce(b + lo * es, b + lo * es, hi - lo, dt, ncclAvg, x->comm, cs); continue; }
+        for (int q = 0; q < cm->world && (r == ncclSuccess || r == ncclInProgress); q++) {
+            size_t a = (size_t)q * S > lo ? (size_t)q * S : lo, e = (size_t)(q + 1) * S < hi ? (size_t)(q + 1) * S : hi;
+            if (a < e) r = nc.ncclReduce(b + a * es, b + a * es, e - a, dt, ncclAvg, q, x->comm, cs);
+        }
+    }
+    ncclResult_t g = nc.ncclGroupEnd();
+    if (settle(cm, r != ncclSuccess && r != ncclInProgress ? r : g, "gradient averaging", deadline, err)) return -1;
+    x->pending = 1;
+    return 0;
+}
+
+static int nc_wait_ranges(Comm *cm, Err *err) {
+    Nccl *x = cm->impl;
+    if (!x->pending) return 0;
+    x->pending = 0;
+    return finish_on(cm, x->c->dev.comm, ncclSuccess, "gradient averaging", now_seconds() + x->timeout, err);
+}
+
 static void nc_destroy(Comm *cm) {
     if (!cm) return;
     Nccl *n = cm->impl;
@@ -211,6 +258,7 @@ static void nc_destroy(Comm *cm) {
         }
         if (!cm->broken) {
             if (n->done) cu.cuEventDestroy(n->done);
+            if (n->ready) cu.cuEventDestroy(n->ready);
             if (n->scratch) cu.cuMemFree(n->scratch);
             if (n->host) cu.cuMemFreeHost(n->host);
         }
@@ -226,12 +274,14 @@ Comm *comm_nccl_create(Backend *be, const void *id, int world, int rank, double 
     Nccl *n = xcalloc(1, sizeof *n);
     *cm = (Comm){.name = "nccl", .world = world, .first_rank = rank, .local = 1, .impl = n,
                  .all_reduce_avg = nc_all_reduce, .reduce_scatter_avg = nc_reduce_scatter, .all_gather = nc_all_gather,
-                 .all_reduce_sum_f64 = nc_sum_f64, .destroy = nc_destroy};
+                 .all_reduce_sum_f64 = nc_sum_f64, .reduce_ranges_avg = nc_reduce_ranges, .wait_ranges = nc_wait_ranges,
+                 .destroy = nc_destroy};
     n->c = cuda_of(be);
     n->rank = rank;
     n->timeout = timeout_s;
     if (cuda_device_use(&n->c->dev, err) ||
         cuda_check(cu.cuEventCreate(&n->done, CU_EVENT_DISABLE_TIMING), "NCCL: creating an event", err) ||
+        cuda_check(cu.cuEventCreate(&n->ready, CU_EVENT_DISABLE_TIMING), "NCCL: creating an event", err) ||
         cuda_check(cu.cuMemAlloc(&n->scratch, 8), "NCCL: scratch memory", err) ||
         cuda_check(cu.cuMemAllocHost((void **)&n->host, 8), "NCCL: pinned memory", err)) {
         nc_destroy(cm);

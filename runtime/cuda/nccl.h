@@ -3,8 +3,10 @@
  * (nccl_unique_id): our launcher's parent, or rank 0 under mpirun/srun (runtime/launch.h).
  *
  * Nothing waits without a deadline: the communicator is created non-blocking, and every collective is enqueued
- * on the backend's compute stream (in order with the step's kernels), then polled, together with NCCL's
- * asynchronous error, until it completes or the timeout passes (GPT2GEN_NCCL_TIMEOUT seconds, default
+ * on the backend's compute stream (in order with the step's kernels), or for the gradients' parts that the
+ * backward finishes, on its communication stream after an event of the compute stream (reduce_ranges_avg;
+ * wait_ranges ends them), then polled, together with NCCL's asynchronous error, until it completes or the
+ * timeout passes (GPT2GEN_NCCL_TIMEOUT seconds, default
  * NCCL_DEFAULT_TIMEOUT). On an error or the timeout the communicator is aborted (ncclCommAbort, which does not
  * wait for the other ranks), the Comm is marked broken, and err says what happened and on which rank. */
 #ifndef GPT2GEN_NCCL_H

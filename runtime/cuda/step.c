@@ -92,7 +92,8 @@ int cu_backward(Backend *be, float grad_scale, Err *err) {
     OP("layernorm backward", op_layernorm_backward(c, dres, GW(P_LNFW, 0), GW(P_LNFB, 0), dln, buf(c, BUF_RESIDUAL3, c->L - 1),
                                                    PW(P_LNFW, 0), buf(c, BUF_LNF_MEAN, 0), buf(c, BUF_LNF_RSTD, 0), err));
     for (int l = c->L - 1; l >= 0; l--)
-        if (backward_layer(c, l, err)) return -1;
+        if (backward_layer(c, l, err) || (be->grad_ready && be->grad_ready(be->grad_ready_ctx, l, err))) return -1;
     OP("encoder backward", op_encoder_backward(c, err));
+    if (be->grad_ready && be->grad_ready(be->grad_ready_ctx, GRAD_PART_REST, err)) return -1;
     return cuda_device_sync(&c->dev, "backward", err);
 }

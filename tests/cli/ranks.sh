@@ -125,6 +125,15 @@ if [ $rc -eq 0 ] && vals "$WORK/emu/metrics.jsonl" > "$WORK/emu.txt" && vals "$W
    && [ "$(printf '%s\n' "$out" | grep -c '^training micro on cpu x 2 ranks, a process each (socket, ZeRO-1)')" -eq 1 ]; then
     ok processes_equal_emulated
 else fail processes_equal_emulated "rc=$rc: $out"; fi
+# the averaging overlapped with the backward (the default with a process per rank: each layer's part as it is
+# final) and not (GPT2GEN_COMM_OVERLAP=0), ZeRO-1 and ZeRO-0: the same bits
+for v in "1 0" "0 1" "0 0"; do
+    set -- $v
+    GPT2GEN_COMM_OVERLAP=$1 procs --gpus 2 --set train.zero_stage=$2 --set checkpoint.dir="$WORK/ov$1$2" >/dev/null 2>&1; rc=$?
+    vals "$WORK/ov$1$2/metrics.jsonl" > "$WORK/ov$1$2.txt"
+    if [ $rc -eq 0 ] && cmp -s "$WORK/emu.txt" "$WORK/ov$1$2.txt"; then ok "processes_overlap_$1_zero$2"
+    else fail "processes_overlap_$1_zero$2" "rc=$rc: $(diff "$WORK/emu.txt" "$WORK/ov$1$2.txt" | head -4)"; fi
+done
 mkdir -p "$WORK/presume"
 cp "$WORK/emu"/*_00000004* "$WORK/presume/"
 out=$(procs --gpus 2 --set checkpoint.every=4 --set checkpoint.dir="$WORK/presume" --resume 2>&1); rc=$?

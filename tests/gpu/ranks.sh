@@ -5,7 +5,8 @@
 #     bits: the gradients are summed in another order and rounded to bf16 at other points; a wrong data split
 #     or average moves the first step's loss and the later ones by 1e-1 and more);
 #  2. ZeRO-0 (all-reduce, the whole AdamW state on each GPU) and ZeRO-1 (reduce-scatter, a shard each, then
-#     all-gather) agree within 5e-3;
+#     all-gather) agree within 5e-3, and so do the averaging overlapped with the backward (the default) and not
+#     (GPT2GEN_COMM_OVERLAP=0);
 #  3. resume on 2 GPUs is exact: from the step-5 checkpoint (model, both state shards, the marker), steps 6..10
 #     give the bits of the run that never stopped;
 #  4. the same run under mpirun (the rank from Open MPI's variables, NCCL's id through a file) gives the --gpus
@@ -59,6 +60,11 @@ if [ $rc3 -eq 0 ] && within "$d" 5e-3; then ok zero1_equals_zero0 "largest diffe
 else fail zero1_equals_zero0 "rc $rc3, difference $d: $(tail -3 "$WORK/two0.log")"; fi
 if grep -q "training micro on cuda x 2 GPUs, a process each (nccl, ZeRO-1)" "$WORK/two1.log" && [ "$(grep -c '^training' "$WORK/two1.log")" = 1 ]
 then ok one_header_from_rank_0; else fail one_header_from_rank_0 "$(head -5 "$WORK/two1.log")"; fi
+# the averaging overlapped with the backward (the default: layer by layer on the communication stream) and after it
+GPT2GEN_COMM_OVERLAP=0 run two1n --gpus 2 --set eval.val_batches=1; rc=$?
+d=$(maxdiff two1n two1)
+if [ $rc -eq 0 ] && within "$d" 5e-3; then ok overlap_equals_no_overlap "largest difference $d"
+else fail overlap_equals_no_overlap "rc $rc, difference $d: $(tail -3 "$WORK/two1n.log")"; fi
 if ls "$WORK/two1" | grep -q 'state_00000005.r1.bin' && ls "$WORK/two1" | grep -q 'done_00000005.bin'; then ok zero1_checkpoint_parts
 else fail zero1_checkpoint_parts "$(ls "$WORK/two1")"; fi
 
