@@ -73,6 +73,8 @@ int args_parse(int argc, char **argv, Args *a, const char *cmd) {
         else { fprintf(stderr, "gpt2gen %s: unexpected argument '%s'\n", cmd, s); return EXIT_USAGE; }
     }
     if (!a->help && !a->config) { fprintf(stderr, "gpt2gen %s: missing CONFIG.lua (see gpt2gen %s --help)\n", cmd, cmd); return EXIT_USAGE; }
+    /* test and tune run one GPU's kernels and step: the plan of one rank with the whole optimizer state */
+    if ((!strcmp(cmd, "test") || !strcmp(cmd, "tune")) && add_set(a, "train.num_gpus=1", cmd)) return EXIT_USAGE;
     return 0;
 }
 
