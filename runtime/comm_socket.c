@@ -110,7 +110,7 @@ static int reduce_range(Comm *c, float *b, size_t n, size_t lo, size_t hi, int w
     Sock *s = c->impl;
     if (s->rank != 0) {
         size_t off = lo, cnt = hi - lo;
-        if (!whole) { part_of(n, c->world, s->rank, lo, hi, &off, &cnt); }
+        if (!whole) part_of(n, c->world, s->rank, lo, hi, &off, &cnt);
         return send_all(c, 0, b + lo, (hi - lo) * sizeof(float), deadline, err) ||
                recv_all(c, 0, b + off, cnt * sizeof(float), deadline, err) ? -1 : 0;
     }
