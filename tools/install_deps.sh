@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs what gpt2gen needs on Debian/Ubuntu (run as root): a C compiler and make, Lua 5.4 (linked
-# statically into ./gpt2gen), the fortunes text for the default data set, and tiktoken (tests only).
+# statically into ./gpt2gen), the fortunes text for the default data set, and tiktoken and procps (pgrep: tests
+# only).
 # The CUDA toolkit (NVRTC headers and library, cuDNN 9's headers) must already be at $CUDA_HOME (default
 # /usr/local/cuda).
 set -eu
@@ -8,7 +9,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 need=""
-for p in build-essential liblua5.4-dev fortunes python3-pip; do
+for p in build-essential liblua5.4-dev fortunes python3-pip procps; do
     dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 if [ -n "$need" ]; then
