@@ -247,7 +247,7 @@ static void test_local_failure_stops_others(void) {
     Run r = run_local(3, 1.0, 0, child_exit3, NULL);
     const char *msg = r.stderr_text;
     CHECK(r.rc == 1, "rc %d", r.rc);
-    CHECK(r.seconds < 1.0 + 2, "took %.2f s", r.seconds);
+    CHECK(r.seconds < 1.0 + 5, "took %.2f s", r.seconds);
     CHECK(strstr(msg, "gpt2gen: rank 1 (pid ") && strstr(msg, "exited with code 3; stopping the other ranks\n") &&
           count(msg, "gpt2gen:") == 1, "message: %s", msg);
     CHECK(no_children(), "children left");
@@ -283,7 +283,7 @@ static void test_local_grace_then_kill(void) {
     Run r = run_local(2, 0.3, 0, child_ignores_term, NULL);
     close(ready[0]); close(ready[1]);
     CHECK(r.rc == 1, "rc %d", r.rc);
-    CHECK(r.seconds >= 0.1 + 0.3 && r.seconds < 0.3 + 2, "took %.2f s (rank 1 exits after 0.1 s, grace 0.3 s)", r.seconds);
+    CHECK(r.seconds >= 0.1 + 0.3 && r.seconds < 0.3 + 5, "took %.2f s (rank 1 exits after 0.1 s, grace 0.3 s)", r.seconds);
     CHECK(strstr(r.stderr_text, "rank 1 (pid ") && strstr(r.stderr_text, "exited with code 2"), "message: %s", r.stderr_text);
     CHECK(no_children(), "children left");
     free(r.stderr_text);
@@ -364,7 +364,7 @@ static void test_local_sigterm_forwarded(void) {
     Run r = run_local(3, 1.0, 0, child_sends_sigterm, NULL);
     close(ready[0]); close(ready[1]);
     free(r.stderr_text);
-    CHECK(r.rc == 130 && r.seconds < 2, "rc %d after %.2f s", r.rc, r.seconds);
+    CHECK(r.rc == 130 && r.seconds < 5, "rc %d after %.2f s", r.rc, r.seconds);
     sigset_t mask;
     sigprocmask(SIG_SETMASK, NULL, &mask);
     CHECK(!sigismember(&mask, SIGTERM) && !sigismember(&mask, SIGCHLD), "the signal mask was not put back");
@@ -427,7 +427,7 @@ static void test_local_children_die_with_parent(void) {
     }
     pid_t kids[2] = {0, 0};
     double t0 = now_seconds();
-    while ((!kids[0] || !kids[1]) && now_seconds() - t0 < 3) {
+    while ((!kids[0] || !kids[1]) && now_seconds() - t0 < 10) {
         for (int i = 0; i < 2; i++) {
             char path[600];
             snprintf(path, sizeof path, "%s/pid%d", dir, i);
@@ -445,7 +445,7 @@ static void test_local_children_die_with_parent(void) {
         if (kids[i] <= 0) continue;
         int st = 0;
         pid_t r = 0;
-        for (t0 = now_seconds(); (r = waitpid(kids[i], &st, WNOHANG)) == 0 && now_seconds() - t0 < 2; ) usleep(10 * 1000);
+        for (t0 = now_seconds(); (r = waitpid(kids[i], &st, WNOHANG)) == 0 && now_seconds() - t0 < 5; ) usleep(10 * 1000);
         if (r == 0) { kill(kids[i], SIGKILL); waitpid(kids[i], NULL, 0); }
         CHECK(r == kids[i] && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "rank %d: r %d, status %#x", i, (int)r, st);
     }
@@ -510,14 +510,14 @@ static void test_share_id_file_timeout(void) {
     double t0 = now_seconds();
     int rc = launch_share_id_file(path, 1, id, sizeof id, 0.3, &err);
     double dt = now_seconds() - t0;
-    CHECK(rc == -1 && dt >= 0.3 && dt < 0.3 + 0.5, "rc %d after %.2f s", rc, dt);
+    CHECK(rc == -1 && dt >= 0.3 && dt < 0.3 + 3, "rc %d after %.2f s", rc, dt);
     CHECK(strstr(err.msg, path) && strstr(err.msg, "rank 0 did not write the id file within 0.3 s") &&
           strstr(err.msg, "every node shares"), "message: %s", err.msg);
     CHECK_OK(write_file_atomic(path, "12345", 5, &err), &err);
     t0 = now_seconds();
     rc = launch_share_id_file(path, 1, id, sizeof id, 0.3, &err);
     dt = now_seconds() - t0;
-    CHECK(rc == -1 && dt >= 0.3 && dt < 0.3 + 0.5, "wrong length: rc %d after %.2f s", rc, dt);
+    CHECK(rc == -1 && dt >= 0.3 && dt < 0.3 + 3, "wrong length: rc %d after %.2f s", rc, dt);
     CHECK(strstr(err.msg, path) && strstr(err.msg, "has 5 bytes, not 8"), "wrong length: %s", err.msg);
     launch_id_file_remove(path);
     rmdir(dir);
