@@ -7,6 +7,7 @@
 #include "runtime/cuda/nccl.h"
 #include "runtime/cuda/tune_env.h"
 #include "runtime/launch.h"
+#include "runtime/rundir.h"
 #include "runtime/train.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,7 +127,7 @@ static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan,
     Err err;
     int cpu = !strcmp(backend, "cpu"), rc = args_load_and_plan(a, cfg, plan);
     if (rc) return rc;
-    char path[1200];
+    char path[RUNDIR_PATH_MAX];
     double timeout;
     static unsigned char id[NCCL_ID_BYTES];
     if (nccl_timeout(&timeout, &err) || (!cpu && nccl_load(NULL, &err)) || mkdir_p(cfg->checkpoint.dir, &err) ||

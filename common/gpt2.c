@@ -74,7 +74,7 @@ int gpt2_grad_part(const GPT2Shape *s, int part, size_t ranges[][2]) {
     gpt2_param_sizes(s, sz, off);
     int n = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        int shared = i == P_WTE || i == P_WPE || i == P_LNFW || i == P_LNFB;
+        int shared = !gpt2_param_per_layer(i);
         if (part == GRAD_PART_REST && shared) { ranges[n][0] = off[i]; ranges[n][1] = off[i] + sz[i]; n++; }
         if (part >= 0 && !shared) {
             size_t per = sz[i] / L;
@@ -84,4 +84,14 @@ int gpt2_grad_part(const GPT2Shape *s, int part, size_t ranges[][2]) {
         }
     }
     return n;
+}
+
+int gpt2_param_per_layer(int i) { return !(i == P_WTE || i == P_WPE || i == P_LNFW || i == P_LNFB); }
+
+void ranks_shard_within(size_t n, int world, int rank, size_t lo, size_t hi, size_t *offset, size_t *count) {
+    size_t so, sc;
+    ranks_shard(n, world, rank, &so, &sc);
+    size_t a = so > lo ? so : lo, e = so + sc < hi ? so + sc : hi;
+    *offset = a < e ? a : lo;
+    *count = a < e ? e - a : 0;
 }

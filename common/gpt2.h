@@ -30,6 +30,8 @@ size_t gpt2_param_sizes(const GPT2Shape *s, size_t sizes[NUM_PARAM_TENSORS], siz
    into shards are padded to world*S elements (ranks_padded). */
 enum { RANKS_SHARD_ALIGN = 64 };
 void   ranks_shard(size_t n, int world, int rank, size_t *offset, size_t *count);
+/* The part of rank's shard inside [lo, hi): [*offset, *offset + *count), *count 0 when they do not meet. */
+void   ranks_shard_within(size_t n, int world, int rank, size_t lo, size_t hi, size_t *offset, size_t *count);
 size_t ranks_padded(size_t n, int world);
 /* The parts of the gradients the backward finishes one after another, for averaging them across ranks while it goes
    on: part l (L-1 down to 0) is layer l's slice of every per-layer tensor, part GRAD_PART_REST the tensors that
@@ -37,6 +39,8 @@ size_t ranks_padded(size_t n, int world);
    order and returns their count (at most NUM_PARAM_TENSORS); the parts cover every parameter once. */
 enum { GRAD_PART_REST = -1 };
 int    gpt2_grad_part(const GPT2Shape *s, int part, size_t ranges[][2]);
+/* 1 if tensor i has a slice per layer (all but wte, wpe, lnfw, lnfb, which serve every layer). */
+int    gpt2_param_per_layer(int i);
 /* 1 if tensor i gets weight decay (the 2-D weights: wte, wpe, qkvw, attprojw, fcw, fcprojw). */
 int    gpt2_param_decays(int i);
 /* Fresh init (SPEC section 1), seeded: two calls with one seed give identical bits. */

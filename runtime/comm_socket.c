@@ -91,15 +91,6 @@ static int hub_mean(Comm *c, const float *mine, size_t n, double deadline, Err *
     return 0;
 }
 
-/* Rank r's shard of the n elements, within [lo, hi): [*off, *off + *cnt) (empty: *cnt 0) */
-static void part_of(size_t n, int world, int r, size_t lo, size_t hi, size_t *off, size_t *cnt) {
-    size_t so, sc;
-    ranks_shard(n, world, r, &so, &sc);
-    size_t a = so > lo ? so : lo, e = so + sc < hi ? so + sc : hi;
-    *off = a < e ? a : lo;
-    *cnt = a < e ? e - a : 0;
-}
-
 static int check_type(CommType t, Err *err) {
     return t == COMM_F32 ? 0 : err_set(err, "ranks: the socket collectives take fp32 buffers only");
 }
@@ -110,14 +101,14 @@ static int reduce_range(Comm *c, float *b, size_t n, size_t lo, size_t hi, int w
     Sock *s = c->impl;
     if (s->rank != 0) {
         size_t off = lo, cnt = hi - lo;
-        if (!whole) part_of(n, c->world, s->rank, lo, hi, &off, &cnt);
+        if (!whole) ranks_shard_within(n, c->world, s->rank, lo, hi, &off, &cnt);
         return send_all(c, 0, b + lo, (hi - lo) * sizeof(float), deadline, err) ||
                recv_all(c, 0, b + off, cnt * sizeof(float), deadline, err) ? -1 : 0;
     }
     if (hub_mean(c, b + lo, hi - lo, deadline, err)) return -1;
     for (int r = 0; r < c->world; r++) {
         size_t off = lo, cnt = hi - lo;
-        if (!whole) part_of(n, c->world, r, lo, hi, &off, &cnt);
+        if (!whole) ranks_shard_within(n, c->world, r, lo, hi, &off, &cnt);
         if (r == 0) memcpy(b + off, s->acc + (off - lo), cnt * sizeof(float));
         else if (send_all(c, r, s->acc + (off - lo), cnt * sizeof(float), deadline, err)) return -1;
     }

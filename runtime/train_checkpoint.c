@@ -54,13 +54,16 @@ static void remove_save(Run *r, int step) {
 }
 
 /* This process's state files: rank 0's whole state (1 rank, ZeRO-0), or under ZeRO-1 each of its ranks' shard of
-   m, v and the weights. s holds the step, position and scaler; its arrays are set here. */
-static int save_states(Run *r, int step, TrainState *s, Err *err) {
+   m, v and the weights. s holds the step, position and scaler; its arrays are set here. params0 (num_params) gets
+   rank 0's parameters where this process drives it, for the model file. */
+static int save_states(Run *r, int step, TrainState *s, float *params0, Err *err) {
     int zero1 = r->world > 1 && r->cfg->train.zero_stage == 1, rc = 0;
-    float *params = xmalloc(r->num_params * sizeof(float));
+    float *other = NULL;
     for (int k = 0; k < r->local && !rc; k++) {
         int rank = r->first + k;
         if (!zero1 && rank != 0) continue;
+        if (rank != 0 && !other) other = xmalloc(r->num_params * sizeof(float));
+        float *params = rank == 0 ? params0 : other;
         Backend *be = r->rk[k].be;
         char path[RUNDIR_PATH_MAX];
         rundir_rank_state(r->cfg->checkpoint.dir, step, rank, path);
@@ -75,7 +78,7 @@ static int save_states(Run *r, int step, TrainState *s, Err *err) {
         free(s->m); free(s->v);
         s->m = s->v = s->params = NULL;
     }
-    free(params);
+    free(other);
     return rc ? -1 : 0;
 }
 
@@ -106,13 +109,10 @@ int run_save_checkpoint(Run *r, int step, Err *err) {
         remove_save(r, step);
         if (run_agree(r, 0, &any, err)) return -1;
     }
-    rc = save_states(r, step, &s, err);
-    if (!rc && r->lead) {
-        float *params = xmalloc(r->num_params * sizeof(float));
-        rc = r->be->get_params(r->be, params, err);
-        if (!rc) rc = checkpoint_save(model, &s.shape, params, c->precision != PREC_FP32, err);
-        free(params);
-    }
+    float *params0 = xmalloc(r->num_params * sizeof(float));
+    rc = save_states(r, step, &s, params0, err);
+    if (!rc && r->lead) rc = checkpoint_save(model, &s.shape, params0, c->precision != PREC_FP32, err);
+    free(params0);
     if (several) {
         Err e;
         if (run_agree(r, rc != 0, &any, rc ? &e : err)) return -1;

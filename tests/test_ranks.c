@@ -24,6 +24,16 @@ static void test_shards_cover_once(void) {
                 next = off + cnt;
             }
             CHECK(next == ns[i], "n=%zu w=%d: shards end at %zu", ns[i], w, next);
+            /* a range [lo, hi) cut at the shards' edges: the pieces follow each other and cover it */
+            size_t lo = ns[i] / 3, hi = ns[i] - ns[i] / 4, at = lo;
+            for (int r = 0; r < w; r++) {
+                size_t off, cnt;
+                ranks_shard_within(ns[i], w, r, lo, hi, &off, &cnt);
+                if (!cnt) continue;
+                CHECK(off == at, "n=%zu w=%d r=%d: piece of [%zu,%zu) at %zu, expected %zu", ns[i], w, r, lo, hi, off, at);
+                at = off + cnt;
+            }
+            CHECK(at == hi, "n=%zu w=%d: the pieces of [%zu,%zu) end at %zu", ns[i], w, lo, hi, at);
             CHECK(ranks_padded(ns[i], w) == S * (size_t)w && ranks_padded(ns[i], w) >= ns[i], "n=%zu w=%d: padded to %zu", ns[i], w,
                   ranks_padded(ns[i], w));
         }

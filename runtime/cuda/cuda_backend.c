@@ -7,7 +7,7 @@
 #include <string.h>
 
 dptr tensor_at(const Cuda *c, BufferId base, int i, int l) {
-    int per_layer = !(i == P_WTE || i == P_WPE || i == P_LNFW || i == P_LNFB);
+    int per_layer = gpt2_param_per_layer(i);
     return buf(c, base, 0) + (c->poff[i] + (per_layer ? (size_t)l * (c->psz[i] / c->L) : 0)) * c->xs;
 }
 

@@ -221,7 +221,7 @@ static int nc_reduce_ranges(Comm *cm, void *const *bufs, CommType t, size_t n, c
     if (cuda_check(cu.cuEventRecord(x->ready, x->c->s), "gradient averaging", err) ||
         cuda_check(cu.cuStreamWaitEvent(cs, x->ready, 0), "gradient averaging", err))
         return broken(cm);
-    size_t S = ranks_padded(n, cm->world) / (size_t)cm->world, es = type_bytes(t);
+    size_t es = type_bytes(t);
     char *b = bufs[0];
     int dt = nccl_type(t);
     ncclResult_t r = nc.ncclGroupStart();
@@ -229,8 +229,9 @@ static int nc_reduce_ranges(Comm *cm, void *const *bufs, CommType t, size_t n, c
         size_t lo = ranges[k][0], hi = ranges[k][1];
         if (!zero1) { r = nc.ncclAllReduce(b + lo * es, b + lo * es, hi - lo, dt, ncclAvg, x->comm, cs); continue; }
         for (int q = 0; q < cm->world && (r == ncclSuccess || r == ncclInProgress); q++) {
-            size_t a = (size_t)q * S > lo ? (size_t)q * S : lo, e = (size_t)(q + 1) * S < hi ? (size_t)(q + 1) * S : hi;
-            if (a < e) r = nc.ncclReduce(b + a * es, b + a * es, e - a, dt, ncclAvg, q, x->comm, cs);
+            size_t a, len;
+            ranks_shard_within(n, cm->world, q, lo, hi, &a, &len);
+            if (len) r = nc.ncclReduce(b + a * es, b + a * es, len, dt, ncclAvg, q, x->comm, cs);
         }
     }
     ncclResult_t g = nc.ncclGroupEnd();
