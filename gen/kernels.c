@@ -78,17 +78,17 @@ static LaunchDims bias_reduce(const KernelEnv *e, long long OC) {
 }
 
 /* ---- attention.cu ---- */
-enum { ATT_Q_TILE, ATT_KV_TILE, ATT_BWD_TILE, ATT_BWD_INNER, ATT_Q_WARP_ROWS };
+enum { ATT_Q_TILE, ATT_KV_TILE, ATT_BWD_TILE, ATT_BWD_INNER, ATT_Q_WARP_ROWS, ATT_BWD_WARP_ROWS };
 enum { ATT_FWD_THREADS, ATT_BWD_THREADS };
-static void att_derive(KernelEnv *e) {   /* a warp per Q_WARP_ROWS rows of a forward tile, per 16 of a backward one */
+static void att_derive(KernelEnv *e) {   /* a warp per Q_WARP_ROWS rows of a forward tile, per BWD_WARP_ROWS of a backward one */
     e->derived[ATT_FWD_THREADS] = e->tun[ATT_Q_TILE] / e->tun[ATT_Q_WARP_ROWS] * WARP;
-    e->derived[ATT_BWD_THREADS] = e->tun[ATT_BWD_TILE] / 16 * WARP;
+    e->derived[ATT_BWD_THREADS] = e->tun[ATT_BWD_TILE] / e->tun[ATT_BWD_WARP_ROWS] * WARP;
 }
 /* dynamic shared memory of the tensor-core kernels (the fp32 ones use none): tiles of rows of HS + 8 elements */
 static long long att_row_bytes(const KernelEnv *e) { return e->x128 == 4 ? 0 : (e->HS + 8) * 2; }
-static long long att_fwd_smem(const KernelEnv *e) {
-    long long rows = e->tun[ATT_Q_TILE] > 2 * e->tun[ATT_KV_TILE] ? e->tun[ATT_Q_TILE] : 2 * e->tun[ATT_KV_TILE];
-    return rows * att_row_bytes(e);
+static long long att_fwd_smem(const KernelEnv *e) {   /* two stages of K and V tiles; Q is staged in the second */
+    long long kv = 2 * e->tun[ATT_KV_TILE], q = e->tun[ATT_Q_TILE];
+    return (kv + (q > kv ? q : kv)) * att_row_bytes(e);
 }
 static long long att_bwd_smem(const KernelEnv *e) {
     if (e->x128 == 4) return 0;
@@ -98,6 +98,13 @@ static long long att_bwd_smem(const KernelEnv *e) {
 static const char *att_check(const KernelEnv *e, char *why, size_t n) {
     if (e->tun[ATT_Q_TILE] % e->tun[ATT_Q_WARP_ROWS])
         snprintf(why, n, "Q_TILE (%d) must be a multiple of Q_WARP_ROWS (%d)", e->tun[ATT_Q_TILE], e->tun[ATT_Q_WARP_ROWS]);
+    else if (e->tun[ATT_BWD_TILE] % e->tun[ATT_BWD_WARP_ROWS])
+        snprintf(why, n, "BWD_TILE (%d) must be a multiple of BWD_WARP_ROWS (%d)", e->tun[ATT_BWD_TILE],
+                 e->tun[ATT_BWD_WARP_ROWS]);
+    else if (e->x128 != 4 && e->tun[ATT_BWD_WARP_ROWS] > 16 && (e->HS > 64 || e->tun[ATT_BWD_INNER] > 32))
+        /* a warp's dK and dV (or dQ) accumulators, scores and fragments: 32 rows fit the registers only then */
+        snprintf(why, n, "BWD_WARP_ROWS %d needs a head size of at most 64 and BWD_INNER at most 32 "
+                 "(head size %lld, BWD_INNER %d)", e->tun[ATT_BWD_WARP_ROWS], e->HS, e->tun[ATT_BWD_INNER]);
     else if (e->x128 != 4 && (e->HS % 16 || e->HS > 128))
         snprintf(why, n, "the tensor-core attention needs a head size (n_embd / n_head) that is a multiple of 16, "
                  "at most 128: it is %lld", e->HS);
@@ -108,6 +115,16 @@ static const char *att_check(const KernelEnv *e, char *why, size_t n) {
                  att_fwd_smem(e), att_bwd_smem(e), KERNEL_MAX_SMEM);
     else return NULL;
     return why;
+}
+/* Measured on the H200 at gpt2-124M's shape (bench/RESULTS.md): warps of 32 rows and tiles of 128 rows, where
+   the registers hold a warp's 32 rows (tensor cores, head size at most 64) and T fills such tiles. */
+static void att_shape_defaults(const KernelEnv *e, int *tun) {
+    if (e->x128 == 4 || e->HS > 64 || e->T < 128) return;
+    tun[ATT_Q_TILE] = 128;
+    tun[ATT_Q_WARP_ROWS] = 32;
+    tun[ATT_BWD_TILE] = 128;
+    tun[ATT_BWD_WARP_ROWS] = 32;
+    tun[ATT_BWD_INNER] = 32;
 }
 static LaunchDims att_tiles(const KernelEnv *e, int tile, long long threads, long long smem) {
     LaunchDims d = dims(ceil_div_u(e->T, tile), e->NH, (int)threads);
@@ -122,11 +139,6 @@ static LaunchDims att_forward(const KernelEnv *e, long long n) {
 static LaunchDims att_backward(const KernelEnv *e, long long n) {
     (void)n;
     return att_tiles(e, e->tun[ATT_BWD_TILE], e->derived[ATT_BWD_THREADS], att_bwd_smem(e));
-}
-static LaunchDims att_dot(const KernelEnv *e, long long n) {
-    (void)n;
-    long long threads = e->derived[ATT_BWD_THREADS];
-    return dims(ceil_div_u(e->B * e->NH * e->T, threads / WARP), 1, (int)threads);
 }
 
 /* ---- gelu.cu ---- */
@@ -171,7 +183,7 @@ const FamilyDecl kernel_families[] = {
        "ceil(B*T*C/VEC_C / BLOCK_SIZE)"},
       {"encoder_backward_wpe", {X(dwpe), CX(dout)}, ENC_BLOCK, -1, enc_wpe, "ceil(T*C/VEC_C / BLOCK_SIZE)"},
       {"encoder_backward_wte", {X(dwte), CX(dout), CI32(bucket_token), CI32(bucket_start), CI32(positions), INT(n_buckets)},
-       ENC_BLOCK, 5, enc_wte, "(n_buckets, ceil(C/VEC_C / block)), block min(BLOCK_SIZE, C/VEC_C rounded up to 32)"}}},
+       ENC_BLOCK, 5, enc_wte, "(n_buckets, ceil(C/VEC_C / block)), block min(BLOCK_SIZE, C/VEC_C rounded up to 32)"}}, NULL},
     {"layernorm", "templates/layernorm.cu", "LayerNorm forward (plain and fused with the residual add) and backward",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE},
       {"BWD_BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE}},
@@ -184,48 +196,48 @@ const FamilyDecl kernel_families[] = {
       {"layernorm_backward", {X(dinp), F32(scratch), CX(dout), CX(inp), CX(weight), CF32(mean), CF32(rstd)},
        LN_BWD_BLOCK, -1, ln_backward, "BWD_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512)"},
       {"layernorm_backward_reduce", {X(dweight), X(dbias), CF32(scratch)}, LN_BLOCK, -1, ln_reduce,
-       "ceil(C / BLOCK_SIZE)"}}},
+       "ceil(C / BLOCK_SIZE)"}}, NULL},
     {"matmul", "templates/matmul.cu", "bias gradients beside the cuBLASLt matmuls",
      {{"BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE},
       {"ROW_SPLITS", 64, {16, 32, 64, 128}, .min = 1, .max = 65535, .multiple_of = 1}},
      {0}, NULL, NULL,
      {{"bias_backward_partial", {F32(scratch), CX(dout), INT(OC)}, MM_BLOCK, 2, bias_partial,
        "(ceil(OC / (32*VEC_C)), ROW_SPLITS)"},
-      {"bias_backward_reduce", {X(dbias), CF32(scratch), INT(OC)}, MM_BLOCK, 2, bias_reduce, "ceil(OC / BLOCK_SIZE)"}}},
+      {"bias_backward_reduce", {X(dbias), CF32(scratch), INT(OC)}, MM_BLOCK, 2, bias_reduce, "ceil(OC / BLOCK_SIZE)"}}, NULL},
     {"attention", "templates/attention.cu", "causal flash attention: no (T,T) scores, deterministic backward",
      {{"Q_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
       {"KV_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
       {"BWD_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
       {"BWD_INNER", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
-      {"Q_WARP_ROWS", 16, {16, 32}, .min = 16, .max = 32, .multiple_of = 16}},
+      {"Q_WARP_ROWS", 16, {16, 32}, .min = 16, .max = 32, .multiple_of = 16},
+      {"BWD_WARP_ROWS", 16, {16, 32}, .min = 16, .max = 32, .multiple_of = 16}},
      {"FWD_THREADS", "BWD_THREADS"}, att_derive, att_check,
      {{"flash_forward", {X(out), F32(stats), CX(qkv)}, BOUNDS_DERIVED(ATT_FWD_THREADS), -1, att_forward,
        "(ceil(T/Q_TILE), NH, B), a warp per Q_WARP_ROWS query rows"},
-      {"flash_backward_dot", {F32(ddot), CX(dout), CX(out)}, BOUNDS_DERIVED(ATT_BWD_THREADS), -1, att_dot,
-       "ceil(B*NH*T / (BWD_THREADS/32)): a warp per row"},
+      {"flash_backward_dq", {X(dqkv), F32(ddot), CX(qkv), CX(dout), CX(out), CF32(stats)}, BOUNDS_DERIVED(ATT_BWD_THREADS),
+       -1, att_backward, "(ceil(T/BWD_TILE), NH, B), a warp per BWD_WARP_ROWS query rows; writes ddot"},
       {"flash_backward_dkdv", {X(dqkv), CX(qkv), CX(dout), CF32(stats), CF32(ddot)}, BOUNDS_DERIVED(ATT_BWD_THREADS), -1,
-       att_backward, "(ceil(T/BWD_TILE), NH, B), a warp per 16 key rows"},
-      {"flash_backward_dq", {X(dqkv), CX(qkv), CX(dout), CF32(stats), CF32(ddot)}, BOUNDS_DERIVED(ATT_BWD_THREADS), -1,
-       att_backward, "(ceil(T/BWD_TILE), NH, B), a warp per 16 query rows"}}},
+       att_backward, "(ceil(T/BWD_TILE), NH, B), a warp per BWD_WARP_ROWS key rows"}},
+     att_shape_defaults},
     {"gelu", "templates/gelu.cu", "GELU (tanh approximation) and its backward, elementwise",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"gelu_forward", {X(out), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)"},
-      {"gelu_backward", {X(dinout), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)"}}},
+      {"gelu_backward", {X(dinout), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)"}}, NULL},
     {"classifier", "templates/classifier.cu", "softmax + cross-entropy + dlogits in one pass",
      {{"BLOCK_SIZE", 1024, {256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"classifier_forward", {F32(losses), X(logits), CI32(targets), FLOAT(dloss), INT(write_dlogits)}, CLS_BLOCK, -1,
-       cls_dims, "B*T: a block per row"}}},
+       cls_dims, "B*T: a block per row"}}, NULL},
     {"norm", "templates/norm.cu", "squared L2 norm, for the global gradient norm",
      {{"BLOCK_SIZE", 512, {128, 256, 512, 1024}, BLOCK_SIZE_RULE},
       {"GRID_SIZE", 1024, {256, 512, 1024, 2048}, .min = 1, .max = 65536, .multiple_of = 1}},
      {0}, NULL, NULL,
-     {{"global_norm_squared", {F32(partials), CX(data), I64(n)}, NORM_BLOCK, -1, norm_dims, "GRID_SIZE"}}},
+     {{"global_norm_squared", {F32(partials), CX(data), I64(n)}, NORM_BLOCK, -1, norm_dims, "GRID_SIZE"}}, NULL},
     {"adamw", "templates/adamw.cu", "the AdamW update of one parameter tensor",
      {{"BLOCK_SIZE", 512, {128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"adamw_update",
        {X(params), F32(master), CX(grads), F32(m), F32(v), I64(n), I64(idx0), FLOAT(lr), FLOAT(beta1), FLOAT(beta2),
         FLOAT(bc1), FLOAT(bc2), FLOAT(eps), FLOAT(wd), FLOAT(grad_scale)},
-       ADAMW_BLOCK, 5, adamw_dims, "ceil(n / BLOCK_SIZE)"}}},
+       ADAMW_BLOCK, 5, adamw_dims, "ceil(n / BLOCK_SIZE)"}}, NULL},
     {0},
 };
 

@@ -14,7 +14,7 @@
 #include "gen/config.h"
 
 #define KERNEL_MAX_PARAMS 16
-#define FAMILY_MAX_TUNABLES 5
+#define FAMILY_MAX_TUNABLES 6
 #define FAMILY_MAX_KERNELS 8
 #define FAMILY_MAX_DERIVED 2
 
@@ -62,6 +62,9 @@ typedef struct {
     /* constraints across values (shared memory, ...): NULL when met, else why not (written into why) */
     const char *(*check)(const KernelEnv *e, char *why, size_t n);
     KernelDecl kernels[FAMILY_MAX_KERNELS];
+    /* defaults that depend on the shape (NULL when none): changes tun, which holds the declared defaults; the
+       plan takes them for the tunables the config leaves alone, where check accepts the result */
+    void (*shape_defaults)(const KernelEnv *e, int *tun);
 } FamilyDecl;
 
 extern const FamilyDecl kernel_families[];

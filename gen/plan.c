@@ -80,6 +80,28 @@ static void add_module(Plan *plan, const FamilyDecl *f) {
     snprintf(m->cubin_path, sizeof m->cubin_path, "%s/kernels/%s.%s.cubin", plan->build_dir, f->family, plan->arch);
 }
 
+/* The family's defaults for this shape, for the tunables the config leaves alone, where the family's check
+   accepts them all together; else the declared defaults stay. */
+static void apply_shape_defaults(Plan *plan, PlanModule *m) {
+    const FamilyDecl *f = m->decl;
+    if (!f->shape_defaults) return;
+    int v[FAMILY_MAX_TUNABLES] = {0}, want[FAMILY_MAX_TUNABLES];
+    for (int t = 0; t < m->n_tunables; t++) v[t] = m->tunables[t].value;
+    KernelEnv e = kernel_env(plan->cfg, f, v);
+    memcpy(want, v, sizeof v);
+    f->shape_defaults(&e, want);
+    for (int t = 0; t < m->n_tunables; t++)
+        if (strcmp(m->tunables[t].origin, "default") || !tunable_allowed(&f->tunables[t], want[t])) want[t] = v[t];
+    e = kernel_env(plan->cfg, f, want);
+    char why[512];
+    if (f->check && f->check(&e, why, sizeof why)) return;
+    for (int t = 0; t < m->n_tunables; t++)
+        if (want[t] != v[t]) {
+            m->tunables[t].value = want[t];
+            m->tunables[t].origin = "default for this shape";
+        }
+}
+
 LaunchDims plan_launch_dims(const Plan *plan, int id, long long size) {
     const PlanKernel *k = &plan->kernels[id];
     return k->decl->geometry(&plan->modules[k->module].env, size);
@@ -135,6 +157,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *arch, Err *err) {
         add_module(plan, f);
     }
     if (apply_config_tunables(plan, cfg, err)) return -1;
+    for (int i = 0; i < plan->n_modules; i++) apply_shape_defaults(plan, &plan->modules[i]);
     for (int i = 0; i < plan->n_modules; i++) {
         const PlanModule *m = &plan->modules[i];
         for (const KernelDecl *k = m->decl->kernels; k < m->decl->kernels + FAMILY_MAX_KERNELS && k->name; k++) {

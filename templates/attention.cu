@@ -8,11 +8,15 @@
 // (16 or 32: one load of a K or V fragment then serves two m-tiles of the MMA). K and
 // V stream through shared memory in tiles of KV_TILE rows; the scores of one tile live in registers, the
 // softmax is online (running max and sum per row), tiles above the diagonal are never touched.
-// Backward, deterministic (no atomics):
-//   flash_backward_dot:  ddot[b,h,i] = dout_i . out_i, the softmax backward's row sums;
-//   flash_backward_dkdv: a block per tile of BWD_TILE key rows; query tiles of BWD_INNER rows stream past,
-//                        the probabilities are recomputed from the statistics, dV += P^T dO, dK += dS^T Q;
-//   flash_backward_dq:   a block per tile of BWD_TILE query rows; key tiles stream past, dQ += dS K.
+// Backward, deterministic (no atomics), dQ first:
+//   flash_backward_dq:   a block per tile of BWD_TILE query rows, a warp per BWD_WARP_ROWS of them; each warp
+//                        first sums ddot[b,h,i] = dout_i . out_i (the softmax backward's row sums) for its
+//                        rows and writes them for the next kernel; key tiles stream past, dQ += dS K;
+//   flash_backward_dkdv: a block per tile of BWD_TILE key rows, a warp per BWD_WARP_ROWS of them; query tiles of
+//                        BWD_INNER rows stream past, the probabilities are recomputed from the statistics,
+//                        dV += P^T dO, dK += dS^T Q.
+// A warp of 32 rows (two 16-row m-tiles) uses each fragment it loads from shared memory for two MMAs, where a
+// warp of 16 rows uses it for one: with 16 the backward's products wait on shared memory, not the tensor cores.
 // In bf16/fp16 the matrix products are tensor-core MMAs (mma.sync m16n8k16, fp32 accumulation; operands
 // through ldmatrix from shared memory filled by cp.async). In fp32 a plain version (a warp per row) computes the
 // same thing: fp32 is the precision the GPU tests hold to the CPU reference tightly, not a fast one.
@@ -28,20 +32,16 @@ constexpr float LN2 = 0.6931471805599453f;
 #define INFINITY __int_as_float(0x7f800000)            // NVRTC has no math.h
 constexpr float SCALE_LOG2 = SCALE * LOG2E;        // scores -> log2 units
 constexpr int MT = Q_WARP_ROWS / 16;              // forward: 16-row m-tiles per warp
+constexpr int MB = BWD_WARP_ROWS / 16;            // backward: 16-row m-tiles per warp
 
 __device__ __forceinline__ long long head_row(int b, int t, int width) { return ((long long)b * T + t) * width; }
 
-// ddot[b,h,i] = sum_d dout[b,i,h,d] * out[b,i,h,d]; a warp per row (b,i,h), rows in (b,h,i) order
-KERNEL(flash_backward_dot) {
-    const int lane = threadIdx.x % WARP_SIZE;
-    const long long row = (long long)blockIdx.x * (BWD_THREADS / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    if (row >= (long long)B * NH * T) return;
-    const int i = (int)(row % T), h = (int)((row / T) % NH), b = (int)(row / ((long long)T * NH));
+// ddot of row i of head h, batch row b: sum_d dout[b,i,h,d] * out[b,i,h,d], summed by a warp (every lane gets it)
+__device__ __forceinline__ float row_ddot(const floatX *dout, const floatX *out, int b, int h, int i, int lane) {
     const long long base = head_row(b, i, C) + h * HS;
     float s = 0.0f;
     for (int d = lane; d < HS; d += WARP_SIZE) s += to_f(dout[base + d]) * to_f(out[base + d]);
-    s = warp_sum(s);
-    if (lane == 0) ddot[row] = s;
+    return warp_sum(s);
 }
 
 #if PRECISION_FP32
@@ -88,8 +88,8 @@ KERNEL(flash_forward) {
 KERNEL(flash_backward_dkdv) {
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
     const float *st = stats + ((long long)b * NH + h) * T, *dd = ddot + ((long long)b * NH + h) * T;
-    for (int r = 0; r < 16; r++) {
-        const int j = blockIdx.x * BWD_TILE + warp * 16 + r;
+    for (int r = 0; r < BWD_WARP_ROWS; r++) {
+        const int j = blockIdx.x * BWD_TILE + warp * BWD_WARP_ROWS + r;
         if (j >= T) return;
         float k[DPL], v[DPL], dk[DPL] = {}, dv[DPL] = {};
         load_head(k, qkv + head_row(b, j, 3 * C) + C + h * HS, lane);
@@ -111,10 +111,11 @@ KERNEL(flash_backward_dkdv) {
 
 KERNEL(flash_backward_dq) {
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
-    for (int r = 0; r < 16; r++) {
-        const int i = blockIdx.x * BWD_TILE + warp * 16 + r;
+    for (int r = 0; r < BWD_WARP_ROWS; r++) {
+        const int i = blockIdx.x * BWD_TILE + warp * BWD_WARP_ROWS + r;
         if (i >= T) return;
-        const float lse2 = stats[((long long)b * NH + h) * T + i] * LOG2E, D = ddot[((long long)b * NH + h) * T + i];
+        const float lse2 = stats[((long long)b * NH + h) * T + i] * LOG2E, D = row_ddot(dout, out, b, h, i, lane);
+        if (lane == 0) ddot[((long long)b * NH + h) * T + i] = D;
         float q[DPL], dy[DPL], dq[DPL] = {};
         load_head(q, qkv + head_row(b, i, 3 * C) + h * HS, lane);
         load_head(dy, dout + head_row(b, i, C) + h * HS, lane);
@@ -142,6 +143,14 @@ constexpr int HS16 = HS / 16;          // k-steps along the head
 typedef unsigned int u32;
 
 __device__ __forceinline__ u32 smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
+
+// 2^x on the special-function unit, subnormal results flushed to zero (a probability below 2^-126 is 0 here;
+// exp2f would spend three more instructions on them)
+__device__ __forceinline__ float exp2_ftz(float x) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+    return r;
+}
 
 // 16-byte asynchronous copy global -> shared; zero-fills when !valid (src then is not read)
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
@@ -236,37 +245,41 @@ __device__ __forceinline__ void store_acc(floatX *dst, int width, const float (&
 }
 
 KERNEL(flash_forward) {
+    // two stages of (K tile, V tile); Q is staged in stage 1 before the first K/V tiles go there
     extern __shared__ __align__(16) unsigned char smem_bytes[];
-    floatX *sk = reinterpret_cast<floatX *>(smem_bytes), *sv = sk + KV_TILE * LDS;   // Q is staged over both
+    floatX *stage0 = reinterpret_cast<floatX *>(smem_bytes), *stage1 = stage0 + 2 * KV_TILE * LDS;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
     const int qt = gridDim.x - 1 - blockIdx.x;           // the longest rows first
     const int q0 = qt * Q_TILE, wq0 = q0 + warp * Q_WARP_ROWS;
     const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS;
+    auto load_kv = [&](int kt) {
+        floatX *st = kt & 1 ? stage1 : stage0;
+        load_rows<KV_TILE, FWD_THREADS>(st, base + C, 3 * C, kt * KV_TILE);
+        load_rows<KV_TILE, FWD_THREADS>(st + KV_TILE * LDS, base + 2 * C, 3 * C, kt * KV_TILE);
+    };
 
-    load_rows<Q_TILE, FWD_THREADS>(sk, base, 3 * C, q0);
+    load_rows<Q_TILE, FWD_THREADS>(stage1, base, 3 * C, q0);
+    load_kv(0);
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
     u32 qf[MT][HS16][4];
     for (int mt = 0; mt < MT; mt++)
-        for (int kk = 0; kk < HS16; kk++) ldsm4(qf[mt][kk], a_addr(sk, warp * Q_WARP_ROWS + mt * 16, kk * 16, lane));
-    __syncthreads();
+        for (int kk = 0; kk < HS16; kk++) ldsm4(qf[mt][kk], a_addr(stage1, warp * Q_WARP_ROWS + mt * 16, kk * 16, lane));
 
     const int last = q0 + Q_TILE - 1 < T - 1 ? q0 + Q_TILE - 1 : T - 1;
     const int n_kv = last / KV_TILE + 1;
-    load_rows<KV_TILE, FWD_THREADS>(sk, base + C, 3 * C, 0);
-    cp_async_commit();
-    load_rows<KV_TILE, FWD_THREADS>(sv, base + 2 * C, 3 * C, 0);
-    cp_async_commit();
-
     float o[MT][HS / 8][4] = {};
     float m[MT][2], l[MT][2] = {};
     for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -INFINITY;
     const int g = lane >> 2, c2 = (lane & 3) * 2;
     for (int kt = 0; kt < n_kv; kt++) {
         const int k0 = kt * KV_TILE;
-        cp_async_wait<1>();                              // K tile kt is in (V may still be on its way)
-        __syncthreads();
+        cp_async_wait<0>();                              // tile kt is in
+        __syncthreads();                                 // for every thread, and every warp is done with tile kt-1
+        if (kt + 1 < n_kv) load_kv(kt + 1);              // (and with Q) so that tile kt+1 may take its place
+        cp_async_commit();
+        const floatX *sk = kt & 1 ? stage1 : stage0, *sv = sk + KV_TILE * LDS;
         float s[MT][KV_TILE / 8][4] = {};
         for (int kk = 0; kk < HS16; kk++)
             for (int np = 0; np < KV_TILE / 16; np++) {
@@ -276,11 +289,10 @@ KERNEL(flash_forward) {
                     mma2(s[mt][2 * np], s[mt][2 * np + 1], qf[mt][kk], bf);
                 }
             }
-        __syncthreads();                                 // every warp is done with sk
-        if (kt + 1 < n_kv) load_rows<KV_TILE, FWD_THREADS>(sk, base + C, 3 * C, k0 + KV_TILE);
-        cp_async_commit();
 
-        // online softmax in log2 units; a key after the query (j > i) is masked
+        // online softmax in log2 units; a key after the query (j > i) is masked. The running maximum m is
+        // in scaled log2 units; the row maximum of the raw scores is scaled once (the scale is positive), and
+        // each probability takes one FMA and one exp2.
         for (int mt = 0; mt < MT; mt++) {
             const bool diagonal = k0 + KV_TILE - 1 > wq0 + mt * 16;
             for (int half = 0; half < 2; half++) {
@@ -288,19 +300,17 @@ KERNEL(flash_forward) {
                 float mx = -INFINITY;
                 for (int n = 0; n < KV_TILE / 8; n++)
                     for (int e = 0; e < 2; e++) {
-                        float x = s[mt][n][2 * half + e] * SCALE_LOG2;
-                        if (diagonal && k0 + n * 8 + c2 + e > i) x = -INFINITY;
-                        s[mt][n][2 * half + e] = x;
-                        mx = fmaxf(mx, x);
+                        if (diagonal && k0 + n * 8 + c2 + e > i) s[mt][n][2 * half + e] = -INFINITY;
+                        mx = fmaxf(mx, s[mt][n][2 * half + e]);
                     }
                 mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
-                const float mn = fmaxf(m[mt][half], mx);  // finite: key 0 is in every row's first tile
-                const float alpha = exp2f(m[mt][half] - mn);
+                const float mn = fmaxf(m[mt][half], mx * SCALE_LOG2);  // finite: key 0 is in every row's first tile
+                const float alpha = exp2_ftz(m[mt][half] - mn);
                 float sum = 0.0f;
                 for (int n = 0; n < KV_TILE / 8; n++)
                     for (int e = 0; e < 2; e++) {
-                        const float p = exp2f(s[mt][n][2 * half + e] - mn);
+                        const float p = exp2_ftz(fmaf(s[mt][n][2 * half + e], SCALE_LOG2, -mn));
                         s[mt][n][2 * half + e] = p;
                         sum += p;
                     }
@@ -310,8 +320,6 @@ KERNEL(flash_forward) {
             }
         }
 
-        cp_async_wait<1>();                              // V tile kt is in (the next K may be on its way)
-        __syncthreads();
         for (int kk = 0; kk < KV_TILE / 16; kk++) {
             u32 a[MT][4];
             for (int mt = 0; mt < MT; mt++) acc_to_a(a[mt], s[mt], kk);
@@ -323,9 +331,6 @@ KERNEL(flash_forward) {
                 }
             }
         }
-        __syncthreads();                                 // every warp is done with sv
-        if (kt + 1 < n_kv) load_rows<KV_TILE, FWD_THREADS>(sv, base + 2 * C, 3 * C, k0 + KV_TILE);
-        cp_async_commit();
     }
 
     for (int mt = 0; mt < MT; mt++) {
@@ -377,7 +382,7 @@ KERNEL(flash_backward_dkdv) {
     BwdSmem sm(smem_bytes);
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
     const int jt = gridDim.x - 1 - blockIdx.x;           // the longest columns first
-    const int j0 = jt * BWD_TILE, wj0 = j0 + warp * 16;
+    const int j0 = jt * BWD_TILE, wj0 = j0 + warp * BWD_WARP_ROWS;
     const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
     const float *st = stats + ((long long)b * NH + h) * T, *ddr = ddot + ((long long)b * NH + h) * T;
     const int first = (j0 / BWD_INNER) * BWD_INNER;
@@ -392,57 +397,69 @@ KERNEL(flash_backward_dkdv) {
     load_stage(0, first);
     cp_async_commit();
 
-    float dk[HS / 8][4] = {}, dv[HS / 8][4] = {};
+    float dk[MB][HS / 8][4] = {}, dv[MB][HS / 8][4] = {};
     const int g = lane >> 2, c2 = (lane & 3) * 2;
     int stage = 0;
     for (int i0 = first; i0 < T; i0 += BWD_INNER, stage ^= 1) {
+        cp_async_wait<0>();                              // this stage is in
+        __syncthreads();                                 // for every thread, and every warp is done with the other
         if (i0 + BWD_INNER < T) load_stage(stage ^ 1, i0 + BWD_INNER);
         cp_async_commit();
-        cp_async_wait<1>();                              // this stage is in
-        __syncthreads();
         const floatX *sk = sm.own0, *sv = sm.own1, *sq = sm.in0(stage), *sdo = sm.in1(stage);
         const float *lse = sm.lse(stage), *dd = sm.dd(stage);
 
-        float s[BWD_INNER / 8][4] = {}, dp[BWD_INNER / 8][4] = {};
+        float s[MB][BWD_INNER / 8][4] = {}, dp[MB][BWD_INNER / 8][4] = {};
         for (int kk = 0; kk < HS16; kk++) {
-            u32 ka[4], va[4];
-            ldsm4(ka, a_addr(sk, warp * 16, kk * 16, lane));
-            ldsm4(va, a_addr(sv, warp * 16, kk * 16, lane));
+            u32 ka[MB][4], va[MB][4];
+            for (int mb = 0; mb < MB; mb++) {
+                ldsm4(ka[mb], a_addr(sk, warp * BWD_WARP_ROWS + mb * 16, kk * 16, lane));
+                ldsm4(va[mb], a_addr(sv, warp * BWD_WARP_ROWS + mb * 16, kk * 16, lane));
+            }
             for (int np = 0; np < BWD_INNER / 16; np++) {
                 u32 bq[4], bd[4];
                 ldsm4(bq, bn_addr(sq, np * 16, kk * 16, lane));
                 ldsm4(bd, bn_addr(sdo, np * 16, kk * 16, lane));
-                mma2(s[2 * np], s[2 * np + 1], ka, bq);
-                mma2(dp[2 * np], dp[2 * np + 1], va, bd);
+                for (int mb = 0; mb < MB; mb++) {       // one load of Q and dO serves every m-tile of the warp
+                    mma2(s[mb][2 * np], s[mb][2 * np + 1], ka[mb], bq);
+                    mma2(dp[mb][2 * np], dp[mb][2 * np + 1], va[mb], bd);
+                }
             }
         }
         // s <- P^T, dp <- dS^T; a query before the key (i < j) contributes nothing
-        const bool diagonal = i0 < wj0 + 15;
-        for (int n = 0; n < BWD_INNER / 8; n++)
-            for (int e = 0; e < 4; e++) {
-                const int ci = n * 8 + c2 + (e & 1), j = wj0 + g + 8 * (e >> 1);
-                float p = exp2f(s[n][e] * SCALE_LOG2 - lse[ci] * LOG2E);
-                if (diagonal && i0 + ci < j) p = 0.0f;
-                s[n][e] = p;
-                dp[n][e] = p * (dp[n][e] - dd[ci]);
-            }
+        for (int mb = 0; mb < MB; mb++) {
+            const int mj0 = wj0 + mb * 16;
+            const bool diagonal = i0 < mj0 + 15;
+            for (int n = 0; n < BWD_INNER / 8; n++)
+                for (int e = 0; e < 4; e++) {
+                    const int ci = n * 8 + c2 + (e & 1), j = mj0 + g + 8 * (e >> 1);
+                    float p = exp2_ftz(fmaf(s[mb][n][e], SCALE_LOG2, -lse[ci] * LOG2E));
+                    if (diagonal && i0 + ci < j) p = 0.0f;
+                    s[mb][n][e] = p;
+                    dp[mb][n][e] = p * (dp[mb][n][e] - dd[ci]);
+                }
+        }
         for (int kk = 0; kk < BWD_INNER / 16; kk++) {
-            u32 pa[4], sa[4];
-            acc_to_a(pa, s, kk);
-            acc_to_a(sa, dp, kk);
+            u32 pa[MB][4], sa[MB][4];
+            for (int mb = 0; mb < MB; mb++) {
+                acc_to_a(pa[mb], s[mb], kk);
+                acc_to_a(sa[mb], dp[mb], kk);
+            }
             for (int np = 0; np < HS16; np++) {
                 u32 bd[4], bq[4];
                 ldsm4_t(bd, bt_addr(sdo, kk * 16, np * 16, lane));
                 ldsm4_t(bq, bt_addr(sq, kk * 16, np * 16, lane));
-                mma2(dv[2 * np], dv[2 * np + 1], pa, bd);
-                mma2(dk[2 * np], dk[2 * np + 1], sa, bq);
+                for (int mb = 0; mb < MB; mb++) {
+                    mma2(dv[mb][2 * np], dv[mb][2 * np + 1], pa[mb], bd);
+                    mma2(dk[mb][2 * np], dk[mb][2 * np + 1], sa[mb], bq);
+                }
             }
         }
-        __syncthreads();                                 // before this stage is loaded again
     }
     floatX *dbase3 = dqkv + head_row(b, 0, 3 * C) + h * HS;
-    store_acc(dbase3 + C, 3 * C, dk, wj0, SCALE, SCALE, lane);
-    store_acc(dbase3 + 2 * C, 3 * C, dv, wj0, 1.0f, 1.0f, lane);
+    for (int mb = 0; mb < MB; mb++) {
+        store_acc(dbase3 + C, 3 * C, dk[mb], wj0 + mb * 16, SCALE, SCALE, lane);
+        store_acc(dbase3 + 2 * C, 3 * C, dv[mb], wj0 + mb * 16, 1.0f, 1.0f, lane);
+    }
 }
 
 // dQ of BWD_TILE query rows: for every key tile at or before them, P = exp(Q K^T * scale - lse),
@@ -452,15 +469,15 @@ KERNEL(flash_backward_dq) {
     BwdSmem sm(smem_bytes);
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
     const int qt = gridDim.x - 1 - blockIdx.x;
-    const int q0 = qt * BWD_TILE, wq0 = q0 + warp * 16;
+    const int q0 = qt * BWD_TILE, wq0 = q0 + warp * BWD_WARP_ROWS;
     const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
     const int g = lane >> 2, c2 = (lane & 3) * 2;
-    float lse2[2], D[2];
-    for (int half = 0; half < 2; half++) {
-        const int i = wq0 + g + 8 * half;
-        lse2[half] = i < T ? stats[((long long)b * NH + h) * T + i] * LOG2E : 0.0f;
-        D[half] = i < T ? ddot[((long long)b * NH + h) * T + i] : 0.0f;
-    }
+    float lse2[MB][2], D[MB][2] = {};
+    for (int mb = 0; mb < MB; mb++)
+        for (int half = 0; half < 2; half++) {
+            const int i = wq0 + mb * 16 + g + 8 * half;
+            lse2[mb][half] = i < T ? stats[((long long)b * NH + h) * T + i] * LOG2E : 0.0f;
+        }
     auto load_stage = [&](int stage, int j0) {
         load_rows<BWD_INNER, BWD_THREADS>(sm.in0(stage), base + C, 3 * C, j0);
         load_rows<BWD_INNER, BWD_THREADS>(sm.in1(stage), base + 2 * C, 3 * C, j0);
@@ -470,51 +487,77 @@ KERNEL(flash_backward_dq) {
     cp_async_commit();
     load_stage(0, 0);
     cp_async_commit();
+    // ddot of the warp's rows while the tiles load: lane l sums part l / BWD_WARP_ROWS of the head of row
+    // l % BWD_WARP_ROWS (16-byte loads, all in flight together), then each lane takes those of its rows g and
+    // g + 8 of each m-tile
+    {
+        constexpr int PARTS = WARP_SIZE / BWD_WARP_ROWS, PART = HS / PARTS;   // PART: a multiple of 8
+        const int r = lane % BWD_WARP_ROWS, i = wq0 + r;
+        float d = 0.0f;
+        if (i < T) {
+            const long long o = head_row(b, i, C) + h * HS + lane / BWD_WARP_ROWS * PART;
+            for (int v = 0; v < PART; v += 8) {
+                const uint4 x = *reinterpret_cast<const uint4 *>(dout + o + v), y = *reinterpret_cast<const uint4 *>(out + o + v);
+                const floatX *xe = reinterpret_cast<const floatX *>(&x), *ye = reinterpret_cast<const floatX *>(&y);
+                for (int e = 0; e < 8; e++) d += to_f(xe[e]) * to_f(ye[e]);
+            }
+        }
+        for (int o = BWD_WARP_ROWS; o < WARP_SIZE; o <<= 1) d += __shfl_xor_sync(FULL_MASK, d, o);
+        if (lane < BWD_WARP_ROWS && i < T) ddot[((long long)b * NH + h) * T + i] = d;
+        for (int mb = 0; mb < MB; mb++)
+            for (int half = 0; half < 2; half++) D[mb][half] = __shfl_sync(FULL_MASK, d, mb * 16 + g + 8 * half);
+    }
     cp_async_wait<1>();
     __syncthreads();
-    u32 qf[HS16][4], df[HS16][4];
-    for (int kk = 0; kk < HS16; kk++) {
-        ldsm4(qf[kk], a_addr(sm.own0, warp * 16, kk * 16, lane));
-        ldsm4(df[kk], a_addr(sm.own1, warp * 16, kk * 16, lane));
-    }
+    u32 qf[MB][HS16][4], df[MB][HS16][4];
+    for (int mb = 0; mb < MB; mb++)
+        for (int kk = 0; kk < HS16; kk++) {
+            ldsm4(qf[mb][kk], a_addr(sm.own0, warp * BWD_WARP_ROWS + mb * 16, kk * 16, lane));
+            ldsm4(df[mb][kk], a_addr(sm.own1, warp * BWD_WARP_ROWS + mb * 16, kk * 16, lane));
+        }
 
-    float dq[HS / 8][4] = {};
+    float dq[MB][HS / 8][4] = {};
     const int last = q0 + BWD_TILE - 1 < T - 1 ? q0 + BWD_TILE - 1 : T - 1;
     int stage = 0;
     for (int j0 = 0; j0 <= last; j0 += BWD_INNER, stage ^= 1) {
+        cp_async_wait<0>();                              // this stage is in
+        __syncthreads();                                 // for every thread, and every warp is done with the other
         if (j0 + BWD_INNER <= last) load_stage(stage ^ 1, j0 + BWD_INNER);
         cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
         const floatX *sk = sm.in0(stage), *sv = sm.in1(stage);
-        float s[BWD_INNER / 8][4] = {}, dp[BWD_INNER / 8][4] = {};
+        float s[MB][BWD_INNER / 8][4] = {}, dp[MB][BWD_INNER / 8][4] = {};
         for (int kk = 0; kk < HS16; kk++)
             for (int np = 0; np < BWD_INNER / 16; np++) {
                 u32 bk[4], bv[4];
                 ldsm4(bk, bn_addr(sk, np * 16, kk * 16, lane));
                 ldsm4(bv, bn_addr(sv, np * 16, kk * 16, lane));
-                mma2(s[2 * np], s[2 * np + 1], qf[kk], bk);
-                mma2(dp[2 * np], dp[2 * np + 1], df[kk], bv);
+                for (int mb = 0; mb < MB; mb++) {       // one load of K and V serves every m-tile of the warp
+                    mma2(s[mb][2 * np], s[mb][2 * np + 1], qf[mb][kk], bk);
+                    mma2(dp[mb][2 * np], dp[mb][2 * np + 1], df[mb][kk], bv);
+                }
             }
-        const bool diagonal = j0 + BWD_INNER - 1 > wq0;
-        for (int n = 0; n < BWD_INNER / 8; n++)
-            for (int e = 0; e < 4; e++) {
-                const int half = e >> 1, j = j0 + n * 8 + c2 + (e & 1), i = wq0 + g + 8 * half;
-                float p = exp2f(s[n][e] * SCALE_LOG2 - lse2[half]);
-                if (diagonal && j > i) p = 0.0f;
-                dp[n][e] = p * (dp[n][e] - D[half]);
-            }
+        for (int mb = 0; mb < MB; mb++) {
+            const int mq0 = wq0 + mb * 16;
+            const bool diagonal = j0 + BWD_INNER - 1 > mq0;
+            for (int n = 0; n < BWD_INNER / 8; n++)
+                for (int e = 0; e < 4; e++) {
+                    const int half = e >> 1, j = j0 + n * 8 + c2 + (e & 1), i = mq0 + g + 8 * half;
+                    float p = exp2_ftz(fmaf(s[mb][n][e], SCALE_LOG2, -lse2[mb][half]));
+                    if (diagonal && j > i) p = 0.0f;
+                    dp[mb][n][e] = p * (dp[mb][n][e] - D[mb][half]);
+                }
+        }
         for (int kk = 0; kk < BWD_INNER / 16; kk++) {
-            u32 sa[4];
-            acc_to_a(sa, dp, kk);
+            u32 sa[MB][4];
+            for (int mb = 0; mb < MB; mb++) acc_to_a(sa[mb], dp[mb], kk);
             for (int np = 0; np < HS16; np++) {
                 u32 bk[4];
                 ldsm4_t(bk, bt_addr(sk, kk * 16, np * 16, lane));
-                mma2(dq[2 * np], dq[2 * np + 1], sa, bk);
+                for (int mb = 0; mb < MB; mb++) mma2(dq[mb][2 * np], dq[mb][2 * np + 1], sa[mb], bk);
             }
         }
-        __syncthreads();                                 // before this stage is loaded again
     }
-    store_acc(dqkv + head_row(b, 0, 3 * C) + h * HS, 3 * C, dq, wq0, SCALE, SCALE, lane);
+    for (int mb = 0; mb < MB; mb++)
+        store_acc(dqkv + head_row(b, 0, 3 * C) + h * HS, 3 * C, dq[mb], wq0 + mb * 16, SCALE, SCALE, lane);
 }
 #endif

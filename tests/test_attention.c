@@ -100,28 +100,28 @@ static void test_cudnn_refuses_fp32_and_head_size(void) {
 }
 
 /* one shape of the GPU tests: the tiny config with this attention shape (one layer, a small vocabulary) */
-/* tune: NULL, or "KEY=VALUE" tunables of the attention family, separated by spaces (at most 2) */
+/* tune: NULL, or "KEY=VALUE" tunables of the attention family, separated by spaces (at most 5) */
 static void flash_tiles(const char *precision, int B, int T, int NH, int HS, const char *tune) {
-    char sets[12][64];
-    const char *setp[12];
+    char sets[16][96];
+    const char *setp[16];
     int n = 0;
-    snprintf(sets[n++], 64, "name=att-%s-b%d-t%d-h%d-hs%d%s%s", precision, B, T, NH, HS, tune ? "-" : "", tune ? tune : "");
+    snprintf(sets[n++], 96, "name=att-%s-b%d-t%d-h%d-hs%d%s%s", precision, B, T, NH, HS, tune ? "-" : "", tune ? tune : "");
     for (char *c = sets[0] + 5; *c; c++)
         if (*c == '=' || *c == ' ') *c = '-';   /* a name of letters, digits and -_. */
-    for (const char *t = tune; t && *t && n < 3;) {
+    for (const char *t = tune; t && *t && n < 6;) {
         size_t len = strcspn(t, " ");
-        snprintf(sets[n++], 64, "tune.attention.%.*s", (int)len, t);
+        snprintf(sets[n++], 96, "tune.attention.%.*s", (int)len, t);
         t += len + (t[len] == ' ');
     }
-    snprintf(sets[n++], 64, "precision=%s", precision);
-    snprintf(sets[n++], 64, "model.n_layer=1");
-    snprintf(sets[n++], 64, "model.n_head=%d", NH);
-    snprintf(sets[n++], 64, "model.n_embd=%d", NH * HS);
-    snprintf(sets[n++], 64, "model.max_seq_len=%d", T);
-    snprintf(sets[n++], 64, "model.vocab_size=256");
-    snprintf(sets[n++], 64, "train.batch_size=%d", B);
-    snprintf(sets[n++], 64, "train.seq_len=%d", T);
-    snprintf(sets[n++], 64, "train.total_batch_size=%d", B * T);
+    snprintf(sets[n++], 96, "precision=%s", precision);
+    snprintf(sets[n++], 96, "model.n_layer=1");
+    snprintf(sets[n++], 96, "model.n_head=%d", NH);
+    snprintf(sets[n++], 96, "model.n_embd=%d", NH * HS);
+    snprintf(sets[n++], 96, "model.max_seq_len=%d", T);
+    snprintf(sets[n++], 96, "model.vocab_size=256");
+    snprintf(sets[n++], 96, "train.batch_size=%d", B);
+    snprintf(sets[n++], 96, "train.seq_len=%d", T);
+    snprintf(sets[n++], 96, "train.total_batch_size=%d", B * T);
     for (int i = 0; i < n; i++) setp[i] = sets[i];
     static Config cfg;
     static Plan plan;
@@ -142,8 +142,10 @@ static void flash_shape(const char *precision, int B, int T, int NH, int HS) { f
 /* gpt2-124M's attention with other tile sizes than the defaults: correct too, and their times beside the defaults'
    (a hand sweep until the autotuner does it) */
 static void test_flash_tiles_gpt2_124m(void) {
-    static const char *const tiles[] = {"Q_TILE=128", "Q_TILE=128 Q_WARP_ROWS=32", "KV_TILE=32 Q_WARP_ROWS=32",
-                                        "BWD_TILE=128", "BWD_INNER=32", "BWD_TILE=32"};
+    static const char *const tiles[] = {"Q_TILE=128 Q_WARP_ROWS=32", "Q_TILE=128 Q_WARP_ROWS=32 KV_TILE=32",
+                                        "Q_TILE=64 Q_WARP_ROWS=32", "BWD_INNER=32", "BWD_TILE=128 BWD_INNER=32",
+                                        "BWD_WARP_ROWS=32 BWD_INNER=32", "BWD_TILE=128 BWD_WARP_ROWS=32 BWD_INNER=32",
+                                        "Q_TILE=128 Q_WARP_ROWS=32 BWD_TILE=128 BWD_WARP_ROWS=32 BWD_INNER=32"};
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
         flash_tiles("bf16", 64, 1024, 12, 64, tiles[i]);
         if (check_cur_skipped) return;
@@ -159,6 +161,15 @@ static void test_flash_backward_tiles_odd_t(void) {
         flash_tiles("bf16", 2, 200, 3, 64, tiles[i]);
         if (check_cur_skipped) return;
         flash_tiles("fp16", 1, 300, 2, 128, tiles[i]);
+    }
+    /* a warp per 32 rows (head size 64 only: see gen/kernels.c) */
+    static const char *const tiles32[] = {"BWD_WARP_ROWS=32 BWD_INNER=32", "BWD_TILE=128 BWD_WARP_ROWS=32 BWD_INNER=16",
+                                          "BWD_TILE=32 BWD_WARP_ROWS=32 BWD_INNER=32"};
+    for (size_t i = 0; i < sizeof tiles32 / sizeof tiles32[0]; i++) {
+        flash_tiles("bf16", 2, 200, 3, 64, tiles32[i]);
+        if (check_cur_skipped) return;
+        flash_tiles("fp16", 1, 300, 2, 64, tiles32[i]);
+        flash_tiles("fp32", 1, 100, 2, 64, tiles32[i]);
     }
 }
 

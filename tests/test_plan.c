@@ -254,11 +254,7 @@ static void test_geometry_covers_work(void) {
     CHECK((long long)k[K_LAYERNORM_FORWARD].dims.grid[0] * (k[K_LAYERNORM_FORWARD].dims.block / 32) >= BT, "layernorm_forward");
     CHECK((long long)k[K_LAYERNORM_BACKWARD_REDUCE].dims.grid[0] * k[K_LAYERNORM_BACKWARD_REDUCE].dims.block >= C, "reduce");
     /* flash attention: tiles of 16 rows per warp cover T, a block per (tile, head, batch row) */
-    for (int id = K_FLASH_FORWARD; id <= K_FLASH_BACKWARD_DQ; id++) {
-        if (id == K_FLASH_BACKWARD_DOT) {
-            CHECK((long long)k[id].dims.grid[0] * (k[id].dims.block / 32) >= BT * NH, "flash_backward_dot: a warp per row");
-            continue;
-        }
+    for (int id = K_FLASH_FORWARD; id <= K_FLASH_BACKWARD_DKDV; id++) {
         CHECK((long long)k[id].dims.grid[0] * (k[id].dims.block / 32) * 16 >= 40 && k[id].dims.grid[1] == NH &&
               k[id].dims.grid[2] == 3, "%s grid (%u,%u,%u) block %u", k[id].decl->name, k[id].dims.grid[0],
               k[id].dims.grid[1], k[id].dims.grid[2], k[id].dims.block);

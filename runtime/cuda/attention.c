@@ -66,9 +66,9 @@ int attention_forward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstre
 int attention_backward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr dqkv, dptr qkv, dptr out,
                        dptr dout, dptr stats, dptr ddot, Err *err) {
     if (cudnn) return cudnn_attention_backward(cudnn, s, dqkv, qkv, out, dout, stats, ddot, workspace, err);
-    return launch_flash_backward_dot(ks, s, ddot, dout, out, err) ||
-           launch_flash_backward_dkdv(ks, s, dqkv, qkv, dout, stats, ddot, err) ||
-           launch_flash_backward_dq(ks, s, dqkv, qkv, dout, stats, ddot, err) ? -1 : 0;
+    /* dQ first: it also writes the row sums ddot that dK/dV reads */
+    return launch_flash_backward_dq(ks, s, dqkv, ddot, qkv, dout, out, stats, err) ||
+           launch_flash_backward_dkdv(ks, s, dqkv, qkv, dout, stats, ddot, err) ? -1 : 0;
 }
 
 int op_attention(Cuda *c, int l, Err *err) {
