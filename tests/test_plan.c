@@ -105,6 +105,54 @@ static void test_prelude(void) {
 }
 
 /* A template that lacks a declared kernel's body, or declares an entry point of its own, is refused. */
+/* The attention family's defaults depend on the shape (gen/kernels.c): 128-row tiles and warps of 32 rows with
+   tensor cores and a head size of at most 64, for the tunables the config leaves alone and only where the
+   family's check accepts the whole set; the declared defaults elsewhere. */
+static const PlanModule *attention_module(void) {
+    for (int i = 0; i < plan.n_modules; i++)
+        if (!strcmp(plan.modules[i].decl->family, "attention")) return &plan.modules[i];
+    return NULL;
+}
+static void test_attention_shape_defaults(void) {
+    static const struct {
+        const char *sets[4];
+        int want[6];   /* Q_TILE, KV_TILE, BWD_TILE, BWD_INNER, Q_WARP_ROWS, BWD_WARP_ROWS */
+    } cases[] = {
+        {{"precision=bf16", "train.seq_len=256", "model.max_seq_len=256"}, {128, 64, 128, 32, 32, 32}},
+        {{"precision=fp16", "train.seq_len=256", "model.max_seq_len=256", "tune.attention.KV_TILE=32"}, {128, 32, 128, 32, 32, 32}},
+        {{"precision=fp32", "train.seq_len=256", "model.max_seq_len=256"}, {64, 64, 64, 64, 16, 16}},
+        {{"precision=bf16", "train.seq_len=64", "model.max_seq_len=64"}, {64, 64, 64, 64, 16, 16}},            /* T < 128 */
+        {{"precision=bf16", "train.seq_len=256", "model.max_seq_len=256", "model.n_head=1"}, {64, 64, 64, 64, 16, 16}},  /* HS 128 */
+        /* the config's BWD_INNER 64 does not go with warps of 32 rows: the declared defaults stay */
+        {{"precision=bf16", "train.seq_len=256", "model.max_seq_len=256", "tune.attention.BWD_INNER=64"}, {64, 64, 64, 64, 16, 16}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *sets[6] = {"train.total_batch_size=2048"};
+        for (int i = 0; i < 4 && cases[c].sets[i]; i++) sets[i + 1] = cases[c].sets[i];
+        Err err = {{0}};
+        if (make("configs/tiny.lua", sets, &err)) { CHECK(0, "case %zu: %s", c, err.msg); continue; }
+        const PlanModule *m = attention_module();
+        if (!m) { CHECK(0, "no attention module"); return; }
+        for (int t = 0; t < 6; t++) {
+            const PlanTunable *tu = &m->tunables[t];
+            CHECK(tu->value == cases[c].want[t], "case %zu: %s = %d, expected %d", c, m->decl->tunables[t].name, tu->value,
+                  cases[c].want[t]);
+            const char *name = m->decl->tunables[t].name, *origin = tu->value != m->decl->tunables[t].dflt
+                                                                     ? "default for this shape" : "default";
+            char key[64];
+            snprintf(key, sizeof key, "tune.attention.%s=", name);
+            for (int i = 0; i < 4 && cases[c].sets[i]; i++)
+                if (!strncmp(cases[c].sets[i], key, strlen(key))) origin = "config";
+            CHECK(!strcmp(tu->origin, origin), "case %zu: %s from '%s', expected '%s'", c, name, tu->origin, origin);
+        }
+    }
+    /* set by hand, warps of 32 rows with head size 128 are refused, with the reason */
+    const char *sets[] = {"precision=bf16", "model.n_head=1", "tune.attention.BWD_WARP_ROWS=32", "tune.attention.BWD_INNER=32", NULL};
+    Err err = {{0}};
+    CHECK(make("configs/tiny.lua", sets, &err) != 0 && strstr(err.msg, "BWD_WARP_ROWS 32 needs a head size of at most 64"),
+          "BWD_WARP_ROWS 32 at head size 128: %s", err.msg);
+}
+
 static void test_template_checks(void) {
     char dir[] = "/tmp/gpt2gen-tpl-XXXXXX";
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
@@ -313,6 +361,7 @@ int main(int argc, char **argv) {
     RUN(test_tunable_in_range_used);
     RUN(test_unknown_family_and_tunable);
     RUN(test_prelude);
+    RUN(test_attention_shape_defaults);
     RUN(test_template_checks);
     RUN(test_memory_layout);
     RUN(test_memory_of_ranks);
