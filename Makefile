@@ -60,7 +60,13 @@ $(TEST_DIR)/%: tests/%.c $(LIB_OBJ) tests/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_OBJ) $(ALL_LIBS)
 
-tests-bin: $(TEST_BIN)
+# A stand-in for NCCL, for several ranks on a machine of one GPU (tests/gpu/ranks.sh); never in the binary
+FAKE_NCCL := $(TEST_DIR)/libfakenccl.so
+$(FAKE_NCCL): tests/fake/nccl.c
+	@mkdir -p $(dir $@)
+	$(CC) $(NEED_CFLAGS) $(CFLAGS) -shared -fPIC -o $@ $< -ldl
+
+tests-bin: $(TEST_BIN) $(FAKE_NCCL)
 
 # The default data set (data/fortunes): GPT-2's ranks from PyPI, the fortunes package's text.
 data: gpt2gen

@@ -82,6 +82,23 @@ static int save_states(Run *r, int step, TrainState *s, float *params0, Err *err
     return rc ? -1 : 0;
 }
 
+/* The other ranks' master weights, from the state parts they wrote for step, into params (num_params). */
+static int params_of_other_ranks(Run *r, int step, float *params, Err *err) {
+    for (int k = 1; k < r->world; k++) {
+        char path[RUNDIR_PATH_MAX];
+        rundir_rank_state(r->cfg->checkpoint.dir, step, k, path);
+        TrainState part;
+        if (state_load(path, &part, err)) return -1;
+        int rc = 0;
+        if (part.num_params != r->num_params || part.shard_offset + state_count(&part) > r->num_params)
+            rc = err_set(err, "%s: not a part of this model's %zu parameters", path, r->num_params);
+        else memcpy(params + part.shard_offset, part.params, state_count(&part) * sizeof(float));
+        state_free(&part);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
 static int write_done(Run *r, int step, Err *err) {
     char path[RUNDIR_PATH_MAX];
     rundir_done(r->cfg->checkpoint.dir, step, path);
@@ -111,12 +128,23 @@ int run_save_checkpoint(Run *r, int step, Err *err) {
     }
     float *params0 = xmalloc(r->num_params * sizeof(float));
     rc = save_states(r, step, &s, params0, err);
+    Err e;
+    if (several) {   /* every rank's state part is written (or one failed, and all know it) */
+        if (run_agree(r, rc != 0, &any, rc ? &e : err)) { free(params0); return -1; }
+        if (any && !rc) rc = err_set(err, "step %d: another rank could not write its part of the checkpoint", step);
+    }
+    /* Under ZeRO-1 rank 0 holds master weights for its shard only (with 16-bit weights, its copy of the rest is
+       their stochastic rounding); the other parts of the model file come from the state parts the other ranks
+       wrote, so that the model file is the master weights (rounded to nearest in a 16-bit file), all of it, as
+       resume checks. In fp32 those parts equal rank 0's copy; they are read all the same, one path for all. */
+    if (!rc && r->lead && several && c->train.zero_stage == 1)
+        rc = params_of_other_ranks(r, step, params0, err);
     if (!rc && r->lead) rc = checkpoint_save(model, &s.shape, params0, c->precision != PREC_FP32, err);
     free(params0);
     if (several) {
-        Err e;
-        if (run_agree(r, rc != 0, &any, rc ? &e : err)) return -1;
-        if (any && !rc) rc = err_set(err, "step %d: another rank could not write its part of the checkpoint", step);
+        int failed = rc != 0;
+        if (run_agree(r, failed, &any, failed ? &e : err)) return -1;
+        if (any && !rc) rc = err_set(err, "step %d: rank 0 could not write the model file", step);
         if (!rc && r->lead) rc = write_done(r, step, err);
         if (rc) remove_save(r, step);
     } else if (rc) remove(state);

@@ -14,7 +14,8 @@
 #  5. failures end the run with a message, within a bounded time: a rank SIGKILLed under --gpus (the launcher
 #     names it and stops the other); a rank SIGKILLed where no launcher watches (two processes started by hand),
 #     where the survivor's wait on NCCL times out (GPT2GEN_NCCL_TIMEOUT=10) and aborts; more GPUs than the
-#     machine has; NCCL missing.
+#     machine has; NCCL missing;
+#  6. on a machine of one GPU: 1 to 3 and a killed rank with two ranks on that GPU, NCCL replaced by a stand-in.
 . "$(dirname "$0")/../lib.sh"
 scratch
 cd "$ROOT" || exit 1
@@ -56,6 +57,57 @@ if [ "$gpus" -ge 2 ]; then two="--gpus 2"; env2=; else two=; env2="GPT2GEN_RANK=
 out=$(env $env2 GPT2GEN_NCCL_LIBRARY=/nonexistent/libnccl.so.2 "$GPT2GEN" train $M $common $two --set checkpoint.dir="$WORK/nonccl" 2>&1); rc=$?
 if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "NCCL not found: /nonexistent/libnccl.so.2 could not be loaded"; then ok nccl_missing
 else fail nccl_missing "rc $rc: $out"; fi
+
+# 6 (one GPU only): NCCL replaced by tests/fake/nccl.c (real NCCL refuses two ranks on one GPU), two ranks started
+# by hand on GPU 0. This runs all of ours on the GPU side of several ranks (shards, ZeRO-1 on the CUDA backend, the
+# averaging ranges, checkpoint shards, a rank that dies), not NCCL itself.
+fake="$ROOT/build/tests/libfakenccl.so"
+hand2() {   # name, options...: ranks 0 and 1 on GPU 0 into $WORK/name (logs name.r0.log, name.r1.log); 0 if both ended well
+    name=$1; shift
+    for r in 0 1; do
+        GPT2GEN_RANK=$r GPT2GEN_WORLD=2 GPT2GEN_LOCAL_RANK=0 GPT2GEN_NCCL_LIBRARY="$fake" GPT2GEN_NCCL_ID_FILE="$WORK/$name.id" \
+            "$GPT2GEN" train $M $common --set checkpoint.dir="$WORK/$name" "$@" > "$WORK/$name.r$r.log" 2>&1 &
+        eval "hp$r=\$!"
+    done
+    wait $hp0; ha=$?; wait $hp1; hb=$?
+    [ $ha -eq 0 ] && [ $hb -eq 0 ]
+}
+if [ "$gpus" -eq 1 ] && [ -f "$fake" ]; then
+    run one --set eval.val_batches=2; rc1=$?
+    hand2 f1 --set eval.val_batches=1 --set checkpoint.every=5; rc2=$?
+    d=$(maxdiff one f1)
+    if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && within "$d" 3e-2; then ok one_gpu_two_ranks_equal_accumulation "largest difference $d"
+    else fail one_gpu_two_ranks_equal_accumulation "rc $rc1/$rc2, difference $d: $(tail -3 "$WORK/f1.r0.log") $(tail -3 "$WORK/f1.r1.log")"; fi
+    hand2 f0 --set eval.val_batches=1 --set train.zero_stage=0; rc=$?
+    d=$(maxdiff f0 f1)
+    if [ $rc -eq 0 ] && within "$d" 5e-3; then ok one_gpu_zero1_equals_zero0 "largest difference $d"
+    else fail one_gpu_zero1_equals_zero0 "rc $rc, difference $d: $(tail -3 "$WORK/f0.r0.log")"; fi
+    GPT2GEN_COMM_OVERLAP=0 hand2 f1n --set eval.val_batches=1; rc=$?
+    d=$(maxdiff f1n f1)
+    if [ $rc -eq 0 ] && within "$d" 5e-3; then ok one_gpu_overlap_equals_no_overlap "largest difference $d"
+    else fail one_gpu_overlap_equals_no_overlap "rc $rc, difference $d: $(tail -3 "$WORK/f1n.r0.log")"; fi
+    if ls "$WORK/f1" | grep -q 'state_00000005.r1.bin' && ls "$WORK/f1" | grep -q 'done_00000005.bin'; then ok one_gpu_zero1_checkpoint_parts
+    else fail one_gpu_zero1_checkpoint_parts "$(ls "$WORK/f1")"; fi
+    mkdir -p "$WORK/fres"
+    cp "$WORK/f1"/*_00000005* "$WORK/fres/"
+    hand2 fres --set eval.val_batches=1 --set checkpoint.every=5 --resume; rc=$?
+    d=$(maxdiff f1 fres 5)
+    if [ $rc -eq 0 ] && [ "$d" = 0 ] && grep -q "resuming from .*state_00000005.bin (step 5)" "$WORK/fres.r0.log"; then ok one_gpu_resume_exact
+    else fail one_gpu_resume_exact "rc $rc, difference $d: $(tail -3 "$WORK/fres.r0.log")"; fi
+    # rank 1 killed: rank 0's next exchange fails, and it ends with a message
+    hand2 fkill --set train.steps=1000000 --set eval.val_every=0 --set checkpoint.every=0 &
+    hpid=$!
+    if wait_steps "$WORK/fkill" 3; then
+        victim=$(pgrep -f "checkpoint.dir=$WORK/fkill" | while read p; do tr '\0' '\n' < /proc/$p/environ 2>/dev/null | grep -qx GPT2GEN_RANK=1 && echo $p; done | head -1)
+        t0=$(date +%s)
+        kill -9 "$victim"
+        wait $hpid
+        dt=$(( $(date +%s) - t0 ))
+        if [ $dt -le 30 ] && grep -q "rank 0: .*NCCL" "$WORK/fkill.r0.log" && [ -z "$(pgrep -f "checkpoint.dir=$WORK/fkill")" ]; then
+            ok one_gpu_killed_rank_ends_run "${dt} s: $(grep 'rank 0:' "$WORK/fkill.r0.log" | head -1)"
+        else fail one_gpu_killed_rank_ends_run "after ${dt} s: $(tail -3 "$WORK/fkill.r0.log")"; fi
+    else pkill -f "checkpoint.dir=$WORK/fkill"; wait $hpid; fail one_gpu_killed_rank_ends_run "the run did not start: $(tail -3 "$WORK/fkill.r0.log")"; fi
+fi
 if [ "$gpus" -lt 2 ]; then skip gpu_ranks_two "the checks 1 to 5b need 2 GPUs, this machine has $gpus"; finish; fi
 
 # 1, 2: 1 GPU with accumulation 2; 2 GPUs, ZeRO-1 (the default) and ZeRO-0. val_batches counts global batches:
