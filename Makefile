@@ -76,7 +76,7 @@ test: gpt2gen $(TEST_BIN)
 	@[ -f data/fortunes/train_000000.bin ] || sh tools/setup_data.sh
 	sh tests/run.sh
 
-test-gpu: gpt2gen $(TEST_BIN)
+test-gpu: gpt2gen $(TEST_BIN) $(FAKE_NCCL)
 	sh tests/gpu.sh
 
 # The CPU suite with every program built under AddressSanitizer and UndefinedBehaviorSanitizer (into

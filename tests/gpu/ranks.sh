@@ -72,6 +72,7 @@ hand2() {   # name, options...: ranks 0 and 1 on GPU 0 into $WORK/name (logs nam
     wait $hp0; ha=$?; wait $hp1; hb=$?
     [ $ha -eq 0 ] && [ $hb -eq 0 ]
 }
+if [ "$gpus" -eq 1 ] && [ ! -f "$fake" ]; then skip one_gpu_two_ranks "$fake is missing (make tests-bin)"; fi
 if [ "$gpus" -eq 1 ] && [ -f "$fake" ]; then
     run one --set eval.val_batches=2; rc1=$?
     hand2 f1 --set eval.val_batches=1 --set checkpoint.every=5; rc2=$?
