@@ -102,26 +102,26 @@ static void test_cudnn_refuses_fp32_and_head_size(void) {
 /* one shape of the GPU tests: the tiny config with this attention shape (one layer, a small vocabulary) */
 /* tune: NULL, or "KEY=VALUE" tunables of the attention family, separated by spaces (at most 5) */
 static void flash_tiles(const char *precision, int B, int T, int NH, int HS, const char *tune) {
-    char sets[16][96];
+    char sets[16][128];
     const char *setp[16];
     int n = 0;
-    snprintf(sets[n++], 96, "name=att-%s-b%d-t%d-h%d-hs%d%s%s", precision, B, T, NH, HS, tune ? "-" : "", tune ? tune : "");
+    snprintf(sets[n++], 128, "name=att-%s-b%d-t%d-h%d-hs%d%s%s", precision, B, T, NH, HS, tune ? "-" : "", tune ? tune : "");
     for (char *c = sets[0] + 5; *c; c++)
         if (*c == '=' || *c == ' ') *c = '-';   /* a name of letters, digits and -_. */
     for (const char *t = tune; t && *t && n < 6;) {
         size_t len = strcspn(t, " ");
-        snprintf(sets[n++], 96, "tune.attention.%.*s", (int)len, t);
+        snprintf(sets[n++], 128, "tune.attention.%.*s", (int)len, t);
         t += len + (t[len] == ' ');
     }
-    snprintf(sets[n++], 96, "precision=%s", precision);
-    snprintf(sets[n++], 96, "model.n_layer=1");
-    snprintf(sets[n++], 96, "model.n_head=%d", NH);
-    snprintf(sets[n++], 96, "model.n_embd=%d", NH * HS);
-    snprintf(sets[n++], 96, "model.max_seq_len=%d", T);
-    snprintf(sets[n++], 96, "model.vocab_size=256");
-    snprintf(sets[n++], 96, "train.batch_size=%d", B);
-    snprintf(sets[n++], 96, "train.seq_len=%d", T);
-    snprintf(sets[n++], 96, "train.total_batch_size=%d", B * T);
+    snprintf(sets[n++], 128, "precision=%s", precision);
+    snprintf(sets[n++], 128, "model.n_layer=1");
+    snprintf(sets[n++], 128, "model.n_head=%d", NH);
+    snprintf(sets[n++], 128, "model.n_embd=%d", NH * HS);
+    snprintf(sets[n++], 128, "model.max_seq_len=%d", T);
+    snprintf(sets[n++], 128, "model.vocab_size=256");
+    snprintf(sets[n++], 128, "train.batch_size=%d", B);
+    snprintf(sets[n++], 128, "train.seq_len=%d", T);
+    snprintf(sets[n++], 128, "train.total_batch_size=%d", B * T);
     for (int i = 0; i < n; i++) setp[i] = sets[i];
     static Config cfg;
     static Plan plan;
