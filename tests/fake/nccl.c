@@ -192,16 +192,18 @@ static ncclResult_t exchange(ncclComm_t c, const void *mine, void *res, size_t n
     return ncclSuccess;
 }
 
-/* one collective on device buffers: send (n_send elements) in, recv (n_recv) out where `want` */
+/* One collective on device buffers: send's n_send elements in; where `want`, n_recv elements of the result, from
+   element `from` on, out to recv (which may lie inside send: the result goes through the host). */
 static ncclResult_t collective(ncclComm_t c, CUstream s, const void *send, size_t n_send, void *recv, size_t n_recv,
-                               int t, int op, int gather, int want) {
+                               size_t from, int t, int op, int gather, int want) {
     if (t == ncclFloat16 || (op != ncclSum && op != ncclAvg)) return ncclInvalidArgument;
-    size_t es = type_size(t);
-    void *mine = malloc(n_send * es + 1), *res = malloc(n_recv * es + 1);
+    size_t es = type_size(t), n_res = gather ? n_send * (size_t)c->world : n_send;
+    void *mine = malloc(n_send * es + 1), *res = malloc(n_res * es + 1);
     ncclResult_t r = ncclSystemError;
     if (mine && res && stream_sync(s) == 0 && dtoh(mine, (CUdeviceptr)(uintptr_t)send, n_send * es) == 0) {
         r = exchange(c, mine, res, n_send, t, op, gather, want);
-        if (r == ncclSuccess && want && n_recv && htod((CUdeviceptr)(uintptr_t)recv, res, n_recv * es)) r = ncclSystemError;
+        if (r == ncclSuccess && want && n_recv && htod((CUdeviceptr)(uintptr_t)recv, (char *)res + from * es, n_recv * es))
+            r = ncclSystemError;
     }
     free(mine);
     free(res);
@@ -209,27 +211,15 @@ static ncclResult_t collective(ncclComm_t c, CUstream s, const void *send, size_
 }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t n, int t, int op, ncclComm_t c, CUstream s) {
-    return collective(c, s, send, n, recv, n, t, op, 0, 1);
+    return collective(c, s, send, n, recv, n, 0, t, op, 0, 1);
 }
 ncclResult_t ncclReduce(const void *send, void *recv, size_t n, int t, int op, int root, ncclComm_t c, CUstream s) {
-    return collective(c, s, send, n, recv, n, t, op, 0, c->rank == root);
+    return collective(c, s, send, n, recv, n, 0, t, op, 0, c->rank == root);
 }
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t n, int t, ncclComm_t c, CUstream s) {
-    return collective(c, s, send, n, recv, n * (size_t)c->world, t, ncclSum, 1, 1);
+    return collective(c, s, send, n, recv, n * (size_t)c->world, 0, t, ncclSum, 1, 1);
 }
-/* send: world*n elements; each rank's n of the sum land in recv. Done as an all-reduce of the whole, of which each
-   rank keeps its part (through a host copy, since recv may lie inside send). */
+/* send: world*n elements; each rank keeps its n of the whole sum */
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t n, int t, int op, ncclComm_t c, CUstream s) {
-    if (t == ncclFloat16 || (op != ncclSum && op != ncclAvg)) return ncclInvalidArgument;
-    size_t es = type_size(t), all_n = n * (size_t)c->world;
-    void *mine = malloc(all_n * es + 1), *res = malloc(all_n * es + 1);
-    ncclResult_t r = ncclSystemError;
-    if (mine && res && stream_sync(s) == 0 && dtoh(mine, (CUdeviceptr)(uintptr_t)send, all_n * es) == 0) {
-        r = exchange(c, mine, res, all_n, t, op, 0, 1);
-        if (r == ncclSuccess && htod((CUdeviceptr)(uintptr_t)recv, (char *)res + (size_t)c->rank * n * es, n * es))
-            r = ncclSystemError;
-    }
-    free(mine);
-    free(res);
-    return r;
+    return collective(c, s, send, n * (size_t)c->world, recv, n, (size_t)c->rank * n, t, op, 0, 1);
 }

@@ -59,8 +59,8 @@ if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "NCCL not found: /nonexistent/l
 else fail nccl_missing "rc $rc: $out"; fi
 
 # 6 (one GPU only): NCCL replaced by tests/fake/nccl.c (real NCCL refuses two ranks on one GPU), two ranks started
-# by hand on GPU 0. This runs all of ours on the GPU side of several ranks (shards, ZeRO-1 on the CUDA backend, the
-# averaging ranges, checkpoint shards, a rank that dies), not NCCL itself.
+# by hand on GPU 0, for checks 1 to 3 and a rank that dies. This runs all of ours on the GPU side of several ranks
+# (shards, ZeRO-1 on the CUDA backend, the averaging ranges, checkpoint shards), not NCCL itself.
 fake="$ROOT/build/tests/libfakenccl.so"
 hand2() {   # name, options...: ranks 0 and 1 on GPU 0 into $WORK/name (logs name.r0.log, name.r1.log); 0 if both ended well
     name=$1; shift
@@ -72,30 +72,49 @@ hand2() {   # name, options...: ranks 0 and 1 on GPU 0 into $WORK/name (logs nam
     wait $hp0; ha=$?; wait $hp1; hb=$?
     [ $ha -eq 0 ] && [ $hb -eq 0 ]
 }
-if [ "$gpus" -eq 1 ] && [ ! -f "$fake" ]; then skip one_gpu_two_ranks "$fake is missing (make tests-bin)"; fi
-if [ "$gpus" -eq 1 ] && [ -f "$fake" ]; then
-    run one --set eval.val_batches=2; rc1=$?
-    hand2 f1 --set eval.val_batches=1 --set checkpoint.every=5; rc2=$?
-    d=$(maxdiff one f1)
-    if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && within "$d" 3e-2; then ok one_gpu_two_ranks_equal_accumulation "largest difference $d"
-    else fail one_gpu_two_ranks_equal_accumulation "rc $rc1/$rc2, difference $d: $(tail -3 "$WORK/f1.r0.log") $(tail -3 "$WORK/f1.r1.log")"; fi
-    hand2 f0 --set eval.val_batches=1 --set train.zero_stage=0; rc=$?
-    d=$(maxdiff f0 f1)
-    if [ $rc -eq 0 ] && within "$d" 5e-3; then ok one_gpu_zero1_equals_zero0 "largest difference $d"
-    else fail one_gpu_zero1_equals_zero0 "rc $rc, difference $d: $(tail -3 "$WORK/f0.r0.log")"; fi
-    GPT2GEN_COMM_OVERLAP=0 hand2 f1n --set eval.val_batches=1; rc=$?
-    d=$(maxdiff f1n f1)
-    if [ $rc -eq 0 ] && within "$d" 5e-3; then ok one_gpu_overlap_equals_no_overlap "largest difference $d"
-    else fail one_gpu_overlap_equals_no_overlap "rc $rc, difference $d: $(tail -3 "$WORK/f1n.r0.log")"; fi
-    if ls "$WORK/f1" | grep -q 'state_00000005.r1.bin' && ls "$WORK/f1" | grep -q 'done_00000005.bin'; then ok one_gpu_zero1_checkpoint_parts
-    else fail one_gpu_zero1_checkpoint_parts "$(ls "$WORK/f1")"; fi
-    mkdir -p "$WORK/fres"
-    cp "$WORK/f1"/*_00000005* "$WORK/fres/"
-    hand2 fres --set eval.val_batches=1 --set checkpoint.every=5 --resume; rc=$?
-    d=$(maxdiff f1 fres 5)
-    if [ $rc -eq 0 ] && [ "$d" = 0 ] && grep -q "resuming from .*state_00000005.bin (step 5)" "$WORK/fres.r0.log"; then ok one_gpu_resume_exact
-    else fail one_gpu_resume_exact "rc $rc, difference $d: $(tail -3 "$WORK/fres.r0.log")"; fi
-    # rank 1 killed: rank 0's next exchange fails, and it ends with a message
+# two NAME OPTIONS...: a run of two ranks into $WORK/NAME, rank 0's log $WORK/NAME.log: on 2 GPUs `--gpus 2` (NCCL),
+# on 1 GPU two ranks started by hand with the stand-in (part 6). Checks 1 to 3 run either way.
+if [ "$gpus" -ge 2 ]; then
+    mode=gpus; pre=two_gpus_
+    two() { name=$1; shift; run "$name" --gpus 2 "$@"; }
+elif [ -f "$fake" ]; then
+    mode=fake; pre=one_gpu_two_ranks_
+    two() { hand2 "$@"; hr=$?; cp "$WORK/$1.r0.log" "$WORK/$1.log"; return $hr; }
+else skip gpu_ranks_two "this machine has 1 GPU and $fake is missing (make tests-bin)"; finish; fi
+
+# 1, 2: 1 GPU with accumulation 2; 2 ranks, ZeRO-1 (the default) and ZeRO-0. val_batches counts global batches:
+# 2 of 4 rows on 1 GPU are the 1 of 2x4 rows on 2.
+run one --set eval.val_batches=2; rc1=$?
+two two1 --set eval.val_batches=1 --set checkpoint.every=5; rc2=$?
+two two0 --set eval.val_batches=1 --set train.zero_stage=0; rc3=$?
+d=$(maxdiff one two1)
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && within "$d" 3e-2; then ok "${pre}equal_accumulation" "largest difference $d"
+else fail "${pre}equal_accumulation" "rc $rc1/$rc2, difference $d: $(tail -3 "$WORK/two1.log")"; fi
+d=$(maxdiff two0 two1)
+if [ $rc3 -eq 0 ] && within "$d" 5e-3; then ok "${pre}zero1_equals_zero0" "largest difference $d"
+else fail "${pre}zero1_equals_zero0" "rc $rc3, difference $d: $(tail -3 "$WORK/two0.log")"; fi
+if [ $mode = gpus ]; then
+    if grep -q "training micro on cuda x 2 GPUs, a process each (nccl, ZeRO-1)" "$WORK/two1.log" && [ "$(grep -c '^training' "$WORK/two1.log")" = 1 ]
+    then ok one_header_from_rank_0; else fail one_header_from_rank_0 "$(head -5 "$WORK/two1.log")"; fi
+fi
+# the averaging overlapped with the backward (the default: layer by layer on the communication stream) and after it
+GPT2GEN_COMM_OVERLAP=0 two two1n --set eval.val_batches=1; rc=$?
+d=$(maxdiff two1n two1)
+if [ $rc -eq 0 ] && within "$d" 5e-3; then ok "${pre}overlap_equals_no_overlap" "largest difference $d"
+else fail "${pre}overlap_equals_no_overlap" "rc $rc, difference $d: $(tail -3 "$WORK/two1n.log")"; fi
+if ls "$WORK/two1" | grep -q 'state_00000005.r1.bin' && ls "$WORK/two1" | grep -q 'done_00000005.bin'; then ok "${pre}zero1_checkpoint_parts"
+else fail "${pre}zero1_checkpoint_parts" "$(ls "$WORK/two1")"; fi
+
+# 3: resume from step 5 in a copy of the run folder that has only the step-5 checkpoint
+mkdir -p "$WORK/res"
+cp "$WORK/two1"/*_00000005* "$WORK/res/"
+two res --set eval.val_batches=1 --set checkpoint.every=5 --resume; rc=$?
+d=$(maxdiff two1 res 5)
+if [ $rc -eq 0 ] && [ "$d" = 0 ] && grep -q "resuming from .*state_00000005.bin (step 5)" "$WORK/res.log"; then ok "${pre}resume_exact"
+else fail "${pre}resume_exact" "rc $rc, difference $d: $(tail -3 "$WORK/res.log")"; fi
+
+if [ $mode = fake ]; then
+    # 6: rank 1 killed: rank 0's next exchange fails, and it ends with a message
     hand2 fkill --set train.steps=1000000 --set eval.val_every=0 --set checkpoint.every=0 &
     hpid=$!
     if wait_steps "$WORK/fkill" 3; then
@@ -108,38 +127,9 @@ if [ "$gpus" -eq 1 ] && [ -f "$fake" ]; then
             ok one_gpu_killed_rank_ends_run "${dt} s: $(grep 'rank 0:' "$WORK/fkill.r0.log" | head -1)"
         else fail one_gpu_killed_rank_ends_run "after ${dt} s: $(tail -3 "$WORK/fkill.r0.log")"; fi
     else pkill -f "checkpoint.dir=$WORK/fkill"; wait $hpid; fail one_gpu_killed_rank_ends_run "the run did not start: $(tail -3 "$WORK/fkill.r0.log")"; fi
+    skip gpu_ranks_two "the checks 4 to 5b need 2 GPUs, this machine has $gpus"
+    finish
 fi
-if [ "$gpus" -lt 2 ]; then skip gpu_ranks_two "the checks 1 to 5b need 2 GPUs, this machine has $gpus"; finish; fi
-
-# 1, 2: 1 GPU with accumulation 2; 2 GPUs, ZeRO-1 (the default) and ZeRO-0. val_batches counts global batches:
-# 2 of 4 rows on 1 GPU are the 1 of 2x4 rows on 2.
-run one --set eval.val_batches=2; rc1=$?
-run two1 --gpus 2 --set eval.val_batches=1 --set checkpoint.every=5; rc2=$?
-run two0 --gpus 2 --set eval.val_batches=1 --set train.zero_stage=0; rc3=$?
-d=$(maxdiff one two1)
-if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && within "$d" 3e-2; then ok two_gpus_equal_accumulation "largest difference $d"
-else fail two_gpus_equal_accumulation "rc $rc1/$rc2, difference $d: $(tail -3 "$WORK/two1.log")"; fi
-d=$(maxdiff two0 two1)
-if [ $rc3 -eq 0 ] && within "$d" 5e-3; then ok zero1_equals_zero0 "largest difference $d"
-else fail zero1_equals_zero0 "rc $rc3, difference $d: $(tail -3 "$WORK/two0.log")"; fi
-if grep -q "training micro on cuda x 2 GPUs, a process each (nccl, ZeRO-1)" "$WORK/two1.log" && [ "$(grep -c '^training' "$WORK/two1.log")" = 1 ]
-then ok one_header_from_rank_0; else fail one_header_from_rank_0 "$(head -5 "$WORK/two1.log")"; fi
-# the averaging overlapped with the backward (the default: layer by layer on the communication stream) and after it
-GPT2GEN_COMM_OVERLAP=0 run two1n --gpus 2 --set eval.val_batches=1; rc=$?
-d=$(maxdiff two1n two1)
-if [ $rc -eq 0 ] && within "$d" 5e-3; then ok overlap_equals_no_overlap "largest difference $d"
-else fail overlap_equals_no_overlap "rc $rc, difference $d: $(tail -3 "$WORK/two1n.log")"; fi
-if ls "$WORK/two1" | grep -q 'state_00000005.r1.bin' && ls "$WORK/two1" | grep -q 'done_00000005.bin'; then ok zero1_checkpoint_parts
-else fail zero1_checkpoint_parts "$(ls "$WORK/two1")"; fi
-
-# 3: resume from step 5 in a copy of the run folder that has only the step-5 checkpoint
-mkdir -p "$WORK/res"
-cp "$WORK/two1"/*_00000005* "$WORK/res/"
-"$GPT2GEN" train $M $common --gpus 2 --set eval.val_batches=1 --set checkpoint.every=5 --set checkpoint.dir="$WORK/res" \
-    --resume > "$WORK/res.log" 2>&1; rc=$?
-d=$(maxdiff two1 res 5)
-if [ $rc -eq 0 ] && [ "$d" = 0 ] && grep -q "resuming from .*state_00000005.bin (step 5)" "$WORK/res.log"; then ok resume_exact_2_gpus
-else fail resume_exact_2_gpus "rc $rc, difference $d: $(tail -3 "$WORK/res.log")"; fi
 
 # 4: under mpirun
 if command -v mpirun >/dev/null 2>&1; then
