@@ -17,13 +17,13 @@ OBJ_DIR   ?= build/obj
 TEST_DIR  ?= build/tests
 BIN       ?= gpt2gen
 
-LIB_SRC   := $(wildcard common/*.c gen/*.c runtime/*.c runtime/cpu/*.c runtime/cuda/*.c) \
-             $(filter-out cli/main.c,$(wildcard cli/*.c)) $(wildcard tests/gpu/*.c tests/report.c)
+LIB_SRC   := $(wildcard common/*.c gen/*.c runtime/*.c runtime/*/*.c) \
+             $(wildcard tune/*.c) $(filter-out cli/main.c,$(wildcard cli/*.c))
 LIB_OBJ   := $(patsubst %.c,$(OBJ_DIR)/%.o,$(LIB_SRC)) $(OBJ_DIR)/templates_embed.o
 TEMPLATES := $(sort $(wildcard templates/*.cu templates/*.cuh))
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(patsubst tests/%.c,$(TEST_DIR)/%,$(TEST_SRC))
-HEADERS   := $(wildcard common/*.h cli/*.h gen/*.h runtime/*.h runtime/cpu/*.h runtime/cuda/*.h tests/*.h tests/gpu/*.h)
+HEADERS   := $(wildcard common/*.h cli/*.h gen/*.h runtime/*.h runtime/*/*.h tune/*.h tests/*.h)
 
 all: $(BIN)
 

@@ -15,7 +15,7 @@ int cmd_tune(int argc, char **argv);
 
 #define ARGS_MAX_SETS 64     /* --set options (and --resume) on one command line */
 #define ARGS_MAX_JOBS 1024   /* -j */
-#define ARGS_MAX_GPUS 256    /* --gpus: processes one node starts (runtime/launch.h) */
+#define ARGS_MAX_GPUS 256    /* --gpus: processes one node starts (runtime/ranks/launch.h) */
 typedef struct {
     const char *backend;
     const char *config;

@@ -1,8 +1,8 @@
-/* gpt2gen prepare: text files -> token shards + tokenizer file (runtime/prepare.c does the work). */
+/* gpt2gen prepare: text files -> token shards + tokenizer file (runtime/data/prepare.c does the work). */
 #include "cli/commands.h"
-#include "runtime/dataset_dir.h"
-#include "runtime/prepare.h"
-#include "runtime/shard.h"
+#include "runtime/data/dataset_dir.h"
+#include "runtime/data/prepare.h"
+#include "runtime/data/shard.h"
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>

@@ -1,7 +1,7 @@
 /* gpt2gen test: every generated kernel of a config against the CPU reference, on the GPU. */
 #include "cli/commands.h"
-#include "tests/gpu/kernel_tests.h"
-#include "tests/report.h"
+#include "tune/kernel_tests.h"
+#include "tune/report.h"
 #include <stdio.h>
 
 static const char *TEST_USAGE =

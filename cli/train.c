@@ -3,12 +3,12 @@
 #include "gen/build.h"
 #include "common/files.h"
 #include "runtime/cuda/cuda_api.h"
-#include "runtime/comm_socket.h"
+#include "runtime/ranks/comm_socket.h"
 #include "runtime/cuda/nccl.h"
 #include "runtime/cuda/tune_env.h"
-#include "runtime/launch.h"
-#include "runtime/rundir.h"
-#include "runtime/train.h"
+#include "runtime/ranks/launch.h"
+#include "runtime/train/rundir.h"
+#include "runtime/train/train.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +80,7 @@ static int probe_gpus(GpuProbe *p, Err *err) {
     return 0;
 }
 
-/* GPT2GEN_CPU_PROCESSES=1: with --backend cpu, a process per rank joined through runtime/comm_socket.h instead of the
+/* GPT2GEN_CPU_PROCESSES=1: with --backend cpu, a process per rank joined through runtime/ranks/comm_socket.h instead of the
    ranks emulated in one process (a test hook: the multi-process loop without GPUs) */
 static int cpu_processes(void) {
     const char *v = getenv("GPT2GEN_CPU_PROCESSES");
@@ -91,7 +91,7 @@ static int make_id(void *id, size_t len, void *ctx, Err *err) {
     return ctx ? comm_socket_id(id, len, err) : nccl_unique_id(id, err);
 }
 
-/* `--gpus N` (or train.num_gpus = N) on the GPU: builds once, then a process per GPU (runtime/launch.h). With
+/* `--gpus N` (or train.num_gpus = N) on the GPU: builds once, then a process per GPU (runtime/ranks/launch.h). With
    backend "cpu" (GPT2GEN_CPU_PROCESSES=1), a process per rank on the CPU backend. */
 static int train_local(Args *a, Config *cfg, Plan *plan, const char *backend) {
     Err err;
@@ -122,7 +122,7 @@ static int train_local(Args *a, Config *cfg, Plan *plan, const char *backend) {
 }
 
 /* One process of several that mpirun or srun started: rank 0 builds and hands out NCCL's id through a file
-   (runtime/launch.h), the others wait for it and then build (from the kernel cache rank 0 filled). */
+   (runtime/ranks/launch.h), the others wait for it and then build (from the kernel cache rank 0 filled). */
 static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan, const char *backend) {
     Err err;
     int cpu = !strcmp(backend, "cpu"), rc = args_load_and_plan(a, cfg, plan);

@@ -2,7 +2,7 @@
    the attention template, timed at the config's shapes on this GPU; the fastest correct ones go into the tuning
    database (gen/tune_db.h), and build/<name>/ is rebuilt with them. */
 #include "cli/commands.h"
-#include "cli/tune_measure.h"
+#include "tune/measure.h"
 #include "gen/build.h"
 #include "gen/emit.h"
 #include "gen/nvrtc.h"

@@ -1,5 +1,5 @@
 /* dirs: folders replaced as a whole, trees removed, folders synced, and lock files. Shared by the build
-   (gen/build.c), the data sets of `prepare` (runtime/dataset_dir.c) and the run directory (runtime/rundir.c). */
+   (gen/build.c), the data sets of `prepare` (runtime/data/dataset_dir.c) and the run directory (runtime/train/rundir.c). */
 #ifndef GPT2GEN_DIRS_H
 #define GPT2GEN_DIRS_H
 #include "common/err.h"

@@ -48,7 +48,7 @@ typedef struct {
         int grad_accum;                   /* derived: total_batch_size / (B*T*num_gpus) */
         int num_gpus;                     /* default 1 */
         int zero_stage;                   /* 0: every rank keeps the whole AdamW state; 1 (default): its shard */
-        double loss_scale;                /* fp16: the initial dynamic loss scale (runtime/loss_scale.h) */
+        double loss_scale;                /* fp16: the initial dynamic loss scale (runtime/train/loss_scale.h) */
         int loss_scale_interval;          /* fp16: clean steps before the loss scale doubles */
     } train;
     struct { char train[CONFIG_PATH_MAX], val[CONFIG_PATH_MAX], tokenizer[CONFIG_PATH_MAX]; } data;

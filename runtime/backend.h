@@ -1,4 +1,4 @@
-/* backend: what the training loop needs from a device. The loop (runtime/train.c) is written once
+/* backend: what the training loop needs from a device. The loop (runtime/train/train.c) is written once
    against this; runtime/cpu/ is the reference, runtime/cuda/ runs the generated kernels.
    Shapes (B, T, model) are fixed when the backend is created. Host arrays are fp32 in checkpoint order. */
 #ifndef GPT2GEN_BACKEND_H
@@ -14,7 +14,7 @@ struct Backend {
     int B, T;
     size_t num_params;
     /* The parameters whose AdamW state (m, v; master weights on a 16-bit model) this backend keeps and updates:
-       all of them (0, num_params), or under ZeRO-1 this rank's shard (runtime/ranks.h). */
+       all of them (0, num_params), or under ZeRO-1 this rank's shard (runtime/ranks/ranks.h). */
     size_t opt_offset, opt_count;
     void *impl;
 
@@ -42,7 +42,7 @@ struct Backend {
     int   (*get_grads)(Backend *, float *grads, Err *err);
     int   (*get_opt_state)(Backend *, float *m, float *v, Err *err);
     int   (*set_opt_state)(Backend *, const float *m, const float *v, Err *err);
-    /* For several ranks (runtime/ranks.h). The buffers of num_params (padded to ranks_padded on the GPU) that
+    /* For several ranks (runtime/ranks/ranks.h). The buffers of num_params (padded to ranks_padded on the GPU) that
        the collectives average (gradients) and gather (parameters), in the number format comm_prec: fp32 host
        memory on the CPU backend, floatX device memory (a CUdeviceptr) on the GPU. grad_sumsq: the sum of squares
        of gradients [offset, offset+n) in fp64, summed in a fixed order (grad_norm is sqrt of the whole range's). */

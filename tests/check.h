@@ -5,7 +5,7 @@
  *   int main(int argc, char **argv) { RUN(test_something); return check_summary(); }
  *
  * Each test prints "ok   name" or "FAIL name: why"; the last line is "RESULT <passed> <failed> <skipped>",
- * which tests/run.sh adds up. The lines and the counts are tests/report.c's (linked in with the library
+ * which tests/run.sh adds up. The lines and the counts are tune/report.c's (linked in with the library
  * objects); this header only runs the tests and collects each one's first failure.
  * SKIP(...) marks a test skipped (with its reason) and returns, e.g. where there is no GPU; MARK_SKIPPED(...)
  * marks it without returning, for a test that still has to clean up.
@@ -14,7 +14,7 @@
 #define GPT2GEN_CHECK_H
 #include <stdio.h>
 #include <string.h>
-#include "tests/report.h"
+#include "tune/report.h"
 
 static int check_cur_failed, check_cur_skipped;
 static const char *check_filter;

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include "runtime/backend.h"
 #include "runtime/checkpoint.h"
-#include "runtime/loss_scale.h"
+#include "runtime/train/loss_scale.h"
 
 /* The folder holding golden_tiny.bin and tiny_init.bin: tests/reference, or $GPT2GEN_REFERENCE_DIR. */
 static char golden_path[1024], golden_init[1024];

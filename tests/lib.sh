@@ -1,4 +1,4 @@
-# tests/lib.sh: the shell side of the one test reporter (tests/report.h is the C side). Sourced by the shell
+# tests/lib.sh: the shell side of the one test reporter (tune/report.h is the C side). Sourced by the shell
 # tests (tests/cli/*.sh, tests/gpu/e2e.sh) and by the runners that add their results up (tests/run.sh,
 # tests/gpu.sh). The lines are the C reporter's:
 #

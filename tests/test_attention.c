@@ -1,14 +1,14 @@
-/* test_attention: attention against the fp64 reference (tests/gpu/attention_ref.c). On the CPU (CI): the
+/* test_attention: attention against the fp64 reference (tune/attention_ref.c). On the CPU (CI): the
    reference itself against the CPU backend's attention, so that the GPU paths are held to a reference that is
    checked in turn. On the GPU: the flash-attention kernels (templates/attention.cu) generated for a range of
    shapes (head size 64 and 128, T from 64 to 2048 with T not a multiple of 64 too, B from 1 to 64; bf16, fp16
    and fp32), forward
    output and statistics and dq/dk/dv against the reference, with a timing line per shape. Each shape's kernels
    are generated and compiled first (that part runs everywhere). cuDNN's attention runs beside the template at
-   each shape where it loads and takes it (see tests/gpu/kernel_tests.c); its refusals that need no GPU are
+   each shape where it loads and takes it (see tune/kernel_tests.c); its refusals that need no GPU are
    tested here, in CI too. */
 #include "tests/check.h"
-#include "tests/gpu/attention_ref.h"
+#include "tune/attention_ref.h"
 #include "common/err.h"
 #include "common/rng.h"
 #include "runtime/cpu/cpu_ops.h"
@@ -17,7 +17,7 @@
 #include "gen/plan.h"
 #include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cudnn_attention.h"
-#include "tests/gpu/kernel_tests.h"
+#include "tune/kernel_tests.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,9 +8,9 @@
 #include "tests/check.h"
 #include "gen/config.h"
 #include "runtime/checkpoint.h"
-#include "runtime/shard.h"
-#include "runtime/state.h"
-#include "runtime/tokenizer.h"
+#include "runtime/data/shard.h"
+#include "runtime/train/state.h"
+#include "runtime/data/tokenizer.h"
 #include "common/files.h"
 #include "common/rng.h"
 #include <limits.h>

@@ -1,4 +1,4 @@
-/* test_gpu: the per-variant GPU tests (tests/gpu/kernel_tests.c, step_test.c) on small configs that cover the three
+/* test_gpu: the per-variant GPU tests (tune/kernel_tests.c, step_test.c) on small configs that cover the three
    precisions, head sizes 32 and 64, every recompute level and both attention paths; then the PyTorch golden file's
    10 AdamW steps on the CUDA backend in fp32, bf16 and fp16 (with the loss scaler), and an injected overflow in
    fp16 that the loss scaler skips and recovers from. Each variant's kernels are generated and compiled with NVRTC
@@ -10,7 +10,7 @@
 #include "gen/config.h"
 #include "gen/plan.h"
 #include "runtime/cuda/cuda_api.h"
-#include "tests/gpu/kernel_tests.h"
+#include "tune/kernel_tests.h"
 #include "tests/golden.h"
 
 typedef struct { const char *name; const char *sets[12]; } Variant;

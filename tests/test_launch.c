@@ -1,7 +1,7 @@
-/* Launching ranks (runtime/launch.h): the rank from each launcher's variables, our own launcher's children
+/* Launching ranks (runtime/ranks/launch.h): the rank from each launcher's variables, our own launcher's children
    (the id, the rank and its variables; how a failure, a signal, Ctrl-C, SIGTERM or a failing make_id ends the
    run; children dying with their parent), and the id through a shared file. Children end with _exit only. */
-#include "runtime/launch.h"
+#include "runtime/ranks/launch.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "tests/check.h"

@@ -1,10 +1,10 @@
-/* test_loss_scale: the dynamic loss scaler (runtime/loss_scale.h): an overflow halves the scale and skips the
+/* test_loss_scale: the dynamic loss scaler (runtime/train/loss_scale.h): an overflow halves the scale and skips the
    step, `interval` clean steps double it (up to 2^24), an overflow at scale 1 or with the scaler off (fp32, bf16)
    is fatal; the overflow test hook's parsing; and the scaler's part of the resume state (version 3): it round
    trips, bad values are refused, and a version 2 state still loads, with no scale recorded. The training loop
    with the scaler, on the CPU backend, is tests/cli/loss_scale.sh. */
-#include "runtime/loss_scale.h"
-#include "runtime/state.h"
+#include "runtime/train/loss_scale.h"
+#include "runtime/train/state.h"
 #include "common/files.h"
 #include "tests/check.h"
 #include <fcntl.h>

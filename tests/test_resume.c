@@ -3,10 +3,10 @@
    an unusable directory, the steps it holds), resume's choice of the newest valid pair, and JSON strings. */
 #include "common/files.h"
 #include "runtime/checkpoint.h"
-#include "runtime/metrics.h"
-#include "runtime/resume.h"
-#include "runtime/rundir.h"
-#include "runtime/state.h"
+#include "runtime/train/metrics.h"
+#include "runtime/train/resume.h"
+#include "runtime/train/rundir.h"
+#include "runtime/train/state.h"
 #include "tests/check.h"
 #include <fcntl.h>
 #include <math.h>

@@ -11,10 +11,10 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 #include "tests/check.h"
 #include <stdio.h>
-#include "runtime/prepare.h"
+#include "runtime/data/prepare.h"
 #include "cli/commands.h"
-#include "runtime/shard.h"
-#include "runtime/tokenizer.h"
+#include "runtime/data/shard.h"
+#include "runtime/data/tokenizer.h"
 #include "common/err.h"
 #include "common/files.h"
 #include "common/clock.h"

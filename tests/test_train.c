@@ -1,13 +1,13 @@
 /* The training loop's pieces: LR schedules at known steps, the data loader (rows, order, ranks, seek, bad
    files, positions out of range, every shard checked at open), the tokenizer file checked before it is read,
    and token sampling. The resume state and the run directory are tests/test_resume.c's. */
-#include "runtime/dataloader.h"
+#include "runtime/data/dataloader.h"
 #include "common/files.h"
 #include <stdio.h>
-#include "runtime/schedule.h"
-#include "runtime/shard.h"
-#include "runtime/tokenizer.h"
-#include "runtime/train.h"
+#include "runtime/train/schedule.h"
+#include "runtime/data/shard.h"
+#include "runtime/data/tokenizer.h"
+#include "runtime/train/train.h"
 #include "tests/check.h"
 #include <math.h>
 #include <stdlib.h>

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Writes runtime/unicode_tables.h: the character classes GPT-2's pre-tokenizer pattern needs.
+"""Writes runtime/data/unicode_tables.h: the character classes GPT-2's pre-tokenizer pattern needs.
 
 The pattern uses \\p{L} (general category L*), \\p{N} (N*) and \\s. tiktoken runs it with Rust's regex
 crate, where \\s is the Unicode White_Space property; Python's str.isspace() differs (it also counts
 U+001C..U+001F), so White_Space is listed here by hand. It has not changed since Unicode 6.
 Every other code point is "other" (C*, M*, P*, S*, Z* that are not White_Space).
 
-Usage: python3 tools/gen_unicode_tables.py > runtime/unicode_tables.h
+Usage: python3 tools/gen_unicode_tables.py > runtime/data/unicode_tables.h
 The output depends only on the Unicode version of the character database, which it names. tiktoken's regex
 crate follows newer Unicode versions than Python's own unicodedata (Python 3.11 has 14.0; tiktoken 0.14
 already classes U+1C89, new in 16.0, as a letter), so where the unicodedata2 package (the same database,
@@ -14,7 +14,7 @@ newer versions) is installed it is used instead. The committed output was made w
 it agrees with tiktoken 0.14 on every code point whose class changed between Unicode 14.0 and 17.0, where
 17.0 does not (tiktoken's regex crate is at 16.0). To remake it:
     pip install --target /tmp/ud unicodedata2==16.0.0
-    PYTHONPATH=/tmp/ud python3 tools/gen_unicode_tables.py > runtime/unicode_tables.h"""
+    PYTHONPATH=/tmp/ud python3 tools/gen_unicode_tables.py > runtime/data/unicode_tables.h"""
 import sys
 
 try:

@@ -8,7 +8,7 @@
    cuDNN 9.14 and 9.19 this is the only way to get a causal mask: the fused SDPA descriptors have no attribute
    for it. Each shape gets its two execution plans built once, at open; every call reuses them.
 
-   Layouts are the training step's (see tests/gpu/attention_ref.h): qkv (B,T,3C) with each token's row
+   Layouts are the training step's (see tune/attention_ref.h): qkv (B,T,3C) with each token's row
    q|k|v and head h at columns h*HS of each third; out and dout (B,T,C); stats (B,NH,T) fp32 with
    stats[b,h,t] = log sum_{j<=t} exp(q_t.k_j / sqrt(HS)) (natural log), which cuDNN's graph produces as is.
    All pointers must be 16-byte aligned. */

@@ -1,6 +1,6 @@
-/* nccl: the collectives of runtime/ranks.h between processes, one per GPU, through NCCL (libnccl.so.2, loaded
+/* nccl: the collectives of runtime/ranks/ranks.h between processes, one per GPU, through NCCL (libnccl.so.2, loaded
  * with dlopen; GPT2GEN_NCCL_LIBRARY names another file). The ranks share a 128-byte id that one process makes
- * (nccl_unique_id): our launcher's parent, or rank 0 under mpirun/srun (runtime/launch.h).
+ * (nccl_unique_id): our launcher's parent, or rank 0 under mpirun/srun (runtime/ranks/launch.h).
  *
  * Nothing waits without a deadline: the communicator is created non-blocking, and every collective is enqueued
  * on the backend's compute stream (in order with the step's kernels), or for the gradients' parts that the
@@ -12,7 +12,7 @@
 #ifndef GPT2GEN_NCCL_H
 #define GPT2GEN_NCCL_H
 #include "runtime/backend.h"
-#include "runtime/ranks.h"
+#include "runtime/ranks/ranks.h"
 
 enum { NCCL_ID_BYTES = 128 };
 #define NCCL_DEFAULT_TIMEOUT 600.0

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The dynamic loss scaler in the training loop (precision fp16; runtime/loss_scale.h), on the CPU backend (fp32
+# The dynamic loss scaler in the training loop (precision fp16; runtime/train/loss_scale.h), on the CPU backend (fp32
 # math, the same scaler and loop as the GPU; needs data/fortunes, `make data`):
 #  - scaling by a power of two is exact: an fp16 run without overflows has the fp32 run's losses, norms, AdamW
 #    state and weights, bit for bit;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Several ranks emulated in one process on the CPU backend (train.num_gpus with --backend cpu, runtime/ranks.h):
+# Several ranks emulated in one process on the CPU backend (train.num_gpus with --backend cpu, runtime/ranks/ranks.h):
 # N ranks at batch B give 1 rank's losses with accumulation to the same global batch; ZeRO-0 and ZeRO-1 give the
 # same bits; resume on the same N is exact (ZeRO-1: every rank's state shard, the done_ marker last); a save
 # that did not finish is passed over; another N is refused with what to do; the GPU path's refusals (no GPU,
@@ -110,7 +110,7 @@ out=$(SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 SLURM_STEP_ID=0 SLURM_JOB_ID
       "$GPT2GEN" train $M --set checkpoint.dir="$WORK/srun" 2>&1); rc=$?
 if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "rank 0: NCCL not found: /nonexistent/libnccl.so.2 could not be loaded"; then ok nccl_missing_under_srun
 else fail nccl_missing_under_srun "rc=$rc: $out"; fi
-# A process per rank (GPT2GEN_CPU_PROCESSES=1: the launcher of --gpus N, runtime/comm_socket.h's collectives): the
+# A process per rank (GPT2GEN_CPU_PROCESSES=1: the launcher of --gpus N, runtime/ranks/comm_socket.h's collectives): the
 # bits of the same ranks emulated in one process, checkpoint parts from every process, one header from rank 0;
 # an emulated run's checkpoint resumes in processes to the same bits; Ctrl-C stops every rank at one step with a
 # whole checkpoint; a killed rank ends the run with a message, under the launcher (which names it) and without

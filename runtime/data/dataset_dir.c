@@ -1,0 +1,165 @@
+/* dataset_dir: a data set folder replaced as a whole (see dataset_dir.h). */
+#include "runtime/data/dataset_dir.h"
+#include "common/dirs.h"
+#include "common/files.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int dataset_file_name(const char *name) {
+    char base[256];
+    snprintf(base, sizeof base, "%s", name);
+    char *tmp = strstr(base, ".tmp.");                 /* AtomicFile's temporary name: path.tmp.<pid> */
+    if (tmp && tmp[5] && strspn(tmp + 5, "0123456789") == strlen(tmp + 5)) *tmp = 0;
+    size_t n = strlen(base);
+    if (!strcmp(base, "tokenizer.bin")) return 1;
+    if (n < 4 || strcmp(base + n - 4, ".bin")) return 0;
+    return !strncmp(base, "train_", 6) || !strncmp(base, "val_", 4);
+}
+
+static int is_dot(const char *name) { return !strcmp(name, ".") || !strcmp(name, ".."); }
+
+/* Splits path, trailing slashes dropped, into the folder that holds it and its last component. */
+static void split_path(const char *path, char *parent, size_t psize, char *name, size_t nsize) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
+    char *slash = strrchr(buf, '/');
+    snprintf(name, nsize, "%s", slash ? slash + 1 : buf);
+    if (!slash) snprintf(parent, psize, ".");
+    else if (slash == buf) snprintf(parent, psize, "/");
+    else { *slash = 0; snprintf(parent, psize, "%s", buf); }
+}
+
+const char *dataset_dir_problem(const char *dir) {
+    char parent[4096], name[256];
+    if (strlen(dir) >= 3800) return "path too long";
+    split_path(dir, parent, sizeof parent, name, sizeof name);
+    if (!name[0] || is_dot(name)) return "give the data set a folder of its own (prepare replaces the folder as a whole)";
+    return NULL;
+}
+
+/* The folder, through symbolic links when it exists, and where it lies. */
+static int resolve(DatasetDir *d, Err *err) {
+    const char *problem = dataset_dir_problem(d->given);
+    if (problem) return err_set(err, "%s: %s", d->given, problem);
+    if (!realpath(d->given, d->dir)) {
+        if (errno != ENOENT) return err_set(err, "%s: %s", d->given, strerror(errno));
+        snprintf(d->dir, sizeof d->dir, "%s", d->given);
+        for (size_t n = strlen(d->dir); n > 1 && d->dir[n - 1] == '/'; n--) d->dir[n - 1] = 0;
+    }
+    if ((problem = dataset_dir_problem(d->dir))) return err_set(err, "%s (%s): %s", d->given, d->dir, problem);
+    split_path(d->dir, d->parent, sizeof d->parent, d->name, sizeof d->name);
+    return 0;
+}
+
+/* The process id in a leftover's name ".NAME.KIND-PID"; 0 when name is not one. */
+static long leftover_pid(const DatasetDir *d, const char *name, const char *kind) {
+    char want[300];
+    int n = snprintf(want, sizeof want, ".%s.%s-", d->name, kind);
+    if (n <= 0 || (size_t)n >= sizeof want || strncmp(name, want, (size_t)n)) return 0;
+    char *end;
+    long pid = strtol(name + n, &end, 10);
+    return *end || pid <= 0 ? 0 : pid;
+}
+
+static int process_gone(long pid) {
+    return pid > INT_MAX || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+}
+
+/* Finishes what killed runs left beside the folder: an old data set set aside goes back when the folder
+   is missing (a kill between the two renames of a swap); everything else of theirs is removed. The
+   leftovers of runs still going are left alone. */
+static void clean_leftovers(const DatasetDir *d) {
+    DIR *dh = opendir(d->parent);
+    if (!dh) return;
+    char path[8192];
+    for (struct dirent *e; (e = readdir(dh));) {
+        long old = leftover_pid(d, e->d_name, "old"), tmp = leftover_pid(d, e->d_name, "prepare");
+        if (!(old && process_gone(old)) && !(tmp && process_gone(tmp))) continue;
+        snprintf(path, sizeof path, "%s/%s", d->parent, e->d_name);
+        if (old && !file_exists(d->dir) && rename(path, d->dir) == 0) {
+            printf("note: %s: put back the data set that a killed run had set aside\n", d->given);
+            continue;
+        }
+        if (dir_remove_tree(path)) fprintf(stderr, "warning: cannot remove %s, left by a killed run: %s\n", path, strerror(errno));
+    }
+    closedir(dh);
+}
+
+/* An existing folder may be replaced: a folder, not a mount point, holding only data set files. */
+static int check_folder(DatasetDir *d, Err *err) {
+    struct stat st, up;
+    if (stat(d->dir, &st) != 0) return errno == ENOENT ? 0 : err_set(err, "%s: %s", d->given, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return err_set(err, "%s: exists and is not a folder", d->given);
+    if (stat(d->parent, &up) == 0 && up.st_dev != st.st_dev)
+        return err_set(err, "%s: is a mount point; prepare replaces the folder as a whole, so give a folder inside it", d->given);
+    d->mode = (int)(st.st_mode & 07777);
+    DIR *dh = opendir(d->dir);
+    if (!dh) return err_set(err, "%s: cannot read the folder: %s", d->given, strerror(errno));
+    char path[8192];
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(dh));) {
+        if (is_dot(e->d_name)) continue;
+        snprintf(path, sizeof path, "%s/%s", d->dir, e->d_name);
+        if (!dataset_file_name(e->d_name) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+            rc = err_set(err, "%s: holds %s, which is not part of a data set (train_*.bin, val_*.bin, tokenizer.bin); "
+                         "prepare replaces the folder as a whole, so move it out or give another folder", d->given, e->d_name);
+    }
+    closedir(dh);
+    return rc;
+}
+
+int dataset_dir_begin(DatasetDir *d, const char *dir, Err *err) {
+    *d = (DatasetDir){.given = dir};
+    if (resolve(d, err)) return -1;
+    clean_leftovers(d);
+    if (check_folder(d, err) || mkdir_p(d->parent, err)) return -1;
+    snprintf(d->tmp, sizeof d->tmp, "%s/.%s.prepare-%d", d->parent, d->name, (int)getpid());
+    dir_remove_tree(d->tmp);                         /* an earlier run of this process that stopped halfway */
+    if (mkdir(d->tmp, 0755) != 0) return err_set(err, "%s: cannot create a temporary folder: %s", d->tmp, strerror(errno));
+    if (d->mode) chmod(d->tmp, (mode_t)d->mode);
+    return 0;
+}
+
+void dataset_dir_abort(DatasetDir *d) {
+    if (d->tmp[0] && dir_remove_tree(d->tmp) != 0)
+        fprintf(stderr, "warning: cannot remove the temporary folder %s: %s\n", d->tmp, strerror(errno));
+    d->tmp[0] = 0;
+}
+
+
+/* Puts the new folder in the old one's place (common/dirs.c); aside gets where the old one is now ("" when
+   there was none). The set-aside name is the one clean_leftovers recovers from. On failure the folder is as it
+   was. */
+static int swap_in(const DatasetDir *d, char *aside, size_t size, Err *err) {
+    char set_aside[4400];
+    snprintf(set_aside, sizeof set_aside, "%s/.%s.old-%d", d->parent, d->name, (int)getpid());
+    int rc = dir_swap(d->tmp, d->dir, set_aside);
+    if (rc < 0) return err_set(err, "%s: cannot put the new data set in place: %s", d->given, strerror(errno));
+    snprintf(aside, size, "%s", rc == 0 ? d->tmp : "");
+    return 0;
+}
+
+int dataset_dir_commit(DatasetDir *d, Err *err) {
+    char aside[4400];
+    if (dir_sync(d->tmp) != 0) {
+        int e = errno;
+        dataset_dir_abort(d);
+        return err_set(err, "%s: cannot sync the new data set: %s", d->tmp, strerror(e));
+    }
+    if (swap_in(d, aside, sizeof aside, err)) { dataset_dir_abort(d); return -1; }
+    d->tmp[0] = 0;
+    if (dir_sync(d->parent) != 0) fprintf(stderr, "warning: %s: cannot sync the folder: %s\n", d->parent, strerror(errno));
+    if (aside[0] && dir_remove_tree(aside) != 0)
+        fprintf(stderr, "warning: cannot remove the old data set at %s: %s (the next prepare will)\n", aside, strerror(errno));
+    return 0;
+}

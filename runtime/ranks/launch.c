@@ -1,0 +1,317 @@
+#include "runtime/ranks/launch.h"
+#include "common/clock.h"
+#include "common/files.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { LAUNCH_MAX_RANKS = 256 };
+
+/* ---------------------------------------------------------------- the rank from the environment */
+
+/* One launcher's variables: rank, world size, local rank, and one more that has to be set too (NULL: none). */
+typedef struct { const char *how, *rank, *world, *local, *also; } Launcher;
+
+static const Launcher launchers[] = {
+    {"gpt2gen", "GPT2GEN_RANK", "GPT2GEN_WORLD", "GPT2GEN_LOCAL_RANK", NULL},
+    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", NULL},
+    {"mpirun", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", NULL},
+    /* srun sets SLURM_STEP_ID; a batch script has SLURM_PROCID (0) and SLURM_NTASKS without being N processes */
+    {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_STEP_ID"},
+};
+
+static int env_int(const char *name, int *out, Err *err) {
+    const char *s = getenv(name);
+    if (!s) return err_set(err, "%s is not set", name);
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < INT_MIN || v > INT_MAX)
+        return err_set(err, "%s=\"%.100s\" is not an integer", name, s);
+    *out = (int)v;
+    return 0;
+}
+
+static const char *env_or(const char *a, const char *b) {
+    const char *s = getenv(a);
+    if (s && *s) return s;
+    s = b ? getenv(b) : NULL;
+    return s && *s ? s : "";
+}
+
+int launch_env(LaunchEnv *le, Err *err) {
+    memset(le, 0, sizeof *le);
+    le->world = 1;
+    le->how = "none";
+    const Launcher *l = NULL;
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0] && !l; i++)
+        if (getenv(launchers[i].rank) && (!launchers[i].also || getenv(launchers[i].also))) l = &launchers[i];
+    if (!l) return 0;
+    if (env_int(l->rank, &le->rank, err) || env_int(l->world, &le->world, err) || env_int(l->local, &le->local_rank, err))
+        return -1;
+    if (le->world < 1) return err_set(err, "%s=%d: the number of ranks must be at least 1", l->world, le->world);
+    if (le->rank < 0 || le->rank >= le->world)
+        return err_set(err, "%s=%d: the rank must be in [0, %d) (%s=%d)", l->rank, le->rank, le->world, l->world, le->world);
+    if (le->local_rank < 0) return err_set(err, "%s=%d: the local rank must be at least 0", l->local, le->local_rank);
+    le->how = l->how;
+    if (!strcmp(l->rank, "OMPI_COMM_WORLD_RANK"))
+        snprintf(le->job, sizeof le->job, "%s", env_or("OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"));
+    else if (!strcmp(l->rank, "PMI_RANK"))
+        snprintf(le->job, sizeof le->job, "%s", env_or("PMI_KVSNAME", "PMIX_NAMESPACE"));
+    else if (!strcmp(l->how, "srun") && *env_or("SLURM_JOB_ID", NULL))
+        snprintf(le->job, sizeof le->job, "%.60s.%.60s", env_or("SLURM_JOB_ID", NULL), env_or("SLURM_STEP_ID", NULL));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- our own launcher */
+
+static const char *signal_name(int sig) {
+    static const struct { int sig; const char *name; } names[] = {
+        {SIGHUP, "SIGHUP"}, {SIGINT, "SIGINT"}, {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"}, {SIGTRAP, "SIGTRAP"},
+        {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"}, {SIGFPE, "SIGFPE"}, {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"},
+        {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"}, {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"},
+        {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig) return names[i].name;
+    return "?";
+}
+
+static void close_fd(int *fd) {
+    if (*fd >= 0) close(*fd);
+    *fd = -1;
+}
+
+static void close_pipes(int (*fds)[2], int n) {
+    for (int i = 0; i < n; i++) { close_fd(&fds[i][0]); close_fd(&fds[i][1]); }
+}
+
+static void reap(pid_t pid) {
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+}
+
+static void kill_and_reap(const pid_t *pids, int n) {
+    for (int i = 0; i < n; i++) kill(pids[i], SIGKILL);
+    for (int i = 0; i < n; i++) reap(pids[i]);
+}
+
+static int write_all(int fd, const void *buf, size_t len) {
+    for (size_t done = 0; done < len; ) {
+        ssize_t w = write(fd, (const char *)buf + done, len - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+/* Child i, just forked: keeps its own pipe's read end, puts back the caller's signal state, asks to die with
+   the parent, sets the rank's variables and reads the id. Returns only on success. */
+static void child_start(int i, int n, int (*fds)[2], pid_t parent, const struct sigaction *old_chld,
+                        const sigset_t *old_mask, size_t len, void *id) {
+    for (int j = 0; j < n; j++) { close_fd(&fds[j][1]); if (j != i) close_fd(&fds[j][0]); }
+    sigaction(SIGCHLD, old_chld, NULL);
+    sigprocmask(SIG_SETMASK, old_mask, NULL);
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent) _exit(EXIT_FAIL);   /* the parent is gone */
+    char v[16];
+    snprintf(v, sizeof v, "%d", i);
+    setenv("GPT2GEN_RANK", v, 1);
+    setenv("GPT2GEN_LOCAL_RANK", v, 1);
+    snprintf(v, sizeof v, "%d", n);
+    setenv("GPT2GEN_WORLD", v, 1);
+    for (size_t got = 0; got < len; ) {
+        ssize_t r = read(fds[i][0], (char *)id + got, len - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            fprintf(stderr, "gpt2gen: rank %d: the launcher stopped before sending the communicator id\n", i);
+            _exit(EXIT_FAIL);
+        }
+        got += (size_t)r;
+    }
+    close_fd(&fds[i][0]);
+}
+
+static void signal_alive(const pid_t *pids, const char *alive, int n, int sig) {
+    for (int i = 0; i < n; i++)
+        if (alive[i]) kill(pids[i], sig);
+}
+
+/* Waits for every child (SIGCHLD and SIGTERM are blocked: sigtimedwait takes them); the run's exit code. */
+static int supervise(const pid_t *pids, int n, double grace_s) {
+    char *alive = xmalloc((size_t)n);
+    memset(alive, 1, (size_t)n);
+    int n_alive = n, failed = 0, stopped = 0, killed = 0;
+    double deadline = 0;
+    sigset_t waitset;
+    sigemptyset(&waitset);
+    sigaddset(&waitset, SIGCHLD);
+    sigaddset(&waitset, SIGTERM);
+    while (n_alive > 0) {
+        for (int i = 0; i < n; i++) {
+            if (!alive[i]) continue;
+            int st = 0;
+            pid_t r = waitpid(pids[i], &st, WNOHANG);
+            if (r == 0 || (r < 0 && errno == EINTR)) continue;
+            alive[i] = 0;
+            n_alive--;
+            int ok = r == pids[i] && WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 130);
+            if (ok) { stopped |= WEXITSTATUS(st) == 130; continue; }
+            if (failed) continue;
+            failed = 1;
+            char what[160];
+            if (r != pids[i]) snprintf(what, sizeof what, "could not be waited for: %s", strerror(errno));
+            else if (WIFEXITED(st)) snprintf(what, sizeof what, "exited with code %d", WEXITSTATUS(st));
+            else snprintf(what, sizeof what, "was killed by signal %d (%s)%s", WTERMSIG(st), signal_name(WTERMSIG(st)),
+                          WCOREDUMP(st) ? ", core dumped" : "");
+            fprintf(stderr, "gpt2gen: rank %d (pid %d) %s%s\n", i, (int)pids[i], what,
+                    n_alive ? "; stopping the other ranks" : "");
+            signal_alive(pids, alive, n, SIGTERM);
+            deadline = now_seconds() + (grace_s > 0 ? grace_s : 0);
+        }
+        if (!n_alive) break;
+        double wait = 0.5;   /* a lost SIGCHLD costs at most this */
+        if (failed && !killed) {
+            double left = deadline - now_seconds();
+            if (left <= 0) { signal_alive(pids, alive, n, SIGKILL); killed = 1; }
+            else if (left < wait) wait = left;
+        }
+        struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+        if (sigtimedwait(&waitset, NULL, &ts) == SIGTERM && !killed) signal_alive(pids, alive, n, SIGTERM);
+    }
+    free(alive);
+    return failed ? EXIT_FAIL : stopped ? 130 : EXIT_OK;
+}
+
+int launch_local(int n, double grace_s, size_t len, LaunchMakeId make_id, void *ctx, int *rank, void *id, Err *err) {
+    if (n < 1 || n > LAUNCH_MAX_RANKS) return err_set(err, "cannot launch %d ranks: 1 to %d on one node", n, LAUNCH_MAX_RANKS);
+    int (*fds)[2] = xmalloc((size_t)n * sizeof *fds);
+    pid_t *pids = xcalloc((size_t)n, sizeof *pids);
+    for (int i = 0; i < n; i++) fds[i][0] = fds[i][1] = -1;
+    for (int i = 0; i < n; i++)
+        if (pipe2(fds[i], O_CLOEXEC) != 0) {
+            err_set(err, "cannot launch %d ranks: pipe: %s", n, strerror(errno));
+            close_pipes(fds, n);
+            free(fds); free(pids);
+            return -1;
+        }
+    /* SIGINT, SIGTERM and SIGCHLD wait, blocked, until the parent is ready for them; a child puts back the
+       caller's mask and SIGCHLD. SIGCHLD is the default while we supervise, so exited children stay to be reaped. */
+    sigset_t block, old_mask;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &block, &old_mask);
+    struct sigaction dfl, ign, old_chld, old_int, old_pipe;
+    memset(&dfl, 0, sizeof dfl);
+    sigemptyset(&dfl.sa_mask);
+    dfl.sa_handler = SIG_DFL;
+    ign = dfl;
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGCHLD, &dfl, &old_chld);
+    fflush(NULL);
+    pid_t parent = getpid();
+    for (int i = 0; i < n; i++) {
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            child_start(i, n, fds, parent, &old_chld, &old_mask, len, id);
+            free(fds); free(pids);
+            *rank = i;
+            return LAUNCH_CHILD;
+        }
+        if (pids[i] < 0) {
+            err_set(err, "cannot start rank %d of %d: fork: %s", i, n, strerror(errno));
+            kill_and_reap(pids, i);
+            close_pipes(fds, n);
+            sigaction(SIGCHLD, &old_chld, NULL);
+            sigprocmask(SIG_SETMASK, &old_mask, NULL);
+            free(fds); free(pids);
+            return -1;
+        }
+    }
+    /* Ctrl-C is the children's: they save and exit 130. Unblocked, as a blocked signal is kept even when ignored. */
+    sigaction(SIGINT, &ign, &old_int);
+    sigset_t just_int;
+    sigemptyset(&just_int);
+    sigaddset(&just_int, SIGINT);
+    sigprocmask(SIG_UNBLOCK, &just_int, NULL);
+    for (int i = 0; i < n; i++) close_fd(&fds[i][0]);
+    int code;
+    if (make_id(id, len, ctx, err) != 0) {
+        fprintf(stderr, "gpt2gen: %s\n", err->msg);
+        kill_and_reap(pids, n);          /* killed before their pipes close, so they print nothing */
+        close_pipes(fds, n);
+        code = EXIT_FAIL;
+    } else {
+        sigaction(SIGPIPE, &ign, &old_pipe);   /* a child already gone: supervise names it */
+        for (int i = 0; i < n; i++) { write_all(fds[i][1], id, len); close_fd(&fds[i][1]); }
+        sigaction(SIGPIPE, &old_pipe, NULL);
+        code = supervise(pids, n, grace_s);
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGCHLD, &old_chld, NULL);
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
+    free(fds); free(pids);
+    return code;
+}
+
+/* ---------------------------------------------------------------- the id through a shared file */
+
+int launch_share_id_file(const char *path, int rank, void *id, size_t len, double timeout_s, Err *err) {
+    if (rank == 0) return write_file_atomic(path, id, len, err);
+    double t0 = now_seconds();
+    long long seen = -1;   /* the size of a file of the wrong length, for the message */
+    for (;;) {
+        struct stat st;
+        if (stat(path, &st) == 0) {
+            if (!S_ISREG(st.st_mode)) return err_set(err, "%s: not a regular file; expected the id file rank 0 writes", path);
+            if ((unsigned long long)st.st_size == len) {
+                size_t got = 0;
+                char *buf = read_file(path, &got, err);
+                if (buf && got == len) { memcpy(id, buf, len); free(buf); return 0; }
+                free(buf);
+                if (!buf && errno != ENOENT) return -1;     /* replaced between stat and open: look again */
+            } else seen = (long long)st.st_size;
+        } else if (errno != ENOENT && errno != ESTALE)
+            return err_set(err, "%s: cannot look for the id file: %s", path, strerror(errno));
+        if (now_seconds() - t0 >= timeout_s) break;
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    }
+    char more[96] = "";
+    if (seen >= 0) snprintf(more, sizeof more, "; the file there has %lld bytes, not %zu", seen, len);
+    return err_set(err, "%s: rank 0 did not write the id file within %g s (is the path on a file system every node "
+                   "shares?)%s", path, timeout_s, more);
+}
+
+void launch_id_file_remove(const char *path) { unlink(path); }
+
+int launch_id_file_path(const LaunchEnv *le, const char *dir, char *out, size_t cap, Err *err) {
+    const char *p = getenv("GPT2GEN_NCCL_ID_FILE");
+    int n;
+    if (p && *p) n = snprintf(out, cap, "%s", p);
+    else if (!le->job[0])
+        return err_set(err, "%s gives no job id to name the NCCL id file after; set GPT2GEN_NCCL_ID_FILE to a path "
+                       "on a file system every node shares", le->how);
+    else {
+        char job[sizeof le->job];
+        size_t i = 0;
+        for (; le->job[i] && i < sizeof job - 1; i++) {
+            char c = le->job[i];
+            int keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' || c == '_';
+            job[i] = keep ? c : '_';
+        }
+        job[i] = 0;
+        n = snprintf(out, cap, "%s/.nccl-id-%s", dir && *dir ? dir : ".", job);
+    }
+    if (n < 0 || (size_t)n >= cap) return err_set(err, "the NCCL id file's path is too long (at most %zu bytes)", cap ? cap - 1 : 0);
+    return 0;
+}

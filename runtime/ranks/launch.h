@@ -1,0 +1,70 @@
+/* launch: the processes of a data-parallel run, one per GPU (runtime/ranks/ranks.h has what the ranks compute).
+ *
+ * Every rank's process has to learn its rank, the world size and its GPU, and all of them need the same
+ * opaque id (NCCL's unique id, 128 bytes) that one process makes and the others receive. Two ways:
+ *
+ * - `gpt2gen --gpus N` on one node: launch_local forks N children, before anything has touched CUDA (a
+ *   process that has started the CUDA driver, or any thread, must not fork). Child i is rank i; the parent
+ *   trains nothing. Only after the last fork does the parent make the id (ncclGetUniqueId starts a thread,
+ *   and a process with threads must not fork again); it writes the id down a pipe to each child, then
+ *   watches them. A run ends well when every child exits 0 (130 where Ctrl-C stopped them after saving).
+ *   The first child to exit otherwise, or to be killed, fails the run: the parent names it in one line,
+ *   sends the others SIGTERM, SIGKILLs what is left after a grace time, and exits 1. Ctrl-C reaches the
+ *   whole process group, so the parent ignores it and waits for the children to save; a SIGTERM to the
+ *   parent is passed on to them. A child gets SIGTERM if the parent dies.
+ * - mpirun or srun on one or more nodes: the launcher started every process; launch_env reads the rank from
+ *   its variables, and the id goes through a file on a file system every node shares: rank 0 writes it,
+ *   the others wait for it (launch_share_id_file).
+ *
+ * These functions print nothing except launch_local, whose lines start with "gpt2gen: ". */
+#ifndef GPT2GEN_LAUNCH_H
+#define GPT2GEN_LAUNCH_H
+#include <stddef.h>
+#include "common/err.h"
+
+typedef struct {
+    int rank, world, local_rank;   /* local_rank: this node's GPU ordinal for this rank */
+    const char *how;               /* "none" (a single process), "gpt2gen" (launch_local), "mpirun", "srun" */
+    char job[128];                 /* the launcher's job id (it names the id file), "" if none */
+} LaunchEnv;
+
+/* Where this process's rank comes from; the first launcher whose rank variable is set wins:
+ *   GPT2GEN_RANK, GPT2GEN_WORLD, GPT2GEN_LOCAL_RANK              "gpt2gen" (launch_local's children), no job
+ *   OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK                      "mpirun" (Open MPI); job OMPI_MCA_ess_base_jobid
+ *                                                                 or PMIX_NAMESPACE
+ *   PMI_RANK, PMI_SIZE, MPI_LOCALRANKID                           "mpirun" (MPICH, Intel MPI); job PMI_KVSNAME or
+ *                                                                 PMIX_NAMESPACE, else none
+ *   SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, with SLURM_STEP_ID "srun"; job SLURM_JOB_ID.SLURM_STEP_ID
+ * (a batch script outside srun has SLURM_PROCID but no step id: it is one process). None of them: rank 0 of a
+ * world of 1 on GPU 0, how "none". A value that is missing or not an integer, a world < 1, a rank outside
+ * [0, world) or a local rank < 0: -1 and err names the variable and its value. */
+int launch_env(LaunchEnv *le, Err *err);
+
+/* Makes the id: fills id[0..len). Called once, in the parent, after every child is forked. */
+typedef int (*LaunchMakeId)(void *id, size_t len, void *ctx, Err *err);
+enum { LAUNCH_CHILD = -100 };
+
+/* Forks n (1..256) children. Call it from the main thread, before any CUDA call, OpenMP region or thread.
+ * In child i it returns LAUNCH_CHILD with *rank = i, GPT2GEN_RANK=i, GPT2GEN_WORLD=n and GPT2GEN_LOCAL_RANK=i
+ * in its environment (so launch_env sees them) and id[0..len) filled from the parent; a child whose parent
+ * fails before sending the id prints one line and _exits 1.
+ * In the parent it returns the run's exit code once every child is reaped: 0 when all exited 0; 130 when all
+ * exited 130 or 0; otherwise 1 (EXIT_FAIL): the first child to exit with another code or to be killed by a
+ * signal is named in one line on stderr, the others get SIGTERM and, grace_s seconds later, SIGKILL. A
+ * failing make_id is printed, its children killed, and 1 returned. While it supervises, the parent ignores
+ * SIGINT and passes SIGTERM on to the children (signal dispositions and the signal mask are put back before
+ * it returns). stdout and stderr are flushed before the fork.
+ * -1 with err when nothing runs: n out of range, or no pipe or fork (children already forked are killed). */
+int launch_local(int n, double grace_s, size_t len, LaunchMakeId make_id, void *ctx, int *rank, void *id, Err *err);
+
+/* The id through a file: rank 0 writes id[0..len) to path atomically; every other rank looks for it every
+ * 20 ms, up to timeout_s, and takes it once it holds exactly len bytes. A timeout is an error that names the
+ * path (which has to be on a file system every node shares). Rank 0 removes the file with
+ * launch_id_file_remove once the communicator is up. */
+int  launch_share_id_file(const char *path, int rank, void *id, size_t len, double timeout_s, Err *err);
+void launch_id_file_remove(const char *path);
+/* The id file's path: $GPT2GEN_NCCL_ID_FILE if set, else "<dir>/.nccl-id-<job>" (characters of the job id
+ * other than letters, digits, '.', '-' and '_' become '_'). No job id and no GPT2GEN_NCCL_ID_FILE: -1 and
+ * err asks for GPT2GEN_NCCL_ID_FILE. */
+int  launch_id_file_path(const LaunchEnv *le, const char *dir, char *out, size_t cap, Err *err);
+#endif

@@ -1,0 +1,147 @@
+/* rundir: the run directory, its lock, its leftovers and its checkpoint steps (see rundir.h). */
+#include "runtime/train/rundir.h"
+#include "common/dirs.h"
+#include "common/files.h"
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void rundir_paths(const char *dir, int step, char model[RUNDIR_PATH_MAX], char state[RUNDIR_PATH_MAX]) {
+    snprintf(model, RUNDIR_PATH_MAX, "%s/model_%08d.bin", dir, step);
+    snprintf(state, RUNDIR_PATH_MAX, "%s/state_%08d.bin", dir, step);
+}
+
+void rundir_rank_state(const char *dir, int step, int rank, char path[RUNDIR_PATH_MAX]) {
+    if (rank == 0) snprintf(path, RUNDIR_PATH_MAX, "%s/state_%08d.bin", dir, step);
+    else snprintf(path, RUNDIR_PATH_MAX, "%s/state_%08d.r%d.bin", dir, step, rank);
+}
+
+void rundir_done(const char *dir, int step, char path[RUNDIR_PATH_MAX]) {
+    snprintf(path, RUNDIR_PATH_MAX, "%s/done_%08d.bin", dir, step);
+}
+
+static void lock_path(const RunDir *rd, char path[RUNDIR_PATH_MAX]) { snprintf(path, RUNDIR_PATH_MAX, "%s/run.lock", rd->dir); }
+
+/* s holds only digits (at least one). */
+static int all_digits(const char *s) {
+    if (!*s) return 0;
+    for (; *s; s++) if (*s < '0' || *s > '9') return 0;
+    return 1;
+}
+
+/* The step of a checkpoint file's name ("model_<digits>.bin", "state_<digits>.bin", a rank's
+   "state_<digits>.r<rank>.bin" or the marker "done_<digits>.bin"), or -1. The rest of the name after ".bin" is
+   returned in *tail ("", or ".tmp.<pid>" for a leftover). */
+static int step_of(const char *name, const char **tail) {
+    const char *p;
+    if (!strncmp(name, "model_", 6) || !strncmp(name, "state_", 6)) p = name + 6;
+    else if (!strncmp(name, "done_", 5)) p = name + 5;
+    else return -1;
+    const char *digits = p;
+    long step = 0;
+    for (; *p >= '0' && *p <= '9' && step <= 0x7fffffff; p++) step = step * 10 + (*p - '0');
+    if (p == digits || step > 0x7fffffff) return -1;
+    if (name[0] == 's' && p[0] == '.' && p[1] == 'r' && p[2] >= '0' && p[2] <= '9')
+        for (p += 2; *p >= '0' && *p <= '9'; p++) {}
+    if (strncmp(p, ".bin", 4)) return -1;
+    *tail = p + 4;
+    return (int)step;
+}
+
+static int desc(const void *a, const void *b) { int x = *(const int *)a, y = *(const int *)b; return (x < y) - (x > y); }
+
+int rundir_steps(const char *dir, int **steps) {
+    int n = 0, cap = 16;
+    *steps = xmalloc(cap * sizeof **steps);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *tail;
+        int step = step_of(e->d_name, &tail);
+        if (step < 0 || *tail) continue;
+        if (n == cap) { int *p = xmalloc(2 * cap * sizeof *p); memcpy(p, *steps, n * sizeof *p); free(*steps); *steps = p; cap *= 2; }
+        (*steps)[n++] = step;
+    }
+    closedir(d);
+    qsort(*steps, n, sizeof **steps, desc);
+    int u = 0;                                /* one entry per step: a pair's two files name it twice */
+    for (int i = 0; i < n; i++) if (!u || (*steps)[u - 1] != (*steps)[i]) (*steps)[u++] = (*steps)[i];
+    return u;
+}
+
+/* Removes the temporary files of saves (model_*.bin.tmp.<pid>, state_*.bin.tmp.<pid>, ...); the caller holds the lock. */
+static void remove_leftovers(const RunDir *rd) {
+    DIR *d = opendir(rd->dir);
+    if (!d) return;
+    int removed = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *tail;
+        if (step_of(e->d_name, &tail) < 0 || strncmp(tail, ".tmp.", 5) || !all_digits(tail + 5)) continue;
+        char path[RUNDIR_PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", rd->dir, e->d_name);
+        removed += unlink(path) == 0;
+    }
+    closedir(d);
+    if (removed) printf("removed %d leftover temporary file%s of an interrupted save from %s\n", removed, removed > 1 ? "s" : "", rd->dir);
+}
+
+static int take_lock(RunDir *rd, Err *err) {
+    char path[RUNDIR_PATH_MAX];
+    lock_path(rd, path);
+    long pid = 0;
+    int rc = lockfile_try(path, &rd->lock_fd, &pid, err);
+    if (rc < 0) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return err_set(err, "%s (checkpoint.dir must be a directory this user can write)", why);
+    }
+    if (rc == 1)
+        return err_set(err, "%s is in use by another run (pid %ld holds %s); wait for it to finish, or use another checkpoint.dir",
+                       rd->dir, pid, path);
+    if (pid > 0 && pid != (long)getpid())
+        printf("note: %s names pid %ld, which no longer holds it (a run that was stopped without cleaning up); taking it over\n", path, pid);
+    return 0;
+}
+
+/* Without resume, a directory with checkpoints belongs to an earlier run. */
+static int refuse_overwrite(const RunDir *rd, Err *err) {
+    int *steps, n = rundir_steps(rd->dir, &steps), newest = n ? steps[0] : -1;
+    free(steps);
+    if (!n) return 0;
+    return err_set(err, "%s holds the checkpoints of an earlier run (%d step%s, the newest %d); continue it with --resume, "
+                   "or start over with another checkpoint.dir or after deleting its model_*.bin and state_*.bin files",
+                   rd->dir, n, n > 1 ? "s" : "", newest);
+}
+
+int rundir_open(RunDir *rd, const char *dir, int resume, Err *err) {
+    rd->lock_fd = -1;
+    snprintf(rd->dir, sizeof rd->dir, "%s", dir);
+    struct stat st;
+    Err e;
+    if (mkdir_p(dir, &e)) return err_set(err, "checkpoint.dir: %s", e.msg);
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return err_set(err, "checkpoint.dir: %s: not a directory", dir);
+    if (take_lock(rd, err)) return -1;
+    int rc = access(dir, W_OK | X_OK) != 0 ? err_set(err, "checkpoint.dir: %s: cannot write there: %s", dir, strerror(errno)) : 0;
+    if (!rc) remove_leftovers(rd);
+    if (!rc && !resume) rc = refuse_overwrite(rd, err);
+    if (rc) rundir_close(rd);
+    return rc;
+}
+
+void rundir_close(RunDir *rd) {
+    if (rd->lock_fd < 0) return;
+    char path[RUNDIR_PATH_MAX];
+    lock_path(rd, path);
+    unlink(path);                              /* while still holding it: see lockfile_try (common/dirs.c) */
+    close(rd->lock_fd);
+    rd->lock_fd = -1;
+}
+
+void rundir_sync(const RunDir *rd) {
+    if (dir_sync(rd->dir)) {}                  /* some file systems cannot sync a directory; the files are synced */
+}

@@ -1,0 +1,427 @@
+/* train: the training loop (runtime/train/train.h): the ranks this process drives, the step, validation, samples and
+   progress; checkpoints and the start of a run are train_checkpoint.c's. */
+#include "runtime/train/train.h"
+#include "runtime/train/train_run.h"
+#include "common/clock.h"
+#include "common/files.h"
+#include "common/rng.h"
+#include "runtime/ranks/comm_socket.h"
+#include "runtime/cuda/nccl.h"
+#include "runtime/train/schedule.h"
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_requested;
+static void on_sigint(int sig) { (void)sig; stop_requested = 1; }
+
+Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *which, Err *err) {
+    return train_make_rank_backend(cfg, plan, which, (RankInfo){0, 1, 0}, err);
+}
+
+Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char *which, RankInfo ri, Err *err) {
+    BackendOptions o = {config_shape(cfg), cfg->train.batch_size, cfg->train.seq_len, cfg->precision,
+                        cfg->train.master_weights, cfg->train.recompute, plan, ri.device, 0, 0};
+    if (ri.world > 1 && cfg->train.zero_stage == 1) {
+        size_t sizes[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&o.shape, sizes, NULL);
+        ranks_shard(n, ri.world, ri.rank, &o.opt_offset, &o.opt_count);
+        if (o.opt_count == 0) { err_set(err, "%s: train.num_gpus = %d: more ranks than parameters", cfg->path, ri.world); return NULL; }
+    }
+    if (!strcmp(which, "cpu")) return cpu_backend_create(&o, err);
+    if (!strcmp(which, "cuda")) return cuda_backend_create(&o, err);
+    Backend *b = cuda_backend_create(&o, err);
+    if (b) return b;
+    fprintf(stderr, "gpt2gen: %s; training on the CPU backend (fp32)\n", err->msg);
+    return cpu_backend_create(&o, err);
+}
+
+int train_check_ranks(const Config *c, const char *backend, int procs, Err *err) {
+    int n = c->train.num_gpus;
+    if (procs > 1) {
+        if (n != procs)
+            return err_set(err, "%s: train.num_gpus = %d, but %d processes were started: they must agree (--gpus N sets "
+                           "both)", c->path, n, procs);
+        return 0;
+    }
+    if (n > 1 && strcmp(backend, "cpu"))
+        return err_set(err, "%s: train.num_gpus = %d: several GPUs train as one process per GPU: start it with `gpt2gen "
+                       "train --gpus %d`, mpirun or srun, or emulate %d ranks in one process with --backend cpu",
+                       c->path, n, n, n);
+    if (n > TRAIN_MAX_EMULATED_RANKS)
+        return err_set(err, "%s: train.num_gpus = %d: the CPU backend emulates at most %d ranks", c->path, n, TRAIN_MAX_EMULATED_RANKS);
+    return 0;
+}
+
+int sample_token(const float *logits, int V, float temperature, uint64_t *rng) {
+    float mx = logits[0];
+    int arg = 0;
+    for (int i = 1; i < V; i++) if (logits[i] > mx) { mx = logits[i]; arg = i; }
+    if (temperature <= 0) return arg;
+    double sum = 0;
+    for (int i = 0; i < V; i++) sum += exp((logits[i] - mx) / temperature);
+    double u = rng_uniform(rng) * sum, acc = 0;
+    for (int i = 0; i < V; i++) {
+        acc += exp((logits[i] - mx) / temperature);
+        if (acc > u) return i;
+    }
+    return V - 1;
+}
+
+/* ---------------------------------------------------------------- the run's pieces */
+
+
+/* The ranks' loss sums added (all_reduce_sum_f64), divided by count: the global mean. */
+static int global_loss(Run *r, long count, float *out, Err *err) {
+    double *vals[r->local];
+    for (int k = 0; k < r->local; k++) vals[k] = &r->rk[k].loss_sum;
+    if (r->comm->all_reduce_sum_f64(r->comm, vals, err)) return -1;
+    *out = (float)(r->rk[0].loss_sum / (double)(count > 0 ? count : 1));
+    return 0;
+}
+
+/* The mean loss over eval.val_batches global batches, each rank on its own rows. */
+static int validate_loss(Run *r, float *out, Err *err) {
+    long avail = dataloader_batches_per_epoch(&r->rk[0].val);
+    int n = r->cfg->eval.val_batches < avail ? r->cfg->eval.val_batches : (int)avail;
+    for (int k = 0; k < r->local; k++) {
+        RankRun *q = &r->rk[k];
+        q->loss_sum = 0;
+        if (dataloader_reset(&q->val, err)) return -1;
+        for (int i = 0; i < n; i++) {
+            float loss;
+            if (dataloader_next(&q->val, r->eval_inputs, r->eval_targets, err)) return -1;
+            if (q->be->forward(q->be, r->eval_inputs, r->eval_targets, &loss, err)) return -1;
+            q->loss_sum += loss;
+        }
+    }
+    return global_loss(r, (long)n * r->world, out, err);
+}
+
+/* Appends the bytes of token id to text (its id in <> without a tokenizer) and prints them. */
+static size_t put_token(Run *r, int id, Utf8Stream *us, char *text) {
+    size_t len;
+    const uint8_t *bytes = r->has_tok ? tokenizer_decode(&r->tok, id, &len) : NULL;
+    if (!bytes) { printf("<%d>", id); return (size_t)sprintf(text, "<%d>", id); }
+    utf8_stream_put(us, bytes, len, stdout);
+    memcpy(text, bytes, len);
+    return len;
+}
+
+/* Generates eval.sample_tokens tokens from end-of-text, prints them as they come, and logs the text. */
+static int sample_text(Run *r, int step, Err *err) {
+    const Config *c = r->cfg;
+    int T = c->train.seq_len, V = c->model.vocab_size, eot = r->has_tok ? r->tok.eot : V - 1;   /* GPT-2's is last */
+    int n = c->eval.sample_tokens, rc = 0;
+    size_t BT = (size_t)c->train.batch_size * T, used = 0;
+    int32_t *tokens = r->eval_inputs;
+    for (size_t i = 0; i < BT; i++) tokens[i] = eot;
+    float *logits = xmalloc((size_t)V * sizeof(float));
+    char *text = xmalloc((size_t)n * 256 + 1);     /* a token is at most 255 bytes, or "<id>" */
+    Utf8Stream us = {0};
+    printf("--- sample at step %d: ", step);
+    for (int t = 1; t < n && !rc; t++) {
+        rc = r->be->forward(r->be, tokens, NULL, NULL, err) || r->be->get_logits(r->be, 0, t - 1, logits, err);
+        if (rc) break;
+        tokens[t] = sample_token(logits, V, (float)c->eval.temperature, &r->sample_rng);
+        used += put_token(r, tokens[t], &us, text + used);
+        fflush(stdout);
+    }
+    utf8_stream_flush(&us, stdout);
+    printf("\n---\n");
+    char *q = json_string(text, used);
+    if (!rc) metrics_line(&r->metrics, "{\"event\":\"sample\",\"step\":%d,\"text\":%s}", step, q);
+    free(q); free(text); free(logits);
+    return rc ? -1 : 0;
+}
+
+/* The tokenizer, for samples: its ids must be the model's (a larger one could sample or start from an id the
+   model does not have). */
+static int open_tokenizer(Run *r, Err *err) {
+    const Config *c = r->cfg;
+    if (!c->data.tokenizer[0] || !file_exists(c->data.tokenizer)) {
+        if (c->eval.sample_every > 0) printf("note: no tokenizer at %s: samples print as token ids\n", c->data.tokenizer);
+        return 0;
+    }
+    if (tokenizer_load(&r->tok, c->data.tokenizer, err)) return -1;
+    r->has_tok = 1;
+    if (r->tok.vocab_size > c->model.vocab_size)
+        return err_set(err, "%s: %d tokens, more than the model's vocab_size %d: not this model's tokenizer",
+                       c->data.tokenizer, r->tok.vocab_size, c->model.vocab_size);
+    return 0;
+}
+
+/* Everything a run checks before its first step: the run directory (rundir_open, by rank 0's process), every
+   shard's header, the tokenizer, the metrics log (rank 0); then the backends, and the ranks joined. */
+static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOptions *opt, Err *err) {
+    memset(r, 0, sizeof *r);
+    r->dir.lock_fd = -1;
+    r->cfg = c;
+    r->world = c->train.num_gpus;
+    int procs = opt->procs > 1 ? opt->procs : 1;
+    r->first = procs > 1 ? opt->rank : 0;
+    r->local = procs > 1 ? 1 : r->world;
+    r->lead = r->first == 0;
+    if (train_check_ranks(c, opt->backend, procs, err)) return -1;
+    r->quiet = opt->quiet || !r->lead;
+    r->sample_rng = (uint64_t)c->train.seed * 31 + 7;
+    size_t sizes[NUM_PARAM_TENSORS];
+    GPT2Shape shape = config_shape(c);
+    r->num_params = gpt2_param_sizes(&shape, sizes, NULL);
+    int B = c->train.batch_size, T = c->train.seq_len;
+    /* rank 0 holds the folder's lock and checks it; the others write their state shards into it */
+    if (r->lead && rundir_open(&r->dir, c->checkpoint.dir, c->checkpoint.resume, err)) return -1;
+    if (!r->lead) snprintf(r->dir.dir, sizeof r->dir.dir, "%s", c->checkpoint.dir);
+    r->rk = xcalloc((size_t)r->local, sizeof *r->rk);
+    r->train = &r->rk[0].train;
+    r->has_val = c->eval.val_every > 0 && c->eval.val_batches > 0;
+    for (int k = 0; k < r->local; k++) {
+        RankRun *q = &r->rk[k];
+        int rank = r->first + k;
+        /* a loader that failed to open holds nothing, and close_run closes loaders up to the first unopened one */
+        if (dataloader_open(&q->train, c->data.train, B, T, rank, r->world, 1, (unsigned long)c->train.seed, c->model.vocab_size, err)) return -1;
+        if (r->has_val && dataloader_open(&q->val, c->data.val, B, T, rank, r->world, 0, 0, c->model.vocab_size, err)) {
+            dataloader_close(&q->train);
+            return -1;
+        }
+        r->opened = k + 1;
+    }
+    if (open_tokenizer(r, err) || (r->lead && metrics_open(&r->metrics, c->checkpoint.dir, err))) return -1;
+    loss_scale_init(&r->scaler, c->precision == PREC_FP16, c->train.loss_scale, c->train.loss_scale_interval);
+    r->overflow_hook = getenv("GPT2GEN_TEST_OVERFLOW");
+    if (loss_scale_hook_check(r->overflow_hook, err)) return -1;
+    for (int k = 0; k < r->local; k++) {
+        RankRun *q = &r->rk[k];
+        RankInfo ri = {r->first + k, r->world, procs > 1 ? opt->device : 0};
+        if (!(q->be = train_make_rank_backend(c, plan, opt->backend, ri, err))) return -1;
+        if (r->world > 1 && (!q->be->grad_buffer || !q->be->param_buffer || !q->be->grad_sumsq))
+            return err_set(err, "the %s backend cannot run as one of several ranks yet", q->be->name);
+        q->inputs = xmalloc((size_t)B * T * sizeof(int32_t));
+        q->targets = xmalloc((size_t)B * T * sizeof(int32_t));
+    }
+    r->be = r->rk[0].be;
+    r->eval_inputs = xmalloc((size_t)B * T * sizeof(int32_t));
+    r->eval_targets = xmalloc((size_t)B * T * sizeof(int32_t));
+    if (procs == 1) return (r->comm = comm_emulated_create(r->world, err)) ? 0 : -1;
+    double timeout;
+    if (nccl_timeout(&timeout, err)) return -1;
+    if (!strcmp(r->be->name, "cpu")) r->comm = comm_socket_create(opt->comm_id, r->world, r->first, timeout, err);
+    else r->comm = comm_nccl_create(r->be, opt->comm_id, r->world, r->first, timeout, err);
+    const char *ov = getenv("GPT2GEN_COMM_OVERLAP");
+    r->overlap = r->comm && r->comm->reduce_ranges_avg && !(ov && !strcmp(ov, "0"));
+    return r->comm ? 0 : -1;
+}
+
+static void close_run(Run *r) {
+    if (r->comm) r->comm->destroy(r->comm);   /* NCCL's runs on the backend's GPU: first */
+    for (int k = 0; r->rk && k < r->local; k++) {
+        RankRun *q = &r->rk[k];
+        if (q->be) q->be->destroy(q->be);
+        if (k < r->opened) dataloader_close(&q->train);
+        if (k < r->opened && r->has_val) dataloader_close(&q->val);
+        free(q->inputs);
+        free(q->targets);
+    }
+    free(r->rk);
+    if (r->has_tok) tokenizer_free(&r->tok);
+    metrics_close(&r->metrics);
+    free(r->eval_inputs);
+    free(r->eval_targets);
+    rundir_close(&r->dir);
+}
+
+/* Gradients averaged over the ranks, and the global norm of the averaged gradients (unscaled by nothing:
+   the caller divides by the loss scale). ZeRO-0 all-reduces, ZeRO-1 reduce-scatters (each rank then holds the
+   mean of its shard only). Either way each rank adds up the squares of its own shard, and the sums are added
+   across ranks, so both stages get the same bits, and one rank gets grad_norm's. */
+static int average_grads(Run *r, float *norm, Err *err) {
+    int W = r->world, n = r->local;
+    void *bufs[n];
+    double sumsq[n], *vals[n];
+    if (W == 1) return r->be->grad_norm(r->be, norm, err);
+    for (int k = 0; k < n; k++) { bufs[k] = r->rk[k].be->grad_buffer(r->rk[k].be); vals[k] = &sumsq[k]; }
+    CommType t = comm_type_of(r->be->comm_prec);
+    int rc = r->overlapped ? r->comm->wait_ranges(r->comm, err)   /* started part by part by the backward */
+           : r->cfg->train.zero_stage == 1 ? r->comm->reduce_scatter_avg(r->comm, bufs, t, r->num_params, err)
+                                           : r->comm->all_reduce_avg(r->comm, bufs, t, r->num_params, err);
+    for (int k = 0; k < n && !rc; k++) {
+        size_t off, cnt;
+        ranks_shard(r->num_params, W, r->first + k, &off, &cnt);
+        rc = r->rk[k].be->grad_sumsq(r->rk[k].be, off, cnt, &sumsq[k], err);
+    }
+    if (!rc) rc = r->comm->all_reduce_sum_f64(r->comm, vals, err);
+    if (rc) return -1;
+    *norm = (float)sqrt(sumsq[0]);
+    return 0;
+}
+
+/* AdamW on every rank: under ZeRO-0 each rank updates all parameters (the same bits on every rank), under
+   ZeRO-1 its shard, and the shards are then all-gathered. */
+static int update_all(Run *r, float lr, float grad_scale, int t, Err *err) {
+    const Config *c = r->cfg;
+    for (int k = 0; k < r->local; k++) {
+        Backend *be = r->rk[k].be;
+        if (be->update(be, lr, (float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
+                       (float)c->train.weight_decay, grad_scale, t, err)) return -1;
+    }
+    if (r->world == 1 || c->train.zero_stage == 0) return 0;
+    void *bufs[r->local];
+    for (int k = 0; k < r->local; k++) bufs[k] = r->rk[k].be->param_buffer(r->rk[k].be);
+    return r->comm->all_gather(r->comm, bufs, comm_type_of(r->be->comm_prec), r->num_params, err);
+}
+
+/* Backend.grad_ready during a step's last backward: a part of the gradients is final, its averaging starts. */
+static int on_grad_ready(void *ctx, int part, Err *err) {
+    Run *r = ctx;
+    size_t ranges[NUM_PARAM_TENSORS][2];
+    GPT2Shape shape = config_shape(r->cfg);
+    int count = gpt2_grad_part(&shape, part, ranges);
+    void *bufs[1] = {r->be->grad_buffer(r->be)};
+    return r->comm->reduce_ranges_avg(r->comm, bufs, comm_type_of(r->be->comm_prec), r->num_params,
+                                      (const size_t (*)[2])ranges, count, r->cfg->train.zero_stage == 1, err);
+}
+
+/* One optimizer step: grad_accum micro-batches on every rank with the loss gradient scaled by the loss scale S,
+   the gradients averaged over the ranks, the norm of the unscaled gradients, then clip and AdamW, or, on an
+   overflow, a skipped update (runtime/train/loss_scale.h). *skipped says which; *norm_out is the unscaled norm (not
+   finite when skipped); *loss_out the mean over every rank's micro-batches. */
+static int train_step(Run *r, int step, float *loss_out, float *norm_out, float *lr_out, int *skipped, Err *err) {
+    const Config *c = r->cfg;
+    int accum = c->train.grad_accum;
+    const float S = r->scaler.scale;
+    for (int k = 0; k < r->local; k++) {
+        RankRun *q = &r->rk[k];
+        Backend *be = q->be;
+        q->loss_sum = 0;
+        if (be->zero_grad(be, err)) return -1;
+        for (int micro = 0; micro < accum; micro++) {
+            float loss;
+            int reuse = c->train.overfit_batch && (step > 0 || micro > 0);
+            if (!reuse && dataloader_next(&q->train, q->inputs, q->targets, err)) return -1;
+            if (be->forward(be, q->inputs, q->targets, &loss, err)) return -1;
+            float inject = r->first + k == 0 && micro == 0 && loss_scale_hook_hits(r->overflow_hook, step + 1) ? INFINITY : 1.0f;
+            /* the last micro-batch's backward finishes the gradients: with a process per rank, their averaging
+               starts part by part while it goes on */
+            r->overlapped = r->overlap && micro == accum - 1;
+            be->grad_ready = r->overlapped ? on_grad_ready : NULL;
+            be->grad_ready_ctx = r;
+            int brc = be->backward(be, S / accum * inject, err);
+            be->grad_ready = NULL;
+            if (brc) return -1;
+            q->loss_sum += loss;
+        }
+    }
+    float scaled_norm;
+    if (average_grads(r, &scaled_norm, err) || global_loss(r, (long)accum * r->world, loss_out, err)) return -1;
+    float norm = scaled_norm / S;
+    float lr = (float)lr_at(c->train.schedule, c->train.lr, c->train.warmup, c->train.steps, c->train.final_lr_frac, step);
+    *norm_out = norm;
+    *lr_out = lr;
+    LossScaleVerdict v = loss_scale_after(&r->scaler, scaled_norm);
+    if (v == LOSS_SCALE_FATAL)
+        return err_set(err, "step %d: the gradient norm is %f%s; stopping (lower train.lr?)", step + 1, norm,
+                       r->scaler.enabled ? " at loss scale 1" : "");
+    *skipped = v == LOSS_SCALE_SKIP;
+    if (*skipped) return 0;
+    float clip = (float)c->train.grad_clip;
+    float clip_factor = clip > 0 && norm > clip ? clip / norm : 1.0f;
+    return update_all(r, lr, clip_factor / S, step + 1 - r->scaler.skipped, err);
+}
+
+int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
+    Run r;
+    Err err;
+    int rc = 0, step = 0;
+    /* one process per GPU: rank 0's prints; the others' errors name their rank */
+    char who[32] = "";
+    if (opt->procs > 1) snprintf(who, sizeof who, "rank %d: ", opt->rank);
+    if (opt->procs > 1 && opt->rank != 0 && !freopen("/dev/null", "w", stdout)) {
+        fprintf(stderr, "gpt2gen: %scannot silence stdout\n", who);
+        return EXIT_FAIL;
+    }
+    if (open_run(&r, c, plan, opt, &err) || (step = run_initial_state(&r, &err)) < 0) {
+        fprintf(stderr, "gpt2gen: %s%s\n", who, err.msg);
+        if (r.comm && r.comm->broken) _exit(EXIT_FAIL);
+        close_run(&r);
+        return EXIT_FAIL;
+    }
+    GPT2Shape shape = config_shape(c);
+    char ranks[96] = "";
+    if (r.world > 1 && r.local > 1) snprintf(ranks, sizeof ranks, " x %d ranks emulated in one process (ZeRO-%d)", r.world, c->train.zero_stage);
+    else if (r.world > 1) snprintf(ranks, sizeof ranks, " x %d %s, a process each (%s, ZeRO-%d)", r.world,
+                                   strcmp(r.be->name, "cpu") ? "GPUs" : "ranks", r.comm->name, c->train.zero_stage);
+    printf("training %s on %s%s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", c->name,
+           r.be->name, ranks, r.num_params / 1e6, c->train.steps, c->train.total_batch_size, c->train.batch_size,
+           c->train.seq_len, c->train.grad_accum, precision_name(c->precision));
+    char *name = json_string(c->name, strlen(c->name)), *backend = json_string(r.be->name, strlen(r.be->name));
+    metrics_line(&r.metrics, "{\"event\":\"start\",\"config\":%s,\"backend\":%s,\"step\":%d,\"steps\":%d,\"params\":%zu}",
+                 name, backend, step, c->train.steps, r.num_params);
+    free(name); free(backend);
+    signal(SIGINT, on_sigint);
+    double timed = 0;
+    int timed_steps = 0, last_saved = -1, resumed_at = step > 0 ? step : -1;
+    for (; step <= c->train.steps; step++) {
+        int last = step == c->train.steps;
+        /* one process per rank: Ctrl-C reaches them at different moments; they stop at the same step */
+        if (r.local < r.world) {
+            int stop;
+            if ((rc = run_agree(&r, stop_requested != 0, &stop, &err))) break;
+            stop_requested = stop;
+        }
+        /* a resumed run already validated, sampled and saved at its first step before it stopped */
+        int evals = step != resumed_at;
+        if (evals && r.has_val && (step % c->eval.val_every == 0 || last)) {
+            float vl;
+            if ((rc = validate_loss(&r, &vl, &err))) break;
+            printf("step %5d | val loss %.4f\n", step, vl);
+            char v[32];
+            metrics_line(&r.metrics, "{\"event\":\"val\",\"step\":%d,\"val_loss\":%s}", step, json_number(v, "%.6f", vl));
+        }
+        if (evals && r.lead && c->eval.sample_every > 0 && step > 0 && (step % c->eval.sample_every == 0 || last))
+            if ((rc = sample_text(&r, step, &err))) break;
+        if (evals && step > 0 && (last || (c->checkpoint.every > 0 && step % c->checkpoint.every == 0) || stop_requested)) {
+            if ((rc = run_save_checkpoint(&r, step, &err))) break;
+            last_saved = step;
+        }
+        if (last) break;
+        if (stop_requested) { printf("stopped at step %d: checkpoint saved; continue with --resume\n", step); rc = 130; break; }
+        double t0 = now_seconds();
+        float loss = 0, norm = 0, lr = 0;
+        int skipped = 0;
+        if ((rc = train_step(&r, step, &loss, &norm, &lr, &skipped, &err))) break;
+        double dt = now_seconds() - t0;
+        if (step > 0 || c->train.steps == 1) { timed += dt; timed_steps++; }   /* the first step pays for warm-up */
+        double tok_s = c->train.total_batch_size / dt;
+        char eta[32];
+        format_duration((timed_steps ? timed / timed_steps : dt) * (c->train.steps - step - 1), eta, sizeof eta);
+        /* fp16: the loss scale the next step uses; a skipped step says so, with the halved scale */
+        char scale_txt[96] = "", scale_json[96] = "";
+        if (skipped) snprintf(scale_txt, sizeof scale_txt, " | skipped (gradient overflow), loss scale now %.0f", r.scaler.scale);
+        else if (r.scaler.enabled) snprintf(scale_txt, sizeof scale_txt, " | scale %.0f", r.scaler.scale);
+        if (r.scaler.enabled)
+            snprintf(scale_json, sizeof scale_json, ",\"loss_scale\":%.0f,\"skipped\":%s", r.scaler.scale, skipped ? "true" : "false");
+        if (!r.quiet)
+            printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | ETA %s%s\n", step + 1,
+                   c->train.steps, loss, lr, norm, dt * 1e3, tok_s, eta, scale_txt);
+        char l[32], nm[32];
+        metrics_line(&r.metrics, "{\"event\":\"step\",\"step\":%d,\"loss\":%s,\"lr\":%.6e,\"norm\":%s,\"ms\":%.3f,\"tok_s\":%.1f%s}",
+                     step + 1, json_number(l, "%.6f", loss), lr, json_number(nm, "%.6f", norm), dt * 1e3, tok_s, scale_json);
+        fflush(stdout);
+    }
+    if (rc && rc != 130) fprintf(stderr, "gpt2gen: %s%s\n", who, err.msg);
+    if (rc && r.comm && r.comm->broken) {
+        /* the other ranks are gone or stuck: end without waiting on the GPU (the checkpoints on disk are whole) */
+        fflush(stdout);
+        _exit(EXIT_FAIL);
+    }
+    else if (timed_steps > 0) {
+        double tok_s = c->train.total_batch_size * timed_steps / timed;
+        printf("done: %d steps, mean %.1f ms/step, %.0f tok/s, %.2f TFLOP/s%s\n", timed_steps, timed / timed_steps * 1e3,
+               tok_s, tok_s * gpt2_flops_per_token(&shape, c->train.seq_len) / 1e12, last_saved >= 0 ? "" : " (no checkpoint written)");
+    }
+    signal(SIGINT, SIG_DFL);
+    close_run(&r);
+    return rc == 130 ? 130 : rc ? EXIT_FAIL : 0;
+}

@@ -1,0 +1,42 @@
+/* train: the training loop, written once over the Backend interface (runtime/backend.h).
+ * Gradient accumulation, LR schedule, clipping, validation, sampling, checkpoints, exact resume, a progress
+ * line per step and a metrics log (one JSON object per line) in the run folder (checkpoint.dir).
+ * Before the first step a run holds the run folder's lock and has checked the folder (runtime/train/rundir.h),
+ * every shard's header, the tokenizer and the resume pair (runtime/train/resume.h); a save writes a model+state
+ * pair that resume takes only whole. */
+#ifndef GPT2GEN_TRAIN_H
+#define GPT2GEN_TRAIN_H
+#include "gen/config.h"
+#include "gen/plan.h"
+#include "runtime/backend.h"
+#include "runtime/ranks/ranks.h"
+
+/* train.num_gpus > 1 runs that many ranks in this process on the CPU backend (data parallel, ZeRO-0 or 1 by
+   train.zero_stage; runtime/ranks/ranks.h); each is a whole CPU backend, hence a cap. */
+enum { TRAIN_MAX_EMULATED_RANKS = 64 };
+
+typedef struct {
+    const char *backend;     /* "cpu", "cuda", or "auto" (cuda where there is a GPU, else cpu) */
+    int quiet;               /* no per-step lines (tests) */
+    /* One of procs processes, one per GPU (runtime/ranks/launch.h), joined with comm_id (NCCL's id; on the CPU backend,
+       runtime/ranks/comm_socket.h's): this one is rank `rank` on GPU `device`. procs 0 or 1: this process is the whole
+       run (train.num_gpus > 1 is then the CPU emulation). Only rank 0 prints progress, samples, and writes the
+       metrics and the model file. */
+    int rank, procs, device;
+    const void *comm_id;
+} TrainOptions;
+
+/* Runs the whole job. Returns an exit code: 0, 1 (a failure, printed), 130 (stopped by SIGINT after
+   saving a checkpoint). */
+int train_run(const Config *cfg, const Plan *plan, const TrainOptions *opt);
+
+/* Pieces the tests use. */
+Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *which, Err *err);
+/* Rank ri's backend: under ZeRO-1 with several ranks, it keeps the AdamW state of its shard only. */
+Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char *which, RankInfo ri, Err *err);
+/* train.num_gpus > 1: in one process (procs <= 1) only with backend "cpu" (named: auto is CUDA on a GPU machine),
+   and at most TRAIN_MAX_EMULATED_RANKS; as procs processes with num_gpus = procs. err says what to do otherwise. */
+int train_check_ranks(const Config *cfg, const char *backend, int procs, Err *err);
+/* Samples one token from logits[0..V) at temperature (0: argmax) with the RNG. */
+int sample_token(const float *logits, int V, float temperature, uint64_t *rng);
+#endif

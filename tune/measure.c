@@ -1,0 +1,89 @@
+/* measure: timing with CUDA events after an L2 flush, and whole training steps (see measure.h). */
+#include "tune/measure.h"
+#include "runtime/backend.h"
+#include "common/clock.h"
+#include "common/rng.h"
+#include <stdlib.h>
+#include <string.h>
+
+int flush_open(Flush *f, G *g, Err *err) {
+    memset(f, 0, sizeof *f);
+    int l2 = 0;
+    cu.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, g->dev.dev);
+    f->bytes = 2 * (size_t)(l2 > 0 ? l2 : 64 << 20);
+    if (cuda_check(cu.cuMemAlloc(&f->p, f->bytes), "allocating the L2 flush buffer", err)) return -1;
+    for (int i = 0; i < 2; i++)
+        if (cuda_check(cu.cuEventCreate(&f->e[i], 0), "cuEventCreate", err)) return -1;
+    return 0;
+}
+
+void flush_close(Flush *f) {
+    if (f->p) cu.cuMemFree(f->p);
+    for (int i = 0; i < 2; i++)
+        if (f->e[i]) cu.cuEventDestroy(f->e[i]);
+    memset(f, 0, sizeof *f);
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int time_median(G *g, Flush *f, TimedRun run, void *ctx, double *us, Err *err) {
+    enum { WARMUP = 2, MIN_REPS = 5, MAX_REPS = 50 };
+    double t[MAX_REPS], spent = 0;
+    int n = 0;
+    for (int i = 0; i < WARMUP; i++)
+        if (run(ctx, err)) return -1;
+    while (n < MAX_REPS && (n < MIN_REPS || spent < 0.1)) {
+        float ms = 0;
+        if (cuda_check(cu.cuMemsetD8Async(f->p, (unsigned char)n, f->bytes, g->s), "flushing L2", err) ||
+            cuda_check(cu.cuEventRecord(f->e[0], g->s), "cuEventRecord", err) || run(ctx, err) ||
+            cuda_check(cu.cuEventRecord(f->e[1], g->s), "cuEventRecord", err) ||
+            cuda_check(cu.cuEventSynchronize(f->e[1]), "running the timed work", err) ||
+            cuda_check(cu.cuEventElapsedTime(&ms, f->e[0], f->e[1]), "cuEventElapsedTime", err))
+            return -1;
+        t[n++] = ms * 1000.0;
+        spent += ms / 1000.0;
+    }
+    qsort(t, (size_t)n, sizeof t[0], cmp_double);
+    *us = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    return 0;
+}
+
+int step_time(const Plan *plan, int steps, double *ms, float losses[3], Err *err) {
+    const Config *cfg = plan->cfg;
+    GPT2Shape shape = config_shape(cfg);
+    int B = cfg->train.batch_size, T = cfg->train.seq_len;
+    BackendOptions opt = {shape, B, T, cfg->precision, cfg->train.master_weights, cfg->train.recompute, plan, 0, 0, 0};
+    Backend *be = cuda_backend_create(&opt, err);
+    if (!be) return -1;
+    size_t sz[NUM_PARAM_TENSORS];
+    size_t np = gpt2_param_sizes(&shape, sz, NULL);
+    float *params = xmalloc(np * sizeof(float));
+    gpt2_init_params(&shape, params, 1337);
+    int32_t *in = xmalloc((size_t)B * T * 4), *tg = xmalloc((size_t)B * T * 4);
+    uint64_t seed = 1337;
+    for (int i = 0; i < B * T; i++) {
+        in[i] = (int32_t)(rng_next(&seed) % (uint64_t)cfg->model.vocab_size);
+        tg[i] = (int32_t)(rng_next(&seed) % (uint64_t)cfg->model.vocab_size);
+    }
+    int rc = be->set_params(be, params, err);
+    double t0 = 0;
+    float norm = 0;
+    for (int s = 0; s < 2 + steps && rc == 0; s++) {
+        if (s == 2) t0 = now_seconds();
+        float loss = 0;
+        rc = be->zero_grad(be, err) || be->forward(be, in, tg, &loss, err) || be->backward(be, 1.0f, err) ||
+             be->grad_norm(be, &norm, err) ||
+             be->update(be, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, norm > 1.0f ? 1.0f / norm : 1.0f, s + 1, err);
+        if (s < 3) losses[s] = loss;
+    }
+    if (rc == 0) rc = be->grad_norm(be, &norm, err);   /* waits for the last update */
+    if (rc == 0) *ms = (now_seconds() - t0) * 1000.0 / steps;
+    be->destroy(be);
+    free(params);
+    free(in);
+    free(tg);
+    return rc;
+}

@@ -1,0 +1,22 @@
+/* measure: how `gpt2gen tune` (cli/tune.c) times things on the GPU: a workload after flushing L2, warm-up
+   runs, then the median of enough repetitions; and whole training steps through the CUDA backend. */
+#ifndef GPT2GEN_TUNE_MEASURE_H
+#define GPT2GEN_TUNE_MEASURE_H
+#include "tune/workloads.h"
+#include "runtime/cuda/matmul.h"
+
+/* the buffer written before each timed run so that no run finds its inputs in L2 (twice the L2's size) */
+typedef struct { dptr p; size_t bytes; CUevent e[2]; } Flush;
+int  flush_open(Flush *f, G *g, Err *err);
+void flush_close(Flush *f);
+
+/* one timed thing: run(ctx) on g's stream */
+typedef int (*TimedRun)(void *ctx, Err *err);
+/* median microseconds of run, each repetition after an L2 flush, after 2 warm-up runs; at least 5 repetitions
+   and until 0.1 s of runs (at most 50) */
+int  time_median(G *g, Flush *f, TimedRun run, void *ctx, double *us, Err *err);
+
+/* mean ms of a training step (zero_grad, forward, backward, norm, AdamW) of plan's CUDA backend over steps steps
+   after 2 warm-up steps, from the same initial weights and batch every time; losses[0..2] the first three losses */
+int  step_time(const Plan *plan, int steps, double *ms, float losses[3], Err *err);
+#endif

@@ -1,0 +1,125 @@
+/* step_test: a full training step of the CUDA backend against the CPU backend (loss, every gradient, the
+   norm, an AdamW update, a second forward, logits, determinism), and the backend's memory against the plan's. */
+#include "tune/harness.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/backend.h"
+#include "common/rng.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void test_train_step(G *g) {
+    const Config *cfg = g->cfg;
+    GPT2Shape shape = config_shape(cfg);
+    size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS];
+    size_t np = gpt2_param_sizes(&shape, sz, off);
+    double flops = 6.0 * (double)np * g->BT;
+    if (flops > 3e12) { skip(g, "train_step", "the CPU backend would take too long here (%.0f GFLOP per step); the small configs cover it", flops / 1e9); return; }
+    BackendOptions opt = {shape, g->B, g->T, cfg->precision, cfg->train.master_weights, cfg->train.recompute, g->plan,
+                          g->dev.ordinal, 0, 0};
+    BackendOptions copt = opt;
+    copt.precision = PREC_FP32;
+    Err err = {{0}};
+    size_t free0 = 0, free1 = 0, total = 0;
+    cu.cuMemGetInfo(&free0, &total);
+    Backend *gb = cuda_backend_create(&opt, &err);
+    if (!gb) { fail(g, "train_step", "%s", err.msg); return; }
+    /* the backend allocates what the plan says: its arena is the plan's, and nothing big besides it */
+    cu.cuMemGetInfo(&free1, &total);
+    size_t arena = cuda_backend_arena_bytes(gb), planned = g->plan->memory.arena_bytes, used = free0 - free1;
+    if (arena != planned) fail(g, "plan memory", "the backend's arena is %zu bytes, the plan's %zu", arena, planned);
+    else if (used < planned || used - planned > ((size_t)64 << 20))
+        fail(g, "plan memory", "creating the backend took %zu bytes of GPU memory, the plan says %zu (+ at most 64 MiB of "
+             "modules and cuBLASLt handles)", used, planned);
+    else ok(g, "plan memory", "arena %zu bytes = plan; backend took %.1f MiB more", arena, (used - planned) / 1048576.0);
+    Backend *cb = cpu_backend_create(&copt, &err);
+    if (!cb) { fail(g, "train_step", "CPU backend: %s", err.msg); gb->destroy(gb); return; }
+    float *params = hbuf(np), *pc = hbuf(np), *pg = hbuf(np), *gc = hbuf(np), *gg = hbuf(np), *gg2 = hbuf(np);
+    gpt2_init_params(&shape, params, 1337);
+    quantize(g, params, np);
+    int32_t *in = xmalloc((size_t)g->BT * 4), *tg = xmalloc((size_t)g->BT * 4);
+    for (int i = 0; i < g->BT; i++) { in[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V); tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V); }
+    int bf = g->xs == 2;
+    double tol_loss = bf ? 1e-2 : 1e-5, tol_grad = bf ? 1e-1 : 1e-3;
+    float lc = 0, lg = 0, nc = 0, ng = 0, lc2 = 0, lg2 = 0;
+    Cmp c = {0, 0, ""};
+    int rc = gb->set_params(gb, params, &err) || cb->set_params(cb, params, &err) ||
+             gb->zero_grad(gb, &err) || cb->zero_grad(cb, &err) ||
+             gb->forward(gb, in, tg, &lg, &err) || cb->forward(cb, in, tg, &lc, &err) ||
+             gb->backward(gb, 1.0f, &err) || cb->backward(cb, 1.0f, &err) ||
+             gb->get_grads(gb, gg, &err) || cb->get_grads(cb, gc, &err) ||
+             gb->grad_norm(gb, &ng, &err) || cb->grad_norm(cb, &nc, &err);
+    double worst_grad = 0;
+    const char *worst_name = "";
+    if (!rc) {
+        cmp(&c, "loss", &lg, &lc, 1, tol_loss);
+        for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+            size_t n = sz[i];
+            if (i == P_WTE) n = (size_t)shape.vocab_size * shape.n_embd;
+            char nm[64];
+            snprintf(nm, sizeof nm, "d%s", gpt2_param_names[i]);
+            double e = relerr(gg + off[i], gc + off[i], n);
+            if (!(e <= worst_grad)) { worst_grad = e; worst_name = gpt2_param_names[i]; }
+            cmp(&c, nm, gg + off[i], gc + off[i], n, tol_grad);
+        }
+        cmp(&c, "grad norm", &ng, &nc, 1, bf ? 5e-2 : 1e-4);
+    }
+    if (!rc) {
+        printf("     %s/train_step: loss gpu %.6f cpu %.6f; grad norm gpu %.6f cpu %.6f; worst gradient d%s %.2e\n", cfg->name, lg, lc,
+               ng, nc, worst_name, worst_grad);
+        finish(g, "train_step forward+backward vs CPU backend", &c, &err, 0);
+    } else {
+        finish(g, "train_step forward+backward vs CPU backend", &c, &err, rc);
+    }
+    /* update, then a second forward */
+    c = (Cmp){0, 0, ""};
+    if (!rc) {
+        rc = gb->update(gb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, &err) || cb->update(cb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, &err) ||
+             gb->get_params(gb, pg, &err) || cb->get_params(cb, pc, &err) ||
+             gb->forward(gb, in, tg, &lg2, &err) || cb->forward(cb, in, tg, &lc2, &err);
+        if (!rc) {
+            /* where a gradient is ~0 its sign (and so the AdamW step, about lr) may differ between the backends:
+               allow 2.5 lr everywhere, but at most 1% of the weights more than lr/2 apart; a 16-bit model without
+               master weights also rounds stochastically (one bf16 step) */
+            const double lr_t = 1e-4;
+            int sr = bf && !cfg->train.master_weights;
+            size_t far = 0, out = 0;
+            double worst = 0;
+            for (size_t i = 0; i < np; i++) {
+                double d = fabs((double)pg[i] - pc[i]), round = sr ? fabs(pc[i]) / 128.0 : bf ? 0 : 1e-6 * fabs(pc[i]);
+                if (d - round > 0.5 * lr_t) far++;
+                if (d - round > 2.5 * lr_t || d != d) out++;
+                if (d - round > worst) worst = d - round;
+            }
+            if ((out || far > np / 100) && !c.bad) {
+                c.bad = 1;
+                snprintf(c.what, sizeof c.what, "params after AdamW: %zu weights more than 2.5 lr off, %zu more than lr/2 (of %zu)", out, far, np);
+            }
+            if (worst / lr_t > c.worst) c.worst = worst / lr_t;
+            cmp(&c, "loss after the step", &lg2, &lc2, 1, tol_loss);
+            if (!(lg2 < lg) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "loss did not go down: %.6f -> %.6f", lg, lg2); }
+            /* logits for sampling: a forward without targets */
+            float *lgpu = hbuf((size_t)g->V), *lcpu = hbuf((size_t)g->V);
+            if (gb->forward(gb, in, NULL, NULL, &err) || cb->forward(cb, in, NULL, NULL, &err) ||
+                gb->get_logits(gb, g->B - 1, g->T - 1, lgpu, &err) || cb->get_logits(cb, g->B - 1, g->T - 1, lcpu, &err)) rc = -1;
+            else cmp(&c, "logits", lgpu, lcpu, (size_t)g->V, bf ? 3e-2 : 1e-4);
+            free(lgpu); free(lcpu);
+            printf("     %s/train_step: after one AdamW step, loss gpu %.6f cpu %.6f\n", cfg->name, lg2, lc2);
+        }
+        if (!c.bad && !rc) ok(g, "train_step AdamW update, second forward, logits vs CPU backend", "max param diff %.2f lr", c.worst);
+        else finish(g, "train_step AdamW update, second forward, logits vs CPU backend", &c, &err, rc);
+    }
+    /* determinism: the same step twice gives the same bits */
+    c = (Cmp){0, 0, ""};
+    if (!rc) {
+        float l1 = 0, l2 = 0;
+        rc = gb->zero_grad(gb, &err) || gb->forward(gb, in, tg, &l1, &err) || gb->backward(gb, 1.0f, &err) || gb->get_grads(gb, gg, &err) ||
+             gb->zero_grad(gb, &err) || gb->forward(gb, in, tg, &l2, &err) || gb->backward(gb, 1.0f, &err) || gb->get_grads(gb, gg2, &err);
+        if (!rc && (l1 != l2 || memcmp(gg, gg2, np * 4))) { c.bad = 1; snprintf(c.what, sizeof c.what, "two identical steps gave different gradients or losses"); }
+        finish(g, "train_step deterministic (same bits twice)", &c, &err, rc);
+    }
+    free(params); free(pc); free(pg); free(gc); free(gg); free(gg2); free(in); free(tg);
+    cb->destroy(cb);
+    gb->destroy(gb);
+}

@@ -1,0 +1,231 @@
+/* workloads: every kernel family's kernels once, at the config's shapes (see workloads.h). */
+#include "tune/workloads.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/ops.h"
+#include "common/rng.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int wbuf(Workload *w, G *g, size_t n, int f32, float scale) {
+    WlBuf *b = &w->b[w->n_bufs];
+    b->n = n;
+    b->f32 = f32;
+    b->scale = scale;
+    b->seed = 0x9e3779b97f4a7c15ull * (uint64_t)(w->n_bufs + 1);
+    b->p = dalloc(g, n * (f32 ? 4 : g->xs));
+    return w->n_bufs++;
+}
+/* a buffer filled once, here, from host data (token ids, buckets): not refilled */
+static int fixed(Workload *w, G *g, const void *h, size_t bytes) {
+    WlBuf *b = &w->b[w->n_bufs];
+    memset(b, 0, sizeof *b);
+    b->p = dup_raw(g, h, bytes);
+    return w->n_bufs++;
+}
+static void out(Workload *w, int b, const char *name) { w->out[w->n_out++] = (WlOut){b, 0, name}; }
+static dptr P(const Workload *w, int i) { return w->b[i].p; }
+
+/* ---- encoder: forward, backward into wpe and wte ---- */
+static int run_encoder(Workload *w, G *g, Kernels *ks, Err *err) {
+    return launch_encoder_forward(ks, g->s, P(w, 0), P(w, 1), P(w, 2), P(w, 3), err) ||
+           launch_encoder_backward_wpe(ks, g->s, P(w, 6), P(w, 4), err) ||
+           launch_encoder_backward_wte(ks, g->s, P(w, 5), P(w, 4), P(w, 7), P(w, 8), P(w, 9), w->n_buckets, err) ? -1 : 0;
+}
+static void setup_encoder(Workload *w, G *g) {
+    size_t BT = g->BT, C = g->C;
+    int32_t *tok = xmalloc(BT * 4), *count = xmalloc(((size_t)g->Vp + 1) * 4), *bt = xmalloc(BT * 4),
+            *bs = xmalloc((BT + 1) * 4), *pos = xmalloc(BT * 4);
+    uint64_t seed = 42;
+    for (size_t i = 0; i < BT; i++) tok[i] = (int32_t)(rng_next(&seed) % (uint64_t)g->V);
+    w->n_buckets = cuda_encoder_buckets(tok, (int)BT, g->Vp, count, bt, bs, pos);
+    out(w, wbuf(w, g, BT * C, 0, 0), "out");                 /* 0 */
+    fixed(w, g, tok, BT * 4);                               /* 1 */
+    wbuf(w, g, (size_t)g->Vp * C, 0, 1);                     /* 2 wte */
+    wbuf(w, g, (size_t)g->maxT * C, 0, 1);                   /* 3 wpe */
+    wbuf(w, g, BT * C, 0, 1);                                /* 4 dout */
+    out(w, wbuf(w, g, (size_t)g->Vp * C, 0, 0), "dwte");     /* 5 */
+    out(w, wbuf(w, g, (size_t)g->maxT * C, 0, 0), "dwpe");   /* 6 */
+    fixed(w, g, bt, BT * 4);                                /* 7 */
+    fixed(w, g, bs, (BT + 1) * 4);                          /* 8 */
+    fixed(w, g, pos, BT * 4);                               /* 9 */
+    free(tok); free(count); free(bt); free(bs); free(pos);
+}
+
+/* ---- layernorm: forward, residual + forward, backward and its reduction ---- */
+static int run_layernorm(Workload *w, G *g, Kernels *ks, Err *err) {
+    return launch_layernorm_forward(ks, g->s, P(w, 4), P(w, 5), P(w, 6), P(w, 0), P(w, 2), P(w, 3), err) ||
+           launch_fused_residual_layernorm_forward(ks, g->s, P(w, 7), P(w, 4), P(w, 5), P(w, 6), P(w, 0), P(w, 1), P(w, 2),
+                                                   P(w, 3), err) ||
+           launch_layernorm_backward(ks, g->s, P(w, 9), P(w, 12), P(w, 8), P(w, 7), P(w, 2), P(w, 5), P(w, 6), err) ||
+           launch_layernorm_backward_reduce(ks, g->s, P(w, 10), P(w, 11), P(w, 12), err) ? -1 : 0;
+}
+static void setup_layernorm(Workload *w, G *g) {
+    size_t N = g->BT, C = g->C;
+    wbuf(w, g, N * C, 0, 2); wbuf(w, g, N * C, 0, 2);         /* 0, 1: inputs */
+    wbuf(w, g, C, 0, 1); wbuf(w, g, C, 0, 1);                 /* 2, 3: weight, bias */
+    out(w, wbuf(w, g, N * C, 0, 0), "out");                  /* 4 */
+    out(w, wbuf(w, g, N, 1, 0), "mean");                     /* 5 */
+    wbuf(w, g, N, 1, 0);                                     /* 6 rstd */
+    out(w, wbuf(w, g, N * C, 0, 0), "residual");             /* 7 */
+    wbuf(w, g, N * C, 0, 1);                                 /* 8 dout */
+    out(w, wbuf(w, g, N * C, 0, 0), "dinp");                 /* 9 */
+    out(w, wbuf(w, g, C, 0, 0), "dweight");                  /* 10 */
+    out(w, wbuf(w, g, C, 0, 0), "dbias");                    /* 11 */
+    wbuf(w, g, 512 * 2 * C, 1, 0);                           /* 12 scratch: BWD_BLOCKS <= 512 */
+}
+
+/* ---- matmul: the bias gradients of the three widths of the model ---- */
+static int run_bias(Workload *w, G *g, Kernels *ks, Err *err) {
+    for (int i = 0; i < 3; i++) {
+        int OC = (i == 0 ? 1 : i == 1 ? 3 : 4) * g->C;
+        if (launch_bias_backward_partial(ks, g->s, P(w, 1), P(w, 0), OC, err) ||
+            launch_bias_backward_reduce(ks, g->s, P(w, 2 + i), P(w, 1), OC, err))
+            return -1;
+    }
+    return 0;
+}
+static void setup_bias(Workload *w, G *g, const int *max_tun) {
+    size_t C = g->C;
+    wbuf(w, g, (size_t)g->BT * 4 * C, 0, 1);                 /* 0 dout */
+    wbuf(w, g, (size_t)max_tun[1] * 4 * C, 1, 0);            /* 1 scratch: ROW_SPLITS rows */
+    out(w, wbuf(w, g, C, 0, 0), "dbias C");
+    out(w, wbuf(w, g, 3 * C, 0, 0), "dbias 3C");
+    out(w, wbuf(w, g, 4 * C, 0, 0), "dbias 4C");
+}
+
+/* ---- attention: forward and backward (the template, or cuDNN) ---- */
+static int run_attention(Workload *w, G *g, Kernels *ks, Err *err) {
+    return attention_forward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 1), P(w, 2), P(w, 0), err) ||
+           attention_backward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 4), P(w, 0), P(w, 1), P(w, 3), P(w, 2), P(w, 5), err)
+               ? -1 : 0;
+}
+static void setup_attention(Workload *w, G *g) {
+    size_t BT = g->BT, C = g->C, rows = (size_t)g->B * g->NH * g->T;
+    wbuf(w, g, BT * 3 * C, 0, 1);                            /* 0 qkv */
+    out(w, wbuf(w, g, BT * C, 0, 0), "out");                 /* 1 */
+    out(w, wbuf(w, g, rows, 1, 0), "stats");                 /* 2 */
+    wbuf(w, g, BT * C, 0, 1);                                /* 3 dout */
+    out(w, wbuf(w, g, BT * 3 * C, 0, 0), "dqkv");            /* 4 */
+    wbuf(w, g, rows, 1, 0);                                  /* 5 ddot */
+}
+
+/* ---- gelu: forward, and backward in place ---- */
+static int run_gelu(Workload *w, G *g, Kernels *ks, Err *err) {
+    return launch_gelu_forward(ks, g->s, P(w, 1), P(w, 0), w->n, err) || launch_gelu_backward(ks, g->s, P(w, 2), P(w, 0), w->n, err)
+               ? -1 : 0;
+}
+static void setup_gelu(Workload *w, G *g) {
+    w->n = (long long)g->BT * 4 * g->C;
+    wbuf(w, g, (size_t)w->n, 0, 4);
+    out(w, wbuf(w, g, (size_t)w->n, 0, 0), "out");
+    out(w, wbuf(w, g, (size_t)w->n, 0, 1), "dinp");
+}
+
+/* ---- classifier: losses and dlogits over every row ---- */
+static int run_classifier(Workload *w, G *g, Kernels *ks, Err *err) {
+    return launch_classifier_forward(ks, g->s, P(w, 2), P(w, 0), P(w, 1), 1.0f / g->BT, 1, err);
+}
+static void setup_classifier(Workload *w, G *g) {
+    int32_t *tg = xmalloc((size_t)g->BT * 4);
+    uint64_t seed = 7;
+    for (int i = 0; i < g->BT; i++) tg[i] = (int32_t)(rng_next(&seed) % (uint64_t)g->V);
+    out(w, wbuf(w, g, (size_t)g->BT * g->Vp, 0, 4), "dlogits");
+    fixed(w, g, tg, (size_t)g->BT * 4);
+    out(w, wbuf(w, g, (size_t)g->BT, 1, 0), "losses");
+    free(tg);
+}
+
+/* ---- norm: the squared norm of as many values as the model has parameters ---- */
+static size_t num_params(G *g) {
+    GPT2Shape s = config_shape(g->cfg);
+    size_t sz[NUM_PARAM_TENSORS];
+    return gpt2_param_sizes(&s, sz, NULL);
+}
+static int run_norm(Workload *w, G *g, Kernels *ks, Err *err) {
+    return launch_global_norm_squared(ks, g->s, P(w, 1), P(w, 0), w->n, err);
+}
+static void setup_norm(Workload *w, G *g, const int *max_tun) {
+    w->n = (long long)num_params(g);
+    wbuf(w, g, (size_t)w->n, 0, 0.01f);
+    w->out[w->n_out++] = (WlOut){wbuf(w, g, (size_t)max_tun[1], 1, 0), 1, "sum of partials"};
+}
+
+/* ---- adamw: one update of as many parameters as the model has ---- */
+static int run_adamw(Workload *w, G *g, Kernels *ks, Err *err) {
+    return launch_adamw_update(ks, g->s, P(w, 0), g->xs == 2 ? P(w, 1) : 0, P(w, 2), P(w, 3), P(w, 4), w->n, 0, 1e-3f, 0.9f,
+                               0.95f, 0.271f, 0.143f, 1e-8f, 0.1f, 1.0f, err);
+}
+static void setup_adamw(Workload *w, G *g) {
+    w->n = (long long)num_params(g);
+    size_t n = (size_t)w->n;
+    out(w, wbuf(w, g, n, 0, 1), "params");
+    out(w, wbuf(w, g, n, 1, 1), "master");
+    wbuf(w, g, n, 0, 0.01f);
+    out(w, wbuf(w, g, n, 1, 0.01f), "m");
+    out(w, wbuf(w, g, n, 1, 0), "v");   /* zero: the update makes it positive */
+}
+
+int workload_setup(Workload *w, G *g, const char *family, const int *max_tun, char *why, size_t n) {
+    memset(w, 0, sizeof *w);
+    w->family = family;
+    if (!strcmp(family, "encoder")) { setup_encoder(w, g); w->run = run_encoder; }
+    else if (!strcmp(family, "layernorm")) { setup_layernorm(w, g); w->run = run_layernorm; }
+    else if (!strcmp(family, "matmul")) { setup_bias(w, g, max_tun); w->run = run_bias; }
+    else if (!strcmp(family, "attention")) { setup_attention(w, g); w->run = run_attention; }
+    else if (!strcmp(family, "gelu")) { setup_gelu(w, g); w->run = run_gelu; }
+    else if (!strcmp(family, "classifier")) { setup_classifier(w, g); w->run = run_classifier; }
+    else if (!strcmp(family, "norm")) { setup_norm(w, g, max_tun); w->run = run_norm; }
+    else if (!strcmp(family, "adamw")) { setup_adamw(w, g); w->run = run_adamw; }
+    else { snprintf(why, n, "no workload for the %s kernels in tune/workloads.c", family); return -1; }
+    return 0;
+}
+
+int workload_fill(Workload *w, G *g, Err *err) {
+    for (int i = 0; i < w->n_bufs; i++) {
+        WlBuf *b = &w->b[i];
+        if (!b->n) continue;   /* fixed data */
+        int rc = b->scale == 0 ? cu.cuMemsetD8(b->p, 0, b->n * (b->f32 ? 4 : g->xs)) != CUDA_SUCCESS
+                               : dfill(g, b->p, b->n, b->f32, b->scale, b->seed);
+        if (rc) return err_set(err, "filling the %s workload's buffer %d (%zu elements) failed", w->family, i, b->n);
+    }
+    return 0;
+}
+
+/* fp32 copies of n elements at element offset off of buffer b */
+static int fetch(G *g, const WlBuf *b, size_t off, size_t n, float *h) {
+    if (b->f32) return cu.cuMemcpyDtoH(h, b->p + off * 4, n * 4) == CUDA_SUCCESS ? 0 : -1;
+    return down(g, h, b->p + off * g->xs, n);
+}
+
+float *workload_sample(Workload *w, G *g, size_t *n, Err *err) {
+    const size_t whole = (size_t)1 << 22, window = (size_t)1 << 18;
+    size_t total = 0;
+    for (int i = 0; i < w->n_out; i++) {
+        size_t bn = w->b[w->out[i].buf].n;
+        total += w->out[i].sum ? 1 : bn <= whole ? bn : 16 * window;
+    }
+    float *h = xmalloc(total * sizeof(float)), *tmp = NULL;
+    size_t at = 0;
+    int rc = 0;
+    for (int i = 0; i < w->n_out && !rc; i++) {
+        const WlBuf *b = &w->b[w->out[i].buf];
+        if (w->out[i].sum) {
+            free(tmp);
+            tmp = xmalloc(b->n * sizeof(float));
+            rc = fetch(g, b, 0, b->n, tmp);
+            double s = 0;
+            for (size_t j = 0; j < b->n; j++) s += tmp[j];
+            h[at++] = (float)s;
+        } else if (b->n <= whole) {
+            rc = fetch(g, b, 0, b->n, h + at);
+            at += b->n;
+        } else {
+            for (int k = 0; k < 16 && !rc; k++, at += window) rc = fetch(g, b, (b->n - window) / 15 * k, window, h + at);
+        }
+    }
+    free(tmp);
+    if (rc) { free(h); err_set(err, "reading the %s workload's outputs back failed", w->family); return NULL; }
+    *n = total;
+    return h;
+}
