@@ -78,18 +78,31 @@ int args_parse(int argc, char **argv, Args *a, const char *cmd) {
     return 0;
 }
 
-/* Loads the config and makes the plan. Errors here are the user's input: exit code 2. */
-int args_load_and_plan(const Args *a, Config *cfg, Plan *plan) {
+int args_make_plans(const Args *a, const Config *cfg, const char *arch, Plan *plan, Plan *sample) {
+    Err err;
+    if (plan_make_train(plan, cfg, arch, &err) || (sample && plan_make_sample(sample, cfg, arch, &err))) {
+        fprintf(stderr, "gpt2gen: %s\n", err.msg);
+        return EXIT_USAGE;
+    }
+    if (!a->untuned) args_tune_db(a, plan, sample);
+    return 0;
+}
+
+/* Loads the config and makes the plans. Errors here are the user's input: exit code 2. */
+int args_load_and_plan(const Args *a, Config *cfg, Plan *plan, Plan *sample) {
     Err err;
     if (config_load(cfg, a->config, a->sets, a->n_sets, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
     char arch[16];
     const char *note;
     cuda_pick_arch(a->arch, cfg->arch, arch, &note);
     if (!config_arch_valid(arch)) { fprintf(stderr, "gpt2gen: arch: expected sm_XX with XX >= 70, got '%s'\n", arch); return EXIT_USAGE; }
-    if (plan_make(plan, cfg, arch, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
     if (!a->quiet && strcmp(note, "--arch") && strcmp(note, "config")) printf("arch %s (%s)\n", arch, note);
-    if (!a->untuned) args_tune_db(a, cfg, plan);
-    return 0;
+    return args_make_plans(a, cfg, arch, plan, sample);
+}
+
+int args_build_plans(const Args *a, const Plan *plan, const Plan *sample, int quiet, Err *err) {
+    const Plan *plans[2] = {plan, sample};
+    return build_plans(plans, sample ? 2 : 1, a->jobs, quiet, NULL, err);
 }
 
 /* "3 kernel families, 15 matmuls and the attention path" */
@@ -111,7 +124,7 @@ static const TuneEnv *given_env;
 static const char *given_cublaslt;
 void args_use_tune_env(const TuneEnv *env, const char *cublaslt) { given_env = env; given_cublaslt = cublaslt; }
 
-void args_tune_db(const Args *a, Config *cfg, Plan *plan) {
+void args_tune_db(const Args *a, Plan *plan, Plan *sample) {
     const char *path = tune_db_path();
     if (a->no_tune_db) {
         if (!a->quiet) printf("tune db %s: not used (--no-tune-db); default variants\n", path);
@@ -134,7 +147,8 @@ void args_tune_db(const Args *a, Config *cfg, Plan *plan) {
     tune_db_load(&db, path, stderr);   /* unreadable file, corrupt lines: one message each */
     TuneApplied ap;
     tune_db_apply(&db, &env, plan, cublaslt, &ap, stderr);
-    if (ap.attention) cfg->attention = ap.attention_path;
+    TuneApplied quiet;   /* the sampling plan's entries, if the tuner measured its shape; its notes would repeat */
+    if (sample) tune_db_apply(&db, &env, sample, cublaslt, &quiet, NULL);
     char what[256], extra[128] = "";
     applied_list(&ap, what, sizeof what);
     if (ap.overridden) snprintf(extra, sizeof extra, "; %d tunable%s set by the config kept", ap.overridden, ap.overridden == 1 ? "" : "s");
@@ -146,14 +160,15 @@ void args_tune_db(const Args *a, Config *cfg, Plan *plan) {
     tune_db_free(&db);
 }
 
-int args_build(int argc, char **argv, const char *cmd, const char *usage, Config *cfg, Plan *plan, int *done) {
+int args_build(int argc, char **argv, const char *cmd, const char *usage, Config *cfg, Plan *plan, Plan *sample,
+               int *done) {
     Args a;
     *done = 0;
     int rc = args_parse(argc, argv, &a, cmd);
     if (rc) return rc;
     if (a.help) { fputs(usage, stdout); *done = 1; return 0; }
-    if ((rc = args_load_and_plan(&a, cfg, plan))) return rc;
+    if ((rc = args_load_and_plan(&a, cfg, plan, sample))) return rc;
     Err err;
-    if (build_run(plan, a.jobs, a.quiet, NULL, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
+    if (args_build_plans(&a, plan, sample, a.quiet, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     return 0;
 }

@@ -7,8 +7,10 @@ static const char *BUILD_USAGE =
     "\n"
     "Generates the kernel sources for CONFIG.lua, compiles them with NVRTC, and writes build/<name>/:\n"
     "  config.lua        the config with every default filled in\n"
-    "  plan.txt          kernels, launch geometry, tunables and the GPU memory of one training step\n"
-    "  kernels/*.cu      the generated sources (readable; the constants are baked in)\n"
+    "  plan.txt          a section per plan (the training step; the one-row forward that samples): kernels,\n"
+    "                    launch geometry, tunables, matmuls, attention path and the GPU memory of its step\n"
+    "  kernels/*.cu      the generated sources of the training plan (readable; the constants are baked in);\n"
+    "                    kernels/sample/ the sampling plan's\n"
     "  kernels/*.cubin   the compiled kernels\n"
     "CUBINs are cached under build/cache (or $GPT2GEN_CACHE) by a hash of source, options, arch and NVRTC\n"
     "version; a build with nothing changed compiles nothing.\n"
@@ -24,7 +26,7 @@ static const char *BUILD_USAGE =
 
 int cmd_build(int argc, char **argv) {
     static Config cfg;
-    static Plan plan;
+    static Plan plan, sample;
     int done;
-    return args_build(argc, argv, "build", BUILD_USAGE, &cfg, &plan, &done);
+    return args_build(argc, argv, "build", BUILD_USAGE, &cfg, &plan, &sample, &done);
 }

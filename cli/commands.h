@@ -33,15 +33,22 @@ typedef struct {
 
 /* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
 int args_parse(int argc, char **argv, Args *a, const char *cmd);
-/* Loads the config and makes the plan for the arch cuda_pick_arch chooses. Errors here are the user's
-   input: the message is printed and the result is 2. */
-int args_load_and_plan(const Args *a, Config *cfg, Plan *plan);
-/* Applies the tuning database (gen/tune_db.h) to plan, unless --no-tune-db, and says so in one line (unless -q;
-   and not where there is no GPU and no database); a stale or corrupt database is reported and ignored. A database choice of attention path sets cfg->attention
-   (for attention = "auto" only). */
-void args_tune_db(const Args *a, Config *cfg, Plan *plan);
+/* Loads the config and makes its training plan, and its sampling plan where sample is not NULL, for the arch
+   cuda_pick_arch chooses. Errors here are the user's input: the message is printed and the result is 2. */
+int args_load_and_plan(const Args *a, Config *cfg, Plan *plan, Plan *sample);
+/* The plans of cfg for arch (sample may be NULL), with the tuning database; 2 after printing an error. */
+int args_make_plans(const Args *a, const Config *cfg, const char *arch, Plan *plan, Plan *sample);
+/* Builds the plans (sample may be NULL): gen/build.h's build_plans with -j. */
+int args_build_plans(const Args *a, const Plan *plan, const Plan *sample, int quiet, Err *err);
+/* Applies the tuning database (gen/tune_db.h) to plan (and to sample, where not NULL), unless --no-tune-db, and
+   says so in one line (unless -q; and not where there is no GPU and no database); a stale or corrupt database is
+   reported and ignored. The database's choices are the plans' (an attention path only for attention = "auto"):
+   the config is never changed. */
+void args_tune_db(const Args *a, Plan *plan, Plan *sample);
 /* args_tune_db keys the database with this machine as given (probed by a child process) instead of probing it. */
 void args_use_tune_env(const TuneEnv *env, const char *cublaslt);
-/* parse, load, plan, generate and compile; usage is printed for --help (*done set, returns 0). */
-int args_build(int argc, char **argv, const char *cmd, const char *usage, Config *cfg, Plan *plan, int *done);
+/* parse, load, plan, generate and compile (the sampling plan too where sample is not NULL); usage is printed for
+   --help (*done set, returns 0). */
+int args_build(int argc, char **argv, const char *cmd, const char *usage, Config *cfg, Plan *plan, Plan *sample,
+               int *done);
 #endif

@@ -17,7 +17,7 @@ int cmd_test(int argc, char **argv) {
     static Config cfg;
     static Plan plan;
     int done;
-    int rc = args_build(argc, argv, "test", TEST_USAGE, &cfg, &plan, &done);
+    int rc = args_build(argc, argv, "test", TEST_USAGE, &cfg, &plan, NULL, &done);
     if (rc || done) return rc;
     int failed = gpu_test_run(&cfg, &plan);
     return report_summary() || failed > 0 ? EXIT_FAIL : 0;   /* "RESULT p f s", as every test program ends */

@@ -93,7 +93,7 @@ static int make_id(void *id, size_t len, void *ctx, Err *err) {
 
 /* `--gpus N` (or train.num_gpus = N) on the GPU: builds once, then a process per GPU (runtime/ranks/launch.h). With
    backend "cpu" (GPT2GEN_CPU_PROCESSES=1), a process per rank on the CPU backend. */
-static int train_local(Args *a, Config *cfg, Plan *plan, const char *backend) {
+static int train_local(Args *a, Config *cfg, Plan *plan, Plan *sample, const char *backend) {
     Err err;
     int n = cfg->train.num_gpus, cpu = !strcmp(backend, "cpu"), rc;
     static GpuProbe p;
@@ -107,8 +107,8 @@ static int train_local(Args *a, Config *cfg, Plan *plan, const char *backend) {
         if (!a->arch) a->arch = p.arch;   /* GPU 0's, as the one-process path does */
         if (p.env_ok) args_use_tune_env(&p.env, p.cublaslt);
     }
-    if ((rc = args_load_and_plan(a, cfg, plan))) return rc;
-    if (!cpu && (nccl_load(NULL, &err) || build_run(plan, a->jobs, a->quiet, NULL, &err))) {
+    if ((rc = args_load_and_plan(a, cfg, plan, sample))) return rc;
+    if (!cpu && (nccl_load(NULL, &err) || args_build_plans(a, plan, sample, a->quiet, &err))) {
         fprintf(stderr, "gpt2gen: %s\n", err.msg);
         return EXIT_FAIL;
     }
@@ -118,14 +118,14 @@ static int train_local(Args *a, Config *cfg, Plan *plan, const char *backend) {
     if (rc == -1) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     if (rc != LAUNCH_CHILD) return rc;
     TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, rank, n, rank, id};
-    return train_run(cfg, plan, &opt);
+    return train_run(cfg, plan, sample, &opt);
 }
 
 /* One process of several that mpirun or srun started: rank 0 builds and hands out NCCL's id through a file
    (runtime/ranks/launch.h), the others wait for it and then build (from the kernel cache rank 0 filled). */
-static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan, const char *backend) {
+static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan, Plan *sample, const char *backend) {
     Err err;
-    int cpu = !strcmp(backend, "cpu"), rc = args_load_and_plan(a, cfg, plan);
+    int cpu = !strcmp(backend, "cpu"), rc = args_load_and_plan(a, cfg, plan, sample);
     if (rc) return rc;
     char path[RUNDIR_PATH_MAX];
     double timeout;
@@ -135,13 +135,13 @@ static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan,
         fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg);
         return EXIT_FAIL;
     }
-    if (le->rank == 0) rc = (!cpu && build_run(plan, a->jobs, a->quiet, NULL, &err)) || make_id(id, sizeof id, cpu ? (void *)1 : NULL, &err) ||
+    if (le->rank == 0) rc = (!cpu && args_build_plans(a, plan, sample, a->quiet, &err)) || make_id(id, sizeof id, cpu ? (void *)1 : NULL, &err) ||
                             launch_share_id_file(path, 0, id, NCCL_ID_BYTES, timeout, &err);
     else rc = launch_share_id_file(path, le->rank, id, NCCL_ID_BYTES, timeout, &err) ||
-              (!cpu && build_run(plan, a->jobs, 1, NULL, &err));
+              (!cpu && args_build_plans(a, plan, sample, 1, &err));
     if (rc) { fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg); return EXIT_FAIL; }
     TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, le->rank, le->world, le->local_rank, id};
-    rc = train_run(cfg, plan, &opt);
+    rc = train_run(cfg, plan, sample, &opt);
     if (le->rank == 0) launch_id_file_remove(path);
     return rc;
 }
@@ -157,7 +157,7 @@ int cmd_train(int argc, char **argv) {
         return EXIT_USAGE;
     }
     static Config cfg;
-    static Plan plan;
+    static Plan plan, sample;   /* the training step, and the one-row forward that samples */
     Err err;
     /* started by mpirun or srun (or our own launcher): the launcher's world is train.num_gpus */
     LaunchEnv le;
@@ -179,10 +179,10 @@ int cmd_train(int argc, char **argv) {
     }
     /* the config alone first (no CUDA in this process yet): several GPUs on one machine fork first */
     if (config_load(&cfg, a.config, a.sets, a.n_sets, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
-    if (le.world > 1) return train_launched(&a, &le, &cfg, &plan, !strcmp(backend, "cpu") ? "cpu" : "cuda");
+    if (le.world > 1) return train_launched(&a, &le, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda");
     if (cfg.train.num_gpus > 1 && (strcmp(backend, "cpu") || cpu_processes()))
-        return train_local(&a, &cfg, &plan, !strcmp(backend, "cpu") ? "cpu" : "cuda");
-    if ((rc = args_load_and_plan(&a, &cfg, &plan))) return rc;
+        return train_local(&a, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda");
+    if ((rc = args_load_and_plan(&a, &cfg, &plan, &sample))) return rc;
     char arch[16];
     /* several ranks in one process run only as the CPU emulation, asked for by name */
     if (train_check_ranks(&cfg, backend, 1, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
@@ -197,12 +197,11 @@ int cmd_train(int argc, char **argv) {
         /* the kernels must be for this GPU: a config's or --arch's other target is rebuilt for it */
         if (cuda_device_arch(0, arch, &err) == 0 && strcmp(arch, plan.arch)) {
             printf("note: building for GPU 0's %s instead of %s\n", arch, plan.arch);
-            if (plan_make(&plan, &cfg, arch, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
-            args_tune_db(&a, &cfg, &plan);
+            if ((rc = args_make_plans(&a, &cfg, arch, &plan, &sample))) return rc;
         }
-        if (build_run(&plan, a.jobs, a.quiet, NULL, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
+        if (args_build_plans(&a, &plan, &sample, a.quiet, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     }
     TrainOptions opt = {backend, a.quiet, 0, 1, 0, NULL};
-    return train_run(&cfg, &plan, &opt);
+    return train_run(&cfg, &plan, &sample, &opt);
 }
 

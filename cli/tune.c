@@ -496,7 +496,6 @@ static int run(Tuner *t) {
     BuildStats st;
     if (build_run(&t->plan, t->a.jobs, 1, &st, &err)) { fprintf(stderr, "gpt2gen tune: %s\n", err.msg); return EXIT_FAIL; }
     fprintf(stderr, "tune: timing the untuned step\n");
-    AttentionPath asked = t->cfg.attention;
     if (step_time(&t->plan, 10, &before, lb, &err)) { fprintf(stderr, "gpt2gen tune: untuned step: %s\n", err.msg); return EXIT_FAIL; }
     static FamilyVariants fv[PLAN_MAX_MODULES];
     for (int i = 0; i < t->plan.n_modules; i++) {
@@ -527,7 +526,7 @@ static int run(Tuner *t) {
     *tuned = t->plan;
     TuneApplied ap;
     tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &ap, stderr);
-    if (matches(t, "attention-path") && t->cfg.precision != PREC_FP32 && asked == ATTN_AUTO) {
+    if (matches(t, "attention-path") && t->cfg.precision != PREC_FP32 && !strcmp(t->plan.attention_origin, "auto")) {
         CompileJob job;   /* the tuned attention module's CUBIN */
         memset(&job, 0, sizeof job);
         char *img[PLAN_MAX_MODULES];
@@ -544,7 +543,6 @@ static int run(Tuner *t) {
         tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &ap, stderr);
     }
     if (tune_db_rewrite(&t->db, &err)) fprintf(stderr, "gpt2gen tune: %s\n", err.msg);
-    if (ap.attention) t->cfg.attention = ap.attention_path;
     int rc = build_run(tuned, t->a.jobs, 1, &st, &err);
     if (rc) fprintf(stderr, "gpt2gen tune: building the tuned kernels: %s\n", err.msg);
     fprintf(stderr, "tune: timing the tuned step\n");
@@ -556,10 +554,8 @@ static int run(Tuner *t) {
         double before2 = 0, after2 = 0;
         float l2[3];
         fprintf(stderr, "tune: the tuned step was slower (%.2f against %.2f ms): timing both again\n", after, before);
-        AttentionPath chosen = t->cfg.attention;
-        t->cfg.attention = asked;                        /* the untuned step as at first */
+        /* the untuned step as at first (its plan keeps its own attention path) */
         rc = build_run(&t->plan, t->a.jobs, 1, &st, &err) || step_time(&t->plan, 10, &before2, l2, &err);
-        t->cfg.attention = chosen;
         rc = rc || build_run(tuned, t->a.jobs, 1, &st, &err) || step_time(tuned, 10, &after2, l2, &err);
         if (rc) fprintf(stderr, "gpt2gen tune: timing the steps again: %s\n", err.msg);
         before = fmin(before, before2);
@@ -570,7 +566,6 @@ static int run(Tuner *t) {
                     "`--no-tune-db` builds the defaults\n");
     }
     if (!rc && compare_steps(t, before, lb, after, la, twice)) t->failed++;
-    t->cfg.attention = asked;
     for (int i = 0; i < t->plan.n_modules; i++) {
         for (int j = 0; j < fv[i].n; j++) { free(fv[i].jobs[j].cubin); free(fv[i].sources[j]); }
         free(fv[i].sources);
@@ -588,7 +583,7 @@ int cmd_tune(int argc, char **argv) {
     if ((rc = args_parse(argc, argv, &t.a, "tune"))) return rc;
     if (t.a.help) { fputs(TUNE_USAGE, stdout); return 0; }
     t.a.untuned = 1;
-    if ((rc = args_load_and_plan(&t.a, &t.cfg, &t.plan))) return rc;
+    if ((rc = args_load_and_plan(&t.a, &t.cfg, &t.plan, NULL))) return rc;
     Err err;
     if (tune_env_probe(&t.env, t.cublaslt, sizeof t.cublaslt, &err) || getenv("GPT2GEN_TUNE_ENV")) {
         fprintf(stderr, "gpt2gen tune: needs a GPU: %s\n", getenv("GPT2GEN_TUNE_ENV") ? "GPT2GEN_TUNE_ENV is a test hook for builds" : err.msg);

@@ -149,7 +149,9 @@ static void remove_stale(const char *parent, const char *base) {
 /* ---------------------------------------------------------------- the build */
 
 typedef struct {
-    const Plan *plan;
+    const Plan *const *plans;  /* plans[0]'s build folder and config are the build's */
+    int n_plans;
+    const Plan *plan;          /* plans[0] */
     char dir[PATH_BYTES];      /* build/<name> */
     char parent[PATH_BYTES];   /* build */
     char base[PATH_BYTES];     /* <name> */
@@ -158,14 +160,20 @@ typedef struct {
 } Places;
 
 /* The places of plan's build; refuses a name or a build folder that a build must not replace. */
-static int places_make(Places *p, const Plan *plan, Err *err) {
-    const char *name = plan->cfg->name, *dir = plan->build_dir;
+static int places_make(Places *p, const Plan *const *plans, int n, Err *err) {
+    const Plan *plan = plans[0];
+    const char *name = plan->config_name, *dir = plan->build_dir;
     size_t nd = strlen(dir), nn = strlen(name);
+    p->plans = plans;
+    p->n_plans = n;
     p->plan = plan;
+    for (int i = 1; i < n; i++)
+        if (strcmp(plans[i]->build_dir, dir))
+            return err_set(err, "plan \"%s\" is for the build folder %s, not %s", plans[i]->name, plans[i]->build_dir, dir);
     if (!nn || !strcmp(name, ".") || !strcmp(name, "..") || strchr(name, '/') || strchr(name, '~'))
-        return err_set(err, "%s: name \"%s\" cannot name a build folder", plan->cfg->path, name);
+        return err_set(err, "%s: name \"%s\" cannot name a build folder", plan->config_path, name);
     if (nd < nn + 2 || strcmp(dir + nd - nn, name) || dir[nd - nn - 1] != '/')
-        return err_set(err, "%s: the build folder \"%s\" is not <folder>/%s (name too long?)", plan->cfg->path, dir, name);
+        return err_set(err, "%s: the build folder \"%s\" is not <folder>/%s (name too long?)", plan->config_path, dir, name);
     if (path_fmt(p->dir, err, "%s", dir) || path_fmt(p->parent, err, "%.*s", (int)(nd - nn - 1), dir) ||
         path_fmt(p->base, err, "%s", name) || path_fmt(p->stage, err, "%s~%d", dir, (int)getpid()) ||
         path_fmt(p->failed, err, "%s~failed", dir))
@@ -189,6 +197,15 @@ static int places_make(Places *p, const Plan *plan, Err *err) {
     return 0;
 }
 
+/* Makes the folder path lies in. */
+static int mkdir_parent(const char *path, Err *err) {
+    char dir[PATH_BYTES];
+    const char *slash = strrchr(path, '/');
+    if (!slash) return 0;
+    if (path_fmt(dir, err, "%.*s", (int)(slash - path), path)) return -1;
+    return mkdir_p(dir, err);
+}
+
 /* path (under p->dir) moved under root instead. */
 static int path_under(char *out, const Places *p, const char *root, const char *path, Err *err) {
     size_t n = strlen(p->dir);
@@ -210,32 +227,41 @@ static int write_config(const Places *p, Err *err) {
     return rc;
 }
 
-/* plan.txt into the stage: plan_write writes <build_dir>/plan.txt, so a copy of the plan whose build_dir is the
-   stage (the modules' paths, which plan.txt prints, stay the final ones). */
+/* plan.txt into the stage: plan_write writes <first plan's build_dir>/plan.txt, so with a copy of the first plan
+   whose build_dir is the stage (the modules' paths, which plan.txt prints, stay the final ones). */
 static int write_plan(const Places *p, Err *err) {
     Plan *copy = xmalloc(sizeof *copy);
     *copy = *p->plan;
+    const Plan *plans[BUILD_MAX_PLANS];
+    plans[0] = copy;
+    for (int i = 1; i < p->n_plans; i++) plans[i] = p->plans[i];
     int n = snprintf(copy->build_dir, sizeof copy->build_dir, "%s", p->stage);
     int rc = n < 0 || n >= (int)sizeof copy->build_dir ? err_set(err, "%s: path too long for the plan", p->stage)
-                                                        : plan_write(copy, err);
+                                                        : plan_write(plans, p->n_plans, err);
     free(copy);
     return rc;
 }
 
+/* The modules of every plan in one list: job j is module j % PLAN_MAX_MODULES of plan j / PLAN_MAX_MODULES. */
+static const PlanModule *job_module(const Places *p, int j) {
+    const Plan *plan = p->plans[j / PLAN_MAX_MODULES];
+    int i = j % PLAN_MAX_MODULES;
+    return i < plan->n_modules ? &plan->modules[i] : NULL;
+}
+
 /* Writes the build into a copy of build/<name>/ and swaps it into place. */
-static int commit(const Places *p, const CompileJob *jobs, char **sources, Err *err) {
-    const Plan *plan = p->plan;
+static int commit(const Places *p, const CompileJob *jobs, char **sources, int n_jobs, Err *err) {
     char path[PATH_BYTES];
     remove_stale(p->parent, p->base);
     int rc = link_tree(p->dir, p->stage, err);
-    if (rc == 0) rc = path_fmt(path, err, "%s/kernels", p->stage);
-    if (rc == 0) rc = mkdir_p(path, err);
-    for (int i = 0; i < plan->n_modules && rc == 0; i++) {
-        const PlanModule *m = &plan->modules[i];
+    for (int j = 0; j < n_jobs && rc == 0; j++) {
+        const PlanModule *m = job_module(p, j);
+        if (!m) continue;
         rc = path_under(path, p, p->stage, m->source_path, err);
-        if (rc == 0) rc = write_if_changed(path, sources[i], strlen(sources[i]), err);
+        if (rc == 0) rc = mkdir_parent(path, err);
+        if (rc == 0) rc = write_if_changed(path, sources[j], strlen(sources[j]), err);
         if (rc == 0) rc = path_under(path, p, p->stage, m->cubin_path, err);
-        if (rc == 0) rc = write_if_changed(path, jobs[i].cubin, jobs[i].cubin_size, err);
+        if (rc == 0) rc = write_if_changed(path, jobs[j].cubin, jobs[j].cubin_size, err);
     }
     if (rc == 0) rc = write_plan(p, err);
     if (rc == 0) rc = write_config(p, err);
@@ -254,41 +280,62 @@ static void keep_failed_sources(const Places *p, const CompileJob *jobs, int n) 
     Err ignore;
     dir_remove_tree(p->failed);
     if (path_fmt(path, &ignore, "%s/kernels", p->failed) || mkdir_p(path, &ignore)) return;
-    for (int i = 0; i < n; i++) write_file_atomic(jobs[i].source_path, jobs[i].source, strlen(jobs[i].source), &ignore);
+    for (int i = 0; i < n; i++)
+        if (jobs[i].source && !mkdir_parent(jobs[i].source_path, &ignore))
+            write_file_atomic(jobs[i].source_path, jobs[i].source, strlen(jobs[i].source), &ignore);
 }
 
-static int run_locked(const Places *p, int threads, CompileJob *jobs, char **sources, char (*src_paths)[PATH_BYTES], Err *err) {
-    const Plan *plan = p->plan;
-    int n = plan->n_modules;
-    for (int i = 0; i < n; i++) {
-        const PlanModule *m = &plan->modules[i];
-        sources[i] = emit_module(plan, m, err);
-        if (!sources[i] || path_under(src_paths[i], p, p->failed, m->source_path, err)) return -1;
-        jobs[i].name = m->decl->family;
-        jobs[i].source = sources[i];
-        jobs[i].source_path = src_paths[i];   /* where NVRTC errors send people: kept only when NVRTC fails */
-        jobs[i].arch = plan->arch;
+static int run_locked(const Places *p, int threads, CompileJob *jobs, char **sources, char (*src_paths)[PATH_BYTES],
+                      int n_jobs, Err *err) {
+    int n = 0;   /* the jobs of real modules, packed at the front for NVRTC */
+    int of[BUILD_MAX_PLANS * PLAN_MAX_MODULES];
+    for (int j = 0; j < n_jobs; j++) {
+        const PlanModule *m = job_module(p, j);
+        if (!m) continue;
+        const Plan *plan = p->plans[j / PLAN_MAX_MODULES];
+        sources[n] = emit_module(plan, m, err);
+        if (!sources[n] || path_under(src_paths[n], p, p->failed, m->source_path, err)) return -1;
+        jobs[n].name = m->decl->family;
+        jobs[n].source = sources[n];
+        jobs[n].source_path = src_paths[n];   /* where NVRTC errors send people: kept only when NVRTC fails */
+        jobs[n].arch = plan->arch;
+        of[n++] = j;
     }
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (nvrtc_compile_all(jobs, n, nvrtc_cache_dir(), threads, err)) {
         keep_failed_sources(p, jobs, n);
         return -1;
     }
-    return commit(p, jobs, sources, err);
+    /* back to job order (commit finds each one's module by its index) */
+    for (int k = n - 1; k >= 0; k--) {
+        if (of[k] == k) continue;
+        jobs[of[k]] = jobs[k];
+        sources[of[k]] = sources[k];
+        memset(&jobs[k], 0, sizeof jobs[k]);
+        sources[k] = NULL;
+    }
+    return commit(p, jobs, sources, n_jobs, err);
 }
 
 int build_run(const Plan *plan, int threads, int quiet, BuildStats *st, Err *err) {
+    return build_plans(&plan, 1, threads, quiet, st, err);
+}
+
+int build_plans(const Plan *const *plans, int n_plans, int threads, int quiet, BuildStats *st, Err *err) {
     double t0 = now_seconds();
+    if (n_plans < 1 || n_plans > BUILD_MAX_PLANS) return err_set(err, "a build makes 1 to %d plans, not %d", BUILD_MAX_PLANS, n_plans);
+    const Plan *plan = plans[0];
     Places *p = xmalloc(sizeof *p);
-    int lock = -1, n = plan->n_modules;
-    int rc = places_make(p, plan, err);
-    if (rc == 0) rc = lock_build(p->dir, plan->cfg->name, &lock, err);
+    int lock = -1, n = n_plans * PLAN_MAX_MODULES, modules = 0;
+    for (int i = 0; i < n_plans; i++) modules += plans[i]->n_modules;
+    int rc = places_make(p, plans, n_plans, err);
+    if (rc == 0) rc = lock_build(p->dir, plan->config_name, &lock, err);
     CompileJob *jobs = xcalloc(n, sizeof *jobs);
     char **sources = xcalloc(n, sizeof *sources);
     char (*src_paths)[PATH_BYTES] = xcalloc(n, sizeof *src_paths);
-    if (rc == 0) rc = run_locked(p, threads, jobs, sources, src_paths, err);
+    if (rc == 0) rc = run_locked(p, threads, jobs, sources, src_paths, n, err);
     if (lock >= 0) close(lock);
-    BuildStats s = {n, 0, 0, now_seconds() - t0};
+    BuildStats s = {modules, 0, 0, now_seconds() - t0};
     for (int i = 0; i < n; i++) { s.cached += jobs[i].from_cache; s.compiled += !jobs[i].from_cache && jobs[i].cubin; }
     for (int i = 0; i < n; i++) { free(jobs[i].cubin); free(sources[i]); }
     free(jobs);
@@ -296,8 +343,18 @@ int build_run(const Plan *plan, int threads, int quiet, BuildStats *st, Err *err
     free(src_paths);
     free(p);
     if (st) *st = s;
-    if (rc == 0 && !quiet)
-        printf("%s: %d modules for %s: %d compiled, %d from cache, %.2f s\n", plan->build_dir, n, plan->arch,
-               s.compiled, s.cached, s.seconds);
+    if (rc == 0 && !quiet) {
+        char which[128] = "";
+        if (n_plans > 1) {
+            snprintf(which, sizeof which, " (plans");
+            for (int i = 0; i < n_plans; i++) {
+                size_t len = strlen(which);
+                snprintf(which + len, sizeof which - len, " %s", plans[i]->name);
+            }
+            strncat(which, ")", sizeof which - strlen(which) - 1);
+        }
+        printf("%s: %d modules%s for %s: %d compiled, %d from cache, %.2f s\n", plan->build_dir, modules, which,
+               plan->arch, s.compiled, s.cached, s.seconds);
+    }
     return rc;
 }

@@ -241,19 +241,19 @@ const FamilyDecl kernel_families[] = {
     {0},
 };
 
-KernelEnv kernel_env(const Config *cfg, const FamilyDecl *f, const int *tun) {
+KernelEnv kernel_env(const GPT2Shape *model, const StepShape *step, const FamilyDecl *f, const int *tun) {
     KernelEnv e;
     memset(&e, 0, sizeof e);
-    e.B = cfg->train.batch_size;
-    e.T = cfg->train.seq_len;
-    e.C = cfg->model.n_embd;
-    e.NH = cfg->model.n_head;
+    e.B = step->B;
+    e.T = step->T;
+    e.C = model->n_embd;
+    e.NH = model->n_head;
     e.HS = e.C / e.NH;
-    e.L = cfg->model.n_layer;
-    e.V = cfg->model.vocab_size;
-    e.Vp = cfg->model.padded_vocab_size;
-    e.maxT = cfg->model.max_seq_len;
-    e.x128 = cfg->precision == PREC_FP32 ? 4 : 8;
+    e.L = model->n_layer;
+    e.V = model->vocab_size;
+    e.Vp = model->padded_vocab_size;
+    e.maxT = model->max_seq_len;
+    e.x128 = step->precision == PREC_FP32 ? 4 : 8;
     for (int i = 0; i < FAMILY_MAX_TUNABLES && f->tunables[i].name; i++) e.tun[i] = tun[i];
     if (f->derive) f->derive(&e);
     return e;

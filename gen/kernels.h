@@ -11,7 +11,7 @@
  * tests' coverage check. Adding a kernel = its declaration here + its body in the template. */
 #ifndef GPT2GEN_KERNELS_H
 #define GPT2GEN_KERNELS_H
-#include "gen/config.h"
+#include "gen/step.h"
 
 #define KERNEL_MAX_PARAMS 16
 #define FAMILY_MAX_TUNABLES 6
@@ -29,7 +29,7 @@ typedef struct {
     int min, max, multiple_of; /* the allowed values: min <= v <= max, v % multiple_of == 0 */
 } TunableDecl;
 
-/* What geometry rules and derived constants see: the config's shape and one module's values. */
+/* What geometry rules and derived constants see: the plan's model and step shape and one module's values. */
 typedef struct {
     long long B, T, C, NH, HS, L, V, Vp, maxT;
     int x128;                              /* floatX elements in 128 bits */
@@ -71,8 +71,8 @@ extern const FamilyDecl kernel_families[];
 
 /* The one vector-width rule: elements per access for rows of n elements, 128 bits when n allows it. */
 int  kernel_vec(int x128, long long n);
-/* The environment of family f for cfg with tunable values tun (declaration order); fills derived. */
-KernelEnv kernel_env(const Config *cfg, const FamilyDecl *f, const int *tun);
+/* The environment of family f for the model and step with tunable values tun (declaration order); fills derived. */
+KernelEnv kernel_env(const GPT2Shape *model, const StepShape *step, const FamilyDecl *f, const int *tun);
 /* Kernels are numbered over the whole table in declaration order (the K_* ids of kernel_launch.h). */
 int  kernel_count(void);
 const KernelDecl *kernel_decl(int id, const FamilyDecl **family);

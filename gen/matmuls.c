@@ -1,4 +1,4 @@
-/* matmuls: the step's cuBLASLt calls (see matmuls.h), shapes from the config. */
+/* matmuls: the step's cuBLASLt calls (see matmuls.h), shapes from the plan's model and step. */
 #include "gen/matmuls.h"
 
 /* out (N,OC) = inp (N,IC) @ W (OC,IC)^T: D(OC,N) = op(W)(OC,IC) inp(IC,N), W stored (OC,IC) row-major */
@@ -14,9 +14,9 @@ static PlanMatmul linear_dw(const char *name, int N, int IC, int OC, int per_ste
     return (PlanMatmul){name, IC, OC, N, 0, 1, 1, 0, 0, 0, 0, 1, EPI_NONE, per_step, {0}};
 }
 
-void matmuls_plan(PlanMatmul mm[MM_COUNT], const Config *c) {
-    int BT = c->train.batch_size * c->train.seq_len, C = c->model.n_embd, L = c->model.n_layer;
-    int Vp = c->model.padded_vocab_size;
+void matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step) {
+    int BT = step->B * step->T, C = model->n_embd, L = model->n_layer;
+    int Vp = model->padded_vocab_size;
     mm[MM_QKV] = linear("qkv", BT, C, 3 * C, 1, EPI_NONE, L);
     mm[MM_ATTPROJ] = linear("attproj", BT, C, C, 1, EPI_NONE, L);
     mm[MM_FC_GELU] = linear("fc+gelu", BT, C, 4 * C, 1, EPI_GELU_AUX, L);
@@ -32,6 +32,8 @@ void matmuls_plan(PlanMatmul mm[MM_COUNT], const Config *c) {
     mm[MM_ATTPROJ_DW] = linear_dw("attproj dW", BT, C, C, L);
     mm[MM_QKV_DINP] = linear_dinp("qkv dinp", BT, C, 3 * C, EPI_NONE, L);
     mm[MM_QKV_DW] = linear_dw("qkv dW", BT, C, 3 * C, L);
+    if (step->kind != STEP_TRAIN)   /* a forward calls none of the backward's */
+        for (int i = MM_CLASSIFIER_DINP; i < MM_COUNT; i++) mm[i].per_step = 0;
 }
 
 double matmul_flops(const PlanMatmul *m) { return 2.0 * m->m * m->n * m->k * m->batch; }

@@ -1,11 +1,11 @@
-/* matmuls: every cuBLASLt matmul of the training step, as plan entries (they do most of the FLOPs; the
+/* matmuls: every cuBLASLt matmul of a step, as plan entries (they do most of the FLOPs; the
    attention's products are inside its own kernels, templates/attention.cu).
    Column-major, as cuBLASLt sees it: D(m,n) = alpha op(A)(m,k) op(B)(k,n) (+ D when accumulate) (+ bias[m]),
    then the epilogue; strided batched when batch > 1; leading dimensions follow from the shape (packed).
    The CUDA backend builds each entry's descriptors and picks its algorithm once, at start. */
 #ifndef GPT2GEN_MATMULS_H
 #define GPT2GEN_MATMULS_H
-#include "gen/config.h"
+#include "gen/step.h"
 
 typedef enum { EPI_NONE, EPI_GELU_AUX, EPI_DGELU } MatmulEpilogue;
 
@@ -39,6 +39,7 @@ typedef struct {
     MatmulAlgoChoice algo;                   /* from the tuning database; algo.set 0: cuBLASLt's first heuristic */
 } PlanMatmul;
 
-void   matmuls_plan(PlanMatmul mm[MM_COUNT], const Config *cfg);
+/* The entries for B*T rows of the model; a forward step uses the forward ones only. */
+void   matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step);
 double matmul_flops(const PlanMatmul *m);    /* 2*m*n*k*batch per call */
 #endif

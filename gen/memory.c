@@ -29,45 +29,50 @@ static void place(Layout *lo, BufferId id, const char *name, MemCategory cat, si
     }
 }
 
-void memory_plan(PlanMemory *mem, const Config *c, const Plan *plan) {
+void memory_plan(PlanMemory *mem, const Plan *plan) {
     memset(mem, 0, sizeof *mem);
     Layout lo = {mem, 0};
-    GPT2Shape s = config_shape(c);
+    const GPT2Shape *s = &plan->model;
+    const StepShape *st = &plan->step;
     size_t sizes[NUM_PARAM_TENSORS];
-    size_t np = gpt2_param_sizes(&s, sizes, NULL);
-    size_t x = c->precision == PREC_FP32 ? 4 : 2;
-    size_t B = c->train.batch_size, T = c->train.seq_len, C = c->model.n_embd, L = c->model.n_layer;
-    size_t NH = c->model.n_head, Vp = c->model.padded_vocab_size, BT = B * T;
-    int master = c->precision != PREC_FP32 && c->train.master_weights;
-    size_t ln_layers = c->train.recompute >= 2 ? 1 : L, gelu_layers = c->train.recompute >= 1 ? 1 : L;
-    size_t ln_stride = c->train.recompute >= 2 ? 0 : BT * C * x, gelu_stride = c->train.recompute >= 1 ? 0 : BT * 4 * C * x;
+    size_t np = gpt2_param_sizes(s, sizes, NULL);
+    size_t x = st->precision == PREC_FP32 ? 4 : 2;
+    size_t B = st->B, T = st->T, C = s->n_embd, NH = s->n_head, Vp = s->padded_vocab_size, BT = B * T;
+    int train = st->kind == STEP_TRAIN;
+    /* a forward keeps nothing for a backward: one layer's activations serve every layer (layer l reads layer
+       l-1's output before it writes its own, runtime/cuda/step.c) */
+    size_t L = train ? (size_t)s->n_layer : 1;
+    int rec = train ? st->recompute : 2;
+    size_t ln_layers = rec >= 2 ? 1 : L, gelu_layers = rec >= 1 ? 1 : L;
+    size_t ln_stride = rec >= 2 ? 0 : BT * C * x, gelu_stride = rec >= 1 ? 0 : BT * 4 * C * x;
+    size_t lstride = train ? 1 : 0;   /* multiplies the bytes between layers */
 
     /* several ranks: the parameters and gradients padded to equal shards for the collectives; under ZeRO-1 a
        rank keeps the AdamW state and master weights of its shard only (common/gpt2.h, ranks_shard) */
-    int world = c->train.num_gpus;
+    int world = train ? st->ranks : 1;
     size_t npad = world > 1 ? ranks_padded(np, world) : np;
-    size_t nopt = world > 1 && c->train.zero_stage == 1 ? npad / (size_t)world : np;
-    place(&lo, BUF_PARAMS, "params", MEM_PARAMS, npad * x, 0);
-    place(&lo, BUF_GRADS, "grads", MEM_GRADS, npad * x, 0);
+    size_t nopt = !train ? 0 : world > 1 && st->zero_stage == 1 ? npad / (size_t)world : np;
+    place(&lo, BUF_PARAMS, "params", MEM_PARAMS, st->shared_weights ? 0 : npad * x, 0);
+    place(&lo, BUF_GRADS, "grads", MEM_GRADS, train ? npad * x : 0, 0);
     place(&lo, BUF_ADAM_M, "adam_m", MEM_OPTIMIZER, nopt * 4, 0);
     place(&lo, BUF_ADAM_V, "adam_v", MEM_OPTIMIZER, nopt * 4, 0);
-    place(&lo, BUF_MASTER, "master_weights", MEM_OPTIMIZER, master ? nopt * 4 : 0, 0);
+    place(&lo, BUF_MASTER, "master_weights", MEM_OPTIMIZER, st->master_weights ? nopt * 4 : 0, 0);
 
     place(&lo, BUF_ENCODED, "encoded", MEM_ACTIVATIONS, BT * C * x, 0);
     place(&lo, BUF_LN1, "ln1", MEM_ACTIVATIONS, ln_layers * BT * C * x, ln_stride);
-    place(&lo, BUF_LN1_MEAN, "ln1_mean", MEM_ACTIVATIONS, L * BT * 4, BT * 4);
-    place(&lo, BUF_LN1_RSTD, "ln1_rstd", MEM_ACTIVATIONS, L * BT * 4, BT * 4);
-    place(&lo, BUF_QKV, "qkv", MEM_ACTIVATIONS, L * BT * 3 * C * x, BT * 3 * C * x);
-    place(&lo, BUF_ATTY, "atty", MEM_ACTIVATIONS, L * BT * C * x, BT * C * x);
+    place(&lo, BUF_LN1_MEAN, "ln1_mean", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
+    place(&lo, BUF_LN1_RSTD, "ln1_rstd", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
+    place(&lo, BUF_QKV, "qkv", MEM_ACTIVATIONS, L * BT * 3 * C * x, lstride * BT * 3 * C * x);
+    place(&lo, BUF_ATTY, "atty", MEM_ACTIVATIONS, L * BT * C * x, lstride * BT * C * x);
     /* attention keeps no (B,NH,T,T) scores: only each row's log-sum-exp, for the backward */
-    place(&lo, BUF_ATT_STATS, "att_stats", MEM_ACTIVATIONS, L * B * NH * T * 4, B * NH * T * 4);
-    place(&lo, BUF_RESIDUAL2, "residual2", MEM_ACTIVATIONS, L * BT * C * x, BT * C * x);
+    place(&lo, BUF_ATT_STATS, "att_stats", MEM_ACTIVATIONS, L * B * NH * T * 4, lstride * B * NH * T * 4);
+    place(&lo, BUF_RESIDUAL2, "residual2", MEM_ACTIVATIONS, L * BT * C * x, lstride * BT * C * x);
     place(&lo, BUF_LN2, "ln2", MEM_ACTIVATIONS, ln_layers * BT * C * x, ln_stride);
-    place(&lo, BUF_LN2_MEAN, "ln2_mean", MEM_ACTIVATIONS, L * BT * 4, BT * 4);
-    place(&lo, BUF_LN2_RSTD, "ln2_rstd", MEM_ACTIVATIONS, L * BT * 4, BT * 4);
-    place(&lo, BUF_FCH, "fch", MEM_ACTIVATIONS, L * BT * 4 * C * x, BT * 4 * C * x);
+    place(&lo, BUF_LN2_MEAN, "ln2_mean", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
+    place(&lo, BUF_LN2_RSTD, "ln2_rstd", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
+    place(&lo, BUF_FCH, "fch", MEM_ACTIVATIONS, L * BT * 4 * C * x, lstride * BT * 4 * C * x);
     place(&lo, BUF_FCH_GELU, "fch_gelu", MEM_ACTIVATIONS, gelu_layers * BT * 4 * C * x, gelu_stride);
-    place(&lo, BUF_RESIDUAL3, "residual3", MEM_ACTIVATIONS, L * BT * C * x, BT * C * x);
+    place(&lo, BUF_RESIDUAL3, "residual3", MEM_ACTIVATIONS, L * BT * C * x, lstride * BT * C * x);
     place(&lo, BUF_LNF, "lnf", MEM_ACTIVATIONS, BT * C * x, 0);
     place(&lo, BUF_LNF_MEAN, "lnf_mean", MEM_ACTIVATIONS, BT * 4, 0);
     place(&lo, BUF_LNF_RSTD, "lnf_rstd", MEM_ACTIVATIONS, BT * 4, 0);
@@ -75,8 +80,8 @@ void memory_plan(PlanMemory *mem, const Config *c, const Plan *plan) {
     place(&lo, BUF_LOSSES, "losses", MEM_ACTIVATIONS, BT * 4, 0);
 
     place(&lo, BUF_TMP, "tmp", MEM_SCRATCH, BT * C * x, 0);
-    place(&lo, BUF_DRESIDUAL, "dresidual", MEM_SCRATCH, BT * C * x, 0);
-    place(&lo, BUF_DLN, "dln", MEM_SCRATCH, BT * C * x, 0);
+    place(&lo, BUF_DRESIDUAL, "dresidual", MEM_SCRATCH, train ? BT * C * x : 0, 0);
+    place(&lo, BUF_DLN, "dln", MEM_SCRATCH, train ? BT * C * x : 0, 0);
 
     /* Buffers of the layers' backward only: nothing reads them before the classifier's backward has consumed
        the dlogits, so they lie inside the logits buffer when they fit there. */
@@ -84,6 +89,7 @@ void memory_plan(PlanMemory *mem, const Config *c, const Plan *plan) {
         {BUF_DATTY, "datty"}, {BUF_DQKV, "dqkv"}};
     enum { N_BWD = sizeof bwd / sizeof bwd[0] };
     size_t bwd_bytes[N_BWD] = {B * NH * T * 4, BT * 4 * C * x, BT * C * x, BT * 3 * C * x};
+    if (!train) memset(bwd_bytes, 0, sizeof bwd_bytes);
     size_t need = 0;
     for (int i = 0; i < N_BWD; i++) need = align_up(need) + bwd_bytes[i];
     if (need <= mem->buffers[BUF_LOGITS].bytes) {
@@ -100,15 +106,16 @@ void memory_plan(PlanMemory *mem, const Config *c, const Plan *plan) {
     const LaunchDims *ln_bwd = &plan->kernels[K_LAYERNORM_BACKWARD].dims;
     const LaunchDims *bias = &plan->kernels[K_BIAS_BACKWARD_PARTIAL].dims;   /* grid[1]: the row splits */
     const LaunchDims *norm = &plan->kernels[K_GLOBAL_NORM_SQUARED].dims;
-    place(&lo, BUF_LN_SCRATCH, "ln_scratch", MEM_SCRATCH, (size_t)ln_bwd->grid[0] * 2 * C * 4, 0);
-    place(&lo, BUF_BIAS_SCRATCH, "bias_scratch", MEM_SCRATCH, (size_t)bias->grid[1] * 4 * C * 4, 0);
-    place(&lo, BUF_NORM_PARTIALS, "norm_partials", MEM_SCRATCH, (size_t)norm->grid[0] * 4, 0);
+    place(&lo, BUF_LN_SCRATCH, "ln_scratch", MEM_SCRATCH, train ? (size_t)ln_bwd->grid[0] * 2 * C * 4 : 0, 0);
+    place(&lo, BUF_BIAS_SCRATCH, "bias_scratch", MEM_SCRATCH, train ? (size_t)bias->grid[1] * 4 * C * 4 : 0, 0);
+    place(&lo, BUF_NORM_PARTIALS, "norm_partials", MEM_SCRATCH, train ? (size_t)norm->grid[0] * 4 : 0, 0);
 
     place(&lo, BUF_INPUTS, "inputs", MEM_SCRATCH, BT * 4, 0);
     place(&lo, BUF_TARGETS, "targets", MEM_SCRATCH, BT * 4, 0);
-    place(&lo, BUF_BUCKET_TOKEN, "bucket_token", MEM_SCRATCH, BT * 4, 0);
-    place(&lo, BUF_BUCKET_START, "bucket_start", MEM_SCRATCH, (BT + 1) * 4, 0);
-    place(&lo, BUF_POSITIONS, "positions", MEM_SCRATCH, BT * 4, 0);
+    /* the encoder backward's buckets of positions by token */
+    place(&lo, BUF_BUCKET_TOKEN, "bucket_token", MEM_SCRATCH, train ? BT * 4 : 0, 0);
+    place(&lo, BUF_BUCKET_START, "bucket_start", MEM_SCRATCH, train ? (BT + 1) * 4 : 0, 0);
+    place(&lo, BUF_POSITIONS, "positions", MEM_SCRATCH, train ? BT * 4 : 0, 0);
 
     place(&lo, BUF_CUBLASLT_WORKSPACE, "cublaslt_workspace", MEM_WORKSPACE, CUBLASLT_WORKSPACE_BYTES, 0);
     mem->arena_bytes = align_up(lo.end);

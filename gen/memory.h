@@ -1,13 +1,15 @@
-/* memory: the GPU memory of one training step, computed once: every buffer's size, category and offset in
-   one arena, and which buffers share space. The CUDA backend allocates exactly arena_bytes and points each
-   buffer at arena + offset; plan.txt prints the same table. */
+/* memory: the GPU memory of one plan's step, computed once: every buffer's size, category and offset in one
+   arena, and which buffers share space. The CUDA backend allocates exactly arena_bytes and points each buffer at
+   arena + offset; plan.txt prints the same table. A buffer a plan does not use has 0 bytes (a forward has no
+   gradients or optimizer state; a plan that runs with another plan's weights has no parameters). */
 #ifndef GPT2GEN_MEMORY_H
 #define GPT2GEN_MEMORY_H
-#include "gen/config.h"
+#include "gen/step.h"
 
 typedef enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_ACTIVATIONS, MEM_SCRATCH, MEM_WORKSPACE, MEM_CATEGORIES } MemCategory;
 
-/* Every buffer of the step. Per-layer activations hold L layers (one where recompute makes them scratch). */
+/* Every buffer of a step. Per-layer activations of a training step hold L layers (one where recompute makes them
+   scratch); a forward's hold one. */
 typedef enum {
     /* parameters, gradients, optimizer state (AdamW m and v, fp32 master weights) */
     BUF_PARAMS, BUF_GRADS, BUF_ADAM_M, BUF_ADAM_V, BUF_MASTER,
@@ -46,7 +48,7 @@ typedef struct {
 } PlanMemory;
 
 struct Plan;
-/* Lays out the step's buffers for cfg; scratch sizes come from the plan's kernel geometry. */
-void memory_plan(PlanMemory *mem, const Config *cfg, const struct Plan *plan);
+/* Lays out the buffers of plan's step; scratch sizes come from the plan's kernel geometry. */
+void memory_plan(PlanMemory *mem, const struct Plan *plan);
 const char *memory_category_name(MemCategory c);
 #endif

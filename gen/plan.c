@@ -1,4 +1,4 @@
-/* plan: modules, tunables, launch geometry, matmuls and memory for one config (see plan.h). */
+/* plan: modules, tunables, launch geometry, matmuls and memory for one model and step shape (see plan.h). */
 #include "gen/plan.h"
 #include "common/files.h"
 #include <stdio.h>
@@ -59,6 +59,7 @@ static int apply_config_tunables(Plan *plan, const Config *cfg, Err *err) {
             memcpy(t->candidates, ct->values, sizeof ct->values);
         }
         t->origin = "config";
+        t->fixed = ct->n_values == 1;
     }
     return 0;
 }
@@ -76,8 +77,11 @@ static void add_module(Plan *plan, const FamilyDecl *f) {
             t->n_candidates++;
         }
     }
-    snprintf(m->source_path, sizeof m->source_path, "%s/kernels/%s.cu", plan->build_dir, f->family);
-    snprintf(m->cubin_path, sizeof m->cubin_path, "%s/kernels/%s.%s.cubin", plan->build_dir, f->family, plan->arch);
+    /* the training plan's sources lie in kernels/, every other plan's in kernels/<plan>/ */
+    char sub[40] = "";
+    if (plan->step.kind != STEP_TRAIN) snprintf(sub, sizeof sub, "%s/", plan->name);
+    snprintf(m->source_path, sizeof m->source_path, "%s/kernels/%s%s.cu", plan->build_dir, sub, f->family);
+    snprintf(m->cubin_path, sizeof m->cubin_path, "%s/kernels/%s%s.%s.cubin", plan->build_dir, sub, f->family, plan->arch);
 }
 
 /* The family's defaults for this shape, for the tunables the config leaves alone, where the family's check
@@ -87,12 +91,12 @@ static void apply_shape_defaults(Plan *plan, PlanModule *m) {
     if (!f->shape_defaults) return;
     int v[FAMILY_MAX_TUNABLES] = {0}, want[FAMILY_MAX_TUNABLES];
     for (int t = 0; t < m->n_tunables; t++) v[t] = m->tunables[t].value;
-    KernelEnv e = kernel_env(plan->cfg, f, v);
+    KernelEnv e = kernel_env(&plan->model, &plan->step, f, v);
     memcpy(want, v, sizeof v);
     f->shape_defaults(&e, want);
     for (int t = 0; t < m->n_tunables; t++)
         if (strcmp(m->tunables[t].origin, "default") || !tunable_allowed(&f->tunables[t], want[t])) want[t] = v[t];
-    e = kernel_env(plan->cfg, f, want);
+    e = kernel_env(&plan->model, &plan->step, f, want);
     char why[512];
     if (f->check && f->check(&e, why, sizeof why)) return;
     for (int t = 0; t < m->n_tunables; t++)
@@ -110,20 +114,20 @@ LaunchDims plan_launch_dims(const Plan *plan, int id, long long size) {
 /* Sets module i's environment (tunable values, derived constants) and its kernels' launches; checks them. */
 static int module_finalize(Plan *plan, int i, Err *err) {
     PlanModule *m = &plan->modules[i];
-    const Config *cfg = plan->cfg;
+    const char *path = plan->config_path;
     int values[FAMILY_MAX_TUNABLES] = {0};
     for (int t = 0; t < m->n_tunables; t++) values[t] = m->tunables[t].value;
-    m->env = kernel_env(cfg, m->decl, values);
+    m->env = kernel_env(&plan->model, &plan->step, m->decl, values);
     char why[512];
     if (m->decl->check && m->decl->check(&m->env, why, sizeof why))
-        return err_set(err, "%s: the %s kernels cannot serve this config: %s", cfg->path, m->decl->family, why);
+        return err_set(err, "%s: the %s kernels cannot serve this config: %s", path, m->decl->family, why);
     for (int k = 0; k < plan->n_kernels; k++) {
         PlanKernel *pk = &plan->kernels[k];
         if (pk->module != i) continue;
         pk->dims = pk->decl->geometry(&m->env, 1);
         const char *bad = kernel_dims_valid(&pk->dims);
         if (bad && pk->decl->size_param < 0)
-            return err_set(err, "%s: kernel %s cannot be launched for this config: %s (grid %u,%u,%u block %u)", cfg->path,
+            return err_set(err, "%s: kernel %s cannot be launched for this config: %s (grid %u,%u,%u block %u)", path,
                            pk->decl->name, bad, pk->dims.grid[0], pk->dims.grid[1], pk->dims.grid[2], pk->dims.block);
     }
     return 0;
@@ -138,7 +142,7 @@ int plan_set_tunables(Plan *plan, int module, const int *values, const char *ori
             if (origin) m->tunables[t].origin = origin;
         }
     if (module_finalize(plan, module, err) == 0) {
-        memory_plan(&plan->memory, plan->cfg, plan);   /* scratch sizes follow the launches */
+        memory_plan(&plan->memory, plan);   /* scratch sizes follow the launches */
         return 0;
     }
     *m = saved;
@@ -147,9 +151,16 @@ int plan_set_tunables(Plan *plan, int module, const int *values, const char *ori
     return -1;
 }
 
-int plan_make(Plan *plan, const Config *cfg, const char *arch, Err *err) {
+int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *step, const char *arch, Err *err) {
     memset(plan, 0, sizeof *plan);
     plan->cfg = cfg;
+    snprintf(plan->name, sizeof plan->name, "%s", name);
+    plan->model = config_shape(cfg);
+    plan->step = *step;
+    snprintf(plan->config_name, sizeof plan->config_name, "%s", cfg->name);
+    snprintf(plan->config_path, sizeof plan->config_path, "%s", cfg->path);
+    plan->attention = cfg->attention;
+    plan->attention_origin = cfg->attention == ATTN_AUTO ? "auto" : "config";
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
     for (const FamilyDecl *f = kernel_families; f->family; f++) {
@@ -169,10 +180,32 @@ int plan_make(Plan *plan, const Config *cfg, const char *arch, Err *err) {
     }
     for (int i = 0; i < plan->n_modules; i++)
         if (module_finalize(plan, i, err)) return -1;
-    matmuls_plan(plan->matmuls, cfg);
-    memory_plan(&plan->memory, cfg, plan);
+    matmuls_plan(plan->matmuls, &plan->model, &plan->step);
+    memory_plan(&plan->memory, plan);
     return 0;
 }
+
+int plan_make_train(Plan *plan, const Config *cfg, const char *arch, Err *err) {
+    StepShape s = step_train(cfg);
+    return plan_make(plan, cfg, "train", &s, arch, err);
+}
+
+int plan_make_sample(Plan *plan, const Config *cfg, const char *arch, Err *err) {
+    StepShape s = step_forward(cfg, 1, cfg->train.seq_len, 1);
+    return plan_make(plan, cfg, "sample", &s, arch, err);
+}
+
+StepShape step_train(const Config *c) {
+    return (StepShape){STEP_TRAIN, c->train.batch_size, c->train.seq_len, c->precision, c->train.recompute,
+                       c->precision != PREC_FP32 && c->train.master_weights, c->train.num_gpus, c->train.zero_stage,
+                       c->train.grad_accum, 0};
+}
+
+StepShape step_forward(const Config *c, int B, int T, int shared_weights) {
+    return (StepShape){STEP_FORWARD, B, T, c->precision, 0, 0, 1, 0, 1, shared_weights};
+}
+
+const char *step_kind_name(StepKind k) { return k == STEP_TRAIN ? "train" : "forward"; }
 
 static double gib(size_t b) { return b / (1024.0 * 1024.0 * 1024.0); }
 
@@ -217,6 +250,7 @@ static void write_matmuls(FILE *f, const Plan *p) {
     fprintf(f, "\n# cuBLASLt matmuls (column-major D(m,n) = op(A) op(B)), per micro-step\n");
     for (int i = 0; i < MM_COUNT; i++) {
         const PlanMatmul *m = &p->matmuls[i];
+        if (!m->per_step) continue;   /* not called by this plan's step */
         double fl = matmul_flops(m) * m->per_step;
         total += fl;
         fprintf(f, "matmul %-18s m=%-6d n=%-6d k=%-6d op=%c%c batch=%-4d%s%s%s  x%d  %8.2f GFLOP\n", m->name, m->m, m->n,
@@ -240,13 +274,16 @@ static void write_memory(FILE *f, const Plan *p) {
         }
     }
     fprintf(f, "total        %10.3f GiB (%zu bytes)\n", gib(mem->arena_bytes), mem->arena_bytes);
-    const Config *c = p->cfg;
-    size_t xs = c->precision == PREC_FP32 ? 4 : 2;
-    size_t scores = (size_t)c->model.n_layer * c->train.batch_size * c->model.n_head * c->train.seq_len * c->train.seq_len * xs;
-    fprintf(f, "saved        %10.3f GiB: the (B,NH,T,T) attention scores of every layer, which flash attention does "
-            "not store (att_stats holds their rows' log-sum-exp instead)\n", gib(scores));
-    int n = c->train.num_gpus;
-    if (n > 1 && c->train.zero_stage == 1) {
+    const StepShape *st = &p->step;
+    if (st->shared_weights)
+        fprintf(f, "weights      runs with the parameters of the training plan's backend: none of its own\n");
+    size_t xs = st->precision == PREC_FP32 ? 4 : 2;
+    size_t layers = st->kind == STEP_TRAIN ? (size_t)p->model.n_layer : 1;
+    size_t scores = layers * st->B * p->model.n_head * st->T * st->T * xs;
+    fprintf(f, "saved        %10.3f GiB: the (B,NH,T,T) attention scores of %s, which flash attention does not store "
+            "(att_stats holds their rows' log-sum-exp instead)\n", gib(scores), layers > 1 ? "every layer" : "a layer");
+    int n = st->ranks;
+    if (n > 1 && st->zero_stage == 1) {
         size_t whole = mem->category_bytes[MEM_OPTIMIZER] * (size_t)n;
         fprintf(f, "per GPU of %d: ZeRO-1 keeps 1/%d of the AdamW state and master weights on each (%.3f GiB saved against "
                 "ZeRO-0); parameters and gradients are padded to %d equal shards\n", n, n,
@@ -256,26 +293,41 @@ static void write_memory(FILE *f, const Plan *p) {
                 "equal shards\n", n, n);
 }
 
-int plan_write(const Plan *p, Err *err) {
-    const Config *c = p->cfg;
-    char path[1200];
-    snprintf(path, sizeof path, "%s/plan.txt", p->build_dir);
-    AtomicFile af;
-    if (atomic_open(&af, path, err)) return -1;
-    FILE *f = af.f;
-    GPT2Shape s = config_shape(c);
+static void write_section(FILE *f, const Plan *p) {
+    const GPT2Shape *m = &p->model;
+    const StepShape *st = &p->step;
     size_t sizes[NUM_PARAM_TENSORS];
-    size_t np = gpt2_param_sizes(&s, sizes, NULL);
-    fprintf(f, "# plan for %s (from %s), written by gpt2gen\n\n", c->name, c->path);
-    fprintf(f, "model      L=%d NH=%d C=%d HS=%d maxT=%d V=%d Vp=%d   %zu parameters (%.1fM)\n", c->model.n_layer, c->model.n_head,
-            c->model.n_embd, c->model.n_embd / c->model.n_head, c->model.max_seq_len, c->model.vocab_size,
-            c->model.padded_vocab_size, np, np / 1e6);
-    fprintf(f, "step       B=%d T=%d grad_accum=%d num_gpus=%d -> %ld tokens per step\n", c->train.batch_size,
-            c->train.seq_len, c->train.grad_accum, c->train.num_gpus, c->train.total_batch_size);
-    fprintf(f, "precision  %s%s, recompute=%d, arch %s\n\n", precision_name(c->precision),
-            c->precision != PREC_FP32 && c->train.master_weights ? " with fp32 master weights" : "", c->train.recompute, p->arch);
+    size_t np = gpt2_param_sizes(m, sizes, NULL);
+    fprintf(f, "# ==== plan %s: %s\n\n", p->name, st->kind == STEP_TRAIN ? "the training step"
+                                                                        : "a forward only (logits, and the loss with targets)");
+    fprintf(f, "model      L=%d NH=%d C=%d HS=%d maxT=%d V=%d Vp=%d   %zu parameters (%.1fM)\n", m->n_layer, m->n_head,
+            m->n_embd, m->n_embd / m->n_head, m->max_seq_len, m->vocab_size, m->padded_vocab_size, np, np / 1e6);
+    if (st->kind == STEP_TRAIN)
+        fprintf(f, "step       train: B=%d T=%d grad_accum=%d num_gpus=%d -> %ld tokens per step\n", st->B, st->T,
+                st->grad_accum, st->ranks, (long)st->B * st->T * st->grad_accum * st->ranks);
+    else
+        fprintf(f, "step       %s: B=%d T=%d\n", step_kind_name(st->kind), st->B, st->T);
+    fprintf(f, "precision  %s%s, recompute=%d, arch %s\n", precision_name(st->precision),
+            st->master_weights ? " with fp32 master weights" : "", st->recompute, p->arch);
+    fprintf(f, "attention  %s (%s)\n\n", attention_name(p->attention), p->attention_origin);
     write_modules(f, p);
     write_matmuls(f, p);
     write_memory(f, p);
+}
+
+int plan_write(const Plan *const *plans, int n, Err *err) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/plan.txt", plans[0]->build_dir);
+    AtomicFile af;
+    if (atomic_open(&af, path, err)) return -1;
+    FILE *f = af.f;
+    fprintf(f, "# plans for %s (from %s), written by gpt2gen: %d plan%s, one section each:", plans[0]->config_name,
+            plans[0]->config_path, n, n == 1 ? "" : "s");
+    for (int i = 0; i < n; i++) fprintf(f, " %s", plans[i]->name);
+    fprintf(f, "\n\n");
+    for (int i = 0; i < n; i++) {
+        if (i) fprintf(f, "\n");
+        write_section(f, plans[i]);
+    }
     return atomic_commit(&af, err);
 }

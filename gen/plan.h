@@ -1,12 +1,16 @@
-/* plan: everything derived from a Config: the kernel modules to generate (one per family of
-   gen/kernels.c), each one's tunables, every kernel's launch geometry, the matmuls, and the buffer layout of
-   one training step. Written to build/<name>/plan.txt for people; used in-process by the runtime. */
+/* plan: everything derived from the model, one step shape (gen/step.h) and the arch, plus the tuning database:
+   the kernel modules to generate (one per family of gen/kernels.c), each one's tunables, every kernel's launch
+   geometry, the matmuls and their algorithms, the attention path, and the buffer layout of one step. It is the one
+   home of every decision: the config is only read when the plan is made, and the runtime creates a backend from a
+   plan alone. One model has several plans (its training step, the forward that samples from it), held side by
+   side in one process; a build writes each as a section of build/<name>/plan.txt for people. */
 #ifndef GPT2GEN_PLAN_H
 #define GPT2GEN_PLAN_H
 #include "gen/config.h"
 #include "gen/kernels.h"
 #include "gen/matmuls.h"
 #include "gen/memory.h"
+#include "gen/step.h"
 
 #define PLAN_MAX_MODULES 16
 #define PLAN_MAX_KERNELS 64
@@ -15,7 +19,8 @@ typedef struct {
     int value;              /* the config's tune value, else the declaration's default */
     int n_candidates;       /* candidates for sweeps: the config's list, else the declaration's */
     int candidates[16];
-    const char *origin;     /* "default" or "config" */
+    const char *origin;     /* "default", "default for this shape", "config" or "tune-db" */
+    int fixed;              /* the config sets it to one value: sweeps leave it */
 } PlanTunable;
 
 typedef struct {
@@ -23,8 +28,8 @@ typedef struct {
     PlanTunable tunables[FAMILY_MAX_TUNABLES];
     int n_tunables;
     KernelEnv env;          /* shape, tunable values and derived constants, for geometry rules */
-    char source_path[1100]; /* build/<name>/kernels/<family>.cu */
-    char cubin_path[1100];  /* build/<name>/kernels/<family>.<arch>.cubin */
+    char source_path[1100]; /* build/<name>/kernels/<family>.cu (another plan than the training one: kernels/<plan>/) */
+    char cubin_path[1100];  /* the same with .<arch>.cubin: for people; the runtime loads CUBINs by content */
 } PlanModule;
 
 typedef struct {
@@ -34,9 +39,21 @@ typedef struct {
 } PlanKernel;
 
 typedef struct Plan {
+    char name[32];          /* what it is for: "train", "sample"; its section of plan.txt */
+    GPT2Shape model;
+    StepShape step;
+    char config_name[128];  /* the config's name and file, for messages */
+    char config_path[CONFIG_PATH_MAX];
+    /* The config it was made from, for the build's own files (config.lua, the sources' first lines) and the tuner:
+       the runtime never reads it. */
     const Config *cfg;
     char build_dir[256];    /* build/<name> */
     char arch[16];          /* sm_XX the CUBINs are for */
+    /* the attention path and who chose it: "config" (attention = "cudnn" or "flash" must be had), "auto" (cuDNN
+       where it loads and takes the shape, else the template), "tuning database" (as auto, but the database's
+       path is tried first; where it cannot serve, the other one runs) */
+    AttentionPath attention;
+    const char *attention_origin;
     int n_modules;
     PlanModule modules[PLAN_MAX_MODULES];
     int n_kernels;          /* every declared kernel, indexed by its id (K_* of kernel_ids.h) */
@@ -45,15 +62,21 @@ typedef struct Plan {
     PlanMemory memory;
 } Plan;
 
-/* Builds the plan for cfg, for arch (e.g. "sm_90"). Tunables come from the declarations and the config's
-   tune table; a value outside its declared constraints is an error naming the key and the allowed values. */
-int  plan_make(Plan *plan, const Config *cfg, const char *arch, Err *err);
+/* Builds the plan called name for step, the model of cfg, and arch (e.g. "sm_90"). Tunables come from the
+   declarations and the config's tune table; a value outside its declared constraints is an error naming the key
+   and the allowed values. */
+int  plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *step, const char *arch, Err *err);
+/* The training plan ("train") of cfg. */
+int  plan_make_train(Plan *plan, const Config *cfg, const char *arch, Err *err);
+/* The plan of the forward that samples text during training ("sample"): one row of train.seq_len tokens, run
+   with the training plan's weights. */
+int  plan_make_sample(Plan *plan, const Config *cfg, const char *arch, Err *err);
 /* Gives module its tunable values (declaration order), marking changed ones with origin (when not NULL), and
    recomputes its derived constants and launches. A combination the family's check or the launch limits refuse is
    an error, and the module stays as it was. */
 int  plan_set_tunables(Plan *plan, int module, const int *values, const char *origin, Err *err);
-/* Writes build/<name>/plan.txt. */
-int  plan_write(const Plan *plan, Err *err);
+/* Writes the plans as the sections of build/<name>/plan.txt (the first plan's build_dir). */
+int  plan_write(const Plan *const *plans, int n, Err *err);
 /* The launch of kernel id for a call whose size parameter is size. */
 LaunchDims plan_launch_dims(const Plan *plan, int id, long long size);
 #endif

@@ -37,7 +37,7 @@ int tune_variant_parse(const PlanModule *m, const char *name, int *values) {
 static int variant_allowed(const Plan *plan, const PlanModule *m, const int *values) {
     for (int t = 0; t < m->n_tunables; t++)
         if (!tunable_allowed(&m->decl->tunables[t], values[t])) return 0;
-    KernelEnv env = kernel_env(plan->cfg, m->decl, values);
+    KernelEnv env = kernel_env(&plan->model, &plan->step, m->decl, values);
     char why[512];
     if (m->decl->check && m->decl->check(&env, why, sizeof why)) return 0;
     for (const KernelDecl *k = m->decl->kernels; k < m->decl->kernels + FAMILY_MAX_KERNELS && k->name; k++) {
@@ -47,14 +47,6 @@ static int variant_allowed(const Plan *plan, const PlanModule *m, const int *val
     return 1;
 }
 
-/* 1 when the config fixes tunable t of m to one value (a list of several is swept instead) */
-static int config_fixes(const Config *cfg, const PlanModule *m, int t) {
-    for (int i = 0; i < cfg->n_tunables; i++) {
-        const ConfigTunable *ct = &cfg->tunables[i];
-        if (!strcmp(ct->family, m->decl->family) && !strcmp(ct->name, m->decl->tunables[t].name)) return ct->n_values == 1;
-    }
-    return 0;
-}
 
 int tune_variants(const Plan *plan, int module, TuneVariant *out, int max, int *refused) {
     const PlanModule *m = &plan->modules[module];
@@ -69,7 +61,7 @@ int tune_variants(const Plan *plan, int module, TuneVariant *out, int max, int *
         memset(&v, 0, sizeof v);
         for (int t = 0; t < m->n_tunables; t++) {
             const PlanTunable *pt = &m->tunables[t];
-            v.v[t] = pt->n_candidates && !config_fixes(plan->cfg, m, t) ? pt->candidates[idx[t]] : pt->value;
+            v.v[t] = pt->n_candidates && !pt->fixed ? pt->candidates[idx[t]] : pt->value;
         }
         if (memcmp(&v, &cur, sizeof v)) {
             if (!variant_allowed(plan, m, v.v)) ++*refused;
@@ -77,7 +69,7 @@ int tune_variants(const Plan *plan, int module, TuneVariant *out, int max, int *
         }
         int t;   /* the next combination, the last tunable fastest */
         for (t = m->n_tunables - 1; t >= 0; t--) {
-            int nc = m->tunables[t].n_candidates && !config_fixes(plan->cfg, m, t) ? m->tunables[t].n_candidates : 1;
+            int nc = m->tunables[t].n_candidates && !m->tunables[t].fixed ? m->tunables[t].n_candidates : 1;
             if (++idx[t] < nc) break;
             idx[t] = 0;
         }
@@ -205,10 +197,16 @@ void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char 
     if (out->other_config && msgs)
         fprintf(msgs, "tune db %s: %d record%s for other shapes or precisions ignored (e.g. %s)\n", db->path,
                 out->other_config, out->other_config == 1 ? "" : "s", out->other_example);
-    if (r && plan->cfg->attention == ATTN_AUTO) {
+    /* the database's path is the plan's decision, never the config's: only for attention = "auto", and where it
+       cannot serve, the other path runs (runtime/cuda/attention.c) */
+    if (r && !strcmp(plan->attention_origin, "auto")) {
         if (!strcmp(r->variant, "path=cudnn")) { out->attention = 1; out->attention_path = ATTN_CUDNN; }
         else if (!strcmp(r->variant, "path=flash")) { out->attention = 1; out->attention_path = ATTN_FLASH; }
         else if (msgs) fprintf(msgs, "tune db %s:%d: attention: '%s' is not path=cudnn or path=flash; ignored\n",
                                db->path, r->line, r->variant);
+        if (out->attention) {
+            plan->attention = out->attention_path;
+            plan->attention_origin = "tuning database";
+        }
     }
 }

@@ -231,7 +231,7 @@ static void key_env(TuneKey *k, const TuneEnv *env, const Plan *plan) {
     memset(k, 0, sizeof *k);
     const char *v[6] = {env->gpu, env->arch, env->driver, env->cuda, env->nvrtc, env->cudnn};
     for (int i = 0; i < 6; i++) field_set(k->f[i], TUNE_FIELD_MAX, v[i]);
-    field_set(k->f[8], TUNE_FIELD_MAX, precision_name(plan->cfg->precision));
+    field_set(k->f[8], TUNE_FIELD_MAX, precision_name(plan->step.precision));
 }
 
 /* the first 16 hex digits of the SHA-256 of the texts a module is made of (its template and common.cuh) */
@@ -250,15 +250,15 @@ static void template_hash(const char *template_path, char *out, size_t n) {
     snprintf(out, n, "%.16s", hex);
 }
 
-static void shape_of(const Config *c, char *out, size_t n) {
-    snprintf(out, n, "B%d,T%d,C%d,NH%d,L%d,V%d,maxT%d,recompute%d", c->train.batch_size, c->train.seq_len, c->model.n_embd,
-             c->model.n_head, c->model.n_layer, c->model.vocab_size, c->model.max_seq_len, c->train.recompute);
+static void shape_of(const Plan *p, char *out, size_t n) {
+    snprintf(out, n, "B%d,T%d,C%d,NH%d,L%d,V%d,maxT%d,recompute%d", p->step.B, p->step.T, p->model.n_embd,
+             p->model.n_head, p->model.n_layer, p->model.vocab_size, p->model.max_seq_len, p->step.recompute);
 }
 
 void tune_key_kernel(TuneKey *k, const TuneEnv *env, const Plan *plan, int module) {
     key_env(k, env, plan);
     template_hash(plan->modules[module].decl->template_path, k->f[6], TUNE_FIELD_MAX);
-    shape_of(plan->cfg, k->f[7], TUNE_FIELD_MAX);
+    shape_of(plan, k->f[7], TUNE_FIELD_MAX);
 }
 
 void tune_key_matmul(TuneKey *k, const TuneEnv *env, const Plan *plan, int id, const char *cublaslt) {

@@ -1,23 +1,26 @@
-/* backend: what the training loop needs from a device. The loop (runtime/train/train.c) is written once
-   against this; runtime/cpu/ is the reference, runtime/cuda/ runs the generated kernels.
-   Shapes (B, T, model) are fixed when the backend is created. Host arrays are fp32 in checkpoint order. */
+/* backend: what the training loop and sampling need from a device. The loop (runtime/train/train.c) is written
+   once against this; runtime/cpu/ is the reference, runtime/cuda/ runs the generated kernels.
+   A backend is made from one plan (gen/plan.h) and runs that plan's step: its model, B, T and precision are the
+   plan's, and a forward plan's backend has no backward. Host arrays are fp32 in checkpoint order. */
 #ifndef GPT2GEN_BACKEND_H
 #define GPT2GEN_BACKEND_H
 #include <stdint.h>
 #include "common/err.h"
 #include "common/gpt2.h"
+#include "gen/plan.h"
 
 typedef struct Backend Backend;
 struct Backend {
     const char *name;                 /* "cpu" or "cuda" */
-    GPT2Shape shape;
-    int B, T;
+    const Plan *plan;                 /* what it runs: plan->model, plan->step (B, T, ...) */
     size_t num_params;
     /* The parameters whose AdamW state (m, v; master weights on a 16-bit model) this backend keeps and updates:
        all of them (0, num_params), or under ZeRO-1 this rank's shard (runtime/ranks/ranks.h). */
     size_t opt_offset, opt_count;
     void *impl;
 
+    /* A forward plan's backend has forward, get_logits, set_params, get_params and destroy; the other methods are
+       NULL. */
     /* Parameters from/to the host (fp32, checkpoint order). With a 16-bit model, set writes both the
        16-bit weights and the fp32 master copy; get returns the master copy when there is one. */
     int   (*set_params)(Backend *, const float *params, Err *err);
@@ -59,18 +62,21 @@ struct Backend {
 };
 
 typedef struct {
-    GPT2Shape shape;
-    int B, T;
-    Precision precision;
-    int master_weights;
-    int recompute;
-    /* the CUDA backend runs this plan's kernels in its memory layout: shape, precision, master weights and
-       recompute must be the plan's config's (it says so otherwise); the CPU backend ignores the plan */
-    const struct Plan *plan;
+    /* the model and the step; the CUDA backend runs the plan's kernels in its memory layout (the CPU backend keeps
+       fp32 throughout, whatever the plan's precision) */
+    const Plan *plan;
     int device;                       /* the CUDA backend's GPU ordinal */
     size_t opt_offset, opt_count;     /* the parameters this backend updates (Backend.opt_offset); count 0: all */
+    /* a plan whose step has shared_weights runs with these: another backend of the same model, on the same device,
+       that outlives this one (set_params and get_params then reach its parameters) */
+    Backend *weights;
 } BackendOptions;
 
 Backend *cpu_backend_create(const BackendOptions *opt, Err *err);
 Backend *cuda_backend_create(const BackendOptions *opt, Err *err);   /* NULL + err without a GPU */
+/* which: "cpu", "cuda", or "auto" (CUDA where it starts, else the CPU backend, saying so on stderr). */
+Backend *backend_create(const BackendOptions *opt, const char *which, Err *err);
+/* For the backends: opt->weights must be given exactly when the plan's step has shared_weights, and be a backend
+   of the same kind (name) and model. */
+int backend_check_weights(const BackendOptions *opt, const char *name, Err *err);
 #endif

@@ -131,7 +131,7 @@ static void flash_tiles(const char *precision, int B, int T, int NH, int HS, con
     if (config_load(&cfg, "configs/tiny.lua", setp, n, &err)) { CHECK(0, "config: %s", err.msg); return; }
     cfg.eval.sample_tokens = T / 2 > 0 ? T / 2 : 1;
     cuda_pick_arch(NULL, cfg.arch, arch, &note);
-    if (plan_make(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, &err)) { CHECK(0, "build: %s", err.msg); return; }
+    if (plan_make_train(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, &err)) { CHECK(0, "build: %s", err.msg); return; }
     if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
     int failed = gpu_attention_test_run(&cfg, &plan);
     if (failed < 0) SKIP("no GPU (see the line above)");

@@ -23,7 +23,7 @@ static int make(const char *path, const char *const *sets, Err *err) {
     int n = 0;
     while (sets && sets[n]) n++;
     if (config_load(&cfg, path, sets, n, err)) return -1;
-    return plan_make(&plan, &cfg, "sm_90", err);
+    return plan_make_train(&plan, &cfg, "sm_90", err);
 }
 
 static void test_tunable_out_of_range_rejected(void) {
@@ -323,7 +323,8 @@ static void test_geometry_covers_work(void) {
 static char *plan_text(const char *dir) {
     Err err = {{0}};
     snprintf(plan.build_dir, sizeof plan.build_dir, "%s", dir);
-    if (plan_write(&plan, &err)) return NULL;
+    const Plan *plans[1] = {&plan};
+    if (plan_write(plans, 1, &err)) return NULL;
     char path[512];
     snprintf(path, sizeof path, "%s/plan.txt", dir);
     char *t = read_file(path, NULL, &err);

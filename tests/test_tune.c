@@ -20,7 +20,7 @@ static int make(const char *const *sets, Err *err) {
     int n = 0;
     while (sets && sets[n]) n++;
     if (config_load(&cfg, "configs/tiny.lua", sets, n, err)) return -1;
-    return plan_make(&plan, &cfg, "sm_90", err);
+    return plan_make_train(&plan, &cfg, "sm_90", err);
 }
 
 static int module_of(const char *family) {
@@ -243,7 +243,7 @@ static void test_variants_respect_constraints(void) {
             for (int t = 0; t < m->n_tunables; t++)
                 CHECK(tunable_allowed(&m->decl->tunables[t], v[j].v[t]), "%s: %s=%d is not allowed", m->decl->family,
                       m->decl->tunables[t].name, v[j].v[t]);
-            KernelEnv env = kernel_env(&cfg, m->decl, v[j].v);
+            KernelEnv env = kernel_env(&plan.model, &plan.step, m->decl, v[j].v);
             char why[512];
             CHECK(!m->decl->check || !m->decl->check(&env, why, sizeof why), "%s: a variant the check refuses: %s",
                   m->decl->family, why);

@@ -52,10 +52,9 @@ int time_median(G *g, Flush *f, TimedRun run, void *ctx, double *us, Err *err) {
 }
 
 int step_time(const Plan *plan, int steps, double *ms, float losses[3], Err *err) {
-    const Config *cfg = plan->cfg;
-    GPT2Shape shape = config_shape(cfg);
-    int B = cfg->train.batch_size, T = cfg->train.seq_len;
-    BackendOptions opt = {shape, B, T, cfg->precision, cfg->train.master_weights, cfg->train.recompute, plan, 0, 0, 0};
+    GPT2Shape shape = plan->model;
+    int B = plan->step.B, T = plan->step.T;
+    BackendOptions opt = {plan, 0, 0, 0, NULL};
     Backend *be = cuda_backend_create(&opt, err);
     if (!be) return -1;
     size_t sz[NUM_PARAM_TENSORS];
@@ -65,8 +64,8 @@ int step_time(const Plan *plan, int steps, double *ms, float losses[3], Err *err
     int32_t *in = xmalloc((size_t)B * T * 4), *tg = xmalloc((size_t)B * T * 4);
     uint64_t seed = 1337;
     for (int i = 0; i < B * T; i++) {
-        in[i] = (int32_t)(rng_next(&seed) % (uint64_t)cfg->model.vocab_size);
-        tg[i] = (int32_t)(rng_next(&seed) % (uint64_t)cfg->model.vocab_size);
+        in[i] = (int32_t)(rng_next(&seed) % (uint64_t)shape.vocab_size);
+        tg[i] = (int32_t)(rng_next(&seed) % (uint64_t)shape.vocab_size);
     }
     int rc = be->set_params(be, params, err);
     double t0 = 0;

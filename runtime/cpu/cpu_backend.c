@@ -1,7 +1,9 @@
 /* cpu_backend: the Backend interface (runtime/backend.h) over the fp32 reference ops in cpu_ops.c.
- * fp32 throughout: the precision option is ignored, this backend is the reference the others are held to.
+ * fp32 throughout: the plan's precision is ignored, this backend is the reference the others are held to; of the
+ * plan it reads the model and the step shape only.
  * Forward keeps every activation the backward needs; the backward walks the layers in reverse with a few
- * one-layer gradient buffers, accumulating into the parameter gradients. */
+ * one-layer gradient buffers, accumulating into the parameter gradients. A forward plan's backend has no
+ * gradients, no optimizer state and no backward, and with shared weights no parameters of its own. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,7 @@ typedef struct {
 typedef struct {
     size_t sizes[NUM_PARAM_TENSORS], offsets[NUM_PARAM_TENSORS];
     float *params, *grads, *m, *v;
+    int own_params;                          /* 0: params are another backend's (BackendOptions.weights) */
     float *p[NUM_PARAM_TENSORS], *g[NUM_PARAM_TENSORS];   /* views into params and grads */
     Acts a;
     Grads d;
@@ -85,8 +88,8 @@ static void free_all(void *st, size_t bytes) {
 
 /* ---------------------------------------------------------------------------------------------------- */
 static int check_tokens(const Backend *be, const int32_t *tok, const char *what, Err *err) {
-    int V = be->shape.vocab_size;
-    for (int i = 0; i < be->B * be->T; i++)
+    int V = be->plan->model.vocab_size;
+    for (int i = 0; i < be->plan->step.B * be->plan->step.T; i++)
         if (tok[i] < 0 || tok[i] >= V)
             return err_set(err, "cpu backend: %s[%d] is %d, expected a token id in [0, %d)", what, i, (int)tok[i], V);
     return 0;
@@ -95,7 +98,7 @@ static int check_tokens(const Backend *be, const int32_t *tok, const char *what,
 static void forward_layer(Backend *be, int l, const float *x_in) {
     Cpu *c = impl(be);
     Acts *a = &c->a;
-    int B = be->B, T = be->T, C = be->shape.n_embd, NH = be->shape.n_head, N = B * T;
+    int B = be->plan->step.B, T = be->plan->step.T, C = be->plan->model.n_embd, NH = be->plan->model.n_head, N = B * T;
     size_t nc = (size_t)N * C, att = (size_t)B * NH * T * T;
     float *ln1 = a->ln1 + l * nc, *qkv = a->qkv + l * 3 * nc, *atty = a->atty + l * nc;
     float *attm = a->att + l * att;
@@ -120,8 +123,8 @@ static void forward_layer(Backend *be, int l, const float *x_in) {
 static int cpu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err) {
     Cpu *c = impl(be);
     Acts *a = &c->a;
-    int B = be->B, T = be->T, C = be->shape.n_embd, L = be->shape.n_layer, N = B * T;
-    int V = be->shape.vocab_size, Vp = be->shape.padded_vocab_size;
+    int B = be->plan->step.B, T = be->plan->step.T, C = be->plan->model.n_embd, L = be->plan->model.n_layer, N = B * T;
+    int V = be->plan->model.vocab_size, Vp = be->plan->model.padded_vocab_size;
     if (check_tokens(be, inputs, "inputs", err)) return -1;
     if (targets && check_tokens(be, targets, "targets", err)) return -1;
     memcpy(c->inputs, inputs, (size_t)N * sizeof(int32_t));
@@ -151,7 +154,7 @@ static void backward_layer(Backend *be, int l, const float *x_in) {
     Cpu *c = impl(be);
     Acts *a = &c->a;
     Grads *d = &c->d;
-    int B = be->B, T = be->T, C = be->shape.n_embd, NH = be->shape.n_head, N = B * T;
+    int B = be->plan->step.B, T = be->plan->step.T, C = be->plan->model.n_embd, NH = be->plan->model.n_head, N = B * T;
     size_t nc = (size_t)N * C, att = (size_t)B * NH * T * T;
     size_t w3 = (size_t)l * 3 * C * C, w1 = (size_t)l * C * C, w4 = (size_t)l * 4 * C * C;
 
@@ -184,8 +187,8 @@ static int cpu_backward(Backend *be, float grad_scale, Err *err) {
     Cpu *c = impl(be);
     Acts *a = &c->a;
     Grads *d = &c->d;
-    int B = be->B, T = be->T, C = be->shape.n_embd, L = be->shape.n_layer, N = B * T;
-    int V = be->shape.vocab_size, Vp = be->shape.padded_vocab_size;
+    int B = be->plan->step.B, T = be->plan->step.T, C = be->plan->model.n_embd, L = be->plan->model.n_layer, N = B * T;
+    int V = be->plan->model.vocab_size, Vp = be->plan->model.padded_vocab_size;
     if (!c->have_forward || !c->have_targets)
         return err_set(err, "cpu backend: backward needs a forward with targets first");
 
@@ -220,10 +223,10 @@ static int cpu_get_params(Backend *be, float *params, Err *err) {
 static int cpu_get_logits(Backend *be, int b, int t, float *out, Err *err) {
     Cpu *c = impl(be);
     if (!c->have_forward) return err_set(err, "cpu backend: get_logits before any forward");
-    if (b < 0 || b >= be->B || t < 0 || t >= be->T)
-        return err_set(err, "cpu backend: get_logits(b=%d, t=%d) outside B=%d, T=%d", b, t, be->B, be->T);
-    size_t row = (size_t)b * be->T + t;
-    memcpy(out, c->a.logits + row * be->shape.padded_vocab_size, (size_t)be->shape.vocab_size * sizeof(float));
+    if (b < 0 || b >= be->plan->step.B || t < 0 || t >= be->plan->step.T)
+        return err_set(err, "cpu backend: get_logits(b=%d, t=%d) outside B=%d, T=%d", b, t, be->plan->step.B, be->plan->step.T);
+    size_t row = (size_t)b * be->plan->step.T + t;
+    memcpy(out, c->a.logits + row * be->plan->model.padded_vocab_size, (size_t)be->plan->model.vocab_size * sizeof(float));
     return 0;
 }
 
@@ -270,7 +273,7 @@ static int cpu_update(Backend *be, float lr, float beta1, float beta2, float eps
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t off = c->offsets[i], n = c->sizes[i];
         /* wte rows V..Vp-1 are padding: never updated, so they stay exactly zero */
-        if (i == P_WTE) n = (size_t)be->shape.vocab_size * be->shape.n_embd;
+        if (i == P_WTE) n = (size_t)be->plan->model.vocab_size * be->plan->model.n_embd;
         /* only the part of the tensor inside this backend's range; m and v start at opt_offset */
         size_t a = off > lo ? off : lo, e = off + n < hi ? off + n : hi;
         if (a >= e) continue;
@@ -306,7 +309,8 @@ static void *cpu_param_buffer(Backend *be) { return impl(be)->params; }
 static void cpu_destroy(Backend *be) {
     if (!be) return;
     Cpu *c = impl(be);
-    free(c->params); free(c->grads); free(c->m); free(c->v);
+    if (c->own_params) free(c->params);
+    free(c->grads); free(c->m); free(c->v);
     free_all(&c->a, sizeof c->a);
     free_all(&c->d, sizeof c->d);
     free(c->inputs); free(c->targets);
@@ -316,52 +320,62 @@ static void cpu_destroy(Backend *be) {
 
 /* ---------------------------------------------------------------------------------------------------- */
 static int check_options(const BackendOptions *o, Err *err) {
-    const GPT2Shape *s = &o->shape;
-    if (o->B < 1 || o->T < 1) return err_set(err, "cpu backend: B=%d, T=%d, expected both >= 1", o->B, o->T);
+    if (!o->plan) return err_set(err, "cpu backend: no plan");
+    const GPT2Shape *s = &o->plan->model;
+    const StepShape *st = &o->plan->step;
+    if (st->B < 1 || st->T < 1) return err_set(err, "cpu backend: B=%d, T=%d, expected both >= 1", st->B, st->T);
     if (s->n_layer < 1 || s->n_head < 1 || s->n_embd < 1 || s->vocab_size < 1)
         return err_set(err, "cpu backend: n_layer=%d, n_head=%d, n_embd=%d, vocab_size=%d, expected all >= 1",
                        s->n_layer, s->n_head, s->n_embd, s->vocab_size);
     if (s->n_embd % s->n_head)
         return err_set(err, "cpu backend: n_embd=%d is not a multiple of n_head=%d", s->n_embd, s->n_head);
-    if (o->T > s->max_seq_len)
-        return err_set(err, "cpu backend: T=%d is longer than max_seq_len=%d", o->T, s->max_seq_len);
+    if (st->T > s->max_seq_len)
+        return err_set(err, "cpu backend: T=%d is longer than max_seq_len=%d", st->T, s->max_seq_len);
     if (s->padded_vocab_size < s->vocab_size)
         return err_set(err, "cpu backend: padded_vocab_size=%d is smaller than vocab_size=%d",
                        s->padded_vocab_size, s->vocab_size);
     size_t sizes[NUM_PARAM_TENSORS], np = gpt2_param_sizes(s, sizes, NULL);
     if (o->opt_count && (o->opt_offset > np || o->opt_count > np - o->opt_offset))
         return err_set(err, "cpu backend: optimizer range [%zu, +%zu) is outside the %zu parameters", o->opt_offset, o->opt_count, np);
-    return 0;
+    return backend_check_weights(o, "cpu", err);
 }
 
 Backend *cpu_backend_create(const BackendOptions *opt, Err *err) {
     if (check_options(opt, err)) return NULL;
     Backend *be = xcalloc(1, sizeof *be);
     Cpu *c = xcalloc(1, sizeof *c);
+    const StepShape *st = &opt->plan->step;
+    int train = st->kind == STEP_TRAIN;
     be->name = "cpu";
     be->comm_prec = PREC_FP32;
-    be->shape = opt->shape;
-    be->B = opt->B;
-    be->T = opt->T;
+    be->plan = opt->plan;
     be->impl = c;
-    be->num_params = gpt2_param_sizes(&be->shape, c->sizes, c->offsets);
-    c->params = falloc(be->num_params); c->grads = falloc(be->num_params);
+    be->num_params = gpt2_param_sizes(&be->plan->model, c->sizes, c->offsets);
+    c->own_params = !st->shared_weights;
+    c->params = c->own_params ? falloc(be->num_params) : impl(opt->weights)->params;
     be->opt_offset = opt->opt_count ? opt->opt_offset : 0;
-    be->opt_count = opt->opt_count ? opt->opt_count : be->num_params;
-    c->m = falloc(be->opt_count); c->v = falloc(be->opt_count);
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) { c->p[i] = c->params + c->offsets[i]; c->g[i] = c->grads + c->offsets[i]; }
-    acts_alloc(&c->a, &be->shape, be->B, be->T);
-    grads_alloc(&c->d, &be->shape, be->B, be->T);
-    c->inputs = xcalloc((size_t)be->B * be->T, sizeof(int32_t));
-    c->targets = xcalloc((size_t)be->B * be->T, sizeof(int32_t));
+    be->opt_count = !train ? 0 : opt->opt_count ? opt->opt_count : be->num_params;
+    if (train) {
+        c->grads = falloc(be->num_params);
+        c->m = falloc(be->opt_count); c->v = falloc(be->opt_count);
+        grads_alloc(&c->d, &be->plan->model, st->B, st->T);
+    }
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        c->p[i] = c->params + c->offsets[i];
+        c->g[i] = train ? c->grads + c->offsets[i] : NULL;
+    }
+    acts_alloc(&c->a, &be->plan->model, st->B, st->T);
+    c->inputs = xcalloc((size_t)st->B * st->T, sizeof(int32_t));
+    c->targets = xcalloc((size_t)st->B * st->T, sizeof(int32_t));
 
     be->set_params = cpu_set_params;   be->get_params = cpu_get_params;
     be->forward = cpu_forward;         be->get_logits = cpu_get_logits;
+    be->destroy = cpu_destroy;
+    if (!train) return be;             /* a forward: the methods of the backward and the optimizer stay NULL */
     be->zero_grad = cpu_zero_grad;     be->backward = cpu_backward;
     be->grad_norm = cpu_grad_norm;     be->update = cpu_update;
     be->get_grads = cpu_get_grads;
     be->get_opt_state = cpu_get_opt_state; be->set_opt_state = cpu_set_opt_state;
     be->grad_buffer = cpu_grad_buffer; be->param_buffer = cpu_param_buffer; be->grad_sumsq = cpu_grad_sumsq;
-    be->destroy = cpu_destroy;
     return be;
 }

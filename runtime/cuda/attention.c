@@ -4,6 +4,7 @@
    from them. q, k, v are read in place from the qkv buffer and dq, dk, dv written in place into dqkv: no permutes. */
 #include "runtime/cuda/ops.h"
 #include <stdio.h>
+#include <string.h>
 
 /* The logits buffer is free during the layers' forward (the classifier writes it last) and, past the layers'
    backward scratch that lies inside it, during their backward: cuDNN's workspace goes there when it fits. */
@@ -20,16 +21,20 @@ static dptr logits_free_space(const Cuda *c, size_t need) {
     return used + need <= logits->bytes ? c->arena.buf[BUF_LOGITS] + used : 0;
 }
 
-int attention_open(Cuda *c, AttentionPath want, Err *err) {
+int attention_open(Cuda *c, Err *err) {
     char why[1024] = "";
+    const Plan *p = c->plan;
+    AttentionPath want = p->attention;
+    int asked = !strcmp(p->attention_origin, "config");   /* the config's explicit choice must be had */
     if (want == ATTN_FLASH) {
-        printf("attention: flash template (templates/attention.cu), as the config asks\n");
+        printf("attention: flash template (templates/attention.cu), as the %s asks\n", asked ? "config" : p->attention_origin);
         return 0;
     }
-    c->cudnn = cudnn_attention_open(c->B, c->T, c->NH, c->HS, c->plan->cfg->precision, why, sizeof why);
+    c->cudnn = cudnn_attention_open(p->step.B, p->step.T, c->NH, c->HS, p->step.precision, why, sizeof why);
     if (!c->cudnn) {
-        if (want == ATTN_CUDNN) return err_set(err, "%s: attention = \"cudnn\", but %s", c->plan->cfg->path, why);
-        printf("attention: flash template (templates/attention.cu): %s\n", why);
+        if (want == ATTN_CUDNN && asked) return err_set(err, "%s: attention = \"cudnn\", but %s", p->config_path, why);
+        printf("attention: flash template (templates/attention.cu)%s: %s\n",
+               want == ATTN_CUDNN ? ", not the tuning database's cuDNN" : "", why);
         return 0;
     }
     size_t ws = cudnn_attention_workspace_bytes(c->cudnn);
@@ -46,7 +51,8 @@ int attention_open(Cuda *c, AttentionPath want, Err *err) {
         }
     }
     printf("attention: %s%s, workspace %.2f GiB (%s)\n", cudnn_attention_describe(c->cudnn),
-           want == ATTN_AUTO ? " (attention = \"auto\")" : "", ws / 1073741824.0, where);
+           want == ATTN_AUTO ? " (attention = \"auto\")" : asked ? "" : " (the tuning database's choice)",
+           ws / 1073741824.0, where);
     return 0;
 }
 

@@ -4,7 +4,7 @@
 #include "runtime/cuda/ops.h"
 
 int op_classifier(Cuda *c, const int32_t *targets, float *loss, Err *err) {
-    int BT = c->B * c->T;
+    int BT = c->plan->step.B * c->plan->step.T;
     for (int i = 0; i < BT; i++)
         if (targets[i] < 0 || targets[i] >= c->V)
             return err_set(err, "target token %d at position %d is outside the vocabulary (0..%d)", targets[i], i, c->V - 1);

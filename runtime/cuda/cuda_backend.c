@@ -74,8 +74,8 @@ static int cu_get_grads(Backend *be, float *grads, Err *err) {
 static int cu_get_logits(Backend *be, int b, int t, float *out, Err *err) {
     Cuda *c = cuda_of(be);
     if (!c->logits_valid) return err_set(err, "get_logits: no logits: call forward without targets first (with targets, the logits buffer holds their gradient)");
-    if (b < 0 || b >= c->B || t < 0 || t >= c->T) return err_set(err, "get_logits: (b=%d, t=%d) outside B=%d T=%d", b, t, c->B, c->T);
-    return download(c, out, buf(c, BUF_LOGITS, 0) + ((size_t)b * c->T + t) * c->Vp * c->xs, (size_t)c->V, "copying logits", err);
+    if (b < 0 || b >= c->plan->step.B || t < 0 || t >= c->plan->step.T) return err_set(err, "get_logits: (b=%d, t=%d) outside B=%d T=%d", b, t, c->plan->step.B, c->plan->step.T);
+    return download(c, out, buf(c, BUF_LOGITS, 0) + ((size_t)b * c->plan->step.T + t) * c->Vp * c->xs, (size_t)c->V, "copying logits", err);
 }
 static int cu_get_opt_state(Backend *be, float *m, float *v, Err *err) {
     Cuda *c = cuda_of(be);
@@ -112,46 +112,30 @@ static void cu_destroy(Backend *be) {
     free(be);
 }
 
-/* The backend's shape must be the plan's: the kernels have it baked in. */
-static int check_plan(const BackendOptions *opt, const Plan *plan, Err *err) {
-    const Config *cfg = plan->cfg;
-    if (opt->B == cfg->train.batch_size && opt->T == cfg->train.seq_len && opt->precision == cfg->precision &&
-        opt->recompute == cfg->train.recompute && (opt->master_weights != 0) == (cfg->train.master_weights != 0) &&
-        opt->shape.n_layer == cfg->model.n_layer && opt->shape.n_embd == cfg->model.n_embd &&
-        opt->shape.n_head == cfg->model.n_head && opt->shape.padded_vocab_size == cfg->model.padded_vocab_size &&
-        opt->shape.vocab_size == cfg->model.vocab_size && opt->shape.max_seq_len == cfg->model.max_seq_len)
-        return 0;
-    return err_set(err, "the plan in %s was made for B=%d T=%d %s L=%d C=%d NH=%d recompute=%d, not B=%d T=%d %s L=%d C=%d "
-                   "NH=%d recompute=%d: rebuild it", plan->build_dir, cfg->train.batch_size, cfg->train.seq_len,
-                   precision_name(cfg->precision), cfg->model.n_layer, cfg->model.n_embd, cfg->model.n_head,
-                   cfg->train.recompute, opt->B, opt->T, precision_name(opt->precision), opt->shape.n_layer,
-                   opt->shape.n_embd, opt->shape.n_head, opt->recompute);
-}
-
 /* The parameters this backend updates: all, or (several ranks, ZeRO-1) the shard the plan's buffers were sized
-   for (gen/memory.c). */
+   for (gen/memory.c); none on a forward plan. */
 static int set_opt_range(Backend *be, const BackendOptions *opt, const Plan *plan, size_t np, Err *err) {
     size_t cap = plan->memory.buffers[BUF_ADAM_M].bytes / 4;
     be->opt_offset = opt->opt_count ? opt->opt_offset : 0;
-    be->opt_count = opt->opt_count ? opt->opt_count : np;
+    be->opt_count = plan->step.kind != STEP_TRAIN ? 0 : opt->opt_count ? opt->opt_count : np;
     if (be->opt_count > cap || be->opt_offset + be->opt_count > np)
-        return err_set(err, "the plan in %s keeps AdamW state for %zu parameters, not [%zu, +%zu) of %zu: rebuild it for "
-                       "train.num_gpus = %d, train.zero_stage = %d", plan->build_dir, cap, be->opt_offset, be->opt_count,
-                       np, plan->cfg->train.num_gpus, plan->cfg->train.zero_stage);
+        return err_set(err, "the plan \"%s\" keeps AdamW state for %zu parameters, not [%zu, +%zu) of %zu: rebuild it for "
+                       "train.num_gpus = %d, train.zero_stage = %d", plan->name, cap, be->opt_offset, be->opt_count,
+                       np, plan->step.ranks, plan->step.zero_stage);
     return 0;
 }
 
-static void set_methods(Backend *be, const BackendOptions *opt, size_t np) {
+static void set_methods(Backend *be, const Plan *plan, size_t np) {
     be->name = "cuda";
-    be->shape = opt->shape;
-    be->B = opt->B;
-    be->T = opt->T;
+    be->plan = plan;
     be->num_params = np;
-    be->comm_prec = opt->precision;
+    be->comm_prec = plan->step.precision;
     be->set_params = cu_set_params;
     be->get_params = cu_get_params;
     be->forward = cu_forward;
     be->get_logits = cu_get_logits;
+    be->destroy = cu_destroy;
+    if (plan->step.kind != STEP_TRAIN) return;   /* a forward: no backward, no optimizer */
     be->zero_grad = cu_zero_grad;
     be->backward = cu_backward;
     be->grad_norm = cu_grad_norm;
@@ -166,32 +150,33 @@ static void set_methods(Backend *be, const BackendOptions *opt, size_t np) {
 
 Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     const Plan *plan = opt->plan;
-    if (!plan) { err_set(err, "the CUDA backend needs a plan (gpt2gen build)"); return NULL; }
-    if (check_plan(opt, plan, err)) return NULL;
+    if (!plan) { err_set(err, "the CUDA backend needs a plan"); return NULL; }
+    if (backend_check_weights(opt, "cuda", err)) return NULL;
     Cuda *c = xcalloc(1, sizeof *c);
     Backend *be = xcalloc(1, sizeof *be);
-    if (set_opt_range(be, opt, plan, gpt2_param_sizes(&opt->shape, c->psz, c->poff), err)) { free(c); free(be); return NULL; }
+    if (set_opt_range(be, opt, plan, gpt2_param_sizes(&plan->model, c->psz, c->poff), err)) { free(c); free(be); return NULL; }
     be->impl = c;
     be->destroy = cu_destroy;
     c->plan = plan;
-    c->prec = opt->precision;
-    c->xs = opt->precision == PREC_FP32 ? 4 : 2;
-    c->B = opt->B; c->T = opt->T;
-    c->C = opt->shape.n_embd; c->L = opt->shape.n_layer; c->NH = opt->shape.n_head; c->HS = c->C / c->NH;
-    c->V = opt->shape.vocab_size; c->Vp = opt->shape.padded_vocab_size;
-    c->recompute = opt->recompute;
-    c->np = gpt2_param_sizes(&opt->shape, c->psz, c->poff);
+    c->prec = plan->step.precision;
+    c->xs = c->prec == PREC_FP32 ? 4 : 2;
+    c->C = plan->model.n_embd; c->L = plan->model.n_layer; c->NH = plan->model.n_head; c->HS = c->C / c->NH;
+    c->V = plan->model.vocab_size; c->Vp = plan->model.padded_vocab_size;
+    c->recompute = plan->step.recompute;
+    c->np = gpt2_param_sizes(&plan->model, c->psz, c->poff);
     const PlanBuffer *ws = &plan->memory.buffers[BUF_CUBLASLT_WORKSPACE];
     if (cuda_device_open(&c->dev, opt->device, err) || kernels_load(&c->ks, plan, &c->dev, err) ||
         arena_alloc(&c->arena, plan, &c->dev, err) ||
-        matmuls_init(&c->mm, plan->matmuls, MM_COUNT, opt->precision, c->arena.buf[BUF_CUBLASLT_WORKSPACE], ws->bytes, err) ||
-        attention_open(c, plan->cfg->attention, err)) {
+        matmuls_init(&c->mm, plan->matmuls, MM_COUNT, c->prec, c->arena.buf[BUF_CUBLASLT_WORKSPACE], ws->bytes, err) ||
+        attention_open(c, err)) {
         cu_destroy(be);
         return NULL;
     }
+    /* a plan with shared weights runs on the other backend's parameters (the same device: its primary context) */
+    if (opt->weights) c->arena.buf[BUF_PARAMS] = cuda_of(opt->weights)->arena.buf[BUF_PARAMS];
     c->s = c->dev.compute;
     profile_init(&c->prof, c->s);
-    size_t BT = (size_t)c->B * c->T;
+    size_t BT = (size_t)plan->step.B * plan->step.T;
     c->h_inputs = xmalloc(BT * 4);
     c->h_count = xmalloc(((size_t)c->Vp + 1) * 4);
     c->h_bucket_token = xmalloc(BT * 4);
@@ -199,7 +184,7 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     c->h_positions = xmalloc(BT * 4);
     c->h_losses = xmalloc(BT * 4);
     c->h_partials = xmalloc((size_t)plan->kernels[K_GLOBAL_NORM_SQUARED].dims.grid[0] * 4);
-    set_methods(be, opt, c->np);
+    set_methods(be, plan, c->np);
     return be;
 }
 

@@ -23,7 +23,7 @@ int cuda_encoder_buckets(const int32_t *inp, int n, int Vp, int32_t *count, int3
 }
 
 int op_encoder_upload_buckets(Cuda *c, const int32_t *inputs, Err *err) {
-    int BT = c->B * c->T;
+    int BT = c->plan->step.B * c->plan->step.T;
     c->n_buckets = cuda_encoder_buckets(inputs, BT, c->Vp, c->h_count, c->h_bucket_token, c->h_bucket_start, c->h_positions);
     return cuda_check(cu.cuMemcpyHtoDAsync(buf(c, BUF_BUCKET_TOKEN, 0), c->h_bucket_token, (size_t)c->n_buckets * 4, c->s), "copying buckets", err) ||
            cuda_check(cu.cuMemcpyHtoDAsync(buf(c, BUF_BUCKET_START, 0), c->h_bucket_start, (size_t)(c->n_buckets + 1) * 4, c->s), "copying buckets", err) ||

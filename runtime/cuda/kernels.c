@@ -1,6 +1,8 @@
 /* kernels: loading the plan's modules and launching by id (see kernels.h). */
 #include "runtime/cuda/kernels.h"
 #include "common/files.h"
+#include "gen/emit.h"
+#include "gen/nvrtc.h"
 #include "kernel_ids.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -11,22 +13,19 @@
 
 _Static_assert(K_COUNT <= PLAN_MAX_KERNELS, "more kernels declared than a plan holds");
 
-/* Reads every module's CUBIN through one handle on build/<name>/kernels/: a build of the same name that
-   swaps its folder in meanwhile (gen/build.c) cannot mix two builds' kernels. The images are one build's, or
-   this fails. */
-static int read_images(const Plan *plan, char **img, size_t *len, Err *err) {
-    char dir[1200];
-    snprintf(dir, sizeof dir, "%s/kernels", plan->build_dir);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (dfd < 0) return err_set(err, "%s: %s (run `gpt2gen build` first)", dir, strerror(errno));
-    int rc = 0;
-    for (int i = 0; i < plan->n_modules && rc == 0; i++) {
-        const char *path = plan->modules[i].cubin_path, *base = strrchr(path, '/');
-        Err why;
-        img[i] = read_file_at(dfd, base ? base + 1 : path, 0, &len[i], &why);
-        if (!img[i]) rc = err_set(err, "%s/%s (run `gpt2gen build` first)", dir, why.msg);
+/* Every module's CUBIN by content: its source made again from the plan (gen/emit.h) and compiled, which the kernel
+   cache keyed by that content answers without NVRTC after a build (gen/nvrtc.h). Nothing is read by file name, so
+   a build of the same name swapping its folder in meanwhile (gen/build.c) cannot mix two builds' kernels. */
+static int compile_images(const Plan *plan, CompileJob *jobs, Err *err) {
+    int n = plan->n_modules, rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        const PlanModule *m = &plan->modules[i];
+        char *src = emit_module(plan, m, err);
+        if (!src) rc = -1;
+        jobs[i] = (CompileJob){.name = m->decl->family, .source = src, .source_path = m->source_path, .arch = plan->arch};
     }
-    close(dfd);
+    if (rc == 0) rc = nvrtc_compile_all(jobs, n, nvrtc_cache_dir(), (int)sysconf(_SC_NPROCESSORS_ONLN), err);
+    for (int i = 0; i < n; i++) free((char *)jobs[i].source);
     return rc;
 }
 
@@ -43,11 +42,13 @@ static int load_module(Kernels *ks, int i, const char *img, const CudaDevice *de
 }
 
 int kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, Err *err) {
+    CompileJob jobs[PLAN_MAX_MODULES];
     char *img[PLAN_MAX_MODULES] = {0};
-    size_t len[PLAN_MAX_MODULES];
-    int rc = read_images(plan, img, len, err);
+    memset(jobs, 0, sizeof jobs);
+    int rc = compile_images(plan, jobs, err);
+    for (int i = 0; i < plan->n_modules; i++) img[i] = jobs[i].cubin;
     if (rc == 0) rc = kernels_load_images(ks, plan, dev, img, err);
-    for (int i = 0; i < plan->n_modules; i++) free(img[i]);
+    for (int i = 0; i < plan->n_modules; i++) free(jobs[i].cubin);
     return rc;
 }
 

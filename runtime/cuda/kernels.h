@@ -17,7 +17,8 @@ typedef struct {
     int launches[PLAN_MAX_KERNELS];    /* launches per kernel id, for the tests' coverage check */
 } Kernels;
 
-/* Checks the arch, loads every module of the plan and resolves every kernel, on dev (current context). */
+/* Checks the arch, loads every module of the plan and resolves every kernel, on dev (current context). The CUBINs
+   come by content: from the kernel cache the build filled, else compiled here. */
 int  kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, Err *err);
 /* The same from CUBIN images in memory, one per module (`gpt2gen tune` loads its variants this way). */
 int  kernels_load_images(Kernels *ks, const Plan *plan, const CudaDevice *dev, char *const *img, Err *err);

@@ -20,5 +20,5 @@ int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr
 }
 
 int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err) {
-    return launch_gelu_forward(&c->ks, c->s, out, inp, (long long)c->B * c->T * 4 * c->C, err);
+    return launch_gelu_forward(&c->ks, c->s, out, inp, (long long)c->plan->step.B * c->plan->step.T * 4 * c->C, err);
 }

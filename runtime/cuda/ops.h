@@ -32,7 +32,7 @@ typedef struct {
     Profile prof;
     Precision prec;                  /* floatX: fp32, bf16 or fp16 */
     size_t xs;                       /* bytes per floatX */
-    int B, T, C, L, NH, HS, V, Vp, recompute;
+    int C, L, NH, HS, V, Vp, recompute;   /* the plan's model (B and T: plan->step) */
     size_t np, psz[NUM_PARAM_TENSORS], poff[NUM_PARAM_TENSORS];
     /* host side */
     int32_t *h_inputs, *h_count, *h_bucket_token, *h_bucket_start, *h_positions;
@@ -70,9 +70,10 @@ int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr
                        float alpha, dptr pre, Err *err);
 int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err);
 
-/* The attention path for the config's `attention` key: cuDNN (when asked, or for "auto" where it loads and takes
-   the shape) or the flash template. Prints one line saying which, and why. "cudnn" that cannot be had is an error. */
-int  attention_open(Cuda *c, AttentionPath want, Err *err);
+/* The plan's attention path: cuDNN (when asked, or for "auto" where it loads and takes the shape) or the flash
+   template. Prints one line saying which, and why. "cudnn" that the config asks for and cannot be had is an error;
+   the tuning database's choice that cannot serve here gives way to the other path, with a note. */
+int  attention_open(Cuda *c, Err *err);
 void attention_close(Cuda *c);
 /* one forward / backward of either path (cudnn NULL: the template) on explicit buffers; ddot: (B,NH,T) fp32 scratch */
 int attention_forward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr out, dptr stats, dptr qkv,
@@ -89,7 +90,7 @@ int op_attention_backward(Cuda *c, int l, Err *err);           /* datty -> dqkv 
    bits down to 2e-9, while |softmax - onehot| <= 1 keeps them below fp16's largest value, 65504. */
 int op_classifier(Cuda *c, const int32_t *targets, float *loss, Err *err);
 #define DLOGITS_UNIT_FP16 32768.0f
-static inline float dlogits_unit(const Cuda *c) { return c->prec == PREC_FP16 ? DLOGITS_UNIT_FP16 : 1.0f / (float)(c->B * c->T); }
+static inline float dlogits_unit(const Cuda *c) { return c->prec == PREC_FP16 ? DLOGITS_UNIT_FP16 : 1.0f / (float)(c->plan->step.B * c->plan->step.T); }
 
 int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err);
 int cu_backward(Backend *be, float grad_scale, Err *err);

@@ -34,7 +34,7 @@ static int forward_layer(Cuda *c, int l, Err *err) {
 
 int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err) {
     Cuda *c = cuda_of(be);
-    int BT = c->B * c->T;
+    int BT = c->plan->step.B * c->plan->step.T;
     for (int i = 0; i < BT; i++)
         if (inputs[i] < 0 || inputs[i] >= c->V)
             return err_set(err, "input token %d at position %d is outside the vocabulary (0..%d)", inputs[i], i, c->V - 1);
@@ -50,6 +50,7 @@ int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float
     if (!targets) return cuda_device_sync(&c->dev, "forward", err);
     OP("classifier (loss+dlogits)", op_classifier(c, targets, loss, err));
     c->logits_valid = 0;
+    if (c->plan->step.kind != STEP_TRAIN) return cuda_device_sync(&c->dev, "forward", err);   /* no backward follows */
     if (op_encoder_upload_buckets(c, inputs, err)) return -1;
     c->have_targets = 1;
     return 0;
@@ -85,8 +86,8 @@ int cu_backward(Backend *be, float grad_scale, Err *err) {
     dptr dres = buf(c, BUF_DRESIDUAL, 0), dln = buf(c, BUF_DLN, 0);
     /* the logits buffer holds d(mean loss)/d(logits) in units of dlogits_unit since the forward; grad_scale
        goes in as alpha */
-    float alpha = c->prec == PREC_FP16 ? grad_scale / (DLOGITS_UNIT_FP16 * (float)(c->B * c->T)) : grad_scale;
-    if (cuda_check(cu.cuMemsetD8Async(dres, 0, (size_t)c->B * c->T * c->C * c->xs, c->s), "zeroing dresidual", err)) return -1;
+    float alpha = c->prec == PREC_FP16 ? grad_scale / (DLOGITS_UNIT_FP16 * (float)(c->plan->step.B * c->plan->step.T)) : grad_scale;
+    if (cuda_check(cu.cuMemsetD8Async(dres, 0, (size_t)c->plan->step.B * c->plan->step.T * c->C * c->xs, c->s), "zeroing dresidual", err)) return -1;
     OP("matmul bwd classifier", op_linear_backward(c, MM_CLASSIFIER_DINP, MM_CLASSIFIER_DW, dln, GW(P_WTE, 0), 0,
                                                    buf(c, BUF_LOGITS, 0), buf(c, BUF_LNF, 0), PW(P_WTE, 0), alpha, 0, err));
     OP("layernorm backward", op_layernorm_backward(c, dres, GW(P_LNFW, 0), GW(P_LNFB, 0), dln, buf(c, BUF_RESIDUAL3, c->L - 1),

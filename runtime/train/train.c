@@ -18,24 +18,17 @@
 static volatile sig_atomic_t stop_requested;
 static void on_sigint(int sig) { (void)sig; stop_requested = 1; }
 
-Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *which, Err *err) {
-    return train_make_rank_backend(cfg, plan, which, (RankInfo){0, 1, 0}, err);
-}
-
-Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char *which, RankInfo ri, Err *err) {
-    BackendOptions o = {config_shape(cfg), cfg->train.batch_size, cfg->train.seq_len, cfg->precision,
-                        cfg->train.master_weights, cfg->train.recompute, plan, ri.device, 0, 0};
-    if (ri.world > 1 && cfg->train.zero_stage == 1) {
-        size_t sizes[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&o.shape, sizes, NULL);
+Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo ri, Err *err) {
+    BackendOptions o = {plan, ri.device, 0, 0, NULL};
+    if (ri.world > 1 && plan->step.zero_stage == 1) {
+        size_t sizes[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&plan->model, sizes, NULL);
         ranks_shard(n, ri.world, ri.rank, &o.opt_offset, &o.opt_count);
-        if (o.opt_count == 0) { err_set(err, "%s: train.num_gpus = %d: more ranks than parameters", cfg->path, ri.world); return NULL; }
+        if (o.opt_count == 0) {
+            err_set(err, "%s: train.num_gpus = %d: more ranks than parameters", plan->config_path, ri.world);
+            return NULL;
+        }
     }
-    if (!strcmp(which, "cpu")) return cpu_backend_create(&o, err);
-    if (!strcmp(which, "cuda")) return cuda_backend_create(&o, err);
-    Backend *b = cuda_backend_create(&o, err);
-    if (b) return b;
-    fprintf(stderr, "gpt2gen: %s; training on the CPU backend (fp32)\n", err->msg);
-    return cpu_backend_create(&o, err);
+    return backend_create(&o, which, err);
 }
 
 int train_check_ranks(const Config *c, const char *backend, int procs, Err *err) {
@@ -110,12 +103,14 @@ static size_t put_token(Run *r, int id, Utf8Stream *us, char *text) {
     return len;
 }
 
-/* Generates eval.sample_tokens tokens from end-of-text, prints them as they come, and logs the text. */
+/* Generates eval.sample_tokens tokens from end-of-text, prints them as they come, and logs the text: row 0 of the
+   sampling plan's forward (one row, the training weights), or of the training step's where there is none. */
 static int sample_text(Run *r, int step, Err *err) {
     const Config *c = r->cfg;
-    int T = c->train.seq_len, V = c->model.vocab_size, eot = r->has_tok ? r->tok.eot : V - 1;   /* GPT-2's is last */
+    Backend *be = r->sampler ? r->sampler : r->be;
+    int T = be->plan->step.T, V = c->model.vocab_size, eot = r->has_tok ? r->tok.eot : V - 1;   /* GPT-2's is last */
     int n = c->eval.sample_tokens, rc = 0;
-    size_t BT = (size_t)c->train.batch_size * T, used = 0;
+    size_t BT = (size_t)be->plan->step.B * T, used = 0;
     int32_t *tokens = r->eval_inputs;
     for (size_t i = 0; i < BT; i++) tokens[i] = eot;
     float *logits = xmalloc((size_t)V * sizeof(float));
@@ -123,7 +118,7 @@ static int sample_text(Run *r, int step, Err *err) {
     Utf8Stream us = {0};
     printf("--- sample at step %d: ", step);
     for (int t = 1; t < n && !rc; t++) {
-        rc = r->be->forward(r->be, tokens, NULL, NULL, err) || r->be->get_logits(r->be, 0, t - 1, logits, err);
+        rc = be->forward(be, tokens, NULL, NULL, err) || be->get_logits(be, 0, t - 1, logits, err);
         if (rc) break;
         tokens[t] = sample_token(logits, V, (float)c->eval.temperature, &r->sample_rng);
         used += put_token(r, tokens[t], &us, text + used);
@@ -155,7 +150,7 @@ static int open_tokenizer(Run *r, Err *err) {
 
 /* Everything a run checks before its first step: the run directory (rundir_open, by rank 0's process), every
    shard's header, the tokenizer, the metrics log (rank 0); then the backends, and the ranks joined. */
-static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOptions *opt, Err *err) {
+static int open_run(Run *r, const Config *c, const Plan *plan, const Plan *sample, const TrainOptions *opt, Err *err) {
     memset(r, 0, sizeof *r);
     r->dir.lock_fd = -1;
     r->cfg = c;
@@ -195,13 +190,18 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
     for (int k = 0; k < r->local; k++) {
         RankRun *q = &r->rk[k];
         RankInfo ri = {r->first + k, r->world, procs > 1 ? opt->device : 0};
-        if (!(q->be = train_make_rank_backend(c, plan, opt->backend, ri, err))) return -1;
+        if (!(q->be = train_make_rank_backend(plan, opt->backend, ri, err))) return -1;
         if (r->world > 1 && (!q->be->grad_buffer || !q->be->param_buffer || !q->be->grad_sumsq))
             return err_set(err, "the %s backend cannot run as one of several ranks yet", q->be->name);
         q->inputs = xmalloc((size_t)B * T * sizeof(int32_t));
         q->targets = xmalloc((size_t)B * T * sizeof(int32_t));
     }
     r->be = r->rk[0].be;
+    /* rank 0 samples with its own forward plan, on the training weights */
+    if (r->lead && sample && c->eval.sample_every > 0) {
+        BackendOptions so = {sample, procs > 1 ? opt->device : 0, 0, 0, r->be};
+        if (!(r->sampler = backend_create(&so, r->be->name, err))) return -1;
+    }
     r->eval_inputs = xmalloc((size_t)B * T * sizeof(int32_t));
     r->eval_targets = xmalloc((size_t)B * T * sizeof(int32_t));
     if (procs == 1) return (r->comm = comm_emulated_create(r->world, err)) ? 0 : -1;
@@ -216,6 +216,7 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
 
 static void close_run(Run *r) {
     if (r->comm) r->comm->destroy(r->comm);   /* NCCL's runs on the backend's GPU: first */
+    if (r->sampler) r->sampler->destroy(r->sampler);   /* it runs on rank 0's weights: before that backend */
     for (int k = 0; r->rk && k < r->local; k++) {
         RankRun *q = &r->rk[k];
         if (q->be) q->be->destroy(q->be);
@@ -330,7 +331,7 @@ static int train_step(Run *r, int step, float *loss_out, float *norm_out, float 
     return update_all(r, lr, clip_factor / S, step + 1 - r->scaler.skipped, err);
 }
 
-int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
+int train_run(const Config *c, const Plan *plan, const Plan *sample, const TrainOptions *opt) {
     Run r;
     Err err;
     int rc = 0, step = 0;
@@ -341,7 +342,7 @@ int train_run(const Config *c, const Plan *plan, const TrainOptions *opt) {
         fprintf(stderr, "gpt2gen: %scannot silence stdout\n", who);
         return EXIT_FAIL;
     }
-    if (open_run(&r, c, plan, opt, &err) || (step = run_initial_state(&r, &err)) < 0) {
+    if (open_run(&r, c, plan, sample, opt, &err) || (step = run_initial_state(&r, &err)) < 0) {
         fprintf(stderr, "gpt2gen: %s%s\n", who, err.msg);
         if (r.comm && r.comm->broken) _exit(EXIT_FAIL);
         close_run(&r);

@@ -26,14 +26,15 @@ typedef struct {
     const void *comm_id;
 } TrainOptions;
 
-/* Runs the whole job. Returns an exit code: 0, 1 (a failure, printed), 130 (stopped by SIGINT after
-   saving a checkpoint). */
-int train_run(const Config *cfg, const Plan *plan, const TrainOptions *opt);
+/* Runs the whole job: the training plan's step on every rank; samples (eval.sample_every) with the sampling plan
+   (gen/plan.h, plan_make_sample) on rank 0's weights, or with the training step where sample is NULL.
+   Returns an exit code: 0, 1 (a failure, printed), 130 (stopped by SIGINT after saving a checkpoint). */
+int train_run(const Config *cfg, const Plan *plan, const Plan *sample, const TrainOptions *opt);
 
 /* Pieces the tests use. */
-Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *which, Err *err);
-/* Rank ri's backend: under ZeRO-1 with several ranks, it keeps the AdamW state of its shard only. */
-Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char *which, RankInfo ri, Err *err);
+/* Rank ri's backend of the training plan: under ZeRO-1 with several ranks, it keeps the AdamW state of its shard
+   only. */
+Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo ri, Err *err);
 /* train.num_gpus > 1: in one process (procs <= 1) only with backend "cpu" (named: auto is CUDA on a GPU machine),
    and at most TRAIN_MAX_EMULATED_RANKS; as procs processes with num_gpus = procs. err says what to do otherwise. */
 int train_check_ranks(const Config *cfg, const char *backend, int procs, Err *err);

@@ -28,6 +28,7 @@ typedef struct {
     RankRun *rk;                         /* local of them, rk[k] being rank first + k */
     Comm *comm;
     Backend *be;                         /* rk[0].be */
+    Backend *sampler;                    /* rank 0's forward of the sampling plan, on be's weights; or NULL */
     DataLoader *train;                   /* &rk[0].train: the data position every rank shares */
     int has_val;
     Tokenizer tok;

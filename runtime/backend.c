@@ -1,0 +1,28 @@
+/* backend: what every backend checks of its options, and the choice of backend (see backend.h). */
+#include "runtime/backend.h"
+#include <stdio.h>
+#include <string.h>
+
+int backend_check_weights(const BackendOptions *o, const char *name, Err *err) {
+    const Plan *p = o->plan;
+    if (!p->step.shared_weights)
+        return o->weights ? err_set(err, "%s backend: plan \"%s\" keeps weights of its own: no other backend's to run with",
+                                    name, p->name) : 0;
+    if (!o->weights)
+        return err_set(err, "%s backend: plan \"%s\" runs with another backend's weights, and none was given", name, p->name);
+    if (strcmp(o->weights->name, name))
+        return err_set(err, "%s backend: plan \"%s\" cannot run with the weights of a %s backend", name, p->name,
+                       o->weights->name);
+    if (memcmp(&o->weights->plan->model, &p->model, sizeof p->model))
+        return err_set(err, "%s backend: plan \"%s\" is for another model than the weights it was given", name, p->name);
+    return 0;
+}
+
+Backend *backend_create(const BackendOptions *o, const char *which, Err *err) {
+    if (!strcmp(which, "cpu")) return cpu_backend_create(o, err);
+    if (!strcmp(which, "cuda")) return cuda_backend_create(o, err);
+    Backend *b = cuda_backend_create(o, err);
+    if (b) return b;
+    fprintf(stderr, "gpt2gen: %s; training on the CPU backend (fp32)\n", err->msg);
+    return cpu_backend_create(o, err);
+}
