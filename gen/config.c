@@ -481,7 +481,6 @@ int config_load(Config *cfg, const char *path, const char *const *overrides, int
 }
 
 const char *precision_name(Precision p) { return PRECISIONS[p]; }
-const char *schedule_name(Schedule s) { return SCHEDULES[s]; }
 const char *attention_name(AttentionPath a) { return ATTENTIONS[a]; }
 
 int config_tunable(const Config *cfg, const char *family, const char *name, int dflt) {
