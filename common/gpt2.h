@@ -1,4 +1,4 @@
-/* gpt2: the model's shape and parameter layout (SPEC section 1), shared by every backend. */
+/* gpt2: the model's shape and parameter layout (docs/model.md, "The model"), shared by every backend. */
 #ifndef GPT2GEN_GPT2_H
 #define GPT2GEN_GPT2_H
 #include <stddef.h>
@@ -43,7 +43,7 @@ int    gpt2_grad_part(const GPT2Shape *s, int part, size_t ranges[][2]);
 int    gpt2_param_per_layer(int i);
 /* 1 if tensor i gets weight decay (the 2-D weights: wte, wpe, qkvw, attprojw, fcw, fcprojw). */
 int    gpt2_param_decays(int i);
-/* Fresh init (SPEC section 1), seeded: two calls with one seed give identical bits. */
+/* Fresh init (docs/model.md, "Init"), seeded: two calls with one seed give identical bits. */
 void   gpt2_init_params(const GPT2Shape *s, float *params, unsigned long seed);
 /* FLOPs per token for MFU: 6*N + 6*L*C*T. */
 double gpt2_flops_per_token(const GPT2Shape *s, int T);

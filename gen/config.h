@@ -73,7 +73,6 @@ int  config_arch_valid(const char *arch);
 int  config_loss_scale_valid(double x);
 /* The model shape the config describes. */
 GPT2Shape config_shape(const Config *cfg);
-const char *schedule_name(Schedule s);
 /* The value of a tunable from the config, or dflt when the config does not set it. */
 int  config_tunable(const Config *cfg, const char *family, const char *name, int dflt);
 /* Writes the config, fully resolved with defaults, as Lua (for build/<name>/config.lua). */

@@ -1,5 +1,5 @@
-/* config_schema: the config's keys, their types, defaults and limits (gen/config.c), shared with the
-   writer of the resolved config (gen/config_write.c). */
+/* config_schema: the config's keys, their types, defaults and limits (gen/config.c), shared with their reader
+   (gen/config_read.c) and the writer of the resolved config (gen/config_write.c). */
 #ifndef GPT2GEN_CONFIG_SCHEMA_H
 #define GPT2GEN_CONFIG_SCHEMA_H
 #include "gen/config.h"
@@ -19,4 +19,7 @@ typedef struct {
 
 typedef struct { const char *name; const Field *fields; } Section;
 extern const Section SECTIONS[];   /* model, train, data, eval, checkpoint; ends at name NULL */
+extern const char *const TOP_KEYS[];     /* every top-level key; ends at NULL */
+extern const char *const PRECISIONS[];   /* the names of precision's values (Precision), index = value */
+extern const char *const ATTENTIONS[];   /* the names of attention's values (AttentionPath), index = value */
 #endif

@@ -1,5 +1,5 @@
-/* memory: the step's buffers in one arena (see memory.h). The model follows SPEC section 1 layer by layer
-   (docs: README, "The model"); what the backward needs is kept per layer unless train.recompute says
+/* memory: the step's buffers in one arena (see memory.h). The model follows docs/model.md, "The model",
+   layer by layer; what the backward needs is kept per layer unless train.recompute says
    otherwise (1: the GELU output is recomputed, 2: the LayerNorm outputs too). */
 #include "gen/memory.h"
 #include "gen/plan.h"

@@ -1,4 +1,4 @@
-/* checkpoint: llm.c model checkpoints (SPEC section 3).
+/* checkpoint: llm.c model checkpoints (docs/model.md, "File formats", "Model checkpoint").
  *
  * Layout, little-endian: a header of 256 int32, [0]=20240326, [1]=3 (fp32) or 5 (bf16), [2]=maxT, [3]=V,
  * [4]=L, [5]=NH, [6]=C, [7]=Vp, the rest zero; then every parameter tensor in checkpoint order

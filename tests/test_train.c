@@ -20,7 +20,7 @@ static char tmpdir[256];
 static int close_to(double a, double b) { return fabs(a - b) <= 1e-12 * fmax(1.0, fabs(b)); }
 
 static void test_lr_schedules(void) {
-    /* M = 1e-3, W = 10, N = 110, f = 0.1: values worked out by hand from SPEC section 2 */
+    /* M = 1e-3, W = 10, N = 110, f = 0.1: values worked out by hand from docs/model.md, "LR schedules" */
     double M = 1e-3, f = 0.1;
     CHECK(close_to(lr_at(SCHED_COSINE, M, 10, 110, f, 0), 1e-4), "warmup step 0: %g", lr_at(SCHED_COSINE, M, 10, 110, f, 0));
     CHECK(close_to(lr_at(SCHED_COSINE, M, 10, 110, f, 9), 1e-3), "warmup step 9");

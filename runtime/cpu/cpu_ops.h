@@ -1,4 +1,4 @@
-/* cpu_ops: the fp32 reference ops of GPT-2 (SPEC section 1), plain C with OpenMP.
+/* cpu_ops: the fp32 reference ops of GPT-2 (docs/model.md, "The model"), plain C with OpenMP.
  *
  * These are the oracle the GPU kernels are tested against, so they favour clarity and determinism:
  * work is split over rows or outputs only, each output element is computed by one thread in a fixed

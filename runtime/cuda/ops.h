@@ -7,7 +7,7 @@
  *   optimizer.c  zero_grad, global gradient norm, AdamW (Backend methods)
  *   step.c       the schedule of one forward and one backward (Backend methods)
  *   cuda_backend.c  creation, parameters and state to and from the host
- * Every op runs on the device's compute stream; the ops of the step follow SPEC section 1 (README, "The model"). */
+ * Every op runs on the device's compute stream; the ops of the step follow docs/model.md, "The model". */
 #ifndef GPT2GEN_CUDA_OPS_H
 #define GPT2GEN_CUDA_OPS_H
 #include "runtime/backend.h"

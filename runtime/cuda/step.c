@@ -1,4 +1,4 @@
-/* step: the schedule of one forward and one backward on the GPU, layer by layer (SPEC section 1; README,
+/* step: the schedule of one forward and one backward on the GPU, layer by layer (docs/model.md,
    "The model"). What the backward needs is kept per layer unless train.recompute says otherwise
    (1: the GELU output is recomputed, 2: the LayerNorm outputs too). */
 #include "runtime/cuda/ops.h"

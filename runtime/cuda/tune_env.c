@@ -35,7 +35,7 @@ int tune_env_probe(TuneEnv *env, char *cublaslt, size_t n, Err *err) {
     snprintf(env->arch, sizeof env->arch, "none");
     snprintf(env->driver, sizeof env->driver, "none");
     if (have_gpu) {
-        char name[256] = "";
+        char name[sizeof env->gpu] = "";
         int major = 0, minor = 0, drv = 0;
         cu.cuDeviceGetName(name, sizeof name, dev);
         cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);

@@ -1,5 +1,5 @@
-/* schedule: the learning rate at step s (SPEC section 2): linear warmup, then cosine, linear, constant or
-   wsd (warmup-stable-decay: constant until 0.8 N, then 1 - sqrt decay) down to final_lr_frac * lr. */
+/* schedule: the learning rate at step s (docs/model.md, "LR schedules"): linear warmup, then cosine, linear,
+   constant or wsd (warmup-stable-decay: constant until 0.8 N, then 1 - sqrt decay) down to final_lr_frac * lr. */
 #ifndef GPT2GEN_SCHEDULE_H
 #define GPT2GEN_SCHEDULE_H
 #include "gen/config.h"

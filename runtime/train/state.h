@@ -1,6 +1,6 @@
-/* state: the resume state, written beside each model checkpoint (SPEC section 3). With it, stopping after k
- * steps and resuming gives the same bits as never stopping: AdamW's m and v, the fp32 (master) weights, the
- * data position and the sampling RNG.
+/* state: the resume state, written beside each model checkpoint (docs/model.md, "File formats", "Resume
+ * state"). With it, stopping after k steps and resuming gives the same bits as never stopping: AdamW's m and v,
+ * the fp32 (master) weights, the data position and the sampling RNG.
  *
  * Header (256 int32), version 3: [0]=20240527 [1]=3 [2]=ranks [3]=rank [4]=master-weights flag (1: the body
  * holds the fp32 weights) [5]=shuffle flag [6]=step (steps done) [7]=epoch [8]=shard position [9,10]=row

@@ -3,18 +3,18 @@
 
 Usage: python3 tests/reference/gpt2_reference.py --out tests/reference [--device cpu|cuda]
 
-Needs only PyTorch and numpy. It builds a tiny GPT-2 exactly as SPEC section 1 says (pre-LayerNorm, tanh
+Needs only PyTorch and numpy. It builds a tiny GPT-2 exactly as docs/model.md, "The model", says (pre-LayerNorm, tanh
 GELU, tied wte, causal attention, fp32), written out by hand below with the parameters stacked over layers
 in checkpoint order, so each .grad is already laid out as the checkpoint lays it out. It writes:
 
-  tiny_init.bin    the initial weights, an llm.c fp32 model checkpoint (SPEC section 3)
+  tiny_init.bin    the initial weights, an llm.c fp32 model checkpoint (docs/model.md, "Model checkpoint")
   golden_tiny.bin  inputs, targets, logits, loss, every gradient, and 10 AdamW steps (format below)
 
 Device: the default is the CPU, in fp32: no TF32, no reduced-precision reductions, so the numbers are
 plain fp32 and the closest to what the C reference computes, and the same on any machine. --device cuda
 works too (TF32 disabled), for a quick look; the committed files come from the CPU.
 
-Model: V=1000 (Vp=1024), maxT=64, L=2, NH=4, C=64; batch B=4, T=32. Init per SPEC section 1 with
+Model: V=1000 (Vp=1024), maxT=64, L=2, NH=4, C=64; batch B=4, T=32. Init per docs/model.md, "Init", with
 torch.Generator seed 1337 (weights N(0, 0.02), attprojw and fcprojw N(0, 0.02/sqrt(2L)), biases 0,
 LayerNorm weights 1, wte rows V..Vp-1 zero). Inputs and targets: ids in [0, V) from numpy seed 1337+1.
 
@@ -62,7 +62,7 @@ LOGITS_B = 2                      # logits of two batch rows: keeps the file und
 LRS = [1e-3 * min(1.0, (s + 1) / 4) for s in range(STEPS)]
 BETA1, BETA2, EPS, WEIGHT_DECAY, GRAD_CLIP = 0.9, 0.95, 1e-8, 0.1, 1.0
 
-# Parameter tensors in checkpoint order (SPEC section 1), layers stacked inside each.
+# Parameter tensors in checkpoint order (docs/model.md, "Parameter tensors"), layers stacked inside each.
 PARAMS = [
     ("wte", (VP, C)), ("wpe", (MAXT, C)),
     ("ln1w", (L, C)), ("ln1b", (L, C)),
@@ -79,7 +79,7 @@ RESIDUAL_PROJECTIONS = {"attprojw", "fcprojw"}
 
 
 def init_params():
-    """Fresh init per SPEC section 1, on the CPU, fp32, seeded."""
+    """Fresh init per docs/model.md, "Init", on the CPU, fp32, seeded."""
     gen = torch.Generator().manual_seed(SEED)
     params = {}
     for name, shape in PARAMS:

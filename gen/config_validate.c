@@ -1,0 +1,101 @@
+/* config_validate: the checks across a config's fields once its values are read (gen/config_read.c), and the
+ * values derived from them (the padded vocabulary, seq_len, total_batch_size and the accumulation steps, the
+ * checkpoint folder); the arch and loss scale rules that others check too. */
+#include "gen/config.h"
+#include "gen/config_internal.h"
+#include <ctype.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- cross-field checks */
+
+int config_arch_valid(const char *arch) {
+    if (strncmp(arch, "sm_", 3)) return 0;
+    const char *p = arch + 3;
+    int v = 0, digits = 0;
+    for (; isdigit((unsigned char)*p) && digits < 4; p++, digits++) v = v * 10 + (*p - '0');
+    if (*p == 'a') p++;
+    return digits >= 2 && !*p && v >= 70;
+}
+
+/* a*b and a+b that stop at UINT64_MAX instead of wrapping */
+static uint64_t mul_sat(uint64_t a, uint64_t b) { uint64_t r; return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r; }
+static uint64_t add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+#define MAX_PARAMS     (1ull << 40)   /* parameters (1.1e12) */
+#define MAX_STEP_BYTES (1ull << 50)   /* one micro-step's activations (1 PiB) */
+
+/* The sizes every later stage computes in 64 bits (the parameter count, the plan's memory in gen/memory.c) and
+   in int (a micro-batch's tokens, the accumulation steps) are checked here without overflow, so none of them
+   wraps. */
+int config_validate(Config *c, Err *err) {
+    const char *f = c->path;
+    if (c->model.n_embd % c->model.n_head)
+        return err_set(err, "%s: model.n_embd: %d is not divisible by model.n_head %d", f, c->model.n_embd, c->model.n_head);
+    int hs = c->model.n_embd / c->model.n_head;
+    if (hs % 8 || hs > 256)
+        return err_set(err, "%s: model: head size n_embd/n_head = %d is not supported; the templates need a multiple of 8, at most 256", f, hs);
+    if (c->model.n_embd % 32)
+        return err_set(err, "%s: model.n_embd: %d is not supported; the templates need a multiple of 32", f, c->model.n_embd);
+    if (c->model.vocab_size > 65536)
+        return err_set(err, "%s: model.vocab_size: %d does not fit the uint16 token shards (at most 65536)", f, c->model.vocab_size);
+    c->model.padded_vocab_size = (c->model.vocab_size + 127) / 128 * 128;
+    if (c->train.seq_len == 0) c->train.seq_len = c->model.max_seq_len;
+    if (c->train.seq_len > c->model.max_seq_len)
+        return err_set(err, "%s: train.seq_len: %d is larger than model.max_seq_len %d", f, c->train.seq_len, c->model.max_seq_len);
+
+    uint64_t B = (uint64_t)c->train.batch_size, T = (uint64_t)c->train.seq_len, G = (uint64_t)c->train.num_gpus;
+    uint64_t tokens = mul_sat(mul_sat(B, T), G);
+    if (tokens > INT_MAX)
+        return err_set(err, "%s: train.batch_size: batch_size*seq_len*num_gpus = %d*%d*%d is out of range: at most %d tokens per micro-step",
+                       f, c->train.batch_size, c->train.seq_len, c->train.num_gpus, INT_MAX);
+    if (c->train.total_batch_size == 0) c->train.total_batch_size = (long)tokens;
+    if (c->train.total_batch_size % (long)tokens)
+        return err_set(err, "%s: train.total_batch_size: %ld is not a multiple of batch_size*seq_len*num_gpus = %d*%d*%d = %ld",
+                       f, c->train.total_batch_size, c->train.batch_size, c->train.seq_len, c->train.num_gpus, (long)tokens);
+    if (c->train.total_batch_size / (long)tokens > INT_MAX)
+        return err_set(err, "%s: train.total_batch_size: %ld is out of range: at most %ld (batch_size*seq_len*num_gpus = %ld tokens, "
+                       "times at most %d accumulation steps)", f, c->train.total_batch_size, (long)tokens * INT_MAX, (long)tokens, INT_MAX);
+    c->train.grad_accum = (int)(c->train.total_batch_size / (long)tokens);
+
+    /* the parameter count (common/gpt2.c) and a bound on a micro-step's activations and scratch (gen/memory.c) */
+    uint64_t L = (uint64_t)c->model.n_layer, C = (uint64_t)c->model.n_embd, NH = (uint64_t)c->model.n_head;
+    uint64_t Vp = (uint64_t)c->model.padded_vocab_size, maxT = (uint64_t)c->model.max_seq_len;
+    uint64_t per_layer = add_sat(mul_sat(12, mul_sat(C, C)), mul_sat(13, C));
+    uint64_t params = add_sat(mul_sat(Vp + maxT + 2, C), mul_sat(L, per_layer));
+    if (params > MAX_PARAMS)
+        return err_set(err, "%s: model: n_layer=%d, n_embd=%d, vocab_size=%d, max_seq_len=%d give %.3g parameters: out of range: "
+                       "at most %.3g", f, c->model.n_layer, c->model.n_embd, c->model.vocab_size, c->model.max_seq_len,
+                       (double)params, (double)MAX_PARAMS);
+    uint64_t BT = mul_sat(B, T);
+    uint64_t att = mul_sat(mul_sat(B, NH), mul_sat(T, T));
+    uint64_t layer_bytes = add_sat(mul_sat(BT, add_sat(mul_sat(32, C), 32)), mul_sat(2, att));
+    uint64_t step_bytes = mul_sat(4, add_sat(mul_sat(L + 2, layer_bytes), mul_sat(BT, Vp)));
+    if (step_bytes > MAX_STEP_BYTES)
+        return err_set(err, "%s: train.batch_size: batch_size=%d, seq_len=%d with n_layer=%d, n_head=%d, n_embd=%d need %.3g bytes "
+                       "of activations per micro-step: out of range: at most %.3g (1 PiB)", f, c->train.batch_size, c->train.seq_len,
+                       c->model.n_layer, c->model.n_head, c->model.n_embd, (double)step_bytes, (double)MAX_STEP_BYTES);
+
+    if (c->train.final_lr_frac > 1) return err_set(err, "%s: train.final_lr_frac: expected a number in [0, 1], got %g", f, c->train.final_lr_frac);
+    if (c->train.beta1 >= 1 || c->train.beta2 >= 1) return err_set(err, "%s: train.beta1/beta2: expected numbers in [0, 1)", f);
+    if (!config_loss_scale_valid(c->train.loss_scale))
+        return err_set(err, "%s: train.loss_scale: expected a power of two from 1 to 2^24 = %.0f, got %g", f, LOSS_SCALE_MAX, c->train.loss_scale);
+    if (c->precision == PREC_FP16 && !c->train.master_weights)
+        return err_set(err, "%s: train.master_weights: precision fp16 needs true: AdamW keeps the weights in fp32 and rounds them "
+                       "to fp16 to nearest; without that fp32 copy, updates below half an fp16 step would be lost", f);
+    if (c->train.recompute > 2) return err_set(err, "%s: train.recompute: expected 0 (none), 1 (GELU) or 2 (GELU and LayerNorm), got %d", f, c->train.recompute);
+    if (c->eval.sample_tokens > c->train.seq_len)
+        return err_set(err, "%s: eval.sample_tokens: %d is larger than train.seq_len %d", f, c->eval.sample_tokens, c->train.seq_len);
+    if (c->arch[0] && !config_arch_valid(c->arch))
+        return err_set(err, "%s: arch: expected \"sm_XX\" with XX >= 70 (e.g. \"sm_90\"), got \"%s\"", f, c->arch);
+    if (!c->checkpoint.dir[0]) snprintf(c->checkpoint.dir, sizeof c->checkpoint.dir, "runs/%s", c->name);   /* name < 128 */
+    return 0;
+}
+
+int config_loss_scale_valid(double x) {
+    int e;
+    return x >= 1 && x <= LOSS_SCALE_MAX && frexp(x, &e) == 0.5;
+}
