@@ -5,7 +5,7 @@
    magnitude of the tensor; fp32 allows ~1e-5 (a different summation order), bf16 ~1e-2 (8 mantissa bits). */
 #ifndef GPT2GEN_KERNEL_TESTS_H
 #define GPT2GEN_KERNEL_TESTS_H
-#include "gen/config.h"
+#include "tune/tune.h"
 struct Plan;
 /* The plan's CUBINs must be built. Returns the number of failed tests (0: all passed or skipped);
    -1 when there is no GPU (the reason printed as a "skip" line). */

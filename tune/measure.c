@@ -51,12 +51,19 @@ int time_median(G *g, Flush *f, TimedRun run, void *ctx, double *us, Err *err) {
     return 0;
 }
 
+/* The one place the tuner creates a backend: plan's CUDA backend on GPU 0, at the config's step shape. */
+static Backend *step_backend(const Plan *plan, Err *err) {
+    const Config *cfg = plan->cfg;
+    BackendOptions opt = {config_shape(cfg), cfg->train.batch_size, cfg->train.seq_len, cfg->precision,
+                          cfg->train.master_weights, cfg->train.recompute, plan, 0, 0, 0};
+    return cuda_backend_create(&opt, err);
+}
+
 int step_time(const Plan *plan, int steps, double *ms, float losses[3], Err *err) {
     const Config *cfg = plan->cfg;
     GPT2Shape shape = config_shape(cfg);
     int B = cfg->train.batch_size, T = cfg->train.seq_len;
-    BackendOptions opt = {shape, B, T, cfg->precision, cfg->train.master_weights, cfg->train.recompute, plan, 0, 0, 0};
-    Backend *be = cuda_backend_create(&opt, err);
+    Backend *be = step_backend(plan, err);
     if (!be) return -1;
     size_t sz[NUM_PARAM_TENSORS];
     size_t np = gpt2_param_sizes(&shape, sz, NULL);

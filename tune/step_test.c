@@ -9,6 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The one place the step test says what backends it creates: g's plan and GPU at the config's step shape, in
+   precision prec (the CPU backend's is fp32). */
+static BackendOptions backend_options(const G *g, Precision prec) {
+    const Config *cfg = g->cfg;
+    BackendOptions opt = {config_shape(cfg), g->B, g->T, prec, cfg->train.master_weights, cfg->train.recompute, g->plan,
+                          g->dev.ordinal, 0, 0};
+    return opt;
+}
+
 void test_train_step(G *g) {
     const Config *cfg = g->cfg;
     GPT2Shape shape = config_shape(cfg);
@@ -16,10 +25,7 @@ void test_train_step(G *g) {
     size_t np = gpt2_param_sizes(&shape, sz, off);
     double flops = 6.0 * (double)np * g->BT;
     if (flops > 3e12) { skip(g, "train_step", "the CPU backend would take too long here (%.0f GFLOP per step); the small configs cover it", flops / 1e9); return; }
-    BackendOptions opt = {shape, g->B, g->T, cfg->precision, cfg->train.master_weights, cfg->train.recompute, g->plan,
-                          g->dev.ordinal, 0, 0};
-    BackendOptions copt = opt;
-    copt.precision = PREC_FP32;
+    BackendOptions opt = backend_options(g, cfg->precision), copt = backend_options(g, PREC_FP32);
     Err err = {{0}};
     size_t free0 = 0, free1 = 0, total = 0;
     cu.cuMemGetInfo(&free0, &total);

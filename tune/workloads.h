@@ -1,5 +1,5 @@
 /* workloads: each kernel family's kernels run once each, on random inputs at the config's real shapes, for
-   `gpt2gen tune` (cli/tune.c): every variant runs the same workload, its outputs are held against the default
+   `gpt2gen tune` (tune/sweep_kernels.c): every variant runs the same workload, its outputs are held against the default
    variant's, and it is timed. Buffers come from the GPU test harness (harness.h). A family without a workload
    here keeps its default variant (tune says so). */
 #ifndef GPT2GEN_WORKLOADS_H
