@@ -1,7 +1,6 @@
 /* gpt2gen test: every generated kernel of a config against the CPU reference, on the GPU. */
 #include "cli/commands.h"
-#include "tune/kernel_tests.h"
-#include "tune/report.h"
+#include "tune/tune.h"
 #include <stdio.h>
 
 static const char *TEST_USAGE =
@@ -19,6 +18,5 @@ int cmd_test(int argc, char **argv) {
     int done;
     int rc = args_build(argc, argv, "test", TEST_USAGE, &cfg, &plan, NULL, &done);
     if (rc || done) return rc;
-    int failed = gpu_test_run(&cfg, &plan);
-    return report_summary() || failed > 0 ? EXIT_FAIL : 0;   /* "RESULT p f s", as every test program ends */
+    return tune_test(&cfg, &plan) ? EXIT_FAIL : 0;
 }

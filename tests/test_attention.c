@@ -5,7 +5,7 @@
    and fp32), forward
    output and statistics and dq/dk/dv against the reference, with a timing line per shape. Each shape's kernels
    are generated and compiled first (that part runs everywhere). cuDNN's attention runs beside the template at
-   each shape where it loads and takes it (see tune/kernel_tests.c); its refusals that need no GPU are
+   each shape where it loads and takes it (see tune/kernel_tests_attention.c); its refusals that need no GPU are
    tested here, in CI too. */
 #include "tests/check.h"
 #include "tune/attention_ref.h"

@@ -5,6 +5,7 @@
    plan takes its values, except where the config sets a tunable itself. Runs from the repository root. */
 #include "tests/check.h"
 #include "gen/tune_db.h"
+#include "tune/families.h"
 #include "common/files.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -329,6 +330,20 @@ static void test_env_hook(void) {
     CHECK(tune_env_parse(&env, "colour=blue", why, sizeof why) != 0 && strstr(why, "unknown field"), "colour= was taken");
 }
 
+/* Every family declared in gen/kernels.c has its workload and its test in tune/families.c, and every entry there
+   is a declared family: a family added without them fails here, on the CPU. */
+static void test_every_family_registered(void) {
+    for (const FamilyDecl *f = kernel_families; f->family; f++) {
+        const FamilyEntry *e = tune_family(f->family);
+        CHECK(e && e->setup && e->run && e->test, "the %s family has no workload or no test in tune/families.c", f->family);
+    }
+    for (const FamilyEntry *e = tune_families; e->family; e++) {
+        const FamilyDecl *f = kernel_families;
+        while (f->family && strcmp(f->family, e->family)) f++;
+        CHECK(f->family, "tune/families.c has an entry for %s, which gen/kernels.c does not declare", e->family);
+    }
+}
+
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     snprintf(dir, sizeof dir, "build/test-tune-%d", (int)getpid());
@@ -342,6 +357,7 @@ int main(int argc, char **argv) {
     RUN(test_variants_respect_constraints);
     RUN(test_apply_and_config_wins);
     RUN(test_env_hook);
+    RUN(test_every_family_registered);
     unlink(path);
     rmdir(dir);
     return check_summary();

@@ -2,10 +2,11 @@
    is held against the CPU reference op (runtime/cpu/cpu_ops.h); then one full training step of the CUDA
    backend is held against the CPU backend. Prints one line per test: "ok name (max err ...)",
    "FAIL name: why" or "skip name: why". Tolerances: errors are measured relative to the largest reference
-   magnitude of the tensor; fp32 allows ~1e-5 (a different summation order), bf16 ~1e-2 (8 mantissa bits). */
+   magnitude of the tensor; fp32 allows ~1e-5 (a different summation order), bf16 ~1e-2 (8 mantissa bits).
+   `gpt2gen test` runs them through tune_test (tune/tune.h); these are for the test programs. */
 #ifndef GPT2GEN_KERNEL_TESTS_H
 #define GPT2GEN_KERNEL_TESTS_H
-#include "gen/config.h"
+#include "tune/tune.h"
 struct Plan;
 /* The plan's CUBINs must be built. Returns the number of failed tests (0: all passed or skipped);
    -1 when there is no GPU (the reason printed as a "skip" line). */

@@ -51,11 +51,16 @@ int time_median(G *g, Flush *f, TimedRun run, void *ctx, double *us, Err *err) {
     return 0;
 }
 
+/* The one place the tuner creates a backend: plan's CUDA backend on GPU 0. */
+static Backend *step_backend(const Plan *plan, Err *err) {
+    BackendOptions opt = {plan, 0, 0, 0, NULL};
+    return cuda_backend_create(&opt, err);
+}
+
 int step_time(const Plan *plan, int steps, double *ms, float losses[3], Err *err) {
     GPT2Shape shape = plan->model;
     int B = plan->step.B, T = plan->step.T;
-    BackendOptions opt = {plan, 0, 0, 0, NULL};
-    Backend *be = cuda_backend_create(&opt, err);
+    Backend *be = step_backend(plan, err);
     if (!be) return -1;
     size_t sz[NUM_PARAM_TENSORS];
     size_t np = gpt2_param_sizes(&shape, sz, NULL);

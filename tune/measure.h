@@ -1,4 +1,4 @@
-/* measure: how `gpt2gen tune` (cli/tune.c) times things on the GPU: a workload after flushing L2, warm-up
+/* measure: how `gpt2gen tune` (tune/engine.c) times things on the GPU: a workload after flushing L2, warm-up
    runs, then the median of enough repetitions; and whole training steps through the CUDA backend. */
 #ifndef GPT2GEN_TUNE_MEASURE_H
 #define GPT2GEN_TUNE_MEASURE_H

@@ -9,6 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The one place the step test says what backends it creates: g's plan on g's GPU (the CPU backend keeps fp32,
+   whatever the plan's precision). */
+static BackendOptions backend_options(const G *g) {
+    BackendOptions opt = {g->plan, g->dev.ordinal, 0, 0, NULL};
+    return opt;
+}
+
 void test_train_step(G *g) {
     const Config *cfg = g->cfg;
     GPT2Shape shape = config_shape(cfg);
@@ -16,8 +23,7 @@ void test_train_step(G *g) {
     size_t np = gpt2_param_sizes(&shape, sz, off);
     double flops = 6.0 * (double)np * g->BT;
     if (flops > 3e12) { skip(g, "train_step", "the CPU backend would take too long here (%.0f GFLOP per step); the small configs cover it", flops / 1e9); return; }
-    /* the CPU backend keeps fp32 whatever the plan's precision */
-    BackendOptions opt = {g->plan, g->dev.ordinal, 0, 0, NULL}, copt = opt;
+    BackendOptions opt = backend_options(g), copt = backend_options(g);
     Err err = {{0}};
     size_t free0 = 0, free1 = 0, total = 0;
     cu.cuMemGetInfo(&free0, &total);

@@ -1,5 +1,6 @@
-/* workloads: every kernel family's kernels once, at the config's shapes (see workloads.h). */
-#include "tune/workloads.h"
+/* workloads: every kernel family's kernels once, at the config's shapes (see workloads.h); tune/families.c
+   registers each family's. */
+#include "tune/families.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/ops.h"
 #include "common/rng.h"
@@ -27,12 +28,12 @@ static void out(Workload *w, int b, const char *name) { w->out[w->n_out++] = (Wl
 static dptr P(const Workload *w, int i) { return w->b[i].p; }
 
 /* ---- encoder: forward, backward into wpe and wte ---- */
-static int run_encoder(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_encoder_run(Workload *w, G *g, Kernels *ks, Err *err) {
     return launch_encoder_forward(ks, g->s, P(w, 0), P(w, 1), P(w, 2), P(w, 3), err) ||
            launch_encoder_backward_wpe(ks, g->s, P(w, 6), P(w, 4), err) ||
            launch_encoder_backward_wte(ks, g->s, P(w, 5), P(w, 4), P(w, 7), P(w, 8), P(w, 9), w->n_buckets, err) ? -1 : 0;
 }
-static void setup_encoder(Workload *w, G *g) {
+void wl_encoder_setup(Workload *w, G *g) {
     size_t BT = g->BT, C = g->C;
     int32_t *tok = xmalloc(BT * 4), *count = xmalloc(((size_t)g->Vp + 1) * 4), *bt = xmalloc(BT * 4),
             *bs = xmalloc((BT + 1) * 4), *pos = xmalloc(BT * 4);
@@ -53,14 +54,14 @@ static void setup_encoder(Workload *w, G *g) {
 }
 
 /* ---- layernorm: forward, residual + forward, backward and its reduction ---- */
-static int run_layernorm(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_layernorm_run(Workload *w, G *g, Kernels *ks, Err *err) {
     return launch_layernorm_forward(ks, g->s, P(w, 4), P(w, 5), P(w, 6), P(w, 0), P(w, 2), P(w, 3), err) ||
            launch_fused_residual_layernorm_forward(ks, g->s, P(w, 7), P(w, 4), P(w, 5), P(w, 6), P(w, 0), P(w, 1), P(w, 2),
                                                    P(w, 3), err) ||
            launch_layernorm_backward(ks, g->s, P(w, 9), P(w, 12), P(w, 8), P(w, 7), P(w, 2), P(w, 5), P(w, 6), err) ||
            launch_layernorm_backward_reduce(ks, g->s, P(w, 10), P(w, 11), P(w, 12), err) ? -1 : 0;
 }
-static void setup_layernorm(Workload *w, G *g) {
+void wl_layernorm_setup(Workload *w, G *g) {
     size_t N = g->BT, C = g->C;
     wbuf(w, g, N * C, 0, 2); wbuf(w, g, N * C, 0, 2);         /* 0, 1: inputs */
     wbuf(w, g, C, 0, 1); wbuf(w, g, C, 0, 1);                 /* 2, 3: weight, bias */
@@ -76,7 +77,7 @@ static void setup_layernorm(Workload *w, G *g) {
 }
 
 /* ---- matmul: the bias gradients of the three widths of the model ---- */
-static int run_bias(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_matmul_run(Workload *w, G *g, Kernels *ks, Err *err) {
     for (int i = 0; i < 3; i++) {
         int OC = (i == 0 ? 1 : i == 1 ? 3 : 4) * g->C;
         if (launch_bias_backward_partial(ks, g->s, P(w, 1), P(w, 0), OC, err) ||
@@ -85,22 +86,22 @@ static int run_bias(Workload *w, G *g, Kernels *ks, Err *err) {
     }
     return 0;
 }
-static void setup_bias(Workload *w, G *g, const int *max_tun) {
+void wl_matmul_setup(Workload *w, G *g) {
     size_t C = g->C;
     wbuf(w, g, (size_t)g->BT * 4 * C, 0, 1);                 /* 0 dout */
-    wbuf(w, g, (size_t)max_tun[1] * 4 * C, 1, 0);            /* 1 scratch: ROW_SPLITS rows */
+    wbuf(w, g, (size_t)w->max_tun[1] * 4 * C, 1, 0);         /* 1 scratch: ROW_SPLITS rows */
     out(w, wbuf(w, g, C, 0, 0), "dbias C");
     out(w, wbuf(w, g, 3 * C, 0, 0), "dbias 3C");
     out(w, wbuf(w, g, 4 * C, 0, 0), "dbias 4C");
 }
 
 /* ---- attention: forward and backward (the template, or cuDNN) ---- */
-static int run_attention(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_attention_run(Workload *w, G *g, Kernels *ks, Err *err) {
     return attention_forward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 1), P(w, 2), P(w, 0), err) ||
            attention_backward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 4), P(w, 0), P(w, 1), P(w, 3), P(w, 2), P(w, 5), err)
                ? -1 : 0;
 }
-static void setup_attention(Workload *w, G *g) {
+void wl_attention_setup(Workload *w, G *g) {
     size_t BT = g->BT, C = g->C, rows = (size_t)g->B * g->NH * g->T;
     wbuf(w, g, BT * 3 * C, 0, 1);                            /* 0 qkv */
     out(w, wbuf(w, g, BT * C, 0, 0), "out");                 /* 1 */
@@ -111,11 +112,11 @@ static void setup_attention(Workload *w, G *g) {
 }
 
 /* ---- gelu: forward, and backward in place ---- */
-static int run_gelu(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_gelu_run(Workload *w, G *g, Kernels *ks, Err *err) {
     return launch_gelu_forward(ks, g->s, P(w, 1), P(w, 0), w->n, err) || launch_gelu_backward(ks, g->s, P(w, 2), P(w, 0), w->n, err)
                ? -1 : 0;
 }
-static void setup_gelu(Workload *w, G *g) {
+void wl_gelu_setup(Workload *w, G *g) {
     w->n = (long long)g->BT * 4 * g->C;
     wbuf(w, g, (size_t)w->n, 0, 4);
     out(w, wbuf(w, g, (size_t)w->n, 0, 0), "out");
@@ -123,10 +124,10 @@ static void setup_gelu(Workload *w, G *g) {
 }
 
 /* ---- classifier: losses and dlogits over every row ---- */
-static int run_classifier(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_classifier_run(Workload *w, G *g, Kernels *ks, Err *err) {
     return launch_classifier_forward(ks, g->s, P(w, 2), P(w, 0), P(w, 1), 1.0f / g->BT, 1, err);
 }
-static void setup_classifier(Workload *w, G *g) {
+void wl_classifier_setup(Workload *w, G *g) {
     int32_t *tg = xmalloc((size_t)g->BT * 4);
     uint64_t seed = 7;
     for (int i = 0; i < g->BT; i++) tg[i] = (int32_t)(rng_next(&seed) % (uint64_t)g->V);
@@ -142,21 +143,21 @@ static size_t num_params(G *g) {
     size_t sz[NUM_PARAM_TENSORS];
     return gpt2_param_sizes(&s, sz, NULL);
 }
-static int run_norm(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_norm_run(Workload *w, G *g, Kernels *ks, Err *err) {
     return launch_global_norm_squared(ks, g->s, P(w, 1), P(w, 0), w->n, err);
 }
-static void setup_norm(Workload *w, G *g, const int *max_tun) {
+void wl_norm_setup(Workload *w, G *g) {
     w->n = (long long)num_params(g);
     wbuf(w, g, (size_t)w->n, 0, 0.01f);
-    w->out[w->n_out++] = (WlOut){wbuf(w, g, (size_t)max_tun[1], 1, 0), 1, "sum of partials"};
+    w->out[w->n_out++] = (WlOut){wbuf(w, g, (size_t)w->max_tun[1], 1, 0), 1, "sum of partials"};
 }
 
 /* ---- adamw: one update of as many parameters as the model has ---- */
-static int run_adamw(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_adamw_run(Workload *w, G *g, Kernels *ks, Err *err) {
     return launch_adamw_update(ks, g->s, P(w, 0), g->xs == 2 ? P(w, 1) : 0, P(w, 2), P(w, 3), P(w, 4), w->n, 0, 1e-3f, 0.9f,
                                0.95f, 0.271f, 0.143f, 1e-8f, 0.1f, 1.0f, err);
 }
-static void setup_adamw(Workload *w, G *g) {
+void wl_adamw_setup(Workload *w, G *g) {
     w->n = (long long)num_params(g);
     size_t n = (size_t)w->n;
     out(w, wbuf(w, g, n, 0, 1), "params");
@@ -169,15 +170,11 @@ static void setup_adamw(Workload *w, G *g) {
 int workload_setup(Workload *w, G *g, const char *family, const int *max_tun, char *why, size_t n) {
     memset(w, 0, sizeof *w);
     w->family = family;
-    if (!strcmp(family, "encoder")) { setup_encoder(w, g); w->run = run_encoder; }
-    else if (!strcmp(family, "layernorm")) { setup_layernorm(w, g); w->run = run_layernorm; }
-    else if (!strcmp(family, "matmul")) { setup_bias(w, g, max_tun); w->run = run_bias; }
-    else if (!strcmp(family, "attention")) { setup_attention(w, g); w->run = run_attention; }
-    else if (!strcmp(family, "gelu")) { setup_gelu(w, g); w->run = run_gelu; }
-    else if (!strcmp(family, "classifier")) { setup_classifier(w, g); w->run = run_classifier; }
-    else if (!strcmp(family, "norm")) { setup_norm(w, g, max_tun); w->run = run_norm; }
-    else if (!strcmp(family, "adamw")) { setup_adamw(w, g); w->run = run_adamw; }
-    else { snprintf(why, n, "no workload for the %s kernels in tune/workloads.c", family); return -1; }
+    const FamilyEntry *f = tune_family(family);
+    if (!f) { snprintf(why, n, "no workload for the %s kernels in tune/families.c", family); return -1; }
+    memcpy(w->max_tun, max_tun, sizeof w->max_tun);
+    w->run = f->run;
+    f->setup(w, g);
     return 0;
 }
 

@@ -1,7 +1,7 @@
 /* workloads: each kernel family's kernels run once each, on random inputs at the config's real shapes, for
-   `gpt2gen tune` (cli/tune.c): every variant runs the same workload, its outputs are held against the default
-   variant's, and it is timed. Buffers come from the GPU test harness (harness.h). A family without a workload
-   here keeps its default variant (tune says so). */
+   `gpt2gen tune` (tune/sweep_kernels.c): every variant runs the same workload, its outputs are held against the default
+   variant's, and it is timed. Buffers come from the GPU test harness (harness.h). Each family's workload
+   is registered in tune/families.c; a family without one keeps its default variant (tune says so). */
 #ifndef GPT2GEN_WORKLOADS_H
 #define GPT2GEN_WORKLOADS_H
 #include "tune/harness.h"
@@ -19,6 +19,7 @@ typedef struct Workload {
     int n_bufs, n_out;
     WlBuf b[WL_MAX_BUFS];
     WlOut out[WL_MAX_OUT];
+    int max_tun[FAMILY_MAX_TUNABLES];     /* the largest value of each tunable over the variants to run */
     long long n;                          /* the element count a kernel takes (gelu, norm, adamw) */
     int n_buckets;                        /* encoder */
     struct CudnnAttention *cudnn;         /* attention: cuDNN's path instead of the template (NULL: the template) */

@@ -1,0 +1,191 @@
+/* engine: a tune from start to end (see tune.h and tuner.h): the untuned build and step, the sweeps, the database's
+   best records applied, the tuned build and step, the report. */
+#include "tune/tuner.h"
+#include "gen/build.h"
+#include "runtime/cuda/tune_env.h"
+#include "common/clock.h"
+#include <fnmatch.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(TUNE_MAX_ALGOS == MATMUL_MAX_CANDIDATES, "tune.h's TUNE_MAX_ALGOS is cuBLASLt's candidates at the most");
+
+int tuner_matches(const Tuner *t, const char *name) {
+    if (!t->o.pattern) return 1;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", t->o.pattern);
+    for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save))
+        if (!fnmatch(p, name, 0)) return 1;
+    return 0;
+}
+
+int tuner_budget_left(Tuner *t) {
+    if (t->o.budget > 0 && now_seconds() - t->t0 > t->o.budget) {
+        if (!t->over_budget) fprintf(stderr, "tune: budget of %.0f s reached; keeping the best so far\n", t->o.budget);
+        t->over_budget = 1;
+    }
+    return !t->over_budget;
+}
+
+void tuner_progress(Tuner *t, const char *what, const char *variant, const TuneRecord *r, int reused) {
+    t->done++;
+    double el = now_seconds() - t->t0, eta = t->done < t->total ? el / t->done * (t->total - t->done) : 0;
+    fprintf(stderr, "tune [%d/%d] %s %s: %s%s %.1f us, elapsed %.0f s, ETA %.0f s\n", t->done, t->total, what, variant,
+            r->status, reused ? " (from the database)" : "", r->us, el, eta);
+}
+
+const TuneRecord *tuner_measured(Tuner *t, const char *what, const char *name, const char *variant, const TuneKey *key) {
+    return tune_db_find(&t->db, "measure", what, name, variant, key, NULL);
+}
+
+void tuner_record(Tuner *t, TuneRecord *r, const char *rec, const char *what, const char *name, const char *variant,
+                  const char *status, double us, double default_us, const TuneKey *key) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->record, sizeof r->record, "%s", rec);
+    snprintf(r->what, sizeof r->what, "%s", what);
+    tune_db_name(name, r->name, sizeof r->name);
+    snprintf(r->variant, sizeof r->variant, "%s", variant);
+    snprintf(r->status, sizeof r->status, "%s", status);
+    r->us = us;
+    r->default_us = default_us;
+    r->key = *key;
+    tune_db_put(&t->db, r);
+    Err err;
+    if (!strcmp(rec, "measure") && tune_db_append(&t->db, r, &err)) fprintf(stderr, "gpt2gen tune: %s\n", err.msg);
+}
+
+double tuner_rel_diff(const float *a, const float *ref, size_t n, size_t *nonfinite) {
+    *nonfinite = 0;
+    for (size_t i = 0; i < n; i++) *nonfinite += !isfinite(a[i]);
+    return relerr(a, ref, n);
+}
+
+int tuner_run_workload(void *ctx, Err *err) {
+    WlRun *r = ctx;
+    return r->w->run(r->w, r->g, r->ks, err);
+}
+
+/* the step before and after into the report; 0 when the tuned step's losses match the untuned ones */
+static int compare_steps(Tuner *t, double before, const float *lb, double after, const float *la, int twice) {
+    const Config *cfg = t->cfg;
+    double tol = cfg->precision == PREC_FP32 ? 1e-4 : 2e-2, worst = 0;
+    for (int i = 0; i < 3; i++) {
+        double d = fabs((double)la[i] - lb[i]) / fmax(fabs((double)lb[i]), 1e-30);
+        if (!(d <= worst)) worst = d;
+    }
+    fprintf(t->rep, "step           untuned %.2f ms -> tuned %.2f ms  %.3fx  (B=%d T=%d, %s, mean of 10 steps after 2 warm-up%s)\n",
+            before, after, before / after, cfg->train.batch_size, cfg->train.seq_len, precision_name(cfg->precision),
+            twice ? "; each the faster of two timings" : "");
+    int ok = worst <= tol;
+    fprintf(t->rep, "%s tuned step matches the untuned one: losses of 3 steps differ by at most %.2e (tolerance %.0e)\n",
+            ok ? "ok" : "FAIL", worst, tol);
+    return ok ? 0 : -1;
+}
+
+/* A step of a few ms is noisy (host work and launches, not the kernels): both steps timed once more, from the cache,
+   each keeping its faster time. Each plan runs its own attention path (the tuned one the database's). */
+static int time_steps_again(Tuner *t, const Plan *tuned, double *before, double *after, Err *err) {
+    double before2 = 0, after2 = 0;
+    float l2[3];
+    BuildStats st;
+    Err e;
+    fprintf(stderr, "tune: the tuned step was slower (%.2f against %.2f ms): timing both again\n", *after, *before);
+    int rc = build_run(&t->plan, t->o.jobs, 1, &st, &e) || step_time(&t->plan, 10, &before2, l2, &e);
+    rc = rc || build_run(tuned, t->o.jobs, 1, &st, &e) || step_time(tuned, 10, &after2, l2, &e);
+    if (rc) return err_set(err, "timing the steps again: %s", e.msg);
+    *before = fmin(*before, before2);
+    *after = fmin(*after, after2);
+    if (*after > *before * 1.03)
+        fprintf(t->rep, "note           the tuned step is slower than the untuned one here: the kernels' own times above did "
+                "not carry over to the whole step (at this size it is bound by launches and host work); "
+                "`--no-tune-db` builds the defaults\n");
+    return 0;
+}
+
+/* tuned (the database's best records applied) built and its step timed against the untuned one's, before */
+static int tuned_step(Tuner *t, const Plan *tuned, double before, const float *lb, Err *err) {
+    double after = 0;
+    float la[3] = {0};
+    BuildStats st;
+    Err e;
+    if (build_run(tuned, t->o.jobs, 1, &st, &e)) return err_set(err, "building the tuned kernels: %s", e.msg);
+    fprintf(stderr, "tune: timing the tuned step\n");
+    if (step_time(tuned, 10, &after, la, &e)) return err_set(err, "tuned step: %s", e.msg);
+    int twice = after > before * 1.03;
+    if (twice && time_steps_again(t, tuned, &before, &after, err)) return -1;
+    if (compare_steps(t, before, lb, after, la, twice)) t->failed++;
+    return 0;
+}
+
+static int run(Tuner *t, Err *err) {
+    double before = 0;
+    float lb[3] = {0};
+    BuildStats st;
+    Err e;
+    if (build_run(&t->plan, t->o.jobs, 1, &st, err)) return -1;
+    fprintf(stderr, "tune: timing the untuned step\n");
+    if (step_time(&t->plan, 10, &before, lb, &e)) return err_set(err, "untuned step: %s", e.msg);
+    sweep_kernels_list(t);
+    for (int i = 0; i < MM_COUNT; i++) t->total += tuner_matches(t, t->plan.matmuls[i].name) ? t->o.algos : 0;
+    if (sweep_kernels_compile(t, err)) return -1;
+    sweep_matmuls(t);   /* the matmuls first: most of the step's time */
+    sweep_kernels(t);
+    /* the tuned plan, as a build will see it: the database's best records applied */
+    Plan *tuned = xmalloc(sizeof *tuned);
+    *tuned = t->plan;
+    TuneApplied ap;
+    tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &ap, stderr);
+    if (tuner_matches(t, "attention-path") && t->cfg->precision != PREC_FP32 && !strcmp(t->plan.attention_origin, "auto"))
+        sweep_attention_path(t, tuned, &ap);
+    if (tune_db_rewrite(&t->db, &e)) fprintf(stderr, "gpt2gen tune: %s\n", e.msg);
+    int rc = tuned_step(t, tuned, before, lb, err);   /* the database's attention path is tuned's own */
+    free(tuned);
+    return rc;
+}
+
+/* the run with its report: the heading, what the sweeps report, the time it took */
+static int run_reported(Tuner *t, TuneReport *rep, Err *err) {
+    const Config *cfg = t->cfg;
+    t->t0 = now_seconds();
+    tune_db_load(&t->db, tune_db_path(), stderr);
+    t->scratch = xmalloc(sizeof *t->scratch);
+    t->rep = open_memstream(&rep->text, &rep->len);
+    fprintf(t->rep, "# gpt2gen tune %s on %s (%s), %s, B=%d T=%d; database %s\n", cfg->path, t->env.gpu, t->env.arch,
+            precision_name(cfg->precision), cfg->train.batch_size, cfg->train.seq_len, tune_db_path());
+    int rc = run(t, err);
+    fprintf(t->rep, "tune took %.0f s%s\n", now_seconds() - t->t0, t->over_budget ? " (budget reached: some variants not measured)" : "");
+    fclose(t->rep);
+    rep->failed = t->failed;
+    sweep_kernels_free(t);
+    free(t->scratch);
+    tune_db_free(&t->db);
+    return rc;
+}
+
+int tune_run(const Config *cfg, const Plan *plan, const TuneOptions *opt, TuneReport *rep, Err *err) {
+    memset(rep, 0, sizeof *rep);
+    Tuner *t = xcalloc(1, sizeof *t);
+    t->o = *opt;
+    t->cfg = cfg;
+    t->plan = *plan;
+    Err e;
+    int rc = -1;
+    const char *hook = getenv("GPT2GEN_TUNE_ENV");
+    if (tune_env_probe(&t->env, t->cublaslt, sizeof t->cublaslt, &e) || hook)
+        err_set(err, "needs a GPU: %s", hook ? "GPT2GEN_TUNE_ENV is a test hook for builds" : e.msg);
+    else if (harness_open(&t->g, cfg, &t->plan))
+        err_set(err, "GPU 0 could not be opened");
+    else {
+        if (flush_open(&t->flush, &t->g, err) == 0) rc = run_reported(t, rep, err);
+        flush_close(&t->flush);
+        cuda_device_close(&t->g.dev);
+    }
+    free(t);
+    return rc;
+}
+
+void tune_report_free(TuneReport *rep) {
+    free(rep->text);
+    rep->text = NULL;
+}

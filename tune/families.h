@@ -1,0 +1,52 @@
+/* families: what tune/ runs for each kernel family, in one table keyed by the family's name (the families are
+   declared in gen/kernels.c, kernel_families): its workload for `gpt2gen tune` (its kernels once each, on random
+   inputs at the config's shapes: tune/workloads.c) and its test for `gpt2gen test` (its kernels against the CPU
+   reference: tune/kernel_tests_*.c). Adding a family is adding its entry here; tests/test_tune.c fails while a
+   declared family has none. */
+#ifndef GPT2GEN_FAMILIES_H
+#define GPT2GEN_FAMILIES_H
+#include "tune/workloads.h"
+
+typedef struct {
+    const char *family;                                       /* NULL ends the table */
+    void (*setup)(Workload *w, G *g);                         /* the workload's buffers (w->max_tun set) */
+    int  (*run)(Workload *w, G *g, Kernels *ks, Err *err);    /* the workload's kernels, once */
+    void (*test)(G *g);                                       /* the family's GPU tests, one report line each */
+} FamilyEntry;
+
+/* every family's entry, in the order `gpt2gen test` runs their tests */
+extern const FamilyEntry tune_families[];
+/* family's entry, or NULL when it has none */
+const FamilyEntry *tune_family(const char *family);
+
+/* the workloads (tune/workloads.c) */
+void wl_encoder_setup(Workload *w, G *g);
+int  wl_encoder_run(Workload *w, G *g, Kernels *ks, Err *err);
+void wl_layernorm_setup(Workload *w, G *g);
+int  wl_layernorm_run(Workload *w, G *g, Kernels *ks, Err *err);
+void wl_matmul_setup(Workload *w, G *g);
+int  wl_matmul_run(Workload *w, G *g, Kernels *ks, Err *err);
+void wl_attention_setup(Workload *w, G *g);
+int  wl_attention_run(Workload *w, G *g, Kernels *ks, Err *err);
+void wl_gelu_setup(Workload *w, G *g);
+int  wl_gelu_run(Workload *w, G *g, Kernels *ks, Err *err);
+void wl_classifier_setup(Workload *w, G *g);
+int  wl_classifier_run(Workload *w, G *g, Kernels *ks, Err *err);
+void wl_norm_setup(Workload *w, G *g);
+int  wl_norm_run(Workload *w, G *g, Kernels *ks, Err *err);
+void wl_adamw_setup(Workload *w, G *g);
+int  wl_adamw_run(Workload *w, G *g, Kernels *ks, Err *err);
+
+/* the tests: tune/kernel_tests_rows.c (encoder, layernorm, gelu, classifier), tune/kernel_tests_matmul.c (the plan's
+   cuBLASLt matmuls and the bias kernels), tune/kernel_tests_attention.c, tune/kernel_tests_optimizer.c (adamw, norm) */
+void kernel_test_encoder(G *g);
+void kernel_test_layernorm(G *g);
+void kernel_test_matmul(G *g);
+void kernel_test_attention(G *g);
+void kernel_test_gelu(G *g);
+void kernel_test_classifier(G *g);
+void kernel_test_adamw(G *g);
+void kernel_test_norm(G *g);
+/* both attention paths against the fp64 reference and each other; timing: also a timing line per path */
+void attention_tests(G *g, int timing);
+#endif

@@ -1,0 +1,155 @@
+/* kernel_tests_attention: both attention paths against the fp64 reference (tune/attention_ref.c) and each other,
+   and their timing (see families.h). */
+#include "tune/families.h"
+#include "tune/attention_ref.h"
+#include "runtime/cuda/ops.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Attention, both paths: the flash template's kernels and (where cuDNN loads and takes the shape) cuDNN's, each
+   against the fp64 reference (tune/attention_ref.c) on sampled heads (every head of the small configs, 4
+   spread over the batch at the large ones), every value checked finite (dqkv starts as NaNs, so every element
+   must be written), the backward run twice and compared bit for bit (deterministic), and cuDNN against the
+   template. bf16/fp16: the probabilities and dS are rounded to 16 bits before their products. A timing line per
+   path (informational). */
+static size_t count_nonfinite(const float *x, size_t n) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += !isfinite(x[i]);
+    return bad;
+}
+
+typedef struct {
+    dptr qkv, dy, out, stats, dqkv, ddot, ws;
+    float *h_out, *h_stats, *h_dqkv;
+} AttBufs;
+
+/* forward, backward and a second backward of one path; 0 when they ran */
+static int attention_path(G *g, CudnnAttention *cd, const char *path, const float *qkv, const float *dy, AttBufs *a,
+                          int heads, Err *err) {
+    size_t B = g->B, T = g->T, NH = g->NH, C = g->C, BT = g->BT;
+    AttShape shape = {g->B, g->T, g->C, g->NH};
+    double tol_out = g->xs == 4 ? 1e-4 : 2e-2, tol_grad = g->xs == 4 ? 1e-4 : 3e-2;
+    char name[400];
+    cu.cuMemsetD8(a->dqkv, 0xff, BT * 3 * C * g->xs);
+    int rc = attention_forward(&g->ks, cd, a->ws, g->s, a->out, a->stats, a->qkv, err) || gpu_wait(g, err) ? -1 : 0;
+    Cmp c = {0, 0, ""};
+    AttErr e;
+    if (!rc) {
+        down(g, a->h_out, a->out, BT * C);
+        cu.cuMemcpyDtoH(a->h_stats, a->stats, B * NH * T * 4);
+        attention_ref_compare(&shape, qkv, NULL, heads, a->h_out, a->h_stats, NULL, &e);
+        cmp_value(&c, "out", e.out, count_nonfinite(a->h_out, BT * C), tol_out);
+        cmp_value(&c, "stats", e.lse, count_nonfinite(a->h_stats, B * NH * T), tol_out);
+    }
+    snprintf(name, sizeof name, "attention forward, %s (%d head%s against fp64)", path, heads, heads == 1 ? "" : "s");
+    finish(g, name, &c, err, rc);
+    if (rc) return -1;
+
+    rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->ddot, err) ||
+         gpu_wait(g, err) ? -1 : 0;
+    c = (Cmp){0, 0, ""};
+    if (!rc) {
+        down(g, a->h_dqkv, a->dqkv, BT * 3 * C);
+        attention_ref_compare(&shape, qkv, dy, heads, NULL, NULL, a->h_dqkv, &e);
+        size_t bad = count_nonfinite(a->h_dqkv, BT * 3 * C);
+        cmp_value(&c, "dq", e.dq, bad, tol_grad);
+        cmp_value(&c, "dk", e.dk, bad, tol_grad);
+        cmp_value(&c, "dv", e.dv, bad, tol_grad);
+        /* deterministic: a second backward writes the same bits */
+        float *again = hbuf(BT * 3 * C);
+        rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->ddot, err) ||
+             gpu_wait(g, err) ? -1 : 0;
+        if (!rc) down(g, again, a->dqkv, BT * 3 * C);
+        if (!rc && memcmp(again, a->h_dqkv, BT * 3 * C * sizeof(float)) && !c.bad) {
+            c.bad = 1;
+            snprintf(c.what, sizeof c.what, "a second backward gave other values: not deterministic");
+        }
+        free(again);
+    }
+    snprintf(name, sizeof name, "attention backward, %s (%d head%s against fp64, deterministic)", path, heads,
+             heads == 1 ? "" : "s");
+    finish(g, name, &c, err, rc);
+    return rc;
+}
+
+/* informational: ms per forward and per backward, and the rate counting the causal half of the products
+   (2 in the forward, 5 in the backward, as FlashAttention-2 counts them) */
+static void attention_timing(G *g, CudnnAttention *cd, const char *path, AttBufs *a) {
+    Err err = {{0}};
+    CUevent e[3];
+    for (int i = 0; i < 3; i++) cu.cuEventCreate(&e[i], 0);
+    int sync = g->ks.sync_each, reps = 10, rc = 0;
+    g->ks.sync_each = 0;
+    cu.cuEventRecord(e[0], g->s);
+    for (int r = 0; r < reps && !rc; r++) rc = attention_forward(&g->ks, cd, a->ws, g->s, a->out, a->stats, a->qkv, &err);
+    cu.cuEventRecord(e[1], g->s);
+    for (int r = 0; r < reps && !rc; r++)
+        rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->ddot, &err);
+    cu.cuEventRecord(e[2], g->s);
+    g->ks.sync_each = sync;
+    float fwd = 0, bwd = 0;
+    if (!rc && cu.cuEventSynchronize(e[2]) == CUDA_SUCCESS) {
+        cu.cuEventElapsedTime(&fwd, e[0], e[1]);
+        cu.cuEventElapsedTime(&bwd, e[1], e[2]);
+        fwd /= reps;
+        bwd /= reps;
+        double mm = 2.0 * g->B * g->NH * (double)g->T * g->T * g->HS / 2;   /* one causal product */
+        printf("time %s attention %s B=%d T=%d NH=%d HS=%d: forward %.3f ms (%.0f TFLOP/s), backward %.3f ms "
+               "(%.0f TFLOP/s)\n", g->cfg->name, path, g->B, g->T, g->NH, g->HS, fwd, 2 * mm / (fwd * 1e9), bwd,
+               5 * mm / (bwd * 1e9));
+    } else {
+        fail(g, "attention timing", "%s: %s", path, rc ? err.msg : "the timed calls failed");
+    }
+    for (int i = 0; i < 3; i++) cu.cuEventDestroy(e[i]);
+}
+
+/* cuDNN for this shape, or NULL with a skip line saying why (a failure where it should have taken the shape) */
+static CudnnAttention *test_cudnn_open(G *g) {
+    char why[1024] = "";
+    CudnnAttention *cd = cudnn_attention_open(g->B, g->T, g->NH, g->HS, g->prec, why, sizeof why);
+    if (cd) return cd;
+    if (strstr(why, "cuDNN not found") || strstr(why, "cuDNN is hidden") || strstr(why, "needs bf16 or fp16") ||
+        (g->T % 128 && strstr(why, "multiple of 128")))
+        skip(g, "attention, cuDNN", "%s", why);
+    else
+        fail(g, "attention, cuDNN", "%s", why);
+    return NULL;
+}
+
+void attention_tests(G *g, int timing) {
+    size_t B = g->B, T = g->T, NH = g->NH, C = g->C, BT = g->BT;
+    int heads = (double)B * NH * T * T * g->HS <= 4e8 ? (int)(B * NH) : 4;
+    float *qkv = hrand(g, BT * 3 * C, 1.0f), *dy = hrand(g, BT * C, 1.0f);
+    AttBufs a = {dup_x(g, qkv, BT * 3 * C), dup_x(g, dy, BT * C), dalloc(g, BT * C * g->xs), dalloc(g, B * NH * T * 4),
+                 dalloc(g, BT * 3 * C * g->xs), dalloc(g, B * NH * T * 4), 0, hbuf(BT * C), hbuf(B * NH * T),
+                 hbuf(BT * 3 * C)};
+    Err err = {{0}};
+    int flash_rc = attention_path(g, NULL, "flash template", qkv, dy, &a, heads, &err);
+    if (!flash_rc && timing) attention_timing(g, NULL, "flash template", &a);
+    CudnnAttention *cd = test_cudnn_open(g);
+    if (cd) {
+        float *f_out = a.h_out, *f_dqkv = a.h_dqkv;
+        a.h_out = hbuf(BT * C);
+        a.h_dqkv = hbuf(BT * 3 * C);
+        size_t ws = cudnn_attention_workspace_bytes(cd);
+        a.ws = ws ? dalloc(g, ws) : 0;
+        int rc = attention_path(g, cd, cudnn_attention_describe(cd), qkv, dy, &a, heads, &err);
+        if (!rc && !flash_rc) {   /* the two paths agree with each other as well as with the reference */
+            Cmp c = {0, 0, ""};
+            double tol = g->xs == 4 ? 1e-4 : 3e-2;
+            cmp(&c, "out", a.h_out, f_out, BT * C, tol);
+            cmp(&c, "dqkv", a.h_dqkv, f_dqkv, BT * 3 * C, tol);
+            finish(g, "attention, cuDNN against the flash template (every head)", &c, &err, 0);
+        }
+        if (!rc && timing) attention_timing(g, cd, "cuDNN", &a);
+        free(f_out);
+        free(f_dqkv);
+        cudnn_attention_close(cd);
+    }
+    free(qkv); free(dy); free(a.h_out); free(a.h_stats); free(a.h_dqkv);
+    dfree_all(g);
+}
+
+void kernel_test_attention(G *g) { attention_tests(g, 0); }

@@ -1,0 +1,101 @@
+/* kernel_tests_matmul: the plan's cuBLASLt matmuls and their epilogues, and the matmul family's bias gradient kernels,
+   against the CPU reference (see families.h). */
+#include "tune/families.h"
+#include "runtime/cuda/ops.h"
+#include "runtime/cpu/cpu_ops.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The plan's linear-layer matmuls (bias, GELU_AUX and DGELU epilogues, accumulation) on a slice of N rows:
+   cuBLASLt is not specialized, and the slice keeps the CPU reference quick. */
+enum { T_FWD, T_DINP, T_DW, T_GELU, T_DGELU, T_COUNT };
+static int slice_matmuls(G *g, Matmuls *mm, int N, Err *err) {
+    PlanMatmul e[T_COUNT] = {g->plan->matmuls[MM_QKV], g->plan->matmuls[MM_QKV_DINP], g->plan->matmuls[MM_QKV_DW],
+                             g->plan->matmuls[MM_FC_GELU], g->plan->matmuls[MM_FCPROJ_DINP_DGELU]};
+    e[T_FWD].n = e[T_DINP].n = e[T_GELU].n = e[T_DGELU].n = N;
+    e[T_DW].k = N;
+    return matmuls_init(mm, e, T_COUNT, g->prec, g->workspace, CUBLASLT_WORKSPACE_BYTES, err);
+}
+
+void kernel_test_matmul(G *g) {
+    int N = g->BT < 256 ? g->BT : 256, C = g->C, OC = 3 * g->C;
+    Matmuls mm;
+    Err err = {{0}};
+    if (slice_matmuls(g, &mm, N, &err)) { fail(g, "matmul", "%s", err.msg); return; }
+    float *x = hrand(g, (size_t)N * C, 1.0f), *w = hrand(g, (size_t)OC * C, 0.5f), *b = hrand(g, OC, 1.0f);
+    float *ref = hbuf((size_t)N * OC), *got = hbuf((size_t)N * OC);
+    dptr dx = dup_x(g, x, (size_t)N * C), dw = dup_x(g, w, (size_t)OC * C), db = dup_x(g, b, OC), dout = dalloc(g, (size_t)N * OC * g->xs);
+    cpu_matmul_forward(ref, x, w, b, N, C, OC);
+    int rc = matmul_run(&mm, T_FWD, g->s, dout, dw, dx, db, 0, 1.0f, &err) || gpu_wait(g, &err);
+    Cmp c = {0, 0, ""};
+    if (!rc) { down(g, got, dout, (size_t)N * OC); cmp(&c, "out", got, ref, (size_t)N * OC, g->tol); }
+    finish(g, "matmul qkv (cuBLASLt, bias epilogue)", &c, &err, rc);
+
+    float *dy = hrand(g, (size_t)N * OC, 1.0f), *dw0 = hrand(g, (size_t)OC * C, 1.0f);
+    float *rdx = hbuf((size_t)N * C), *rdw = xmalloc((size_t)OC * C * 4), *gdx = hbuf((size_t)N * C), *gdw = hbuf((size_t)OC * C);
+    memcpy(rdw, dw0, (size_t)OC * C * 4);
+    cpu_matmul_backward(rdx, rdw, NULL, dy, x, w, N, C, OC);
+    dptr ddy = dup_x(g, dy, (size_t)N * OC), ddx = dalloc(g, (size_t)N * C * g->xs), ddw = dup_x(g, dw0, (size_t)OC * C);
+    rc = matmul_run(&mm, T_DINP, g->s, ddx, dw, ddy, 0, 0, 1.0f, &err) || matmul_run(&mm, T_DW, g->s, ddw, dx, ddy, 0, 0, 1.0f, &err) ||
+         gpu_wait(g, &err);
+    c = (Cmp){0, 0, ""};
+    if (!rc) {
+        down(g, gdx, ddx, (size_t)N * C); down(g, gdw, ddw, (size_t)OC * C);
+        cmp(&c, "dinp", gdx, rdx, (size_t)N * C, g->tol);
+        cmp(&c, "dweight (accumulated)", gdw, rdw, (size_t)OC * C, g->tol);
+    }
+    finish(g, "matmul qkv backward (cuBLASLt, dW accumulated)", &c, &err, rc);
+
+    /* the GELU epilogues: fch = x W^T + b saved as aux, D = GELU(fch); then dinp = (dy Wp) * GELU'(fch) */
+    {
+        int OC4 = 4 * C;
+        float *w4 = hrand(g, (size_t)OC4 * C, 0.5f), *b4 = hrand(g, OC4, 1.0f), *pre = hbuf((size_t)N * OC4), *act = hbuf((size_t)N * OC4);
+        float *wp = hrand(g, (size_t)C * OC4, 0.5f), *dyp = hrand(g, (size_t)N * C, 1.0f), *dmid = hbuf((size_t)N * OC4);
+        float *dpre = hbuf((size_t)N * OC4), *got4 = hbuf((size_t)N * OC4), *unused = hbuf((size_t)C * OC4);
+        cpu_matmul_forward(pre, x, w4, b4, N, C, OC4);
+        quantize(g, pre, (size_t)N * OC4);
+        cpu_gelu_forward(act, pre, (size_t)N * OC4);
+        dptr dw4 = dup_x(g, w4, (size_t)OC4 * C), db4 = dup_x(g, b4, OC4), dpre_d = dalloc(g, (size_t)N * OC4 * g->xs), dact = dalloc(g, (size_t)N * OC4 * g->xs);
+        rc = matmul_run(&mm, T_GELU, g->s, dact, dw4, dx, db4, dpre_d, 1.0f, &err) || gpu_wait(g, &err);
+        c = (Cmp){0, 0, ""};
+        if (!rc) {
+            down(g, got4, dpre_d, (size_t)N * OC4); cmp(&c, "pre-activation (aux)", got4, pre, (size_t)N * OC4, g->tol);
+            down(g, got4, dact, (size_t)N * OC4); cmp(&c, "GELU", got4, act, (size_t)N * OC4, g->tol);
+        }
+        finish(g, "matmul fc + GELU epilogue (cuBLASLt GELU_AUX_BIAS)", &c, &err, rc);
+        /* DGELU: dmid = dyp (N,C) @ Wp (C,4C), then times GELU'(pre) */
+        cpu_matmul_backward(dmid, unused, NULL, dyp, act, wp, N, OC4, C);
+        cpu_gelu_backward(dpre, pre, dmid, (size_t)N * OC4);
+        dptr dwp = dup_x(g, wp, (size_t)C * OC4), ddyp = dup_x(g, dyp, (size_t)N * C), dd = dalloc(g, (size_t)N * OC4 * g->xs);
+        up(g, dpre_d, pre, (size_t)N * OC4);
+        rc = matmul_run(&mm, T_DGELU, g->s, dd, dwp, ddyp, 0, dpre_d, 1.0f, &err) || gpu_wait(g, &err);
+        c = (Cmp){0, 0, ""};
+        double tol = g->xs == 4 ? 1e-4 : 3e-2;   /* bf16: GELU' of a rounded product */
+        if (!rc) { down(g, got4, dd, (size_t)N * OC4); cmp(&c, "dinp", got4, dpre, (size_t)N * OC4, tol); }
+        finish(g, "matmul fcproj backward + DGELU epilogue (cuBLASLt DGELU)", &c, &err, rc);
+        free(w4); free(b4); free(pre); free(act); free(wp); free(dyp); free(dmid); free(dpre); free(got4); free(unused);
+    }
+    matmuls_destroy(&mm);
+
+    /* bias gradient over all B*T rows, for each width the model uses */
+    int widths[3] = {C, 3 * C, 4 * C};
+    c = (Cmp){0, 0, ""};
+    rc = 0;
+    size_t splits = g->plan->kernels[K_BIAS_BACKWARD_PARTIAL].dims.grid[1];
+    for (int wi = 0; wi < 3 && !rc; wi++) {
+        int W = widths[wi];
+        size_t n = (size_t)g->BT * W;
+        float *d = hrand(g, n, 1.0f), *b0 = hrand(g, W, 1.0f), *rb = xmalloc((size_t)W * 4), *gb = hbuf(W);
+        memcpy(rb, b0, (size_t)W * 4);
+        for (int o = 0; o < W; o++) { double s = 0; for (int r = 0; r < g->BT; r++) s += d[(size_t)r * W + o]; rb[o] += (float)s; }
+        dptr dd = dup_x(g, d, n), dbias = dup_x(g, b0, W), scratch = dalloc(g, splits * W * 4);
+        rc = launch_bias_backward_partial(&g->ks, g->s, scratch, dd, W, &err) ||
+             launch_bias_backward_reduce(&g->ks, g->s, dbias, scratch, W, &err);
+        if (!rc) { down(g, gb, dbias, W); cmp(&c, W == C ? "dbias C" : W == 3 * C ? "dbias 3C" : "dbias 4C", gb, rb, W, g->tol); }
+        free(d); free(b0); free(rb); free(gb);
+    }
+    finish(g, "bias_backward", &c, &err, rc);
+    free(x); free(w); free(b); free(ref); free(got); free(dy); free(dw0); free(rdx); free(rdw); free(gdx); free(gdw);
+    dfree_all(g);
+}

@@ -1,0 +1,185 @@
+/* kernel_tests_rows: the tests of the families that work row by row or element by element (encoder, layernorm,
+   gelu, classifier), each against the CPU reference op (runtime/cpu/cpu_ops.h); see families.h. */
+#include "tune/families.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/ops.h"
+#include "runtime/cpu/cpu_ops.h"
+#include "common/rng.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void kernel_test_encoder(G *g) {
+    size_t BT = g->BT, C = g->C;
+    int32_t *tok = xmalloc(BT * 4);
+    for (size_t i = 0; i < BT; i++) tok[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)(i % 3 ? g->V : 64));   /* repeats */
+    float *wte = hrand(g, (size_t)g->Vp * C, 1.0f), *wpe = hrand(g, (size_t)g->maxT * C, 1.0f);
+    float *ref = hbuf(BT * C), *got = hbuf(BT * C);
+    Err err = {{0}};
+    dptr dtok = dup_raw(g, tok, BT * 4), dwte = dup_x(g, wte, (size_t)g->Vp * C), dwpe = dup_x(g, wpe, (size_t)g->maxT * C);
+    dptr dout = dalloc(g, BT * C * g->xs);
+    int rc = launch_encoder_forward(&g->ks, g->s, dout, dtok, dwte, dwpe, &err);
+    cpu_encoder_forward(ref, tok, wte, wpe, g->B, g->T, (int)C);
+    quantize(g, ref, BT * C);
+    Cmp c = {0, 0, ""};
+    if (!rc) { down(g, got, dout, BT * C); cmp(&c, "out", got, ref, BT * C, g->tol); }
+    finish(g, "encoder_forward", &c, &err, rc);
+
+    /* backward: wpe and wte, accumulating onto random gradients; twice, for determinism */
+    float *d = hrand(g, BT * C, 1.0f);
+    float *gwte = hrand(g, (size_t)g->Vp * C, 1.0f), *gwpe = hrand(g, (size_t)g->maxT * C, 1.0f);
+    float *rwte = xmalloc((size_t)g->Vp * C * 4), *rwpe = xmalloc((size_t)g->maxT * C * 4);
+    memcpy(rwte, gwte, (size_t)g->Vp * C * 4);
+    memcpy(rwpe, gwpe, (size_t)g->maxT * C * 4);
+    cpu_encoder_backward(rwte, rwpe, d, tok, g->B, g->T, (int)C);
+    int32_t *count = xmalloc(((size_t)g->Vp + 1) * 4), *btok = xmalloc(BT * 4), *bstart = xmalloc((BT + 1) * 4), *pos = xmalloc(BT * 4);
+    int nb = cuda_encoder_buckets(tok, (int)BT, g->Vp, count, btok, bstart, pos);
+    dptr dd = dup_x(g, d, BT * C), dbt = dup_raw(g, btok, BT * 4), dbs = dup_raw(g, bstart, (BT + 1) * 4), dpos = dup_raw(g, pos, BT * 4);
+    float *got_wte = hbuf((size_t)g->Vp * C), *got_wpe = hbuf((size_t)g->maxT * C), *again = hbuf((size_t)g->Vp * C);
+    c = (Cmp){0, 0, ""};
+    rc = 0;
+    for (int rep = 0; rep < 2 && !rc; rep++) {
+        up(g, dwte, gwte, (size_t)g->Vp * C);
+        up(g, dwpe, gwpe, (size_t)g->maxT * C);
+        rc = launch_encoder_backward_wpe(&g->ks, g->s, dwpe, dd, &err) ||
+             launch_encoder_backward_wte(&g->ks, g->s, dwte, dd, dbt, dbs, dpos, nb, &err);
+        if (!rc) down(g, rep ? again : got_wte, dwte, (size_t)g->Vp * C);
+    }
+    if (!rc) {
+        down(g, got_wpe, dwpe, (size_t)g->maxT * C);
+        cmp(&c, "dwte", got_wte, rwte, (size_t)g->Vp * C, g->tol);
+        cmp(&c, "dwpe", got_wpe, rwpe, (size_t)g->maxT * C, g->tol);
+        if (memcmp(got_wte, again, (size_t)g->Vp * C * 4) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "dwte differs between two runs"); }
+    }
+    finish(g, "encoder_backward (deterministic)", &c, &err, rc);
+    free(tok); free(wte); free(wpe); free(ref); free(got); free(d); free(gwte); free(gwpe); free(rwte); free(rwpe);
+    free(count); free(btok); free(bstart); free(pos); free(got_wte); free(got_wpe); free(again);
+    dfree_all(g);
+}
+
+void kernel_test_layernorm(G *g) {
+    size_t N = g->BT, C = g->C;
+    float *x = hrand(g, N * C, 2.0f), *x2 = hrand(g, N * C, 2.0f), *w = hrand(g, C, 1.0f), *b = hrand(g, C, 1.0f);
+    for (size_t i = 0; i < N * C; i++) x[i] += 0.5f * (float)(i % 7);   /* a non-zero mean per row */
+    quantize(g, x, N * C);
+    float *ref = hbuf(N * C), *mean = hbuf(N), *rstd = hbuf(N), *got = hbuf(N * C), *gm = hbuf(N), *gr = hbuf(N);
+    Err err = {{0}};
+    dptr dx = dup_x(g, x, N * C), dx2 = dup_x(g, x2, N * C), dw = dup_x(g, w, C), db = dup_x(g, b, C);
+    dptr dout = dalloc(g, N * C * g->xs), dmean = dalloc(g, N * 4), drstd = dalloc(g, N * 4), dres = dalloc(g, N * C * g->xs);
+    cpu_layernorm_forward(ref, mean, rstd, x, w, b, (int)N, (int)C);
+    quantize(g, ref, N * C);
+    int rc = launch_layernorm_forward(&g->ks, g->s, dout, dmean, drstd, dx, dw, db, &err);
+    Cmp c = {0, 0, ""};
+    if (!rc) {
+        down(g, got, dout, N * C);
+        cu.cuMemcpyDtoH(gm, dmean, N * 4);
+        cu.cuMemcpyDtoH(gr, drstd, N * 4);
+        cmp(&c, "out", got, ref, N * C, g->tol);
+        cmp(&c, "mean", gm, mean, N, 1e-5);
+        cmp(&c, "rstd", gr, rstd, N, 1e-5);
+    }
+    finish(g, "layernorm_forward", &c, &err, rc);
+
+    /* residual + LayerNorm: the LayerNorm of the residual as stored */
+    float *res = hbuf(N * C);
+    for (size_t i = 0; i < N * C; i++) res[i] = x[i] + x2[i];
+    quantize(g, res, N * C);
+    cpu_layernorm_forward(ref, mean, rstd, res, w, b, (int)N, (int)C);
+    quantize(g, ref, N * C);
+    rc = launch_fused_residual_layernorm_forward(&g->ks, g->s, dres, dout, dmean, drstd, dx, dx2, dw, db, &err);
+    c = (Cmp){0, 0, ""};
+    if (!rc) {
+        down(g, got, dres, N * C);
+        cmp(&c, "residual", got, res, N * C, g->tol);
+        down(g, got, dout, N * C);
+        cmp(&c, "out", got, ref, N * C, g->tol);
+        cu.cuMemcpyDtoH(gr, drstd, N * 4);
+        cmp(&c, "rstd", gr, rstd, N, 1e-5);
+    }
+    finish(g, "fused_residual_layernorm_forward", &c, &err, rc);
+
+    /* backward: dinp, dweight, dbias accumulate onto random values; twice, for determinism */
+    cpu_layernorm_forward(ref, mean, rstd, x, w, b, (int)N, (int)C);
+    float *dy = hrand(g, N * C, 1.0f), *dinp0 = hrand(g, N * C, 1.0f), *dw0 = hrand(g, C, 1.0f), *db0 = hrand(g, C, 1.0f);
+    float *rdinp = xmalloc(N * C * 4), *rdw = xmalloc(C * 4), *rdb = xmalloc(C * 4);
+    memcpy(rdinp, dinp0, N * C * 4); memcpy(rdw, dw0, C * 4); memcpy(rdb, db0, C * 4);
+    cpu_layernorm_backward(rdinp, rdw, rdb, dy, x, w, mean, rstd, (int)N, (int)C);
+    size_t parts = g->plan->kernels[K_LAYERNORM_BACKWARD].dims.grid[0];
+    dptr ddy = dup_x(g, dy, N * C), ddinp = dalloc(g, N * C * g->xs), ddw = dalloc(g, C * g->xs), ddb = dalloc(g, C * g->xs);
+    dptr scratch = dalloc(g, parts * 2 * C * 4);
+    cu.cuMemcpyHtoD(dmean, mean, N * 4);
+    cu.cuMemcpyHtoD(drstd, rstd, N * 4);
+    float *gdw = hbuf(C), *gdb = hbuf(C), *again = hbuf(N * C);
+    rc = 0;
+    for (int rep = 0; rep < 2 && !rc; rep++) {
+        up(g, ddinp, dinp0, N * C); up(g, ddw, dw0, C); up(g, ddb, db0, C);
+        rc = launch_layernorm_backward(&g->ks, g->s, ddinp, scratch, ddy, dx, dw, dmean, drstd, &err) ||
+             launch_layernorm_backward_reduce(&g->ks, g->s, ddw, ddb, scratch, &err);
+        if (!rc) down(g, rep ? again : got, ddinp, N * C);
+    }
+    c = (Cmp){0, 0, ""};
+    if (!rc) {
+        down(g, gdw, ddw, C); down(g, gdb, ddb, C);
+        cmp(&c, "dinp", got, rdinp, N * C, g->tol);
+        cmp(&c, "dweight", gdw, rdw, C, g->tol);
+        cmp(&c, "dbias", gdb, rdb, C, g->tol);
+        if (memcmp(got, again, N * C * 4) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "dinp differs between two runs"); }
+    }
+    finish(g, "layernorm_backward (deterministic)", &c, &err, rc);
+    free(x); free(x2); free(w); free(b); free(ref); free(mean); free(rstd); free(got); free(gm); free(gr); free(res);
+    free(dy); free(dinp0); free(dw0); free(db0); free(rdinp); free(rdw); free(rdb); free(gdw); free(gdb); free(again);
+    dfree_all(g);
+}
+
+void kernel_test_gelu(G *g) {
+    long long n = (long long)g->BT * 4 * g->C;
+    float *x = hrand(g, (size_t)n, 4.0f), *ref = hbuf((size_t)n), *got = hbuf((size_t)n), *dy = hrand(g, (size_t)n, 1.0f);
+    cpu_gelu_forward(ref, x, (size_t)n);
+    quantize(g, ref, (size_t)n);
+    Err err = {{0}};
+    dptr dx = dup_x(g, x, (size_t)n), dout = dalloc(g, (size_t)n * g->xs), ddy = dup_x(g, dy, (size_t)n);
+    int rc = launch_gelu_forward(&g->ks, g->s, dout, dx, n, &err);
+    Cmp c = {0, 0, ""};
+    if (!rc) { down(g, got, dout, (size_t)n); cmp(&c, "out", got, ref, (size_t)n, g->tol); }
+    finish(g, "gelu_forward", &c, &err, rc);
+    memset(ref, 0, (size_t)n * 4);
+    cpu_gelu_backward(ref, x, dy, (size_t)n);
+    rc = launch_gelu_backward(&g->ks, g->s, ddy, dx, n, &err);
+    c = (Cmp){0, 0, ""};
+    if (!rc) { down(g, got, ddy, (size_t)n); cmp(&c, "dinp", got, ref, (size_t)n, g->tol); }
+    finish(g, "gelu_backward", &c, &err, rc);
+    free(x); free(ref); free(got); free(dy);
+    dfree_all(g);
+}
+
+void kernel_test_classifier(G *g) {
+    /* the kernel runs over all B*T rows; the first N hold random logits and are checked (host memory stays
+       small on the big configs), the rest are zeros */
+    int N = g->BT < 128 ? g->BT : 128, V = g->V, Vp = g->Vp;
+    float *logits = hrand(g, (size_t)N * Vp, 4.0f), *losses = hbuf(N), *dl = hbuf((size_t)N * Vp), *got = hbuf((size_t)N * Vp), *gl = hbuf(N);
+    int32_t *tg = xcalloc((size_t)g->BT, 4);
+    for (int i = 0; i < g->BT; i++) tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)V);
+    float dloss = 1.0f / g->BT;
+    cpu_softmax_crossentropy(losses, dl, logits, tg, dloss, N, V, Vp);
+    Err err = {{0}};
+    dptr dlog = dalloc(g, (size_t)g->BT * Vp * g->xs), dloss_d = dalloc(g, (size_t)g->BT * 4), dtg = dup_raw(g, tg, (size_t)g->BT * 4);
+    up(g, dlog, logits, (size_t)N * Vp);
+    int rc = launch_classifier_forward(&g->ks, g->s, dloss_d, dlog, dtg, dloss, 0, &err);
+    Cmp c = {0, 0, ""};
+    if (!rc) {
+        cu.cuMemcpyDtoH(gl, dloss_d, (size_t)N * 4);
+        down(g, got, dlog, (size_t)N * Vp);
+        cmp(&c, "losses", gl, losses, N, g->tol);
+        cmp(&c, "logits untouched", got, logits, (size_t)N * Vp, 0);
+    }
+    if (!rc) rc = launch_classifier_forward(&g->ks, g->s, dloss_d, dlog, dtg, dloss, 1, &err);
+    if (!rc) {
+        cu.cuMemcpyDtoH(gl, dloss_d, (size_t)N * 4);
+        down(g, got, dlog, (size_t)N * Vp);
+        cmp(&c, "losses", gl, losses, N, g->tol);
+        cmp(&c, "dlogits", got, dl, (size_t)N * Vp, g->tol);
+    }
+    finish(g, "classifier_forward (softmax, cross-entropy, dlogits)", &c, &err, rc);
+    free(logits); free(losses); free(dl); free(got); free(gl); free(tg);
+    dfree_all(g);
+}

@@ -1,0 +1,190 @@
+/* sweep_kernels: every variant of every kernel family compiled (in parallel, through the kernel cache), run on its
+   family's workload, held against the default variant's outputs and timed (see tuner.h). */
+#include "tune/tuner.h"
+#include "gen/emit.h"
+#include "common/clock.h"
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void sweep_kernels_list(Tuner *t) {
+    for (int i = 0; i < t->plan.n_modules; i++) {
+        FamilyVariants *fv = &t->fv[i];
+        fv->n = tuner_matches(t, t->plan.modules[i].decl->family)
+                    ? tune_variants(&t->plan, i, fv->v, TUNE_MAX_VARIANTS, &fv->refused) : 1;
+        if (fv->n == 1) tune_variants(&t->plan, i, fv->v, 1, &fv->refused);
+        t->total += fv->n;
+    }
+}
+
+int sweep_kernels_compile(Tuner *t, Err *err) {
+    FamilyVariants *fv = t->fv;
+    int total = 0;
+    for (int i = 0; i < t->plan.n_modules; i++) total += fv[i].n;
+    CompileJob *flat = xcalloc((size_t)total, sizeof *flat);
+    int k = 0;
+    for (int i = 0; i < t->plan.n_modules; i++) {
+        fv[i].jobs = flat + k;
+        fv[i].sources = xcalloc((size_t)fv[i].n, sizeof(char *));
+        for (int j = 0; j < fv[i].n; j++, k++) {
+            Err e;
+            *t->scratch = t->plan;
+            flat[k].name = t->plan.modules[i].decl->family;
+            if (plan_set_tunables(t->scratch, i, fv[i].v[j].v, "tune-db", &e) == 0)
+                fv[i].sources[j] = emit_module(t->scratch, &t->scratch->modules[i], &e);
+            flat[k].source = fv[i].sources[j] ? fv[i].sources[j] : "#error the variant could not be emitted\n";
+            flat[k].source_path = t->plan.modules[i].source_path;
+            flat[k].arch = t->plan.arch;
+        }
+    }
+    double t0 = now_seconds();
+    fprintf(stderr, "tune: compiling %d variants of %d kernel families (through the cache %s)\n", total,
+            t->plan.n_modules, nvrtc_cache_dir());
+    Err e;
+    nvrtc_compile_all(flat, total, nvrtc_cache_dir(), t->o.jobs > 0 ? t->o.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN), &e);
+    int cached = 0;
+    for (int i = 0; i < total; i++) cached += flat[i].from_cache;
+    fprintf(stderr, "tune: compiled in %.1f s (%d from the cache)\n", now_seconds() - t0, cached);
+    for (int i = 0; i < t->plan.n_modules; i++) {
+        if (!fv[i].jobs[0].cubin)
+            return err_set(err, "the default %s kernels do not compile: %s", t->plan.modules[i].decl->family,
+                           fv[i].jobs[0].err.msg);
+        t->img[i] = fv[i].jobs[0].cubin;
+    }
+    return 0;
+}
+
+void sweep_kernels_free(Tuner *t) {
+    for (int i = 0; i < t->plan.n_modules; i++) {
+        for (int j = 0; t->fv[i].sources && j < t->fv[i].n; j++) { free(t->fv[i].jobs[j].cubin); free(t->fv[i].sources[j]); }
+        free(t->fv[i].sources);
+    }
+    free(t->fv[0].jobs);
+}
+
+/* loads the variant's kernels (the other modules' defaults), runs the workload once from its fill, samples its
+   outputs; NULL and err when something failed */
+static float *run_variant(Tuner *t, int module, const TuneVariant *v, const char *cubin, Workload *w, Kernels *ks,
+                          size_t *n, Err *err) {
+    memset(ks, 0, sizeof *ks);
+    *t->scratch = t->plan;
+    if (plan_set_tunables(t->scratch, module, v->v, "tune-db", err)) return NULL;
+    char *img[PLAN_MAX_MODULES];
+    memcpy(img, t->img, sizeof img);
+    img[module] = (char *)cubin;
+    if (kernels_load_images(ks, t->scratch, &t->g.dev, img, err)) return NULL;
+    ks->sync_each = 0;
+    if (workload_fill(w, &t->g, err) || w->run(w, &t->g, ks, err) || gpu_wait(&t->g, err)) return NULL;
+    return workload_sample(w, &t->g, n, err);
+}
+
+/* measures variant j against the default's outputs ref: its status, and its time in *us when "ok" */
+static const char *measure_variant(Tuner *t, int i, int j, Workload *w, const float *ref, size_t nref, double *us,
+                                   Err *err) {
+    FamilyVariants *fv = &t->fv[i];
+    if (!fv->jobs[j].cubin) {
+        snprintf(err->msg, sizeof err->msg, "%.300s", fv->jobs[j].err.msg);
+        return "compile";
+    }
+    Kernels ks;
+    size_t n = 0, bad = 0;
+    const char *status = "ok";
+    float *got = run_variant(t, i, &fv->v[j], fv->jobs[j].cubin, w, &ks, &n, err);
+    double e = got && n == nref ? tuner_rel_diff(got, ref, n, &bad) : 0;
+    if (!got) status = "launch";
+    else if (n != nref || bad || !(e <= t->g.tol)) {
+        status = "mismatch";
+        snprintf(err->msg, sizeof err->msg, "max error %.3g against the default (tolerance %.1g), %zu not finite", e,
+                 t->g.tol, bad);
+    } else {
+        WlRun wr = {w, &t->g, &ks};
+        if (time_median(&t->g, &t->flush, tuner_run_workload, &wr, us, err)) status = "launch";
+    }
+    free(got);
+    kernels_unload(&ks);
+    return status;
+}
+
+static void sweep_family(Tuner *t, int i) {
+    const PlanModule *m = &t->plan.modules[i];
+    FamilyVariants *fv = &t->fv[i];
+    const char *fam = m->decl->family;
+    TuneKey key;
+    tune_key_kernel(&key, &t->env, &t->plan, i);
+    int max_tun[FAMILY_MAX_TUNABLES] = {0};
+    for (int j = 0; j < fv->n; j++)
+        for (int k = 0; k < m->n_tunables; k++)
+            if (fv->v[j].v[k] > max_tun[k]) max_tun[k] = fv->v[j].v[k];
+    Workload w;
+    char why[256], name[256], dname[256];
+    tune_variant_name(m, fv->v[0].v, dname, sizeof dname);
+    if (workload_setup(&w, &t->g, fam, max_tun, why, sizeof why)) {
+        fprintf(t->rep, "kernel %-12s %s: %s; default kept\n", fam, dname, why);
+        t->done += fv->n;
+        return;
+    }
+    Kernels ks;
+    Err err = {{0}};
+    size_t nref = 0;
+    float *ref = run_variant(t, i, &fv->v[0], t->img[i], &w, &ks, &nref, &err);
+    kernels_unload(&ks);
+    if (!ref) {
+        fprintf(t->rep, "kernel %-12s the default variant %s fails: %s; not tuned\n", fam, dname, err.msg);
+        t->failed++;
+        dfree_all(&t->g);
+        return;
+    }
+    double best_us = -1, default_us = -1;
+    int best = -1, ok = 0, rejected = 0, reused_n = 0;
+    char rejects[2048] = "";
+    for (int j = 0; j < fv->n; j++) {
+        tune_variant_name(m, fv->v[j].v, name, sizeof name);
+        const TuneRecord *old = tuner_measured(t, "kernel", fam, name, &key);
+        TuneRecord r;
+        if (old) { r = *old; reused_n++; }
+        else {
+            if (j > 0 && !tuner_budget_left(t)) continue;
+            double us = 0;
+            err.msg[0] = 0;
+            const char *status = measure_variant(t, i, j, &w, ref, nref, &us, &err);
+            tuner_record(t, &r, "measure", "kernel", fam, name, status, us, -1, &key);
+            if (strcmp(status, "ok")) {
+                size_t len = strlen(rejects);
+                snprintf(rejects + len, sizeof rejects - len, "  rejected %s %s: %s: %.200s\n", fam, name, status, err.msg);
+            }
+        }
+        tuner_progress(t, fam, name, &r, old != NULL);
+        if (strcmp(r.status, "ok")) { rejected++; continue; }
+        ok++;
+        if (j == 0) default_us = r.us;
+        if (best < 0 || r.us < best_us) { best = j; best_us = r.us; }
+    }
+    free(ref);
+    dfree_all(&t->g);
+    if (best < 0 || default_us <= 0) {
+        fprintf(t->rep, "kernel %-12s no variant could be timed; default kept\n%s", fam, rejects);
+        return;
+    }
+    tune_variant_name(m, fv->v[best].v, name, sizeof name);
+    TuneRecord r;
+    tuner_record(t, &r, "best", "kernel", fam, name, "ok", best_us, default_us, &key);
+    fprintf(t->rep, "kernel %-12s default %-40s %10.1f us  chosen %-40s %10.1f us  %5.2fx  (%d variants: %d ok, %d rejected, "
+            "%d refused by the constraints%s)\n%s", fam, dname, default_us, name, best_us, default_us / best_us, fv->n, ok,
+            rejected, fv->refused, reused_n ? ", some measured by an earlier tune" : "", rejects);
+}
+
+/* those with fewer variants first: a budget that runs out leaves the longest sweeps short, not the cheap ones */
+void sweep_kernels(Tuner *t) {
+    int order[PLAN_MAX_MODULES];
+    for (int i = 0; i < t->plan.n_modules; i++) {
+        int j = i;
+        for (; j > 0 && t->fv[order[j - 1]].n > t->fv[i].n; j--) order[j] = order[j - 1];
+        order[j] = i;
+    }
+    for (int k = 0; k < t->plan.n_modules; k++) {
+        int i = order[k];
+        if (!tuner_matches(t, t->plan.modules[i].decl->family)) continue;
+        sweep_family(t, i);
+        fflush(t->rep);
+    }
+}
