@@ -29,13 +29,19 @@ typedef struct {
     int help;
     int gpus;            /* --gpus N (0: not given); it sets train.num_gpus = N */
     char gpus_set[32];   /* that --set */
+    const Env *env;      /* the environment (common/env.h), as args_use_env gave it */
 } Args;
+
+/* The environment every Args carries (read once by main). */
+void args_use_env(const Env *env);
 
 /* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
 int args_parse(int argc, char **argv, Args *a, const char *cmd);
-/* Loads the config and makes the plan for the arch cuda_pick_arch chooses. Errors here are the user's
-   input: the message is printed and the result is 2. */
+/* Loads the config and makes the plan for the arch cuda_pick_arch chooses (args_plan). Errors here are the
+   user's input: the message is printed and the result is 2. */
 int args_load_and_plan(const Args *a, Config *cfg, Plan *plan);
+/* The plan of a config already loaded, then the tuning database applied (unless untuned); 2 as above. */
+int args_plan(const Args *a, Config *cfg, Plan *plan);
 /* Applies the tuning database (gen/tune_db.h) to plan, unless --no-tune-db, and says so in one line (unless -q;
    and not where there is no GPU and no database); a stale or corrupt database is reported and ignored. A database choice of attention path sets cfg->attention
    (for attention = "auto" only). */

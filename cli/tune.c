@@ -134,9 +134,9 @@ static int compile_all(Tuner *t, FamilyVariants *fv) {
     }
     double t0 = now_seconds();
     fprintf(stderr, "tune: compiling %d variants of %d kernel families (through the cache %s)\n", total,
-            t->plan.n_modules, nvrtc_cache_dir());
+            t->plan.n_modules, nvrtc_cache_dir(t->a.env));
     Err err;
-    nvrtc_compile_all(flat, total, nvrtc_cache_dir(), t->a.jobs > 0 ? t->a.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN), &err);
+    nvrtc_compile_all(flat, total, t->a.env, t->a.jobs > 0 ? t->a.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN), &err);
     int cached = 0;
     for (int i = 0; i < total; i++) cached += flat[i].from_cache;
     fprintf(stderr, "tune: compiled in %.1f s (%d from the cache)\n", now_seconds() - t0, cached);
@@ -386,7 +386,7 @@ static void tune_attention_path(Tuner *t, const Plan *tuned, char *const *img) {
     TuneKey key;
     tune_key_attention(&key, &t->env, &t->plan);
     char why[1024] = "";
-    CudnnAttention *cd = cudnn_attention_open(g->B, g->T, g->NH, g->HS, t->cfg.precision, why, sizeof why);
+    CudnnAttention *cd = cudnn_attention_open(g->B, g->T, g->NH, g->HS, t->cfg.precision, t->a.env, why, sizeof why);
     if (!cd) {
         fprintf(t->rep, "attention path: the flash template (cuDNN: %s)\n", why);
         TuneRecord r;
@@ -494,7 +494,7 @@ static int run(Tuner *t) {
     double before = 0, after = 0;
     float lb[3] = {0}, la[3] = {0};
     BuildStats st;
-    if (build_run(&t->plan, t->a.jobs, 1, &st, &err)) { fprintf(stderr, "gpt2gen tune: %s\n", err.msg); return EXIT_FAIL; }
+    if (build_run(&t->plan, t->a.jobs, 1, t->a.env, &st, &err)) { fprintf(stderr, "gpt2gen tune: %s\n", err.msg); return EXIT_FAIL; }
     fprintf(stderr, "tune: timing the untuned step\n");
     AttentionPath asked = t->cfg.attention;
     if (step_time(&t->plan, 10, &before, lb, &err)) { fprintf(stderr, "gpt2gen tune: untuned step: %s\n", err.msg); return EXIT_FAIL; }
@@ -545,7 +545,7 @@ static int run(Tuner *t) {
     }
     if (tune_db_rewrite(&t->db, &err)) fprintf(stderr, "gpt2gen tune: %s\n", err.msg);
     if (ap.attention) t->cfg.attention = ap.attention_path;
-    int rc = build_run(tuned, t->a.jobs, 1, &st, &err);
+    int rc = build_run(tuned, t->a.jobs, 1, t->a.env, &st, &err);
     if (rc) fprintf(stderr, "gpt2gen tune: building the tuned kernels: %s\n", err.msg);
     fprintf(stderr, "tune: timing the tuned step\n");
     if (!rc && (rc = step_time(tuned, 10, &after, la, &err))) fprintf(stderr, "gpt2gen tune: tuned step: %s\n", err.msg);
@@ -558,9 +558,9 @@ static int run(Tuner *t) {
         fprintf(stderr, "tune: the tuned step was slower (%.2f against %.2f ms): timing both again\n", after, before);
         AttentionPath chosen = t->cfg.attention;
         t->cfg.attention = asked;                        /* the untuned step as at first */
-        rc = build_run(&t->plan, t->a.jobs, 1, &st, &err) || step_time(&t->plan, 10, &before2, l2, &err);
+        rc = build_run(&t->plan, t->a.jobs, 1, t->a.env, &st, &err) || step_time(&t->plan, 10, &before2, l2, &err);
         t->cfg.attention = chosen;
-        rc = rc || build_run(tuned, t->a.jobs, 1, &st, &err) || step_time(tuned, 10, &after2, l2, &err);
+        rc = rc || build_run(tuned, t->a.jobs, 1, t->a.env, &st, &err) || step_time(tuned, 10, &after2, l2, &err);
         if (rc) fprintf(stderr, "gpt2gen tune: timing the steps again: %s\n", err.msg);
         before = fmin(before, before2);
         after = fmin(after, after2);
@@ -590,18 +590,18 @@ int cmd_tune(int argc, char **argv) {
     t.a.untuned = 1;
     if ((rc = args_load_and_plan(&t.a, &t.cfg, &t.plan))) return rc;
     Err err;
-    if (tune_env_probe(&t.env, t.cublaslt, sizeof t.cublaslt, &err) || getenv("GPT2GEN_TUNE_ENV")) {
-        fprintf(stderr, "gpt2gen tune: needs a GPU: %s\n", getenv("GPT2GEN_TUNE_ENV") ? "GPT2GEN_TUNE_ENV is a test hook for builds" : err.msg);
+    if (tune_env_probe(&t.env, t.cublaslt, sizeof t.cublaslt, t.a.env, &err) || t.a.env->tune_env) {
+        fprintf(stderr, "gpt2gen tune: needs a GPU: %s\n", t.a.env->tune_env ? "GPT2GEN_TUNE_ENV is a test hook for builds" : err.msg);
         return EXIT_FAIL;
     }
     if (harness_open(&t.g, &t.cfg, &t.plan)) return EXIT_FAIL;
     if (flush_open(&t.flush, &t.g, &err)) { fprintf(stderr, "gpt2gen tune: %s\n", err.msg); return EXIT_FAIL; }
     t.t0 = now_seconds();
-    tune_db_load(&t.db, tune_db_path(), stderr);
+    tune_db_load(&t.db, tune_db_path(t.a.env), stderr);
     t.scratch = xmalloc(sizeof *t.scratch);
     t.rep = open_memstream(&t.rep_text, &t.rep_len);
     fprintf(t.rep, "# gpt2gen tune %s on %s (%s), %s, B=%d T=%d; database %s\n", t.cfg.path, t.env.gpu, t.env.arch,
-            precision_name(t.cfg.precision), t.cfg.train.batch_size, t.cfg.train.seq_len, tune_db_path());
+            precision_name(t.cfg.precision), t.cfg.train.batch_size, t.cfg.train.seq_len, tune_db_path(t.a.env));
     rc = run(&t);
     fprintf(t.rep, "tune took %.0f s%s\n", now_seconds() - t.t0, t.over_budget ? " (budget reached: some variants not measured)" : "");
     fclose(t.rep);

@@ -1,12 +1,14 @@
 /* build: config -> plan -> sources -> CUBINs, written to build/<name>/. */
 #ifndef GPT2GEN_BUILD_H
 #define GPT2GEN_BUILD_H
+#include "common/env.h"
 #include "gen/plan.h"
 
 typedef struct { int modules, compiled, cached; double seconds; } BuildStats;
 
 /* Writes build/<name>/config.lua, plan.txt and kernels/ (sources and CUBINs). Prints one summary line
    unless quiet. threads <= 0: one per core. Holds build/<name>/.lock while it runs (waiting for another build
-   of the name, see gen/build.c) and replaces build/<name>/ in one step, only when everything succeeded. */
-int  build_run(const Plan *plan, int threads, int quiet, BuildStats *st, Err *err);
+   of the name, at most env's GPT2GEN_LOCK_TIMEOUT seconds, see gen/build.c) and replaces build/<name>/ in one step,
+   only when everything succeeded. env (common/env.h; NULL: the defaults) also gives the kernel cache and CUDA_HOME. */
+int  build_run(const Plan *plan, int threads, int quiet, const Env *env, BuildStats *st, Err *err);
 #endif

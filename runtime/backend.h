@@ -4,10 +4,12 @@
 #ifndef GPT2GEN_BACKEND_H
 #define GPT2GEN_BACKEND_H
 #include <stdint.h>
+#include "common/env.h"
 #include "common/err.h"
 #include "common/gpt2.h"
 
 typedef struct Backend Backend;
+typedef struct Comm Comm;            /* runtime/ranks/ranks.h */
 struct Backend {
     const char *name;                 /* "cpu" or "cuda" */
     GPT2Shape shape;
@@ -55,6 +57,10 @@ struct Backend {
     void *(*grad_buffer)(Backend *);
     void *(*param_buffer)(Backend *);
     int   (*grad_sumsq)(Backend *, size_t offset, size_t n, double *sumsq, Err *err);
+    /* Joins a world of ranks that are processes, one per backend, as rank `rank`; id is the world's (made by the
+       launcher: NCCL's unique id on the GPU, runtime/ranks/comm_socket.h's on the CPU), timeout_s bounds every
+       wait on the others. The collectives run on this backend's buffers (NCCL's on its GPU). NULL + err if not. */
+    Comm *(*make_comm)(Backend *, const void *id, int world, int rank, double timeout_s, Err *err);
     void  (*destroy)(Backend *);
 };
 
@@ -69,6 +75,7 @@ typedef struct {
     const struct Plan *plan;
     int device;                       /* the CUDA backend's GPU ordinal */
     size_t opt_offset, opt_count;     /* the parameters this backend updates (Backend.opt_offset); count 0: all */
+    const Env *env;                   /* the CUDA backend's GPT2GEN_* settings (common/env.h); NULL: the defaults */
 } BackendOptions;
 
 Backend *cpu_backend_create(const BackendOptions *opt, Err *err);

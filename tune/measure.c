@@ -55,7 +55,7 @@ int step_time(const Plan *plan, int steps, double *ms, float losses[3], Err *err
     const Config *cfg = plan->cfg;
     GPT2Shape shape = config_shape(cfg);
     int B = cfg->train.batch_size, T = cfg->train.seq_len;
-    BackendOptions opt = {shape, B, T, cfg->precision, cfg->train.master_weights, cfg->train.recompute, plan, 0, 0, 0};
+    BackendOptions opt = {shape, B, T, cfg->precision, cfg->train.master_weights, cfg->train.recompute, plan, 0, 0, 0, NULL};
     Backend *be = cuda_backend_create(&opt, err);
     if (!be) return -1;
     size_t sz[NUM_PARAM_TENSORS];

@@ -17,7 +17,7 @@ void test_train_step(G *g) {
     double flops = 6.0 * (double)np * g->BT;
     if (flops > 3e12) { skip(g, "train_step", "the CPU backend would take too long here (%.0f GFLOP per step); the small configs cover it", flops / 1e9); return; }
     BackendOptions opt = {shape, g->B, g->T, cfg->precision, cfg->train.master_weights, cfg->train.recompute, g->plan,
-                          g->dev.ordinal, 0, 0};
+                          g->dev.ordinal, 0, 0, NULL};
     BackendOptions copt = opt;
     copt.precision = PREC_FP32;
     Err err = {{0}};

@@ -26,7 +26,7 @@ int attention_open(Cuda *c, AttentionPath want, Err *err) {
         printf("attention: flash template (templates/attention.cu), as the config asks\n");
         return 0;
     }
-    c->cudnn = cudnn_attention_open(c->B, c->T, c->NH, c->HS, c->plan->cfg->precision, why, sizeof why);
+    c->cudnn = cudnn_attention_open(c->B, c->T, c->NH, c->HS, c->plan->cfg->precision, c->env, why, sizeof why);
     if (!c->cudnn) {
         if (want == ATTN_CUDNN) return err_set(err, "%s: attention = \"cudnn\", but %s", c->plan->cfg->path, why);
         printf("attention: flash template (templates/attention.cu): %s\n", why);

@@ -2,6 +2,7 @@
    gradients, logits and optimizer state to and from the host. The ops are in the files ops.h lists. */
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/ops.h"
+#include "runtime/cuda/nccl.h"
 #include "common/fp16.h"
 #include <stdlib.h>
 #include <string.h>
@@ -162,6 +163,7 @@ static void set_methods(Backend *be, const BackendOptions *opt, size_t np) {
     be->grad_buffer = cu_grad_buffer;
     be->param_buffer = cu_param_buffer;
     be->grad_sumsq = cu_grad_sumsq;
+    be->make_comm = comm_nccl_create;
 }
 
 Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
@@ -174,6 +176,7 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     be->impl = c;
     be->destroy = cu_destroy;
     c->plan = plan;
+    c->env = env_or_defaults(opt->env);
     c->prec = opt->precision;
     c->xs = opt->precision == PREC_FP32 ? 4 : 2;
     c->B = opt->B; c->T = opt->T;
@@ -190,7 +193,8 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
         return NULL;
     }
     c->s = c->dev.compute;
-    profile_init(&c->prof, c->s);
+    c->ks.sync_each = c->env->sync;
+    profile_init(&c->prof, c->s, c->env->profile);
     size_t BT = (size_t)c->B * c->T;
     c->h_inputs = xmalloc(BT * 4);
     c->h_count = xmalloc(((size_t)c->Vp + 1) * 4);

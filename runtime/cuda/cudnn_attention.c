@@ -342,11 +342,6 @@ static void build_backward(Graph *g, const Shapes *s) {
 
 /* ---- execution plans ---- */
 
-static int debug_on(void) {
-    const char *e = getenv("GPT2GEN_CUDNN_DEBUG");
-    return e && *e && strcmp(e, "0") != 0;
-}
-
 /* 1 if the engine of cfg carries the NONDETERMINISTIC numerical note; also its global index */
 static int engine_nondeterministic(const CudnnLib *L, cudnnBackendDescriptor_t cfg, int64_t *index) {
     cudnnBackendDescriptor_t eng = NULL;
@@ -369,10 +364,9 @@ static int engine_nondeterministic(const CudnnLib *L, cudnnBackendDescriptor_t c
 
 /* Finalizes the graph's operations into an operation graph, asks the heuristics (mode A, then the fallback
    list) for engine configs and keeps the first that finalizes into an execution plan, preferring deterministic
-   engines where prefer_deterministic. 0, or -1 with why. */
-static int make_plan(Graph *g, cudnnHandle_t handle, int prefer_deterministic, char *why, size_t why_n) {
+   engines where prefer_deterministic; debug (GPT2GEN_CUDNN_DEBUG) prints every engine config tried. 0, or -1 with why. */
+static int make_plan(Graph *g, cudnnHandle_t handle, int prefer_deterministic, int debug, char *why, size_t why_n) {
     const CudnnLib *L = g->L;
-    const int debug = debug_on();
     if (g->failed[0]) { snprintf(why, why_n, "building the %s graph: %s", g->name, g->failed); return -1; }
     cudnnBackendDescriptor_t og = g_new(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "the operation graph");
     if (og) L->cudnnBackendSetAttribute(og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
@@ -461,7 +455,7 @@ struct CudnnAttention {
     char description[320];
     size_t version;
     cudnnHandle_t handle;
-    int B, T, NH, HS;
+    int B, T, NH, HS, debug;
     Precision prec;
     Graph fwd, bwd;
     size_t workspace_bytes;
@@ -477,10 +471,9 @@ static int say(char *why, size_t n, const char *fmt, ...) {
     return -1;
 }
 
-static int load_library(CudnnAttention *a, char *why, size_t n) {
-    const char *name = getenv("GPT2GEN_CUDNN_LIBRARY");
+static int load_library(CudnnAttention *a, const char *name, char *why, size_t n) {
     if (name && strcmp(name, "none") == 0) return say(why, n, "cuDNN is hidden: GPT2GEN_CUDNN_LIBRARY=none");
-    if (!name || !*name) name = "libcudnn.so.9";
+    if (!name) name = "libcudnn.so.9";
     snprintf(a->libname, sizeof a->libname, "%s", name);
     void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!h)
@@ -504,11 +497,11 @@ static int build_graphs(CudnnAttention *a, char *why, size_t n) {
     a->bwd = (Graph){.L = &a->L, .name = "backward", .next_uid = UID_VIRTUAL};
     build_forward(&a->fwd, &s);
     build_backward(&a->bwd, &s);
-    if (make_plan(&a->fwd, a->handle, 0, why, n) || make_plan(&a->bwd, a->handle, 1, why, n)) return -1;
+    if (make_plan(&a->fwd, a->handle, 0, a->debug, why, n) || make_plan(&a->bwd, a->handle, 1, a->debug, why, n)) return -1;
     return 0;
 }
 
-CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, char *why, size_t why_n) {
+CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, const Env *env, char *why, size_t why_n) {
     if (prec != PREC_BF16 && prec != PREC_FP16) { say(why, why_n, "cuDNN flash attention needs bf16 or fp16"); return NULL; }
     if (B < 1 || T < 2 || NH < 1) { say(why, why_n, "cuDNN attention refuses the shape B=%d T=%d NH=%d", B, T, NH); return NULL; }
     if (HS < 8 || HS % 8 != 0 || HS > 256) {
@@ -517,7 +510,8 @@ CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision pre
     }
     CudnnAttention *a = xcalloc(1, sizeof *a);
     a->B = B; a->T = T; a->NH = NH; a->HS = HS; a->prec = prec;
-    if (load_library(a, why, why_n)) { free(a); return NULL; }
+    a->debug = env_or_defaults(env)->cudnn_debug;
+    if (load_library(a, env_or_defaults(env)->cudnn_library, why, why_n)) { free(a); return NULL; }
     a->version = a->L.cudnnGetVersion();
     const int major = (int)(a->version / 10000), minor = (int)(a->version % 10000 / 100), patch = (int)(a->version % 100);
     snprintf(a->description, sizeof a->description, "cuDNN %d.%d.%d (%s)", major, minor, patch, a->libname);

@@ -54,8 +54,6 @@ int kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, Err *err)
 int kernels_load_images(Kernels *ks, const Plan *plan, const CudaDevice *dev, char *const *img, Err *err) {
     memset(ks, 0, sizeof *ks);
     ks->plan = plan;
-    const char *s = getenv("GPT2GEN_SYNC");
-    ks->sync_each = s && *s && strcmp(s, "0");
     if (plan->n_kernels != K_COUNT)
         return err_set(err, "the plan in %s has %d kernels, this gpt2gen declares %d: rebuild", plan->build_dir,
                        plan->n_kernels, K_COUNT);

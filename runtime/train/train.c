@@ -5,8 +5,6 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/rng.h"
-#include "runtime/ranks/comm_socket.h"
-#include "runtime/cuda/nccl.h"
 #include "runtime/train/schedule.h"
 #include <math.h>
 #include <signal.h>
@@ -22,9 +20,10 @@ Backend *train_make_backend(const Config *cfg, const Plan *plan, const char *whi
     return train_make_rank_backend(cfg, plan, which, (RankInfo){0, 1, 0}, err);
 }
 
-Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char *which, RankInfo ri, Err *err) {
+/* rank ri's backend, with the environment's settings (env NULL: the defaults) */
+static Backend *rank_backend(const Config *cfg, const Plan *plan, const char *which, RankInfo ri, const Env *env, Err *err) {
     BackendOptions o = {config_shape(cfg), cfg->train.batch_size, cfg->train.seq_len, cfg->precision,
-                        cfg->train.master_weights, cfg->train.recompute, plan, ri.device, 0, 0};
+                        cfg->train.master_weights, cfg->train.recompute, plan, ri.device, 0, 0, env};
     if (ri.world > 1 && cfg->train.zero_stage == 1) {
         size_t sizes[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&o.shape, sizes, NULL);
         ranks_shard(n, ri.world, ri.rank, &o.opt_offset, &o.opt_count);
@@ -36,6 +35,10 @@ Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char
     if (b) return b;
     fprintf(stderr, "gpt2gen: %s; training on the CPU backend (fp32)\n", err->msg);
     return cpu_backend_create(&o, err);
+}
+
+Backend *train_make_rank_backend(const Config *cfg, const Plan *plan, const char *which, RankInfo ri, Err *err) {
+    return rank_backend(cfg, plan, which, ri, NULL, err);
 }
 
 int train_check_ranks(const Config *c, const char *backend, int procs, Err *err) {
@@ -190,12 +193,13 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
     }
     if (open_tokenizer(r, err) || (r->lead && metrics_open(&r->metrics, c->checkpoint.dir, err))) return -1;
     loss_scale_init(&r->scaler, c->precision == PREC_FP16, c->train.loss_scale, c->train.loss_scale_interval);
-    r->overflow_hook = getenv("GPT2GEN_TEST_OVERFLOW");
+    const Env *env = env_or_defaults(opt->env);
+    r->overflow_hook = env->test_overflow;
     if (loss_scale_hook_check(r->overflow_hook, err)) return -1;
     for (int k = 0; k < r->local; k++) {
         RankRun *q = &r->rk[k];
         RankInfo ri = {r->first + k, r->world, procs > 1 ? opt->device : 0};
-        if (!(q->be = train_make_rank_backend(c, plan, opt->backend, ri, err))) return -1;
+        if (!(q->be = rank_backend(c, plan, opt->backend, ri, env, err))) return -1;
         if (r->world > 1 && (!q->be->grad_buffer || !q->be->param_buffer || !q->be->grad_sumsq))
             return err_set(err, "the %s backend cannot run as one of several ranks yet", q->be->name);
         q->inputs = xmalloc((size_t)B * T * sizeof(int32_t));
@@ -205,12 +209,9 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const TrainOption
     r->eval_inputs = xmalloc((size_t)B * T * sizeof(int32_t));
     r->eval_targets = xmalloc((size_t)B * T * sizeof(int32_t));
     if (procs == 1) return (r->comm = comm_emulated_create(r->world, err)) ? 0 : -1;
-    double timeout;
-    if (nccl_timeout(&timeout, err)) return -1;
-    if (!strcmp(r->be->name, "cpu")) r->comm = comm_socket_create(opt->comm_id, r->world, r->first, timeout, err);
-    else r->comm = comm_nccl_create(r->be, opt->comm_id, r->world, r->first, timeout, err);
-    const char *ov = getenv("GPT2GEN_COMM_OVERLAP");
-    r->overlap = r->comm && r->comm->reduce_ranges_avg && !(ov && !strcmp(ov, "0"));
+    if (!r->be->make_comm) return err_set(err, "the %s backend cannot run as one of several processes", r->be->name);
+    r->comm = r->be->make_comm(r->be, opt->comm_id, r->world, r->first, env->nccl_timeout, err);
+    r->overlap = r->comm && r->comm->reduce_ranges_avg && env->comm_overlap;
     return r->comm ? 0 : -1;
 }
 

@@ -23,7 +23,9 @@ typedef struct {
        run (train.num_gpus > 1 is then the CPU emulation). Only rank 0 prints progress, samples, and writes the
        metrics and the model file. */
     int rank, procs, device;
-    const void *comm_id;
+    const void *comm_id;     /* joined by the backend's make_comm (runtime/backend.h) */
+    /* GPT2GEN_TEST_OVERFLOW, GPT2GEN_COMM_OVERLAP, GPT2GEN_NCCL_TIMEOUT and the backend's (common/env.h); NULL: defaults */
+    const Env *env;
 } TrainOptions;
 
 /* Runs the whole job. Returns an exit code: 0, 1 (a failure, printed), 130 (stopped by SIGINT after
