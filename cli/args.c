@@ -1,8 +1,7 @@
 /* args: what the config commands (build, train, test) share: their options, the config and the plan. */
 #include "cli/commands.h"
 #include "gen/build.h"
-#include "runtime/cuda/cuda_api.h"
-#include "runtime/cuda/tune_env.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "common/files.h"
 #include <errno.h>
 #include <stdio.h>
@@ -32,9 +31,13 @@ static int int_option(const char *cmd, const char *opt, const char *arg, int max
     return 0;
 }
 
+static const Env *args_env;
+void args_use_env(const Env *env) { args_env = env; }
+
 /* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
 int args_parse(int argc, char **argv, Args *a, const char *cmd) {
     memset(a, 0, sizeof *a);
+    a->env = env_or_defaults(args_env);
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         int takes_value = !strcmp(s, "--set") || !strcmp(s, "--arch") || !strcmp(s, "-j") || !strcmp(s, "--backend") ||
@@ -92,6 +95,10 @@ int args_make_plans(const Args *a, const Config *cfg, const char *arch, Plan *pl
 int args_load_and_plan(const Args *a, Config *cfg, Plan *plan, Plan *sample) {
     Err err;
     if (config_load(cfg, a->config, a->sets, a->n_sets, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
+    return args_plan(a, cfg, plan, sample);
+}
+
+int args_plan(const Args *a, const Config *cfg, Plan *plan, Plan *sample) {
     char arch[16];
     const char *note;
     cuda_pick_arch(a->arch, cfg->arch, arch, &note);
@@ -102,7 +109,7 @@ int args_load_and_plan(const Args *a, Config *cfg, Plan *plan, Plan *sample) {
 
 int args_build_plans(const Args *a, const Plan *plan, const Plan *sample, int quiet, Err *err) {
     const Plan *plans[2] = {plan, sample};
-    return build_plans(plans, sample ? 2 : 1, a->jobs, quiet, NULL, err);
+    return build_plans(plans, sample ? 2 : 1, a->jobs, quiet, a->env, NULL, err);
 }
 
 /* "3 kernel families, 15 matmuls and the attention path" */
@@ -125,7 +132,7 @@ static const char *given_cublaslt;
 void args_use_tune_env(const TuneEnv *env, const char *cublaslt) { given_env = env; given_cublaslt = cublaslt; }
 
 void args_tune_db(const Args *a, Plan *plan, Plan *sample) {
-    const char *path = tune_db_path();
+    const char *path = tune_db_path(a->env);
     if (a->no_tune_db) {
         if (!a->quiet) printf("tune db %s: not used (--no-tune-db); default variants\n", path);
         return;
@@ -134,7 +141,7 @@ void args_tune_db(const Args *a, Plan *plan, Plan *sample) {
     char cublaslt[32];
     Err err;
     if (given_env) { env = *given_env; snprintf(cublaslt, sizeof cublaslt, "%s", given_cublaslt); }
-    else if (tune_env_probe(&env, cublaslt, sizeof cublaslt, &err)) {   /* without a GPU, a missing database goes unsaid */
+    else if (tune_env_probe(&env, cublaslt, sizeof cublaslt, a->env, &err)) {   /* without a GPU, a missing database goes unsaid */
         if (!a->quiet && file_exists(path))
             printf("tune db %s: not used (its entries are per GPU: %s); default variants\n", path, err.msg);
         return;

@@ -29,16 +29,23 @@ typedef struct {
     int help;
     int gpus;            /* --gpus N (0: not given); it sets train.num_gpus = N */
     char gpus_set[32];   /* that --set */
+    const Env *env;      /* the environment (common/env.h), as args_use_env gave it */
 } Args;
+
+/* The environment every Args carries (read once by main). */
+void args_use_env(const Env *env);
 
 /* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
 int args_parse(int argc, char **argv, Args *a, const char *cmd);
-/* Loads the config and makes its training plan, and its sampling plan where sample is not NULL, for the arch
-   cuda_pick_arch chooses. Errors here are the user's input: the message is printed and the result is 2. */
+/* Loads the config and makes its plans (args_plan). Errors here are the user's input: the message is printed and
+   the result is 2. */
 int args_load_and_plan(const Args *a, Config *cfg, Plan *plan, Plan *sample);
+/* The training plan of a config already loaded, and its sampling plan where sample is not NULL, for the arch
+   cuda_pick_arch chooses, with the tuning database (unless untuned); 2 as above. */
+int args_plan(const Args *a, const Config *cfg, Plan *plan, Plan *sample);
 /* The plans of cfg for arch (sample may be NULL), with the tuning database; 2 after printing an error. */
 int args_make_plans(const Args *a, const Config *cfg, const char *arch, Plan *plan, Plan *sample);
-/* Builds the plans (sample may be NULL): gen/build.h's build_plans with -j. */
+/* Builds the plans (sample may be NULL): gen/build.h's build_plans with -j and the environment. */
 int args_build_plans(const Args *a, const Plan *plan, const Plan *sample, int quiet, Err *err);
 /* Applies the tuning database (gen/tune_db.h) to plan (and to sample, where not NULL), unless --no-tune-db, and
    says so in one line (unless -q; and not where there is no GPU and no database); a stale or corrupt database is

@@ -1,5 +1,7 @@
 /* gpt2gen: the command line. Picks the command; each lives in cli/<command>.c. */
 #include "cli/commands.h"
+#include "common/env.h"
+#include "gen/emit.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +33,12 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { fputs(USAGE, stdout); return 0; }
     if (!strcmp(cmd, "--version")) { printf("gpt2gen %s\n", VERSION); return 0; }
+    /* the environment, read and checked once (README.md's "Environment variables"), then passed down */
+    static Env env;
+    Err err;
+    if (env_read(&env, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
+    args_use_env(&env);
+    template_dir_use(env.templates);
     if (!strcmp(cmd, "build")) return cmd_build(argc - 1, argv + 1);
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
     if (!strcmp(cmd, "test")) return cmd_test(argc - 1, argv + 1);

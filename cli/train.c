@@ -2,10 +2,8 @@
 #include "cli/commands.h"
 #include "gen/build.h"
 #include "common/files.h"
-#include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/ranks/comm_socket.h"
-#include "runtime/cuda/nccl.h"
-#include "runtime/cuda/tune_env.h"
 #include "runtime/ranks/launch.h"
 #include "runtime/train/rundir.h"
 #include "runtime/train/train.h"
@@ -44,16 +42,9 @@ static const char *TRAIN_USAGE =
     "through a file in checkpoint.dir, which must be on a file system every node shares (or name one in\n"
     "GPT2GEN_NCCL_ID_FILE). GPT2GEN_NCCL_TIMEOUT (seconds, default 600) bounds every wait on the other ranks.\n";
 
-/* What the launcher's parent learns of the GPUs from a child process: it must not start the CUDA driver itself
-   before it forks (a child of a process that has cannot use CUDA). */
-typedef struct {
-    int count, env_ok;
-    char arch[16], why[sizeof(Err)];
-    TuneEnv env;            /* the tuning database's key for this machine (runtime/cuda/tune_env.h) */
-    char cublaslt[32];
-} GpuProbe;
-
-static int probe_gpus(GpuProbe *p, Err *err) {
+/* What the launcher's parent learns of the GPUs from a child process (cuda_probe): it must not start the CUDA
+   driver itself before it forks (a child of a process that has cannot use CUDA). */
+static int probe_gpus(CudaProbe *p, const Env *env, Err *err) {
     int fd[2];
     if (pipe(fd)) return err_set(err, "pipe: cannot ask for the GPUs");
     fflush(stdout); fflush(stderr);
@@ -61,12 +52,8 @@ static int probe_gpus(GpuProbe *p, Err *err) {
     if (pid < 0) { close(fd[0]); close(fd[1]); return err_set(err, "fork: cannot ask for the GPUs"); }
     if (pid == 0) {
         close(fd[0]);
-        GpuProbe q;
-        memset(&q, 0, sizeof q);
-        Err e = {{0}};
-        if (cuda_device_arch(0, q.arch, &e) || cu.cuDeviceGetCount(&q.count) != CUDA_SUCCESS) q.count = 0;
-        snprintf(q.why, sizeof q.why, "%s", e.msg);
-        q.env_ok = tune_env_probe(&q.env, q.cublaslt, sizeof q.cublaslt, &e) == 0;
+        CudaProbe q;
+        cuda_probe(&q, env);
         _exit(write(fd[1], &q, sizeof q) == (ssize_t)sizeof q ? 0 : 1);
     }
     close(fd[1]);
@@ -80,44 +67,39 @@ static int probe_gpus(GpuProbe *p, Err *err) {
     return 0;
 }
 
-/* GPT2GEN_CPU_PROCESSES=1: with --backend cpu, a process per rank joined through runtime/ranks/comm_socket.h instead of the
-   ranks emulated in one process (a test hook: the multi-process loop without GPUs) */
-static int cpu_processes(void) {
-    const char *v = getenv("GPT2GEN_CPU_PROCESSES");
-    return v && !strcmp(v, "1");
-}
-
+/* The world's id: ctx is the Env on the CPU backend (a socket's path under TMPDIR), NULL on the GPU (NCCL's). */
 static int make_id(void *id, size_t len, void *ctx, Err *err) {
-    return ctx ? comm_socket_id(id, len, err) : nccl_unique_id(id, err);
+    return ctx ? comm_socket_id(id, len, ((const Env *)ctx)->tmpdir, err) : nccl_unique_id(id, err);
 }
 
 /* `--gpus N` (or train.num_gpus = N) on the GPU: builds once, then a process per GPU (runtime/ranks/launch.h). With
-   backend "cpu" (GPT2GEN_CPU_PROCESSES=1), a process per rank on the CPU backend. */
+   backend "cpu" (GPT2GEN_CPU_PROCESSES=1: a test hook, the multi-process loop without GPUs), a process per rank on
+   the CPU backend, joined through runtime/ranks/comm_socket.h instead of the ranks emulated in one process. */
 static int train_local(Args *a, Config *cfg, Plan *plan, Plan *sample, const char *backend) {
     Err err;
     int n = cfg->train.num_gpus, cpu = !strcmp(backend, "cpu"), rc;
-    static GpuProbe p;
+    static CudaProbe p;
     if (!cpu) {
-        if (probe_gpus(&p, &err)) { fprintf(stderr, "gpt2gen: train.num_gpus = %d: %s\n", n, err.msg); return EXIT_FAIL; }
+        if (probe_gpus(&p, a->env, &err)) { fprintf(stderr, "gpt2gen: train.num_gpus = %d: %s\n", n, err.msg); return EXIT_FAIL; }
         if (p.count < n) {
             fprintf(stderr, "gpt2gen: train.num_gpus = %d, but this machine has %d GPU%s: ask for at most %d, or start "
                     "more processes on other nodes with mpirun or srun\n", n, p.count, p.count == 1 ? "" : "s", p.count);
             return EXIT_FAIL;
         }
         if (!a->arch) a->arch = p.arch;   /* GPU 0's, as the one-process path does */
-        if (p.env_ok) args_use_tune_env(&p.env, p.cublaslt);
+        if (p.key_ok) args_use_tune_env(&p.key, p.cublaslt);
     }
-    if ((rc = args_load_and_plan(a, cfg, plan, sample))) return rc;
-    if (!cpu && (nccl_load(NULL, &err) || args_build_plans(a, plan, sample, a->quiet, &err))) {
+    if ((rc = args_plan(a, cfg, plan, sample))) return rc;
+    if (!cpu && (nccl_load(a->env, NULL, &err) || args_build_plans(a, plan, sample, a->quiet, &err))) {
         fprintf(stderr, "gpt2gen: %s\n", err.msg);
         return EXIT_FAIL;
     }
     int rank;
     static unsigned char id[NCCL_ID_BYTES];
-    rc = launch_local(n, 10.0, NCCL_ID_BYTES, make_id, cpu ? (void *)1 : NULL, &rank, id, &err);
+    rc = launch_local(n, 10.0, NCCL_ID_BYTES, make_id, cpu ? (void *)a->env : NULL, &rank, id, &err);
     if (rc == -1) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     if (rc != LAUNCH_CHILD) return rc;
-    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, rank, n, rank, id};
+    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, rank, n, rank, id, a->env};
     return train_run(cfg, plan, sample, &opt);
 }
 
@@ -125,22 +107,23 @@ static int train_local(Args *a, Config *cfg, Plan *plan, Plan *sample, const cha
    (runtime/ranks/launch.h), the others wait for it and then build (from the kernel cache rank 0 filled). */
 static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan, Plan *sample, const char *backend) {
     Err err;
-    int cpu = !strcmp(backend, "cpu"), rc = args_load_and_plan(a, cfg, plan, sample);
+    int cpu = !strcmp(backend, "cpu"), rc = args_plan(a, cfg, plan, sample);
     if (rc) return rc;
     char path[RUNDIR_PATH_MAX];
-    double timeout;
+    double timeout = a->env->nccl_timeout;
     static unsigned char id[NCCL_ID_BYTES];
-    if (nccl_timeout(&timeout, &err) || (!cpu && nccl_load(NULL, &err)) || mkdir_p(cfg->checkpoint.dir, &err) ||
-        launch_id_file_path(le, cfg->checkpoint.dir, path, sizeof path, &err)) {
+    if ((!cpu && nccl_load(a->env, NULL, &err)) || mkdir_p(cfg->checkpoint.dir, &err) ||
+        launch_id_file_path(le, a->env->nccl_id_file, cfg->checkpoint.dir, path, sizeof path, &err)) {
         fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg);
         return EXIT_FAIL;
     }
-    if (le->rank == 0) rc = (!cpu && args_build_plans(a, plan, sample, a->quiet, &err)) || make_id(id, sizeof id, cpu ? (void *)1 : NULL, &err) ||
+    if (le->rank == 0) rc = (!cpu && args_build_plans(a, plan, sample, a->quiet, &err)) ||
+                            make_id(id, sizeof id, cpu ? (void *)a->env : NULL, &err) ||
                             launch_share_id_file(path, 0, id, NCCL_ID_BYTES, timeout, &err);
     else rc = launch_share_id_file(path, le->rank, id, NCCL_ID_BYTES, timeout, &err) ||
               (!cpu && args_build_plans(a, plan, sample, 1, &err));
     if (rc) { fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg); return EXIT_FAIL; }
-    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, le->rank, le->world, le->local_rank, id};
+    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, le->rank, le->world, le->local_rank, id, a->env};
     rc = train_run(cfg, plan, sample, &opt);
     if (le->rank == 0) launch_id_file_remove(path);
     return rc;
@@ -160,8 +143,8 @@ int cmd_train(int argc, char **argv) {
     static Plan plan, sample;   /* the training step, and the one-row forward that samples */
     Err err;
     /* started by mpirun or srun (or our own launcher): the launcher's world is train.num_gpus */
-    LaunchEnv le;
-    if (launch_env(&le, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
+    const LaunchEnv le = a.env->launch;
+    int cpu_processes = a.env->cpu_processes;
     static char world_set[32];
     if (le.world > 1) {
         if (a.gpus && a.gpus != le.world) {
@@ -169,7 +152,7 @@ int cmd_train(int argc, char **argv) {
                     a.gpus, le.how, le.world);
             return EXIT_USAGE;
         }
-        if (!strcmp(backend, "cpu") && !cpu_processes()) {
+        if (!strcmp(backend, "cpu") && !cpu_processes) {
             fprintf(stderr, "gpt2gen: %s started %d processes: several processes train on GPUs only\n", le.how, le.world);
             return EXIT_USAGE;
         }
@@ -177,12 +160,12 @@ int cmd_train(int argc, char **argv) {
         if (a.n_sets == ARGS_MAX_SETS) { fprintf(stderr, "gpt2gen train: too many --set options\n"); return EXIT_USAGE; }
         a.sets[a.n_sets++] = world_set;
     }
-    /* the config alone first (no CUDA in this process yet): several GPUs on one machine fork first */
+    /* the config, once; no CUDA in this process yet: several GPUs on one machine fork first, then make the plan */
     if (config_load(&cfg, a.config, a.sets, a.n_sets, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
     if (le.world > 1) return train_launched(&a, &le, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda");
-    if (cfg.train.num_gpus > 1 && (strcmp(backend, "cpu") || cpu_processes()))
+    if (cfg.train.num_gpus > 1 && (strcmp(backend, "cpu") || cpu_processes))
         return train_local(&a, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda");
-    if ((rc = args_load_and_plan(&a, &cfg, &plan, &sample))) return rc;
+    if ((rc = args_plan(&a, &cfg, &plan, &sample))) return rc;
     char arch[16];
     /* several ranks in one process run only as the CPU emulation, asked for by name */
     if (train_check_ranks(&cfg, backend, 1, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
@@ -201,7 +184,7 @@ int cmd_train(int argc, char **argv) {
         }
         if (args_build_plans(&a, &plan, &sample, a.quiet, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     }
-    TrainOptions opt = {backend, a.quiet, 0, 1, 0, NULL};
+    TrainOptions opt = {backend, a.quiet, 0, 1, 0, NULL, a.env};
     return train_run(&cfg, &plan, &sample, &opt);
 }
 

@@ -83,6 +83,7 @@ int cmd_tune(int argc, char **argv) {
     a.untuned = 1;
     if ((rc = args_load_and_plan(&a, &cfg, &plan, NULL))) return rc;
     o.jobs = a.jobs;
+    o.env = a.env;
     TuneReport rep;
     Err err;
     rc = tune_run(&cfg, &plan, &o, &rep, &err);

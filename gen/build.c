@@ -30,7 +30,6 @@
    - A path that does not fit its buffer is an error that says so, never a truncated path. */
 
 #define PATH_BYTES 4096                      /* common/files.c's path buffers */
-#define LOCK_TIMEOUT_DEFAULT 600
 
 /* Formats a path into out[PATH_BYTES], with room for the ".tmp.<pid>" that write_file_atomic adds. */
 static int path_fmt(char *out, Err *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -59,19 +58,12 @@ static int write_if_changed(const char *path, const char *data, size_t len, Err 
 
 /* ---------------------------------------------------------------- the lock */
 
-static int lock_timeout(void) {
-    const char *s = getenv("GPT2GEN_LOCK_TIMEOUT");
-    char *end;
-    long v = s && *s ? strtol(s, &end, 10) : -1;
-    return s && *s && !*end && v >= 0 && v <= 86400 * 365 ? (int)v : LOCK_TIMEOUT_DEFAULT;
-}
-
-/* Takes the lock dir/.lock for a build of name (waiting for another build of it, at most lock_timeout()
-   seconds); the fd holds it until closed (or the process ends). */
-static int lock_build(const char *dir, const char *name, int *fd_out, Err *err) {
+/* Takes the lock dir/.lock for a build of name (waiting for another build of it, at most timeout seconds:
+   GPT2GEN_LOCK_TIMEOUT); the fd holds it until closed (or the process ends). */
+static int lock_build(const char *dir, const char *name, double timeout, int *fd_out, Err *err) {
     char path[PATH_BYTES];
     if (path_fmt(path, err, "%s/.lock", dir)) return -1;
-    int timeout = lock_timeout(), said = 0;
+    int said = 0;
     double t0 = now_seconds();
     for (;;) {
         long pid = 0;
@@ -82,7 +74,7 @@ static int lock_build(const char *dir, const char *name, int *fd_out, Err *err) 
         if (!said) fprintf(stderr, "gpt2gen: waiting for another build of %s%s\n", name, who);
         said = 1;
         if (now_seconds() - t0 >= timeout)
-            return err_set(err, "another build of %s%s still holds %s after %d s; giving up (GPT2GEN_LOCK_TIMEOUT sets the wait)",
+            return err_set(err, "another build of %s%s still holds %s after %g s; giving up (GPT2GEN_LOCK_TIMEOUT sets the wait)",
                            name, who, path, timeout);
         usleep(100 * 1000);
     }
@@ -168,7 +160,7 @@ typedef struct {
 } Places;
 
 /* The places of plan's build; refuses a name or a build folder that a build must not replace. */
-static int places_make(Places *p, const Plan *const *plans, int n, Err *err) {
+static int places_make(Places *p, const Plan *const *plans, int n, const Env *env, Err *err) {
     const Plan *plan = plans[0];
     const char *name = plan->config_name, *dir = plan->build_dir;
     size_t nd = strlen(dir), nn = strlen(name);
@@ -193,15 +185,15 @@ static int places_make(Places *p, const Plan *const *plans, int n, Err *err) {
                        "a real one (link build/ itself instead)", p->dir);
     /* the cache must not be this folder or inside it: the swap would take it away from concurrent builds */
     Err ignore;
-    mkdir_p(nvrtc_cache_dir(), &ignore);
-    char *cache = realpath(nvrtc_cache_dir(), NULL), *real = realpath(p->dir, NULL);
+    mkdir_p(nvrtc_cache_dir(env), &ignore);
+    char *cache = realpath(nvrtc_cache_dir(env), NULL), *real = realpath(p->dir, NULL);
     size_t nr = real ? strlen(real) : 0;
     int inside = cache && real && !strncmp(cache, real, nr) && (cache[nr] == 0 || cache[nr] == '/');
     free(cache);
     free(real);
     if (inside)
         return err_set(err, "%s: the kernel cache %s is this build folder or inside it; set GPT2GEN_CACHE elsewhere or "
-                       "rename the config", p->dir, nvrtc_cache_dir());
+                       "rename the config", p->dir, nvrtc_cache_dir(env));
     return 0;
 }
 
@@ -293,8 +285,8 @@ static void keep_failed_sources(const Places *p, const CompileJob *jobs, int n) 
             write_file_atomic(jobs[i].source_path, jobs[i].source, strlen(jobs[i].source), &ignore);
 }
 
-static int run_locked(const Places *p, int threads, CompileJob *jobs, char **sources, char (*src_paths)[PATH_BYTES],
-                      int n_jobs, Err *err) {
+static int run_locked(const Places *p, const Env *env, int threads, CompileJob *jobs, char **sources,
+                      char (*src_paths)[PATH_BYTES], int n_jobs, Err *err) {
     int n = 0;   /* the jobs of real modules, packed at the front for NVRTC */
     int of[BUILD_MAX_PLANS * PLAN_MAX_MODULES];
     for (int j = 0; j < n_jobs; j++) {
@@ -310,7 +302,7 @@ static int run_locked(const Places *p, int threads, CompileJob *jobs, char **sou
         of[n++] = j;
     }
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (nvrtc_compile_all(jobs, n, nvrtc_cache_dir(), threads, err)) {
+    if (nvrtc_compile_all(jobs, n, env, threads, err)) {
         keep_failed_sources(p, jobs, n);
         return -1;
     }
@@ -325,23 +317,23 @@ static int run_locked(const Places *p, int threads, CompileJob *jobs, char **sou
     return commit(p, jobs, sources, n_jobs, err);
 }
 
-int build_run(const Plan *plan, int threads, int quiet, BuildStats *st, Err *err) {
-    return build_plans(&plan, 1, threads, quiet, st, err);
+int build_run(const Plan *plan, int threads, int quiet, const Env *env, BuildStats *st, Err *err) {
+    return build_plans(&plan, 1, threads, quiet, env, st, err);
 }
 
-int build_plans(const Plan *const *plans, int n_plans, int threads, int quiet, BuildStats *st, Err *err) {
+int build_plans(const Plan *const *plans, int n_plans, int threads, int quiet, const Env *env, BuildStats *st, Err *err) {
     double t0 = now_seconds();
     if (n_plans < 1 || n_plans > BUILD_MAX_PLANS) return err_set(err, "a build makes 1 to %d plans, not %d", BUILD_MAX_PLANS, n_plans);
     const Plan *plan = plans[0];
     Places *p = xmalloc(sizeof *p);
     int lock = -1, n = n_plans * PLAN_MAX_MODULES, modules = 0;
     for (int i = 0; i < n_plans; i++) modules += plans[i]->n_modules;
-    int rc = places_make(p, plans, n_plans, err);
-    if (rc == 0) rc = lock_build(p->dir, plan->config_name, &lock, err);
+    int rc = places_make(p, plans, n_plans, env, err);
+    if (rc == 0) rc = lock_build(p->dir, plan->config_name, env_or_defaults(env)->lock_timeout, &lock, err);
     CompileJob *jobs = xcalloc(n, sizeof *jobs);
     char **sources = xcalloc(n, sizeof *sources);
     char (*src_paths)[PATH_BYTES] = xcalloc(n, sizeof *src_paths);
-    if (rc == 0) rc = run_locked(p, threads, jobs, sources, src_paths, n, err);
+    if (rc == 0) rc = run_locked(p, env, threads, jobs, sources, src_paths, n, err);
     if (lock >= 0) close(lock);
     BuildStats s = {modules, 0, 0, now_seconds() - t0};
     for (int i = 0; i < n; i++) { s.cached += jobs[i].from_cache; s.compiled += !jobs[i].from_cache && jobs[i].cubin; }

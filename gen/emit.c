@@ -8,8 +8,11 @@
 
 #define COMMON_TEMPLATE "templates/common.cuh"
 
+static const char *template_dir;
+void template_dir_use(const char *dir) { template_dir = dir; }
+
 char *template_load(const char *template_path, Err *err) {
-    const char *dir = getenv("GPT2GEN_TEMPLATES");
+    const char *dir = template_dir;
     if (dir && *dir) {
         const char *base = strrchr(template_path, '/');
         char path[2048];

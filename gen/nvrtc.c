@@ -33,9 +33,9 @@
 #define ENTRY_MAX_BYTES ((size_t)256 << 20)   /* no CUBIN comes near this; a larger entry is not read */
 #define PATH_BYTES 4096                        /* common/files.c's path buffers */
 
-static const char *cuda_home(void) {
-    const char *h = getenv("CUDA_HOME");
-    return h && *h ? h : GPT2GEN_CUDA_HOME;
+static const char *cuda_home(const Env *env) {
+    const char *h = env_or_defaults(env)->cuda_home;
+    return h ? h : GPT2GEN_CUDA_HOME;
 }
 
 void nvrtc_version_string(char *out, size_t n) {
@@ -44,9 +44,9 @@ void nvrtc_version_string(char *out, size_t n) {
     snprintf(out, n, "%d.%d", major, minor);
 }
 
-const char *nvrtc_cache_dir(void) {
-    const char *d = getenv("GPT2GEN_CACHE");
-    return d && *d ? d : "build/cache";
+const char *nvrtc_cache_dir(const Env *env) {
+    const char *d = env_or_defaults(env)->cache;
+    return d ? d : "build/cache";
 }
 
 /* Formats into why (a message, so truncation only shortens it); returns -1. */
@@ -61,8 +61,7 @@ static int why_set(char *why, size_t n, const char *fmt, ...) {
 
 /* The options, one string each; the same list goes into the cache key. -1 when one does not fit. */
 #define OPT_BYTES 1100
-static int compile_options(const char *arch, char opts[8][OPT_BYTES], int *nopts, Err *err) {
-    const char *home = cuda_home();
+static int compile_options(const char *arch, const char *home, char opts[8][OPT_BYTES], int *nopts, Err *err) {
     int n = 0, len[8];
     len[n] = snprintf(opts[n], OPT_BYTES, "-arch=%s", arch); n++;
     len[n] = snprintf(opts[n], OPT_BYTES, "-std=c++17"); n++;
@@ -199,7 +198,7 @@ static int write_entry(const char *path, const char *cache_dir, const CompileJob
 typedef struct {
     CompileJob *jobs;
     int n, next;
-    const char *cache_dir;
+    const char *cache_dir, *cuda_home;
     pthread_mutex_t lock;
     int cache_fail;
     Err cache_err;
@@ -215,7 +214,7 @@ static int compile_one(CompileJob *j, Queue *q) {
     double t0 = now_seconds();
     char opts[8][OPT_BYTES];
     int nopts;
-    if (compile_options(j->arch, opts, &nopts, &j->err)) return -1;
+    if (compile_options(j->arch, q->cuda_home, opts, &nopts, &j->err)) return -1;
     cache_key(j, opts, nopts);
     /* room for the ".tmp.<pid>" that write_file_atomic adds */
     char cpath[PATH_BYTES];
@@ -275,8 +274,8 @@ static void *worker(void *arg) {
     }
 }
 
-int nvrtc_compile_all(CompileJob *jobs, int n, const char *cache_dir, int threads, Err *err) {
-    Queue q = {jobs, n, 0, cache_dir, PTHREAD_MUTEX_INITIALIZER, 0, {{0}}};
+int nvrtc_compile_all(CompileJob *jobs, int n, const Env *env, int threads, Err *err) {
+    Queue q = {jobs, n, 0, nvrtc_cache_dir(env), cuda_home(env), PTHREAD_MUTEX_INITIALIZER, 0, {{0}}};
     if (threads < 1) threads = 1;
     if (threads > n) threads = n;
     pthread_t tid[64];

@@ -5,6 +5,7 @@
    compiled again and written back atomically. A cache that cannot be written is a note, not an error. */
 #ifndef GPT2GEN_NVRTC_H
 #define GPT2GEN_NVRTC_H
+#include "common/env.h"
 #include "common/err.h"
 
 typedef struct {
@@ -23,12 +24,13 @@ typedef struct {
     Err err;
 } CompileJob;
 
-/* Compiles every job (threads at a time); uses and fills the cache in cache_dir.
+/* Compiles every job (threads at a time) against env's CUDA_HOME (NULL: the defaults); uses and fills the cache
+   in nvrtc_cache_dir(env).
    Returns 0 when all succeeded; otherwise -1 and err holds the first failure (a compile error, or a CUDA_HOME
    too long for the options). */
-int  nvrtc_compile_all(CompileJob *jobs, int n, const char *cache_dir, int threads, Err *err);
+int  nvrtc_compile_all(CompileJob *jobs, int n, const Env *env, int threads, Err *err);
 /* "13.0" */
 void nvrtc_version_string(char *out, size_t n);
-/* The cache folder: $GPT2GEN_CACHE, else build/cache. */
-const char *nvrtc_cache_dir(void);
+/* The cache folder: env's GPT2GEN_CACHE, else build/cache (env NULL: the defaults). */
+const char *nvrtc_cache_dir(const Env *env);
 #endif

@@ -13,9 +13,9 @@
 const char *const tune_key_names[TUNE_KEY_FIELDS] = {"gpu", "arch", "driver", "cuda", "nvrtc", "cudnn", "template",
                                                      "shape", "precision"};
 
-const char *tune_db_path(void) {
-    const char *p = getenv("GPT2GEN_TUNE_DB");
-    return p && *p ? p : "build/tune-db.txt";
+const char *tune_db_path(const Env *env) {
+    const char *p = env_or_defaults(env)->tune_db;
+    return p ? p : "build/tune-db.txt";
 }
 
 /* a field value without spaces, '=' or control bytes ("NVIDIA H200" -> "NVIDIA_H200"), never empty */

@@ -14,6 +14,7 @@
    reported (one line each, naming the file and line) and ignored, never fatal. */
 #ifndef GPT2GEN_TUNE_DB_H
 #define GPT2GEN_TUNE_DB_H
+#include "common/env.h"
 #include "gen/plan.h"
 #include <stdio.h>
 
@@ -41,8 +42,8 @@ typedef struct {
     int missing;             /* the file did not exist */
 } TuneDb;
 
-/* The database's path: $GPT2GEN_TUNE_DB, else build/tune-db.txt. */
-const char *tune_db_path(void);
+/* The database's path: env's GPT2GEN_TUNE_DB, else build/tune-db.txt (env NULL: the defaults). */
+const char *tune_db_path(const Env *env);
 /* Reads path. Never fails: a missing or unreadable file gives an empty database (and a line on msgs); a line that
    does not parse is reported on msgs ("FILE:LINE: why; ignored") and skipped. msgs may be NULL. */
 void tune_db_load(TuneDb *db, const char *path, FILE *msgs);

@@ -5,11 +5,13 @@
 #ifndef GPT2GEN_BACKEND_H
 #define GPT2GEN_BACKEND_H
 #include <stdint.h>
+#include "common/env.h"
 #include "common/err.h"
 #include "common/gpt2.h"
 #include "gen/plan.h"
 
 typedef struct Backend Backend;
+typedef struct Comm Comm;            /* runtime/ranks/ranks.h */
 struct Backend {
     const char *name;                 /* "cpu" or "cuda" */
     const Plan *plan;                 /* what it runs: plan->model, plan->step (B, T, ...) */
@@ -58,6 +60,10 @@ struct Backend {
     void *(*grad_buffer)(Backend *);
     void *(*param_buffer)(Backend *);
     int   (*grad_sumsq)(Backend *, size_t offset, size_t n, double *sumsq, Err *err);
+    /* Joins a world of ranks that are processes, one per backend, as rank `rank`; id is the world's (made by the
+       launcher: NCCL's unique id on the GPU, runtime/ranks/comm_socket.h's on the CPU), timeout_s bounds every
+       wait on the others. The collectives run on this backend's buffers (NCCL's on its GPU). NULL + err if not. */
+    Comm *(*make_comm)(Backend *, const void *id, int world, int rank, double timeout_s, Err *err);
     void  (*destroy)(Backend *);
 };
 
@@ -70,6 +76,7 @@ typedef struct {
     /* a plan whose step has shared_weights runs with these: another backend of the same model, on the same device,
        that outlives this one (set_params and get_params then reach its parameters) */
     Backend *weights;
+    const Env *env;                   /* the CUDA backend's GPT2GEN_* settings (common/env.h); NULL: the defaults */
 } BackendOptions;
 
 Backend *cpu_backend_create(const BackendOptions *opt, Err *err);

@@ -16,6 +16,7 @@
 #include "gen/config.h"
 #include "gen/plan.h"
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cudnn_attention.h"
 #include "tune/kernel_tests.h"
 #include <math.h>
@@ -62,26 +63,13 @@ static void test_reference_vs_cpu_backend(void) {
 
 /* ---- cuDNN attention ---- */
 
-/* the environment variable for one test, restored after it */
-static char *saved_env;
-static void env_set(const char *value) {
-    const char *old = getenv("GPT2GEN_CUDNN_LIBRARY");
-    saved_env = old ? xstrdup(old) : NULL;
-    setenv("GPT2GEN_CUDNN_LIBRARY", value, 1);
-}
-static void env_restore(void) {
-    if (saved_env) setenv("GPT2GEN_CUDNN_LIBRARY", saved_env, 1);
-    else unsetenv("GPT2GEN_CUDNN_LIBRARY");
-    free(saved_env);
-    saved_env = NULL;
-}
-
 /* refusals that need no GPU: GPT2GEN_CUDNN_LIBRARY=value does not open, with a reason that holds want */
 static void expect_library_refused(const char *value, const char *want) {
     char why[1024] = "";
-    env_set(value);
-    CudnnAttention *a = cudnn_attention_open(1, 128, 2, 64, PREC_BF16, why, sizeof why);
-    env_restore();
+    Env env;
+    env_defaults(&env);
+    env.cudnn_library = value;
+    CudnnAttention *a = cudnn_attention_open(1, 128, 2, 64, PREC_BF16, &env, why, sizeof why);
     CHECK(a == NULL, "GPT2GEN_CUDNN_LIBRARY=%s opened cuDNN", value);
     CHECK(strstr(why, want) != NULL, "GPT2GEN_CUDNN_LIBRARY=%s: the reason does not name %s: '%s'", value, want, why);
     cudnn_attention_close(a);
@@ -91,10 +79,10 @@ static void test_cudnn_missing_library(void) { expect_library_refused("libcudnn_
 
 static void test_cudnn_refuses_fp32_and_head_size(void) {
     char why[1024] = "";
-    CudnnAttention *a = cudnn_attention_open(1, 128, 2, 64, PREC_FP32, why, sizeof why);
+    CudnnAttention *a = cudnn_attention_open(1, 128, 2, 64, PREC_FP32, NULL, why, sizeof why);
     CHECK(a == NULL && strcmp(why, "cuDNN flash attention needs bf16 or fp16") == 0, "fp32: '%s'", why);
     cudnn_attention_close(a);
-    a = cudnn_attention_open(1, 128, 2, 60, PREC_BF16, why, sizeof why);
+    a = cudnn_attention_open(1, 128, 2, 60, PREC_BF16, NULL, why, sizeof why);
     CHECK(a == NULL && strstr(why, "head size 60") != NULL, "HS=60: '%s'", why);
     cudnn_attention_close(a);
 }
@@ -131,7 +119,7 @@ static void flash_tiles(const char *precision, int B, int T, int NH, int HS, con
     if (config_load(&cfg, "configs/tiny.lua", setp, n, &err)) { CHECK(0, "config: %s", err.msg); return; }
     cfg.eval.sample_tokens = T / 2 > 0 ? T / 2 : 1;
     cuda_pick_arch(NULL, cfg.arch, arch, &note);
-    if (plan_make_train(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, &err)) { CHECK(0, "build: %s", err.msg); return; }
+    if (plan_make_train(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, NULL, &err)) { CHECK(0, "build: %s", err.msg); return; }
     if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
     int failed = gpu_attention_test_run(&cfg, &plan);
     if (failed < 0) SKIP("no GPU (see the line above)");

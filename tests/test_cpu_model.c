@@ -27,7 +27,7 @@ static const GPT2Shape TINY = {16, 60, 128, 2, 2, 16};   /* maxT, V, Vp, L, NH, 
 enum { TB = 2, TT = 8 };
 
 static Backend *make_backend(const GPT2Shape *s, int B, int T) {
-    BackendOptions o = {test_plan(s, B, T), 0, 0, 0, NULL};
+    BackendOptions o = {.plan = test_plan(s, B, T)};
     Err err;
     Backend *be = cpu_backend_create(&o, &err);
     if (!be) fprintf(stderr, "cpu_backend_create: %s\n", err.msg);
@@ -159,7 +159,7 @@ static void test_backend_errors(void) {
     CHECK_OK(be->get_logits(be, TB - 1, TT - 1, row, &err), &err);
     CHECK(be->get_logits(be, TB, 0, row, &err) != 0, "get_logits outside B was accepted");
     CHECK(be->update(be, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 0, &err) != 0, "update step 0 was accepted");
-    BackendOptions o = {test_plan(&TINY, 1, TINY.max_seq_len + 1), 0, 0, 0, NULL};
+    BackendOptions o = {.plan = test_plan(&TINY, 1, TINY.max_seq_len + 1)};
     CHECK(cpu_backend_create(&o, &err) == NULL && strstr(err.msg, "max_seq_len"), "T > maxT was accepted");
     be->destroy(be);
 }

@@ -10,6 +10,7 @@
 #include "gen/config.h"
 #include "gen/plan.h"
 #include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "tune/kernel_tests.h"
 #include "tests/golden.h"
 
@@ -48,7 +49,7 @@ static void build_variant(int i) {
     const char *note;
     cuda_pick_arch(NULL, cfgs[i].arch, arch, &note);
     if (plan_make_train(&plans[i], &cfgs[i], arch, &err)) { CHECK(0, "plan: %s", err.msg); return; }
-    if (build_run(&plans[i], 0, 1, NULL, &err)) { CHECK(0, "build (NVRTC): %s", err.msg); return; }
+    if (build_run(&plans[i], 0, 1, NULL, NULL, &err)) { CHECK(0, "build (NVRTC): %s", err.msg); return; }
     built[i] = 1;
 }
 
@@ -107,9 +108,9 @@ static void golden_gpu(const char *precision, double loss_tol, double norm_tol, 
     Backend *be = NULL;
     if (config_load(&cfg, "configs/tiny.lua", setp, n, &err)) { CHECK(0, "config: %s", err.msg); goto out; }
     cuda_pick_arch(NULL, cfg.arch, arch, &note);
-    if (plan_make_train(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, &err)) { CHECK(0, "build: %s", err.msg); goto out; }
+    if (plan_make_train(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, NULL, &err)) { CHECK(0, "build: %s", err.msg); goto out; }
     if (!cuda_driver_present(why, sizeof why)) { MARK_SKIPPED("%s", why); goto out; }
-    BackendOptions o = {&plan, 0, 0, 0, NULL};
+    BackendOptions o = {&plan, 0, 0, 0, NULL, NULL};
     be = cuda_backend_create(&o, &err);
     if (!be) { CHECK(0, "%s", err.msg); goto out; }
     CHECK_OK(be->set_params(be, params, &err), &err);
@@ -144,7 +145,7 @@ static void test_gpu_fp16_overflow(void) {
     if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
     const Config *c = &cfgs[i];
     GPT2Shape shape = config_shape(c);
-    BackendOptions o = {&plans[i], 0, 0, 0, NULL};
+    BackendOptions o = {&plans[i], 0, 0, 0, NULL, NULL};
     Err err;
     Backend *be = cuda_backend_create(&o, &err);
     if (!be) { CHECK(0, "%s", err.msg); return; }

@@ -16,6 +16,14 @@
 
 /* ---------------------------------------------------------------- the environment, saved and put back */
 
+/* the launcher's part of the environment, read as gpt2gen reads it (common/env.h) */
+static int launch_env(LaunchEnv *le, Err *err) {
+    Env e;
+    int rc = env_read(&e, err);
+    *le = e.launch;
+    return rc;
+}
+
 static const char *env_names[] = {
     "GPT2GEN_RANK", "GPT2GEN_WORLD", "GPT2GEN_LOCAL_RANK",
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE",
@@ -95,22 +103,23 @@ static void test_env_launchers(void) {
 }
 
 /* The first launcher in the list wins: ours over Open MPI over MPICH over srun. */
+/* launchers that are all set agree, and the first names the run; launchers that disagree are an error naming both */
 static void test_env_precedence(void) {
     env_clear();
     LaunchEnv le;
     Err err;
     set3("SLURM_PROCID", "1", "SLURM_NTASKS", "2", "SLURM_LOCALID", "1");
     setenv("SLURM_STEP_ID", "0", 1);
-    set3("PMI_RANK", "2", "PMI_SIZE", "3", "MPI_LOCALRANKID", "2");
+    set3("PMI_RANK", "1", "PMI_SIZE", "2", "MPI_LOCALRANKID", "1");
     CHECK_OK(launch_env(&le, &err), &err);
-    CHECK(!strcmp(le.how, "mpirun") && le.rank == 2 && le.world == 3, "MPICH over srun: %s rank %d", le.how, le.rank);
-    set3("OMPI_COMM_WORLD_RANK", "3", "OMPI_COMM_WORLD_SIZE", "4", "OMPI_COMM_WORLD_LOCAL_RANK", "3");
+    CHECK(!strcmp(le.how, "mpirun") && le.rank == 1 && le.world == 2, "MPICH over srun: %s rank %d", le.how, le.rank);
+    set3("GPT2GEN_RANK", "1", "GPT2GEN_WORLD", "2", "GPT2GEN_LOCAL_RANK", "1");
     CHECK_OK(launch_env(&le, &err), &err);
-    CHECK(!strcmp(le.how, "mpirun") && le.rank == 3 && le.world == 4, "Open MPI over MPICH: %s rank %d", le.how, le.rank);
-    set3("GPT2GEN_RANK", "4", "GPT2GEN_WORLD", "5", "GPT2GEN_LOCAL_RANK", "4");
-    CHECK_OK(launch_env(&le, &err), &err);
-    CHECK(!strcmp(le.how, "gpt2gen") && le.rank == 4 && le.world == 5 && !le.job[0], "ours over all: %s rank %d job '%s'",
-          le.how, le.rank, le.job);
+    CHECK(!strcmp(le.how, "gpt2gen") && le.rank == 1 && !le.job[0], "ours over all: %s rank %d job '%s'", le.how, le.rank, le.job);
+    set3("OMPI_COMM_WORLD_RANK", "0", "OMPI_COMM_WORLD_SIZE", "2", "OMPI_COMM_WORLD_LOCAL_RANK", "0");
+    CHECK(launch_env(&le, &err) == -1 && strstr(err.msg, "GPT2GEN_RANK=1 and OMPI_COMM_WORLD_RANK=0 disagree"), "rank: %s", err.msg);
+    set3("OMPI_COMM_WORLD_RANK", "1", "OMPI_COMM_WORLD_SIZE", "4", "OMPI_COMM_WORLD_LOCAL_RANK", "1");
+    CHECK(launch_env(&le, &err) == -1 && strstr(err.msg, "GPT2GEN_WORLD=2 and OMPI_COMM_WORLD_SIZE=4 disagree"), "world: %s", err.msg);
     env_restore();
 }
 
@@ -529,18 +538,16 @@ static void test_id_file_path(void) {
     snprintf(le.job, sizeof le.job, "12/3 x:y.0");
     char out[256];
     Err err;
-    CHECK_OK(launch_id_file_path(&le, "/shared/run", out, sizeof out, &err), &err);
+    CHECK_OK(launch_id_file_path(&le, NULL, "/shared/run", out, sizeof out, &err), &err);
     CHECK(!strcmp(out, "/shared/run/.nccl-id-12_3_x_y.0"), "sanitized: %s", out);
-    setenv("GPT2GEN_NCCL_ID_FILE", "/nfs/me/id", 1);
-    CHECK_OK(launch_id_file_path(&le, "/shared/run", out, sizeof out, &err), &err);
+    CHECK_OK(launch_id_file_path(&le, "/nfs/me/id", "/shared/run", out, sizeof out, &err), &err);
     CHECK(!strcmp(out, "/nfs/me/id"), "override: %s", out);
-    unsetenv("GPT2GEN_NCCL_ID_FILE");
     le.job[0] = 0;
     le.how = "mpirun";
-    CHECK(launch_id_file_path(&le, "/shared/run", out, sizeof out, &err) == -1 && strstr(err.msg, "set GPT2GEN_NCCL_ID_FILE")
+    CHECK(launch_id_file_path(&le, NULL, "/shared/run", out, sizeof out, &err) == -1 && strstr(err.msg, "set GPT2GEN_NCCL_ID_FILE")
           && strstr(err.msg, "mpirun"), "no job: %s", err.msg);
     snprintf(le.job, sizeof le.job, "42");
-    CHECK(launch_id_file_path(&le, "/shared/run", out, 10, &err) == -1 && strstr(err.msg, "too long"), "small: %s", err.msg);
+    CHECK(launch_id_file_path(&le, NULL, "/shared/run", out, 10, &err) == -1 && strstr(err.msg, "too long"), "small: %s", err.msg);
     env_restore();
 }
 

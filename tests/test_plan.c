@@ -166,7 +166,7 @@ static void test_template_checks(void) {
     char *ctext = template_load("templates/common.cuh", &err);
     FILE *f = fopen(common, "w");
     if (f) { fputs(ctext, f); fclose(f); }
-    setenv("GPT2GEN_TEMPLATES", dir, 1);
+    template_dir_use(dir);
     static const char *const edits[][3] = {{"KERNEL(gelu_backward)", "__global__ void gelu_backward_x()", "KERNEL(gelu_backward)"},
                                            {"KERNEL(gelu_forward)", "extern \"C\" __global__ void extra() {}\nKERNEL(gelu_forward)", "own"}};
     for (int e = 0; e < 2; e++) {
@@ -180,7 +180,7 @@ static void test_template_checks(void) {
         CHECK(!src && strstr(err.msg, "templates/gelu.cu") && strstr(err.msg, edits[e][2]), "edit %d: %s", e, src ? "accepted" : err.msg);
         free(src);
     }
-    unsetenv("GPT2GEN_TEMPLATES");
+    template_dir_use(NULL);
     unlink(path);
     unlink(common);
     rmdir(dir);

@@ -59,8 +59,8 @@ static void test_batch1_forward_equals_training_rows(void) {
     Err err = {{0}};
     if (make_plans(&err)) { CHECK(0, "%s", err.msg); return; }
     CHECK(one_row.step.kind == STEP_FORWARD && one_row.step.B == 1 && train.step.B == 4, "the plans' shapes");
-    Backend *tb = backend_create(&(BackendOptions){&train, 0, 0, 0, NULL}, "cpu", &err);
-    Backend *fb = tb ? backend_create(&(BackendOptions){&one_row, 0, 0, 0, tb}, "cpu", &err) : NULL;
+    Backend *tb = backend_create(&(BackendOptions){.plan = &train}, "cpu", &err);
+    Backend *fb = tb ? backend_create(&(BackendOptions){.plan = &one_row, .weights = tb}, "cpu", &err) : NULL;
     if (!tb || !fb) { CHECK(0, "backends: %s", err.msg); if (tb) tb->destroy(tb); return; }
     CHECK(fb->backward == NULL && fb->update == NULL && fb->plan == &one_row, "the forward plan's backend has a backward");
     size_t n;
@@ -147,15 +147,15 @@ static void test_plan_txt_sections(void) {
 static void test_shared_weights_checked(void) {
     Err err = {{0}};
     if (make_plans(&err)) { CHECK(0, "%s", err.msg); return; }
-    CHECK(backend_create(&(BackendOptions){&one_row, 0, 0, 0, NULL}, "cpu", &err) == NULL && strstr(err.msg, "none was given"),
+    CHECK(backend_create(&(BackendOptions){.plan = &one_row}, "cpu", &err) == NULL && strstr(err.msg, "none was given"),
           "a shared-weights plan without weights was accepted: %s", err.msg);
     GPT2Shape other = train.model;
     other.n_layer++;
-    Backend *ob = backend_create(&(BackendOptions){test_plan(&other, 1, 8), 0, 0, 0, NULL}, "cpu", &err);
+    Backend *ob = backend_create(&(BackendOptions){.plan = test_plan(&other, 1, 8)}, "cpu", &err);
     if (!ob) { CHECK(0, "%s", err.msg); return; }
-    CHECK(backend_create(&(BackendOptions){&one_row, 0, 0, 0, ob}, "cpu", &err) == NULL && strstr(err.msg, "another model"),
+    CHECK(backend_create(&(BackendOptions){.plan = &one_row, .weights = ob}, "cpu", &err) == NULL && strstr(err.msg, "another model"),
           "weights of another model were accepted: %s", err.msg);
-    CHECK(backend_create(&(BackendOptions){&train, 0, 0, 0, ob}, "cpu", &err) == NULL && strstr(err.msg, "of its own"),
+    CHECK(backend_create(&(BackendOptions){.plan = &train, .weights = ob}, "cpu", &err) == NULL && strstr(err.msg, "of its own"),
           "a plan of its own weights took another backend's: %s", err.msg);
     ob->destroy(ob);
 }

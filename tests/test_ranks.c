@@ -124,8 +124,8 @@ static void test_zero1_state_is_a_shard(void) {
     Err err;
     static Plan plan0, plan1;
     if (plan_make_train(&plan0, &c0, "sm_90", &err) || plan_make_train(&plan1, &c1, "sm_90", &err)) { CHECK(0, "plan: %s", err.msg); return; }
-    Backend *whole = train_make_rank_backend(&plan0, "cpu", (RankInfo){2, 4, 0}, &err);
-    Backend *part = train_make_rank_backend(&plan1, "cpu", (RankInfo){2, 4, 0}, &err);
+    Backend *whole = train_make_rank_backend(&plan0, "cpu", (RankInfo){2, 4, 0}, NULL, &err);
+    Backend *part = train_make_rank_backend(&plan1, "cpu", (RankInfo){2, 4, 0}, NULL, &err);
     CHECK(whole && part, "backends: %s", err.msg);
     if (!whole || !part) { if (whole) whole->destroy(whole); if (part) part->destroy(part); return; }
     size_t n = whole->num_params, S = (n + 3) / 4;

@@ -91,8 +91,8 @@ static int time_steps_again(Tuner *t, const Plan *tuned, double *before, double 
     BuildStats st;
     Err e;
     fprintf(stderr, "tune: the tuned step was slower (%.2f against %.2f ms): timing both again\n", *after, *before);
-    int rc = build_run(&t->plan, t->o.jobs, 1, &st, &e) || step_time(&t->plan, 10, &before2, l2, &e);
-    rc = rc || build_run(tuned, t->o.jobs, 1, &st, &e) || step_time(tuned, 10, &after2, l2, &e);
+    int rc = build_run(&t->plan, t->o.jobs, 1, t->o.env, &st, &e) || step_time(&t->plan, 10, &before2, l2, &e);
+    rc = rc || build_run(tuned, t->o.jobs, 1, t->o.env, &st, &e) || step_time(tuned, 10, &after2, l2, &e);
     if (rc) return err_set(err, "timing the steps again: %s", e.msg);
     *before = fmin(*before, before2);
     *after = fmin(*after, after2);
@@ -109,7 +109,7 @@ static int tuned_step(Tuner *t, const Plan *tuned, double before, const float *l
     float la[3] = {0};
     BuildStats st;
     Err e;
-    if (build_run(tuned, t->o.jobs, 1, &st, &e)) return err_set(err, "building the tuned kernels: %s", e.msg);
+    if (build_run(tuned, t->o.jobs, 1, t->o.env, &st, &e)) return err_set(err, "building the tuned kernels: %s", e.msg);
     fprintf(stderr, "tune: timing the tuned step\n");
     if (step_time(tuned, 10, &after, la, &e)) return err_set(err, "tuned step: %s", e.msg);
     int twice = after > before * 1.03;
@@ -123,7 +123,7 @@ static int run(Tuner *t, Err *err) {
     float lb[3] = {0};
     BuildStats st;
     Err e;
-    if (build_run(&t->plan, t->o.jobs, 1, &st, err)) return -1;
+    if (build_run(&t->plan, t->o.jobs, 1, t->o.env, &st, err)) return -1;
     fprintf(stderr, "tune: timing the untuned step\n");
     if (step_time(&t->plan, 10, &before, lb, &e)) return err_set(err, "untuned step: %s", e.msg);
     sweep_kernels_list(t);
@@ -148,11 +148,11 @@ static int run(Tuner *t, Err *err) {
 static int run_reported(Tuner *t, TuneReport *rep, Err *err) {
     const Config *cfg = t->cfg;
     t->t0 = now_seconds();
-    tune_db_load(&t->db, tune_db_path(), stderr);
+    tune_db_load(&t->db, tune_db_path(t->o.env), stderr);
     t->scratch = xmalloc(sizeof *t->scratch);
     t->rep = open_memstream(&rep->text, &rep->len);
     fprintf(t->rep, "# gpt2gen tune %s on %s (%s), %s, B=%d T=%d; database %s\n", cfg->path, t->env.gpu, t->env.arch,
-            precision_name(cfg->precision), cfg->train.batch_size, cfg->train.seq_len, tune_db_path());
+            precision_name(cfg->precision), cfg->train.batch_size, cfg->train.seq_len, tune_db_path(t->o.env));
     int rc = run(t, err);
     fprintf(t->rep, "tune took %.0f s%s\n", now_seconds() - t->t0, t->over_budget ? " (budget reached: some variants not measured)" : "");
     fclose(t->rep);
@@ -171,8 +171,8 @@ int tune_run(const Config *cfg, const Plan *plan, const TuneOptions *opt, TuneRe
     t->plan = *plan;
     Err e;
     int rc = -1;
-    const char *hook = getenv("GPT2GEN_TUNE_ENV");
-    if (tune_env_probe(&t->env, t->cublaslt, sizeof t->cublaslt, &e) || hook)
+    const char *hook = env_or_defaults(opt->env)->tune_env;
+    if (tune_env_probe(&t->env, t->cublaslt, sizeof t->cublaslt, opt->env, &e) || hook)
         err_set(err, "needs a GPU: %s", hook ? "GPT2GEN_TUNE_ENV is a test hook for builds" : e.msg);
     else if (harness_open(&t->g, cfg, &t->plan))
         err_set(err, "GPU 0 could not be opened");

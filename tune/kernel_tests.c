@@ -25,7 +25,7 @@ static void check_coverage(G *g) {
 }
 
 static int setup(G *g, Err *err) {
-    if (kernels_load(&g->ks, g->plan, &g->dev, err)) return -1;
+    if (kernels_load(&g->ks, g->plan, &g->dev, NULL, err)) return -1;
     g->ks.sync_each = 1;
     if (cuda_check(cu.cuMemAlloc(&g->workspace, CUBLASLT_WORKSPACE_BYTES), "cuBLASLt workspace", err)) return -1;
     return matmuls_init(&g->mm, g->plan->matmuls, MM_COUNT, g->prec, g->workspace, CUBLASLT_WORKSPACE_BYTES, err);
@@ -36,7 +36,7 @@ int gpu_attention_test_run(const Config *cfg, const struct Plan *plan) {
     if (harness_open(&g, cfg, plan)) return -1;
     int failed0 = report_failed_count();
     Err err = {{0}};
-    if (kernels_load(&g.ks, plan, &g.dev, &err)) fail(&g, "setup", "%s", err.msg);
+    if (kernels_load(&g.ks, plan, &g.dev, NULL, &err)) fail(&g, "setup", "%s", err.msg);
     else {
         g.ks.sync_each = 1;
         attention_tests(&g, 1);

@@ -39,9 +39,9 @@ int sweep_kernels_compile(Tuner *t, Err *err) {
     }
     double t0 = now_seconds();
     fprintf(stderr, "tune: compiling %d variants of %d kernel families (through the cache %s)\n", total,
-            t->plan.n_modules, nvrtc_cache_dir());
+            t->plan.n_modules, nvrtc_cache_dir(t->o.env));
     Err e;
-    nvrtc_compile_all(flat, total, nvrtc_cache_dir(), t->o.jobs > 0 ? t->o.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN), &e);
+    nvrtc_compile_all(flat, total, t->o.env, t->o.jobs > 0 ? t->o.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN), &e);
     int cached = 0;
     for (int i = 0; i < total; i++) cached += flat[i].from_cache;
     fprintf(stderr, "tune: compiled in %.1f s (%d from the cache)\n", now_seconds() - t0, cached);

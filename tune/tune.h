@@ -4,6 +4,7 @@
 #ifndef GPT2GEN_TUNE_H
 #define GPT2GEN_TUNE_H
 #include "gen/plan.h"
+#include "common/env.h"
 #include "common/err.h"
 #include <stddef.h>
 
@@ -17,6 +18,8 @@ typedef struct {
     double budget;         /* --budget: seconds after which no new variant is measured; 0: no limit */
     int algos;             /* --algos: cuBLASLt heuristic algorithms per matmul, 1 to TUNE_MAX_ALGOS */
     int jobs;              /* -j: parallel compiles; 0: one per core */
+    const Env *env;        /* the GPT2GEN_* settings (common/env.h; NULL: the defaults): the kernel cache, the
+                              tuning database, the test hook GPT2GEN_TUNE_ENV, cuDNN */
 } TuneOptions;
 
 /* the report of a tune: per kernel family and matmul the default and the chosen variant, the attention path, the

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "runtime/backend.h"
 #include "runtime/cpu/cpu_ops.h"
+#include "runtime/ranks/comm_socket.h"
 
 /* Activations of one forward pass; per-layer arrays are stacked over L. */
 typedef struct {
@@ -340,6 +341,12 @@ static int check_options(const BackendOptions *o, Err *err) {
     return backend_check_weights(o, "cpu", err);
 }
 
+/* ranks as processes on the CPU: joined over a Unix socket (runtime/ranks/comm_socket.h) */
+static Comm *cpu_make_comm(Backend *be, const void *id, int world, int rank, double timeout_s, Err *err) {
+    (void)be;
+    return comm_socket_create(id, world, rank, timeout_s, err);
+}
+
 Backend *cpu_backend_create(const BackendOptions *opt, Err *err) {
     if (check_options(opt, err)) return NULL;
     Backend *be = xcalloc(1, sizeof *be);
@@ -377,5 +384,6 @@ Backend *cpu_backend_create(const BackendOptions *opt, Err *err) {
     be->get_grads = cpu_get_grads;
     be->get_opt_state = cpu_get_opt_state; be->set_opt_state = cpu_set_opt_state;
     be->grad_buffer = cpu_grad_buffer; be->param_buffer = cpu_param_buffer; be->grad_sumsq = cpu_grad_sumsq;
+    be->make_comm = cpu_make_comm;
     return be;
 }

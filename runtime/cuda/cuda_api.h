@@ -47,9 +47,5 @@ int  cublaslt_open(Err *err);
 const char *cuda_err_string(CUresult r, char *buf, size_t n);
 /* 0 when r is CUDA_SUCCESS; else -1 and err = "what: <the error>" */
 int  cuda_check(CUresult r, const char *what, Err *err);
-/* "sm_XX" of GPU ordinal, without creating a context; -1 and err saying why there is none. */
-int  cuda_device_arch(int ordinal, char arch[16], Err *err);
-/* The arch to build for: the explicit one if given, else the config's, else GPU 0's, else sm_90.
-   *note says where it came from ("--arch", "config", "GPU 0", "default: no GPU found"). */
-void cuda_pick_arch(const char *explicit_arch, const char *config_arch, char arch[16], const char **note);
+/* cuda_device_arch and cuda_pick_arch: runtime/cuda/cuda_backend.h (public) */
 #endif

@@ -2,6 +2,7 @@
    gradients, logits and optimizer state to and from the host. The ops are in the files ops.h lists. */
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/ops.h"
+#include "runtime/cuda/nccl.h"
 #include "common/fp16.h"
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,7 @@ static void set_methods(Backend *be, const Plan *plan, size_t np) {
     be->grad_buffer = cu_grad_buffer;
     be->param_buffer = cu_param_buffer;
     be->grad_sumsq = cu_grad_sumsq;
+    be->make_comm = comm_nccl_create;
 }
 
 Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
@@ -158,6 +160,7 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     be->impl = c;
     be->destroy = cu_destroy;
     c->plan = plan;
+    c->env = env_or_defaults(opt->env);
     c->prec = plan->step.precision;
     c->xs = c->prec == PREC_FP32 ? 4 : 2;
     c->C = plan->model.n_embd; c->L = plan->model.n_layer; c->NH = plan->model.n_head; c->HS = c->C / c->NH;
@@ -165,7 +168,7 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     c->recompute = plan->step.recompute;
     c->np = gpt2_param_sizes(&plan->model, c->psz, c->poff);
     const PlanBuffer *ws = &plan->memory.buffers[BUF_CUBLASLT_WORKSPACE];
-    if (cuda_device_open(&c->dev, opt->device, err) || kernels_load(&c->ks, plan, &c->dev, err) ||
+    if (cuda_device_open(&c->dev, opt->device, err) || kernels_load(&c->ks, plan, &c->dev, c->env, err) ||
         arena_alloc(&c->arena, plan, &c->dev, err) ||
         matmuls_init(&c->mm, plan->matmuls, MM_COUNT, c->prec, c->arena.buf[BUF_CUBLASLT_WORKSPACE], ws->bytes, err) ||
         attention_open(c, err)) {
@@ -175,7 +178,8 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     /* a plan with shared weights runs on the other backend's parameters (the same device: its primary context) */
     if (opt->weights) c->arena.buf[BUF_PARAMS] = cuda_of(opt->weights)->arena.buf[BUF_PARAMS];
     c->s = c->dev.compute;
-    profile_init(&c->prof, c->s);
+    c->ks.sync_each = c->env->sync;
+    profile_init(&c->prof, c->s, c->env->profile);
     size_t BT = (size_t)plan->step.B * plan->step.T;
     c->h_inputs = xmalloc(BT * 4);
     c->h_count = xmalloc(((size_t)c->Vp + 1) * 4);

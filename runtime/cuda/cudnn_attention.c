@@ -40,10 +40,9 @@ static int say(char *why, size_t n, const char *fmt, ...) {
     return -1;
 }
 
-static int load_library(CudnnAttention *a, char *why, size_t n) {
-    const char *name = getenv("GPT2GEN_CUDNN_LIBRARY");
+static int load_library(CudnnAttention *a, const char *name, char *why, size_t n) {
     if (name && strcmp(name, "none") == 0) return say(why, n, "cuDNN is hidden: GPT2GEN_CUDNN_LIBRARY=none");
-    if (!name || !*name) name = "libcudnn.so.9";
+    if (!name) name = "libcudnn.so.9";
     snprintf(a->libname, sizeof a->libname, "%s", name);
     void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!h)
@@ -60,7 +59,7 @@ static int load_library(CudnnAttention *a, char *why, size_t n) {
     return 0;
 }
 
-CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, char *why, size_t why_n) {
+CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, const Env *env, char *why, size_t why_n) {
     if (prec != PREC_BF16 && prec != PREC_FP16) { say(why, why_n, "cuDNN flash attention needs bf16 or fp16"); return NULL; }
     if (B < 1 || T < 2 || NH < 1) { say(why, why_n, "cuDNN attention refuses the shape B=%d T=%d NH=%d", B, T, NH); return NULL; }
     if (HS < 8 || HS % 8 != 0 || HS > 256) {
@@ -69,7 +68,8 @@ CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision pre
     }
     CudnnAttention *a = xcalloc(1, sizeof *a);
     a->B = B; a->T = T; a->NH = NH; a->HS = HS; a->prec = prec;
-    if (load_library(a, why, why_n)) { free(a); return NULL; }
+    a->debug = env_or_defaults(env)->cudnn_debug;
+    if (load_library(a, env_or_defaults(env)->cudnn_library, why, why_n)) { free(a); return NULL; }
     a->version = a->L.cudnnGetVersion();
     const int major = (int)(a->version / 10000), minor = (int)(a->version % 10000 / 100), patch = (int)(a->version % 100);
     snprintf(a->description, sizeof a->description, "cuDNN %d.%d.%d (%s)", major, minor, patch, a->libname);

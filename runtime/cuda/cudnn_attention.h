@@ -18,6 +18,7 @@
 #include "common/err.h"
 #include "common/gpt2.h"
 #include "runtime/cuda/cuda_api.h"
+#include "common/env.h"
 
 typedef struct CudnnAttention CudnnAttention;
 
@@ -25,8 +26,9 @@ typedef struct CudnnAttention CudnnAttention;
    once (they are reused for every call); the caller owns the GPU memory they use (the workspace, and the
    backward's fp32 softmax sums). On failure returns NULL and writes one line into why: the library is missing
    (name it), the version is too old, the shape is refused (T, HS), or no engine config finalized (say which graph).
-   Set GPT2GEN_CUDNN_DEBUG=1 to have every engine config tried printed on stderr. */
-CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, char *why, size_t why_n);
+   The library is env's GPT2GEN_CUDNN_LIBRARY (default libcudnn.so.9; "none": refused), and its GPT2GEN_CUDNN_DEBUG=1
+   has every engine config tried printed on stderr (env NULL: the defaults). */
+CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, const Env *env, char *why, size_t why_n);
 size_t cudnn_attention_workspace_bytes(const CudnnAttention *a); /* what the larger of the two plans needs */
 const char *cudnn_attention_describe(const CudnnAttention *a);   /* e.g. "cuDNN 9.14.0 (libcudnn.so.9)" */
 /* qkv (B,T,3C) bf16/fp16, each token's row q|k|v with head h at columns h*HS within each third (C = NH*HS):

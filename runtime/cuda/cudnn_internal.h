@@ -49,7 +49,7 @@ struct CudnnAttention {
     char description[320];
     size_t version;
     cudnnHandle_t handle;
-    int B, T, NH, HS;
+    int B, T, NH, HS, debug;          /* debug: GPT2GEN_CUDNN_DEBUG, every engine config tried on stderr */
     Precision prec;
     Graph fwd, bwd;
     size_t workspace_bytes;
@@ -75,5 +75,5 @@ int cudnn_attention_build_graphs(CudnnAttention *a, char *why, size_t n);
 /* runtime/cuda/cudnn_plan.c: finalizes the graph's operations into an operation graph, asks the heuristics
    (mode A, then the fallback list) for engine configs and keeps the first that finalizes into an execution
    plan, preferring deterministic engines where prefer_deterministic. 0, or -1 with why. */
-int cudnn_make_plan(Graph *g, cudnnHandle_t handle, int prefer_deterministic, char *why, size_t why_n);
+int cudnn_make_plan(Graph *g, cudnnHandle_t handle, int prefer_deterministic, int debug, char *why, size_t why_n);
 #endif

@@ -9,11 +9,6 @@
 
 /* ---- execution plans ---- */
 
-static int debug_on(void) {
-    const char *e = getenv("GPT2GEN_CUDNN_DEBUG");
-    return e && *e && strcmp(e, "0") != 0;
-}
-
 /* 1 if the engine of cfg carries the NONDETERMINISTIC numerical note; also its global index */
 static int engine_nondeterministic(const CudnnLib *L, cudnnBackendDescriptor_t cfg, int64_t *index) {
     cudnnBackendDescriptor_t eng = NULL;
@@ -34,9 +29,8 @@ static int engine_nondeterministic(const CudnnLib *L, cudnnBackendDescriptor_t c
     return nondet;
 }
 
-int cudnn_make_plan(Graph *g, cudnnHandle_t handle, int prefer_deterministic, char *why, size_t why_n) {
+int cudnn_make_plan(Graph *g, cudnnHandle_t handle, int prefer_deterministic, int debug, char *why, size_t why_n) {
     const CudnnLib *L = g->L;
-    const int debug = debug_on();
     if (g->failed[0]) { snprintf(why, why_n, "building the %s graph: %s", g->name, g->failed); return -1; }
     cudnnBackendDescriptor_t og = g_new(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "the operation graph");
     if (og) L->cudnnBackendSetAttribute(og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);

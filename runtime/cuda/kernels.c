@@ -16,7 +16,7 @@ _Static_assert(K_COUNT <= PLAN_MAX_KERNELS, "more kernels declared than a plan h
 /* Every module's CUBIN by content: its source made again from the plan (gen/emit.h) and compiled, which the kernel
    cache keyed by that content answers without NVRTC after a build (gen/nvrtc.h). Nothing is read by file name, so
    a build of the same name swapping its folder in meanwhile (gen/build.c) cannot mix two builds' kernels. */
-static int compile_images(const Plan *plan, CompileJob *jobs, Err *err) {
+static int compile_images(const Plan *plan, const Env *env, CompileJob *jobs, Err *err) {
     int n = plan->n_modules, rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         const PlanModule *m = &plan->modules[i];
@@ -24,7 +24,7 @@ static int compile_images(const Plan *plan, CompileJob *jobs, Err *err) {
         if (!src) rc = -1;
         jobs[i] = (CompileJob){.name = m->decl->family, .source = src, .source_path = m->source_path, .arch = plan->arch};
     }
-    if (rc == 0) rc = nvrtc_compile_all(jobs, n, nvrtc_cache_dir(), (int)sysconf(_SC_NPROCESSORS_ONLN), err);
+    if (rc == 0) rc = nvrtc_compile_all(jobs, n, env, (int)sysconf(_SC_NPROCESSORS_ONLN), err);
     for (int i = 0; i < n; i++) free((char *)jobs[i].source);
     return rc;
 }
@@ -41,11 +41,11 @@ static int load_module(Kernels *ks, int i, const char *img, const CudaDevice *de
     return 0;
 }
 
-int kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, Err *err) {
+int kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, const Env *env, Err *err) {
     CompileJob jobs[PLAN_MAX_MODULES];
     char *img[PLAN_MAX_MODULES] = {0};
     memset(jobs, 0, sizeof jobs);
-    int rc = compile_images(plan, jobs, err);
+    int rc = compile_images(plan, env, jobs, err);
     for (int i = 0; i < plan->n_modules; i++) img[i] = jobs[i].cubin;
     if (rc == 0) rc = kernels_load_images(ks, plan, dev, img, err);
     for (int i = 0; i < plan->n_modules; i++) free(jobs[i].cubin);
@@ -55,8 +55,6 @@ int kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, Err *err)
 int kernels_load_images(Kernels *ks, const Plan *plan, const CudaDevice *dev, char *const *img, Err *err) {
     memset(ks, 0, sizeof *ks);
     ks->plan = plan;
-    const char *s = getenv("GPT2GEN_SYNC");
-    ks->sync_each = s && *s && strcmp(s, "0");
     if (plan->n_kernels != K_COUNT)
         return err_set(err, "the plan in %s has %d kernels, this gpt2gen declares %d: rebuild", plan->build_dir,
                        plan->n_kernels, K_COUNT);

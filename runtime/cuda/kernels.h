@@ -7,6 +7,7 @@
 #define GPT2GEN_RUNTIME_KERNELS_H
 #include "runtime/cuda/device.h"
 #include "gen/plan.h"
+#include "common/env.h"
 
 typedef struct {
     const Plan *plan;
@@ -18,8 +19,8 @@ typedef struct {
 } Kernels;
 
 /* Checks the arch, loads every module of the plan and resolves every kernel, on dev (current context). The CUBINs
-   come by content: from the kernel cache the build filled, else compiled here. */
-int  kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, Err *err);
+   come by content: from the kernel cache the build filled (env's, NULL: the default one), else compiled here. */
+int  kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, const Env *env, Err *err);
 /* The same from CUBIN images in memory, one per module (`gpt2gen tune` loads its variants this way). */
 int  kernels_load_images(Kernels *ks, const Plan *plan, const CudaDevice *dev, char *const *img, Err *err);
 void kernels_unload(Kernels *ks);

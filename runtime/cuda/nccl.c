@@ -49,10 +49,10 @@ typedef struct {
 static NcclLib nc;
 static int nc_version;
 
-int nccl_load(int *version, Err *err) {
+int nccl_load(const Env *env, int *version, Err *err) {
     if (!nc.lib) {
-        const char *name = getenv("GPT2GEN_NCCL_LIBRARY");
-        if (!name || !*name) name = "libnccl.so.2";
+        const char *name = env_or_defaults(env)->nccl_library;
+        if (!name) name = "libnccl.so.2";
         void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
         if (!h)
             return err_set(err, "NCCL not found: %s could not be loaded (%s); training on several GPUs needs NCCL 2.14 "
@@ -82,22 +82,11 @@ static int nccl_fail(ncclResult_t r, ncclComm_t comm, const char *what, Err *err
 }
 
 int nccl_unique_id(void *id, Err *err) {
-    if (nccl_load(NULL, err)) return -1;
+    if (nccl_load(NULL, NULL, err)) return -1;
     ncclUniqueId u;
     ncclResult_t r = nc.ncclGetUniqueId(&u);
     if (r != ncclSuccess) return nccl_fail(r, NULL, "ncclGetUniqueId", err);
     memcpy(id, &u, NCCL_ID_BYTES);
-    return 0;
-}
-
-int nccl_timeout(double *seconds, Err *err) {
-    const char *t = getenv("GPT2GEN_NCCL_TIMEOUT");
-    *seconds = NCCL_DEFAULT_TIMEOUT;
-    if (!t || !*t) return 0;
-    char *end;
-    double v = strtod(t, &end);
-    if (*end || !(v > 0) || v > 1e7) return err_set(err, "GPT2GEN_NCCL_TIMEOUT='%s': expected seconds, a positive number", t);
-    *seconds = v;
     return 0;
 }
 
@@ -269,7 +258,7 @@ static void nc_destroy(Comm *cm) {
 }
 
 Comm *comm_nccl_create(Backend *be, const void *id, int world, int rank, double timeout_s, Err *err) {
-    if (nccl_load(NULL, err)) return NULL;
+    if (nccl_load(NULL, NULL, err)) return NULL;
     if (strcmp(be->name, "cuda")) { err_set(err, "NCCL needs the CUDA backend, not %s", be->name); return NULL; }
     Comm *cm = xcalloc(1, sizeof *cm);
     Nccl *n = xcalloc(1, sizeof *n);

@@ -6,25 +6,13 @@
  * on the backend's compute stream (in order with the step's kernels), or for the gradients' parts that the
  * backward finishes, on its communication stream after an event of the compute stream (reduce_ranges_avg;
  * wait_ranges ends them), then polled, together with NCCL's asynchronous error, until it completes or the
- * timeout passes (GPT2GEN_NCCL_TIMEOUT seconds, default
- * NCCL_DEFAULT_TIMEOUT). On an error or the timeout the communicator is aborted (ncclCommAbort, which does not
+ * timeout passes (GPT2GEN_NCCL_TIMEOUT seconds, common/env.h). On an error or the timeout the communicator is aborted (ncclCommAbort, which does not
  * wait for the other ranks), the Comm is marked broken, and err says what happened and on which rank. */
 #ifndef GPT2GEN_NCCL_H
 #define GPT2GEN_NCCL_H
-#include "runtime/backend.h"
+#include "runtime/cuda/cuda_backend.h"   /* nccl_load, nccl_unique_id, NCCL_ID_BYTES: what the command line uses */
 #include "runtime/ranks/ranks.h"
 
-enum { NCCL_ID_BYTES = 128 };
-#define NCCL_DEFAULT_TIMEOUT 600.0
-
-/* Loads NCCL (once per process), without touching the GPU: -1 and err saying how to get it when it is missing
-   or older than 2.18. *version: e.g. 22304 for 2.23.4 (may be NULL). */
-int nccl_load(int *version, Err *err);
-/* A new id (NCCL_ID_BYTES) for a world of ranks (ncclGetUniqueId: starts NCCL's bootstrap thread in this process, which must
-   live until every rank has joined; so a launcher forks its children first). */
-int nccl_unique_id(void *id, Err *err);
-/* The timeout in seconds: GPT2GEN_NCCL_TIMEOUT if set (a positive number), else NCCL_DEFAULT_TIMEOUT. */
-int nccl_timeout(double *seconds, Err *err);
 /* Joins the world as rank on the CUDA backend be's GPU; returns when every rank has joined (or err). */
-Comm *comm_nccl_create(Backend *be, const void *id, int world, int rank, double timeout_s, Err *err);
+Comm *comm_nccl_create(Backend *be, const void *id, int world, int rank, double timeout_s, Err *err);   /* be->make_comm */
 #endif

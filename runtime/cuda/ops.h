@@ -26,6 +26,7 @@ typedef struct {
     CudaDevice dev;
     CUstream s;                      /* dev.compute */
     const Plan *plan;
+    const Env *env;                  /* GPT2GEN_SYNC, _PROFILE, _CUDNN_* (BackendOptions.env; never NULL) */
     Kernels ks;
     Matmuls mm;
     Arena arena;

@@ -12,7 +12,7 @@ typedef struct {
     struct { const char *name; double seconds; } entries[PROFILE_MAX];
 } Profile;
 
-void   profile_init(Profile *p, CUstream stream);     /* on when GPT2GEN_PROFILE is set and not 0 */
+void   profile_init(Profile *p, CUstream stream, int on);     /* on: GPT2GEN_PROFILE=1 */
 double profile_start(Profile *p);
 void   profile_stop(Profile *p, const char *name, double t0);
 void   profile_print(const Profile *p);

@@ -1,5 +1,6 @@
 /* tune_env: the machine part of the tuning database's keys (see tune_env.h). */
 #include "runtime/cuda/tune_env.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cuda_api.h"
 #include "gen/nvrtc.h"
 #include <dlfcn.h>
@@ -7,21 +8,21 @@
 #include <string.h>
 
 /* cuDNN's version as cudnnGetVersion says it (91400 for 9.14.0), from the library the attention would load */
-static void cudnn_version(char *out, size_t n) {
-    const char *name = getenv("GPT2GEN_CUDNN_LIBRARY");
+static void cudnn_version(const char *name, char *out, size_t n) {
     snprintf(out, n, "none");
     if (name && !strcmp(name, "none")) return;
-    void *h = dlopen(name && *name ? name : "libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(name ? name : "libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
     if (!h) return;
     size_t (*get)(void) = (size_t (*)(void))dlsym(h, "cudnnGetVersion");
     if (get) snprintf(out, n, "%zu", get());
     dlclose(h);
 }
 
-int tune_env_probe(TuneEnv *env, char *cublaslt, size_t n, Err *err) {
-    memset(env, 0, sizeof *env);
+int tune_env_probe(TuneEnv *key, char *cublaslt, size_t n, const Env *e, Err *err) {
+    e = env_or_defaults(e);
+    memset(key, 0, sizeof *key);
     snprintf(cublaslt, n, "none");
-    const char *hook = getenv("GPT2GEN_TUNE_ENV");
+    const char *hook = e->tune_env;
     Err why;
     int have_gpu = cuda_driver_load(&why) == 0;
     CUdevice dev;
@@ -30,30 +31,38 @@ int tune_env_probe(TuneEnv *env, char *cublaslt, size_t n, Err *err) {
         have_gpu = 0;
         snprintf(why.msg, sizeof why.msg, "no GPU: the CUDA driver sees no device");
     }
-    if (!have_gpu && !(hook && *hook)) return err_set(err, "%s", why.msg);
-    snprintf(env->gpu, sizeof env->gpu, "none");
-    snprintf(env->arch, sizeof env->arch, "none");
-    snprintf(env->driver, sizeof env->driver, "none");
+    if (!have_gpu && !hook) return err_set(err, "%s", why.msg);
+    snprintf(key->gpu, sizeof key->gpu, "none");
+    snprintf(key->arch, sizeof key->arch, "none");
+    snprintf(key->driver, sizeof key->driver, "none");
     if (have_gpu) {
-        char name[sizeof env->gpu] = "";
+        char name[sizeof key->gpu] = "";
         int major = 0, minor = 0, drv = 0;
         cu.cuDeviceGetName(name, sizeof name, dev);
         cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
         cu.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
         cu.cuDriverGetVersion(&drv);
-        snprintf(env->gpu, sizeof env->gpu, "%s", name);
-        snprintf(env->arch, sizeof env->arch, "sm_%d%d", major, minor);
-        snprintf(env->driver, sizeof env->driver, "%d", drv);
+        snprintf(key->gpu, sizeof key->gpu, "%s", name);
+        snprintf(key->arch, sizeof key->arch, "sm_%d%d", major, minor);
+        snprintf(key->driver, sizeof key->driver, "%d", drv);
     }
-    snprintf(env->cuda, sizeof env->cuda, "%d", CUDA_VERSION);
-    nvrtc_version_string(env->nvrtc, sizeof env->nvrtc);
-    cudnn_version(env->cudnn, sizeof env->cudnn);
+    snprintf(key->cuda, sizeof key->cuda, "%d", CUDA_VERSION);
+    nvrtc_version_string(key->nvrtc, sizeof key->nvrtc);
+    cudnn_version(e->cudnn_library, key->cudnn, sizeof key->cudnn);
     if (cublaslt_open(&why) == 0) {
         size_t v = lt.cublasLtGetVersion();
         snprintf(cublaslt, n, "%zu", v);
     }
     char bad[256];
-    if (hook && *hook && tune_env_parse(env, hook, bad, sizeof bad))
+    if (hook && tune_env_parse(key, hook, bad, sizeof bad))
         return err_set(err, "GPT2GEN_TUNE_ENV: %s", bad);
     return 0;
+}
+
+void cuda_probe(CudaProbe *p, const Env *env) {
+    memset(p, 0, sizeof *p);
+    Err e = {{0}};
+    if (cuda_device_arch(0, p->arch, &e) || cu.cuDeviceGetCount(&p->count) != CUDA_SUCCESS) p->count = 0;
+    snprintf(p->why, sizeof p->why, "%.255s", e.msg);
+    p->key_ok = tune_env_probe(&p->key, p->cublaslt, sizeof p->cublaslt, env, &e) == 0;
 }

@@ -181,9 +181,7 @@ static void sock_destroy(Comm *c) {
     free(c);
 }
 
-int comm_socket_id(void *id, size_t len, Err *err) {
-    const char *dir = getenv("TMPDIR");
-    if (!dir || !*dir) dir = "/tmp";
+int comm_socket_id(void *id, size_t len, const char *dir, Err *err) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     int n = snprintf(id, len, "%s/gpt2gen-ranks-%ld-%ld.sock", dir, (long)getpid(), (long)ts.tv_nsec);

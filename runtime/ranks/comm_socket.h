@@ -13,8 +13,8 @@
 #include <stddef.h>
 #include "runtime/ranks/ranks.h"
 
-/* A fresh id (a socket path under $TMPDIR or /tmp, NUL-terminated) in id[0..len), len >= 108. */
-int   comm_socket_id(void *id, size_t len, Err *err);
+/* A fresh id (a socket path under dir, TMPDIR: common/env.h's tmpdir, NUL-terminated) in id[0..len), len >= 108. */
+int   comm_socket_id(void *id, size_t len, const char *dir, Err *err);
 /* Joins the world as rank: rank 0 listens at the id's path and waits for the others, which connect (the path may
    not be there yet: they retry); returns once all are in, within timeout_s. */
 Comm *comm_socket_create(const void *id, int world, int rank, double timeout_s, Err *err);

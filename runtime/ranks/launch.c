@@ -3,7 +3,6 @@
 #include "common/files.h"
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,62 +14,6 @@
 #include <unistd.h>
 
 enum { LAUNCH_MAX_RANKS = 256 };
-
-/* ---------------------------------------------------------------- the rank from the environment */
-
-/* One launcher's variables: rank, world size, local rank, and one more that has to be set too (NULL: none). */
-typedef struct { const char *how, *rank, *world, *local, *also; } Launcher;
-
-static const Launcher launchers[] = {
-    {"gpt2gen", "GPT2GEN_RANK", "GPT2GEN_WORLD", "GPT2GEN_LOCAL_RANK", NULL},
-    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", NULL},
-    {"mpirun", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", NULL},
-    /* srun sets SLURM_STEP_ID; a batch script has SLURM_PROCID (0) and SLURM_NTASKS without being N processes */
-    {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_STEP_ID"},
-};
-
-static int env_int(const char *name, int *out, Err *err) {
-    const char *s = getenv(name);
-    if (!s) return err_set(err, "%s is not set", name);
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < INT_MIN || v > INT_MAX)
-        return err_set(err, "%s=\"%.100s\" is not an integer", name, s);
-    *out = (int)v;
-    return 0;
-}
-
-static const char *env_or(const char *a, const char *b) {
-    const char *s = getenv(a);
-    if (s && *s) return s;
-    s = b ? getenv(b) : NULL;
-    return s && *s ? s : "";
-}
-
-int launch_env(LaunchEnv *le, Err *err) {
-    memset(le, 0, sizeof *le);
-    le->world = 1;
-    le->how = "none";
-    const Launcher *l = NULL;
-    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0] && !l; i++)
-        if (getenv(launchers[i].rank) && (!launchers[i].also || getenv(launchers[i].also))) l = &launchers[i];
-    if (!l) return 0;
-    if (env_int(l->rank, &le->rank, err) || env_int(l->world, &le->world, err) || env_int(l->local, &le->local_rank, err))
-        return -1;
-    if (le->world < 1) return err_set(err, "%s=%d: the number of ranks must be at least 1", l->world, le->world);
-    if (le->rank < 0 || le->rank >= le->world)
-        return err_set(err, "%s=%d: the rank must be in [0, %d) (%s=%d)", l->rank, le->rank, le->world, l->world, le->world);
-    if (le->local_rank < 0) return err_set(err, "%s=%d: the local rank must be at least 0", l->local, le->local_rank);
-    le->how = l->how;
-    if (!strcmp(l->rank, "OMPI_COMM_WORLD_RANK"))
-        snprintf(le->job, sizeof le->job, "%s", env_or("OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"));
-    else if (!strcmp(l->rank, "PMI_RANK"))
-        snprintf(le->job, sizeof le->job, "%s", env_or("PMI_KVSNAME", "PMIX_NAMESPACE"));
-    else if (!strcmp(l->how, "srun") && *env_or("SLURM_JOB_ID", NULL))
-        snprintf(le->job, sizeof le->job, "%.60s.%.60s", env_or("SLURM_JOB_ID", NULL), env_or("SLURM_STEP_ID", NULL));
-    return 0;
-}
 
 /* ---------------------------------------------------------------- our own launcher */
 
@@ -294,8 +237,8 @@ int launch_share_id_file(const char *path, int rank, void *id, size_t len, doubl
 
 void launch_id_file_remove(const char *path) { unlink(path); }
 
-int launch_id_file_path(const LaunchEnv *le, const char *dir, char *out, size_t cap, Err *err) {
-    const char *p = getenv("GPT2GEN_NCCL_ID_FILE");
+int launch_id_file_path(const LaunchEnv *le, const char *id_file, const char *dir, char *out, size_t cap, Err *err) {
+    const char *p = id_file;
     int n;
     if (p && *p) n = snprintf(out, cap, "%s", p);
     else if (!le->job[0])

@@ -12,33 +12,15 @@
  *   sends the others SIGTERM, SIGKILLs what is left after a grace time, and exits 1. Ctrl-C reaches the
  *   whole process group, so the parent ignores it and waits for the children to save; a SIGTERM to the
  *   parent is passed on to them. A child gets SIGTERM if the parent dies.
- * - mpirun or srun on one or more nodes: the launcher started every process; launch_env reads the rank from
- *   its variables, and the id goes through a file on a file system every node shares: rank 0 writes it,
+ * - mpirun or srun on one or more nodes: the launcher started every process; env_read reads the rank from
+ *   its variables (common/env.h), and the id goes through a file on a file system every node shares: rank 0 writes it,
  *   the others wait for it (launch_share_id_file).
  *
  * These functions print nothing except launch_local, whose lines start with "gpt2gen: ". */
 #ifndef GPT2GEN_LAUNCH_H
 #define GPT2GEN_LAUNCH_H
 #include <stddef.h>
-#include "common/err.h"
-
-typedef struct {
-    int rank, world, local_rank;   /* local_rank: this node's GPU ordinal for this rank */
-    const char *how;               /* "none" (a single process), "gpt2gen" (launch_local), "mpirun", "srun" */
-    char job[128];                 /* the launcher's job id (it names the id file), "" if none */
-} LaunchEnv;
-
-/* Where this process's rank comes from; the first launcher whose rank variable is set wins:
- *   GPT2GEN_RANK, GPT2GEN_WORLD, GPT2GEN_LOCAL_RANK              "gpt2gen" (launch_local's children), no job
- *   OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK                      "mpirun" (Open MPI); job OMPI_MCA_ess_base_jobid
- *                                                                 or PMIX_NAMESPACE
- *   PMI_RANK, PMI_SIZE, MPI_LOCALRANKID                           "mpirun" (MPICH, Intel MPI); job PMI_KVSNAME or
- *                                                                 PMIX_NAMESPACE, else none
- *   SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, with SLURM_STEP_ID "srun"; job SLURM_JOB_ID.SLURM_STEP_ID
- * (a batch script outside srun has SLURM_PROCID but no step id: it is one process). None of them: rank 0 of a
- * world of 1 on GPU 0, how "none". A value that is missing or not an integer, a world < 1, a rank outside
- * [0, world) or a local rank < 0: -1 and err names the variable and its value. */
-int launch_env(LaunchEnv *le, Err *err);
+#include "common/env.h"   /* LaunchEnv: the rank, world and job from the launcher's variables (env_read) */
 
 /* Makes the id: fills id[0..len). Called once, in the parent, after every child is forked. */
 typedef int (*LaunchMakeId)(void *id, size_t len, void *ctx, Err *err);
@@ -46,7 +28,7 @@ enum { LAUNCH_CHILD = -100 };
 
 /* Forks n (1..256) children. Call it from the main thread, before any CUDA call, OpenMP region or thread.
  * In child i it returns LAUNCH_CHILD with *rank = i, GPT2GEN_RANK=i, GPT2GEN_WORLD=n and GPT2GEN_LOCAL_RANK=i
- * in its environment (so launch_env sees them) and id[0..len) filled from the parent; a child whose parent
+ * in its environment (for the processes they start; the child itself is told by *rank) and id[0..len) filled from the parent; a child whose parent
  * fails before sending the id prints one line and _exits 1.
  * In the parent it returns the run's exit code once every child is reaped: 0 when all exited 0; 130 when all
  * exited 130 or 0; otherwise 1 (EXIT_FAIL): the first child to exit with another code or to be killed by a
@@ -63,8 +45,8 @@ int launch_local(int n, double grace_s, size_t len, LaunchMakeId make_id, void *
  * launch_id_file_remove once the communicator is up. */
 int  launch_share_id_file(const char *path, int rank, void *id, size_t len, double timeout_s, Err *err);
 void launch_id_file_remove(const char *path);
-/* The id file's path: $GPT2GEN_NCCL_ID_FILE if set, else "<dir>/.nccl-id-<job>" (characters of the job id
+/* The id file's path: id_file (GPT2GEN_NCCL_ID_FILE) if not NULL, else "<dir>/.nccl-id-<job>" (characters of the job id
  * other than letters, digits, '.', '-' and '_' become '_'). No job id and no GPT2GEN_NCCL_ID_FILE: -1 and
  * err asks for GPT2GEN_NCCL_ID_FILE. */
-int  launch_id_file_path(const LaunchEnv *le, const char *dir, char *out, size_t cap, Err *err);
+int  launch_id_file_path(const LaunchEnv *le, const char *id_file, const char *dir, char *out, size_t cap, Err *err);
 #endif

@@ -5,8 +5,6 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/rng.h"
-#include "runtime/ranks/comm_socket.h"
-#include "runtime/cuda/nccl.h"
 #include "runtime/train/schedule.h"
 #include <math.h>
 #include <signal.h>
@@ -18,8 +16,8 @@
 static volatile sig_atomic_t stop_requested;
 static void on_sigint(int sig) { (void)sig; stop_requested = 1; }
 
-Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo ri, Err *err) {
-    BackendOptions o = {plan, ri.device, 0, 0, NULL};
+Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo ri, const Env *env, Err *err) {
+    BackendOptions o = {plan, ri.device, 0, 0, NULL, env};
     if (ri.world > 1 && plan->step.zero_stage == 1) {
         size_t sizes[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&plan->model, sizes, NULL);
         ranks_shard(n, ri.world, ri.rank, &o.opt_offset, &o.opt_count);
@@ -185,12 +183,13 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const Plan *sampl
     }
     if (open_tokenizer(r, err) || (r->lead && metrics_open(&r->metrics, c->checkpoint.dir, err))) return -1;
     loss_scale_init(&r->scaler, c->precision == PREC_FP16, c->train.loss_scale, c->train.loss_scale_interval);
-    r->overflow_hook = getenv("GPT2GEN_TEST_OVERFLOW");
+    const Env *env = env_or_defaults(opt->env);
+    r->overflow_hook = env->test_overflow;
     if (loss_scale_hook_check(r->overflow_hook, err)) return -1;
     for (int k = 0; k < r->local; k++) {
         RankRun *q = &r->rk[k];
         RankInfo ri = {r->first + k, r->world, procs > 1 ? opt->device : 0};
-        if (!(q->be = train_make_rank_backend(plan, opt->backend, ri, err))) return -1;
+        if (!(q->be = train_make_rank_backend(plan, opt->backend, ri, env, err))) return -1;
         if (r->world > 1 && (!q->be->grad_buffer || !q->be->param_buffer || !q->be->grad_sumsq))
             return err_set(err, "the %s backend cannot run as one of several ranks yet", q->be->name);
         q->inputs = xmalloc((size_t)B * T * sizeof(int32_t));
@@ -199,18 +198,15 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const Plan *sampl
     r->be = r->rk[0].be;
     /* rank 0 samples with its own forward plan, on the training weights */
     if (r->lead && sample && c->eval.sample_every > 0) {
-        BackendOptions so = {sample, procs > 1 ? opt->device : 0, 0, 0, r->be};
+        BackendOptions so = {sample, procs > 1 ? opt->device : 0, 0, 0, r->be, env};
         if (!(r->sampler = backend_create(&so, r->be->name, err))) return -1;
     }
     r->eval_inputs = xmalloc((size_t)B * T * sizeof(int32_t));
     r->eval_targets = xmalloc((size_t)B * T * sizeof(int32_t));
     if (procs == 1) return (r->comm = comm_emulated_create(r->world, err)) ? 0 : -1;
-    double timeout;
-    if (nccl_timeout(&timeout, err)) return -1;
-    if (!strcmp(r->be->name, "cpu")) r->comm = comm_socket_create(opt->comm_id, r->world, r->first, timeout, err);
-    else r->comm = comm_nccl_create(r->be, opt->comm_id, r->world, r->first, timeout, err);
-    const char *ov = getenv("GPT2GEN_COMM_OVERLAP");
-    r->overlap = r->comm && r->comm->reduce_ranges_avg && !(ov && !strcmp(ov, "0"));
+    if (!r->be->make_comm) return err_set(err, "the %s backend cannot run as one of several processes", r->be->name);
+    r->comm = r->be->make_comm(r->be, opt->comm_id, r->world, r->first, env->nccl_timeout, err);
+    r->overlap = r->comm && r->comm->reduce_ranges_avg && env->comm_overlap;
     return r->comm ? 0 : -1;
 }
 

@@ -23,7 +23,9 @@ typedef struct {
        run (train.num_gpus > 1 is then the CPU emulation). Only rank 0 prints progress, samples, and writes the
        metrics and the model file. */
     int rank, procs, device;
-    const void *comm_id;
+    const void *comm_id;     /* joined by the backend's make_comm (runtime/backend.h) */
+    /* GPT2GEN_TEST_OVERFLOW, GPT2GEN_COMM_OVERLAP, GPT2GEN_NCCL_TIMEOUT and the backend's (common/env.h); NULL: defaults */
+    const Env *env;
 } TrainOptions;
 
 /* Runs the whole job: the training plan's step on every rank; samples (eval.sample_every) with the sampling plan
@@ -33,8 +35,8 @@ int train_run(const Config *cfg, const Plan *plan, const Plan *sample, const Tra
 
 /* Pieces the tests use. */
 /* Rank ri's backend of the training plan: under ZeRO-1 with several ranks, it keeps the AdamW state of its shard
-   only. */
-Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo ri, Err *err);
+   only; env: the GPT2GEN_* settings (NULL: the defaults). */
+Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo ri, const Env *env, Err *err);
 /* train.num_gpus > 1: in one process (procs <= 1) only with backend "cpu" (named: auto is CUDA on a GPU machine),
    and at most TRAIN_MAX_EMULATED_RANKS; as procs processes with num_gpus = procs. err says what to do otherwise. */
 int train_check_ranks(const Config *cfg, const char *backend, int procs, Err *err);

@@ -1,0 +1,144 @@
+/* env: the environment, read and checked once (see env.h). */
+#include "common/env.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* a variable's value; NULL when it is unset or empty (the default) */
+static const char *value(const char *name) {
+    const char *s = getenv(name);
+    return s && *s ? s : NULL;
+}
+
+static int boolean(const char *name, int dflt, int *out, Err *err) {
+    const char *s = value(name);
+    *out = dflt;
+    if (!s) return 0;
+    if (strcmp(s, "0") && strcmp(s, "1")) return err_set(err, "%s=\"%.100s\": expected 0 or 1", name, s);
+    *out = s[0] == '1';
+    return 0;
+}
+
+static int seconds(const char *name, double dflt, double *out, Err *err) {
+    const char *s = value(name);
+    *out = dflt;
+    if (!s) return 0;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*end || errno || !(v > 0) || v > 1e7)
+        return err_set(err, "%s=\"%.100s\": expected a positive number of seconds (at most 1e7), e.g. 600", name, s);
+    *out = v;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the launchers */
+
+/* One launcher's variables: rank, world size, local rank, and one more that has to be set too (NULL: none). */
+typedef struct { const char *how, *rank, *world, *local, *also; } Launcher;
+
+static const Launcher launchers[] = {
+    {"gpt2gen", "GPT2GEN_RANK", "GPT2GEN_WORLD", "GPT2GEN_LOCAL_RANK", NULL},
+    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", NULL},
+    {"mpirun", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", NULL},
+    /* srun sets SLURM_STEP_ID; a batch script has SLURM_PROCID (0) and SLURM_NTASKS without being N processes */
+    {"srun", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_STEP_ID"},
+};
+enum { N_LAUNCHERS = sizeof launchers / sizeof launchers[0] };
+
+static int integer(const char *name, int *out, Err *err) {
+    const char *s = getenv(name);
+    if (!s) return err_set(err, "%s is not set", name);
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < INT_MIN || v > INT_MAX)
+        return err_set(err, "%s=\"%.100s\" is not an integer", name, s);
+    *out = (int)v;
+    return 0;
+}
+
+static const char *either(const char *a, const char *b) {
+    const char *s = value(a);
+    return s ? s : b && value(b) ? value(b) : "";
+}
+
+/* launcher l's rank, world and local rank, checked */
+static int launcher_read(const Launcher *l, LaunchEnv *le, Err *err) {
+    if (integer(l->rank, &le->rank, err) || integer(l->world, &le->world, err) || integer(l->local, &le->local_rank, err))
+        return -1;
+    if (le->world < 1) return err_set(err, "%s=%d: the number of ranks must be at least 1", l->world, le->world);
+    if (le->rank < 0 || le->rank >= le->world)
+        return err_set(err, "%s=%d: the rank must be in [0, %d) (%s=%d)", l->rank, le->rank, le->world, l->world, le->world);
+    if (le->local_rank < 0) return err_set(err, "%s=%d: the local rank must be at least 0", l->local, le->local_rank);
+    le->how = l->how;
+    return 0;
+}
+
+static int launch_read(LaunchEnv *le, Err *err) {
+    const Launcher *l = NULL;
+    for (int i = 0; i < N_LAUNCHERS; i++) {
+        const Launcher *o = &launchers[i];
+        if (!getenv(o->rank) || (o->also && !getenv(o->also))) continue;
+        LaunchEnv other;
+        if (launcher_read(o, l ? &other : le, err)) return -1;
+        if (!l) { l = o; continue; }
+        if (other.rank != le->rank)
+            return err_set(err, "%s=%d and %s=%d disagree: one launcher's variables, or the same rank in both", l->rank,
+                           le->rank, o->rank, other.rank);
+        if (other.world != le->world)
+            return err_set(err, "%s=%d and %s=%d disagree: one launcher's variables, or the same world size in both",
+                           l->world, le->world, o->world, other.world);
+    }
+    if (!l) return 0;
+    if (!strcmp(l->rank, "OMPI_COMM_WORLD_RANK"))
+        snprintf(le->job, sizeof le->job, "%s", either("OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE"));
+    else if (!strcmp(l->rank, "PMI_RANK"))
+        snprintf(le->job, sizeof le->job, "%s", either("PMI_KVSNAME", "PMIX_NAMESPACE"));
+    else if (!strcmp(l->how, "srun") && *either("SLURM_JOB_ID", NULL))
+        snprintf(le->job, sizeof le->job, "%.60s.%.60s", either("SLURM_JOB_ID", NULL), either("SLURM_STEP_ID", NULL));
+    return 0;
+}
+
+/* ---------------------------------------------------------------- all of them */
+
+void env_defaults(Env *env) {
+    memset(env, 0, sizeof *env);
+    env->lock_timeout = ENV_LOCK_TIMEOUT_DEFAULT;
+    env->nccl_timeout = ENV_NCCL_TIMEOUT_DEFAULT;
+    env->comm_overlap = 1;
+    env->tmpdir = "/tmp";
+    env->launch.world = 1;
+    env->launch.how = "none";
+}
+
+const Env *env_or_defaults(const Env *env) {
+    static Env defaults;
+    if (env) return env;
+    if (!defaults.launch.how) env_defaults(&defaults);
+    return &defaults;
+}
+
+int env_read(Env *env, Err *err) {
+    env_defaults(env);
+    env->cuda_home = value("CUDA_HOME");
+    env->cache = value("GPT2GEN_CACHE");
+    env->templates = value("GPT2GEN_TEMPLATES");
+    env->tune_db = value("GPT2GEN_TUNE_DB");
+    env->tune_env = value("GPT2GEN_TUNE_ENV");
+    env->cudnn_library = value("GPT2GEN_CUDNN_LIBRARY");
+    env->nccl_library = value("GPT2GEN_NCCL_LIBRARY");
+    env->nccl_id_file = value("GPT2GEN_NCCL_ID_FILE");
+    env->test_overflow = value("GPT2GEN_TEST_OVERFLOW");
+    if (value("TMPDIR")) env->tmpdir = value("TMPDIR");
+    if (seconds("GPT2GEN_LOCK_TIMEOUT", ENV_LOCK_TIMEOUT_DEFAULT, &env->lock_timeout, err) ||
+        seconds("GPT2GEN_NCCL_TIMEOUT", ENV_NCCL_TIMEOUT_DEFAULT, &env->nccl_timeout, err) ||
+        boolean("GPT2GEN_SYNC", 0, &env->sync, err) || boolean("GPT2GEN_PROFILE", 0, &env->profile, err) ||
+        boolean("GPT2GEN_CUDNN_DEBUG", 0, &env->cudnn_debug, err) ||
+        boolean("GPT2GEN_COMM_OVERLAP", 1, &env->comm_overlap, err) ||
+        boolean("GPT2GEN_CPU_PROCESSES", 0, &env->cpu_processes, err))
+        return -1;
+    return launch_read(&env->launch, err);
+}
