@@ -18,7 +18,7 @@ static const char *BUILD_USAGE =
     "options:\n"
     "  --arch sm_XX      target arch (default: config's arch, else the GPU's, else sm_90)\n"
     "  --set KEY=VALUE   override a config value (repeatable)\n"
-    "  -j N              compile N modules in parallel, 1 to 1024 (default: one per core)\n"
+    "  -j N              compile N kernel families in parallel, 1 to 1024 (default: one per core)\n"
     "  --no-tune-db      the default variants, whatever the tuning database holds (build/tune-db.txt, or\n"
     "                    $GPT2GEN_TUNE_DB; `gpt2gen tune` makes it); without it, the build uses what the database\n"
     "                    chose for this config on this GPU, and says so in one line\n"

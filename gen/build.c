@@ -228,7 +228,7 @@ static int write_config(const Places *p, Err *err) {
 }
 
 /* plan.txt into the stage: plan_write writes <first plan's build_dir>/plan.txt, so with a copy of the first plan
-   whose build_dir is the stage (the modules' paths, which plan.txt prints, stay the final ones). */
+   whose build_dir is the stage (the families' paths, which plan.txt prints, stay the final ones). */
 static int write_plan(const Places *p, Err *err) {
     Plan *copy = xmalloc(sizeof *copy);
     *copy = *p->plan;
@@ -242,11 +242,11 @@ static int write_plan(const Places *p, Err *err) {
     return rc;
 }
 
-/* The modules of every plan in one list: job j is module j % PLAN_MAX_MODULES of plan j / PLAN_MAX_MODULES. */
-static const PlanModule *job_module(const Places *p, int j) {
-    const Plan *plan = p->plans[j / PLAN_MAX_MODULES];
-    int i = j % PLAN_MAX_MODULES;
-    return i < plan->n_modules ? &plan->modules[i] : NULL;
+/* The modules of every plan in one list: job j is module j % PLAN_MAX_FAMILIES of plan j / PLAN_MAX_FAMILIES. */
+static const PlanFamily *job_module(const Places *p, int j) {
+    const Plan *plan = p->plans[j / PLAN_MAX_FAMILIES];
+    int i = j % PLAN_MAX_FAMILIES;
+    return i < plan->n_families ? &plan->families[i] : NULL;
 }
 
 /* Writes the build into a copy of build/<name>/ and swaps it into place. */
@@ -255,7 +255,7 @@ static int commit(const Places *p, const CompileJob *jobs, char **sources, int n
     remove_stale(p->parent, p->base);
     int rc = link_tree(p->dir, p->stage, err);
     for (int j = 0; j < n_jobs && rc == 0; j++) {
-        const PlanModule *m = job_module(p, j);
+        const PlanFamily *m = job_module(p, j);
         if (!m) continue;
         rc = path_under(path, p, p->stage, m->source_path, err);
         if (rc == 0) rc = mkdir_parent(path, err);
@@ -287,13 +287,13 @@ static void keep_failed_sources(const Places *p, const CompileJob *jobs, int n) 
 
 static int run_locked(const Places *p, const Env *env, int threads, CompileJob *jobs, char **sources,
                       char (*src_paths)[PATH_BYTES], int n_jobs, Err *err) {
-    int n = 0;   /* the jobs of real modules, packed at the front for NVRTC */
-    int of[BUILD_MAX_PLANS * PLAN_MAX_MODULES];
+    int n = 0;   /* the jobs of the plans' families, packed at the front for NVRTC */
+    int of[BUILD_MAX_PLANS * PLAN_MAX_FAMILIES];
     for (int j = 0; j < n_jobs; j++) {
-        const PlanModule *m = job_module(p, j);
+        const PlanFamily *m = job_module(p, j);
         if (!m) continue;
-        const Plan *plan = p->plans[j / PLAN_MAX_MODULES];
-        sources[n] = emit_module(plan, m, err);
+        const Plan *plan = p->plans[j / PLAN_MAX_FAMILIES];
+        sources[n] = emit_family(plan, m, err);
         if (!sources[n] || path_under(src_paths[n], p, p->failed, m->source_path, err)) return -1;
         jobs[n].name = m->decl->family;
         jobs[n].source = sources[n];
@@ -326,8 +326,8 @@ int build_plans(const Plan *const *plans, int n_plans, int threads, int quiet, c
     if (n_plans < 1 || n_plans > BUILD_MAX_PLANS) return err_set(err, "a build makes 1 to %d plans, not %d", BUILD_MAX_PLANS, n_plans);
     const Plan *plan = plans[0];
     Places *p = xmalloc(sizeof *p);
-    int lock = -1, n = n_plans * PLAN_MAX_MODULES, modules = 0;
-    for (int i = 0; i < n_plans; i++) modules += plans[i]->n_modules;
+    int lock = -1, n = n_plans * PLAN_MAX_FAMILIES, families = 0;
+    for (int i = 0; i < n_plans; i++) families += plans[i]->n_families;
     int rc = places_make(p, plans, n_plans, env, err);
     if (rc == 0) rc = lock_build(p->dir, plan->config_name, env_or_defaults(env)->lock_timeout, &lock, err);
     CompileJob *jobs = xcalloc(n, sizeof *jobs);
@@ -335,7 +335,7 @@ int build_plans(const Plan *const *plans, int n_plans, int threads, int quiet, c
     char (*src_paths)[PATH_BYTES] = xcalloc(n, sizeof *src_paths);
     if (rc == 0) rc = run_locked(p, env, threads, jobs, sources, src_paths, n, err);
     if (lock >= 0) close(lock);
-    BuildStats s = {modules, 0, 0, now_seconds() - t0};
+    BuildStats s = {families, 0, 0, now_seconds() - t0};
     for (int i = 0; i < n; i++) { s.cached += jobs[i].from_cache; s.compiled += !jobs[i].from_cache && jobs[i].cubin; }
     for (int i = 0; i < n; i++) { free(jobs[i].cubin); free(sources[i]); }
     free(jobs);
@@ -353,7 +353,7 @@ int build_plans(const Plan *const *plans, int n_plans, int threads, int quiet, c
             }
             strncat(which, ")", sizeof which - strlen(which) - 1);
         }
-        printf("%s: %d modules%s for %s: %d compiled, %d from cache, %.2f s\n", plan->build_dir, modules, which,
+        printf("%s: %d kernel families%s for %s: %d compiled, %d from cache, %.2f s\n", plan->build_dir, families, which,
                plan->arch, s.compiled, s.cached, s.seconds);
     }
     return rc;

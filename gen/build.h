@@ -4,7 +4,7 @@
 #include "common/env.h"
 #include "gen/plan.h"
 
-typedef struct { int modules, compiled, cached; double seconds; } BuildStats;
+typedef struct { int families, compiled, cached; double seconds; } BuildStats;   /* families: of every plan */
 
 #define BUILD_MAX_PLANS 4
 

@@ -18,10 +18,10 @@ const char *const PRECISIONS[] = {"fp32", "bf16", "fp16", NULL};
 const char *const ATTENTIONS[] = {"auto", "cudnn", "flash", NULL};
 static const char *const SCHEDULES[] = {"cosine", "linear", "constant", "wsd", NULL};
 
-#define F_INT(sec, k, d, mn, mx) {#k, K_INT, offsetof(Config, sec.k), sizeof(((Config *)0)->sec.k), d, NULL, mn, mx}
-#define F_NUM(sec, k, d, mn)  {#k, K_NUM, offsetof(Config, sec.k), 0, d, NULL, mn, 0}
-#define F_STR(sec, k, d)      {#k, K_STR, offsetof(Config, sec.k), sizeof(((Config *)0)->sec.k), d, NULL, 0, 0}
-#define F_BOOL(sec, k, d)     {#k, K_BOOL, offsetof(Config, sec.k), sizeof(((Config *)0)->sec.k), d, NULL, 0, 0}
+#define F_INT(sec, k, d, mn, mx) {#k, VAL_INT, offsetof(Config, sec.k), sizeof(((Config *)0)->sec.k), d, NULL, mn, mx}
+#define F_NUM(sec, k, d, mn)  {#k, VAL_NUM, offsetof(Config, sec.k), 0, d, NULL, mn, 0}
+#define F_STR(sec, k, d)      {#k, VAL_STR, offsetof(Config, sec.k), sizeof(((Config *)0)->sec.k), d, NULL, 0, 0}
+#define F_BOOL(sec, k, d)     {#k, VAL_BOOL, offsetof(Config, sec.k), sizeof(((Config *)0)->sec.k), d, NULL, 0, 0}
 
 /* Every int's range fits its field; the products of several are checked in config_validate()
    (gen/config_validate.c). train.steps stops one short of INT_MAX: the training loop counts up to it, inclusive,
@@ -33,7 +33,7 @@ static const Field TRAIN_FIELDS[] = {
     F_INT(train, batch_size, "4", 1, INT_MAX), F_INT(train, seq_len, "0", 0, INT_MAX),
     F_INT(train, total_batch_size, "0", 0, LONG_MAX)   /* 0: derived */,
     F_INT(train, steps, "1000", 1, INT_MAX - 1), F_NUM(train, lr, "6e-4", 0),
-    {"schedule", K_ENUM, offsetof(Config, train.schedule), 0, "cosine", SCHEDULES, 0, 0},
+    {"schedule", VAL_ENUM, offsetof(Config, train.schedule), 0, "cosine", SCHEDULES, 0, 0},
     F_INT(train, warmup, "0", 0, INT_MAX), F_NUM(train, final_lr_frac, "0", 0), F_NUM(train, weight_decay, "0.1", 0),
     F_NUM(train, grad_clip, "1.0", 0), F_NUM(train, beta1, "0.9", 0), F_NUM(train, beta2, "0.95", 0),
     F_NUM(train, eps, "1e-8", 0), F_INT(train, seed, "1337", 0, LONG_MAX), F_INT(train, recompute, "1", 0, INT_MAX),

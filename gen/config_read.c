@@ -116,14 +116,14 @@ static int read_field(lua_State *L, Config *cfg, const char *section, const Fiel
     if (!present) {
         if (!f->dflt) return err_set(err, "%s: %s: missing; expected a positive integer", file, where);
         lua_pop(L, 1);
-        if (f->kind == K_STR || f->kind == K_ENUM) lua_pushstring(L, f->dflt);
-        else if (f->kind == K_BOOL) lua_pushboolean(L, !strcmp(f->dflt, "true"));
-        else if (f->kind == K_INT) lua_pushinteger(L, strtoll(f->dflt, NULL, 10));
+        if (f->kind == VAL_STR || f->kind == VAL_ENUM) lua_pushstring(L, f->dflt);
+        else if (f->kind == VAL_BOOL) lua_pushboolean(L, !strcmp(f->dflt, "true"));
+        else if (f->kind == VAL_INT) lua_pushinteger(L, strtoll(f->dflt, NULL, 10));
         else lua_pushnumber(L, strtod(f->dflt, NULL));
     }
     describe_value(L, -1, got, sizeof got);
     switch (f->kind) {
-    case K_INT: {
+    case VAL_INT: {
         long long v = 0;
         IntRead r = read_int64(L, -1, &v);
         if (r == INT_NOT_INTEGER) return err_set(err, "%s: %s: expected an integer, got %s", file, where, got);
@@ -137,7 +137,7 @@ static int read_field(lua_State *L, Config *cfg, const char *section, const Fiel
         else *(long *)base = (long)v;
         break;
     }
-    case K_NUM: {
+    case VAL_NUM: {
         if (lua_type(L, -1) != LUA_TNUMBER) return err_set(err, "%s: %s: expected a number, got %s", file, where, got);
         double d = lua_tonumber(L, -1);
         if (!(d >= f->min) || !isfinite(d))
@@ -145,15 +145,15 @@ static int read_field(lua_State *L, Config *cfg, const char *section, const Fiel
         *(double *)base = d;
         break;
     }
-    case K_STR:
+    case VAL_STR:
         if (lua_type(L, -1) != LUA_TSTRING) return err_set(err, "%s: %s: expected a string, got %s", file, where, got);
         if (copy_string(L, -1, base, f->size, file, where, err)) return -1;
         break;
-    case K_BOOL:
+    case VAL_BOOL:
         if (lua_type(L, -1) != LUA_TBOOLEAN) return err_set(err, "%s: %s: expected true or false, got %s", file, where, got);
         *(int *)base = lua_toboolean(L, -1);
         break;
-    case K_ENUM: {
+    case VAL_ENUM: {
         char names[256];
         list_names(f->choices, names, sizeof names);
         size_t len = 0;
@@ -329,10 +329,10 @@ int config_read(lua_State *L, void *ud, Err *err) {
     int has_model = raw_field(L, -1, "model") == LUA_TTABLE;
     lua_pop(L, 1);
     if (!has_model) return err_set(err, "%s: model: missing; expected model = { n_layer = ..., n_head = ..., n_embd = ... }", cfg->path);
-    Field prec = {"precision", K_ENUM, offsetof(Config, precision), 0, "bf16", PRECISIONS, 0, 0};
+    Field prec = {"precision", VAL_ENUM, offsetof(Config, precision), 0, "bf16", PRECISIONS, 0, 0};
     raw_field(L, -1, "precision");
     if (read_field(L, cfg, NULL, &prec, err)) return -1;
-    Field attn = {"attention", K_ENUM, offsetof(Config, attention), 0, "auto", ATTENTIONS, 0, 0};
+    Field attn = {"attention", VAL_ENUM, offsetof(Config, attention), 0, "auto", ATTENTIONS, 0, 0};
     raw_field(L, -1, "attention");
     if (read_field(L, cfg, NULL, &attn, err)) return -1;
     for (const Section *s = SECTIONS; s->name; s++)

@@ -5,14 +5,14 @@
 #include "gen/config.h"
 #include <stddef.h>
 
-typedef enum { K_INT, K_NUM, K_STR, K_BOOL, K_ENUM } Kind;
+typedef enum { VAL_INT, VAL_NUM, VAL_STR, VAL_BOOL, VAL_ENUM } ValueKind;
 typedef struct {
     const char *key;
-    Kind kind;
+    ValueKind kind;
     size_t off;          /* offset in Config */
-    size_t size;         /* for strings: buffer size; for K_INT: sizeof the field (int or long) */
+    size_t size;         /* for strings: buffer size; for VAL_INT: sizeof the field (int or long) */
     const char *dflt;    /* default as text; NULL: required */
-    const char *const *choices;   /* for K_ENUM: names, index = value */
+    const char *const *choices;   /* for VAL_ENUM: names, index = value */
     double min;          /* numbers and ints: smallest allowed */
     long long max;       /* ints: largest allowed (at most what the field's type holds) */
 } Field;

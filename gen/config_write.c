@@ -45,11 +45,11 @@ static void write_section(FILE *f, const Config *c, const Section *sec) {
         const char *base = (const char *)c + fl->off;
         fprintf(f, "  %s = ", fl->key);
         switch (fl->kind) {
-        case K_INT: fprintf(f, "%ld", fl->size == sizeof(int) ? (long)*(const int *)base : *(const long *)base); break;
-        case K_NUM: write_lua_number(f, *(const double *)base); break;
-        case K_STR: write_lua_string(f, base); break;
-        case K_BOOL: fputs(*(const int *)base ? "true" : "false", f); break;
-        case K_ENUM: write_lua_string(f, fl->choices[*(const int *)base]); break;
+        case VAL_INT: fprintf(f, "%ld", fl->size == sizeof(int) ? (long)*(const int *)base : *(const long *)base); break;
+        case VAL_NUM: write_lua_number(f, *(const double *)base); break;
+        case VAL_STR: write_lua_string(f, base); break;
+        case VAL_BOOL: fputs(*(const int *)base ? "true" : "false", f); break;
+        case VAL_ENUM: write_lua_string(f, fl->choices[*(const int *)base]); break;
         }
         fprintf(f, ",\n");
     }

@@ -11,5 +11,5 @@ void template_dir_use(const char *dir);
 char *template_load(const char *template_path, Err *err);
 /* The full source of one module: header comment, constants, vector widths, tunables, derived constants,
    the entry points of its declared kernels, templates/common.cuh, the template. Caller frees. */
-char *emit_module(const Plan *plan, const PlanModule *m, Err *err);
+char *emit_family(const Plan *plan, const PlanFamily *m, Err *err);
 #endif

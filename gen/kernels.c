@@ -68,13 +68,13 @@ static LaunchDims ln_reduce(const KernelEnv *e, long long n) {
     return dims(ceil_div_u(e->C, e->tun[LN_BLOCK]), 1, e->tun[LN_BLOCK]);
 }
 
-/* ---- matmul.cu ---- */
-enum { MM_BLOCK, MM_ROW_SPLITS };
+/* ---- bias.cu ---- */
+enum { BIAS_BLOCK, BIAS_ROW_SPLITS };
 static LaunchDims bias_partial(const KernelEnv *e, long long OC) {
-    return dims(ceil_div_u(OC, WARP * kernel_vec(e->x128, e->C)), e->tun[MM_ROW_SPLITS], e->tun[MM_BLOCK]);
+    return dims(ceil_div_u(OC, WARP * kernel_vec(e->x128, e->C)), e->tun[BIAS_ROW_SPLITS], e->tun[BIAS_BLOCK]);
 }
 static LaunchDims bias_reduce(const KernelEnv *e, long long OC) {
-    return dims(ceil_div_u(OC, e->tun[MM_BLOCK]), 1, e->tun[MM_BLOCK]);
+    return dims(ceil_div_u(OC, e->tun[BIAS_BLOCK]), 1, e->tun[BIAS_BLOCK]);
 }
 
 /* ---- attention.cu ---- */
@@ -154,7 +154,7 @@ static LaunchDims cls_dims(const KernelEnv *e, long long n) {
     return dims(rows(e), 1, e->tun[CLS_BLOCK]);
 }
 
-/* ---- norm.cu ---- */
+/* ---- grad_norm.cu ---- */
 enum { NORM_BLOCK, NORM_GRID };
 static LaunchDims norm_dims(const KernelEnv *e, long long n) {
     (void)n;
@@ -197,13 +197,13 @@ const FamilyDecl kernel_families[] = {
        LN_BWD_BLOCK, -1, ln_backward, "BWD_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512)"},
       {"layernorm_backward_reduce", {X(dweight), X(dbias), CF32(scratch)}, LN_BLOCK, -1, ln_reduce,
        "ceil(C / BLOCK_SIZE)"}}, NULL},
-    {"matmul", "templates/matmul.cu", "bias gradients beside the cuBLASLt matmuls",
+    {"bias", "templates/bias.cu", "bias gradients beside the cuBLASLt matmuls",
      {{"BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE},
       {"ROW_SPLITS", 64, {16, 32, 64, 128}, .min = 1, .max = 65535, .multiple_of = 1}},
      {0}, NULL, NULL,
-     {{"bias_backward_partial", {F32(scratch), CX(dout), INT(OC)}, MM_BLOCK, 2, bias_partial,
+     {{"bias_backward_partial", {F32(scratch), CX(dout), INT(OC)}, BIAS_BLOCK, 2, bias_partial,
        "(ceil(OC / (32*VEC_C)), ROW_SPLITS)"},
-      {"bias_backward_reduce", {X(dbias), CF32(scratch), INT(OC)}, MM_BLOCK, 2, bias_reduce, "ceil(OC / BLOCK_SIZE)"}}, NULL},
+      {"bias_backward_reduce", {X(dbias), CF32(scratch), INT(OC)}, BIAS_BLOCK, 2, bias_reduce, "ceil(OC / BLOCK_SIZE)"}}, NULL},
     {"attention", "templates/attention.cu", "causal flash attention: no (T,T) scores, deterministic backward",
      {{"Q_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
       {"KV_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
@@ -227,7 +227,7 @@ const FamilyDecl kernel_families[] = {
      {{"BLOCK_SIZE", 1024, {256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"classifier_forward", {F32(losses), X(logits), CI32(targets), FLOAT(dloss), INT(write_dlogits)}, CLS_BLOCK, -1,
        cls_dims, "B*T: a block per row"}}, NULL},
-    {"norm", "templates/norm.cu", "squared L2 norm, for the global gradient norm",
+    {"grad_norm", "templates/grad_norm.cu", "squared L2 norm, for the global gradient norm",
      {{"BLOCK_SIZE", 512, {128, 256, 512, 1024}, BLOCK_SIZE_RULE},
       {"GRID_SIZE", 1024, {256, 512, 1024, 2048}, .min = 1, .max = 65536, .multiple_of = 1}},
      {0}, NULL, NULL,

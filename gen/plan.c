@@ -30,9 +30,9 @@ static void list_tunables(const FamilyDecl *f, char *out, size_t n) {
 static int apply_config_tunables(Plan *plan, const Config *cfg, Err *err) {
     for (int i = 0; i < cfg->n_tunables; i++) {
         const ConfigTunable *ct = &cfg->tunables[i];
-        PlanModule *m = NULL;
-        for (int j = 0; j < plan->n_modules; j++)
-            if (!strcmp(plan->modules[j].decl->family, ct->family)) m = &plan->modules[j];
+        PlanFamily *m = NULL;
+        for (int j = 0; j < plan->n_families; j++)
+            if (!strcmp(plan->families[j].decl->family, ct->family)) m = &plan->families[j];
         char known[512];
         if (!m) {
             list_families(known, sizeof known);
@@ -65,7 +65,7 @@ static int apply_config_tunables(Plan *plan, const Config *cfg, Err *err) {
 }
 
 static void add_module(Plan *plan, const FamilyDecl *f) {
-    PlanModule *m = &plan->modules[plan->n_modules++];
+    PlanFamily *m = &plan->families[plan->n_families++];
     m->decl = f;
     for (int i = 0; i < FAMILY_MAX_TUNABLES && f->tunables[i].name; i++) {
         const TunableDecl *td = &f->tunables[i];
@@ -86,7 +86,7 @@ static void add_module(Plan *plan, const FamilyDecl *f) {
 
 /* The family's defaults for this shape, for the tunables the config leaves alone, where the family's check
    accepts them all together; else the declared defaults stay. */
-static void apply_shape_defaults(Plan *plan, PlanModule *m) {
+static void apply_shape_defaults(Plan *plan, PlanFamily *m) {
     const FamilyDecl *f = m->decl;
     if (!f->shape_defaults) return;
     int v[FAMILY_MAX_TUNABLES] = {0}, want[FAMILY_MAX_TUNABLES];
@@ -108,12 +108,12 @@ static void apply_shape_defaults(Plan *plan, PlanModule *m) {
 
 LaunchDims plan_launch_dims(const Plan *plan, int id, long long size) {
     const PlanKernel *k = &plan->kernels[id];
-    return k->decl->geometry(&plan->modules[k->module].env, size);
+    return k->decl->geometry(&plan->families[k->family].env, size);
 }
 
 /* Sets module i's environment (tunable values, derived constants) and its kernels' launches; checks them. */
-static int module_finalize(Plan *plan, int i, Err *err) {
-    PlanModule *m = &plan->modules[i];
+static int family_finalize(Plan *plan, int i, Err *err) {
+    PlanFamily *m = &plan->families[i];
     const char *path = plan->config_path;
     int values[FAMILY_MAX_TUNABLES] = {0};
     for (int t = 0; t < m->n_tunables; t++) values[t] = m->tunables[t].value;
@@ -123,7 +123,7 @@ static int module_finalize(Plan *plan, int i, Err *err) {
         return err_set(err, "%s: the %s kernels cannot serve this config: %s", path, m->decl->family, why);
     for (int k = 0; k < plan->n_kernels; k++) {
         PlanKernel *pk = &plan->kernels[k];
-        if (pk->module != i) continue;
+        if (pk->family != i) continue;
         pk->dims = pk->decl->geometry(&m->env, 1);
         const char *bad = kernel_dims_valid(&pk->dims);
         if (bad && pk->decl->size_param < 0)
@@ -133,21 +133,21 @@ static int module_finalize(Plan *plan, int i, Err *err) {
     return 0;
 }
 
-int plan_set_tunables(Plan *plan, int module, const int *values, const char *origin, Err *err) {
-    PlanModule *m = &plan->modules[module];
-    PlanModule saved = *m;
+int plan_set_tunables(Plan *plan, int fam, const int *values, const char *origin, Err *err) {
+    PlanFamily *m = &plan->families[fam];
+    PlanFamily saved = *m;
     for (int t = 0; t < m->n_tunables; t++)
         if (m->tunables[t].value != values[t]) {
             m->tunables[t].value = values[t];
             if (origin) m->tunables[t].origin = origin;
         }
-    if (module_finalize(plan, module, err) == 0) {
+    if (family_finalize(plan, fam, err) == 0) {
         memory_plan(&plan->memory, plan);   /* scratch sizes follow the launches */
         return 0;
     }
     *m = saved;
     Err ignore;
-    module_finalize(plan, module, &ignore);
+    family_finalize(plan, fam, &ignore);
     return -1;
 }
 
@@ -164,22 +164,22 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
     for (const FamilyDecl *f = kernel_families; f->family; f++) {
-        if (plan->n_modules == PLAN_MAX_MODULES) return err_set(err, "more than %d kernel families", PLAN_MAX_MODULES);
+        if (plan->n_families == PLAN_MAX_FAMILIES) return err_set(err, "more than %d kernel families", PLAN_MAX_FAMILIES);
         add_module(plan, f);
     }
     if (apply_config_tunables(plan, cfg, err)) return -1;
-    for (int i = 0; i < plan->n_modules; i++) apply_shape_defaults(plan, &plan->modules[i]);
-    for (int i = 0; i < plan->n_modules; i++) {
-        const PlanModule *m = &plan->modules[i];
+    for (int i = 0; i < plan->n_families; i++) apply_shape_defaults(plan, &plan->families[i]);
+    for (int i = 0; i < plan->n_families; i++) {
+        const PlanFamily *m = &plan->families[i];
         for (const KernelDecl *k = m->decl->kernels; k < m->decl->kernels + FAMILY_MAX_KERNELS && k->name; k++) {
             if (plan->n_kernels == PLAN_MAX_KERNELS) return err_set(err, "more than %d kernels", PLAN_MAX_KERNELS);
             PlanKernel *pk = &plan->kernels[plan->n_kernels++];
             pk->decl = k;
-            pk->module = i;
+            pk->family = i;
         }
     }
-    for (int i = 0; i < plan->n_modules; i++)
-        if (module_finalize(plan, i, err)) return -1;
+    for (int i = 0; i < plan->n_families; i++)
+        if (family_finalize(plan, i, err)) return -1;
     matmuls_plan(plan->matmuls, &plan->model, &plan->step);
     memory_plan(&plan->memory, plan);
     return 0;
@@ -215,11 +215,11 @@ static const char *smem_note(unsigned smem, char *out, size_t n) {
     return out;
 }
 
-static void write_modules(FILE *f, const Plan *p) {
-    fprintf(f, "# modules: one template each, compiled to one CUBIN; kernels and tunables as gen/kernels.c declares them\n");
-    for (int i = 0; i < p->n_modules; i++) {
-        const PlanModule *m = &p->modules[i];
-        fprintf(f, "module %-12s %s -> %s\n", m->decl->family, m->decl->template_path, m->cubin_path);
+static void write_families(FILE *f, const Plan *p) {
+    fprintf(f, "# kernel families: one template each, compiled to one CUBIN; kernels and tunables as gen/kernels.c declares them\n");
+    for (int i = 0; i < p->n_families; i++) {
+        const PlanFamily *m = &p->families[i];
+        fprintf(f, "family %-12s %s -> %s\n", m->decl->family, m->decl->template_path, m->cubin_path);
         for (int t = 0; t < m->n_tunables; t++) {
             const PlanTunable *tu = &m->tunables[t];
             char rule[128];
@@ -233,7 +233,7 @@ static void write_modules(FILE *f, const Plan *p) {
         for (int k = 0; k < p->n_kernels; k++) {
             const PlanKernel *kk = &p->kernels[k];
             char note[48];
-            if (kk->module != i) continue;
+            if (kk->family != i) continue;
             if (kk->decl->size_param >= 0)
                 fprintf(f, "  kernel  %-32s per call: grid %s\n", kk->decl->name, kk->decl->geometry_doc);
             else
@@ -310,7 +310,7 @@ static void write_section(FILE *f, const Plan *p) {
     fprintf(f, "precision  %s%s, recompute=%d, arch %s\n", precision_name(st->precision),
             st->master_weights ? " with fp32 master weights" : "", st->recompute, p->arch);
     fprintf(f, "attention  %s (%s)\n\n", attention_name(p->attention), p->attention_origin);
-    write_modules(f, p);
+    write_families(f, p);
     write_matmuls(f, p);
     write_memory(f, p);
 }

@@ -1,5 +1,6 @@
 /* plan: everything derived from the model, one step shape (gen/step.h) and the arch, plus the tuning database:
-   the kernel modules to generate (one per family of gen/kernels.c), each one's tunables, every kernel's launch
+   the kernel families to generate (each family of gen/kernels.c at this shape: its template compiled to one
+   CUBIN, which the runtime loads as one CUDA module), each one's tunables, every kernel's launch
    geometry, the matmuls and their algorithms, the attention path, and the buffer layout of one step. It is the one
    home of every decision: the config is only read when the plan is made, and the runtime creates a backend from a
    plan alone. One model has several plans (its training step, the forward that samples from it), held side by
@@ -12,7 +13,7 @@
 #include "gen/memory.h"
 #include "gen/step.h"
 
-#define PLAN_MAX_MODULES 16
+#define PLAN_MAX_FAMILIES 16
 #define PLAN_MAX_KERNELS 64
 
 typedef struct {
@@ -30,11 +31,11 @@ typedef struct {
     KernelEnv env;          /* shape, tunable values and derived constants, for geometry rules */
     char source_path[1100]; /* build/<name>/kernels/<family>.cu (another plan than the training one: kernels/<plan>/) */
     char cubin_path[1100];  /* the same with .<arch>.cubin: for people; the runtime loads CUBINs by content */
-} PlanModule;
+} PlanFamily;
 
 typedef struct {
     const KernelDecl *decl;
-    int module;             /* index into Plan.modules */
+    int family;             /* index into Plan.families */
     LaunchDims dims;        /* the launch; for a kernel with a size parameter, at size 1 (the rule is per call) */
 } PlanKernel;
 
@@ -54,8 +55,8 @@ typedef struct Plan {
        path is tried first; where it cannot serve, the other one runs) */
     AttentionPath attention;
     const char *attention_origin;
-    int n_modules;
-    PlanModule modules[PLAN_MAX_MODULES];
+    int n_families;
+    PlanFamily families[PLAN_MAX_FAMILIES];
     int n_kernels;          /* every declared kernel, indexed by its id (K_* of kernel_ids.h) */
     PlanKernel kernels[PLAN_MAX_KERNELS];
     PlanMatmul matmuls[MM_COUNT];
@@ -71,10 +72,10 @@ int  plan_make_train(Plan *plan, const Config *cfg, const char *arch, Err *err);
 /* The plan of the forward that samples text during training ("sample"): one row of train.seq_len tokens, run
    with the training plan's weights. */
 int  plan_make_sample(Plan *plan, const Config *cfg, const char *arch, Err *err);
-/* Gives module its tunable values (declaration order), marking changed ones with origin (when not NULL), and
+/* Gives family fam its tunable values (declaration order), marking changed ones with origin (when not NULL), and
    recomputes its derived constants and launches. A combination the family's check or the launch limits refuse is
-   an error, and the module stays as it was. */
-int  plan_set_tunables(Plan *plan, int module, const int *values, const char *origin, Err *err);
+   an error, and the family stays as it was. */
+int  plan_set_tunables(Plan *plan, int fam, const int *values, const char *origin, Err *err);
 /* Writes the plans as the sections of build/<name>/plan.txt (the first plan's build_dir). */
 int  plan_write(const Plan *const *plans, int n, Err *err);
 /* The launch of kernel id for a call whose size parameter is size. */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void tune_variant_name(const PlanModule *m, const int *values, char *out, size_t n) {
+void tune_variant_name(const PlanFamily *m, const int *values, char *out, size_t n) {
     out[0] = 0;
     for (int t = 0; t < m->n_tunables; t++) {
         size_t len = strlen(out);
@@ -12,7 +12,7 @@ void tune_variant_name(const PlanModule *m, const int *values, char *out, size_t
     if (!m->n_tunables) snprintf(out, n, "none");
 }
 
-int tune_variant_parse(const PlanModule *m, const char *name, int *values) {
+int tune_variant_parse(const PlanFamily *m, const char *name, int *values) {
     if (!m->n_tunables) return strcmp(name, "none") ? -1 : 0;
     int seen = 0;
     char buf[256];
@@ -34,7 +34,7 @@ int tune_variant_parse(const PlanModule *m, const char *name, int *values) {
 }
 
 /* 1 when the declarations allow values for module m of plan */
-static int variant_allowed(const Plan *plan, const PlanModule *m, const int *values) {
+static int variant_allowed(const Plan *plan, const PlanFamily *m, const int *values) {
     for (int t = 0; t < m->n_tunables; t++)
         if (!tunable_allowed(&m->decl->tunables[t], values[t])) return 0;
     KernelEnv env = kernel_env(&plan->model, &plan->step, m->decl, values);
@@ -48,8 +48,8 @@ static int variant_allowed(const Plan *plan, const PlanModule *m, const int *val
 }
 
 
-int tune_variants(const Plan *plan, int module, TuneVariant *out, int max, int *refused) {
-    const PlanModule *m = &plan->modules[module];
+int tune_variants(const Plan *plan, int fam, TuneVariant *out, int max, int *refused) {
+    const PlanFamily *m = &plan->families[fam];
     int n = 0, idx[FAMILY_MAX_TUNABLES] = {0};
     *refused = 0;
     TuneVariant cur;
@@ -139,8 +139,8 @@ static void say_stale(FILE *msgs, const TuneDb *db, const TuneRecord *r, const T
 }
 
 static void apply_kernels(const TuneDb *db, const TuneEnv *env, Plan *plan, TuneApplied *out, FILE *msgs) {
-    for (int i = 0; i < plan->n_modules; i++) {
-        PlanModule *m = &plan->modules[i];
+    for (int i = 0; i < plan->n_families; i++) {
+        PlanFamily *m = &plan->families[i];
         TuneKey key;
         tune_key_kernel(&key, env, plan, i);
         const TuneRecord *stale, *r = tune_db_find(db, "best", "kernel", m->decl->family, NULL, &key, &stale);

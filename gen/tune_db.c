@@ -255,9 +255,9 @@ static void shape_of(const Plan *p, char *out, size_t n) {
              p->model.n_head, p->model.n_layer, p->model.vocab_size, p->model.max_seq_len, p->step.recompute);
 }
 
-void tune_key_kernel(TuneKey *k, const TuneEnv *env, const Plan *plan, int module) {
+void tune_key_kernel(TuneKey *k, const TuneEnv *env, const Plan *plan, int fam) {
     key_env(k, env, plan);
-    template_hash(plan->modules[module].decl->template_path, k->f[6], TUNE_FIELD_MAX);
+    template_hash(plan->families[fam].decl->template_path, k->f[6], TUNE_FIELD_MAX);
     shape_of(plan, k->f[7], TUNE_FIELD_MAX);
 }
 
@@ -270,8 +270,8 @@ void tune_key_matmul(TuneKey *k, const TuneEnv *env, const Plan *plan, int id, c
 }
 
 void tune_key_attention(TuneKey *k, const TuneEnv *env, const Plan *plan) {
-    for (int i = 0; i < plan->n_modules; i++)
-        if (!strcmp(plan->modules[i].decl->family, "attention")) { tune_key_kernel(k, env, plan, i); return; }
+    for (int i = 0; i < plan->n_families; i++)
+        if (!strcmp(plan->families[i].decl->family, "attention")) { tune_key_kernel(k, env, plan, i); return; }
     key_env(k, env, plan);
 }
 

@@ -68,26 +68,26 @@ void tune_record_format(const TuneRecord *r, char *out, size_t n);
 /* Parses one line; -1 and why when it is not a record. */
 int  tune_record_parse(const char *line, TuneRecord *r, char *why, size_t n);
 
-/* Keys for the plan's kernel family (module index), matmul (MatmulId) and attention path choice. cublaslt: the
+/* Keys for the plan's kernel family (its index in the plan), matmul (MatmulId) and attention path choice. cublaslt: the
    cuBLASLt version (the matmuls' "template"). */
-void tune_key_kernel(TuneKey *k, const TuneEnv *env, const Plan *plan, int module);
+void tune_key_kernel(TuneKey *k, const TuneEnv *env, const Plan *plan, int fam);
 void tune_key_matmul(TuneKey *k, const TuneEnv *env, const Plan *plan, int id, const char *cublaslt);
 void tune_key_attention(TuneKey *k, const TuneEnv *env, const Plan *plan);
 /* The environment from "gpu=.. arch=.. driver=.. cuda=.. nvrtc=.. cudnn=.." (the test hook $GPT2GEN_TUNE_ENV names
    a machine this way); fields it leaves out keep their value. -1 when a field is unknown. */
 int  tune_env_parse(TuneEnv *env, const char *s, char *why, size_t n);
 
-/* Variants of a module: every combination of its tunables' candidates (the config's lists, else the declared
+/* Variants of a family: every combination of its tunables' candidates (the config's lists, else the declared
    ones) that the declarations allow (each TunableDecl's range and multiple, the family's check, the launch
-   limits). The module's current values come first. Returns how many were written (at most max); *refused counts
+   limits). The family's current values come first. Returns how many were written (at most max); *refused counts
    the combinations the constraints refused. */
 #define TUNE_MAX_VARIANTS 1024
 typedef struct { int v[FAMILY_MAX_TUNABLES]; } TuneVariant;
-int  tune_variants(const Plan *plan, int module, TuneVariant *out, int max, int *refused);
+int  tune_variants(const Plan *plan, int fam, TuneVariant *out, int max, int *refused);
 /* "BLOCK_SIZE=512,BWD_BLOCK_SIZE=256" */
-void tune_variant_name(const PlanModule *m, const int *values, char *out, size_t n);
+void tune_variant_name(const PlanFamily *m, const int *values, char *out, size_t n);
 /* Parses a variant name of m back into values; -1 when it does not name every tunable of m with an allowed value. */
-int  tune_variant_parse(const PlanModule *m, const char *name, int *values);
+int  tune_variant_parse(const PlanFamily *m, const char *name, int *values);
 
 /* What `gpt2gen build` and `train` take from the database (gen/tune_apply.c). */
 typedef struct {

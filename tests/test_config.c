@@ -156,9 +156,9 @@ static void test_ready_configs(void) {
 
 /* Several tunables of one family, and candidate lists: one table per family, nothing dropped. */
 static const char *const TUNE_SETS[] = {
-    "tune.layernorm.BLOCK_SIZE=512", "tune.layernorm.BWD_BLOCK_SIZE=256", "tune.matmul.ROW_SPLITS={16, 32, 64}",
-    "tune.matmul.BLOCK_SIZE=128", "tune.attention.SOFTMAX_BLOCK_SIZE={64, 128}", "tune.attention.BLOCK_SIZE=256",
-    "tune.norm.GRID_SIZE={256, 512, 1024, 2048}", "tune.gelu.BLOCK_SIZE={512}",
+    "tune.layernorm.BLOCK_SIZE=512", "tune.layernorm.BWD_BLOCK_SIZE=256", "tune.bias.ROW_SPLITS={16, 32, 64}",
+    "tune.bias.BLOCK_SIZE=128", "tune.attention.SOFTMAX_BLOCK_SIZE={64, 128}", "tune.attention.BLOCK_SIZE=256",
+    "tune.grad_norm.GRID_SIZE={256, 512, 1024, 2048}", "tune.gelu.BLOCK_SIZE={512}",
 };
 #define N_TUNE_SETS ((int)(sizeof TUNE_SETS / sizeof TUNE_SETS[0]))
 
@@ -174,11 +174,11 @@ static void test_tunables_of_one_family(void) {
     round_trip("tiny + 8 tunables", "configs/tiny.lua", TUNE_SETS, N_TUNE_SETS, &c, &text);
     if (!text) return;
     CHECK(c.n_tunables == N_TUNE_SETS, "%d tunables read, expected %d", c.n_tunables, N_TUNE_SETS);
-    CHECK(count_of(text, "layernorm = {") == 1 && count_of(text, "matmul = {") == 1 && count_of(text, "attention = {") == 1,
+    CHECK(count_of(text, "layernorm = {") == 1 && count_of(text, "bias = {") == 1 && count_of(text, "attention = {") == 1,
           "a family's tunables are not in one table (the text is on stderr)");
     CHECK(strstr(text, "  layernorm = { BLOCK_SIZE = 512, BWD_BLOCK_SIZE = 256 },\n")
-          && strstr(text, "  matmul = { BLOCK_SIZE = 128, ROW_SPLITS = {16, 32, 64} },\n")
-          && strstr(text, "  norm = { GRID_SIZE = {256, 512, 1024, 2048} },\n")
+          && strstr(text, "  bias = { BLOCK_SIZE = 128, ROW_SPLITS = {16, 32, 64} },\n")
+          && strstr(text, "  grad_norm = { GRID_SIZE = {256, 512, 1024, 2048} },\n")
           && strstr(text, "  gelu = { BLOCK_SIZE = 512 },\n"), "the tune entries are not as expected (the text is on stderr)");
     if (check_cur_failed) fprintf(stderr, "%s", text);
     /* and what the rebuilt config holds */
@@ -186,10 +186,10 @@ static void test_tunables_of_one_family(void) {
     Err err;
     if (config_load(&back, written_path, NULL, 0, &err)) { CHECK(0, "%s", err.msg); free(text); return; }
     CHECK(config_tunable(&back, "layernorm", "BLOCK_SIZE", 0) == 512 && config_tunable(&back, "layernorm", "BWD_BLOCK_SIZE", 0) == 256
-          && config_tunable(&back, "matmul", "BLOCK_SIZE", 0) == 128 && config_tunable(&back, "matmul", "ROW_SPLITS", 0) == 16,
-          "tunables after the round trip: layernorm %d/%d matmul %d/%d", config_tunable(&back, "layernorm", "BLOCK_SIZE", 0),
-          config_tunable(&back, "layernorm", "BWD_BLOCK_SIZE", 0), config_tunable(&back, "matmul", "BLOCK_SIZE", 0),
-          config_tunable(&back, "matmul", "ROW_SPLITS", 0));
+          && config_tunable(&back, "bias", "BLOCK_SIZE", 0) == 128 && config_tunable(&back, "bias", "ROW_SPLITS", 0) == 16,
+          "tunables after the round trip: layernorm %d/%d bias %d/%d", config_tunable(&back, "layernorm", "BLOCK_SIZE", 0),
+          config_tunable(&back, "layernorm", "BWD_BLOCK_SIZE", 0), config_tunable(&back, "bias", "BLOCK_SIZE", 0),
+          config_tunable(&back, "bias", "ROW_SPLITS", 0));
     free(text);
 }
 
@@ -292,7 +292,7 @@ static void test_every_int_key_range(void) {
     int n = 0;
     for (const Section *sec = SECTIONS; sec->name; sec++)
         for (const Field *f = sec->fields; f->key; f++) {
-            if (f->kind != K_INT) continue;
+            if (f->kind != VAL_INT) continue;
             for (size_t v = 0; v < sizeof VALUES / sizeof VALUES[0]; v++) {
                 if (VALUES[v].only_int && f->size != sizeof(int)) continue;   /* in range for a long */
                 if (VALUES[v].kind == BELOW && !strcmp(VALUES[v].lua, "-1") && f->min > 0) continue;   /* -1 tested once per non-negative key */

@@ -1,9 +1,11 @@
 /* test_gpu: the per-variant GPU tests (tune/kernel_tests.c, step_test.c) on small configs that cover the three
    precisions, head sizes 32 and 64, every recompute level and both attention paths; then the PyTorch golden file's
    10 AdamW steps on the CUDA backend in fp32, bf16 and fp16 (with the loss scaler), and an injected overflow in
-   fp16 that the loss scaler skips and recovers from. Each variant's kernels are generated and compiled with NVRTC
+   fp16 that the loss scaler skips and recovers from; and a one-row forward plan beside the training plan, on its
+   weights, giving the training plan's logits row by row. Each variant's kernels are generated and compiled with NVRTC
    first (that part runs everywhere); without a GPU the GPU parts say "skip ...: no GPU: ...". */
 #include "tests/check.h"
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "gen/build.h"
@@ -73,6 +75,57 @@ VARIANT_TESTS(4, fp16)
 VARIANT_TESTS(5, fp16_hs64)
 VARIANT_TESTS(6, bf16_cudnn)
 VARIANT_TESTS(7, fp16_cudnn)
+
+/* Several plans of one model on the GPU (gen/plan.h): variant i's training plan and its one-row sampling plan,
+   two CUDA backends in one process, the second on the first's weights, each with its own kernels (B baked in)
+   and arena. For every row, the one-row plan's logits at every position are the training plan's forward of
+   that row: the kernels and cuBLASLt's algorithms differ with the shape, so the tolerance is the precision's
+   (relative to the largest logit: fp32 1e-4, 16-bit 3e-2); the forward plan's arena is smaller. */
+static void forward_plan_gpu(int i) {
+    if (!built[i]) SKIP("%s did not build", variants[i].name);
+    static Plan sample;
+    Err err = {{0}};
+    if (plan_make_sample(&sample, &cfgs[i], plans[i].arch, &err) || build_run(&sample, 0, 1, NULL, NULL, &err)) {
+        CHECK(0, "the sampling plan: %s", err.msg);
+        return;
+    }
+    char why[512];
+    if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
+    Backend *tb = cuda_backend_create(&(BackendOptions){.plan = &plans[i]}, &err);
+    Backend *sb = tb ? cuda_backend_create(&(BackendOptions){.plan = &sample, .weights = tb}, &err) : NULL;
+    if (!tb || !sb) { CHECK(0, "%s", err.msg); if (tb) tb->destroy(tb); return; }
+    const GPT2Shape *m = &plans[i].model;
+    int B = plans[i].step.B, T = plans[i].step.T, V = m->vocab_size;
+    size_t np = tb->num_params, BT = (size_t)B * T;
+    float *p = xmalloc(np * 4), *a = xmalloc((size_t)V * 4), *b = xmalloc((size_t)V * 4);
+    int32_t *tok = xmalloc(BT * 4);
+    gpt2_init_params(m, p, 4242);
+    for (size_t k = 0; k < BT; k++) tok[k] = (int32_t)((k * 2654435761u + 17) % (size_t)V);
+    double worst = 0, top = 0;
+    int rc = tb->set_params(tb, p, &err) || tb->forward(tb, tok, NULL, NULL, &err);
+    for (int r = 0; r < B && !rc; r++) {
+        /* the training backend's logits of row r first: the one-row forward does not touch them */
+        rc = sb->forward(sb, tok + (size_t)r * T, NULL, NULL, &err);
+        for (int t = 0; t < T && !rc; t++) {
+            rc = tb->get_logits(tb, r, t, a, &err) || sb->get_logits(sb, 0, t, b, &err);
+            for (int v = 0; v < V && !rc; v++) { worst = fmax(worst, fabs((double)a[v] - b[v])); top = fmax(top, fabs((double)a[v])); }
+        }
+    }
+    double rel = worst / fmax(top, 1e-30), tol = plans[i].step.precision == PREC_FP32 ? 1e-4 : 3e-2;
+    CHECK(!rc, "%s", err.msg);
+    printf("  %s: one-row plan vs B=%d plan, every row and position: max |diff| %.3g of max |logit| %.3g (%.2e; "
+           "arenas %.1f and %.1f MiB)\n", variants[i].name, B, worst, top, rel, cuda_backend_arena_bytes(sb) / 1048576.0,
+           cuda_backend_arena_bytes(tb) / 1048576.0);
+    CHECK(rc || rel <= tol, "%s: the one-row plan's logits differ from the training plan's by %.2e relative (tolerance %.0e)",
+          variants[i].name, rel, tol);
+    CHECK(cuda_backend_arena_bytes(sb) < cuda_backend_arena_bytes(tb), "the one-row plan's arena is not the smaller");
+    sb->destroy(sb);
+    tb->destroy(tb);
+    free(p); free(a); free(b); free(tok);
+}
+static void test_gpu_forward_plan_fp32(void) { forward_plan_gpu(0); }
+static void test_gpu_forward_plan_bf16(void) { forward_plan_gpu(1); }
+static void test_gpu_forward_plan_bf16_cudnn(void) { forward_plan_gpu(6); }
 
 /* The PyTorch golden file on the CUDA backend: its shape as a config, its initial weights, its 10 AdamW steps
    on one batch. fp32 is held to the CPU reference's tolerances (1e-4: only summation orders differ); bf16 to
@@ -203,6 +256,9 @@ int main(int argc, char **argv) {
     RUN(test_gpu_fp16_hs64);
     RUN(test_gpu_bf16_cudnn);
     RUN(test_gpu_fp16_cudnn);
+    RUN(test_gpu_forward_plan_fp32);
+    RUN(test_gpu_forward_plan_bf16);
+    RUN(test_gpu_forward_plan_bf16_cudnn);
     RUN(test_golden_gpu_fp32);
     RUN(test_golden_gpu_bf16);
     RUN(test_golden_gpu_fp16);

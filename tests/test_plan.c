@@ -29,8 +29,8 @@ static int make(const char *path, const char *const *sets, Err *err) {
 static void test_tunable_out_of_range_rejected(void) {
     static const char *const bad[][2] = {{"tune.layernorm.BLOCK_SIZE=100", "multiple of 32"},
                                           {"tune.layernorm.BLOCK_SIZE=4096", "from 32 to 1024"},
-                                          {"tune.matmul.ROW_SPLITS=70000", "from 1 to 65535"},
-                                          {"tune.norm.GRID_SIZE={256, 70000}", "from 1 to 65536"}};
+                                          {"tune.bias.ROW_SPLITS=70000", "from 1 to 65535"},
+                                          {"tune.grad_norm.GRID_SIZE={256, 70000}", "from 1 to 65536"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         Err err = {{0}};
         const char *sets[] = {bad[i][0], NULL};
@@ -48,7 +48,7 @@ static void test_tunable_in_range_used(void) {
     const char *sets[] = {"tune.layernorm.BLOCK_SIZE=512", "tune.layernorm.BWD_BLOCK_SIZE={128, 512}", NULL};
     if (make("configs/tiny.lua", sets, &err)) { CHECK(0, "%s", err.msg); return; }
     const PlanKernel *k = &plan.kernels[K_LAYERNORM_FORWARD];
-    const PlanModule *m = &plan.modules[k->module];
+    const PlanFamily *m = &plan.families[k->family];
     CHECK(m->tunables[0].value == 512 && !strcmp(m->tunables[0].origin, "config"), "BLOCK_SIZE %d (%s)", m->tunables[0].value,
           m->tunables[0].origin);
     CHECK(m->tunables[1].value == 128 && m->tunables[1].n_candidates == 2, "BWD_BLOCK_SIZE %d, %d candidates",
@@ -73,9 +73,9 @@ static void test_prelude(void) {
     Err err = {{0}};
     const char *sets[] = {"precision=bf16", "train.seq_len=60", "model.max_seq_len=64", "train.total_batch_size=480", "tune.gelu.BLOCK_SIZE=128", NULL};
     if (make("configs/tiny.lua", sets, &err)) { CHECK(0, "%s", err.msg); return; }
-    for (int i = 0; i < plan.n_modules; i++) {
-        const PlanModule *m = &plan.modules[i];
-        char *src = emit_module(&plan, m, &err);
+    for (int i = 0; i < plan.n_families; i++) {
+        const PlanFamily *m = &plan.families[i];
+        char *src = emit_family(&plan, m, &err);
         if (!src) { CHECK(0, "%s: %s", m->decl->family, err.msg); continue; }
         char want[512];
         snprintf(want, sizeof want, "constexpr int C = %d;", cfg.model.n_embd);
@@ -108,9 +108,9 @@ static void test_prelude(void) {
 /* The attention family's defaults depend on the shape (gen/kernels.c): 128-row tiles and warps of 32 rows with
    tensor cores and a head size of at most 64, for the tunables the config leaves alone and only where the
    family's check accepts the whole set; the declared defaults elsewhere. */
-static const PlanModule *attention_module(void) {
-    for (int i = 0; i < plan.n_modules; i++)
-        if (!strcmp(plan.modules[i].decl->family, "attention")) return &plan.modules[i];
+static const PlanFamily *attention_module(void) {
+    for (int i = 0; i < plan.n_families; i++)
+        if (!strcmp(plan.families[i].decl->family, "attention")) return &plan.families[i];
     return NULL;
 }
 static void test_attention_shape_defaults(void) {
@@ -131,7 +131,7 @@ static void test_attention_shape_defaults(void) {
         for (int i = 0; i < 4 && cases[c].sets[i]; i++) sets[i + 1] = cases[c].sets[i];
         Err err = {{0}};
         if (make("configs/tiny.lua", sets, &err)) { CHECK(0, "case %zu: %s", c, err.msg); continue; }
-        const PlanModule *m = attention_module();
+        const PlanFamily *m = attention_module();
         if (!m) { CHECK(0, "no attention module"); return; }
         for (int t = 0; t < 6; t++) {
             const PlanTunable *tu = &m->tunables[t];
@@ -158,8 +158,8 @@ static void test_template_checks(void) {
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
     Err err = {{0}};
     if (make("configs/tiny.lua", NULL, &err)) { CHECK(0, "%s", err.msg); return; }
-    const PlanModule *gelu = NULL;
-    for (int i = 0; i < plan.n_modules; i++) if (!strcmp(plan.modules[i].decl->family, "gelu")) gelu = &plan.modules[i];
+    const PlanFamily *gelu = NULL;
+    for (int i = 0; i < plan.n_families; i++) if (!strcmp(plan.families[i].decl->family, "gelu")) gelu = &plan.families[i];
     char *text = template_load("templates/gelu.cu", &err), path[512], common[512];
     snprintf(path, sizeof path, "%s/gelu.cu", dir);
     snprintf(common, sizeof common, "%s/common.cuh", dir);
@@ -176,7 +176,7 @@ static void test_template_checks(void) {
         if (!f) { CHECK(0, "cannot write %s", path); break; }
         fprintf(f, "%.*s%s%s", (int)(at - text), text, edits[e][1], at + strlen(edits[e][0]));
         fclose(f);
-        char *src = emit_module(&plan, gelu, &err);
+        char *src = emit_family(&plan, gelu, &err);
         CHECK(!src && strstr(err.msg, "templates/gelu.cu") && strstr(err.msg, edits[e][2]), "edit %d: %s", e, src ? "accepted" : err.msg);
         free(src);
     }
@@ -312,7 +312,7 @@ static void test_geometry_covers_work(void) {
     LaunchDims a = plan_launch_dims(&plan, K_ADAMW_UPDATE, 1000003);
     CHECK((long long)a.grid[0] * a.block >= 1000003 && (long long)(a.grid[0] - 1) * a.block < 1000003, "adamw grid %u", a.grid[0]);
     LaunchDims b = plan_launch_dims(&plan, K_BIAS_BACKWARD_PARTIAL, 3 * C);
-    CHECK((long long)b.grid[0] * 32 * 4 >= 3 * C && b.grid[1] == (unsigned)plan.modules[k[K_BIAS_BACKWARD_PARTIAL].module].tunables[1].value,
+    CHECK((long long)b.grid[0] * 32 * 4 >= 3 * C && b.grid[1] == (unsigned)plan.families[k[K_BIAS_BACKWARD_PARTIAL].family].tunables[1].value,
           "bias partial grid (%u,%u)", b.grid[0], b.grid[1]);
     LaunchDims w = plan_launch_dims(&plan, K_ENCODER_BACKWARD_WTE, 77);
     CHECK(w.grid[0] == 77 && (long long)w.grid[1] * w.block * 4 >= C && w.block % 32 == 0, "wte grid (%u,%u) block %u",
@@ -338,7 +338,7 @@ static void test_round_trip_same_plan(void) {
     char dir[] = "/tmp/gpt2gen-plan-XXXXXX";
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
     Err err = {{0}};
-    const char *sets[] = {"tune.layernorm.BLOCK_SIZE=512", "tune.layernorm.BWD_BLOCK_SIZE=128", "tune.matmul.ROW_SPLITS={32, 64}",
+    const char *sets[] = {"tune.layernorm.BLOCK_SIZE=512", "tune.layernorm.BWD_BLOCK_SIZE=128", "tune.bias.ROW_SPLITS={32, 64}",
                           "train.recompute=2", NULL};
     char *a = NULL, *b = NULL, cfg_path[512];
     if (make("configs/gpt2-124M.lua", sets, &err) || !(a = plan_text(dir))) { CHECK(0, "first plan: %s", err.msg); goto out; }

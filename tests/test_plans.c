@@ -136,7 +136,7 @@ static void test_plan_txt_sections(void) {
         CHECK(s2 && strstr(s2, "step       forward: B=1 T=32") && strstr(s2, "weights      runs with the parameters"),
               "the eval section does not say its step and weights");
         CHECK(s2 && strstr(s2, "build/micro/kernels/eval/layernorm.sm_90.cubin") && s1 && strstr(s1, "build/micro/kernels/layernorm.sm_90.cubin"),
-              "the modules' sources are not in kernels/ and kernels/eval/");
+              "the families' kernels are not in kernels/ and kernels/eval/");
     }
     free(text);
     unlink(path);

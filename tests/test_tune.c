@@ -25,8 +25,8 @@ static int make(const char *const *sets, Err *err) {
 }
 
 static int module_of(const char *family) {
-    for (int i = 0; i < plan.n_modules; i++)
-        if (!strcmp(plan.modules[i].decl->family, family)) return i;
+    for (int i = 0; i < plan.n_families; i++)
+        if (!strcmp(plan.families[i].decl->family, family)) return i;
     return -1;
 }
 
@@ -116,12 +116,12 @@ static void test_stale(void) {
         tune_db_free(&db);
         tune_db_load(&db, path, NULL);
         CHECK_OK(make(NULL, &err), &err);
-        int before = plan.modules[module_of("layernorm")].tunables[0].value;
+        int before = plan.families[module_of("layernorm")].tunables[0].value;
         TuneApplied ap;
         char text[1024];
         apply_capture(&db, &ap, text, sizeof text);
         CHECK(ap.kernels == 0 && ap.stale == 1, "field %s: %d used, %d stale", tune_key_names[f], ap.kernels, ap.stale);
-        CHECK(plan.modules[module_of("layernorm")].tunables[0].value == before, "a stale %s record was applied", tune_key_names[f]);
+        CHECK(plan.families[module_of("layernorm")].tunables[0].value == before, "a stale %s record was applied", tune_key_names[f]);
         CHECK(strstr(text, why[f]) && strstr(text, path) && strstr(text, "ignored"), "field %s: the message was: %s",
               tune_key_names[f], text);
         tune_db_free(&db);
@@ -231,8 +231,8 @@ static void test_variants_respect_constraints(void) {
     const char *sets[] = {"precision=bf16", NULL};
     CHECK_OK(make(sets, &err), &err);
     static TuneVariant v[TUNE_MAX_VARIANTS];
-    for (int i = 0; i < plan.n_modules; i++) {
-        const PlanModule *m = &plan.modules[i];
+    for (int i = 0; i < plan.n_families; i++) {
+        const PlanFamily *m = &plan.families[i];
         int refused = 0, n = tune_variants(&plan, i, v, TUNE_MAX_VARIANTS, &refused);
         int combos = 1;
         for (int t = 0; t < m->n_tunables; t++) combos *= m->tunables[t].n_candidates > 0 ? m->tunables[t].n_candidates : 1;
@@ -298,7 +298,7 @@ static void test_apply_and_config_wins(void) {
     CHECK(db.n == 3 && db.corrupt == 0, "%d records, %d corrupt", db.n, db.corrupt);
     TuneApplied ap;
     tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
-    const PlanModule *ln = &plan.modules[module_of("layernorm")];
+    const PlanFamily *ln = &plan.families[module_of("layernorm")];
     CHECK(ap.kernels == 2 && ap.matmuls == 1, "%d kernel families, %d matmuls applied", ap.kernels, ap.matmuls);
     CHECK(ln->tunables[0].value == 512 && ln->tunables[1].value == 128 && !strcmp(ln->tunables[0].origin, "tune-db"),
           "layernorm got %d, %d (%s)", ln->tunables[0].value, ln->tunables[1].value, ln->tunables[0].origin);
@@ -316,7 +316,7 @@ static void test_apply_and_config_wins(void) {
     const char *sets[] = {"tune.layernorm.BLOCK_SIZE=64", NULL};
     CHECK_OK(make(sets, &err), &err);
     tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
-    ln = &plan.modules[module_of("layernorm")];
+    ln = &plan.families[module_of("layernorm")];
     CHECK(ln->tunables[0].value == 64 && ln->tunables[1].value == 128 && ap.overridden == 1,
           "with the config's BLOCK_SIZE=64: %d, %d (%d overridden)", ln->tunables[0].value, ln->tunables[1].value, ap.overridden);
     tune_db_free(&db);
@@ -344,6 +344,39 @@ static void test_every_family_registered(void) {
     }
 }
 
+/* The database's attention path is the plan's decision, never the config's: with attention = "auto" the plan takes
+   it (and says the tuning database chose it) while the config still says "auto"; a config that names a path keeps
+   its own. */
+static void test_attention_path_is_the_plans(void) {
+    Err err = {{0}};
+    const char *bf16[] = {"precision=bf16", NULL};
+    CHECK_OK(make(bf16, &err), &err);
+    TuneRecord r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.record, sizeof r.record, "best");
+    snprintf(r.what, sizeof r.what, "attention");
+    snprintf(r.name, sizeof r.name, "path");
+    snprintf(r.variant, sizeof r.variant, "path=flash");
+    snprintf(r.status, sizeof r.status, "ok");
+    tune_key_attention(&r.key, &ENV, &plan);
+    TuneDb db;
+    unlink(path);
+    tune_db_load(&db, path, NULL);
+    tune_db_put(&db, &r);
+    TuneApplied ap;
+    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    CHECK(ap.attention && plan.attention == ATTN_FLASH && !strcmp(plan.attention_origin, "tuning database"),
+          "the plan's attention path is %s (%s), not the database's flash", attention_name(plan.attention),
+          plan.attention_origin);
+    CHECK(cfg.attention == ATTN_AUTO, "the database's path was written into the config (%s)", attention_name(cfg.attention));
+    const char *cudnn[] = {"precision=bf16", "attention=cudnn", NULL};
+    CHECK_OK(make(cudnn, &err), &err);
+    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    CHECK(plan.attention == ATTN_CUDNN && !strcmp(plan.attention_origin, "config") && !ap.attention,
+          "with attention = \"cudnn\" the plan has %s (%s)", attention_name(plan.attention), plan.attention_origin);
+    tune_db_free(&db);
+}
+
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     snprintf(dir, sizeof dir, "build/test-tune-%d", (int)getpid());
@@ -358,6 +391,7 @@ int main(int argc, char **argv) {
     RUN(test_apply_and_config_wins);
     RUN(test_env_hook);
     RUN(test_every_family_registered);
+    RUN(test_attention_path_is_the_plans);
     unlink(path);
     rmdir(dir);
     return check_summary();

@@ -69,22 +69,22 @@ static void time_paths(Tuner *t, const Plan *plan, char *const *img) {
 
 /* the plan's attention module, or -1 */
 static int attention_module(const Plan *plan) {
-    for (int i = 0; i < plan->n_modules; i++)
-        if (!strcmp(plan->modules[i].decl->family, "attention")) return i;
+    for (int i = 0; i < plan->n_families; i++)
+        if (!strcmp(plan->families[i].decl->family, "attention")) return i;
     return -1;
 }
 
 void sweep_attention_path(Tuner *t, Plan *tuned, TuneApplied *ap) {
-    char *img[PLAN_MAX_MODULES];   /* the default kernels' CUBINs, with the tuned attention module's */
+    char *img[PLAN_MAX_FAMILIES];   /* the default kernels' CUBINs, with the tuned attention module's */
     memcpy(img, t->img, sizeof img);
     int ai = attention_module(tuned);
     const FamilyVariants *fv = ai >= 0 ? &t->fv[ai] : NULL;
     for (int j = 0; fv && j < fv->n; j++)
-        if (!memcmp(fv->v[j].v, tuned->modules[ai].env.tun, sizeof fv->v[j].v) && fv->jobs[j].cubin)
+        if (!memcmp(fv->v[j].v, tuned->families[ai].env.tun, sizeof fv->v[j].v) && fv->jobs[j].cubin)
             img[ai] = fv->jobs[j].cubin;
     Err err;
     *t->scratch = t->plan;
-    if (ai >= 0 && plan_set_tunables(t->scratch, ai, tuned->modules[ai].env.tun, "tune-db", &err) == 0)
+    if (ai >= 0 && plan_set_tunables(t->scratch, ai, tuned->families[ai].env.tun, "tune-db", &err) == 0)
         time_paths(t, t->scratch, img);
     tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, ap, stderr);
 }

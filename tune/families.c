@@ -5,12 +5,12 @@
 const FamilyEntry tune_families[] = {
     {"encoder", wl_encoder_setup, wl_encoder_run, kernel_test_encoder},
     {"layernorm", wl_layernorm_setup, wl_layernorm_run, kernel_test_layernorm},
-    {"matmul", wl_matmul_setup, wl_matmul_run, kernel_test_matmul},
+    {"bias", wl_bias_setup, wl_bias_run, kernel_test_linear},
     {"attention", wl_attention_setup, wl_attention_run, kernel_test_attention},
     {"gelu", wl_gelu_setup, wl_gelu_run, kernel_test_gelu},
     {"classifier", wl_classifier_setup, wl_classifier_run, kernel_test_classifier},
     {"adamw", wl_adamw_setup, wl_adamw_run, kernel_test_adamw},
-    {"norm", wl_norm_setup, wl_norm_run, kernel_test_norm},
+    {"grad_norm", wl_grad_norm_setup, wl_grad_norm_run, kernel_test_grad_norm},
     {0},
 };
 

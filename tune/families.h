@@ -24,29 +24,29 @@ void wl_encoder_setup(Workload *w, G *g);
 int  wl_encoder_run(Workload *w, G *g, Kernels *ks, Err *err);
 void wl_layernorm_setup(Workload *w, G *g);
 int  wl_layernorm_run(Workload *w, G *g, Kernels *ks, Err *err);
-void wl_matmul_setup(Workload *w, G *g);
-int  wl_matmul_run(Workload *w, G *g, Kernels *ks, Err *err);
+void wl_bias_setup(Workload *w, G *g);
+int  wl_bias_run(Workload *w, G *g, Kernels *ks, Err *err);
 void wl_attention_setup(Workload *w, G *g);
 int  wl_attention_run(Workload *w, G *g, Kernels *ks, Err *err);
 void wl_gelu_setup(Workload *w, G *g);
 int  wl_gelu_run(Workload *w, G *g, Kernels *ks, Err *err);
 void wl_classifier_setup(Workload *w, G *g);
 int  wl_classifier_run(Workload *w, G *g, Kernels *ks, Err *err);
-void wl_norm_setup(Workload *w, G *g);
-int  wl_norm_run(Workload *w, G *g, Kernels *ks, Err *err);
+void wl_grad_norm_setup(Workload *w, G *g);
+int  wl_grad_norm_run(Workload *w, G *g, Kernels *ks, Err *err);
 void wl_adamw_setup(Workload *w, G *g);
 int  wl_adamw_run(Workload *w, G *g, Kernels *ks, Err *err);
 
-/* the tests: tune/kernel_tests_rows.c (encoder, layernorm, gelu, classifier), tune/kernel_tests_matmul.c (the plan's
+/* the tests: tune/kernel_tests_rows.c (encoder, layernorm, gelu, classifier), tune/kernel_tests_linear.c (the plan's
    cuBLASLt matmuls and the bias kernels), tune/kernel_tests_attention.c, tune/kernel_tests_optimizer.c (adamw, norm) */
 void kernel_test_encoder(G *g);
 void kernel_test_layernorm(G *g);
-void kernel_test_matmul(G *g);
+void kernel_test_linear(G *g);
 void kernel_test_attention(G *g);
 void kernel_test_gelu(G *g);
 void kernel_test_classifier(G *g);
 void kernel_test_adamw(G *g);
-void kernel_test_norm(G *g);
+void kernel_test_grad_norm(G *g);
 /* both attention paths against the fp64 reference and each other; timing: also a timing line per path */
 void attention_tests(G *g, int timing);
 #endif

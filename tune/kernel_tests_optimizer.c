@@ -1,5 +1,5 @@
 /* kernel_tests_optimizer: the adamw family's update (master weights, the 16-bit roundings the host reproduces) and
-   the norm family's squared norm, against the CPU reference (see families.h). */
+   the grad_norm family's squared norm, against the CPU reference (see families.h). */
 #include "tune/families.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "common/fp16.h"
@@ -82,7 +82,7 @@ void kernel_test_adamw(G *g) {
     dfree_all(g);
 }
 
-void kernel_test_norm(G *g) {
+void kernel_test_grad_norm(G *g) {
     long long n = OPT_N;
     float *gr = gradients(g, (size_t)n);
     Err err = {{0}};

@@ -8,9 +8,9 @@
 #include <unistd.h>
 
 void sweep_kernels_list(Tuner *t) {
-    for (int i = 0; i < t->plan.n_modules; i++) {
+    for (int i = 0; i < t->plan.n_families; i++) {
         FamilyVariants *fv = &t->fv[i];
-        fv->n = tuner_matches(t, t->plan.modules[i].decl->family)
+        fv->n = tuner_matches(t, t->plan.families[i].decl->family)
                     ? tune_variants(&t->plan, i, fv->v, TUNE_MAX_VARIANTS, &fv->refused) : 1;
         if (fv->n == 1) tune_variants(&t->plan, i, fv->v, 1, &fv->refused);
         t->total += fv->n;
@@ -20,34 +20,34 @@ void sweep_kernels_list(Tuner *t) {
 int sweep_kernels_compile(Tuner *t, Err *err) {
     FamilyVariants *fv = t->fv;
     int total = 0;
-    for (int i = 0; i < t->plan.n_modules; i++) total += fv[i].n;
+    for (int i = 0; i < t->plan.n_families; i++) total += fv[i].n;
     CompileJob *flat = xcalloc((size_t)total, sizeof *flat);
     int k = 0;
-    for (int i = 0; i < t->plan.n_modules; i++) {
+    for (int i = 0; i < t->plan.n_families; i++) {
         fv[i].jobs = flat + k;
         fv[i].sources = xcalloc((size_t)fv[i].n, sizeof(char *));
         for (int j = 0; j < fv[i].n; j++, k++) {
             Err e;
             *t->scratch = t->plan;
-            flat[k].name = t->plan.modules[i].decl->family;
+            flat[k].name = t->plan.families[i].decl->family;
             if (plan_set_tunables(t->scratch, i, fv[i].v[j].v, "tune-db", &e) == 0)
-                fv[i].sources[j] = emit_module(t->scratch, &t->scratch->modules[i], &e);
+                fv[i].sources[j] = emit_family(t->scratch, &t->scratch->families[i], &e);
             flat[k].source = fv[i].sources[j] ? fv[i].sources[j] : "#error the variant could not be emitted\n";
-            flat[k].source_path = t->plan.modules[i].source_path;
+            flat[k].source_path = t->plan.families[i].source_path;
             flat[k].arch = t->plan.arch;
         }
     }
     double t0 = now_seconds();
     fprintf(stderr, "tune: compiling %d variants of %d kernel families (through the cache %s)\n", total,
-            t->plan.n_modules, nvrtc_cache_dir(t->o.env));
+            t->plan.n_families, nvrtc_cache_dir(t->o.env));
     Err e;
     nvrtc_compile_all(flat, total, t->o.env, t->o.jobs > 0 ? t->o.jobs : (int)sysconf(_SC_NPROCESSORS_ONLN), &e);
     int cached = 0;
     for (int i = 0; i < total; i++) cached += flat[i].from_cache;
     fprintf(stderr, "tune: compiled in %.1f s (%d from the cache)\n", now_seconds() - t0, cached);
-    for (int i = 0; i < t->plan.n_modules; i++) {
+    for (int i = 0; i < t->plan.n_families; i++) {
         if (!fv[i].jobs[0].cubin)
-            return err_set(err, "the default %s kernels do not compile: %s", t->plan.modules[i].decl->family,
+            return err_set(err, "the default %s kernels do not compile: %s", t->plan.families[i].decl->family,
                            fv[i].jobs[0].err.msg);
         t->img[i] = fv[i].jobs[0].cubin;
     }
@@ -55,23 +55,23 @@ int sweep_kernels_compile(Tuner *t, Err *err) {
 }
 
 void sweep_kernels_free(Tuner *t) {
-    for (int i = 0; i < t->plan.n_modules; i++) {
+    for (int i = 0; i < t->plan.n_families; i++) {
         for (int j = 0; t->fv[i].sources && j < t->fv[i].n; j++) { free(t->fv[i].jobs[j].cubin); free(t->fv[i].sources[j]); }
         free(t->fv[i].sources);
     }
     free(t->fv[0].jobs);
 }
 
-/* loads the variant's kernels (the other modules' defaults), runs the workload once from its fill, samples its
+/* loads the variant's kernels (the other families' defaults), runs the workload once from its fill, samples its
    outputs; NULL and err when something failed */
-static float *run_variant(Tuner *t, int module, const TuneVariant *v, const char *cubin, Workload *w, Kernels *ks,
+static float *run_variant(Tuner *t, int fam, const TuneVariant *v, const char *cubin, Workload *w, Kernels *ks,
                           size_t *n, Err *err) {
     memset(ks, 0, sizeof *ks);
     *t->scratch = t->plan;
-    if (plan_set_tunables(t->scratch, module, v->v, "tune-db", err)) return NULL;
-    char *img[PLAN_MAX_MODULES];
+    if (plan_set_tunables(t->scratch, fam, v->v, "tune-db", err)) return NULL;
+    char *img[PLAN_MAX_FAMILIES];
     memcpy(img, t->img, sizeof img);
-    img[module] = (char *)cubin;
+    img[fam] = (char *)cubin;
     if (kernels_load_images(ks, t->scratch, &t->g.dev, img, err)) return NULL;
     ks->sync_each = 0;
     if (workload_fill(w, &t->g, err) || w->run(w, &t->g, ks, err) || gpu_wait(&t->g, err)) return NULL;
@@ -106,7 +106,7 @@ static const char *measure_variant(Tuner *t, int i, int j, Workload *w, const fl
 }
 
 static void sweep_family(Tuner *t, int i) {
-    const PlanModule *m = &t->plan.modules[i];
+    const PlanFamily *m = &t->plan.families[i];
     FamilyVariants *fv = &t->fv[i];
     const char *fam = m->decl->family;
     TuneKey key;
@@ -175,15 +175,15 @@ static void sweep_family(Tuner *t, int i) {
 
 /* those with fewer variants first: a budget that runs out leaves the longest sweeps short, not the cheap ones */
 void sweep_kernels(Tuner *t) {
-    int order[PLAN_MAX_MODULES];
-    for (int i = 0; i < t->plan.n_modules; i++) {
+    int order[PLAN_MAX_FAMILIES];
+    for (int i = 0; i < t->plan.n_families; i++) {
         int j = i;
         for (; j > 0 && t->fv[order[j - 1]].n > t->fv[i].n; j--) order[j] = order[j - 1];
         order[j] = i;
     }
-    for (int k = 0; k < t->plan.n_modules; k++) {
+    for (int k = 0; k < t->plan.n_families; k++) {
         int i = order[k];
-        if (!tuner_matches(t, t->plan.modules[i].decl->family)) continue;
+        if (!tuner_matches(t, t->plan.families[i].decl->family)) continue;
         sweep_family(t, i);
         fflush(t->rep);
     }

@@ -31,8 +31,8 @@ typedef struct {
     int done, total, over_budget, failed;
     G g;
     Flush flush;
-    FamilyVariants fv[PLAN_MAX_MODULES];
-    char *img[PLAN_MAX_MODULES];         /* the default variant's CUBIN of each module */
+    FamilyVariants fv[PLAN_MAX_FAMILIES];
+    char *img[PLAN_MAX_FAMILIES];         /* the default variant's CUBIN of each module */
     FILE *rep;                           /* the report */
 } Tuner;
 

@@ -77,7 +77,7 @@ void wl_layernorm_setup(Workload *w, G *g) {
 }
 
 /* ---- matmul: the bias gradients of the three widths of the model ---- */
-int wl_matmul_run(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_bias_run(Workload *w, G *g, Kernels *ks, Err *err) {
     for (int i = 0; i < 3; i++) {
         int OC = (i == 0 ? 1 : i == 1 ? 3 : 4) * g->C;
         if (launch_bias_backward_partial(ks, g->s, P(w, 1), P(w, 0), OC, err) ||
@@ -86,7 +86,7 @@ int wl_matmul_run(Workload *w, G *g, Kernels *ks, Err *err) {
     }
     return 0;
 }
-void wl_matmul_setup(Workload *w, G *g) {
+void wl_bias_setup(Workload *w, G *g) {
     size_t C = g->C;
     wbuf(w, g, (size_t)g->BT * 4 * C, 0, 1);                 /* 0 dout */
     wbuf(w, g, (size_t)w->max_tun[1] * 4 * C, 1, 0);         /* 1 scratch: ROW_SPLITS rows */
@@ -143,10 +143,10 @@ static size_t num_params(G *g) {
     size_t sz[NUM_PARAM_TENSORS];
     return gpt2_param_sizes(&s, sz, NULL);
 }
-int wl_norm_run(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_grad_norm_run(Workload *w, G *g, Kernels *ks, Err *err) {
     return launch_global_norm_squared(ks, g->s, P(w, 1), P(w, 0), w->n, err);
 }
-void wl_norm_setup(Workload *w, G *g) {
+void wl_grad_norm_setup(Workload *w, G *g) {
     w->n = (long long)num_params(g);
     wbuf(w, g, (size_t)w->n, 0, 0.01f);
     w->out[w->n_out++] = (WlOut){wbuf(w, g, (size_t)w->max_tun[1], 1, 0), 1, "sum of partials"};

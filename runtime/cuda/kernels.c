@@ -17,10 +17,10 @@ _Static_assert(K_COUNT <= PLAN_MAX_KERNELS, "more kernels declared than a plan h
    cache keyed by that content answers without NVRTC after a build (gen/nvrtc.h). Nothing is read by file name, so
    a build of the same name swapping its folder in meanwhile (gen/build.c) cannot mix two builds' kernels. */
 static int compile_images(const Plan *plan, const Env *env, CompileJob *jobs, Err *err) {
-    int n = plan->n_modules, rc = 0;
+    int n = plan->n_families, rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
-        const PlanModule *m = &plan->modules[i];
-        char *src = emit_module(plan, m, err);
+        const PlanFamily *m = &plan->families[i];
+        char *src = emit_family(plan, m, err);
         if (!src) rc = -1;
         jobs[i] = (CompileJob){.name = m->decl->family, .source = src, .source_path = m->source_path, .arch = plan->arch};
     }
@@ -30,25 +30,25 @@ static int compile_images(const Plan *plan, const Env *env, CompileJob *jobs, Er
 }
 
 static int load_module(Kernels *ks, int i, const char *img, const CudaDevice *dev, const char *have, Err *err) {
-    const PlanModule *m = &ks->plan->modules[i];
+    const PlanFamily *m = &ks->plan->families[i];
     char eb[256];
     CUresult r = cu.cuModuleLoadData(&ks->modules[i], img);
     if (r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE)
         return err_set(err, "%s: not loadable on GPU %d (%s, %s): %s; rebuild with --arch %s", m->cubin_path,
                        dev->ordinal, dev->name, have, cuda_err_string(r, eb, sizeof eb), have);
     if (r != CUDA_SUCCESS) return err_set(err, "%s: cuModuleLoadData: %s", m->cubin_path, cuda_err_string(r, eb, sizeof eb));
-    ks->n_modules = i + 1;
+    ks->n_families = i + 1;
     return 0;
 }
 
 int kernels_load(Kernels *ks, const Plan *plan, const CudaDevice *dev, const Env *env, Err *err) {
-    CompileJob jobs[PLAN_MAX_MODULES];
-    char *img[PLAN_MAX_MODULES] = {0};
+    CompileJob jobs[PLAN_MAX_FAMILIES];
+    char *img[PLAN_MAX_FAMILIES] = {0};
     memset(jobs, 0, sizeof jobs);
     int rc = compile_images(plan, env, jobs, err);
-    for (int i = 0; i < plan->n_modules; i++) img[i] = jobs[i].cubin;
+    for (int i = 0; i < plan->n_families; i++) img[i] = jobs[i].cubin;
     if (rc == 0) rc = kernels_load_images(ks, plan, dev, img, err);
-    for (int i = 0; i < plan->n_modules; i++) free(jobs[i].cubin);
+    for (int i = 0; i < plan->n_families; i++) free(jobs[i].cubin);
     return rc;
 }
 
@@ -64,15 +64,15 @@ int kernels_load_images(Kernels *ks, const Plan *plan, const CudaDevice *dev, ch
         return err_set(err, "arch mismatch: the kernels in %s were built for %s, but GPU %d (%s) is %s: rebuild with --arch %s",
                        plan->build_dir, plan->arch, dev->ordinal, dev->name, have, have);
     int rc = 0;
-    for (int i = 0; i < plan->n_modules && rc == 0; i++) rc = load_module(ks, i, img[i], dev, have, err);
+    for (int i = 0; i < plan->n_families && rc == 0; i++) rc = load_module(ks, i, img[i], dev, have, err);
     if (rc) { kernels_unload(ks); return -1; }
     char eb[256];
     for (int id = 0; id < plan->n_kernels; id++) {
         const PlanKernel *k = &plan->kernels[id];
-        CUresult r = cu.cuModuleGetFunction(&ks->fn[id], ks->modules[k->module], k->decl->name);
+        CUresult r = cu.cuModuleGetFunction(&ks->fn[id], ks->modules[k->family], k->decl->name);
         if (r != CUDA_SUCCESS) {
             kernels_unload(ks);
-            return err_set(err, "%s: no kernel %s: %s", plan->modules[k->module].cubin_path, k->decl->name,
+            return err_set(err, "%s: no kernel %s: %s", plan->families[k->family].cubin_path, k->decl->name,
                            cuda_err_string(r, eb, sizeof eb));
         }
         /* more than 48 KiB of dynamic shared memory must be asked for */
@@ -87,9 +87,9 @@ int kernels_load_images(Kernels *ks, const Plan *plan, const CudaDevice *dev, ch
 }
 
 void kernels_unload(Kernels *ks) {
-    for (int i = 0; i < ks->n_modules; i++)
+    for (int i = 0; i < ks->n_families; i++)
         if (ks->modules[i]) cu.cuModuleUnload(ks->modules[i]);
-    ks->n_modules = 0;
+    ks->n_families = 0;
 }
 
 int kernels_launch(Kernels *ks, int id, CUstream stream, long long size, void **args, Err *err) {

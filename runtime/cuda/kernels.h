@@ -11,8 +11,8 @@
 
 typedef struct {
     const Plan *plan;
-    int n_modules;
-    CUmodule modules[PLAN_MAX_MODULES];
+    int n_families;
+    CUmodule modules[PLAN_MAX_FAMILIES];
     CUfunction fn[PLAN_MAX_KERNELS];   /* by kernel id */
     int sync_each;
     int launches[PLAN_MAX_KERNELS];    /* launches per kernel id, for the tests' coverage check */

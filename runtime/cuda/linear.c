@@ -1,5 +1,5 @@
 /* linear: the linear layers on the GPU: cuBLASLt matmuls (the plan's entries) with their bias and GELU
-   epilogues, the bias gradients (templates/matmul.cu) and the elementwise GELU (templates/gelu.cu). */
+   epilogues, the bias gradients (templates/bias.cu) and the elementwise GELU (templates/gelu.cu). */
 #include "runtime/cuda/ops.h"
 
 int op_linear(Cuda *c, int id, dptr out, dptr inp, dptr W, dptr bias, dptr aux, Err *err) {

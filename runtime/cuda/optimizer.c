@@ -1,4 +1,4 @@
-/* optimizer: gradients to zero, the global gradient norm (templates/norm.cu) and the AdamW update of every
+/* optimizer: gradients to zero, the global gradient norm (templates/grad_norm.cu) and the AdamW update of every
    parameter tensor (templates/adamw.cu), as Backend methods. */
 #include "runtime/cuda/ops.h"
 #include <math.h>

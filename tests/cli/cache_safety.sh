@@ -198,7 +198,7 @@ for round in 1 2 3 4 5; do
     wait $p1; r1=$?; wait $p2; r2=$?
     [ $r1 -eq 0 ] && [ $r2 -eq 0 ] || bad="$bad round $round: exit codes $r1 $r2 ($(cat one.err two.err));"
     grep -q "waiting for another build of tiny" one.err two.err && waited=$((waited + 1))
-    plan=$(sed -n '/^module layernorm/,/^module [a-z]/p' build/tiny/plan.txt | awk '$1 == "tunable" && $2 == "BLOCK_SIZE" {print $4}' | head -1)   # the training plan's section
+    plan=$(sed -n '/^family layernorm/,/^family [a-z]/p' build/tiny/plan.txt | awk '$1 == "tunable" && $2 == "BLOCK_SIZE" {print $4}' | head -1)   # the training plan's section
     src=$(awk '$1 == "constexpr" && $3 == "BLOCK_SIZE" {print $5}' build/tiny/kernels/layernorm.cu | tr -d ';')
     [ "$plan" = "$src" ] || bad="$bad round $round: plan.txt says $plan, layernorm.cu $src;"
     case "$plan" in

@@ -73,7 +73,7 @@ expect_error tune_too_large "$GOOD_MODEL" \
     "tune.layernorm.BLOCK_SIZE: 4096 is not allowed; the allowed values are a multiple of 32 from 32 to 1024" \
     --set tune.layernorm.BLOCK_SIZE=4096
 expect_error tune_candidate_out_of_range "$GOOD_MODEL
-tune = { matmul = { ROW_SPLITS = { 16, 70000 } } }" "tune.matmul.ROW_SPLITS: 70000 is not allowed; the allowed values are an integer from 1 to 65535"
+tune = { bias = { ROW_SPLITS = { 16, 70000 } } }" "tune.bias.ROW_SPLITS: 70000 is not allowed; the allowed values are an integer from 1 to 65535"
 expect_error tune_value_overflows_int "$GOOD_MODEL
 tune = { layernorm = { BLOCK_SIZE = 4294967424 } }" "tune.layernorm.BLOCK_SIZE: expected a positive integer"
 expect_error tune_name_not_a_string "$GOOD_MODEL

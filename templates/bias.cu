@@ -1,4 +1,4 @@
-// matmul.cu: what the cuBLASLt matmuls need around them.
+// bias.cu: the bias gradients beside the cuBLASLt matmuls (whose bias and GELU epilogues do the forward).
 //   bias_backward_partial  scratch[split, oc] = sum of dout[n, oc] over the rows of one of ROW_SPLITS slices
 //   bias_backward_reduce   dbias[oc] += sum over the slices, in order
 // Fixed summation order everywhere (no atomics): same bits on every run. OC is a multiple of C.

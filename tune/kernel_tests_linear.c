@@ -1,5 +1,5 @@
-/* kernel_tests_matmul: the plan's cuBLASLt matmuls and their epilogues, and the matmul family's bias gradient kernels,
-   against the CPU reference (see families.h). */
+/* kernel_tests_linear: the linear layers: the plan's cuBLASLt matmuls and their epilogues, and the bias family's
+   gradient kernels, against the CPU reference (see families.h). */
 #include "tune/families.h"
 #include "runtime/cuda/ops.h"
 #include "runtime/cpu/cpu_ops.h"
@@ -18,7 +18,7 @@ static int slice_matmuls(G *g, Matmuls *mm, int N, Err *err) {
     return matmuls_init(mm, e, T_COUNT, g->prec, g->workspace, CUBLASLT_WORKSPACE_BYTES, err);
 }
 
-void kernel_test_matmul(G *g) {
+void kernel_test_linear(G *g) {
     int N = g->BT < 256 ? g->BT : 256, C = g->C, OC = 3 * g->C;
     Matmuls mm;
     Err err = {{0}};

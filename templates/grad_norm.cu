@@ -1,4 +1,4 @@
-// norm.cu: the squared L2 norm of a vector, for the global gradient norm.
+// grad_norm.cu: the squared L2 norm of a vector, for the global gradient norm.
 //   global_norm_squared  partials[block] = sum of squares of a fixed, grid-strided share of data; the caller
 //                        adds the gridDim.x partials in order. No atomics: same bits on every run.
 
