@@ -33,6 +33,7 @@ static int int_option(const char *cmd, const char *opt, const char *arg, int max
 
 static const Env *args_env;
 void args_use_env(const Env *env) { args_env = env; }
+const Env *args_used_env(void) { return args_env; }
 
 /* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
 int args_parse(int argc, char **argv, Args *a, const char *cmd) {

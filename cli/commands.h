@@ -34,6 +34,8 @@ typedef struct {
 
 /* The environment every Args carries (read once by main). */
 void args_use_env(const Env *env);
+/* the environment args_use_env gave (NULL before it) */
+const Env *args_used_env(void);
 
 /* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
 int args_parse(int argc, char **argv, Args *a, const char *cmd);

@@ -18,5 +18,5 @@ int cmd_test(int argc, char **argv) {
     int done;
     int rc = args_build(argc, argv, "test", TEST_USAGE, &cfg, &plan, NULL, &done);
     if (rc || done) return rc;
-    return tune_test(&cfg, &plan) ? EXIT_FAIL : 0;
+    return tune_test(&cfg, &plan, args_used_env()) ? EXIT_FAIL : 0;
 }

@@ -91,8 +91,8 @@ static int time_steps_again(Tuner *t, const Plan *tuned, double *before, double 
     BuildStats st;
     Err e;
     fprintf(stderr, "tune: the tuned step was slower (%.2f against %.2f ms): timing both again\n", *after, *before);
-    int rc = build_run(&t->plan, t->o.jobs, 1, t->o.env, &st, &e) || step_time(&t->plan, 10, &before2, l2, &e);
-    rc = rc || build_run(tuned, t->o.jobs, 1, t->o.env, &st, &e) || step_time(tuned, 10, &after2, l2, &e);
+    int rc = build_run(&t->plan, t->o.jobs, 1, t->o.env, &st, &e) || step_time(&t->plan, t->o.env, 10, &before2, l2, &e);
+    rc = rc || build_run(tuned, t->o.jobs, 1, t->o.env, &st, &e) || step_time(tuned, t->o.env, 10, &after2, l2, &e);
     if (rc) return err_set(err, "timing the steps again: %s", e.msg);
     *before = fmin(*before, before2);
     *after = fmin(*after, after2);
@@ -111,7 +111,7 @@ static int tuned_step(Tuner *t, const Plan *tuned, double before, const float *l
     Err e;
     if (build_run(tuned, t->o.jobs, 1, t->o.env, &st, &e)) return err_set(err, "building the tuned kernels: %s", e.msg);
     fprintf(stderr, "tune: timing the tuned step\n");
-    if (step_time(tuned, 10, &after, la, &e)) return err_set(err, "tuned step: %s", e.msg);
+    if (step_time(tuned, t->o.env, 10, &after, la, &e)) return err_set(err, "tuned step: %s", e.msg);
     int twice = after > before * 1.03;
     if (twice && time_steps_again(t, tuned, &before, &after, err)) return -1;
     if (compare_steps(t, before, lb, after, la, twice)) t->failed++;
@@ -125,7 +125,7 @@ static int run(Tuner *t, Err *err) {
     Err e;
     if (build_run(&t->plan, t->o.jobs, 1, t->o.env, &st, err)) return -1;
     fprintf(stderr, "tune: timing the untuned step\n");
-    if (step_time(&t->plan, 10, &before, lb, &e)) return err_set(err, "untuned step: %s", e.msg);
+    if (step_time(&t->plan, t->o.env, 10, &before, lb, &e)) return err_set(err, "untuned step: %s", e.msg);
     sweep_kernels_list(t);
     for (int i = 0; i < MM_COUNT; i++) t->total += tuner_matches(t, t->plan.matmuls[i].name) ? t->o.algos : 0;
     if (sweep_kernels_compile(t, err)) return -1;
@@ -174,7 +174,7 @@ int tune_run(const Config *cfg, const Plan *plan, const TuneOptions *opt, TuneRe
     const char *hook = env_or_defaults(opt->env)->tune_env;
     if (tune_env_probe(&t->env, t->cublaslt, sizeof t->cublaslt, opt->env, &e) || hook)
         err_set(err, "needs a GPU: %s", hook ? "GPT2GEN_TUNE_ENV is a test hook for builds" : e.msg);
-    else if (harness_open(&t->g, cfg, &t->plan))
+    else if (harness_open(&t->g, cfg, &t->plan, opt->env))
         err_set(err, "GPU 0 could not be opened");
     else {
         if (flush_open(&t->flush, &t->g, err) == 0) rc = run_reported(t, rep, err);

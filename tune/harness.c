@@ -104,18 +104,20 @@ void finish(G *g, const char *name, Cmp *c, Err *err, int launch_rc) {
 int gpu_wait(G *g, Err *err) { return cuda_device_sync(&g->dev, "waiting for the GPU", err); }
 
 /* the G of cfg and plan, on GPU 0: -1 and a skip line when there is none */
-int harness_open(G *g, const Config *cfg, const struct Plan *plan) {
+int harness_open(G *g, const Config *cfg, const struct Plan *plan, const Env *env) {
     memset(g, 0, sizeof *g);
     g->cfg = cfg;
     g->plan = plan;
+    g->env = env;
     Err err = {{0}};
     if (cuda_device_open(&g->dev, 0, &err)) { skip(g, "gpu", "%s", err.msg); return -1; }
     g->s = g->dev.compute;
-    g->prec = cfg->precision;
+    const GPT2Shape *m = &plan->model;
+    g->prec = plan->step.precision;
     g->xs = g->prec == PREC_FP32 ? 4 : 2;
-    g->B = cfg->train.batch_size; g->T = cfg->train.seq_len; g->BT = g->B * g->T;
-    g->C = cfg->model.n_embd; g->NH = cfg->model.n_head; g->HS = g->C / g->NH; g->L = cfg->model.n_layer;
-    g->V = cfg->model.vocab_size; g->Vp = cfg->model.padded_vocab_size; g->maxT = cfg->model.max_seq_len;
+    g->B = plan->step.B; g->T = plan->step.T; g->BT = g->B * g->T;
+    g->C = m->n_embd; g->NH = m->n_head; g->HS = g->C / g->NH; g->L = m->n_layer;
+    g->V = m->vocab_size; g->Vp = m->padded_vocab_size; g->maxT = m->max_seq_len;
     g->tol = g->prec == PREC_FP32 ? 2e-5 : g->prec == PREC_FP16 ? 5e-3 : 1.5e-2;   /* fp16 keeps 3 more mantissa bits */
     g->rng = 0x1234567ull;
     return 0;

@@ -20,6 +20,7 @@ typedef struct {
     Matmuls mm;
     dptr workspace;
     const Config *cfg;
+    const Env *env;        /* the GPT2GEN_* settings (NULL: the defaults): the kernel cache, cuDNN */
     const Plan *plan;
     Precision prec;
     size_t xs;
@@ -31,8 +32,9 @@ typedef struct {
     int skipped[PLAN_MAX_KERNELS];   /* kernels whose test was skipped at this size (the small configs run it) */
 } G;
 
-/* g for cfg and plan on GPU 0 (shape, precision, tolerance, RNG): -1 and a skip line when there is none. */
-int    harness_open(G *g, const Config *cfg, const struct Plan *plan);
+/* g for cfg and plan on GPU 0 (the plan's shape and precision, tolerance, RNG; env: the GPT2GEN_* settings, NULL
+   the defaults): -1 and a skip line when there is none. */
+int    harness_open(G *g, const Config *cfg, const struct Plan *plan, const Env *env);
 void report_as(G *g, ReportKind kind, const char *name, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 #define ok(g, name, ...) report_as(g, REPORT_OK, name, __VA_ARGS__)
 #define fail(g, name, ...) report_as(g, REPORT_FAIL, name, __VA_ARGS__)

@@ -25,18 +25,18 @@ static void check_coverage(G *g) {
 }
 
 static int setup(G *g, Err *err) {
-    if (kernels_load(&g->ks, g->plan, &g->dev, NULL, err)) return -1;
+    if (kernels_load(&g->ks, g->plan, &g->dev, g->env, err)) return -1;
     g->ks.sync_each = 1;
     if (cuda_check(cu.cuMemAlloc(&g->workspace, CUBLASLT_WORKSPACE_BYTES), "cuBLASLt workspace", err)) return -1;
     return matmuls_init(&g->mm, g->plan->matmuls, MM_COUNT, g->prec, g->workspace, CUBLASLT_WORKSPACE_BYTES, err);
 }
 
-int gpu_attention_test_run(const Config *cfg, const struct Plan *plan) {
+int gpu_attention_test_run(const Config *cfg, const struct Plan *plan, const Env *env) {
     static G g;
-    if (harness_open(&g, cfg, plan)) return -1;
+    if (harness_open(&g, cfg, plan, env)) return -1;
     int failed0 = report_failed_count();
     Err err = {{0}};
-    if (kernels_load(&g.ks, plan, &g.dev, NULL, &err)) fail(&g, "setup", "%s", err.msg);
+    if (kernels_load(&g.ks, plan, &g.dev, env, &err)) fail(&g, "setup", "%s", err.msg);
     else {
         g.ks.sync_each = 1;
         attention_tests(&g, 1);
@@ -46,9 +46,9 @@ int gpu_attention_test_run(const Config *cfg, const struct Plan *plan) {
     return report_failed_count() - failed0;
 }
 
-int gpu_test_run(const Config *cfg, const struct Plan *plan) {
+int gpu_test_run(const Config *cfg, const struct Plan *plan, const Env *env) {
     static G g;   /* large; one test run at a time */
-    if (harness_open(&g, cfg, plan)) return -1;
+    if (harness_open(&g, cfg, plan, env)) return -1;
     Err err = {{0}};
     int failed0 = report_failed_count();
     if (setup(&g, &err)) fail(&g, "setup", "%s", err.msg);
@@ -70,8 +70,8 @@ int gpu_test_run(const Config *cfg, const struct Plan *plan) {
     return failed;
 }
 
-int tune_test(const Config *cfg, const struct Plan *plan) {
-    int failed = gpu_test_run(cfg, plan);
+int tune_test(const Config *cfg, const struct Plan *plan, const Env *env) {
+    int failed = gpu_test_run(cfg, plan, env);
     return report_summary() || failed > 0 ? -1 : 0;   /* "RESULT p f s", as every test program ends */
 }
 

@@ -108,7 +108,7 @@ static void attention_timing(G *g, CudnnAttention *cd, const char *path, AttBufs
 /* cuDNN for this shape, or NULL with a skip line saying why (a failure where it should have taken the shape) */
 static CudnnAttention *test_cudnn_open(G *g) {
     char why[1024] = "";
-    CudnnAttention *cd = cudnn_attention_open(g->B, g->T, g->NH, g->HS, g->prec, NULL, why, sizeof why);
+    CudnnAttention *cd = cudnn_attention_open(g->B, g->T, g->NH, g->HS, g->prec, g->env, why, sizeof why);
     if (cd) return cd;
     if (strstr(why, "cuDNN not found") || strstr(why, "cuDNN is hidden") || strstr(why, "needs bf16 or fp16") ||
         (g->T % 128 && strstr(why, "multiple of 128")))

@@ -52,15 +52,15 @@ int time_median(G *g, Flush *f, TimedRun run, void *ctx, double *us, Err *err) {
 }
 
 /* The one place the tuner creates a backend: plan's CUDA backend on GPU 0. */
-static Backend *step_backend(const Plan *plan, Err *err) {
-    BackendOptions opt = {plan, 0, 0, 0, NULL, NULL};
+static Backend *step_backend(const Plan *plan, const Env *env, Err *err) {
+    BackendOptions opt = {plan, 0, 0, 0, NULL, env};
     return cuda_backend_create(&opt, err);
 }
 
-int step_time(const Plan *plan, int steps, double *ms, float losses[3], Err *err) {
+int step_time(const Plan *plan, const Env *env, int steps, double *ms, float losses[3], Err *err) {
     GPT2Shape shape = plan->model;
     int B = plan->step.B, T = plan->step.T;
-    Backend *be = step_backend(plan, err);
+    Backend *be = step_backend(plan, env, err);
     if (!be) return -1;
     size_t sz[NUM_PARAM_TENSORS];
     size_t np = gpt2_param_sizes(&shape, sz, NULL);

@@ -17,6 +17,7 @@ typedef int (*TimedRun)(void *ctx, Err *err);
 int  time_median(G *g, Flush *f, TimedRun run, void *ctx, double *us, Err *err);
 
 /* mean ms of a training step (zero_grad, forward, backward, norm, AdamW) of plan's CUDA backend over steps steps
-   after 2 warm-up steps, from the same initial weights and batch every time; losses[0..2] the first three losses */
-int  step_time(const Plan *plan, int steps, double *ms, float losses[3], Err *err);
+   after 2 warm-up steps, from the same initial weights and batch every time; losses[0..2] the first three losses;
+   env: the GPT2GEN_* settings (NULL: the defaults) */
+int  step_time(const Plan *plan, const Env *env, int steps, double *ms, float losses[3], Err *err);
 #endif

@@ -163,7 +163,7 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const Plan *sampl
     size_t sizes[NUM_PARAM_TENSORS];
     GPT2Shape shape = config_shape(c);
     r->num_params = gpt2_param_sizes(&shape, sizes, NULL);
-    int B = c->train.batch_size, T = c->train.seq_len;
+    int B = plan->step.B, T = plan->step.T;   /* the training plan's step */
     /* rank 0 holds the folder's lock and checks it; the others write their state shards into it */
     if (r->lead && rundir_open(&r->dir, c->checkpoint.dir, c->checkpoint.resume, err)) return -1;
     if (!r->lead) snprintf(r->dir.dir, sizeof r->dir.dir, "%s", c->checkpoint.dir);
