@@ -34,7 +34,8 @@ typedef struct { const float *p; size_t si, sk; } Strided;   /* A(i,k) = p[i*si 
 #define LOADV(v, ptr) memcpy(&(v), (ptr), sizeof(vnr))
 #define STOREV(ptr, v) memcpy((ptr), &(v), sizeof(vnr))
 
-static inline __attribute__((always_inline)) void micro_full(float *Cm, Strided A, const float *Bm, int cols,
+#define GEMM_UNCHECKED __attribute__((no_sanitize("address", "undefined")))   /* see gemm_tile */
+static inline __attribute__((always_inline)) GEMM_UNCHECKED void micro_full(float *Cm, Strided A, const float *Bm, int cols,
                                                               int i, int j, int k0, int k1) {
     float *c = Cm + (size_t)i * cols + j;
     size_t si = A.si, ld = (size_t)cols;
@@ -51,7 +52,7 @@ static inline __attribute__((always_inline)) void micro_full(float *Cm, Strided 
 }
 
 /* The ragged edge of a tile: same arithmetic, one element at a time. */
-static inline __attribute__((always_inline)) void micro_edge(float *Cm, Strided A, const float *Bm, int cols,
+static inline __attribute__((always_inline)) GEMM_UNCHECKED void micro_edge(float *Cm, Strided A, const float *Bm, int cols,
                                                               int i, int j, int mr, int nr, int k0, int k1) {
     for (int r = 0; r < mr; r++)
         for (int c = 0; c < nr; c++) {
@@ -61,10 +62,14 @@ static inline __attribute__((always_inline)) void micro_edge(float *Cm, Strided 
         }
 }
 
+/* `make sanitize` leaves this loop and its two micro-kernels unchecked (GEMM_UNCHECKED): they are four fifths of a
+   CPU training step there, and checking every load and pointer step made the sanitized suite's training 4 times
+   slower. Their indices are the tile bounds gemm_acc gives them, and tests/test_cpu_ops.c holds them against a
+   naive product at ragged shapes; everything around them stays checked. */
 #if defined(__x86_64__)
 __attribute__((target_clones("avx2", "default")))
 #endif
-static void gemm_tile(float *Cm, Strided A, const float *Bm, int rows, int K, int cols, int i0, int j0) {
+GEMM_UNCHECKED static void gemm_tile(float *Cm, Strided A, const float *Bm, int rows, int K, int cols, int i0, int j0) {
     int i1 = imin(i0 + TILE_R, rows), j1 = imin(j0 + TILE_C, cols);
     for (int k0 = 0; k0 < K; k0 += TILE_K) {
         int k1 = imin(k0 + TILE_K, K);
