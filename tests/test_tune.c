@@ -120,6 +120,7 @@ static void test_corrupt(void) {
         {"best kernel layernorm X=1 us=1 status=ok flavour=sweet", "unknown field"},
         {"best kernel layernorm X=1 us=1 status=ok", "no gpu="},
         {"best kernel layernorm X=1 status=ok  gpu=a", "two spaces"},
+        {"best kernel layernorm X=1 us=1 us=2 status=ok", "us= twice"},
     };
     Err err = {{0}};
     CHECK_OK(make(NULL, &err), &err);
