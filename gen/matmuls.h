@@ -22,6 +22,7 @@ typedef enum {
    among cuBLASLt's heuristic results and its configuration (cublasLtMatmulAlgoConfigGetAttribute). The runtime
    uses it only for the shape it was tuned for, and only when cuBLASLt still offers an algorithm with exactly
    this configuration; otherwise it takes the first heuristic and says so. */
+#define MATMUL_ALGO_MAX 32   /* cuBLASLt's heuristic results asked for at the most: an index is below it */
 typedef struct {
     int set;
     int index, id, tile, stages, splitk, reduction, swizzle, custom, cluster;

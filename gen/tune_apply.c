@@ -109,6 +109,7 @@ int tune_algo_parse(const char *variant, MatmulAlgoChoice *t) {
         *eq = 0;
         long v = strtol(eq + 1, &end, 10);   /* cuBLASLt reports some fields as -1 (split-K: not set) */
         if (strcmp(tok, algo_names[i]) || *end || end == eq + 1 || v < -2147483647L || v > 2147483647L) return -1;
+        if (i == 0 && (v < 0 || v >= MATMUL_ALGO_MAX)) return -1;   /* an index among cuBLASLt's results */
         *algo_field(t, i) = (int)v;
     }
     if (i != ALGO_FIELDS) return -1;
@@ -122,6 +123,15 @@ int tune_algo_parse(const char *variant, MatmulAlgoChoice *t) {
 enum { KEY_SHAPE = 7, KEY_PRECISION = 8 };
 static int same_config(const TuneKey *a, const TuneKey *b) {
     return !strcmp(a->f[KEY_SHAPE], b->f[KEY_SHAPE]) && !strcmp(a->f[KEY_PRECISION], b->f[KEY_PRECISION]);
+}
+
+/* A best record is a choice only when its variant passed (status=ok); one that says it was rejected is said and
+   ignored. */
+static int passed(const TuneDb *db, const TuneRecord *r, FILE *msgs) {
+    if (!strcmp(r->status, "ok")) return 1;
+    if (msgs) fprintf(msgs, "tune db %s:%d: %s %s: a best record of status=%s (a rejected variant, not a choice); "
+                      "ignored\n", db->path, r->line, r->what, r->name, r->status);
+    return 0;
 }
 
 /* A record of this config for another machine, library or template gets its own line; records of other shapes or
@@ -145,6 +155,7 @@ static void apply_kernels(const TuneDb *db, const TuneEnv *env, Plan *plan, Tune
         tune_key_kernel(&key, env, plan, i);
         const TuneRecord *stale, *r = tune_db_find(db, "best", "kernel", m->decl->family, NULL, &key, &stale);
         if (!r) { if (stale) say_stale(msgs, db, stale, &key, out); continue; }
+        if (!passed(db, r, msgs)) continue;
         int values[FAMILY_MAX_TUNABLES] = {0};
         if (tune_variant_parse(m, r->variant, values)) {
             if (msgs) fprintf(msgs, "tune db %s:%d: kernel %s: '%s' does not name every tunable of %s with an allowed "
@@ -174,10 +185,12 @@ static void apply_matmuls(const TuneDb *db, const TuneEnv *env, Plan *plan, cons
         tune_db_name(m->name, name, sizeof name);
         const TuneRecord *stale, *r = tune_db_find(db, "best", "matmul", name, NULL, &key, &stale);
         if (!r) { if (stale) say_stale(msgs, db, stale, &key, out); continue; }
+        if (!passed(db, r, msgs)) continue;
         MatmulAlgoChoice a;
         if (tune_algo_parse(r->variant, &a)) {
-            if (msgs) fprintf(msgs, "tune db %s:%d: matmul %s: '%s' is not a cuBLASLt algorithm; ignored\n", db->path,
-                              r->line, m->name, r->variant);
+            if (msgs) fprintf(msgs, "tune db %s:%d: matmul %s: '%s' is not a cuBLASLt algorithm (algo= is an index "
+                              "from 0 to %d among its heuristics, then id= to cluster=); ignored\n", db->path, r->line,
+                              m->name, r->variant, MATMUL_ALGO_MAX - 1);
             continue;
         }
         a.m = m->m; a.n = m->n; a.k = m->k; a.batch = m->batch;
@@ -199,7 +212,7 @@ void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char 
                 out->other_config, out->other_config == 1 ? "" : "s", out->other_example);
     /* the database's path is the plan's decision, never the config's: only for attention = "auto", and where it
        cannot serve, the other path runs (runtime/cuda/attention.c) */
-    if (r && !strcmp(plan->attention_origin, "auto")) {
+    if (r && !strcmp(plan->attention_origin, "auto") && passed(db, r, msgs)) {
         if (!strcmp(r->variant, "path=cudnn")) { out->attention = 1; out->attention_path = ATTN_CUDNN; }
         else if (!strcmp(r->variant, "path=flash")) { out->attention = 1; out->attention_path = ATTN_FLASH; }
         else if (msgs) fprintf(msgs, "tune db %s:%d: attention: '%s' is not path=cudnn or path=flash; ignored\n",

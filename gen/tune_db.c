@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 const char *const tune_key_names[TUNE_KEY_FIELDS] = {"gpu", "arch", "driver", "cuda", "nvrtc", "cudnn", "template",
@@ -53,10 +54,19 @@ static int copy_word(char *dst, size_t n, const char *src, size_t len) {
     return 0;
 }
 
+static const char *const statuses[] = {"ok", "mismatch", "compile", "launch", NULL};   /* what a tune writes */
+
 int tune_record_parse(const char *line, TuneRecord *r, char *why, size_t n) {
     memset(r, 0, sizeof *r);
     r->us = r->default_us = -1;
-    int have[TUNE_KEY_FIELDS] = {0}, word = 0, have_us = 0;
+    for (const char *c = line; *c; c++)
+        if ((unsigned char)*c < ' ' || *c == 0x7f) {
+            snprintf(why, n, "a control byte 0x%02x at column %d", (unsigned char)*c, (int)(c - line) + 1);
+            return -1;
+        }
+    static const char *const value_names[3] = {"us", "default_us", "status"};
+    unsigned seen = 0;
+    int word = 0;
     const char *p = line;
     while (*p) {
         const char *e = strchr(p, ' ');
@@ -73,16 +83,14 @@ int tune_record_parse(const char *line, TuneRecord *r, char *why, size_t n) {
             if (!eq) { snprintf(why, n, "'%.40s' is not key=value", tok); return -1; }
             *eq = 0;
             const char *v = eq + 1;
-            int known = 0;
-            if (!strcmp(tok, "us")) { known = 1; have_us = 1; if (parse_time(v, &r->us)) { snprintf(why, n, "us: '%.40s' is not a time", v); return -1; } }
-            else if (!strcmp(tok, "default_us")) { known = 1; if (parse_time(v, &r->default_us)) { snprintf(why, n, "default_us: '%.40s' is not a time", v); return -1; } }
-            else if (!strcmp(tok, "status")) { known = 1; if (copy_word(r->status, sizeof r->status, v, strlen(v))) { snprintf(why, n, "bad status"); return -1; } }
-            for (int i = 0; i < TUNE_KEY_FIELDS && !known; i++)
-                if (!strcmp(tok, tune_key_names[i])) {
-                    known = have[i] = 1;
-                    if (copy_word(r->key.f[i], TUNE_FIELD_MAX, v, strlen(v))) { snprintf(why, n, "%s: empty or too long", tok); return -1; }
-                }
-            if (!known) { snprintf(why, n, "unknown field '%.40s'", tok); return -1; }
+            int f = 0;   /* 0 us, 1 default_us, 2 status, 3 + i key field i */
+            while (f < 3 + TUNE_KEY_FIELDS && strcmp(tok, f < 3 ? value_names[f] : tune_key_names[f - 3])) f++;
+            if (f == 3 + TUNE_KEY_FIELDS) { snprintf(why, n, "unknown field '%.40s'", tok); return -1; }
+            if (seen >> f & 1) { snprintf(why, n, "%.40s= twice", tok); return -1; }
+            seen |= 1u << f;
+            if (f < 2 && parse_time(v, f ? &r->default_us : &r->us)) { snprintf(why, n, "%s: '%.40s' is not a time", tok, v); return -1; }
+            if (f == 2 && copy_word(r->status, sizeof r->status, v, strlen(v))) { snprintf(why, n, "bad status"); return -1; }
+            if (f >= 3 && copy_word(r->key.f[f - 3], TUNE_FIELD_MAX, v, strlen(v))) { snprintf(why, n, "%s: empty or too long", tok); return -1; }
         }
         word++;
         p += len;
@@ -94,10 +102,13 @@ int tune_record_parse(const char *line, TuneRecord *r, char *why, size_t n) {
         snprintf(why, n, "'%s': expected kernel, matmul or attention", r->what);
         return -1;
     }
-    if (!have_us) { snprintf(why, n, "no us="); return -1; }
+    if (!(seen & 1)) { snprintf(why, n, "no us="); return -1; }
     if (!r->status[0]) { snprintf(why, n, "no status="); return -1; }
+    int st = 0;
+    while (statuses[st] && strcmp(statuses[st], r->status)) st++;
+    if (!statuses[st]) { snprintf(why, n, "status '%s': expected ok, mismatch, compile or launch", r->status); return -1; }
     for (int i = 0; i < TUNE_KEY_FIELDS; i++)
-        if (!have[i]) { snprintf(why, n, "no %s= (the key)", tune_key_names[i]); return -1; }
+        if (!(seen >> (3 + i) & 1)) { snprintf(why, n, "no %s= (the key)", tune_key_names[i]); return -1; }
     return 0;
 }
 
@@ -105,66 +116,83 @@ int tune_record_parse(const char *line, TuneRecord *r, char *why, size_t n) {
 
 void tune_db_free(TuneDb *db) {
     free(db->r);
+    free(db->slot);
     db->r = NULL;
-    db->n = db->cap = 0;
+    db->slot = NULL;
+    db->n = db->cap = db->nslot = 0;
 }
 
-static int same_record(const TuneRecord *a, const TuneRecord *b) {
-    return !strcmp(a->record, b->record) && !strcmp(a->what, b->what) && !strcmp(a->name, b->name) &&
-           !strcmp(a->variant, b->variant) && !memcmp(&a->key, &b->key, sizeof a->key);
-}
-static int same_entry(const TuneRecord *a, const TuneRecord *b) {   /* best: one per what, name and key */
-    if (strcmp(a->record, "best") || strcmp(b->record, "best")) return same_record(a, b);
-    return !strcmp(a->what, b->what) && !strcmp(a->name, b->name) && !memcmp(&a->key, &b->key, sizeof a->key);
-}
+/* The corrupt lines of a load: the first TUNE_DB_SAY_CORRUPT said one by one, more as one line for the file (a
+   binary file is not thousands of messages). */
+typedef struct { int line[TUNE_DB_SAY_CORRUPT]; char why[TUNE_DB_SAY_CORRUPT][256]; } Corrupt;
 
-void tune_db_put(TuneDb *db, const TuneRecord *r) {
-    for (int i = 0; i < db->n; i++)
-        if (same_entry(&db->r[i], r)) { db->r[i] = *r; return; }
-    if (db->n == db->cap) {
-        int cap = db->cap ? 2 * db->cap : 64;
-        TuneRecord *grown = realloc(db->r, (size_t)cap * sizeof *grown);
-        if (!grown) { fprintf(stderr, "gpt2gen: out of host memory for the tuning database\n"); exit(EXIT_FAIL); }
-        db->r = grown;
-        db->cap = cap;
+static void corrupt_note(TuneDb *db, Corrupt *c, int line, const char *why) {
+    if (db->corrupt < TUNE_DB_SAY_CORRUPT) {
+        c->line[db->corrupt] = line;
+        snprintf(c->why[db->corrupt], sizeof c->why[0], "%s", why);
     }
-    db->r[db->n++] = *r;
+    db->corrupt++;
+}
+
+static void corrupt_say(const TuneDb *db, const Corrupt *c, FILE *msgs) {
+    if (!msgs) return;
+    if (db->corrupt > TUNE_DB_SAY_CORRUPT) {
+        fprintf(msgs, "tune db %s: %d corrupt lines ignored, the first at line %d: %s (not a tuning database? "
+                "`gpt2gen tune` rewrites it)\n", db->path, db->corrupt, c->line[0], c->why[0]);
+        return;
+    }
+    for (int i = 0; i < db->corrupt; i++) fprintf(msgs, "tune db %s:%d: %s; line ignored\n", db->path, c->line[i], c->why[i]);
+}
+
+/* the file's text, at most TUNE_DB_MAX_BYTES; NULL (and a message) when there is none to read */
+static char *db_text(TuneDb *db, size_t *len, FILE *msgs) {
+    Err err;
+    char *text = read_file_at(AT_FDCWD, db->path, TUNE_DB_MAX_BYTES, len, &err);
+    if (text) return text;
+    struct stat st;
+    db->missing = errno == ENOENT;
+    db->oversized = !db->missing && stat(db->path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > TUNE_DB_MAX_BYTES;
+    if (!msgs) return NULL;
+    if (db->oversized)
+        fprintf(msgs, "tune db %s: %lld bytes, past the tuning database's limit of %u MiB (README.md, \"Tuning\"); "
+                "ignored, default variants (remove it: `gpt2gen tune` makes a new one)\n", db->path,
+                (long long)st.st_size, TUNE_DB_MAX_BYTES >> 20);
+    else fprintf(msgs, "tune db %s: %s; default variants (run `gpt2gen tune` to make it)\n", db->path,
+                 db->missing ? "not found" : err.msg);
+    return NULL;
 }
 
 void tune_db_load(TuneDb *db, const char *path, FILE *msgs) {
     memset(db, 0, sizeof *db);
     snprintf(db->path, sizeof db->path, "%s", path);
     size_t len;
-    Err err;
-    char *text = read_file(path, &len, &err);
-    if (!text) {
-        db->missing = errno == ENOENT;
-        if (msgs) fprintf(msgs, "tune db %s: %s; default variants (run `gpt2gen tune` to make it)\n", path,
-                          db->missing ? "not found" : err.msg);
-        return;
-    }
+    char *text = db_text(db, &len, msgs);
+    if (!text) return;
+    Corrupt bad;
     int line = 0;
     for (char *p = text; p < text + len;) {
         char *e = memchr(p, '\n', (size_t)(text + len - p));
         int complete = e != NULL;
         if (!e) e = text + len;
+        char *next = e + 1;
+        if (complete && e > p && e[-1] == '\r') e--;   /* CRLF */
         *e = 0;
         line++;
         char why[256];
         TuneRecord r;
-        if (!*p || *p == '#') { p = e + 1; continue; }
+        if (!*p || *p == '#') { p = next; continue; }
         if (memchr(p, 0, (size_t)(e - p))) snprintf(why, sizeof why, "a NUL byte");
         else if (!complete) snprintf(why, sizeof why, "the last line is cut short (no newline): a tune was killed while writing it?");
         else if (tune_record_parse(p, &r, why, sizeof why) == 0) {
             r.line = line;
             tune_db_put(db, &r);
-            p = e + 1;
+            p = next;
             continue;
         }
-        db->corrupt++;
-        if (msgs) fprintf(msgs, "tune db %s:%d: %s; line ignored\n", path, line, why);
-        p = e + 1;
+        corrupt_note(db, &bad, line, why);
+        p = next;
     }
+    corrupt_say(db, &bad, msgs);
     free(text);
 }
 
@@ -192,21 +220,38 @@ int tune_db_rewrite(const TuneDb *db, Err *err) {
     if (atomic_open(&af, db->path, err)) return -1;
     fprintf(af.f, "# gpt2gen tuning database (README.md, \"Tuning\"): one record per line, written by `gpt2gen tune`\n");
     char line[2048];
+    unsigned char *keep = tune_db_newest(db);
     for (int i = 0; i < db->n; i++) {
+        if (!keep[i]) continue;
         tune_record_format(&db->r[i], line, sizeof line);
         fprintf(af.f, "%s\n", line);
     }
+    free(keep);
     return atomic_commit(&af, err);
 }
 
 const TuneRecord *tune_db_find(const TuneDb *db, const char *record, const char *what, const char *name,
                                const char *variant, const TuneKey *key, const TuneRecord **stale) {
     if (stale) *stale = NULL;
+    if (variant || !strcmp(record, "best")) {   /* one entry: found at once; a stale one only by a scan */
+        TuneRecord want;
+        memset(&want, 0, sizeof want);
+        snprintf(want.record, sizeof want.record, "%s", record);
+        snprintf(want.what, sizeof want.what, "%s", what);
+        snprintf(want.name, sizeof want.name, "%s", name);
+        snprintf(want.variant, sizeof want.variant, "%s", variant ? variant : "");
+        want.key = *key;
+        const TuneRecord *r = tune_db_lookup(db, &want);
+        if (r && (!variant || !strcmp(r->variant, variant))) return r;
+        if (!stale) return NULL;
+    }
     for (int i = 0; i < db->n; i++) {
         const TuneRecord *r = &db->r[i];
         if (strcmp(r->record, record) || strcmp(r->what, what) || strcmp(r->name, name)) continue;
         if (variant && strcmp(r->variant, variant)) continue;
-        if (!memcmp(&r->key, key, sizeof *key)) return r;
+        int same = 1;
+        for (int f = 0; f < TUNE_KEY_FIELDS && same; f++) same = !strcmp(r->key.f[f], key->f[f]);
+        if (same) return r;
         int same_config = !strcmp(r->key.f[7], key->f[7]) && !strcmp(r->key.f[8], key->f[8]);
         if (stale && (!*stale || same_config)) *stale = r;
     }

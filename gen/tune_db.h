@@ -9,15 +9,19 @@
             swizzle=..,custom=..,cluster=..") or "attention" (variant "path=cudnn" or "path=flash")
    status:  ok, or why the variant was rejected: mismatch, compile, launch
    key:     gpu= arch= driver= cuda= nvrtc= cudnn= template= shape= precision= (spaces in values become '_')
-   Lines starting with '#' and blank lines are comments. A record is used only when every key field equals this
-   machine's and this plan's; a record that differs is stale, a line that does not parse is corrupt: both are
-   reported (one line each, naming the file and line) and ignored, never fatal. */
+   Lines starting with '#' and blank lines are comments; a line may end in CRLF. A record is used only when every
+   key field equals this machine's and this plan's, and a best record only when its status is ok and its variant
+   is inside its domain; a record that differs is stale, a line that does not parse is corrupt: both are reported
+   (one line each, naming the file and line; past TUNE_DB_SAY_CORRUPT corrupt lines, one line for the file) and
+   ignored, never fatal. A file past TUNE_DB_MAX_BYTES is not read: one message, and the database is empty. */
 #ifndef GPT2GEN_TUNE_DB_H
 #define GPT2GEN_TUNE_DB_H
 #include "common/env.h"
 #include "gen/plan.h"
 #include <stdio.h>
 
+#define TUNE_DB_MAX_BYTES (4u << 20)   /* README.md, "Tuning" */
+#define TUNE_DB_SAY_CORRUPT 5          /* corrupt lines reported one by one; more: one line for the file */
 #define TUNE_KEY_FIELDS 9
 #define TUNE_FIELD_MAX 160
 extern const char *const tune_key_names[TUNE_KEY_FIELDS];   /* gpu arch driver cuda nvrtc cudnn template shape precision */
@@ -32,27 +36,40 @@ typedef struct {
     double us, default_us;   /* default_us < 0: absent */
     TuneKey key;
     int line;                /* in the file it was read from; 0 when made here */
+    long order;              /* when tune_db_put last put it: the newest is the largest */
 } TuneRecord;
 
 typedef struct {
     char path[1024];
     int n, cap;
     TuneRecord *r;
+    int *slot, nslot;        /* the index (gen/tune_index.c): record i + 1 by the hash of its entry; 0: empty */
+    long puts;               /* records put so far (TuneRecord.order) */
     int corrupt;             /* lines reported and ignored */
     int missing;             /* the file did not exist */
+    int oversized;           /* the file was past TUNE_DB_MAX_BYTES, and not read */
 } TuneDb;
 
 /* The database's path: env's GPT2GEN_TUNE_DB, else build/tune-db.txt (env NULL: the defaults). */
 const char *tune_db_path(const Env *env);
-/* Reads path. Never fails: a missing or unreadable file gives an empty database (and a line on msgs); a line that
-   does not parse is reported on msgs ("FILE:LINE: why; ignored") and skipped. msgs may be NULL. */
+/* Reads path, in time linear in its size. Never fails: a missing, unreadable or oversized file gives an empty
+   database (and a line on msgs); a line that does not parse is reported on msgs ("FILE:LINE: why; ignored", or
+   past TUNE_DB_SAY_CORRUPT of them, one line "N corrupt lines ignored, the first at line L: why") and skipped.
+   msgs may be NULL. */
 void tune_db_load(TuneDb *db, const char *path, FILE *msgs);
 void tune_db_free(TuneDb *db);
-/* Adds r to db (replacing a record with the same record, what, name, variant and key). */
+/* Adds r to db (replacing a record of the same entry: the same record, what, name and key, and for a measure
+   record the same variant), in constant time (gen/tune_index.c). */
 void tune_db_put(TuneDb *db, const TuneRecord *r);
+/* The record of want's entry; NULL when none. */
+const TuneRecord *tune_db_lookup(const TuneDb *db, const TuneRecord *want);
+/* Which records a rewrite keeps (an array of db->n flags, malloc'd): the newest of each record, what, name (and
+   for measure records variant), GPU, arch, shape and precision; older ones, for other driver or library versions
+   or another template, are superseded. */
+unsigned char *tune_db_newest(const TuneDb *db);
 /* Appends r as one line to db->path and flushes it to disk, so a killed tune keeps what it measured. */
 int  tune_db_append(const TuneDb *db, const TuneRecord *r, Err *err);
-/* Writes every record of db to db->path atomically (a temporary file, then rename). */
+/* Writes the records of db that tune_db_newest keeps to db->path atomically (a temporary file, then rename). */
 int  tune_db_rewrite(const TuneDb *db, Err *err);
 /* The record for (record, what, name[, variant]) whose key equals key; NULL when none. When there is none but some
    record for it has another key, *stale is one such (for a message: one of the same shape and precision, an

@@ -1,12 +1,14 @@
 /* test_fuzz: the file readers under mutated input. For each reader (config, token shard, model checkpoint,
- * resume state, tokenizer) a valid file is written first (and must be accepted), then thousands of
+ * resume state, tokenizer, tuning database) a valid file is written first (and must be accepted), then thousands of
  * mutations of it (flipped bits, overwritten bytes, header fields set to extreme values, truncation,
  * appended garbage, repeated chunks, and for the config, replaced tokens) are fed to the reader. Each must
  * either load or give an error message: a crash, a hang or (under `make sanitize`) a memory error fails the
- * run, and so does a changed resume state that is accepted (it carries a checksum). Deterministic (seeded), and
+ * run, and so does a changed resume state that is accepted (it carries a checksum), and a tuning database record
+ * that does not format back to a line that parses to it, or whose choice the plan cannot take. Deterministic (seeded), and
  * well under a minute. FUZZ_CASES=N changes the number of cases per reader. */
 #include "tests/check.h"
 #include "gen/config.h"
+#include "gen/tune_db.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data/shard.h"
 #include "runtime/train/state.h"
@@ -183,6 +185,38 @@ static int load_tokenizer(const char *path, Err *err) {
     return rc;
 }
 
+/* The tuning database, loaded and applied to the tiny config's plan: never fails, so a mutant is "rejected" when a
+   line was corrupt or the file refused; every record it kept formats back to a line that parses to the same. */
+static Plan tune_base;
+static const TuneEnv tune_env = {"NVIDIA_H200", "sm_90", "13000", "13000", "13.0", "91400"};
+static int load_tune_db(const char *path, Err *err) {
+    TuneDb db;
+    tune_db_load(&db, path, NULL);
+    for (int i = 0; i < db.n; i++) {
+        char line[2048], why[256];
+        TuneRecord back;
+        tune_record_format(&db.r[i], line, sizeof line);
+        int ok = tune_record_parse(line, &back, why, sizeof why) == 0;
+        CHECK(ok && !strcmp(back.variant, db.r[i].variant) && !memcmp(&back.key, &db.r[i].key, sizeof back.key),
+              "tune db line %d came back as '%s': %s", db.r[i].line, line, ok ? "another record" : why);
+    }
+    static Plan p;
+    p = tune_base;
+    TuneApplied ap;
+    tune_db_apply(&db, &tune_env, &p, "130100", &ap, NULL);
+    for (int f = 0; f < p.n_families; f++)
+        for (int t = 0; t < p.families[f].n_tunables; t++)
+            CHECK(tunable_allowed(&p.families[f].decl->tunables[t], p.families[f].tunables[t].value),
+                  "%s: %s=%d taken from the database", p.families[f].decl->family, p.families[f].decl->tunables[t].name,
+                  p.families[f].tunables[t].value);
+    for (int i = 0; i < MM_COUNT; i++)
+        CHECK(!p.matmuls[i].algo.set || (p.matmuls[i].algo.index >= 0 && p.matmuls[i].algo.index < MATMUL_ALGO_MAX),
+              "a matmul took the algorithm index %d", p.matmuls[i].algo.index);
+    int rejected = db.corrupt || db.oversized || db.missing;
+    tune_db_free(&db);
+    return rejected ? err_set(err, "%s: corrupt lines", path) : 0;
+}
+
 /* ---- the seeds ---- */
 static void test_fuzz_config(void) {
     static const char text[] =
@@ -258,6 +292,40 @@ static void test_fuzz_tokenizer(void) {
     fuzz("tokenizer", p, 256, load_tokenizer, 0);
 }
 
+static void test_fuzz_tune_db(void) {
+    static Config cfg;
+    Err err = {{0}};
+    if (config_load(&cfg, "configs/tiny.lua", NULL, 0, &err) || plan_make_train(&tune_base, &cfg, "sm_90", &err)) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    static const char *const recs[][3] = {
+        {"best kernel gelu", "BLOCK_SIZE=512", "status=ok default_us=12.000"},
+        {"measure kernel gelu", "BLOCK_SIZE=1024", "status=mismatch"},
+        {"best matmul qkv", "algo=2,id=31,tile=20,stages=8,splitk=-1,reduction=2,swizzle=0,custom=0,cluster=0", "status=ok"},
+        {"best attention path", "path=flash", "status=ok"},
+    };
+    char text[8192] = "# a tuning database\n";
+    for (size_t i = 0; i < sizeof recs / sizeof recs[0]; i++) {
+        TuneKey key;
+        if (i < 2) tune_key_kernel(&key, &tune_env, &tune_base, 2);
+        else if (i == 2) tune_key_matmul(&key, &tune_env, &tune_base, MM_QKV, "130100");
+        else tune_key_attention(&key, &tune_env, &tune_base);
+        size_t len = strlen(text);
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s %s us=10.500 %s", recs[i][0], recs[i][1], recs[i][2]);
+        for (int f = 0; f < TUNE_KEY_FIELDS; f++)
+            len += (size_t)snprintf(text + len, sizeof text - len, " %s=%s", tune_key_names[f], key.f[f]);
+        snprintf(text + len, sizeof text - len, "\n");
+    }
+    char *p = path_of("tune-db.txt");
+    Bytes b = {(unsigned char *)text, strlen(text)};
+    if (put(p, &b)) { CHECK(0, "cannot write %s", p); return; }
+    int saved = n_cases;
+    n_cases = n_cases / 4 > 0 ? n_cases / 4 : 1;   /* each case hashes the plan's templates: fewer */
+    fuzz("tuning database", p, -1, load_tune_db, 0);
+    n_cases = saved;
+}
+
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     const char *n = getenv("FUZZ_CASES");
@@ -268,6 +336,7 @@ int main(int argc, char **argv) {
     RUN(test_fuzz_checkpoint);
     RUN(test_fuzz_state);
     RUN(test_fuzz_tokenizer);
+    RUN(test_fuzz_tune_db);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) {}

@@ -4,61 +4,13 @@
    line; the variants `gpt2gen tune` sweeps respect every declared constraint; and applying the database to a
    plan takes its values, except where the config sets a tunable itself. Runs from the repository root. */
 #include "tests/check.h"
-#include "gen/tune_db.h"
+#include "tests/tune_db_test.h"
 #include "tune/families.h"
 #include "common/files.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static Config cfg;
-static Plan plan;
-static char dir[64], path[128];
-static const TuneEnv ENV = {"NVIDIA_H200", "sm_90", "13000", "13000", "13.0", "91400"};
-
-static int make(const char *const *sets, Err *err) {
-    int n = 0;
-    while (sets && sets[n]) n++;
-    if (config_load(&cfg, "configs/tiny.lua", sets, n, err)) return -1;
-    return plan_make_train(&plan, &cfg, "sm_90", err);
-}
-
-static int module_of(const char *family) {
-    for (int i = 0; i < plan.n_families; i++)
-        if (!strcmp(plan.families[i].decl->family, family)) return i;
-    return -1;
-}
-
-/* a best record for family with variant, keyed for this plan and env */
-static TuneRecord best_kernel(const char *family, const char *variant, const TuneEnv *env) {
-    TuneRecord r;
-    memset(&r, 0, sizeof r);
-    snprintf(r.record, sizeof r.record, "best");
-    snprintf(r.what, sizeof r.what, "kernel");
-    snprintf(r.name, sizeof r.name, "%s", family);
-    snprintf(r.variant, sizeof r.variant, "%s", variant);
-    snprintf(r.status, sizeof r.status, "ok");
-    r.us = 10.5;
-    r.default_us = 12.25;
-    tune_key_kernel(&r.key, env, &plan, module_of(family));
-    return r;
-}
-
-/* applies db to plan with the cuBLASLt version "130100"; the messages it printed into text */
-static void apply_capture(const TuneDb *db, TuneApplied *ap, char *text, size_t n) {
-    FILE *msgs = tmpfile();
-    tune_db_apply(db, &ENV, &plan, "130100", ap, msgs);
-    rewind(msgs);
-    size_t got = fread(text, 1, n - 1, msgs);
-    text[got] = 0;
-    fclose(msgs);
-}
-
-static void write_text(const char *text) {
-    Err err;
-    if (write_file_atomic(path, text, strlen(text), &err)) fprintf(stderr, "%s\n", err.msg);
-}
 
 static void test_round_trip(void) {
     Err err = {{0}};
@@ -168,6 +120,7 @@ static void test_corrupt(void) {
         {"best kernel layernorm X=1 us=1 status=ok flavour=sweet", "unknown field"},
         {"best kernel layernorm X=1 us=1 status=ok", "no gpu="},
         {"best kernel layernorm X=1 status=ok  gpu=a", "two spaces"},
+        {"best kernel layernorm X=1 us=1 us=2 status=ok", "us= twice"},
     };
     Err err = {{0}};
     CHECK_OK(make(NULL, &err), &err);
@@ -181,10 +134,8 @@ static void test_corrupt(void) {
         FILE *msgs = tmpfile();
         TuneDb db;
         tune_db_load(&db, path, msgs);
-        char out[1024] = "";
-        rewind(msgs);
-        size_t n = fread(out, 1, sizeof out - 1, msgs);
-        out[n] = 0;
+        char out[1024];
+        stream_text(msgs, out, sizeof out);
         fclose(msgs);
         CHECK(db.corrupt == 1 && db.n == 1, "'%s': %d corrupt, %d kept", bad[i][0], db.corrupt, db.n);
         CHECK(strstr(out, bad[i][1]) && strstr(out, ":2:"), "'%s': the message was: %s", bad[i][0], out);
@@ -282,13 +233,8 @@ static void test_apply_and_config_wins(void) {
     TuneRecord b = best_kernel("gelu", "BLOCK_SIZE=1024", &ENV);
     tune_db_put(&db, &a);
     tune_db_put(&db, &b);
-    TuneRecord mm;
-    memset(&mm, 0, sizeof mm);
-    snprintf(mm.record, sizeof mm.record, "best");
-    snprintf(mm.what, sizeof mm.what, "matmul");
+    TuneRecord mm = tune_record("best", "matmul", "", "algo=2,id=31,tile=20,stages=8,splitk=-1,reduction=2,swizzle=0,custom=0,cluster=32");
     tune_db_name(plan.matmuls[MM_CLASSIFIER_DINP].name, mm.name, sizeof mm.name);   /* a name with a space */
-    snprintf(mm.variant, sizeof mm.variant, "algo=2,id=31,tile=20,stages=8,splitk=-1,reduction=2,swizzle=0,custom=0,cluster=32");
-    snprintf(mm.status, sizeof mm.status, "ok");
     tune_key_matmul(&mm.key, &ENV, &plan, MM_CLASSIFIER_DINP, "130100");
     tune_db_put(&db, &mm);
     snprintf(db.path, sizeof db.path, "%s", path);   /* through the file */
@@ -351,13 +297,7 @@ static void test_attention_path_is_the_plans(void) {
     Err err = {{0}};
     const char *bf16[] = {"precision=bf16", NULL};
     CHECK_OK(make(bf16, &err), &err);
-    TuneRecord r;
-    memset(&r, 0, sizeof r);
-    snprintf(r.record, sizeof r.record, "best");
-    snprintf(r.what, sizeof r.what, "attention");
-    snprintf(r.name, sizeof r.name, "path");
-    snprintf(r.variant, sizeof r.variant, "path=flash");
-    snprintf(r.status, sizeof r.status, "ok");
+    TuneRecord r = tune_record("best", "attention", "path", "path=flash");
     tune_key_attention(&r.key, &ENV, &plan);
     TuneDb db;
     unlink(path);
@@ -379,10 +319,7 @@ static void test_attention_path_is_the_plans(void) {
 
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
-    snprintf(dir, sizeof dir, "build/test-tune-%d", (int)getpid());
-    Err err;
-    mkdir_p(dir, &err);
-    snprintf(path, sizeof path, "%s/tune-db.txt", dir);
+    scratch_db("test-tune");
     RUN(test_round_trip);
     RUN(test_stale);
     RUN(test_other_configs_one_line);

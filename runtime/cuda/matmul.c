@@ -83,7 +83,7 @@ static void pick_tuned(MatmulEntry *e, const cublasLtMatmulHeuristicResult_t *h,
     const PlanMatmul *m = &e->shape;
     if (want->m != m->m || want->n != m->n || want->k != m->k || want->batch != m->batch) return;
     MatmulAlgoChoice c;
-    if (want->index < n) {
+    if (want->index >= 0 && want->index < n) {   /* the database's index is checked (gen/tune_apply.c), and here again */
         matmul_algo_describe(&h[want->index].algo, want->index, &c);
         if (same_config(&c, want)) { e->algo = h[want->index].algo; return; }
     }

@@ -27,7 +27,7 @@ int  matmuls_init(Matmuls *mm, const PlanMatmul *entries, int n, Precision p, CU
                   size_t workspace_size, Err *err);
 void matmuls_destroy(Matmuls *mm);
 /* Up to max (at most MATMUL_MAX_CANDIDATES) of cuBLASLt's heuristic algorithms for entry id, best first. */
-#define MATMUL_MAX_CANDIDATES 32
+#define MATMUL_MAX_CANDIDATES MATMUL_ALGO_MAX
 int  matmul_candidates(Matmuls *mm, int id, int max, cublasLtMatmulAlgo_t *algos, int *n, Err *err);
 /* Entry id runs with algo from now on. */
 void matmul_use_algo(Matmuls *mm, int id, const cublasLtMatmulAlgo_t *algo);

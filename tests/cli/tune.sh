@@ -2,7 +2,9 @@
 # The tuning database as `gpt2gen build` sees it, without a GPU (the test hook GPT2GEN_TUNE_ENV names the machine):
 # a build takes the database's choice and says so in one line; --no-tune-db ignores it; the config's own tune value
 # wins; a stale record (another GPU) and a corrupt line are reported and ignored, never fatal; a missing database is
-# reported. And `gpt2gen tune` itself: its usage errors, and a clear message without a GPU.
+# reported; a database past its size limit is refused at once, a binary one gets one line, a CRLF line is a record;
+# the database's cuDNN attention path trains on the CPU backend under attention = "auto". And `gpt2gen tune`
+# itself: its usage errors, and a clear message without a GPU.
 . "$(dirname "$0")/../lib.sh"
 scratch
 cd "$WORK" || exit 1
@@ -61,6 +63,33 @@ mkdir -p dbdir
 out=$(GPT2GEN_TUNE_DB="$WORK/dbdir" "$GPT2GEN" build configs/tiny.lua 2>&1); rc=$?
 if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "tune db .*dbdir: .*default variants"; then ok db_is_a_folder
 else fail db_is_a_folder "rc=$rc: $out"; fi
+
+# past the size limit (a sparse 5 GB file): refused at once, in one line naming it and the limit; the build goes on
+truncate -s 5G tune-db.txt
+out=$("$GPT2GEN" build configs/tiny.lua 2>&1); rc=$?
+if [ $rc -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c 'tune-db.txt')" = 2 ] &&
+   printf '%s' "$out" | grep -q "tune-db.txt: 5368709120 bytes, past the tuning database's limit of 4 MiB" &&
+   [ "$(gelu_block)" = 256 ]; then ok oversized_db
+else fail oversized_db "rc=$rc: $(printf '%s' "$out" | head -c 2000)"; fi
+# a binary file: one line for it, not one per line; a CRLF record is still a record
+{ head -c 200000 /dev/urandom | tr '\n#' 'xy'; printf '\n'; head -c 200000 /dev/zero | tr '\0' '\n' | sed 's/^/\x01/'; } > tune-db.txt
+printf 'best kernel gelu BLOCK_SIZE=512 us=10.000 status=ok %s %s\r\n' "$env_key" "$key" >> tune-db.txt
+out=$("$GPT2GEN" build configs/tiny.lua 2>&1); rc=$?
+if [ $rc -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c 'corrupt')" = 1 ] &&
+   printf '%s' "$out" | grep -q "tune-db.txt: 200001 corrupt lines ignored, the first at line 1" && [ "$(gelu_block)" = 512 ]; then
+    ok binary_db_one_line
+else fail binary_db_one_line "rc=$rc, gelu BLOCK_SIZE $(gelu_block): $(printf '%s' "$out" | head -c 2000)"; fi
+# the database's attention path is the plan's: cudnn from the database with attention = "auto" trains on the CPU
+ahash=$(cat "$ROOT/templates/common.cuh" "$ROOT/templates/attention.cu" | sha256sum | cut -c1-16)
+printf 'best attention path path=cudnn us=1.000 status=ok %s template=%s shape=B4,T32,C64,NH2,L2,V50257,maxT32,recompute1 precision=fp32\n' \
+    "$env_key" "$ahash" > tune-db.txt
+mkdir -p tests && cp -r "$ROOT/tests/configs" tests/configs && ln -s "$ROOT/data" data
+backend=auto   # without a GPU, auto is the CPU backend (where the refusal of an explicit "cudnn" is said)
+if nvidia-smi >/dev/null 2>&1; then backend=cpu; fi
+out=$("$GPT2GEN" train tests/configs/micro.lua --backend $backend --set train.steps=1 --set checkpoint.dir="$WORK/attn" 2>&1); rc=$?
+if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "the attention path (cudnn) from the database" &&
+   ! printf '%s' "$out" | grep -q 'needs the CUDA backend'; then ok "db_cudnn_trains_on_cpu (--backend $backend)"
+else fail db_cudnn_trains_on_cpu "rc=$rc: $out"; fi
 
 # gpt2gen tune: help, usage errors, and no GPU
 out=$("$GPT2GEN" tune --help); rc=$?
