@@ -1,6 +1,7 @@
 /* train: the training loop (runtime/train/train.h): the ranks this process drives, the step, validation, samples and
    progress; checkpoints and the start of a run are train_checkpoint.c's. */
 #include "runtime/train/train.h"
+#include "runtime/ranks/launch.h"
 #include "runtime/train/train_run.h"
 #include "common/clock.h"
 #include "common/files.h"
@@ -206,6 +207,7 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const Plan *sampl
     if (procs == 1) return (r->comm = comm_emulated_create(r->world, err)) ? 0 : -1;
     if (!r->be->make_comm) return err_set(err, "the %s backend cannot run as one of several processes", r->be->name);
     r->comm = r->be->make_comm(r->be, opt->comm_id, r->world, r->first, env->nccl_timeout, err);
+    if (r->comm && opt->id_file) launch_id_file_remove(opt->id_file);   /* every rank has read it */
     r->overlap = r->comm && r->comm->reduce_ranges_avg && env->comm_overlap;
     return r->comm ? 0 : -1;
 }
