@@ -135,8 +135,10 @@ static int sample_text(Run *r, int step, Err *err) {
    model does not have). */
 static int open_tokenizer(Run *r, Err *err) {
     const Config *c = r->cfg;
-    if (!c->data.tokenizer[0] || !file_exists(c->data.tokenizer)) {
-        if (c->eval.sample_every > 0) printf("note: no tokenizer at %s: samples print as token ids\n", c->data.tokenizer);
+    const char *why = c->data.tokenizer[0] ? file_missing_why(c->data.tokenizer) : "none named";
+    if (*why) {   /* the reason: "no such file", or a name longer than the file system allows, ... */
+        if (c->eval.sample_every > 0)
+            printf("note: no tokenizer at %s (%s): samples print as token ids\n", err_show(c->data.tokenizer), why);
         return 0;
     }
     if (tokenizer_load(&r->tok, c->data.tokenizer, err)) return -1;
