@@ -231,7 +231,9 @@ static int run_file(Eval *ev, const char *path) {
         return -1;
     }
     snprintf(chunk, sizeof chunk, "@%s", path);   /* Lua's messages name the file, as luaL_loadfile's do */
-    size_t skip = text[0] == '#' ? strcspn(text, "\n") : 0;   /* a "#!" first line, as luaL_loadfile skips it */
+    /* a UTF-8 byte order mark and a "#!" first line, as luaL_loadfile skips them (the line's newline kept) */
+    size_t skip = !strncmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0;
+    if (text[skip] == '#') skip += strcspn(text + skip, "\n");
     int rc = luaL_loadbufferx(L, text + skip, n - skip, chunk, "t");    /* text only: no precompiled chunks */
     free(text);
     if (rc == LUA_OK) {
