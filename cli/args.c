@@ -24,7 +24,7 @@ static int int_option(const char *cmd, const char *opt, const char *arg, int max
     errno = 0;
     long v = strtol(arg, &end, 10);
     if (errno || end == arg || *end || v < 1 || v > max) {
-        fprintf(stderr, "gpt2gen %s: %s: expected %s from 1 to %d, got '%s'\n", cmd, opt, what, max, arg);
+        fprintf(stderr, "gpt2gen %s: %s: expected %s from 1 to %d, got '%s'\n", cmd, opt, what, max, err_show(arg));
         return EXIT_USAGE;
     }
     *out = (int)v;
@@ -44,7 +44,7 @@ int args_parse(int argc, char **argv, Args *a, const char *cmd) {
         int takes_value = !strcmp(s, "--set") || !strcmp(s, "--arch") || !strcmp(s, "-j") || !strcmp(s, "--backend") ||
                           !strcmp(s, "--gpus");
         if (takes_value && i + 1 == argc) {
-            fprintf(stderr, "gpt2gen %s: option '%s' needs a value (see gpt2gen %s --help)\n", cmd, s, cmd);
+            fprintf(stderr, "gpt2gen %s: option '%s' needs a value (see gpt2gen %s --help)\n", cmd, err_show(s), cmd);
             return EXIT_USAGE;
         }
         if (!strcmp(s, "-h") || !strcmp(s, "--help")) a->help = 1;
@@ -54,7 +54,7 @@ int args_parse(int argc, char **argv, Args *a, const char *cmd) {
         else if (!strcmp(s, "--arch")) {
             a->arch = argv[++i];
             if (!config_arch_valid(a->arch)) {
-                fprintf(stderr, "gpt2gen %s: --arch: expected sm_XX with XX >= 70 (e.g. sm_90), got '%s'\n", cmd, a->arch);
+                fprintf(stderr, "gpt2gen %s: --arch: expected sm_XX with XX >= 70 (e.g. sm_90), got '%s'\n", cmd, err_show(a->arch));
                 return EXIT_USAGE;
             }
         } else if (!strcmp(s, "-j")) {
@@ -71,10 +71,10 @@ int args_parse(int argc, char **argv, Args *a, const char *cmd) {
         else if (!strcmp(s, "--no-tune-db")) a->no_tune_db = 1;
         else if (!strcmp(s, "--backend")) a->backend = argv[++i];
         else if (s[0] == '-') {
-            fprintf(stderr, "gpt2gen %s: unknown option '%s' (see gpt2gen %s --help)\n", cmd, s, cmd);
+            fprintf(stderr, "gpt2gen %s: unknown option '%s' (see gpt2gen %s --help)\n", cmd, err_show(s), cmd);
             return EXIT_USAGE;
         } else if (!a->config) a->config = s;
-        else { fprintf(stderr, "gpt2gen %s: unexpected argument '%s'\n", cmd, s); return EXIT_USAGE; }
+        else { fprintf(stderr, "gpt2gen %s: unexpected argument '%s'\n", cmd, err_show(s)); return EXIT_USAGE; }
     }
     if (!a->help && !a->config) { fprintf(stderr, "gpt2gen %s: missing CONFIG.lua (see gpt2gen %s --help)\n", cmd, cmd); return EXIT_USAGE; }
     /* test and tune run one GPU's kernels and step: the plan of one rank with the whole optimizer state */
@@ -103,7 +103,7 @@ int args_plan(const Args *a, const Config *cfg, Plan *plan, Plan *sample) {
     char arch[16];
     const char *note;
     cuda_pick_arch(a->arch, cfg->arch, arch, &note);
-    if (!config_arch_valid(arch)) { fprintf(stderr, "gpt2gen: arch: expected sm_XX with XX >= 70, got '%s'\n", arch); return EXIT_USAGE; }
+    if (!config_arch_valid(arch)) { fprintf(stderr, "gpt2gen: arch: expected sm_XX with XX >= 70, got '%s'\n", err_show(arch)); return EXIT_USAGE; }
     if (!a->quiet && strcmp(note, "--arch") && strcmp(note, "config")) printf("arch %s (%s)\n", arch, note);
     return args_make_plans(a, cfg, arch, plan, sample);
 }

@@ -46,6 +46,6 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tune")) return cmd_tune(argc - 1, argv + 1);
     size_t n = strlen(cmd);
     if (n > 4 && !strcmp(cmd + n - 4, ".lua")) return cmd_train(argc, argv);   /* gpt2gen CONFIG.lua */
-    fprintf(stderr, "gpt2gen: unknown command '%s' (see gpt2gen --help)\n", cmd);
+    fprintf(stderr, "gpt2gen: unknown command '%s' (see gpt2gen --help)\n", err_show(cmd));
     return EXIT_USAGE;
 }

@@ -122,15 +122,15 @@ static int parse_args(int argc, char **argv, PrepareArgs *a) {
             static const char *valued[] = {"--ranks", "--val-fraction", "--shard-tokens"};
             for (size_t k = 0; k < 3 && !name; k++) if (is_option(arg, valued[k])) name = valued[k];
         }
-        if (!name) return usage_error("unknown option '%s'", arg);
+        if (!name) return usage_error("unknown option '%s'", err_show(arg));
         if (!(v = option_value(argc, argv, &i, name)) || !*v) return usage_error("%s needs a value", name);
         if (out) a->out_dir = v;
         else if (!strcmp(name, "--ranks")) a->ranks = v;
         else if (!strcmp(name, "--val-fraction")) {
             if (parse_fraction(v, &a->val_fraction))
-                return usage_error("--val-fraction '%s': expected 0, or a number from 0.000001 to 0.999999", v);
+                return usage_error("--val-fraction '%s': expected 0, or a number from 0.000001 to 0.999999", err_show(v));
         } else if (!(a->shard_tokens = parse_count(v)))
-            return usage_error("--shard-tokens '%s': expected a count from 1 to 2147483647 (suffixes K, M)", v);
+            return usage_error("--shard-tokens '%s': expected a count from 1 to 2147483647 (suffixes K, M)", err_show(v));
     }
     return check_args(a);
 }

@@ -99,7 +99,7 @@ static int train_local(Args *a, Config *cfg, Plan *plan, Plan *sample, const cha
     rc = launch_local(n, 10.0, NCCL_ID_BYTES, make_id, cpu ? (void *)a->env : NULL, &rank, id, &err);
     if (rc == -1) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     if (rc != LAUNCH_CHILD) return rc;
-    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, rank, n, rank, id, a->env};
+    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, rank, n, rank, id, a->env, NULL};
     return train_run(cfg, plan, sample, &opt);
 }
 
@@ -117,13 +117,19 @@ static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan,
         fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg);
         return EXIT_FAIL;
     }
-    if (le->rank == 0) rc = (!cpu && args_build_plans(a, plan, sample, a->quiet, &err)) ||
-                            make_id(id, sizeof id, cpu ? (void *)a->env : NULL, &err) ||
-                            launch_share_id_file(path, 0, id, NCCL_ID_BYTES, timeout, &err);
-    else rc = launch_share_id_file(path, le->rank, id, NCCL_ID_BYTES, timeout, &err) ||
+    char note[RUNDIR_PATH_MAX + 128];
+    if (le->rank == 0) {   /* a stale id file goes first: the other ranks would wait on it while rank 0 builds */
+        rc = launch_id_file_claim(path, note, sizeof note, &err);
+        if (!rc && note[0]) fprintf(stderr, "gpt2gen: rank 0: note: %s\n", note);
+        rc = rc || (!cpu && args_build_plans(a, plan, sample, a->quiet, &err)) ||
+             make_id(id, sizeof id, cpu ? (void *)a->env : NULL, &err) ||
+             launch_share_id_file(path, le, id, NCCL_ID_BYTES, timeout, &err);
+    } else rc = launch_share_id_file(path, le, id, NCCL_ID_BYTES, timeout, &err) ||
               (!cpu && args_build_plans(a, plan, sample, 1, &err));
     if (rc) { fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg); return EXIT_FAIL; }
-    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, le->rank, le->world, le->local_rank, id, a->env};
+    /* rank 0 removes the id file once every rank has joined (train_run), before anything can _exit */
+    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, le->rank, le->world, le->local_rank, id, a->env,
+                        le->rank == 0 ? path : NULL};
     rc = train_run(cfg, plan, sample, &opt);
     if (le->rank == 0) launch_id_file_remove(path);
     return rc;
@@ -136,7 +142,7 @@ int cmd_train(int argc, char **argv) {
     if (a.help) { fputs(TRAIN_USAGE, stdout); return 0; }
     const char *backend = a.backend ? a.backend : "auto";
     if (strcmp(backend, "auto") && strcmp(backend, "cpu") && strcmp(backend, "cuda")) {
-        fprintf(stderr, "gpt2gen train: --backend: expected auto, cpu or cuda, got '%s'\n", backend);
+        fprintf(stderr, "gpt2gen train: --backend: expected auto, cpu or cuda, got '%s'\n", err_show(backend));
         return EXIT_USAGE;
     }
     static Config cfg;
@@ -168,7 +174,8 @@ int cmd_train(int argc, char **argv) {
     if ((rc = args_plan(&a, &cfg, &plan, &sample))) return rc;
     char arch[16];
     /* several ranks in one process run only as the CPU emulation, asked for by name */
-    if (train_check_ranks(&cfg, backend, 1, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
+    /* a config limit, as the others are: exit code 2 */
+    if (train_check_ranks(&cfg, backend, 1, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
     if (!strcmp(backend, "auto")) {
         if (cuda_device_arch(0, arch, &err) == 0) backend = "cuda";
         else if (cfg.attention == ATTN_CUDNN) {   /* asked for by name: no quiet fallback to the CPU */
@@ -184,7 +191,7 @@ int cmd_train(int argc, char **argv) {
         }
         if (args_build_plans(&a, &plan, &sample, a.quiet, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     }
-    TrainOptions opt = {backend, a.quiet, 0, 1, 0, NULL, a.env};
+    TrainOptions opt = {backend, a.quiet, 0, 1, 0, NULL, a.env, NULL};
     return train_run(&cfg, &plan, &sample, &opt);
 }
 

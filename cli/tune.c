@@ -38,20 +38,20 @@ static int tune_options(TuneOptions *o, int *argc, char **argv) {
         const char *s = argv[i];
         int is_opt = !strcmp(s, "--kernels") || !strcmp(s, "--budget") || !strcmp(s, "--algos");
         if (!is_opt) { argv[k++] = argv[i]; continue; }
-        if (i + 1 == *argc) { fprintf(stderr, "gpt2gen tune: option '%s' needs a value\n", s); return EXIT_USAGE; }
+        if (i + 1 == *argc) { fprintf(stderr, "gpt2gen tune: option '%s' needs a value\n", err_show(s)); return EXIT_USAGE; }
         const char *v = argv[++i];
         char *end;
         if (!strcmp(s, "--kernels")) o->pattern = v;
         else if (!strcmp(s, "--budget")) {
             o->budget = strtod(v, &end);
             if (*end || end == v || !(o->budget > 0) || o->budget > 1e7) {
-                fprintf(stderr, "gpt2gen tune: --budget: expected seconds (a positive number), got '%s'\n", v);
+                fprintf(stderr, "gpt2gen tune: --budget: expected seconds (a positive number), got '%s'\n", err_show(v));
                 return EXIT_USAGE;
             }
         } else {
             long n = strtol(v, &end, 10);
             if (*end || end == v || n < 1 || n > TUNE_MAX_ALGOS) {
-                fprintf(stderr, "gpt2gen tune: --algos: expected 1 to %d, got '%s'\n", TUNE_MAX_ALGOS, v);
+                fprintf(stderr, "gpt2gen tune: --algos: expected 1 to %d, got '%s'\n", TUNE_MAX_ALGOS, err_show(v));
                 return EXIT_USAGE;
             }
             o->algos = (int)n;

@@ -14,6 +14,17 @@ int err_set(Err *err, const char *fmt, ...) {
     return -1;
 }
 
+const char *err_show(const char *s) {
+    static _Thread_local char slots[ERR_SHOW_SLOTS][ERR_SHOW_MAX + 4];
+    static _Thread_local unsigned next;
+    if (!s) return "(null)";
+    if (strnlen(s, ERR_SHOW_MAX + 1) <= ERR_SHOW_MAX) return s;
+    char *out = slots[next++ % ERR_SHOW_SLOTS];
+    memcpy(out, s, ERR_SHOW_MAX);
+    memcpy(out + ERR_SHOW_MAX, "...", 4);
+    return out;
+}
+
 void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
     if (!p) { fprintf(stderr, "gpt2gen: out of host memory (asked for %zu bytes)\n", n); exit(EXIT_FAIL); }

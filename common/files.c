@@ -25,15 +25,27 @@ static int open_regular(int dirfd, const char *path, const char *what, Err *err)
     return -1;
 }
 
+/* max in words for the messages: "64 MiB", "4 KiB" (a static buffer: messages only) */
+static const char *size_words(size_t max) {
+    static char buf[32];
+    if (max >= (1u << 20) && max % (1u << 20) == 0) snprintf(buf, sizeof buf, "%zu MiB", max >> 20);
+    else if (max >= 1024 && max % 1024 == 0) snprintf(buf, sizeof buf, "%zu KiB", max >> 10);
+    else snprintf(buf, sizeof buf, "%zu bytes", max);
+    return buf;
+}
+
 char *read_file_at(int dirfd, const char *path, size_t max, size_t *len, Err *err) {
     int fd = open_regular(dirfd, path, NULL, err);
     if (fd < 0) return NULL;
     struct stat st;
     char *buf = NULL;
     if (fstat(fd, &st) != 0) err_set(err, "%s: cannot stat: %s", path, strerror(errno));
-    else if (max && (unsigned long long)st.st_size > max)
-        err_set(err, "%s: %lld bytes, more than the %zu it may have", path, (long long)st.st_size, max);
-    else {
+    else if (max && (unsigned long long)st.st_size > max) {
+        err_set(err, "%s: %lld bytes, more than the %s such a file may have", path, (long long)st.st_size, size_words(max));
+        close(fd);
+        errno = EFBIG;
+        return NULL;
+    } else {
         size_t want = (size_t)st.st_size, got = 0;
         buf = xmalloc(want + 1);
         while (got < want) {
@@ -51,6 +63,8 @@ char *read_file_at(int dirfd, const char *path, size_t max, size_t *len, Err *er
 }
 
 char *read_file(const char *path, size_t *len, Err *err) { return read_file_at(AT_FDCWD, path, 0, len, err); }
+
+char *read_file_max(const char *path, size_t max, size_t *len, Err *err) { return read_file_at(AT_FDCWD, path, max, len, err); }
 
 int atomic_open(AtomicFile *af, const char *path, Err *err) {
     af->f = NULL;
@@ -104,6 +118,15 @@ int mkdir_p(const char *path, Err *err) {
 int file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+const char *file_missing_why(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0) return "";
+    if (errno == ENOENT) return "no such file";
+    if (errno == ENAMETOOLONG) return "a name in the path is longer than the file system allows (255 bytes a name, 4095 in all)";
+    if (errno == ENOTDIR) return "a part of the path is not a folder";
+    return strerror(errno);
 }
 
 FILE *fopen_regular(const char *path, const char *what, Err *err) {

@@ -7,6 +7,9 @@
 /* Reads a whole regular file; *len gets its size. NUL-terminated. A directory, a FIFO or a device is refused,
    not waited on. NULL + err on failure (errno ENOENT when there is no such file). */
 char *read_file(const char *path, size_t *len, Err *err);
+/* The same, refusing a file over max bytes before reading any of it: err names the file, its size and the limit
+   (errno EFBIG). Every file gpt2gen reads has such a limit (README.md, "Limits of the files gpt2gen reads"). */
+char *read_file_max(const char *path, size_t max, size_t *len, Err *err);
 /* The same for path relative to the folder dirfd (AT_FDCWD: the working folder), refusing files over max
    bytes (0: no limit). */
 char *read_file_at(int dirfd, const char *path, size_t max, size_t *len, Err *err);
@@ -22,4 +25,7 @@ void  atomic_abort(AtomicFile *af);              /* close and remove the tempora
 FILE *fopen_regular(const char *path, const char *what, Err *err);
 int   mkdir_p(const char *path, Err *err);
 int   file_exists(const char *path);
+/* Why path cannot be had, in words for a message: "no such file", "a name in the path is longer than the file
+   system allows" (ENAMETOOLONG), ...; "" when it is there. */
+const char *file_missing_why(const char *path);
 #endif

@@ -62,9 +62,10 @@ int config_load(Config *cfg, const char *path, const char *const *overrides, int
     memset(cfg, 0, sizeof *cfg);
     size_t len = strlen(path);
     if (len >= sizeof cfg->path)
-        return err_set(err, "%s: the config path is %zu characters long: at most %zu", path, len, sizeof cfg->path - 1);
+        return err_set(err, "%s: the config path is %zu characters long: at most %zu", err_show(path), len, sizeof cfg->path - 1);
     memcpy(cfg->path, path, len + 1);
-    if (!file_exists(path)) return err_set(err, "%s: no such config file", path);
+    const char *why = file_missing_why(path);
+    if (*why) return err_set(err, "%s: %s", path, !strcmp(why, "no such file") ? "no such config file" : why);
     if (sandbox_run(path, overrides, n_overrides, config_read, cfg, err)) return -1;
     return config_validate(cfg, err);
 }

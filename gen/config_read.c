@@ -188,7 +188,7 @@ static int check_keys(lua_State *L, const char *file, const char *where, const c
             char hint[128], known[512];
             suggest(k, names, hint, sizeof hint);
             list_names(names, known, sizeof known);
-            err_set(err, "%s: %s%s%s: unknown key%s; known keys: %s", file, where, where[0] ? "." : "", k, hint, known);
+            err_set(err, "%s: %s%s%s: unknown key%s; known keys: %s", file, where, where[0] ? "." : "", err_show(k), hint, known);
             lua_pop(L, 1);
             return -1;
         }

@@ -11,14 +11,22 @@
 static const char *template_dir;
 void template_dir_use(const char *dir) { template_dir = dir; }
 
+/* The file a template is read from: <dir>/<its base name> under GPT2GEN_TEMPLATES, else its own path (the copy
+   embedded in the binary); the #line directives name it, so that NVRTC's errors point at the file read. */
+static const char *template_file(const char *template_path, char *out, size_t cap) {
+    const char *dir = template_dir, *base = strrchr(template_path, '/');
+    if (!dir || !*dir) return template_path;
+    snprintf(out, cap, "%s/%s", dir, base ? base + 1 : template_path);
+    return out;
+}
+
+/* the most a template may hold (README.md, "Limits of the files gpt2gen reads") */
+enum { TEMPLATE_FILE_MAX = 4 << 20 };
+
 char *template_load(const char *template_path, Err *err) {
-    const char *dir = template_dir;
-    if (dir && *dir) {
-        const char *base = strrchr(template_path, '/');
-        char path[2048];
-        snprintf(path, sizeof path, "%s/%s", dir, base ? base + 1 : template_path);
-        return read_file(path, NULL, err);
-    }
+    char buf[2048];
+    const char *path = template_file(template_path, buf, sizeof buf);
+    if (path != template_path) return read_file_max(path, TEMPLATE_FILE_MAX, NULL, err);
     for (const EmbeddedFile *f = gpt2gen_templates; f->path; f++)
         if (!strcmp(f->path, template_path)) return xstrdup(f->text);
     err_set(err, "%s: no such template in this build of gpt2gen", template_path);
@@ -119,9 +127,10 @@ char *emit_family(const Plan *plan, const PlanFamily *m, Err *err) {
     buf_printf(&b, "#define KERNEL(name) KERNEL_##name\n");
     for (int i = 0; i < n_kernels; i++) emit_entry(&b, f, &f->kernels[i]);
     /* #line makes NVRTC's errors name the template file and its own line numbers */
-    buf_printf(&b, "\n// ---- %s\n#line 1 \"%s\"\n%s", COMMON_TEMPLATE, COMMON_TEMPLATE, common);
+    char file[2048];
+    buf_printf(&b, "\n// ---- %s\n#line 1 \"%s\"\n%s", COMMON_TEMPLATE, template_file(COMMON_TEMPLATE, file, sizeof file), common);
     if (b.s[b.len - 1] != '\n') buf_printf(&b, "\n");
-    buf_printf(&b, "\n// ---- %s\n#line 1 \"%s\"\n%s", f->template_path, f->template_path, body);
+    buf_printf(&b, "\n// ---- %s\n#line 1 \"%s\"\n%s", f->template_path, template_file(f->template_path, file, sizeof file), body);
     if (b.s[b.len - 1] != '\n') buf_printf(&b, "\n");
     free(common);
     free(body);

@@ -206,10 +206,10 @@ static int lua_base(lua_State *L) {
     int n = name[0] == '/' ? snprintf(path, sizeof path, "%s", name)
                            : snprintf(path, sizeof path, "%s/%s", ev->dirs[ev->depth - 1], name);
     if (n < 0 || n >= (int)sizeof path)
-        return luaL_error(L, "base \"%s\": the path is longer than %d characters", name, CONFIG_PATH_MAX - 1);
+        return luaL_error(L, "base \"%s\": the path is longer than %d characters", err_show(name), CONFIG_PATH_MAX - 1);
     for (int i = 0; i < ev->depth; i++)
         if (!strcmp(ev->files[i], path)) return luaL_error(L, "base \"%s\": the configs include each other in a cycle", name);
-    if (!file_exists(path)) return luaL_error(L, "base \"%s\": no such file (looked for %s)", name, path);
+    if (!file_exists(path)) return luaL_error(L, "base \"%s\": %s (looked for %s)", err_show(name), file_missing_why(path), err_show(path));
     if (run_file(ev, path) != 0) return lua_error(L);   /* message is on the stack */
     return 0;
 }
@@ -221,7 +221,21 @@ static int run_file(Eval *ev, const char *path) {
     snprintf(ev->files[ev->depth], CONFIG_PATH_MAX, "%s", path);
     dirname_of(path, ev->dirs[ev->depth], CONFIG_PATH_MAX);
     ev->depth++;
-    int rc = luaL_loadfilex(L, path, "t");    /* text only: no precompiled chunks */
+    /* the file's size is checked before it is read (README.md, "Limits of the files gpt2gen reads") */
+    Err err;
+    size_t n = 0;
+    char *text = read_file_max(path, CONFIG_FILE_MAX, &n, &err), chunk[CONFIG_PATH_MAX + 1];
+    if (!text) {
+        ev->depth--;
+        lua_pushstring(L, err.msg);
+        return -1;
+    }
+    snprintf(chunk, sizeof chunk, "@%s", path);   /* Lua's messages name the file, as luaL_loadfile's do */
+    /* a UTF-8 byte order mark and a "#!" first line, as luaL_loadfile skips them (the line's newline kept) */
+    size_t skip = !strncmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0;
+    if (text[skip] == '#') skip += strcspn(text + skip, "\n");
+    int rc = luaL_loadbufferx(L, text + skip, n - skip, chunk, "t");    /* text only: no precompiled chunks */
+    free(text);
     if (rc == LUA_OK) {
         lua_rawgeti(L, LUA_REGISTRYINDEX, ev->env_ref);
         lua_setupvalue(L, -2, 1);              /* the chunk's first upvalue is _ENV */
@@ -298,14 +312,14 @@ static int apply_override(Eval *ev, const char *ov) {
     lua_State *L = ev->L;
     const char *eq = strchr(ov, '=');
     if (!eq || eq == ov)
-        return err_set(ev->err, "%s: --set %s: expected KEY=VALUE, e.g. --set train.steps=100", ev->path, ov);
+        return err_set(ev->err, "%s: --set %s: expected KEY=VALUE, e.g. --set train.steps=100", ev->path, err_show(ov));
     lua_rawgeti(L, LUA_REGISTRYINDEX, ev->store_ref);
     for (const char *part = ov;;) {
         const char *dot = memchr(part, '.', (size_t)(eq - part));
         const char *end = dot ? dot : eq;
         if (end == part) {
             lua_settop(L, 0);
-            return err_set(ev->err, "%s: --set %s: the key has an empty part", ev->path, ov);
+            return err_set(ev->err, "%s: --set %s: the key has an empty part", ev->path, err_show(ov));
         }
         lua_pushlstring(L, part, (size_t)(end - part));
         if (!dot) {
@@ -323,7 +337,9 @@ static int apply_override(Eval *ev, const char *ov) {
             lua_rawset(L, -4);
         } else if (t != LUA_TTABLE) {
             lua_settop(L, 0);
-            return err_set(ev->err, "%s: --set %s: %.*s is not a table", ev->path, ov, (int)(end - ov), ov);
+            int shown = end - ov > ERR_SHOW_MAX ? ERR_SHOW_MAX : (int)(end - ov);
+            return err_set(ev->err, "%s: --set %s: %.*s%s is not a table", ev->path, err_show(ov), shown, ov,
+                           shown < end - ov ? "..." : "");
         } else lua_remove(L, -2);               /* the key */
         lua_remove(L, -2);                      /* the parent */
         part = dot + 1;
@@ -364,7 +380,7 @@ static int lua_failure(Eval *ev) {
 
 int sandbox_run(const char *path, const char *const *overrides, int n_overrides, SandboxReader read, void *ud, Err *err) {
     if (strlen(path) >= CONFIG_PATH_MAX)
-        return err_set(err, "%s: the config path is %zu characters long: at most %d", path, strlen(path), CONFIG_PATH_MAX - 1);
+        return err_set(err, "%s: the config path is %zu characters long: at most %d", err_show(path), strlen(path), CONFIG_PATH_MAX - 1);
     /* on the heap: a longjmp from a panic leaves this function's own automatic variables indeterminate */
     Eval *ev = xcalloc(1, sizeof *ev);
     ev->path = path;

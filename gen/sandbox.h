@@ -28,6 +28,7 @@
 #define CONFIG_MEM_LIMIT      (64u << 20)   /* bytes a config may allocate */
 #define CONFIG_READ_RESERVE   (1u << 20)    /* more bytes for reading the result */
 #define CONFIG_TIME_LIMIT     2.0           /* seconds a config may run */
+#define CONFIG_FILE_MAX       (1u << 20)    /* bytes a config file (or a base) may have, checked before reading it */
 #define CONFIG_WATCHDOG_GRACE 1.0           /* seconds after that before the watchdog ends the process */
 #define SANDBOX_MAX_BASES     16            /* nested base "x.lua" calls */
 

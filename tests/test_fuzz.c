@@ -1,8 +1,8 @@
 /* test_fuzz: the file readers under mutated input. For each reader (config, token shard, model checkpoint,
- * resume state, tokenizer, tuning database) a valid file is written first (and must be accepted), then thousands of
- * mutations of it (flipped bits, overwritten bytes, header fields set to extreme values, truncation,
- * appended garbage, repeated chunks, and for the config, replaced tokens) are fed to the reader. Each must
- * either load or give an error message: a crash, a hang or (under `make sanitize`) a memory error fails the
+ * resume state, tokenizer, tuning database, the ranks' id file) a valid file is written first (and must be
+ * accepted), then thousands of mutations of it (flipped bits, overwritten bytes, header fields set to extreme values,
+ * truncation, appended garbage, repeated chunks, and for the config, replaced tokens) are fed to the reader. Each
+ * must either load or give an error message: a crash, a hang or (under `make sanitize`) a memory error fails the
  * run, and so does a changed resume state that is accepted (it carries a checksum), and a tuning database record
  * that does not format back to a line that parses to it, or whose choice the plan cannot take. Deterministic (seeded), and
  * well under a minute. FUZZ_CASES=N changes the number of cases per reader. */
@@ -13,6 +13,7 @@
 #include "runtime/data/shard.h"
 #include "runtime/train/state.h"
 #include "runtime/data/tokenizer.h"
+#include "runtime/ranks/launch.h"
 #include "common/files.h"
 #include "common/rng.h"
 #include <limits.h>
@@ -217,6 +218,13 @@ static int load_tune_db(const char *path, Err *err) {
     return rejected ? err_set(err, "%s: corrupt lines", path) : 0;
 }
 
+/* the id file as rank 1 of the seed's world and job reads it, looking once (runtime/ranks/launch.h) */
+static LaunchEnv id_rank = {.rank = 1, .world = 2, .local_rank = 1, .how = "srun", .job = "7.0"};
+static int load_id_file(const char *path, Err *err) {
+    unsigned char id[128];
+    return launch_share_id_file(path, &id_rank, id, sizeof id, 0, err);
+}
+
 /* ---- the seeds ---- */
 static void test_fuzz_config(void) {
     static const char text[] =
@@ -326,6 +334,17 @@ static void test_fuzz_tune_db(void) {
     n_cases = saved;
 }
 
+static void test_fuzz_id_file(void) {
+    char *p = path_of("id");
+    unsigned char id[128];
+    for (int i = 0; i < 128; i++) id[i] = (unsigned char)(i * 7);
+    LaunchEnv r0 = id_rank;
+    r0.rank = 0;
+    Err err = {{0}};
+    if (launch_share_id_file(p, &r0, id, sizeof id, 1, &err)) CHECK(0, "%s", err.msg);
+    else fuzz("id file", p, -1, load_id_file, 0);
+}
+
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     const char *n = getenv("FUZZ_CASES");
@@ -337,6 +356,7 @@ int main(int argc, char **argv) {
     RUN(test_fuzz_state);
     RUN(test_fuzz_tokenizer);
     RUN(test_fuzz_tune_db);
+    RUN(test_fuzz_id_file);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) {}

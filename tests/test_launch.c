@@ -1,11 +1,10 @@
 /* Launching ranks (runtime/ranks/launch.h): our own launcher's children (the id, the rank and its variables; how
    a failure, a signal, Ctrl-C, SIGTERM or a failing make_id ends the run; children dying with their parent), and
-   the id through a shared file. Children end with _exit only. The launchers' variables: test_launch_env.c. */
+   the id file: test_id_file.c. Children end with _exit only. The launchers' variables: test_launch_env.c. */
 #include "runtime/ranks/launch.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "tests/check.h"
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -334,89 +333,6 @@ static void test_local_children_die_with_parent(void) {
     CHECK(no_children(), "children left");
 }
 
-/* ---------------------------------------------------------------- the id through a file */
-
-static int files_in(const char *dir) {
-    DIR *d = opendir(dir);
-    int n = 0;
-    if (!d) return -1;
-    for (struct dirent *e; (e = readdir(d)); ) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-    closedir(d);
-    return n;
-}
-
-/* A reader that starts first waits for rank 0's file and takes the same bytes; so does one that comes after. */
-static void test_share_id_file(void) {
-    char dir[] = "/tmp/gpt2gen-launch-XXXXXX", path[600];
-    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
-    snprintf(path, sizeof path, "%s/.nccl-id-7.0", dir);
-    unsigned char id[ID_LEN], got[ID_LEN];
-    for (int i = 0; i < ID_LEN; i++) id[i] = (unsigned char)(i * 13 + 1);
-    fflush(NULL);
-    pid_t reader = fork();
-    if (reader == 0) {
-        Err err;
-        unsigned char mine[ID_LEN];
-        if (launch_share_id_file(path, 1, mine, ID_LEN, 3.0, &err)) _exit(1);
-        _exit(memcmp(mine, id, ID_LEN) ? 2 : 0);
-    }
-    usleep(100 * 1000);
-    Err err;
-    CHECK_OK(launch_share_id_file(path, 0, id, ID_LEN, 3.0, &err), &err);
-    int st = 0;
-    waitpid(reader, &st, 0);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the waiting reader: status %#x", st);
-    memset(got, 0, sizeof got);
-    CHECK_OK(launch_share_id_file(path, 2, got, ID_LEN, 0.5, &err), &err);
-    CHECK(!memcmp(got, id, ID_LEN), "the later reader got other bytes");
-    CHECK(files_in(dir) == 1, "%d files in %s (a temporary left?)", files_in(dir), dir);
-    launch_id_file_remove(path);
-    CHECK(!file_exists(path), "not removed");
-    rmdir(dir);
-}
-
-/* No file, or one of the wrong length: a timeout that names the path, in about timeout_s. */
-static void test_share_id_file_timeout(void) {
-    char dir[] = "/tmp/gpt2gen-launch-XXXXXX", path[600];
-    if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
-    snprintf(path, sizeof path, "%s/id", dir);
-    unsigned char id[8];
-    Err err;
-    double t0 = now_seconds();
-    int rc = launch_share_id_file(path, 1, id, sizeof id, 0.3, &err);
-    double dt = now_seconds() - t0;
-    CHECK(rc == -1 && dt >= 0.3 && dt < 0.3 + 3, "rc %d after %.2f s", rc, dt);
-    CHECK(strstr(err.msg, path) && strstr(err.msg, "rank 0 did not write the id file within 0.3 s") &&
-          strstr(err.msg, "every node shares"), "message: %s", err.msg);
-    CHECK_OK(write_file_atomic(path, "12345", 5, &err), &err);
-    t0 = now_seconds();
-    rc = launch_share_id_file(path, 1, id, sizeof id, 0.3, &err);
-    dt = now_seconds() - t0;
-    CHECK(rc == -1 && dt >= 0.3 && dt < 0.3 + 3, "wrong length: rc %d after %.2f s", rc, dt);
-    CHECK(strstr(err.msg, path) && strstr(err.msg, "has 5 bytes, not 8"), "wrong length: %s", err.msg);
-    launch_id_file_remove(path);
-    rmdir(dir);
-}
-
-static void test_id_file_path(void) {
-    env_clear();
-    LaunchEnv le = {.rank = 1, .world = 2, .how = "srun"};
-    snprintf(le.job, sizeof le.job, "12/3 x:y.0");
-    char out[256];
-    Err err;
-    CHECK_OK(launch_id_file_path(&le, NULL, "/shared/run", out, sizeof out, &err), &err);
-    CHECK(!strcmp(out, "/shared/run/.nccl-id-12_3_x_y.0"), "sanitized: %s", out);
-    CHECK_OK(launch_id_file_path(&le, "/nfs/me/id", "/shared/run", out, sizeof out, &err), &err);
-    CHECK(!strcmp(out, "/nfs/me/id"), "override: %s", out);
-    le.job[0] = 0;
-    le.how = "mpirun";
-    CHECK(launch_id_file_path(&le, NULL, "/shared/run", out, sizeof out, &err) == -1 && strstr(err.msg, "set GPT2GEN_NCCL_ID_FILE")
-          && strstr(err.msg, "mpirun"), "no job: %s", err.msg);
-    snprintf(le.job, sizeof le.job, "42");
-    CHECK(launch_id_file_path(&le, NULL, "/shared/run", out, 10, &err) == -1 && strstr(err.msg, "too long"), "small: %s", err.msg);
-    env_restore();
-}
-
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     RUN(test_local_runs_ranks);
@@ -428,8 +344,5 @@ int main(int argc, char **argv) {
     RUN(test_local_make_id_fails);
     RUN(test_local_bad_n);
     RUN(test_local_children_die_with_parent);
-    RUN(test_share_id_file);
-    RUN(test_share_id_file_timeout);
-    RUN(test_id_file_path);
     return check_summary();
 }

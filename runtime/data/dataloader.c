@@ -1,5 +1,6 @@
 #include "runtime/data/dataloader.h"
 #include "common/rng.h"
+#include "common/files.h"
 #include <stdio.h>
 #include "runtime/data/shard.h"
 #include <errno.h>
@@ -42,6 +43,8 @@ int dataloader_open(DataLoader *dl, const char *pattern, int B, int T, int rank,
     int rc = glob(pattern, 0, NULL, &g);
     if (rc != 0 || g.gl_pathc == 0) {
         if (rc == 0) globfree(&g);
+        const char *why = file_missing_why(pattern);   /* a name too long is not "no match" */
+        if (*why && strcmp(why, "no such file")) return err_set(err, "%s: %s", pattern, why);
         return err_set(err, "%s: no token shards match this pattern (make them with `make data` or `gpt2gen prepare`)", pattern);
     }
     dl->n_files = (int)g.gl_pathc;

@@ -174,10 +174,14 @@ static void fill_vocab(Tokenizer *t, const uint8_t *blob, const Span *where, int
     t->offset[nranks + 1] = at + (uint32_t)(sizeof eot_text - 1);
 }
 
+/* the most a tokenizer file or a ranks file may hold, checked before reading (README.md, "Limits of the files
+   gpt2gen reads"); GPT-2's are under 2 MiB */
+enum { TOKENIZER_FILE_MAX = 16 << 20 };
+
 int tokenizer_load_ranks(Tokenizer *t, const char *path, Err *err) {
     memset(t, 0, sizeof *t);
     size_t len;
-    char *text = read_file(path, &len, err);
+    char *text = read_file_max(path, TOKENIZER_FILE_MAX, &len, err);
     if (!text) return -1;
     int nlines = count_lines(text, len);
     if (nlines < 256) { free(text); return err_set(err, "%s: %d lines; expected a tiktoken ranks file (\"<base64> <rank>\" per line, at least the 256 single bytes)", path, nlines); }
@@ -237,7 +241,7 @@ int tokenizer_load(Tokenizer *t, const char *path, Err *err) {
     memset(t, 0, sizeof *t);
     if (check_file(path, err)) return -1;
     size_t len;
-    uint8_t *data = (uint8_t *)read_file(path, &len, err);
+    uint8_t *data = (uint8_t *)read_file_max(path, TOKENIZER_FILE_MAX, &len, err);
     if (!data) return -1;
     int32_t h[HEADER_INTS];
     if (len < HEADER_BYTES) { free(data); return err_set(err, "%s: %zu bytes; expected an llm.c tokenizer file (a %d-byte header, then the tokens)", path, len, HEADER_BYTES); }

@@ -14,7 +14,7 @@
  *   parent is passed on to them. A child gets SIGTERM if the parent dies.
  * - mpirun or srun on one or more nodes: the launcher started every process; env_read reads the rank from
  *   its variables (common/env.h), and the id goes through a file on a file system every node shares: rank 0 writes it,
- *   the others wait for it (launch_share_id_file).
+ *   the others wait for it (launch_share_id_file), and check that it is rank 0's of the same job and world.
  *
  * These functions print nothing except launch_local, whose lines start with "gpt2gen: ". */
 #ifndef GPT2GEN_LAUNCH_H
@@ -39,11 +39,20 @@ enum { LAUNCH_CHILD = -100 };
  * -1 with err when nothing runs: n out of range, or no pipe or fork (children already forked are killed). */
 int launch_local(int n, double grace_s, size_t len, LaunchMakeId make_id, void *ctx, int *rank, void *id, Err *err);
 
-/* The id through a file: rank 0 writes id[0..len) to path atomically; every other rank looks for it every
- * 20 ms, up to timeout_s, and takes it once it holds exactly len bytes. A timeout is an error that names the
- * path (which has to be on a file system every node shares). Rank 0 removes the file with
- * launch_id_file_remove once the communicator is up. */
-int  launch_share_id_file(const char *path, int rank, void *id, size_t len, double timeout_s, Err *err);
+/* The id through a file (runtime/ranks/id_file.c), at most LAUNCH_ID_FILE_MAX bytes of text: rank 0 writes
+ * id[0..len) to path atomically with its world size, the job (le->job), its host and pid; every other rank looks
+ * for it every 20 ms, up to timeout_s, and takes it once it is there. A rank whose world or job is not rank 0's
+ * stops at once with an error naming both; a file that is not an id file is an error that names it and its size
+ * (none of its bytes). A stale file (its rank 0 gone from this host, or of another job and older than this rank)
+ * is waited past, for rank 0 to replace it. A timeout is an error that names the path (which has to be on a file
+ * system every node shares). Rank 0 refuses to write over anything but its own id file or a stale one. */
+enum { LAUNCH_ID_FILE_MAX = 4096 };
+int  launch_share_id_file(const char *path, const LaunchEnv *le, void *id, size_t len, double timeout_s, Err *err);
+/* Rank 0, before it builds: a stale id file at path is removed (note says so; cap 0: no note), nothing there or
+ * its own is fine, anything else is an error (a file not an id file: refused, never replaced; an id file whose
+ * rank 0 still runs on this host). */
+int  launch_id_file_claim(const char *path, char *note, size_t cap, Err *err);
+/* Removes path if it is this process's own id file (rank 0's, once every rank has joined, and on every exit). */
 void launch_id_file_remove(const char *path);
 /* The id file's path: id_file (GPT2GEN_NCCL_ID_FILE) if not NULL, else "<dir>/.nccl-id-<job>" (characters of the job id
  * other than letters, digits, '.', '-' and '_' become '_'). No job id and no GPT2GEN_NCCL_ID_FILE: -1 and

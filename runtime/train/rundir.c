@@ -93,11 +93,16 @@ static int take_lock(RunDir *rd, Err *err) {
     char path[RUNDIR_PATH_MAX];
     lock_path(rd, path);
     long pid = 0;
-    int rc = lockfile_try(path, &rd->lock_fd, &pid, err);
+    int rc = lockfile_try(path, &rd->lock_fd, &pid, err), e = errno;
     if (rc < 0) {
+        /* the hint fits the cause: a full disk is not a permissions problem */
+        const char *hint = e == ENOSPC || e == EDQUOT ? " (the file system of checkpoint.dir is full, or its quota is: "
+                                                        "free space there, or use another checkpoint.dir)"
+                         : e == EACCES || e == EPERM || e == EROFS ? " (checkpoint.dir must be a directory this user can write)"
+                         : "";
         char why[sizeof err->msg];
         snprintf(why, sizeof why, "%s", err->msg);
-        return err_set(err, "%s (checkpoint.dir must be a directory this user can write)", why);
+        return err_set(err, "%s%s", why, hint);
     }
     if (rc == 1)
         return err_set(err, "%s is in use by another run (pid %ld holds %s); wait for it to finish, or use another checkpoint.dir",

@@ -1,6 +1,7 @@
 /* train: the training loop (runtime/train/train.h): the ranks this process drives, the step, validation, samples and
    progress; checkpoints and the start of a run are train_checkpoint.c's. */
 #include "runtime/train/train.h"
+#include "runtime/ranks/launch.h"
 #include "runtime/train/train_run.h"
 #include "common/clock.h"
 #include "common/files.h"
@@ -134,8 +135,10 @@ static int sample_text(Run *r, int step, Err *err) {
    model does not have). */
 static int open_tokenizer(Run *r, Err *err) {
     const Config *c = r->cfg;
-    if (!c->data.tokenizer[0] || !file_exists(c->data.tokenizer)) {
-        if (c->eval.sample_every > 0) printf("note: no tokenizer at %s: samples print as token ids\n", c->data.tokenizer);
+    const char *why = c->data.tokenizer[0] ? file_missing_why(c->data.tokenizer) : "none named";
+    if (*why) {   /* the reason: "no such file", or a name longer than the file system allows, ... */
+        if (c->eval.sample_every > 0)
+            printf("note: no tokenizer at %s (%s): samples print as token ids\n", err_show(c->data.tokenizer), why);
         return 0;
     }
     if (tokenizer_load(&r->tok, c->data.tokenizer, err)) return -1;
@@ -206,6 +209,7 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const Plan *sampl
     if (procs == 1) return (r->comm = comm_emulated_create(r->world, err)) ? 0 : -1;
     if (!r->be->make_comm) return err_set(err, "the %s backend cannot run as one of several processes", r->be->name);
     r->comm = r->be->make_comm(r->be, opt->comm_id, r->world, r->first, env->nccl_timeout, err);
+    if (r->comm && opt->id_file) launch_id_file_remove(opt->id_file);   /* every rank has read it */
     r->overlap = r->comm && r->comm->reduce_ranges_avg && env->comm_overlap;
     return r->comm ? 0 : -1;
 }

@@ -26,6 +26,9 @@ typedef struct {
     const void *comm_id;     /* joined by the backend's make_comm (runtime/backend.h) */
     /* GPT2GEN_TEST_OVERFLOW, GPT2GEN_COMM_OVERLAP, GPT2GEN_NCCL_TIMEOUT and the backend's (common/env.h); NULL: defaults */
     const Env *env;
+    /* rank 0 of ranks that mpirun or srun started: the id file (runtime/ranks/launch.h) it removes as soon as the
+       ranks have joined, so that no exit, not even an _exit, leaves it behind; NULL: none */
+    const char *id_file;
 } TrainOptions;
 
 /* Runs the whole job: the training plan's step on every rank; samples (eval.sample_every) with the sampling plan

@@ -74,14 +74,14 @@ if grep -q "steps = 7," $c && grep -q "batch_size = 8," $c && grep -q "n_layer =
 else fail base_merge_and_overrides "resolved config: $(cat $c 2>/dev/null | tr '\n' ' ')"; fi
 
 # a broken template: the error names the generated file (kept in build/tiny~failed/) and the template's file
-# and line; build/tiny/ stays as it was, and the next good build removes build/tiny~failed/
+# (the one read, under GPT2GEN_TEMPLATES) and line; build/tiny/ stays as it was, and the next good build removes build/tiny~failed/
 mkdir -p tpl && cp "$ROOT"/templates/* tpl/
 line=$(grep -n "^KERNEL(" tpl/layernorm.cu | head -1 | cut -d: -f1)
 sed -i "${line}s/^/this is not C++;\n/" tpl/layernorm.cu
 "$GPT2GEN" build configs/tiny.lua --arch sm_90 -q && cp -r build/tiny before-broken
 out=$(GPT2GEN_TEMPLATES="$WORK/tpl" "$GPT2GEN" build configs/tiny.lua --arch sm_90 2>&1); rc=$?
 if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "build/tiny~failed/kernels/layernorm.cu: NVRTC could not compile" \
-   && printf '%s' "$out" | grep -q "templates/layernorm.cu($line): error" && grep -q "this is not C++" build/tiny~failed/kernels/layernorm.cu; then
+   && printf '%s' "$out" | grep -qF "$WORK/tpl/layernorm.cu($line): error" && grep -q "this is not C++" build/tiny~failed/kernels/layernorm.cu; then
     ok broken_template_names_file_and_line
 else fail broken_template_names_file_and_line "rc=$rc: $(printf '%s' "$out" | head -5)"; fi
 if diff -r -x .lock before-broken build/tiny >/dev/null; then ok broken_template_leaves_build_alone

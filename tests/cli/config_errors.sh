@@ -95,4 +95,28 @@ if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "cycle"; then ok base_cycle; el
 out=$("$GPT2GEN" build "$WORK/none.lua" 2>&1); rc=$?
 if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "none.lua: no such config file"; then ok missing_file; else fail missing_file "rc=$rc: $out"; fi
 
+# A path with a name longer than the file system allows is said so, not "no such file"
+out=$("$GPT2GEN" build "$WORK/$(printf '%0300d' 0).lua" 2>&1); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "longer than the file system allows"; then ok name_too_long
+else fail name_too_long "rc=$rc: $(printf '%s' "$out" | tail -c 300)"; fi
+
+# A config file over its limit (1 MiB) is one message naming it and the limit, before it is read
+head -c 1100000 /dev/zero | tr '\0' ' ' > "$WORK/huge.lua"
+out=$("$GPT2GEN" build "$WORK/huge.lua" --arch sm_90 2>&1); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "huge.lua: 1100000 bytes, more than the 1 MiB such a file may have"; then ok config_size_limit
+else fail config_size_limit "rc=$rc: $out"; fi
+
+# User strings in messages are cut at 200 characters with "...", and the reason is always there
+long=$(printf '%05000d' 0)
+d="$WORK/msg"; mkdir -p "$d"; printf '%s\n%s\n' "$GOOD_MODEL" "$GOOD_TRAIN" > "$d/ok.lua"
+check_short() {  # NAME RC WANT OUTPUT
+    if [ "$2" -eq 2 ] && printf '%s' "$4" | grep -qF -- "$3" && printf '%s' "$4" | grep -qF "00000..." \
+       && [ "$(printf '%s' "$4" | wc -c)" -lt 1200 ]; then ok "$1"
+    else fail "$1" "rc=$2, $(printf '%s' "$4" | wc -c) bytes: $(printf '%s' "$4" | tail -c 300)"; fi
+}
+out=$("$GPT2GEN" build "$WORK/$long.lua" 2>&1); check_short long_config_path $? "the config path is 5" "$out"
+out=$(cd "$d" && "$GPT2GEN" build ok.lua --arch sm_90 --set "train.$long=1" 2>&1); check_short long_set_key $? ": unknown key" "$out"
+out=$("$GPT2GEN" build "$d/ok.lua" --arch "sm_$long" 2>&1); check_short long_arch $? "expected sm_XX" "$out"
+out=$("$GPT2GEN" build "$d/ok.lua" "--x$long" 2>&1); check_short long_unknown_option $? "unknown option" "$out"
+
 finish

@@ -168,4 +168,11 @@ if [ -x /usr/bin/time ]; then
     if [ -d huge ] && [ "$kb" -lt $((base + 20000)) ] 2>/dev/null; then ok pipe_memory_bounded "$mb MB in: $((kb / 1000)) MB resident, $((base / 1000)) MB for one line"
     else fail pipe_memory_bounded "$mb MB in: $kb KB resident, $base KB for one line (expected under 20 MB more)"; fi
 else skip pipe_memory_bounded "no /usr/bin/time"; fi
+# a ranks file over its limit (16 MiB) is one message naming it and the limit, before it is read (a sparse file)
+echo "some text" > small.txt
+truncate -s 20M sparse.tiktoken
+out=$("$GPT2GEN" prepare --ranks sparse.tiktoken small.txt -o sparse_out 2>&1); rc=$?
+if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "sparse.tiktoken: 20971520 bytes, more than the 16 MiB such a file may have" && [ ! -e sparse_out ]; then
+    ok ranks_file_size_limit
+else fail ranks_file_size_limit "rc=$rc: $(printf '%s' "$out" | head -c 300)"; fi
 finish

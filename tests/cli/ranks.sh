@@ -169,14 +169,50 @@ for r in 0 1; do
 done
 if wait_steps "$WORK/hand" 2; then
     kill -9 $pid1; wait $pid0; rc=$?
-    if [ $rc -eq 1 ] && grep -q "gpt2gen: rank 0: rank 1 has gone" "$WORK/hand0.log"; then ok processes_survivor_ends
+    if [ $rc -eq 1 ] && grep -q "gpt2gen: rank 0: rank 1 has gone" "$WORK/hand0.log" && [ ! -e "$WORK/id" ]; then ok processes_survivor_ends
     else fail processes_survivor_ends "rc=$rc: $(tail -3 "$WORK/hand0.log")"; fi
 else kill -9 $pid0 $pid1; fail processes_survivor_ends "no steps: $(tail -3 "$WORK/hand0.log")"; fi
 wait 2>/dev/null
 
+# The rank join (runtime/ranks/id_file.c), ranks started by hand as mpirun would: rank 0's id file names the world
+# and the job. A rank of another world stops at once naming both sizes, and rank 0's file goes on that exit path
+# too; a user's file at GPT2GEN_NCCL_ID_FILE is never replaced (nor printed); a killed rank 0's file is stale: a
+# rank that comes first waits past it and rank 0 replaces it, so the next run trains.
+hand() {  # hand RANK WORLD TIMEOUT ID_FILE LOG [options]: execs (run it as `hand ... &` or `(hand ...)`)
+    r=$1 w=$2 t=$3 f=$4 log=$5; shift 5
+    GPT2GEN_RANK=$r GPT2GEN_WORLD=$w GPT2GEN_LOCAL_RANK=$r GPT2GEN_NCCL_ID_FILE="$f" GPT2GEN_NCCL_TIMEOUT=$t \
+        GPT2GEN_CPU_PROCESSES=1 exec "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=768 --set eval.val_every=0 \
+        --set train.steps=2 "$@" > "$log" 2>&1
+}
+wait_file() { i=0; while [ ! -e "$1" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done; }
+hand 0 2 3 "$WORK/id23" "$WORK/w0.log" --set checkpoint.dir="$WORK/w23" & pid0=$!
+wait_file "$WORK/id23"
+t0=$(date +%s); (hand 1 3 20 "$WORK/id23" "$WORK/w1.log" --set checkpoint.dir="$WORK/w23"); rc=$?; t1=$(date +%s)
+wait $pid0; rc0=$?
+if [ $rc -eq 1 ] && [ $((t1 - t0)) -le 5 ] && grep -q "rank 1: .*id23: rank 0 was started in a world of 2 ranks, this rank (1) in one of 3" "$WORK/w1.log" \
+   && [ $rc0 -eq 1 ] && [ ! -e "$WORK/id23" ]; then ok join_other_world_stops
+else fail join_other_world_stops "rc=$rc rc0=$rc0 in $((t1 - t0)) s: $(cat "$WORK/w1.log" "$WORK/w0.log"; ls "$WORK/id23" 2>&1)"; fi
+printf 'my notes\n\001\377 keep me\n' > "$WORK/notes.txt"; cp "$WORK/notes.txt" "$WORK/notes.orig"
+(hand 0 2 20 "$WORK/notes.txt" "$WORK/n0.log" --set checkpoint.dir="$WORK/notes"); rc=$?
+if [ $rc -eq 1 ] && grep -q "notes.txt: not an id file of gpt2gen's (.* bytes .*); rank 0 does not replace it" "$WORK/n0.log" \
+   && ! grep -q "keep me" "$WORK/n0.log" && cmp -s "$WORK/notes.txt" "$WORK/notes.orig"; then ok join_user_file_kept
+else fail join_user_file_kept "rc=$rc: $(cat "$WORK/n0.log"; cmp "$WORK/notes.txt" "$WORK/notes.orig")"; fi
+hand 0 2 20 "$WORK/idst" "$WORK/k0.log" --set checkpoint.dir="$WORK/stale0" & pid0=$!
+wait_file "$WORK/idst"; kill -9 $pid0; wait $pid0 2>/dev/null
+hand 1 2 20 "$WORK/idst" "$WORK/s1.log" --set checkpoint.dir="$WORK/stale" & pid1=$!
+sleep 0.5
+(hand 0 2 20 "$WORK/idst" "$WORK/s0.log" --set checkpoint.dir="$WORK/stale"); rc0=$?
+wait $pid1; rc1=$?
+if [ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && grep -q "note: .*idst: replacing a stale id file" "$WORK/s0.log" && [ ! -e "$WORK/idst" ] \
+   && [ -f "$WORK/stale/model_00000002.bin" ]; then ok join_stale_file_replaced
+else fail join_stale_file_replaced "rc0=$rc0 rc1=$rc1: $(cat "$WORK/s0.log" "$WORK/s1.log")"; fi
+
 out=$(run --set train.num_gpus=65 --set train.total_batch_size=$((65 * 128)) --set checkpoint.dir="$WORK/many" 2>&1); rc=$?
-if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "train.num_gpus = 65: the CPU backend emulates at most 64 ranks"; then ok too_many_ranks
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "train.num_gpus = 65: the CPU backend emulates at most 64 ranks"; then ok too_many_ranks
 else fail too_many_ranks "rc=$rc: $out"; fi
+out=$("$GPT2GEN" train $M --backend cpu -q --gpus 65 --set train.total_batch_size=$((65 * 128)) --set checkpoint.dir="$WORK/many" 2>&1); rc=$?
+if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "train.num_gpus = 65: the CPU backend emulates at most 64 ranks"; then ok too_many_gpus_option
+else fail too_many_gpus_option "rc=$rc: $out"; fi
 out=$(run --set train.zero_stage=2 --set checkpoint.dir="$WORK/z2" 2>&1); rc=$?
 if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "train.zero_stage"; then ok bad_zero_stage; else fail bad_zero_stage "rc=$rc: $out"; fi
 finish

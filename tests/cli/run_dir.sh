@@ -91,6 +91,23 @@ if [ -n "$ro" ]; then
     out=$(run --set checkpoint.dir="$ro" 2>&1); rc=$?
     expect dir_not_writable 1 "$ro" $rc; before_training dir_not_writable_before_training
 else skip dir_not_writable "no directory here that this user cannot write"; fi
+# a full disk at run.lock is said to be one, not worded as a permissions problem (a 64 KiB tmpfs, filled, in a
+# mount namespace of its own; skipped where this machine cannot make one)
+mkdir -p "$WORK/full"
+if unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs "$1"' sh "$WORK/full" 2>/dev/null; then
+    out=$(unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs "$1" && mkdir "$1/run" && { head -c 1048576 /dev/zero > "$1/fill"; true; } 2>/dev/null &&
+          exec timeout 60 "$2" train "$3" --backend cpu -q --set checkpoint.dir="$1/run"' sh "$WORK/full" "$GPT2GEN" $M 2>&1); rc=$?
+    if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "run.lock: .*No space left on device (the file system of checkpoint.dir is full" \
+       && ! printf '%s' "$out" | grep -q "this user can write"; then ok run_lock_disk_full
+    else fail run_lock_disk_full "rc=$rc: $out"; fi
+else skip run_lock_disk_full "cannot mount a tmpfs in a mount namespace here"; fi
+# a data path with a name longer than the file system allows is said so, not "no match" or silently no tokenizer
+L=$(printf '%0300d' 0)
+out=$(run --set checkpoint.dir="$WORK/long1" --set data.train="$WORK/$L/train_*.bin" 2>&1); rc=$?
+expect shards_name_too_long 1 "longer than the file system allows" $rc
+out=$(run --set checkpoint.dir="$WORK/long2" --set train.steps=1 --set eval.sample_every=1 --set eval.sample_tokens=2 \
+      --set data.tokenizer="$WORK/$L/tokenizer.bin" 2>&1); rc=$?
+expect tokenizer_name_too_long 0 "... (a name in the path is longer than the file system allows" $rc
 
 # leftovers of killed saves are removed at the start
 copy leftovers
