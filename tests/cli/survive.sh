@@ -1,9 +1,9 @@
 #!/bin/sh
-# Output that survives (README, "Training"): a closed standard output does not stop training; SIGTERM saves and
-# exits 130 like Ctrl-C, also with a process per rank (the ranks agree on the step); metrics.jsonl takes each
-# record whole or not at all, a write error is one message and training goes on, and a torn last line left by a
-# run that stopped mid-write is repaired by the next run. The full disk is /dev/full, and a 4 KiB tmpfs (mounted
-# in a user namespace, skipped where the machine cannot mount) for a record cut short.
+# Output that survives (README, "Training"): a closed standard output (a pipe, or none at all) does not stop
+# training; SIGTERM saves and exits 130 like Ctrl-C, also with a process per rank (the ranks agree on the step);
+# metrics.jsonl takes each record whole or not at all, a write error is one message and training goes on, and a
+# torn last line left by a run that stopped mid-write is repaired by the next run. The full disk is /dev/full,
+# and a 4 KiB tmpfs (mounted in a user namespace, skipped where the machine cannot mount) for a record cut short.
 . "$(dirname "$0")/../lib.sh"
 . "$ROOT/tests/train_env.sh"
 fast="--backend cpu --set train.total_batch_size=128 --set eval.val_every=0"
@@ -22,6 +22,16 @@ rc=$(cat "$WORK/pipe.rc")
 if [ "$rc" -eq 0 ] && [ -f "$WORK/pipe/model_00000004.bin" ] && [ "$(steps_in "$WORK/pipe/metrics.jsonl")" -eq 4 ] \
    && grep -q "standard output: .*progress goes on in .*metrics.jsonl" "$WORK/pipe.err"; then ok closed_stdout_trains_on
 else fail closed_stdout_trains_on "rc=$rc, $(steps_in "$WORK/pipe/metrics.jsonl") steps logged: $(cat "$WORK/pipe.err")"; fi
+
+# no standard output at all (closed, not a pipe): what would print does not land in a file the run opened (the
+# first file opened takes the lowest free descriptor: run.lock, which must hold only the run's pid)
+"$GPT2GEN" train $M $fast --set train.steps=100000 --set checkpoint.dir="$WORK/closed" >&- 2> "$WORK/closed.err" &
+pid=$!
+if wait_steps "$WORK/closed" 1; then
+    lock=$(cat "$WORK/closed/run.lock"); kill -TERM $pid; wait $pid; rc=$?
+    if [ $rc -eq 130 ] && [ "$lock" = "$pid" ] && parses "$WORK/closed/metrics.jsonl"; then ok stdout_closed_outright_not_reused
+    else fail stdout_closed_outright_not_reused "rc=$rc, run.lock holds '$(printf '%s' "$lock" | head -c 200)': $(cat "$WORK/closed.err")"; fi
+else kill -9 $pid; wait $pid; fail stdout_closed_outright_not_reused "no steps: $(cat "$WORK/closed.err")"; fi
 
 # a metrics log on a full device: one message, training goes on and saves
 mkdir -p "$WORK/full" && ln -s /dev/full "$WORK/full/metrics.jsonl"
@@ -65,7 +75,8 @@ GPT2GEN_CPU_PROCESSES=1 "$GPT2GEN" train $M $fast -q --set train.total_batch_siz
     --set checkpoint.dir="$WORK/ranks" > "$WORK/ranks.log" 2>&1 &
 parent=$!
 if wait_steps "$WORK/ranks" 1; then
-    kill -TERM "$(pgrep -P $parent | tail -1)"; wait $parent; rc=$?
+    victim=$(pgrep -P $parent | tail -1)
+    kill -TERM "${victim:-$parent}"; wait $parent; rc=$?
     if [ $rc -eq 130 ] && [ "$(ls "$WORK/ranks" | grep -c '^done_')" -eq 1 ] \
        && grep -q "stopped at step [0-9]* .*: checkpoint saved" "$WORK/ranks.log"; then ok sigterm_ranks_agree
     else fail sigterm_ranks_agree "rc=$rc: $(ls "$WORK/ranks") $(tail -3 "$WORK/ranks.log")"; fi
