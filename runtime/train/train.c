@@ -358,11 +358,12 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
     int timed_steps = 0, last_saved = -1, resumed_at = step > 0 ? step : -1;
     for (; step <= c->train.steps; step++) {
         int last = step == c->train.steps;
-        /* one process per rank: Ctrl-C or SIGTERM reaches them at different moments (or only some of them); they
-           stop at the same step */
+        /* whether to save and stop at this step, taken once: a signal that comes later counts at the next step.
+           One process per rank: Ctrl-C or SIGTERM reaches them at different moments (or only some of them); they
+           agree, and stop at the same step. */
+        int stop = stop_requested() != 0;
         if (r.local < r.world) {
-            int stop;
-            if ((rc = run_agree(&r, stop_requested() != 0, &stop, &err))) break;
+            if ((rc = run_agree(&r, stop, &stop, &err))) break;
             if (stop) stop_by_other_rank();
         }
         /* a resumed run already validated, sampled and saved at its first step before it stopped */
@@ -376,13 +377,15 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
         }
         if (evals && r.lead && c->eval.sample_every > 0 && step > 0 && (step % c->eval.sample_every == 0 || last))
             if ((rc = sample_text(&r, step, &err))) break;
-        if (evals && step > 0 && (last || (c->checkpoint.every > 0 && step % c->checkpoint.every == 0) || stop_requested())) {
+        if (evals && step > 0 && (last || (c->checkpoint.every > 0 && step % c->checkpoint.every == 0) || stop)) {
             if ((rc = run_save_checkpoint(&r, step, &err))) break;
             last_saved = step;
         }
         if (last) break;
-        if (stop_requested()) {
-            printf("stopped at step %d %s: checkpoint saved; continue with --resume\n", step, stop_reason());
+        if (stop) {
+            if (last_saved == step || step == resumed_at)   /* a resumed run's first step is saved already */
+                printf("stopped at step %d %s: checkpoint saved; continue with --resume\n", step, stop_reason());
+            else printf("stopped at step %d %s: no step trained yet, nothing to save\n", step, stop_reason());
             rc = 130;
             break;
         }
