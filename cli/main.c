@@ -2,8 +2,10 @@
 #include "cli/commands.h"
 #include "common/env.h"
 #include "gen/emit.h"
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define VERSION "0.1.0"
 
@@ -28,7 +30,16 @@ static const char *USAGE =
     "\n"
     "Run `make test` for the test suite. README.md documents the config contract.\n";
 
+/* A standard stream the caller closed (`>&-`) is opened on /dev/null, so that the first file gpt2gen opens does
+   not take its number and get what is printed (tests/cli/survive.sh: run.lock did). */
+static void open_std_streams(void) {
+    int fd;
+    while ((fd = open("/dev/null", O_RDWR)) >= 0 && fd <= 2) {}
+    if (fd > 2) close(fd);
+}
+
 int main(int argc, char **argv) {
+    open_std_streams();
     if (argc < 2) { fputs(USAGE, stderr); return EXIT_USAGE; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { fputs(USAGE, stdout); return 0; }

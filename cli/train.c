@@ -7,6 +7,7 @@
 #include "runtime/ranks/launch.h"
 #include "runtime/train/rundir.h"
 #include "runtime/train/train.h"
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,6 +137,9 @@ static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan,
 }
 
 int cmd_train(int argc, char **argv) {
+    /* a closed standard output (`| head`, a dead tee or ssh session) fails its writes instead of killing the run
+       (runtime/train/train.c gives it up and trains on); the ranks' processes inherit this */
+    signal(SIGPIPE, SIG_IGN);
     Args a;
     int rc = args_parse(argc, argv, &a, "train");
     if (rc) return rc;

@@ -1,6 +1,7 @@
 /* test_resume: what keeps a run's files safe. The resume state (round trip, checksum, every field checked,
    a state that does not fit the run), the run directory (lock, stale lock, refusing to overwrite, leftovers,
-   an unusable directory, the steps it holds), resume's choice of the newest valid pair, and JSON strings. */
+   an unusable directory, the steps it holds), resume's choice of the newest valid pair, JSON strings, and a torn
+   last line of metrics.jsonl. */
 #include "common/files.h"
 #include "runtime/checkpoint.h"
 #include "runtime/train/metrics.h"
@@ -8,11 +9,13 @@
 #include "runtime/train/rundir.h"
 #include "runtime/train/state.h"
 #include "tests/check.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -306,6 +309,43 @@ static void test_json_string(void) {
     CHECK(!strcmp(json_number(buf, "%.6f", NAN), "null") && !strcmp(json_number(buf, "%.6f", -INFINITY), "null"), "not finite: %s", buf);
 }
 
+/* metrics_open on a file with the given contents (or a FIFO where contents is NULL); what the file holds after. */
+static int metrics_open_on(const char *contents, char *after, size_t size, Err *err) {
+    remove("log/metrics.jsonl");
+    if (mkdir("log", 0755) != 0 && errno != EEXIST) return err_set(err, "mkdir log: %s", strerror(errno));
+    if (!contents) mkfifo("log/metrics.jsonl", 0644);
+    else { FILE *f = fopen("log/metrics.jsonl", "wb"); if (f) { fputs(contents, f); fclose(f); } }
+    Metrics m;
+    if (metrics_open(&m, "log", err)) return -1;
+    metrics_line(&m, "{\"n\":%d}", 1);
+    metrics_close(&m);
+    size_t len;
+    char *got = read_file("log/metrics.jsonl", &len, err);
+    if (!got) return -1;
+    snprintf(after, size, "%s", got);
+    free(got);
+    return 0;
+}
+
+/* A torn last line is cut off before the next record (a file of one torn line becomes empty), whole lines are
+   kept, and a FIFO is refused, not waited on. */
+static void test_metrics_repair(void) {
+    const struct { const char *in, *want; } cases[] = {
+        {"", "{\"n\":1}\n"},
+        {"{\"a\":1}\n", "{\"a\":1}\n{\"n\":1}\n"},
+        {"{\"a\":1}\n{\"b\"", "{\"a\":1}\n{\"n\":1}\n"},
+        {"{\"torn", "{\"n\":1}\n"},
+    };
+    char after[256];
+    Err err;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_OK(metrics_open_on(cases[i].in, after, sizeof after, &err), &err);
+        CHECK(!strcmp(after, cases[i].want), "case %zu: got '%s', expected '%s'", i, after, cases[i].want);
+    }
+    CHECK(metrics_open_on(NULL, after, sizeof after, &err) != 0 && strstr(err.msg, "log/metrics.jsonl: expected a file") &&
+          strstr(err.msg, "FIFO"), "a FIFO: %s", err.msg);
+}
+
 /* Works in a fresh folder under /tmp (the current directory while the tests run), removed at the end. */
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
@@ -323,6 +363,7 @@ int main(int argc, char **argv) {
     RUN(test_rundir_steps);
     RUN(test_resume_fallback);
     RUN(test_json_string);
+    RUN(test_metrics_repair);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (chdir("/") || system(cmd)) {}
     return check_summary();

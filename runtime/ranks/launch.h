@@ -7,11 +7,12 @@
  *   process that has started the CUDA driver, or any thread, must not fork). Child i is rank i; the parent
  *   trains nothing. Only after the last fork does the parent make the id (ncclGetUniqueId starts a thread,
  *   and a process with threads must not fork again); it writes the id down a pipe to each child, then
- *   watches them. A run ends well when every child exits 0 (130 where Ctrl-C stopped them after saving).
+ *   watches them. A run ends well when every child exits 0 (130 where Ctrl-C or SIGTERM stopped them after
+ *   saving: runtime/train/stop.h).
  *   The first child to exit otherwise, or to be killed, fails the run: the parent names it in one line,
  *   sends the others SIGTERM, SIGKILLs what is left after a grace time, and exits 1. Ctrl-C reaches the
  *   whole process group, so the parent ignores it and waits for the children to save; a SIGTERM to the
- *   parent is passed on to them. A child gets SIGTERM if the parent dies.
+ *   parent is passed on to them (they save and stop, as on Ctrl-C). A child gets SIGTERM if the parent dies.
  * - mpirun or srun on one or more nodes: the launcher started every process; env_read reads the rank from
  *   its variables (common/env.h), and the id goes through a file on a file system every node shares: rank 0 writes it,
  *   the others wait for it (launch_share_id_file), and check that it is rank 0's of the same job and world.

@@ -7,15 +7,12 @@
 #include "common/files.h"
 #include "common/rng.h"
 #include "runtime/train/schedule.h"
+#include "runtime/train/stop.h"
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static volatile sig_atomic_t stop_requested;
-static void on_sigint(int sig) { (void)sig; stop_requested = 1; }
 
 Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo ri, const Env *env, Err *err) {
     BackendOptions o = {plan, ri.device, 0, 0, NULL, env};
@@ -360,16 +357,18 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
     metrics_line(&r.metrics, "{\"event\":\"start\",\"config\":%s,\"backend\":%s,\"step\":%d,\"steps\":%d,\"params\":%zu}",
                  name, backend, step, c->train.steps, r.num_params);
     free(name); free(backend);
-    signal(SIGINT, on_sigint);
+    stop_signals(1);
     double timed = 0;
     int timed_steps = 0, last_saved = -1, resumed_at = step > 0 ? step : -1;
     for (; step <= c->train.steps; step++) {
         int last = step == c->train.steps;
-        /* one process per rank: Ctrl-C reaches them at different moments; they stop at the same step */
+        /* whether to save and stop at this step, taken once: a signal that comes later counts at the next step.
+           One process per rank: Ctrl-C or SIGTERM reaches them at different moments (or only some of them); they
+           agree, and stop at the same step. */
+        int stop = stop_requested() != 0;
         if (r.local < r.world) {
-            int stop;
-            if ((rc = run_agree(&r, stop_requested != 0, &stop, &err))) break;
-            stop_requested = stop;
+            if ((rc = run_agree(&r, stop, &stop, &err))) break;
+            if (stop) stop_by_other_rank();
         }
         /* a resumed run already validated, sampled and saved at its first step before it stopped */
         int evals = step != resumed_at;
@@ -382,12 +381,18 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
         }
         if (evals && r.lead && c->eval.sample_every > 0 && step > 0 && (step % c->eval.sample_every == 0 || last))
             if ((rc = sample_text(&r, step, &err))) break;
-        if (evals && step > 0 && (last || (c->checkpoint.every > 0 && step % c->checkpoint.every == 0) || stop_requested)) {
+        if (evals && step > 0 && (last || (c->checkpoint.every > 0 && step % c->checkpoint.every == 0) || stop)) {
             if ((rc = run_save_checkpoint(&r, step, &err))) break;
             last_saved = step;
         }
         if (last) break;
-        if (stop_requested) { printf("stopped at step %d: checkpoint saved; continue with --resume\n", step); rc = 130; break; }
+        if (stop) {
+            if (last_saved == step || step == resumed_at)   /* a resumed run's first step is saved already */
+                printf("stopped at step %d %s: checkpoint saved; continue with --resume\n", step, stop_reason());
+            else printf("stopped at step %d %s: no step trained yet, nothing to save\n", step, stop_reason());
+            rc = 130;
+            break;
+        }
         double t0 = now_seconds();
         float loss = 0, norm = 0, lr = 0;
         int skipped = 0;
@@ -409,7 +414,7 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
         char l[32], nm[32];
         metrics_line(&r.metrics, "{\"event\":\"step\",\"step\":%d,\"loss\":%s,\"lr\":%.6e,\"norm\":%s,\"ms\":%.3f,\"tok_s\":%.1f%s}",
                      step + 1, json_number(l, "%.6f", loss), lr, json_number(nm, "%.6f", norm), dt * 1e3, tok_s, scale_json);
-        fflush(stdout);
+        stop_check_stdout(&r.stdout_gone, r.lead ? r.metrics.path : "rank 0's metrics.jsonl");
     }
     if (rc && rc != 130) fprintf(stderr, "gpt2gen: %s%s\n", who, err.msg);
     if (rc && r.comm && r.comm->broken) {
@@ -422,7 +427,7 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
         printf("done: %d steps, mean %.1f ms/step, %.0f tok/s, %.2f TFLOP/s%s\n", timed_steps, timed / timed_steps * 1e3,
                tok_s, tok_s * gpt2_flops_per_token(&shape, c->train.seq_len) / 1e12, last_saved >= 0 ? "" : " (no checkpoint written)");
     }
-    signal(SIGINT, SIG_DFL);
+    stop_signals(0);
     close_run(&r);
     return rc == 130 ? 130 : rc ? EXIT_FAIL : 0;
 }

@@ -39,6 +39,7 @@ typedef struct {
     RunDir dir;
     Metrics metrics;
     int quiet;
+    int stdout_gone;                     /* standard output failed (a closed pipe): it is /dev/null now */
     size_t num_params;
     LossScaler scaler;                   /* fp16: dynamic loss scaling; otherwise scale 1, never skips */
     const char *overflow_hook;           /* GPT2GEN_TEST_OVERFLOW (loss_scale.h), or NULL */
