@@ -20,8 +20,10 @@ const char *err_show(const char *s) {
     if (!s) return "(null)";
     if (strnlen(s, ERR_SHOW_MAX + 1) <= ERR_SHOW_MAX) return s;
     char *out = slots[next++ % ERR_SHOW_SLOTS];
-    memcpy(out, s, ERR_SHOW_MAX);
-    memcpy(out + ERR_SHOW_MAX, "...", 4);
+    const size_t half = ERR_SHOW_MAX / 2, n = strlen(s);
+    memcpy(out, s, half);
+    memcpy(out + half, "...", 3);
+    memcpy(out + half + 3, s + n - half, half + 1);   /* the tail and its terminating 0 */
     return out;
 }
 

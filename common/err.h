@@ -9,7 +9,8 @@ typedef struct { char msg[4096]; } Err;
 int  err_set(Err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));   /* returns -1 */
 
 /* A user's string (a path, a key, an option) as a message shows it: whole up to ERR_SHOW_MAX bytes, else its
-   first ERR_SHOW_MAX bytes and "...", so that no message fills up with one string and loses its reason. The
+   first and last ERR_SHOW_MAX / 2 bytes around "..." (a path keeps its file name), so that no message fills up
+   with one string and loses its reason. The
    result lives in one of ERR_SHOW_SLOTS buffers of this thread, taken in turn: that many in one message. */
 enum { ERR_SHOW_MAX = 200, ERR_SHOW_SLOTS = 8 };
 const char *err_show(const char *s);
