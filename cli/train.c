@@ -124,10 +124,15 @@ static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan,
         if (!rc && note[0]) fprintf(stderr, "gpt2gen: rank 0: note: %s\n", note);
         rc = rc || (!cpu && args_build_plans(a, plan, sample, a->quiet, &err)) ||
              make_id(id, sizeof id, cpu ? (void *)a->env : NULL, &err) ||
-             launch_share_id_file(path, le, id, NCCL_ID_BYTES, timeout, &err);
+             launch_share_id_file(path, le, id, NCCL_ID_BYTES, timeout, &err) ||
+             launch_id_file_answers(path, le->world, timeout, &err);   /* a rank that refused it: stop now */
     } else rc = launch_share_id_file(path, le, id, NCCL_ID_BYTES, timeout, &err) ||
               (!cpu && args_build_plans(a, plan, sample, 1, &err));
-    if (rc) { fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg); return EXIT_FAIL; }
+    if (rc) {
+        if (le->rank == 0) launch_id_file_remove(path);   /* a refused or timed-out join leaves no id file */
+        fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg);
+        return EXIT_FAIL;
+    }
     /* rank 0 removes the id file once every rank has joined (train_run), before anything can _exit */
     TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, le->rank, le->world, le->local_rank, id, a->env,
                         le->rank == 0 ? path : NULL};

@@ -69,13 +69,16 @@ static void test_share_id_file(void) {
     memset(got, 0, sizeof got);
     CHECK_OK(launch_share_id_file(path, &r2, got, ID_LEN, 0.5, &err), &err);
     CHECK(!memcmp(got, id, ID_LEN), "the later reader got other bytes");
-    CHECK(files_in(dir) == 1, "%d files in %s (a temporary left?)", files_in(dir), dir);
+    /* both answered "ok": rank 0 hears it, and the answers go */
+    CHECK_OK(launch_id_file_answers(path, 3, 1.0, &err), &err);
+    CHECK(files_in(dir) == 1, "%d files in %s (a temporary or an answer left?)", files_in(dir), dir);
     launch_id_file_remove(path);
     CHECK(!file_exists(path), "not removed");
     scratch_end();
 }
 
-/* Ranks of another world size, or of another job, stop at once with one message naming both values. */
+/* Ranks of another world size, or of another job, stop at once with one message naming both values; rank 0 hears
+   of a refusal from its own job's rank and stops at once too. */
 static void test_disagreeing_ranks_stop(void) {
     scratch();
     unsigned char id[ID_LEN] = {1};
@@ -86,6 +89,12 @@ static void test_disagreeing_ranks_stop(void) {
     int rc = launch_share_id_file(path, &r1, id, ID_LEN, 5.0, &err);
     CHECK(rc == -1 && now_seconds() - t0 < 1, "another world: rc %d after %.2f s", rc, now_seconds() - t0);
     CHECK(strstr(err.msg, path) && strstr(err.msg, "a world of 2 ranks") && strstr(err.msg, "one of 3"), "another world: %s", err.msg);
+    /* rank 0 hears the refusal at once, with the rank's reason, not after its timeout */
+    t0 = now_seconds();
+    rc = launch_id_file_answers(path, 2, 5.0, &err);
+    CHECK(rc == -1 && now_seconds() - t0 < 1 && strstr(err.msg, "rank 1 refused") && strstr(err.msg, "one of 3"),
+          "rank 0 after the refusal: rc %d after %.2f s: %s", rc, now_seconds() - t0, err.msg);
+    CHECK(files_in(dir) == 1, "the refusal's answer was left");
     t0 = now_seconds();
     rc = launch_share_id_file(path, &other, id, ID_LEN, 5.0, &err);
     CHECK(rc == -1 && now_seconds() - t0 < 1, "another job: rc %d after %.2f s", rc, now_seconds() - t0);

@@ -10,7 +10,10 @@
  *     id 0a1b...        (the id's bytes in hex)
  *
  * Rank 0 never replaces a file that is not an id file (a user's file at GPT2GEN_NCCL_ID_FILE), nor one of a rank
- * 0 that still runs on this host; an id file whose rank 0 is gone, or of another job, is stale and replaced. */
+ * 0 that still runs on this host; an id file whose rank 0 is gone, or of another job, is stale and replaced.
+ * Every other rank answers rank 0's file of its job beside it, in "<path>.rank<r>": "ok", or "refused" and why (a
+ * world size that is not rank 0's), so that rank 0 stops at once too, with the rank's reason, instead of waiting
+ * for its timeout. */
 #include "runtime/ranks/launch.h"
 #include "common/clock.h"
 #include "common/files.h"
@@ -106,6 +109,52 @@ int launch_id_file_claim(const char *path, char *note, size_t cap, Err *err) {
     return 0;
 }
 
+/* "<path>.rank<r>": rank r's answer to rank 0's id file */
+static int answer_path(const char *path, int rank, char *out, size_t cap) {
+    int n = snprintf(out, cap, "%s.rank%d", path, rank);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+static void answer(const char *path, int rank, const char *text) {
+    char p[LAUNCH_ID_FILE_MAX + 32];
+    Err ignore;
+    if (answer_path(path, rank, p, sizeof p) == 0) write_file_atomic(p, text, strlen(text), &ignore);
+}
+
+static void answers_remove(const char *path, int world) {
+    char p[LAUNCH_ID_FILE_MAX + 32];
+    for (int r = 1; r < world; r++)
+        if (answer_path(path, r, p, sizeof p) == 0) unlink(p);
+}
+
+int launch_id_file_answers(const char *path, int world, double timeout_s, Err *err) {
+    char *seen = xcalloc((size_t)world, 1), p[LAUNCH_ID_FILE_MAX + 32];
+    int got = 1, rc = 0;
+    double t0 = now_seconds();
+    while (got < world && rc == 0) {
+        for (int r = 1; r < world && rc == 0; r++) {
+            size_t n;
+            Err why;
+            char *text = seen[r] || answer_path(path, r, p, sizeof p) ? NULL : read_file_max(p, LAUNCH_ID_FILE_MAX, &n, &why);
+            if (!text) continue;
+            seen[r] = 1;
+            got++;
+            if (strncmp(text, "ok", 2)) rc = err_set(err, "rank %d refused the id file %s: %s", r, path, text);
+            free(text);
+        }
+        if (got < world && rc == 0 && now_seconds() - t0 >= timeout_s) {
+            int r = 1;
+            while (seen[r]) r++;
+            rc = err_set(err, "%s: %d of the %d other ranks did not read the id file within %g s (rank %d first): did they "
+                         "start, with this path on a file system they share?", path, world - got, world - 1, timeout_s, r);
+        }
+        if (got < world && rc == 0) nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    }
+    answers_remove(path, world);
+    free(seen);
+    return rc;
+}
+
 static int id_file_write(const char *path, const LaunchEnv *le, const void *id, size_t len, Err *err) {
     if (len > ID_MAX) return err_set(err, "an id of %zu bytes: at most %d", len, ID_MAX);
     char note[1];
@@ -116,6 +165,7 @@ static int id_file_write(const char *path, const LaunchEnv *le, const void *id, 
     int n = snprintf(text, sizeof text, ID_FILE_MAGIC "\nworld %d\njob %s\nhost %s\npid %d\nid ", le->world, job, host, (int)getpid());
     for (size_t i = 0; i < len; i++) n += snprintf(text + n, sizeof text - (size_t)n, "%02x", ((const unsigned char *)id)[i]);
     n += snprintf(text + n, sizeof text - (size_t)n, "\n");
+    answers_remove(path, le->world);   /* an earlier run's */
     return write_file_atomic(path, text, (size_t)n, err);
 }
 
@@ -140,12 +190,20 @@ int launch_share_id_file(const char *path, const LaunchEnv *le, void *id, size_t
         else if (rc == 0 && strcmp(f.job, job))
             return err_set(err, "%s: rank 0 is of job %s, this rank (%d) of job %s: the ranks of one run must share the "
                            "job", path, f.job, le->rank, job);
-        else if (rc == 0 && f.world != le->world)
-            return err_set(err, "%s: rank 0 was started in a world of %d ranks, this rank (%d) in one of %d (%s): every "
-                           "rank must be started with the same world size", path, f.world, le->rank, le->world, le->how);
-        else if (rc == 0 && f.id_len != len)
-            return err_set(err, "%s: an id of %zu bytes, not %zu", path, f.id_len, len);
-        else if (rc == 0) { memcpy(id, f.id, len); return 0; }
+        else if (rc == 0 && (f.world != le->world || f.id_len != len)) {   /* rank 0 of this job: it is told why */
+            if (f.world != le->world)
+                err_set(err, "%s: rank 0 was started in a world of %d ranks, this rank (%d) in one of %d (%s): every rank "
+                        "must be started with the same world size", path, f.world, le->rank, le->world, le->how);
+            else err_set(err, "%s: an id of %zu bytes, not %zu", path, f.id_len, len);
+            char why[sizeof err->msg + 16];
+            snprintf(why, sizeof why, "refused: %s", err->msg);
+            if (le->rank < f.world) answer(path, le->rank, why);   /* a rank past rank 0's world has no place there */
+            return -1;
+        } else if (rc == 0) {
+            memcpy(id, f.id, len);
+            answer(path, le->rank, "ok");
+            return 0;
+        }
         if (now_seconds() - t0 >= timeout_s) break;
         nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
     }

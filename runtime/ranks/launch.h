@@ -42,13 +42,18 @@ int launch_local(int n, double grace_s, size_t len, LaunchMakeId make_id, void *
 
 /* The id through a file (runtime/ranks/id_file.c), at most LAUNCH_ID_FILE_MAX bytes of text: rank 0 writes
  * id[0..len) to path atomically with its world size, the job (le->job), its host and pid; every other rank looks
- * for it every 20 ms, up to timeout_s, and takes it once it is there. A rank whose world or job is not rank 0's
- * stops at once with an error naming both; a file that is not an id file is an error that names it and its size
+ * for it every 20 ms, up to timeout_s, and takes it once it is there, answering rank 0 in "<path>.rank<r>" (see
+ * launch_id_file_answers). A rank whose world or job is not rank 0's stops at once with an error naming both, and
+ * a rank of rank 0's job tells it so. A file that is not an id file is an error that names it and its size
  * (none of its bytes). A stale file (its rank 0 gone from this host, or of another job and older than this rank)
  * is waited past, for rank 0 to replace it. A timeout is an error that names the path (which has to be on a file
  * system every node shares). Rank 0 refuses to write over anything but its own id file or a stale one. */
 enum { LAUNCH_ID_FILE_MAX = 4096 };
 int  launch_share_id_file(const char *path, const LaunchEnv *le, void *id, size_t len, double timeout_s, Err *err);
+/* Rank 0, once it shared the id file: every other rank's answer, up to timeout_s. A rank that refused the file
+ * (another world size) ends the join at once: -1 and err naming the rank and its reason; ranks that did not answer
+ * in time: -1 and err naming the first. The answers are removed either way. */
+int  launch_id_file_answers(const char *path, int world, double timeout_s, Err *err);
 /* Rank 0, before it builds: a stale id file at path is removed (note says so; cap 0: no note), nothing there or
  * its own is fine, anything else is an error (a file not an id file: refused, never replaced; an id file whose
  * rank 0 still runs on this host). */

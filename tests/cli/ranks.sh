@@ -185,13 +185,16 @@ hand() {  # hand RANK WORLD TIMEOUT ID_FILE LOG [options]: execs (run it as `han
         --set train.steps=2 "$@" > "$log" 2>&1
 }
 wait_file() { i=0; while [ ! -e "$1" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done; }
-hand 0 2 3 "$WORK/id23" "$WORK/w0.log" --set checkpoint.dir="$WORK/w23" & pid0=$!
+# (rank 0 hears of the refusal from the rank's answer beside the id file: it stops at once too, well inside its
+# 20 s timeout, with the rank's reason, and leaves neither file behind)
+hand 0 2 20 "$WORK/id23" "$WORK/w0.log" --set checkpoint.dir="$WORK/w23" & pid0=$!
 wait_file "$WORK/id23"
 t0=$(date +%s); (hand 1 3 20 "$WORK/id23" "$WORK/w1.log" --set checkpoint.dir="$WORK/w23"); rc=$?; t1=$(date +%s)
-wait $pid0; rc0=$?
+wait $pid0; rc0=$?; t2=$(date +%s)
 if [ $rc -eq 1 ] && [ $((t1 - t0)) -le 5 ] && grep -q "rank 1: .*id23: rank 0 was started in a world of 2 ranks, this rank (1) in one of 3" "$WORK/w1.log" \
-   && [ $rc0 -eq 1 ] && [ ! -e "$WORK/id23" ]; then ok join_other_world_stops
-else fail join_other_world_stops "rc=$rc rc0=$rc0 in $((t1 - t0)) s: $(cat "$WORK/w1.log" "$WORK/w0.log"; ls "$WORK/id23" 2>&1)"; fi
+   && [ $rc0 -eq 1 ] && [ $((t2 - t0)) -le 5 ] && grep -q "rank 1 refused the id file .*id23: refused: .*world of 2 ranks, this rank (1) in one of 3" "$WORK/w0.log" \
+   && [ ! -e "$WORK/id23" ] && [ ! -e "$WORK/id23.rank1" ]; then ok join_other_world_stops
+else fail join_other_world_stops "rc=$rc rc0=$rc0 in $((t1 - t0)) and $((t2 - t0)) s: $(cat "$WORK/w1.log" "$WORK/w0.log"; ls "$WORK"/id23* 2>&1)"; fi
 printf 'my notes\n\001\377 keep me\n' > "$WORK/notes.txt"; cp "$WORK/notes.txt" "$WORK/notes.orig"
 (hand 0 2 20 "$WORK/notes.txt" "$WORK/n0.log" --set checkpoint.dir="$WORK/notes"); rc=$?
 if [ $rc -eq 1 ] && grep -q "notes.txt: not an id file of gpt2gen's (.* bytes .*); rank 0 does not replace it" "$WORK/n0.log" \
