@@ -242,21 +242,25 @@ static int write_plan(const Places *p, Err *err) {
     return rc;
 }
 
-/* The modules of every plan in one list: job j is module j % PLAN_MAX_FAMILIES of plan j / PLAN_MAX_FAMILIES. */
-static const PlanFamily *job_module(const Places *p, int j) {
-    const Plan *plan = p->plans[j / PLAN_MAX_FAMILIES];
-    int i = j % PLAN_MAX_FAMILIES;
-    return i < plan->n_families ? &plan->families[i] : NULL;
+/* Every plan's families in one list, plan by plan: job j compiles fams[j] of plan owner[j]. Returns how many. */
+static int job_list(const Places *p, const Plan **owner, const PlanFamily **fams) {
+    int n = 0;
+    for (int i = 0; i < p->n_plans; i++)
+        for (int f = 0; f < p->plans[i]->n_families; f++) {
+            owner[n] = p->plans[i];
+            fams[n++] = &p->plans[i]->families[f];
+        }
+    return n;
 }
 
 /* Writes the build into a copy of build/<name>/ and swaps it into place. */
-static int commit(const Places *p, const CompileJob *jobs, char **sources, int n_jobs, Err *err) {
+static int commit(const Places *p, const PlanFamily *const *fams, const CompileJob *jobs, char **sources, int n_jobs,
+                  Err *err) {
     char path[PATH_BYTES];
     remove_stale(p->parent, p->base);
     int rc = link_tree(p->dir, p->stage, err);
     for (int j = 0; j < n_jobs && rc == 0; j++) {
-        const PlanFamily *m = job_module(p, j);
-        if (!m) continue;
+        const PlanFamily *m = fams[j];
         rc = path_under(path, p, p->stage, m->source_path, err);
         if (rc == 0) rc = mkdir_parent(path, err);
         if (rc == 0) rc = write_if_changed(path, sources[j], strlen(sources[j]), err);
@@ -286,35 +290,24 @@ static void keep_failed_sources(const Places *p, const CompileJob *jobs, int n) 
 }
 
 static int run_locked(const Places *p, const Env *env, int threads, CompileJob *jobs, char **sources,
-                      char (*src_paths)[PATH_BYTES], int n_jobs, Err *err) {
-    int n = 0;   /* the jobs of the plans' families, packed at the front for NVRTC */
-    int of[BUILD_MAX_PLANS * PLAN_MAX_FAMILIES];
-    for (int j = 0; j < n_jobs; j++) {
-        const PlanFamily *m = job_module(p, j);
-        if (!m) continue;
-        const Plan *plan = p->plans[j / PLAN_MAX_FAMILIES];
-        sources[n] = emit_family(plan, m, err);
-        if (!sources[n] || path_under(src_paths[n], p, p->failed, m->source_path, err)) return -1;
-        jobs[n].name = m->decl->family;
-        jobs[n].source = sources[n];
-        jobs[n].source_path = src_paths[n];   /* where NVRTC errors send people: kept only when NVRTC fails */
-        jobs[n].arch = plan->arch;
-        of[n++] = j;
+                      char (*src_paths)[PATH_BYTES], Err *err) {
+    const Plan *owner[BUILD_MAX_PLANS * PLAN_MAX_FAMILIES];
+    const PlanFamily *fams[BUILD_MAX_PLANS * PLAN_MAX_FAMILIES];
+    int n = job_list(p, owner, fams);
+    for (int j = 0; j < n; j++) {
+        sources[j] = emit_family(owner[j], fams[j], err);
+        if (!sources[j] || path_under(src_paths[j], p, p->failed, fams[j]->source_path, err)) return -1;
+        jobs[j].name = fams[j]->decl->family;
+        jobs[j].source = sources[j];
+        jobs[j].source_path = src_paths[j];   /* where NVRTC errors send people: kept only when NVRTC fails */
+        jobs[j].arch = owner[j]->arch;
     }
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (nvrtc_compile_all(jobs, n, env, threads, err)) {
         keep_failed_sources(p, jobs, n);
         return -1;
     }
-    /* back to job order (commit finds each one's module by its index) */
-    for (int k = n - 1; k >= 0; k--) {
-        if (of[k] == k) continue;
-        jobs[of[k]] = jobs[k];
-        sources[of[k]] = sources[k];
-        memset(&jobs[k], 0, sizeof jobs[k]);
-        sources[k] = NULL;
-    }
-    return commit(p, jobs, sources, n_jobs, err);
+    return commit(p, fams, jobs, sources, n, err);
 }
 
 int build_run(const Plan *plan, int threads, int quiet, const Env *env, BuildStats *st, Err *err) {
@@ -326,16 +319,16 @@ int build_plans(const Plan *const *plans, int n_plans, int threads, int quiet, c
     if (n_plans < 1 || n_plans > BUILD_MAX_PLANS) return err_set(err, "a build makes 1 to %d plans, not %d", BUILD_MAX_PLANS, n_plans);
     const Plan *plan = plans[0];
     Places *p = xmalloc(sizeof *p);
-    int lock = -1, n = n_plans * PLAN_MAX_FAMILIES, families = 0;
-    for (int i = 0; i < n_plans; i++) families += plans[i]->n_families;
+    int lock = -1, n = 0;   /* the jobs: every plan's families */
+    for (int i = 0; i < n_plans; i++) n += plans[i]->n_families;
     int rc = places_make(p, plans, n_plans, env, err);
     if (rc == 0) rc = lock_build(p->dir, plan->config_name, env_or_defaults(env)->lock_timeout, &lock, err);
     CompileJob *jobs = xcalloc(n, sizeof *jobs);
     char **sources = xcalloc(n, sizeof *sources);
     char (*src_paths)[PATH_BYTES] = xcalloc(n, sizeof *src_paths);
-    if (rc == 0) rc = run_locked(p, env, threads, jobs, sources, src_paths, n, err);
+    if (rc == 0) rc = run_locked(p, env, threads, jobs, sources, src_paths, err);
     if (lock >= 0) close(lock);
-    BuildStats s = {families, 0, 0, now_seconds() - t0};
+    BuildStats s = {n, 0, 0, now_seconds() - t0};
     for (int i = 0; i < n; i++) { s.cached += jobs[i].from_cache; s.compiled += !jobs[i].from_cache && jobs[i].cubin; }
     for (int i = 0; i < n; i++) { free(jobs[i].cubin); free(sources[i]); }
     free(jobs);
@@ -353,7 +346,7 @@ int build_plans(const Plan *const *plans, int n_plans, int threads, int quiet, c
             }
             strncat(which, ")", sizeof which - strlen(which) - 1);
         }
-        printf("%s: %d kernel families%s for %s: %d compiled, %d from cache, %.2f s\n", plan->build_dir, families, which,
+        printf("%s: %d kernel families%s for %s: %d compiled, %d from cache, %.2f s\n", plan->build_dir, n, which,
                plan->arch, s.compiled, s.cached, s.seconds);
     }
     return rc;
