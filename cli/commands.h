@@ -12,6 +12,7 @@ int cmd_train(int argc, char **argv);
 int cmd_test(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
 
 #define ARGS_MAX_SETS 64     /* --set options (and --resume) on one command line */
 #define ARGS_MAX_JOBS 1024   /* -j */

@@ -167,10 +167,51 @@ static LaunchDims adamw_dims(const KernelEnv *e, long long n) {
     return dims(ceil_div_u(n, e->tun[ADAMW_BLOCK]), 1, e->tun[ADAMW_BLOCK]);
 }
 
+/* ---- decode.cu ---- */
+enum { DEC_BLOCK, DEC_KV_CHUNK, DEC_ATT_THREADS, DEC_SAMPLE_THREADS };
+enum { DEC_KV_SPLITS };
+static void dec_derive(KernelEnv *e) { e->derived[DEC_KV_SPLITS] = ceil_div_u(e->maxT, e->tun[DEC_KV_CHUNK]); }
+static const char *dec_check(const KernelEnv *e, char *why, size_t n) {
+    if (e->HS > e->tun[DEC_ATT_THREADS])
+        snprintf(why, n, "decode_attention_combine has a thread per channel of a head: ATT_THREADS (%d) must be at least "
+                 "the head size %lld", e->tun[DEC_ATT_THREADS], e->HS);
+    else return NULL;
+    return why;
+}
+static long long dec_packets(const KernelEnv *e) { return e->C / kernel_vec(e->x128, e->C); }
+static LaunchDims dec_embed(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(ceil_div_u(e->B * dec_packets(e), e->tun[DEC_BLOCK]), 1, e->tun[DEC_BLOCK]);
+}
+static LaunchDims dec_append(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(ceil_div_u(rows(e) * dec_packets(e), e->tun[DEC_BLOCK]), 1, e->tun[DEC_BLOCK]);
+}
+static LaunchDims dec_attention(const KernelEnv *e, long long n) {
+    (void)n;
+    LaunchDims d = dims(e->derived[DEC_KV_SPLITS], e->NH, e->tun[DEC_ATT_THREADS]);
+    d.grid[2] = grid_size(e->B);
+    return d;
+}
+static LaunchDims dec_combine(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(e->NH, e->B, e->tun[DEC_ATT_THREADS]);
+}
+static LaunchDims dec_sample(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(e->B, 1, e->tun[DEC_SAMPLE_THREADS]);
+}
+static LaunchDims dec_advance(const KernelEnv *e, long long n) {
+    (void)e; (void)n;
+    return dims(1, 1, 32);
+}
+
 #define X(n) {KP_X, #n}
 #define CX(n) {KP_CX, #n}
 #define F32(n) {KP_F32, #n}
 #define CF32(n) {KP_CF32, #n}
+#define I32(n) {KP_I32, #n}
+#define U64(n) {KP_U64, #n}
 #define CI32(n) {KP_CI32, #n}
 #define INT(n) {KP_INT, #n}
 #define I64(n) {KP_I64, #n}
@@ -238,6 +279,24 @@ const FamilyDecl kernel_families[] = {
        {X(params), F32(master), CX(grads), F32(m), F32(v), I64(n), I64(idx0), FLOAT(lr), FLOAT(beta1), FLOAT(beta2),
         FLOAT(bc1), FLOAT(bc2), FLOAT(eps), FLOAT(wd), FLOAT(grad_scale)},
        ADAMW_BLOCK, 5, adamw_dims, "ceil(n / BLOCK_SIZE)"}}, NULL},
+    {"decode", "templates/decode.cu",
+     "one token per row against the key/value cache: embedding at a position, the cache append, split attention, the draw",
+     {{"BLOCK_SIZE", 256, {64, 128, 256, 512}, BLOCK_SIZE_RULE},
+      {"KV_CHUNK", 64, {32, 64, 128, 256}, .min = 16, .max = 1024, .multiple_of = 16},
+      {"ATT_THREADS", 128, {64, 128, 256}, BLOCK_SIZE_RULE},
+      {"SAMPLE_THREADS", 1024, {256, 512, 1024}, BLOCK_SIZE_RULE}},
+     {"KV_SPLITS"}, dec_derive, dec_check,
+     {{"decode_embed", {X(out), CI32(tokens), CX(wte), CX(wpe), CI32(pos)}, DEC_BLOCK, -1, dec_embed,
+       "ceil(B*C/VEC_C / BLOCK_SIZE)"},
+      {"kv_append", {X(kcache), X(vcache), CX(qkv), CI32(pos)}, DEC_BLOCK, -1, dec_append,
+       "ceil(B*T*C/VEC_C / BLOCK_SIZE)"},
+      {"decode_attention", {F32(partial), CX(qkv), CX(kcache), CX(vcache), CI32(pos)}, DEC_ATT_THREADS, -1,
+       dec_attention, "(KV_SPLITS, NH, B): a block per KV_CHUNK cached positions of a head"},
+      {"decode_attention_combine", {X(out), CF32(partial), CI32(pos)}, DEC_ATT_THREADS, -1, dec_combine,
+       "(NH, B): a thread per channel of the head"},
+      {"sample_tokens", {I32(tokens), I32(drawn), U64(rng), CI32(pos), CX(logits), FLOAT(temperature), INT(top_k),
+                         FLOAT(top_p)}, DEC_SAMPLE_THREADS, -1, dec_sample, "B: a block per row"},
+      {"decode_advance", {I32(pos)}, DEC_SAMPLE_THREADS, -1, dec_advance, "1 block of 32 threads"}}, NULL},
     {0},
 };
 
@@ -292,6 +351,7 @@ const char *kernel_bounds_name(const FamilyDecl *f, const KernelDecl *k) {
 
 void kernel_param_cuda(const KernelParam *p, char *out, size_t n) {
     static const char *const types[] = {"floatX *", "const floatX *", "float *", "const float *", "int *",
-                                        "const int *", "int ", "long long ", "float "};
+                                        "const int *", "int ", "long long ", "float ",
+                                        "unsigned long long *"};
     snprintf(out, n, "%s%s", types[p->type], p->name);
 }

@@ -18,8 +18,8 @@
 #define FAMILY_MAX_KERNELS 8
 #define FAMILY_MAX_DERIVED 2
 
-/* parameter types: floatX pointers, fp32 pointers, int32 pointers (const or not), and scalars */
-typedef enum { KP_X, KP_CX, KP_F32, KP_CF32, KP_I32, KP_CI32, KP_INT, KP_I64, KP_FLOAT } KernelParamType;
+/* parameter types: floatX pointers, fp32 pointers, int32 pointers (const or not), scalars, and uint64 pointers */
+typedef enum { KP_X, KP_CX, KP_F32, KP_CF32, KP_I32, KP_CI32, KP_INT, KP_I64, KP_FLOAT, KP_U64 } KernelParamType;
 typedef struct { KernelParamType type; const char *name; } KernelParam;
 
 typedef struct {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 static const char *const category_names[MEM_CATEGORIES] = {"parameters", "gradients", "optimizer", "activations",
-                                                           "scratch", "workspaces"};
+                                                           "kv cache", "scratch", "workspaces"};
 const char *memory_category_name(MemCategory c) { return category_names[c]; }
 
 static size_t align_up(size_t x) { return (x + MEM_ALIGN - 1) & ~(size_t)(MEM_ALIGN - 1); }
@@ -38,7 +38,7 @@ void memory_plan(PlanMemory *mem, const Plan *plan) {
     size_t np = gpt2_param_sizes(s, sizes, NULL);
     size_t x = st->precision == PREC_FP32 ? 4 : 2;
     size_t B = st->B, T = st->T, C = s->n_embd, NH = s->n_head, Vp = s->padded_vocab_size, BT = B * T;
-    int train = st->kind == STEP_TRAIN;
+    int train = st->kind == STEP_TRAIN, decode = st->kind == STEP_DECODE, logits = !st->fills_cache;
     /* a forward keeps nothing for a backward: one layer's activations serve every layer (layer l reads layer
        l-1's output before it writes its own, runtime/cuda/step.c) */
     size_t L = train ? (size_t)s->n_layer : 1;
@@ -76,8 +76,9 @@ void memory_plan(PlanMemory *mem, const Plan *plan) {
     place(&lo, BUF_LNF, "lnf", MEM_ACTIVATIONS, BT * C * x, 0);
     place(&lo, BUF_LNF_MEAN, "lnf_mean", MEM_ACTIVATIONS, BT * 4, 0);
     place(&lo, BUF_LNF_RSTD, "lnf_rstd", MEM_ACTIVATIONS, BT * 4, 0);
-    place(&lo, BUF_LOGITS, "logits", MEM_ACTIVATIONS, BT * Vp * x, 0);
-    place(&lo, BUF_LOSSES, "losses", MEM_ACTIVATIONS, BT * 4, 0);
+    /* a prefill keeps no logits: the decode step computes the prompt's last position */
+    place(&lo, BUF_LOGITS, "logits", MEM_ACTIVATIONS, logits ? BT * Vp * x : 0, 0);
+    place(&lo, BUF_LOSSES, "losses", MEM_ACTIVATIONS, logits && !decode ? BT * 4 : 0, 0);
 
     place(&lo, BUF_TMP, "tmp", MEM_SCRATCH, BT * C * x, 0);
     place(&lo, BUF_DRESIDUAL, "dresidual", MEM_SCRATCH, train ? BT * C * x : 0, 0);
@@ -111,12 +112,19 @@ void memory_plan(PlanMemory *mem, const Plan *plan) {
     place(&lo, BUF_NORM_PARTIALS, "norm_partials", MEM_SCRATCH, train ? (size_t)norm->grid[0] * 4 : 0, 0);
 
     place(&lo, BUF_INPUTS, "inputs", MEM_SCRATCH, BT * 4, 0);
-    place(&lo, BUF_TARGETS, "targets", MEM_SCRATCH, BT * 4, 0);
+    place(&lo, BUF_TARGETS, "targets", MEM_SCRATCH, logits && !decode ? BT * 4 : 0, 0);
     /* the encoder backward's buckets of positions by token */
     place(&lo, BUF_BUCKET_TOKEN, "bucket_token", MEM_SCRATCH, train ? BT * 4 : 0, 0);
     place(&lo, BUF_BUCKET_START, "bucket_start", MEM_SCRATCH, train ? (BT + 1) * 4 : 0, 0);
     place(&lo, BUF_POSITIONS, "positions", MEM_SCRATCH, train ? BT * 4 : 0, 0);
 
+    size_t cache = decode ? (size_t)s->n_layer * B * s->max_seq_len * C * x : 0;
+    const LaunchDims *att = &plan->kernels[K_DECODE_ATTENTION].dims;   /* (KV_SPLITS, NH, B) */
+    place(&lo, BUF_KCACHE, "kcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);
+    place(&lo, BUF_VCACHE, "vcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);
+    place(&lo, BUF_ATT_PARTIAL, "att_partial", MEM_SCRATCH, decode ? (size_t)att->grid[0] * NH * B * (C / NH + 2) * 4 : 0, 0);
+    place(&lo, BUF_DECODE_POS, "decode_pos", MEM_SCRATCH, decode || st->fills_cache ? 4 : 0, 0);
+    place(&lo, BUF_RNG, "rng", MEM_SCRATCH, decode ? B * 8 : 0, 0);
     place(&lo, BUF_CUBLASLT_WORKSPACE, "cublaslt_workspace", MEM_WORKSPACE, CUBLASLT_WORKSPACE_BYTES, 0);
     mem->arena_bytes = align_up(lo.end);
 }

@@ -6,7 +6,7 @@
 #define GPT2GEN_MEMORY_H
 #include "gen/step.h"
 
-typedef enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_ACTIVATIONS, MEM_SCRATCH, MEM_WORKSPACE, MEM_CATEGORIES } MemCategory;
+typedef enum { MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_ACTIVATIONS, MEM_CACHE, MEM_SCRATCH, MEM_WORKSPACE, MEM_CATEGORIES } MemCategory;
 
 /* Every buffer of a step. Per-layer activations of a training step hold L layers (one where recompute makes them
    scratch); a forward's hold one. */
@@ -24,6 +24,9 @@ typedef enum {
     BUF_LN_SCRATCH, BUF_BIAS_SCRATCH, BUF_NORM_PARTIALS,
     /* the step's tokens and the encoder backward's buckets */
     BUF_INPUTS, BUF_TARGETS, BUF_BUCKET_TOKEN, BUF_BUCKET_START, BUF_POSITIONS,
+    /* a decode plan's key/value cache, (L, B, NH, maxT, HS) each, its split attention's partial results, the
+       position (one int, also in a prefill plan: 0) and the rows' generator states */
+    BUF_KCACHE, BUF_VCACHE, BUF_ATT_PARTIAL, BUF_DECODE_POS, BUF_RNG,
     /* library workspaces */
     BUF_CUBLASLT_WORKSPACE,
     BUF_COUNT

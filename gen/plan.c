@@ -191,21 +191,38 @@ int plan_make_train(Plan *plan, const Config *cfg, const char *arch, Err *err) {
 }
 
 int plan_make_sample(Plan *plan, const Config *cfg, const char *arch, Err *err) {
-    StepShape s = step_forward(cfg, 1, cfg->train.seq_len, 1);
-    return plan_make(plan, cfg, "sample", &s, arch, err);
+    return plan_make_decode(plan, cfg, 1, 1, arch, err);
+}
+
+int plan_make_decode(Plan *plan, const Config *cfg, int B, int shared_weights, const char *arch, Err *err) {
+    StepShape s = step_decode(cfg, B, shared_weights);
+    return plan_make(plan, cfg, "decode", &s, arch, err);
+}
+
+int plan_make_prefill(Plan *plan, const Config *cfg, int B, int T, int shared_weights, const char *arch, Err *err) {
+    StepShape s = step_prefill(cfg, B, T, shared_weights);
+    return plan_make(plan, cfg, "prefill", &s, arch, err);
 }
 
 StepShape step_train(const Config *c) {
     return (StepShape){STEP_TRAIN, c->train.batch_size, c->train.seq_len, c->precision, c->train.recompute,
                        c->precision != PREC_FP32 && c->train.master_weights, c->train.num_gpus, c->train.zero_stage,
-                       c->train.grad_accum, 0};
+                       c->train.grad_accum, 0, 0};
 }
 
 StepShape step_forward(const Config *c, int B, int T, int shared_weights) {
-    return (StepShape){STEP_FORWARD, B, T, c->precision, 0, 0, 1, 0, 1, shared_weights};
+    return (StepShape){STEP_FORWARD, B, T, c->precision, 0, 0, 1, 0, 1, shared_weights, 0};
 }
 
-const char *step_kind_name(StepKind k) { return k == STEP_TRAIN ? "train" : "forward"; }
+StepShape step_decode(const Config *c, int B, int shared_weights) {
+    return (StepShape){STEP_DECODE, B, 1, c->precision, 0, 0, 1, 0, 1, shared_weights, 0};
+}
+
+StepShape step_prefill(const Config *c, int B, int T, int shared_weights) {
+    return (StepShape){STEP_FORWARD, B, T, c->precision, 0, 0, 1, 0, 1, shared_weights, 1};
+}
+
+const char *step_kind_name(StepKind k) { return k == STEP_TRAIN ? "train" : k == STEP_FORWARD ? "forward" : "decode"; }
 
 static double gib(size_t b) { return b / (1024.0 * 1024.0 * 1024.0); }
 
@@ -299,7 +316,9 @@ static void write_section(FILE *f, const Plan *p) {
     size_t sizes[NUM_PARAM_TENSORS];
     size_t np = gpt2_param_sizes(m, sizes, NULL);
     fprintf(f, "# ==== plan %s: %s\n\n", p->name, st->kind == STEP_TRAIN ? "the training step"
-                                                                        : "a forward only (logits, and the loss with targets)");
+                   : st->kind == STEP_DECODE ? "one token per row against the key/value cache, and the draw"
+                   : st->fills_cache ? "the prefill: the prompt's keys and values into the decode plan's cache"
+                                     : "a forward only (logits, and the loss with targets)");
     fprintf(f, "model      L=%d NH=%d C=%d HS=%d maxT=%d V=%d Vp=%d   %zu parameters (%.1fM)\n", m->n_layer, m->n_head,
             m->n_embd, m->n_embd / m->n_head, m->max_seq_len, m->vocab_size, m->padded_vocab_size, np, np / 1e6);
     if (st->kind == STEP_TRAIN)

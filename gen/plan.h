@@ -69,9 +69,13 @@ typedef struct Plan {
 int  plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *step, const char *arch, Err *err);
 /* The training plan ("train") of cfg. */
 int  plan_make_train(Plan *plan, const Config *cfg, const char *arch, Err *err);
-/* The plan of the forward that samples text during training ("sample"): one row of train.seq_len tokens, run
-   with the training plan's weights. */
+/* The plan that samples text during training ("decode"): one row decoding against its key/value cache, run with
+   the training plan's weights (its prompt is one token, so it needs no prefill). */
 int  plan_make_sample(Plan *plan, const Config *cfg, const char *arch, Err *err);
+/* Sampling's plans (runtime/sample/sampler.h): "decode", B rows one token at a time, and "prefill", B rows of T
+   prompt positions into the decode plan's cache; shared_weights: they run with another backend's. */
+int  plan_make_decode(Plan *plan, const Config *cfg, int B, int shared_weights, const char *arch, Err *err);
+int  plan_make_prefill(Plan *plan, const Config *cfg, int B, int T, int shared_weights, const char *arch, Err *err);
 /* Gives family fam its tunable values (declaration order), marking changed ones with origin (when not NULL), and
    recomputes its derived constants and launches. A combination the family's check or the launch limits refuse is
    an error, and the family stays as it was. */

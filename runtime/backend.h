@@ -9,9 +9,24 @@
 #include "common/err.h"
 #include "common/gpt2.h"
 #include "gen/plan.h"
+#include "runtime/sample/sampling.h"
 
 typedef struct Backend Backend;
 typedef struct Comm Comm;            /* runtime/ranks/ranks.h */
+
+/* One call of a decode plan's backend (Backend.decode): steps tokens per row, each against the row's key/value cache. */
+typedef struct {
+    const int32_t *tokens;   /* B: each row's token at position pos */
+    int pos;                 /* the cache holds positions 0..pos-1 of every row: a prefill's, or earlier steps' */
+    int steps;               /* 1..maxT-pos: step i feeds position pos+i and draws each row's token for pos+i+1 */
+    SampleSettings s;
+    uint64_t *rng;           /* B generator states (runtime/sample/sampling.h), advanced by the draws */
+    int32_t *drawn;          /* steps*B: drawn[i*B+b] is row b's token drawn at step i (its input at step i+1) */
+    /* called as each step's tokens are known, in order (NULL: not called); non-zero stops the call after step i
+       (on the GPU, steps already queued behind it run, and their tokens are dropped) */
+    int (*on_step)(void *ctx, int i, const int32_t *row_tokens);
+    void *ctx;
+} DecodeRun;
 struct Backend {
     const char *name;                 /* "cpu" or "cuda" */
     const Plan *plan;                 /* what it runs: plan->model, plan->step (B, T, ...) */
@@ -21,16 +36,22 @@ struct Backend {
     size_t opt_offset, opt_count;
     void *impl;
 
-    /* A forward plan's backend has forward, get_logits, set_params, get_params and destroy; the other methods are
-       NULL. */
+    /* A forward plan's backend has forward, get_logits, set_params, get_params and destroy, a decode plan's decode
+       too; the other methods are NULL. */
     /* Parameters from/to the host (fp32, checkpoint order). With a 16-bit model, set writes both the
        16-bit weights and the fp32 master copy; get returns the master copy when there is one. */
     int   (*set_params)(Backend *, const float *params, Err *err);
     int   (*get_params)(Backend *, float *params, Err *err);
-    /* Forward over inputs (B*T token ids). With targets, returns the mean loss in *loss; without, only logits. */
+    /* Forward over inputs (B*T token ids). With targets, returns the mean loss in *loss; without, only logits. A
+       prefill plan's forward (step.fills_cache) writes every layer's keys and values of positions 0..T-1 into its
+       cache backend's cache instead, and keeps no logits. */
     int   (*forward)(Backend *, const int32_t *inputs, const int32_t *targets, float *loss, Err *err);
-    /* Probabilities are not needed: copies logits[b, t, 0..V) of the last forward to out (fp32). */
+    /* Probabilities are not needed: copies logits[b, t, 0..V) of the last forward to out (fp32); on a decode
+       plan's backend, row b's logits of the last step run (t = 0). */
     int   (*get_logits)(Backend *, int b, int t, float *out, Err *err);
+    /* A decode plan's backend (STEP_DECODE; NULL on the others): runs run->steps steps; returns the steps done (their
+       tokens are in run->drawn), or -1. */
+    int   (*decode)(Backend *, DecodeRun *run, Err *err);
     int   (*zero_grad)(Backend *, Err *err);
     /* Backward of the last forward (which had targets); adds grad_scale * d(mean loss)/d(params) to the
        gradients. The loop passes 1/grad_accum. */
@@ -77,6 +98,9 @@ typedef struct {
        that outlives this one (set_params and get_params then reach its parameters) */
     Backend *weights;
     const Env *env;                   /* the CUDA backend's GPT2GEN_* settings (common/env.h); NULL: the defaults */
+    /* a prefill plan (step.fills_cache) fills the cache of this decode plan's backend: same kind, model and B, on
+       the same device, outliving this one */
+    Backend *cache;
 } BackendOptions;
 
 Backend *cpu_backend_create(const BackendOptions *opt, Err *err);
@@ -86,4 +110,7 @@ Backend *backend_create(const BackendOptions *opt, const char *which, Err *err);
 /* For the backends: opt->weights must be given exactly when the plan's step has shared_weights, and be a backend
    of the same kind (name) and model. */
 int backend_check_weights(const BackendOptions *opt, const char *name, Err *err);
+/* And opt->cache exactly when the plan fills a cache, a decode backend of the same kind, model and rows, with room
+   for the plan's T positions. */
+int backend_check_cache(const BackendOptions *opt, const char *name, Err *err);
 #endif

@@ -163,7 +163,7 @@ static void golden_gpu(const char *precision, double loss_tol, double norm_tol, 
     cuda_pick_arch(NULL, cfg.arch, arch, &note);
     if (plan_make_train(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, NULL, &err)) { CHECK(0, "build: %s", err.msg); goto out; }
     if (!cuda_driver_present(why, sizeof why)) { MARK_SKIPPED("%s", why); goto out; }
-    BackendOptions o = {&plan, 0, 0, 0, NULL, NULL};
+    BackendOptions o = {&plan, 0, 0, 0, NULL, NULL, NULL};
     be = cuda_backend_create(&o, &err);
     if (!be) { CHECK(0, "%s", err.msg); goto out; }
     CHECK_OK(be->set_params(be, params, &err), &err);
@@ -198,7 +198,7 @@ static void test_gpu_fp16_overflow(void) {
     if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
     const Config *c = &cfgs[i];
     GPT2Shape shape = config_shape(c);
-    BackendOptions o = {&plans[i], 0, 0, 0, NULL, NULL};
+    BackendOptions o = {&plans[i], 0, 0, 0, NULL, NULL, NULL};
     Err err;
     Backend *be = cuda_backend_create(&o, &err);
     if (!be) { CHECK(0, "%s", err.msg); return; }

@@ -53,7 +53,7 @@ int time_median(G *g, Flush *f, TimedRun run, void *ctx, double *us, Err *err) {
 
 /* The one place the tuner creates a backend: plan's CUDA backend on GPU 0. */
 static Backend *step_backend(const Plan *plan, const Env *env, Err *err) {
-    BackendOptions opt = {plan, 0, 0, 0, NULL, env};
+    BackendOptions opt = {plan, 0, 0, 0, NULL, env, NULL};
     return cuda_backend_create(&opt, err);
 }
 

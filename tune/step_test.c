@@ -12,7 +12,7 @@
 /* The one place the step test says what backends it creates: g's plan on g's GPU (the CPU backend keeps fp32,
    whatever the plan's precision). */
 static BackendOptions backend_options(const G *g) {
-    BackendOptions opt = {g->plan, g->dev.ordinal, 0, 0, NULL, g->env};
+    BackendOptions opt = {g->plan, g->dev.ordinal, 0, 0, NULL, g->env, NULL};
     return opt;
 }
 

@@ -8,50 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "runtime/backend.h"
-#include "runtime/cpu/cpu_ops.h"
+#include "runtime/cpu/cpu_internal.h"
 #include "runtime/ranks/comm_socket.h"
 
-/* Activations of one forward pass; per-layer arrays are stacked over L. */
-typedef struct {
-    float *encoded;                          /* (BT,C) */
-    float *ln1, *ln1_mean, *ln1_rstd;        /* (L,BT,C), (L,BT), (L,BT) */
-    float *qkv;                              /* (L,BT,3C) */
-    float *atty;                             /* (L,BT,C) attention output before the projection */
-    float *preatt;                           /* (B,NH,T,T) scores: scratch, the backward needs only att */
-    float *att;                              /* (L,B,NH,T,T) */
-    float *attproj;                          /* (L,BT,C) */
-    float *residual2;                        /* (L,BT,C) x after attention */
-    float *ln2, *ln2_mean, *ln2_rstd;        /* (L,BT,C), (L,BT), (L,BT) */
-    float *fch, *fch_gelu;                   /* (L,BT,4C) */
-    float *fcproj;                           /* (L,BT,C) */
-    float *residual3;                        /* (L,BT,C) x after the MLP: the layer's output */
-    float *lnf, *lnf_mean, *lnf_rstd;        /* (BT,C), (BT), (BT) */
-    float *logits;                           /* (BT,Vp) */
-    float *losses;                           /* (BT) */
-} Acts;
 
-/* Gradient buffers for one layer at a time, reused from layer to layer. */
-typedef struct {
-    float *dres;                             /* (BT,C) gradient of the residual stream */
-    float *dln, *datty;                      /* (BT,C) */
-    float *dqkv;                             /* (BT,3C) */
-    float *dpreatt, *datt;                   /* (B,NH,T,T) scratch */
-    float *dfch, *dfch_gelu;                 /* (BT,4C) */
-    float *dlogits;                          /* (BT,Vp) */
-} Grads;
-
-typedef struct {
-    size_t sizes[NUM_PARAM_TENSORS], offsets[NUM_PARAM_TENSORS];
-    float *params, *grads, *m, *v;
-    int own_params;                          /* 0: params are another backend's (BackendOptions.weights) */
-    float *p[NUM_PARAM_TENSORS], *g[NUM_PARAM_TENSORS];   /* views into params and grads */
-    Acts a;
-    Grads d;
-    int32_t *inputs, *targets;
-    int have_forward, have_targets;
-} Cpu;
-
-static Cpu *impl(Backend *be) { return (Cpu *)be->impl; }
 static float *falloc(size_t n) { return xcalloc(n, sizeof(float)); }
 
 static void acts_alloc(Acts *a, const GPT2Shape *s, int B, int T) {
@@ -135,6 +95,10 @@ static int cpu_forward(Backend *be, const int32_t *inputs, const int32_t *target
     cpu_encoder_forward(a->encoded, inputs, c->p[P_WTE], c->p[P_WPE], B, T, C);
     for (int l = 0; l < L; l++)
         forward_layer(be, l, l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * N * C);
+    if (c->cache_of) {   /* a prefill: the keys and values are what it is for; no logits */
+        cpu_prefill_fill(be);
+        return 0;
+    }
     const float *x = a->residual3 + (size_t)(L - 1) * N * C;
     cpu_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, c->p[P_LNFW], c->p[P_LNFB], N, C);
     cpu_matmul_forward(a->logits, a->lnf, c->p[P_WTE], NULL, N, C, Vp);
@@ -223,6 +187,7 @@ static int cpu_get_params(Backend *be, float *params, Err *err) {
 
 static int cpu_get_logits(Backend *be, int b, int t, float *out, Err *err) {
     Cpu *c = impl(be);
+    if (c->cache_of) return err_set(err, "cpu backend: a prefill keeps no logits (the decode step has them)");
     if (!c->have_forward) return err_set(err, "cpu backend: get_logits before any forward");
     if (b < 0 || b >= be->plan->step.B || t < 0 || t >= be->plan->step.T)
         return err_set(err, "cpu backend: get_logits(b=%d, t=%d) outside B=%d, T=%d", b, t, be->plan->step.B, be->plan->step.T);
@@ -315,6 +280,7 @@ static void cpu_destroy(Backend *be) {
     free_all(&c->a, sizeof c->a);
     free_all(&c->d, sizeof c->d);
     free(c->inputs); free(c->targets);
+    free(c->kcache); free(c->vcache);
     free(c);
     free(be);
 }
@@ -338,7 +304,7 @@ static int check_options(const BackendOptions *o, Err *err) {
     size_t sizes[NUM_PARAM_TENSORS], np = gpt2_param_sizes(s, sizes, NULL);
     if (o->opt_count && (o->opt_offset > np || o->opt_count > np - o->opt_offset))
         return err_set(err, "cpu backend: optimizer range [%zu, +%zu) is outside the %zu parameters", o->opt_offset, o->opt_count, np);
-    return backend_check_weights(o, "cpu", err);
+    return backend_check_weights(o, "cpu", err) || backend_check_cache(o, "cpu", err) ? -1 : 0;
 }
 
 /* ranks as processes on the CPU: joined over a Unix socket (runtime/ranks/comm_socket.h) */
@@ -374,10 +340,19 @@ Backend *cpu_backend_create(const BackendOptions *opt, Err *err) {
     acts_alloc(&c->a, &be->plan->model, st->B, st->T);
     c->inputs = xcalloc((size_t)st->B * st->T, sizeof(int32_t));
     c->targets = xcalloc((size_t)st->B * st->T, sizeof(int32_t));
+    c->cache_of = opt->cache;
+    if (st->kind == STEP_DECODE) {
+        size_t cache = (size_t)be->plan->model.n_layer * st->B * be->plan->model.max_seq_len * be->plan->model.n_embd;
+        c->kcache = falloc(cache); c->vcache = falloc(cache);
+    }
 
     be->set_params = cpu_set_params;   be->get_params = cpu_get_params;
     be->forward = cpu_forward;         be->get_logits = cpu_get_logits;
     be->destroy = cpu_destroy;
+    if (st->kind == STEP_DECODE) {
+        be->forward = NULL;
+        be->decode = cpu_decode;
+    }
     if (!train) return be;             /* a forward: the methods of the backward and the optimizer stay NULL */
     be->zero_grad = cpu_zero_grad;     be->backward = cpu_backward;
     be->grad_norm = cpu_grad_norm;     be->update = cpu_update;

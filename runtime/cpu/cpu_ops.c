@@ -239,6 +239,43 @@ void cpu_attention_forward(float *out, float *preatt, float *att, const float *q
             }
 }
 
+void cpu_kv_append(float *kcache, float *vcache, const float *qkv, int pos, int B, int T, int C, int NH, int maxT) {
+    int HS = C / NH;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH; h++) {
+                const float *k = qkv + ((size_t)b * T + t) * 3 * C + C + h * HS;
+                size_t at = (((size_t)b * NH + h) * maxT + pos + t) * HS;
+                memcpy(kcache + at, k, (size_t)HS * sizeof(float));
+                memcpy(vcache + at, k + C, (size_t)HS * sizeof(float));
+            }
+}
+
+void cpu_attention_cached(float *out, const float *qkv, const float *kcache, const float *vcache, int pos, int B, int T,
+                          int C, int NH, int maxT) {
+    int HS = C / NH, len = pos + T;
+    float scale = 1.0f / sqrtf((float)HS);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            const float *q = qkv + ((size_t)b * T + T - 1) * 3 * C + h * HS;
+            const float *kc = kcache + ((size_t)b * NH + h) * maxT * HS, *vc = vcache + ((size_t)b * NH + h) * maxT * HS;
+            float *a = xmalloc((size_t)len * sizeof(float)), maxv = -INFINITY, sum = 0.0f;
+            for (int t2 = 0; t2 < len; t2++) {
+                float dot = 0.0f;
+                for (int i = 0; i < HS; i++) dot += q[i] * kc[(size_t)t2 * HS + i];
+                a[t2] = dot * scale;
+                if (a[t2] > maxv) maxv = a[t2];
+            }
+            for (int t2 = 0; t2 < len; t2++) { a[t2] = expf(a[t2] - maxv); sum += a[t2]; }
+            float inv = 1.0f / sum, *o = out + (size_t)b * C + h * HS;
+            for (int i = 0; i < HS; i++) o[i] = 0.0f;
+            for (int t2 = 0; t2 < len; t2++)
+                for (int i = 0; i < HS; i++) o[i] += a[t2] * inv * vc[(size_t)t2 * HS + i];
+            free(a);
+        }
+}
+
 void cpu_attention_backward(float *dqkv, float *dpreatt, float *datt, const float *dout, const float *qkv,
                             const float *att, int B, int T, int C, int NH) {
     int HS = C / NH;

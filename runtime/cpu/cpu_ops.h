@@ -36,6 +36,13 @@ void cpu_attention_forward(float *out, float *preatt, float *att, const float *q
 void cpu_attention_backward(float *dqkv, float *dpreatt, float *datt, const float *dout, const float *qkv,
                             const float *att, int B, int T, int C, int NH);
 
+/* The key/value cache of a layer: kcache and vcache (B,NH,maxT,HS). kv_append writes the keys and values of qkv
+   (B,T,3C) at positions pos..pos+T-1; attention_cached gives out (B,C): each row's last query of qkv (at position
+   pos+T-1) attending over the cached positions 0..pos+T-1, as cpu_attention_forward does over a whole row. */
+void cpu_kv_append(float *kcache, float *vcache, const float *qkv, int pos, int B, int T, int C, int NH, int maxT);
+void cpu_attention_cached(float *out, const float *qkv, const float *kcache, const float *vcache, int pos, int B, int T,
+                          int C, int NH, int maxT);
+
 /* GELU, tanh approximation: 0.5u(1 + tanh(sqrt(2/pi)(u + 0.044715u^3))). */
 void cpu_gelu_forward(float *out, const float *inp, size_t n);
 void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);

@@ -26,14 +26,15 @@ int attention_open(Cuda *c, Err *err) {
     const Plan *p = c->plan;
     AttentionPath want = p->attention;
     int asked = !strcmp(p->attention_origin, "config");   /* the config's explicit choice must be had */
+    FILE *say = p->step.kind == STEP_TRAIN ? stdout : stderr;   /* sampling's standard output is its text */
     if (want == ATTN_FLASH) {
-        printf("attention: flash template (templates/attention.cu), as the %s asks\n", asked ? "config" : p->attention_origin);
+        fprintf(say, "attention: flash template (templates/attention.cu), as the %s asks\n", asked ? "config" : p->attention_origin);
         return 0;
     }
     c->cudnn = cudnn_attention_open(p->step.B, p->step.T, c->NH, c->HS, p->step.precision, c->env, why, sizeof why);
     if (!c->cudnn) {
         if (want == ATTN_CUDNN && asked) return err_set(err, "%s: attention = \"cudnn\", but %s", p->config_path, why);
-        printf("attention: flash template (templates/attention.cu)%s: %s\n",
+        fprintf(say, "attention: flash template (templates/attention.cu)%s: %s\n",
                want == ATTN_CUDNN ? ", not the tuning database's cuDNN" : "", why);
         return 0;
     }
@@ -50,7 +51,7 @@ int attention_open(Cuda *c, Err *err) {
             where = "allocated beside the arena";
         }
     }
-    printf("attention: %s%s, workspace %.2f GiB (%s)\n", cudnn_attention_describe(c->cudnn),
+    fprintf(say, "attention: %s%s, workspace %.2f GiB (%s)\n", cudnn_attention_describe(c->cudnn),
            want == ATTN_AUTO ? " (attention = \"auto\")" : asked ? "" : " (the tuning database's choice)",
            ws / 1073741824.0, where);
     return 0;

@@ -15,7 +15,9 @@
     X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) \
     X(cuLaunchKernel) X(cuFuncSetAttribute) X(cuGetErrorString) X(cuGetErrorName) \
     X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy) X(cuEventQuery) \
-    X(cuMemAllocHost) X(cuMemFreeHost) X(cuStreamWaitEvent)
+    X(cuMemAllocHost) X(cuMemFreeHost) X(cuStreamWaitEvent) X(cuMemHostAlloc) X(cuMemHostGetDevicePointer) \
+    X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) \
+    X(cuGraphDestroy)
 
 #define CUBLASLT_FUNCS(X) \
     X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtGetVersion) X(cublasLtGetStatusString) \

@@ -103,6 +103,7 @@ static void cu_destroy(Backend *be) {
         }
         matmuls_destroy(&c->mm);
         attention_close(c);
+        decode_close(c);
         arena_free(&c->arena);
         kernels_unload(&c->ks);
         cuda_device_close(&c->dev);
@@ -136,7 +137,11 @@ static void set_methods(Backend *be, const Plan *plan, size_t np) {
     be->forward = cu_forward;
     be->get_logits = cu_get_logits;
     be->destroy = cu_destroy;
-    if (plan->step.kind != STEP_TRAIN) return;   /* a forward: no backward, no optimizer */
+    if (plan->step.kind == STEP_DECODE) {
+        be->forward = NULL;
+        be->decode = cu_decode;
+    }
+    if (plan->step.kind != STEP_TRAIN) return;   /* a forward or decode: no backward, no optimizer */
     be->zero_grad = cu_zero_grad;
     be->backward = cu_backward;
     be->grad_norm = cu_grad_norm;
@@ -153,7 +158,7 @@ static void set_methods(Backend *be, const Plan *plan, size_t np) {
 Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     const Plan *plan = opt->plan;
     if (!plan) { err_set(err, "the CUDA backend needs a plan"); return NULL; }
-    if (backend_check_weights(opt, "cuda", err)) return NULL;
+    if (backend_check_weights(opt, "cuda", err) || backend_check_cache(opt, "cuda", err)) return NULL;
     Cuda *c = xcalloc(1, sizeof *c);
     Backend *be = xcalloc(1, sizeof *be);
     if (set_opt_range(be, opt, plan, gpt2_param_sizes(&plan->model, c->psz, c->poff), err)) { free(c); free(be); return NULL; }
@@ -171,12 +176,19 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     if (cuda_device_open(&c->dev, opt->device, err) || kernels_load(&c->ks, plan, &c->dev, c->env, err) ||
         arena_alloc(&c->arena, plan, &c->dev, err) ||
         matmuls_init(&c->mm, plan->matmuls, MM_COUNT, c->prec, c->arena.buf[BUF_CUBLASLT_WORKSPACE], ws->bytes, err) ||
-        attention_open(c, err)) {
+        (plan->step.kind == STEP_DECODE ? decode_open(c, err) : attention_open(c, err))) {
         cu_destroy(be);
         return NULL;
     }
     /* a plan with shared weights runs on the other backend's parameters (the same device: its primary context) */
     if (opt->weights) c->arena.buf[BUF_PARAMS] = cuda_of(opt->weights)->arena.buf[BUF_PARAMS];
+    /* the key/value cache: a decode plan's own; a prefill fills its decode backend's */
+    const Cuda *owner = opt->cache ? cuda_of(opt->cache) : plan->step.kind == STEP_DECODE ? c : NULL;
+    if (owner) {
+        c->kcache = owner->arena.buf[BUF_KCACHE];
+        c->vcache = owner->arena.buf[BUF_VCACHE];
+        c->cache_layer_bytes = owner->plan->memory.buffers[BUF_KCACHE].layer_bytes;
+    }
     c->s = c->dev.compute;
     c->ks.sync_each = c->env->sync;
     profile_init(&c->prof, c->s, c->env->profile);

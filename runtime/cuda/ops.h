@@ -6,6 +6,7 @@
  *   classifier.c logits -> losses and dlogits in one pass
  *   optimizer.c  zero_grad, global gradient norm, AdamW (Backend methods)
  *   step.c       the schedule of one forward and one backward (Backend methods)
+ *   decode.c     a decode plan's step against the key/value cache, replayed as a CUDA graph (Backend.decode)
  *   cuda_backend.c  creation, parameters and state to and from the host
  * Every op runs on the device's compute stream; the ops of the step follow docs/model.md, "The model". */
 #ifndef GPT2GEN_CUDA_OPS_H
@@ -21,6 +22,7 @@
 #include "kernel_launch.h"
 
 typedef CUdeviceptr dptr;
+#define DECODE_IN_FLIGHT 8   /* decode steps queued ahead of the one whose tokens the host waits for */
 
 typedef struct {
     CudaDevice dev;
@@ -42,6 +44,16 @@ typedef struct {
     /* attention through cuDNN (NULL: the flash template); its workspace, inside the logits buffer where it fits */
     CudnnAttention *cudnn;
     dptr cudnn_workspace, cudnn_workspace_own;
+    /* the key/value cache: a decode plan's own, or (a prefill) that of the decode backend it fills; 0 without */
+    dptr kcache, vcache;
+    size_t cache_layer_bytes;
+    /* a decode plan: the drawn tokens (maxT*B ints) in host memory the GPU writes, the step as a CUDA graph for the
+       settings it was recorded with, and an event per step in flight */
+    int32_t *h_drawn;
+    dptr d_drawn;
+    CUgraphExec graph;
+    SampleSettings graph_settings;
+    CUevent step_done[DECODE_IN_FLIGHT];
 } Cuda;
 
 static inline Cuda *cuda_of(Backend *be) { return (Cuda *)be->impl; }
@@ -93,6 +105,12 @@ int op_classifier(Cuda *c, const int32_t *targets, float *loss, Err *err);
 #define DLOGITS_UNIT_FP16 32768.0f
 static inline float dlogits_unit(const Cuda *c) { return c->prec == PREC_FP16 ? DLOGITS_UNIT_FP16 : 1.0f / (float)(c->plan->step.B * c->plan->step.T); }
 
+/* the layers of a forward (and of a decode step), from BUF_ENCODED to the final LayerNorm's output BUF_LNF; with a
+   cache, each layer's keys and values go into it at the position BUF_DECODE_POS holds */
+int cu_forward_layers(Cuda *c, Err *err);
+int cu_decode(Backend *be, DecodeRun *run, Err *err);
+int  decode_open(Cuda *c, Err *err);    /* a decode plan's host buffers and events */
+void decode_close(Cuda *c);
 int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err);
 int cu_backward(Backend *be, float grad_scale, Err *err);
 int cu_zero_grad(Backend *be, Err *err);

@@ -13,8 +13,15 @@ static int forward_layer(Cuda *c, int l, Err *err) {
     if (l == 0)
         OP("layernorm forward", op_layernorm(c, ln1, buf(c, BUF_LN1_MEAN, 0), buf(c, BUF_LN1_RSTD, 0), residual_in(c, 0),
                                              PW(P_LN1W, 0), PW(P_LN1B, 0), err));
-    OP("matmul qkv", op_linear(c, MM_QKV, buf(c, BUF_QKV, l), ln1, PW(P_QKVW, l), PW(P_QKVB, l), 0, err));
-    if (op_attention(c, l, err)) return -1;
+    dptr qkv = buf(c, BUF_QKV, l), pos = buf(c, BUF_DECODE_POS, 0);
+    OP("matmul qkv", op_linear(c, MM_QKV, qkv, ln1, PW(P_QKVW, l), PW(P_QKVB, l), 0, err));
+    dptr kc = c->kcache + l * c->cache_layer_bytes, vc = c->vcache + l * c->cache_layer_bytes;
+    if (c->kcache) OP("kv append", launch_kv_append(&c->ks, c->s, kc, vc, qkv, pos, err));
+    if (c->plan->step.kind == STEP_DECODE) {   /* this row's query against every cached position */
+        dptr partial = buf(c, BUF_ATT_PARTIAL, 0);
+        OP("decode attention", launch_decode_attention(&c->ks, c->s, partial, qkv, kc, vc, pos, err) ||
+                               launch_decode_attention_combine(&c->ks, c->s, buf(c, BUF_ATTY, l), partial, pos, err));
+    } else if (op_attention(c, l, err)) return -1;
     OP("matmul attproj", op_linear(c, MM_ATTPROJ, tmp, buf(c, BUF_ATTY, l), PW(P_ATTPROJW, l), PW(P_ATTPROJB, l), 0, err));
     OP("layernorm forward", op_residual_layernorm(c, res2, ln2, buf(c, BUF_LN2_MEAN, l), buf(c, BUF_LN2_RSTD, l),
                                                   residual_in(c, l), tmp, PW(P_LN2W, l), PW(P_LN2B, l), err));
@@ -32,6 +39,12 @@ static int forward_layer(Cuda *c, int l, Err *err) {
     return 0;
 }
 
+int cu_forward_layers(Cuda *c, Err *err) {
+    for (int l = 0; l < c->L; l++)
+        if (forward_layer(c, l, err)) return -1;
+    return 0;
+}
+
 int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err) {
     Cuda *c = cuda_of(be);
     int BT = c->plan->step.B * c->plan->step.T;
@@ -42,8 +55,8 @@ int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float
     if (cuda_check(cu.cuMemcpyHtoDAsync(buf(c, BUF_INPUTS, 0), c->h_inputs, (size_t)BT * 4, c->s), "copying inputs to the GPU", err))
         return -1;
     OP("encoder forward", op_encoder_forward(c, err));
-    for (int l = 0; l < c->L; l++)
-        if (forward_layer(c, l, err)) return -1;
+    if (cu_forward_layers(c, err)) return -1;
+    if (c->plan->step.fills_cache) return cuda_device_sync(&c->dev, "prefill", err);   /* no logits */
     OP("matmul classifier", op_linear(c, MM_CLASSIFIER, buf(c, BUF_LOGITS, 0), buf(c, BUF_LNF, 0), PW(P_WTE, 0), 0, 0, err));
     c->logits_valid = 1;
     c->have_targets = 0;

@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo ri, const Env *env, Err *err) {
-    BackendOptions o = {plan, ri.device, 0, 0, NULL, env};
+    BackendOptions o = {plan, ri.device, 0, 0, NULL, env, NULL};
     if (ri.world > 1 && plan->step.zero_stage == 1) {
         size_t sizes[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&plan->model, sizes, NULL);
         ranks_shard(n, ri.world, ri.rank, &o.opt_offset, &o.opt_count);
@@ -42,21 +42,6 @@ int train_check_ranks(const Config *c, const char *backend, int procs, Err *err)
     if (n > TRAIN_MAX_EMULATED_RANKS)
         return err_set(err, "%s: train.num_gpus = %d: the CPU backend emulates at most %d ranks", c->path, n, TRAIN_MAX_EMULATED_RANKS);
     return 0;
-}
-
-int sample_token(const float *logits, int V, float temperature, uint64_t *rng) {
-    float mx = logits[0];
-    int arg = 0;
-    for (int i = 1; i < V; i++) if (logits[i] > mx) { mx = logits[i]; arg = i; }
-    if (temperature <= 0) return arg;
-    double sum = 0;
-    for (int i = 0; i < V; i++) sum += exp((logits[i] - mx) / temperature);
-    double u = rng_uniform(rng) * sum, acc = 0;
-    for (int i = 0; i < V; i++) {
-        acc += exp((logits[i] - mx) / temperature);
-        if (acc > u) return i;
-    }
-    return V - 1;
 }
 
 /* ---------------------------------------------------------------- the run's pieces */
@@ -99,32 +84,34 @@ static size_t put_token(Run *r, int id, Utf8Stream *us, char *text) {
     return len;
 }
 
-/* Generates eval.sample_tokens tokens from end-of-text, prints them as they come, and logs the text: row 0 of the
-   sampling plan's forward (one row, the training weights), or of the training step's where there is none. */
+typedef struct { Run *r; Utf8Stream us; char *text; size_t used; int eot; } SampleOut;
+
+static int sample_put(void *ctx, int step, const int32_t *tok) {
+    SampleOut *o = ctx;
+    (void)step;
+    if (tok[0] == o->eot) return 1;
+    o->used += put_token(o->r, tok[0], &o->us, o->text + o->used);
+    fflush(stdout);
+    return 0;
+}
+
+/* Generates up to eval.sample_tokens tokens after end-of-text (until the next one), through the sampler's key/value
+   cache on the training weights, prints them as they come, and logs the text. */
 static int sample_text(Run *r, int step, Err *err) {
     const Config *c = r->cfg;
-    Backend *be = r->sampler ? r->sampler : r->be;
-    int T = be->plan->step.T, V = c->model.vocab_size, eot = r->has_tok ? r->tok.eot : V - 1;   /* GPT-2's is last */
-    int n = c->eval.sample_tokens, rc = 0;
-    size_t BT = (size_t)be->plan->step.B * T, used = 0;
-    int32_t *tokens = r->eval_inputs;
-    for (size_t i = 0; i < BT; i++) tokens[i] = eot;
-    float *logits = xmalloc((size_t)V * sizeof(float));
-    char *text = xmalloc((size_t)n * 256 + 1);     /* a token is at most 255 bytes, or "<id>" */
-    Utf8Stream us = {0};
+    int V = c->model.vocab_size, eot = r->has_tok ? r->tok.eot : V - 1;   /* GPT-2's is last */
+    int n = c->eval.sample_tokens < c->model.max_seq_len - 1 ? c->eval.sample_tokens : c->model.max_seq_len - 1;
+    int32_t prompt = eot, *drawn = xmalloc((size_t)n * sizeof *drawn);
+    SampleOut o = {.r = r, .text = xmalloc((size_t)n * 256 + 1), .eot = eot};   /* a token is at most 255 bytes, or "<id>" */
+    SampleSettings ss = {(float)c->eval.temperature, 0, 1.0f};
+    SampleStats st;
     printf("--- sample at step %d: ", step);
-    for (int t = 1; t < n && !rc; t++) {
-        rc = be->forward(be, tokens, NULL, NULL, err) || be->get_logits(be, 0, t - 1, logits, err);
-        if (rc) break;
-        tokens[t] = sample_token(logits, V, (float)c->eval.temperature, &r->sample_rng);
-        used += put_token(r, tokens[t], &us, text + used);
-        fflush(stdout);
-    }
-    utf8_stream_flush(&us, stdout);
+    int rc = sampler_generate(r->sampler, &prompt, 1, n, &ss, &r->sample_rng, eot, drawn, sample_put, &o, &st, err) < 0;
+    utf8_stream_flush(&o.us, stdout);
     printf("\n---\n");
-    char *q = json_string(text, used);
+    char *q = json_string(o.text, o.used);
     if (!rc) metrics_line(&r->metrics, "{\"event\":\"sample\",\"step\":%d,\"text\":%s}", step, q);
-    free(q); free(text); free(logits);
+    free(q); free(o.text); free(drawn);
     return rc ? -1 : 0;
 }
 
@@ -196,10 +183,11 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const Plan *sampl
         q->targets = xmalloc((size_t)B * T * sizeof(int32_t));
     }
     r->be = r->rk[0].be;
-    /* rank 0 samples with its own forward plan, on the training weights */
-    if (r->lead && sample && c->eval.sample_every > 0) {
-        BackendOptions so = {sample, procs > 1 ? opt->device : 0, 0, 0, r->be, env};
-        if (!(r->sampler = backend_create(&so, r->be->name, err))) return -1;
+    /* rank 0 samples through its own decode plan's cache, on the training weights */
+    if (r->lead && c->eval.sample_every > 0) {
+        r->sampler = xcalloc(1, sizeof *r->sampler);
+        if (sampler_open(r->sampler, c, sample, 1, r->be, r->be->name, plan->arch, procs > 1 ? opt->device : 0, env, err))
+            return -1;
     }
     r->eval_inputs = xmalloc((size_t)B * T * sizeof(int32_t));
     r->eval_targets = xmalloc((size_t)B * T * sizeof(int32_t));
@@ -213,7 +201,8 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const Plan *sampl
 
 static void close_run(Run *r) {
     if (r->comm) r->comm->destroy(r->comm);   /* NCCL's runs on the backend's GPU: first */
-    if (r->sampler) r->sampler->destroy(r->sampler);   /* it runs on rank 0's weights: before that backend */
+    if (r->sampler) sampler_close(r->sampler);   /* it runs on rank 0's weights: before that backend */
+    free(r->sampler);
     for (int k = 0; r->rk && k < r->local; k++) {
         RankRun *q = &r->rk[k];
         if (q->be) q->be->destroy(q->be);

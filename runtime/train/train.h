@@ -31,8 +31,9 @@ typedef struct {
     const char *id_file;
 } TrainOptions;
 
-/* Runs the whole job: the training plan's step on every rank; samples (eval.sample_every) with the sampling plan
-   (gen/plan.h, plan_make_sample) on rank 0's weights, or with the training step where sample is NULL.
+/* Runs the whole job: the training plan's step on every rank; samples (eval.sample_every) through a key/value cache
+   (runtime/sample/sampler.h) on rank 0's weights, with the decode plan sample (gen/plan.h, plan_make_sample), or
+   one the sampler makes where sample is NULL.
    Returns an exit code: 0, 1 (a failure, printed), 130 (stopped by SIGINT after saving a checkpoint). */
 int train_run(const Config *cfg, const Plan *plan, const Plan *sample, const TrainOptions *opt);
 
@@ -43,6 +44,4 @@ Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo r
 /* train.num_gpus > 1: in one process (procs <= 1) only with backend "cpu" (named: auto is CUDA on a GPU machine),
    and at most TRAIN_MAX_EMULATED_RANKS; as procs processes with num_gpus = procs. err says what to do otherwise. */
 int train_check_ranks(const Config *cfg, const char *backend, int procs, Err *err);
-/* Samples one token from logits[0..V) at temperature (0: argmax) with the RNG. */
-int sample_token(const float *logits, int V, float temperature, uint64_t *rng);
 #endif

@@ -9,6 +9,7 @@
 #include "runtime/train/metrics.h"
 #include "runtime/train/rundir.h"
 #include "runtime/data/tokenizer.h"
+#include "runtime/sample/sampler.h"
 
 /* One rank's part of a run: its backend, its rows of the data, its batch. */
 typedef struct {
@@ -28,7 +29,7 @@ typedef struct {
     RankRun *rk;                         /* local of them, rk[k] being rank first + k */
     Comm *comm;
     Backend *be;                         /* rk[0].be */
-    Backend *sampler;                    /* rank 0's forward of the sampling plan, on be's weights; or NULL */
+    Sampler *sampler;                    /* rank 0's, on be's weights; or NULL */
     DataLoader *train;                   /* &rk[0].train: the data position every rank shares */
     int has_val;
     Tokenizer tok;

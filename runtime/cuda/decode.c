@@ -1,0 +1,106 @@
+/* decode: a decode plan's step on the GPU (ops.h), one token per row against the key/value cache: the embedding at
+   the position BUF_DECODE_POS holds, the layers (the cache append and the split attention of templates/decode.cu),
+   the logits, the draw of each row's next token (runtime/sample/sampling.h) into the inputs of the next step and
+   into host memory, and the position moved on. Nothing in a step needs the host, so the step is recorded once as
+   a CUDA graph (for the sampling settings it was recorded with) and replayed for every token, DECODE_IN_FLIGHT
+   steps ahead of the one whose tokens the host reads. */
+#include "runtime/cuda/ops.h"
+#include <string.h>
+
+int decode_open(Cuda *c, Err *err) {
+    const StepShape *st = &c->plan->step;
+    size_t bytes = (size_t)c->plan->model.max_seq_len * st->B * sizeof(int32_t);
+    void *host = NULL;
+    if (cuda_check(cu.cuMemHostAlloc(&host, bytes, CU_MEMHOSTALLOC_DEVICEMAP), "allocating the drawn tokens' host memory", err) ||
+        cuda_check(cu.cuMemHostGetDevicePointer(&c->d_drawn, host, 0), "mapping the drawn tokens' host memory", err)) {
+        if (host) cu.cuMemFreeHost(host);
+        return -1;
+    }
+    c->h_drawn = host;
+    for (int i = 0; i < DECODE_IN_FLIGHT; i++)
+        if (cuda_check(cu.cuEventCreate(&c->step_done[i], CU_EVENT_DISABLE_TIMING), "creating the decode events", err)) return -1;
+    return 0;
+}
+
+void decode_close(Cuda *c) {
+    if (c->graph) cu.cuGraphExecDestroy(c->graph);
+    for (int i = 0; i < DECODE_IN_FLIGHT; i++)
+        if (c->step_done[i]) cu.cuEventDestroy(c->step_done[i]);
+    if (c->h_drawn) cu.cuMemFreeHost(c->h_drawn);
+    c->graph = NULL;
+    c->h_drawn = NULL;
+}
+
+/* one step's work on the stream: everything reads the position and the tokens from device memory */
+static int step_ops(Cuda *c, const SampleSettings *s, Err *err) {
+    dptr pos = buf(c, BUF_DECODE_POS, 0), tokens = buf(c, BUF_INPUTS, 0), logits = buf(c, BUF_LOGITS, 0);
+    OP("decode embed", launch_decode_embed(&c->ks, c->s, buf(c, BUF_ENCODED, 0), tokens, PW(P_WTE, 0), PW(P_WPE, 0), pos, err));
+    if (cu_forward_layers(c, err)) return -1;
+    OP("matmul classifier", op_linear(c, MM_CLASSIFIER, logits, buf(c, BUF_LNF, 0), PW(P_WTE, 0), 0, 0, err));
+    OP("sample", launch_sample_tokens(&c->ks, c->s, tokens, c->d_drawn, buf(c, BUF_RNG, 0), pos, logits, s->temperature,
+                                      s->top_k, s->top_p, err));
+    OP("decode advance", launch_decode_advance(&c->ks, c->s, pos, err));
+    return 0;
+}
+
+/* Records the step as a graph for settings s. The launches are checked when the graph runs, not one by one. */
+static int record(Cuda *c, const SampleSettings *s, Err *err) {
+    if (c->graph) { cu.cuGraphExecDestroy(c->graph); c->graph = NULL; }
+    int sync_each = c->ks.sync_each;
+    c->ks.sync_each = 0;
+    CUgraph g = NULL;
+    int rc = cuda_check(cu.cuStreamBeginCapture(c->s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "recording the decode step", err);
+    if (!rc) {
+        rc = step_ops(c, s, err);
+        Err end;
+        int ended = cuda_check(cu.cuStreamEndCapture(c->s, &g), "recording the decode step", rc ? &end : err);
+        rc = rc || ended;
+    }
+    c->ks.sync_each = sync_each;
+    if (!rc) rc = cuda_check(cu.cuGraphInstantiate(&c->graph, g, 0), "instantiating the decode step's graph", err);
+    if (g) cu.cuGraphDestroy(g);
+    if (rc) { c->graph = NULL; return -1; }
+    c->graph_settings = *s;
+    return 0;
+}
+
+static int enqueue_step(Cuda *c, const SampleSettings *s, int use_graph, int i, Err *err) {
+    if (use_graph) {
+        if (cuda_check(cu.cuGraphLaunch(c->graph, c->s), "running the decode step", err)) return -1;
+    } else if (step_ops(c, s, err)) return -1;
+    return cuda_check(cu.cuEventRecord(c->step_done[i % DECODE_IN_FLIGHT], c->s), "recording a decode step's event", err);
+}
+
+int cu_decode(Backend *be, DecodeRun *run, Err *err) {
+    Cuda *c = cuda_of(be);
+    int B = c->plan->step.B, maxT = c->plan->model.max_seq_len;
+    if (run->pos < 0 || run->steps < 1 || run->steps > maxT - run->pos)
+        return err_set(err, "decode of %d steps from position %d: the cache holds %d positions", run->steps, run->pos, maxT);
+    for (int b = 0; b < B; b++)
+        if (run->tokens[b] < 0 || run->tokens[b] >= c->V)
+            return err_set(err, "decode: row %d's token is %d, outside the vocabulary (0..%d)", b, (int)run->tokens[b], c->V - 1);
+    int32_t pos = run->pos;
+    if (cuda_check(cu.cuMemcpyHtoD(buf(c, BUF_INPUTS, 0), run->tokens, (size_t)B * 4), "copying tokens to the GPU", err) ||
+        cuda_check(cu.cuMemcpyHtoD(buf(c, BUF_DECODE_POS, 0), &pos, 4), "copying the position to the GPU", err) ||
+        cuda_check(cu.cuMemcpyHtoD(buf(c, BUF_RNG, 0), run->rng, (size_t)B * 8), "copying the generators to the GPU", err))
+        return -1;
+    /* a graph where nothing forbids it: the profile times each op, GPT2GEN_SYNC checks each launch */
+    int use_graph = !c->prof.on && !c->env->sync;
+    if (use_graph && (!c->graph || memcmp(&c->graph_settings, &run->s, sizeof run->s)) && record(c, &run->s, err)) return -1;
+    int queued = 0, done = 0, stop = 0, rc = 0;
+    while (done < run->steps && !rc) {
+        while (!stop && queued < run->steps && queued < done + DECODE_IN_FLIGHT && !rc) rc = enqueue_step(c, &run->s, use_graph, queued++, err);
+        if (rc || (rc = cuda_check(cu.cuEventSynchronize(c->step_done[done % DECODE_IN_FLIGHT]), "running the decode step", err)))
+            break;
+        int32_t *out = run->drawn + (size_t)done * B;
+        memcpy(out, c->h_drawn + (size_t)(run->pos + done) * B, (size_t)B * 4);
+        done++;
+        if (run->on_step && run->on_step(run->ctx, done - 1, out)) { stop = 1; break; }
+    }
+    /* the steps queued behind a stop run to their end; the generators come back as they left them */
+    if (cuda_device_sync(&c->dev, "decode", rc ? &(Err){{0}} : err) || rc) return -1;
+    if (cuda_check(cu.cuMemcpyDtoH(run->rng, buf(c, BUF_RNG, 0), (size_t)B * 8), "copying the generators from the GPU", err))
+        return -1;
+    c->logits_valid = 1;
+    return done;
+}

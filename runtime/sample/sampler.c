@@ -1,0 +1,149 @@
+/* sampler: generation with the decode and prefill plans (sampler.h). */
+#include "runtime/sample/sampler.h"
+#include "common/clock.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int sampler_bucket(int n, int maxT) {
+    int p = 64;
+    while (p < n && p < maxT) p *= 2;
+    return p < maxT ? p : maxT;
+}
+
+int sampler_open(Sampler *s, const Config *cfg, const Plan *decode_plan, int rows, Backend *weights, const char *which,
+                 const char *arch, int device, const Env *env, Err *err) {
+    memset(s, 0, sizeof *s);
+    s->cfg = cfg;
+    s->rows = rows;
+    s->device = device;
+    s->env = env;
+    snprintf(s->arch, sizeof s->arch, "%s", arch);
+    snprintf(s->which, sizeof s->which, "%s", weights ? weights->name : which);
+    if (!decode_plan) {
+        s->decode_plan = xcalloc(1, sizeof *s->decode_plan);
+        s->own_decode_plan = 1;
+        if (plan_make_decode(s->decode_plan, cfg, rows, weights != NULL, arch, err)) return -1;
+    } else
+        s->decode_plan = (Plan *)decode_plan;
+    if (s->decode_plan->step.B != rows || s->decode_plan->step.kind != STEP_DECODE)
+        return err_set(err, "sampler: plan \"%s\" is not a decode plan of %d rows", s->decode_plan->name, rows);
+    BackendOptions o = {s->decode_plan, device, 0, 0, weights, env, NULL};
+    if (!(s->decode = backend_create(&o, s->which, err))) return -1;
+    snprintf(s->which, sizeof s->which, "%s", s->decode->name);   /* "auto" has chosen: the other plans follow */
+    s->weights = weights ? weights : s->decode;
+    return 0;
+}
+
+Backend *sampler_backend(Sampler *s) { return s->weights; }
+
+/* a backend of the plan made by make for T positions, kept in *be / *plan while T stays the same */
+static int ensure(Sampler *s, Plan **plan, Backend **be, int T, int prefill, Err *err) {
+    if (*be && (*plan)->step.T == T) return 0;
+    if (*be) { (*be)->destroy(*be); *be = NULL; }
+    if (!*plan) *plan = xcalloc(1, sizeof **plan);
+    int rc = prefill ? plan_make_prefill(*plan, s->cfg, s->rows, T, 1, s->arch, err)
+                     : plan_make(*plan, s->cfg, "forward", &(StepShape){STEP_FORWARD, s->rows, T, s->cfg->precision, 0, 0,
+                                                                         1, 0, 1, 1, 0}, s->arch, err);
+    if (rc) return -1;
+    BackendOptions o = {*plan, s->device, 0, 0, s->weights, s->env, prefill ? s->decode : NULL};
+    return (*be = backend_create(&o, s->which, err)) ? 0 : -1;
+}
+
+static int check_lengths(const Sampler *s, int n, int max_new, Err *err) {
+    int maxT = s->decode_plan->model.max_seq_len;
+    if (n < 1 || max_new < 1) return err_set(err, "sampler: a prompt of %d tokens and %d new ones", n, max_new);
+    if (n + max_new > maxT)
+        return err_set(err, "a prompt of %d tokens and %d new tokens make %d positions, more than the model's %d (maxT)",
+                       n, max_new, n + max_new, maxT);
+    return 0;
+}
+
+/* the steps' bookkeeping: end-of-text per row, and the caller's callback */
+typedef struct {
+    int rows, eot, ended;
+    unsigned char *done;
+    SampleCallback cb;
+    void *ctx;
+} Track;
+
+static int track_step(void *ctx, int step, const int32_t *tok) {
+    Track *t = ctx;
+    for (int b = 0; b < t->rows; b++)
+        if (!t->done[b] && tok[b] == t->eot) { t->done[b] = 1; t->ended++; }
+    if (t->cb && t->cb(t->ctx, step, tok)) return 1;
+    return t->eot >= 0 && t->ended == t->rows;
+}
+
+int sampler_generate(Sampler *s, const int32_t *prompt, int n, int max_new, const SampleSettings *ss, uint64_t *rng,
+                     int eot, int32_t *drawn, SampleCallback on_step, void *ctx, SampleStats *st, Err *err) {
+    if (check_lengths(s, n, max_new, err)) return -1;
+    int R = s->rows, maxT = s->decode_plan->model.max_seq_len;
+    memset(st, 0, sizeof *st);
+    st->prompt_tokens = n;
+    double t0 = now_seconds();
+    if (n > 1) {   /* positions 0..n-2 in one forward; the rows' padding after them is never attended to */
+        int T = sampler_bucket(n - 1, maxT);
+        if (ensure(s, &s->prefill_plan, &s->prefill, T, 1, err)) return -1;
+        int32_t *in = xmalloc((size_t)R * T * sizeof *in);
+        for (int b = 0; b < R; b++)
+            for (int t = 0; t < T; t++) in[(size_t)b * T + t] = prompt[t < n - 1 ? t : n - 2];
+        int rc = s->prefill->forward(s->prefill, in, NULL, NULL, err);
+        free(in);
+        if (rc) return -1;
+        st->prefill_tokens = n - 1;
+    }
+    double t1 = now_seconds();
+    int32_t *first = xmalloc((size_t)R * sizeof *first);
+    for (int b = 0; b < R; b++) first[b] = prompt[n - 1];
+    Track tr = {R, eot, 0, xcalloc((size_t)R, 1), on_step, ctx};
+    DecodeRun run = {first, n - 1, max_new, *ss, rng, drawn, track_step, &tr};
+    int done = s->decode->decode(s->decode, &run, err);
+    free(first); free(tr.done);
+    st->prefill_ms = (t1 - t0) * 1e3;
+    st->decode_ms = (now_seconds() - t1) * 1e3;
+    st->tokens = done > 0 ? done : 0;
+    return done;
+}
+
+int sampler_generate_uncached(Sampler *s, const int32_t *prompt, int n, int max_new, const SampleSettings *ss,
+                              uint64_t *rng, int eot, int32_t *drawn, SampleCallback on_step, void *ctx,
+                              SampleStats *st, Err *err) {
+    if (check_lengths(s, n, max_new, err)) return -1;
+    int R = s->rows, V = s->decode_plan->model.vocab_size, T = sampler_bucket(n + max_new - 1, s->decode_plan->model.max_seq_len);
+    memset(st, 0, sizeof *st);
+    st->prompt_tokens = n;
+    if (ensure(s, &s->forward_plan, &s->forward, T, 0, err)) return -1;
+    int32_t *seq = xmalloc((size_t)R * T * sizeof *seq);
+    for (int b = 0; b < R; b++)
+        for (int t = 0; t < T; t++) seq[(size_t)b * T + t] = prompt[t < n ? t : n - 1];
+    float *logits = xmalloc((size_t)V * sizeof *logits);
+    Track tr = {R, eot, 0, xcalloc((size_t)R, 1), on_step, ctx};
+    double t0 = now_seconds();
+    int i = 0, rc = 0;
+    for (; i < max_new && !rc; i++) {
+        int at = n - 1 + i;   /* the position whose logits draw the next token */
+        rc = s->forward->forward(s->forward, seq, NULL, NULL, err);
+        for (int b = 0; b < R && !rc; b++) {
+            rc = s->forward->get_logits(s->forward, b, at, logits, err);
+            if (!rc) drawn[(size_t)i * R + b] = sample_draw(logits, V, ss, &rng[b]);
+            if (!rc && at + 1 < T) seq[(size_t)b * T + at + 1] = drawn[(size_t)i * R + b];
+        }
+        if (!rc && track_step(&tr, i, drawn + (size_t)i * R)) { i++; break; }
+    }
+    st->decode_ms = (now_seconds() - t0) * 1e3;
+    st->tokens = i;
+    free(seq); free(logits); free(tr.done);
+    return rc ? -1 : i;
+}
+
+void sampler_close(Sampler *s) {
+    /* the plans that run on the decode backend's cache or weights go first */
+    if (s->prefill) s->prefill->destroy(s->prefill);
+    if (s->forward) s->forward->destroy(s->forward);
+    if (s->decode) s->decode->destroy(s->decode);
+    free(s->prefill_plan);
+    free(s->forward_plan);
+    if (s->own_decode_plan) free(s->decode_plan);
+    memset(s, 0, sizeof *s);
+}
