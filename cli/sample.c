@@ -175,7 +175,7 @@ static const char *pick_tokenizer(const SampleArgs *a, char *buf, size_t n) {
 }
 
 /* The config of the checkpoint's model: a generated Lua file through the same checks as any config. */
-static int model_config(Config *cfg, const GPT2Shape *s, const char *precision, Err *err) {
+static int model_config(Config *cfg, const GPT2Shape *s, const char *precision, const char *checkpoint, Err *err) {
     char path[] = "/tmp/gpt2gen-sample-XXXXXX.lua";
     int fd = mkstemps(path, 4);
     if (fd < 0) return err_set(err, "%s: cannot create a temporary file: %s", path, strerror(errno));
@@ -184,10 +184,15 @@ static int model_config(Config *cfg, const GPT2Shape *s, const char *precision, 
     fprintf(f, "name = \"sample\"\nprecision = \"%s\"\n", precision);
     fprintf(f, "model = { n_layer = %d, n_head = %d, n_embd = %d, max_seq_len = %d, vocab_size = %d }\n", s->n_layer,
             s->n_head, s->n_embd, s->max_seq_len, s->vocab_size);
-    fprintf(f, "train = { batch_size = 1, seq_len = %d }\n", s->max_seq_len);
+    fprintf(f, "train = { batch_size = 1, seq_len = %d }\neval = { sample_every = 0, sample_tokens = 1 }\n", s->max_seq_len);
     int bad = fclose(f) != 0;
     int rc = bad ? err_set(err, "%s: cannot write", path) : config_load(cfg, path, NULL, 0, err);
     unlink(path);
+    if (rc && !bad) {   /* the message names the generated file: name the checkpoint whose header it holds */
+        Err why = *err;
+        const char *at = strstr(why.msg, path);
+        err_set(err, "%s: its model cannot run here: %s", checkpoint, at ? at + strlen(path) + 2 : why.msg);
+    }
     return rc;
 }
 
@@ -253,7 +258,7 @@ static int run(const SampleArgs *a, Err *err) {
         goto done;
     }
     const char *prec = a->precision ? a->precision : is_bf16 ? "bf16" : "fp32";
-    if (model_config(cfg, &shape, prec, err)) goto done;
+    if (model_config(cfg, &shape, prec, a->checkpoint, err)) goto done;
     char arch[16] = "sm_90";
     if (strcmp(a->backend, "cpu")) {
         const char *note;

@@ -87,8 +87,10 @@ int config_validate(Config *c, Err *err) {
         return err_set(err, "%s: train.master_weights: precision fp16 needs true: AdamW keeps the weights in fp32 and rounds them "
                        "to fp16 to nearest; without that fp32 copy, updates below half an fp16 step would be lost", f);
     if (c->train.recompute > 2) return err_set(err, "%s: train.recompute: expected 0 (none), 1 (GELU) or 2 (GELU and LayerNorm), got %d", f, c->train.recompute);
-    if (c->eval.sample_tokens > c->train.seq_len)
-        return err_set(err, "%s: eval.sample_tokens: %d is larger than train.seq_len %d", f, c->eval.sample_tokens, c->train.seq_len);
+    /* samples start after end-of-text and run through the key/value cache: the model's context bounds them */
+    if (c->eval.sample_tokens > c->model.max_seq_len)
+        return err_set(err, "%s: eval.sample_tokens: %d is more than the model's context, model.max_seq_len %d", f,
+                       c->eval.sample_tokens, c->model.max_seq_len);
     if (c->arch[0] && !config_arch_valid(c->arch))
         return err_set(err, "%s: arch: expected \"sm_XX\" with XX >= 70 (e.g. \"sm_90\"), got \"%s\"", f, c->arch);
     if (!c->checkpoint.dir[0]) snprintf(c->checkpoint.dir, sizeof c->checkpoint.dir, "runs/%s", c->name);   /* name < 128 */

@@ -65,7 +65,12 @@ typedef struct {
     /* defaults that depend on the shape (NULL when none): changes tun, which holds the declared defaults; the
        plan takes them for the tunables the config leaves alone, where check accepts the result */
     void (*shape_defaults)(const KernelEnv *e, int *tun);
+    /* the step kinds whose plans have this family (FAMILY_STEPS of STEP_*; 0: every plan) */
+    unsigned steps;
 } FamilyDecl;
+#define STEP_BIT(k) (1u << (k))
+/* 1 when plans of step kind k compile family f */
+static inline int family_in_step(const FamilyDecl *f, StepKind k) { return !f->steps || (f->steps & STEP_BIT(k)); }
 
 extern const FamilyDecl kernel_families[];
 

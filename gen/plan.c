@@ -163,19 +163,23 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->attention_origin = cfg->attention == ATTN_AUTO ? "auto" : "config";
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
-    for (const FamilyDecl *f = kernel_families; f->family; f++) {
+    for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls */
+        if (!family_in_step(f, step->kind)) continue;
         if (plan->n_families == PLAN_MAX_FAMILIES) return err_set(err, "more than %d kernel families", PLAN_MAX_FAMILIES);
         add_module(plan, f);
     }
     if (apply_config_tunables(plan, cfg, err)) return -1;
     for (int i = 0; i < plan->n_families; i++) apply_shape_defaults(plan, &plan->families[i]);
-    for (int i = 0; i < plan->n_families; i++) {
-        const PlanFamily *m = &plan->families[i];
-        for (const KernelDecl *k = m->decl->kernels; k < m->decl->kernels + FAMILY_MAX_KERNELS && k->name; k++) {
+    /* every declared kernel by its id; those of a family this plan does not have belong to none (-1) */
+    for (const FamilyDecl *f = kernel_families; f->family; f++) {
+        int fam = -1;
+        for (int i = 0; i < plan->n_families; i++)
+            if (plan->families[i].decl == f) fam = i;
+        for (const KernelDecl *k = f->kernels; k < f->kernels + FAMILY_MAX_KERNELS && k->name; k++) {
             if (plan->n_kernels == PLAN_MAX_KERNELS) return err_set(err, "more than %d kernels", PLAN_MAX_KERNELS);
             PlanKernel *pk = &plan->kernels[plan->n_kernels++];
             pk->decl = k;
-            pk->family = i;
+            pk->family = fam;
         }
     }
     for (int i = 0; i < plan->n_families; i++)

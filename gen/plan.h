@@ -35,7 +35,7 @@ typedef struct {
 
 typedef struct {
     const KernelDecl *decl;
-    int family;             /* index into Plan.families */
+    int family;             /* index into Plan.families; -1: a kernel of a family this plan does not have */
     LaunchDims dims;        /* the launch; for a kernel with a size parameter, at size 1 (the rule is per call) */
 } PlanKernel;
 
@@ -57,7 +57,8 @@ typedef struct Plan {
     const char *attention_origin;
     int n_families;
     PlanFamily families[PLAN_MAX_FAMILIES];
-    int n_kernels;          /* every declared kernel, indexed by its id (K_* of kernel_ids.h) */
+    int n_kernels;          /* every declared kernel, indexed by its id (K_* of kernel_ids.h), whether or not the
+                               plan has its family (a plan has the families its step calls: FamilyDecl.steps) */
     PlanKernel kernels[PLAN_MAX_KERNELS];
     PlanMatmul matmuls[MM_COUNT];
     PlanMemory memory;

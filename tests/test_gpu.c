@@ -85,8 +85,9 @@ static void forward_plan_gpu(int i) {
     if (!built[i]) SKIP("%s did not build", variants[i].name);
     static Plan sample;
     Err err = {{0}};
-    if (plan_make_sample(&sample, &cfgs[i], plans[i].arch, &err) || build_run(&sample, 0, 1, NULL, NULL, &err)) {
-        CHECK(0, "the sampling plan: %s", err.msg);
+    StepShape one = step_forward(&cfgs[i], 1, plans[i].step.T, 1);
+    if (plan_make(&sample, &cfgs[i], "eval", &one, plans[i].arch, &err) || build_run(&sample, 0, 1, NULL, NULL, &err)) {
+        CHECK(0, "the one-row plan: %s", err.msg);
         return;
     }
     char why[512];

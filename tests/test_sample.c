@@ -1,16 +1,30 @@
-/* test_sample: sampling with the key/value cache on the CPU backend (runtime/sample/sampler.h), against the full
-   forward: at every position of a continuation the decode step's logits equal the forward's over the same prefix;
-   and the draw's rule (runtime/sample/sampling.h): greedy, temperature, top-k, top-p, seeds, end-of-text, rows
-   independent of each other. */
+/* test_sample: sampling with the key/value cache (runtime/sample/sampler.h) on the CPU backend and, where there is
+   a GPU, on the CUDA backend in fp32, bf16 (head sizes 32 and 64) and fp16: at every position of a 64-token
+   continuation the decode step's logits equal the full forward's over the same prefix (CPU 1e-5; GPU fp32 1e-4 and
+   16-bit 3e-2 of the largest logit), rows are independent, greedy is the same on the CPU and the GPU in fp32; and
+   the draw's rule (runtime/sample/sampling.h): greedy, temperature, top-k, top-p, seeds, end-of-text. */
 #include "tests/check.h"
 #include "runtime/sample/sampler.h"
+#include "runtime/cuda/cuda_api.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "common/rng.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static Config cfg;
 enum { PROMPT = 8, CONT = 64 };
+
+/* A model to sample from: a config, the backend kind, the arch, the tolerance of its logits against the forward */
+typedef struct { const char *name, *which; const char *sets[8]; double tol; Config cfg; char arch[16]; } Model;
+static Model cpu_model = {.name = "cpu", .which = "cpu", .tol = 1e-5, .arch = "sm_90"};
+static Model gpu_models[] = {
+    {.name = "cuda-fp32", .which = "cuda", .sets = {"precision=fp32", NULL}, .tol = 1e-4},
+    {.name = "cuda-bf16", .which = "cuda", .sets = {"precision=bf16", NULL}, .tol = 3e-2},
+    {.name = "cuda-bf16-hs64", .which = "cuda", .sets = {"precision=bf16", "model.n_embd=192", "model.n_head=3",
+                                                         "model.n_layer=2", NULL}, .tol = 3e-2},
+    {.name = "cuda-fp16", .which = "cuda", .sets = {"precision=fp16", NULL}, .tol = 3e-2},
+};
 
 /* weights away from the fresh init (zero biases), so that every path of the model matters */
 static float *rough_params(const GPT2Shape *s) {
@@ -23,12 +37,24 @@ static float *rough_params(const GPT2Shape *s) {
     return p;
 }
 
-/* a sampler of rows rows on the CPU backend holding the rough weights (tests/configs/sample.lua: maxT 96) */
-static int open_sampler(Sampler *s, int rows, Err *err) {
-    if (!cfg.name[0] && config_load(&cfg, "tests/configs/sample.lua", NULL, 0, err)) return -1;
-    if (sampler_open(s, &cfg, NULL, rows, NULL, "cpu", "sm_90", 0, NULL, err)) return -1;
-    GPT2Shape m = config_shape(&cfg);
-    float *p = rough_params(&m);
+/* tests/configs/sample.lua (maxT 96) with the model's overrides; the CUDA arch of this GPU */
+static int load_model(Model *m, Err *err) {
+    if (m->cfg.name[0]) return 0;
+    int n = 0;
+    while (m->sets[n]) n++;
+    if (config_load(&m->cfg, "tests/configs/sample.lua", m->sets, n, err)) return -1;
+    if (strcmp(m->which, "cpu")) {
+        const char *note;
+        cuda_pick_arch(NULL, "", m->arch, &note);
+    }
+    return 0;
+}
+
+/* a sampler of rows rows holding the rough weights */
+static int open_sampler(Model *m, Sampler *s, int rows, Err *err) {
+    if (load_model(m, err) || sampler_open(s, &m->cfg, NULL, rows, NULL, m->which, m->arch, 0, NULL, err)) return -1;
+    GPT2Shape shape = config_shape(&m->cfg);
+    float *p = rough_params(&shape);
     int rc = sampler_backend(s)->set_params(sampler_backend(s), p, err);
     free(p);
     return rc;
@@ -38,22 +64,32 @@ static void prompt_tokens(int32_t *p, int n, uint64_t seed, int V) {
     for (int i = 0; i < n; i++) p[i] = (int32_t)(rng_next(&seed) % (uint64_t)V);
 }
 
+/* a GPU model's tests skip without a GPU */
+static int no_gpu(const Model *m) {
+    char why[512];
+    if (!strcmp(m->which, "cpu") || cuda_driver_present(why, sizeof why)) return 0;
+    MARK_SKIPPED("%s: %s", m->name, why);
+    return 1;
+}
+
 /* Two rows of different prompts: the prefill of 7 positions, then 64 greedy decode steps, one call each; every
    step's logits against the forward of the whole sequence (a forward plan of 96 positions) at that position. The
    rows are independent: each equals the forward of its own sequence. */
-static void test_decode_equals_forward(void) {
+static void decode_equals_forward(Model *md) {
+    if (no_gpu(md)) return;
     Err err = {{0}};
     Sampler s;
-    if (open_sampler(&s, 2, &err)) { CHECK(0, "%s", err.msg); sampler_close(&s); return; }
-    GPT2Shape m = config_shape(&cfg);
+    if (open_sampler(md, &s, 2, &err)) { CHECK(0, "%s: %s", md->name, err.msg); sampler_close(&s); return; }
+    const Config *cfgp = &md->cfg;
+    GPT2Shape m = config_shape(cfgp);
     int V = m.vocab_size, maxT = m.max_seq_len, Tp = sampler_bucket(PROMPT - 1, maxT);
     Plan pre, full;
-    StepShape fs = step_forward(&cfg, 2, maxT, 1);
+    StepShape fs = step_forward(cfgp, 2, maxT, 1);
     Backend *pb = NULL, *fb = NULL;
-    if (plan_make_prefill(&pre, &cfg, 2, Tp, 1, "sm_90", &err) || plan_make(&full, &cfg, "forward", &fs, "sm_90", &err) ||
-        !(pb = backend_create(&(BackendOptions){&pre, 0, 0, 0, s.decode, NULL, s.decode}, "cpu", &err)) ||
-        !(fb = backend_create(&(BackendOptions){&full, 0, 0, 0, s.decode, NULL, NULL}, "cpu", &err))) {
-        CHECK(0, "%s", err.msg);
+    if (plan_make_prefill(&pre, cfgp, 2, Tp, 1, md->arch, &err) || plan_make(&full, cfgp, "forward", &fs, md->arch, &err) ||
+        !(pb = backend_create(&(BackendOptions){&pre, 0, 0, 0, s.decode, NULL, s.decode}, md->which, &err)) ||
+        !(fb = backend_create(&(BackendOptions){&full, 0, 0, 0, s.decode, NULL, NULL}, md->which, &err))) {
+        CHECK(0, "%s: %s", md->name, err.msg);
         goto out;
     }
     int32_t *seq = xcalloc((size_t)2 * maxT, 4), *in = xcalloc((size_t)2 * Tp, 4);
@@ -74,16 +110,24 @@ static void test_decode_equals_forward(void) {
             seq[b * maxT + pos + 1] = drawn[b];
         }
     }
-    CHECK(!rc, "%s", err.msg);
+    CHECK(!rc, "%s: %s", md->name, err.msg);
     if (!rc) rc = fb->forward(fb, seq, NULL, NULL, &err);
-    double worst = 0;
+    double worst = 0, top = 0;
     for (int b = 0; b < 2 && !rc; b++)
         for (int i = 0; i < CONT && !rc; i++) {
             rc = fb->get_logits(fb, b, PROMPT - 1 + i, ref, &err);
-            for (int v = 0; v < V && !rc; v++) worst = fmax(worst, fabs((double)ref[v] - dec[((size_t)b * CONT + i) * V + v]));
+            for (int v = 0; v < V && !rc; v++) {
+                worst = fmax(worst, fabs((double)ref[v] - dec[((size_t)b * CONT + i) * V + v]));
+                top = fmax(top, fabs((double)ref[v]));
+            }
         }
-    CHECK(!rc, "%s", err.msg);
-    CHECK(worst < 1e-5, "decode vs full forward: max |diff| %g over 2 rows x %d positions", worst, CONT);
+    CHECK(!rc, "%s: %s", md->name, err.msg);
+    /* the CPU: absolute (the same ops in the same order); the GPU: relative to the largest logit */
+    double d = strcmp(md->which, "cpu") ? worst / fmax(top, 1e-30) : worst;
+    printf("  %s: decode vs full forward over 2 rows x %d positions: max |diff| %.3g of max |logit| %.3g\n", md->name,
+           CONT, worst, top);
+    CHECK(d <= md->tol, "%s: decode vs full forward: max |diff| %g (max |logit| %g), tolerance %g", md->name, worst, top,
+          md->tol);
     CHECK(memcmp(seq, seq + maxT, PROMPT * 4) != 0, "the rows' prompts differ");
     free(seq); free(in); free(dec); free(ref);
 out:
@@ -95,7 +139,7 @@ out:
 static int generate(Sampler *s, const SampleSettings *ss, uint64_t seed, int eot, int32_t *drawn, int cached) {
     Err err = {{0}};
     int32_t prompt[PROMPT];
-    prompt_tokens(prompt, PROMPT, 5, cfg.model.vocab_size);
+    prompt_tokens(prompt, PROMPT, 5, s->cfg->model.vocab_size);
     uint64_t rng[4];
     for (int b = 0; b < s->rows; b++) rng[b] = sample_row_seed(seed, b);
     SampleStats st;
@@ -107,10 +151,11 @@ static int generate(Sampler *s, const SampleSettings *ss, uint64_t seed, int eot
 
 /* The sampler end to end: the cache and the full re-run agree; top-k 1 is greedy; a seed repeats and another
    differs; end-of-text stops; a row of a batch is what the same row seed gives alone. */
-static void test_sampler(void) {
+static void sampler_properties(Model *md) {
+    if (no_gpu(md)) return;
     Err err = {{0}};
     Sampler s, s3;
-    if (open_sampler(&s, 1, &err) || open_sampler(&s3, 3, &err)) { CHECK(0, "%s", err.msg); return; }
+    if (open_sampler(md, &s, 1, &err) || open_sampler(md, &s3, 3, &err)) { CHECK(0, "%s: %s", md->name, err.msg); return; }
     int32_t a[32], b[32], c[32], batch[3 * 32];
     SampleSettings greedy = {0, 0, 1}, k1 = {1, 1, 1}, hot = {1, 40, 0.9f};
     CHECK(generate(&s, &greedy, 1, -1, a, 1) == 32 && generate(&s, &greedy, 1, -1, b, 0) == 32 && !memcmp(a, b, sizeof a),
@@ -130,7 +175,7 @@ static void test_sampler(void) {
     generate(&s3, &hot, 11, -1, batch, 1);
     for (int r = 0; r < 3; r++) {
         int32_t prompt[PROMPT];
-        prompt_tokens(prompt, PROMPT, 5, cfg.model.vocab_size);
+        prompt_tokens(prompt, PROMPT, 5, md->cfg.model.vocab_size);
         uint64_t rng = sample_row_seed(11, r);
         SampleStats st;
         CHECK(sampler_generate(&s, prompt, PROMPT, 32, &hot, &rng, -1, c, NULL, NULL, &st, &err) == 32, "%s", err.msg);
@@ -191,10 +236,38 @@ static void test_draw_rule(void) {
     CHECK(sample_row_seed(1, 0) != sample_row_seed(1, 1) && sample_row_seed(1, 0) != sample_row_seed(2, 0), "row seeds differ");
 }
 
+/* greedy on the GPU in fp32 draws the CPU's 32 tokens from the same weights */
+static void test_greedy_cpu_equals_gpu(void) {
+    if (no_gpu(&gpu_models[0])) return;
+    Err err = {{0}};
+    Sampler c, g;
+    int32_t a[32], b[32];
+    SampleSettings greedy = {0, 0, 1};
+    if (open_sampler(&cpu_model, &c, 1, &err) || open_sampler(&gpu_models[0], &g, 1, &err)) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    int na = generate(&c, &greedy, 1, -1, a, 1), nb = generate(&g, &greedy, 1, -1, b, 1), same = 0;
+    while (same < 32 && a[same] == b[same]) same++;
+    CHECK(na == 32 && nb == 32 && same == 32, "greedy in fp32: the GPU's tokens follow the CPU's for %d of 32", same);
+    sampler_close(&c);
+    sampler_close(&g);
+}
+
+static void test_decode_equals_forward_cpu(void) { decode_equals_forward(&cpu_model); }
+static void test_sampler_cpu(void) { sampler_properties(&cpu_model); }
+static void test_decode_equals_forward_cuda(void) {
+    for (size_t i = 0; i < sizeof gpu_models / sizeof gpu_models[0]; i++) decode_equals_forward(&gpu_models[i]);
+}
+static void test_sampler_cuda_bf16(void) { sampler_properties(&gpu_models[1]); }
+
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
-    RUN(test_decode_equals_forward);
-    RUN(test_sampler);
+    RUN(test_decode_equals_forward_cpu);
+    RUN(test_sampler_cpu);
     RUN(test_draw_rule);
+    RUN(test_decode_equals_forward_cuda);
+    RUN(test_sampler_cuda_bf16);
+    RUN(test_greedy_cpu_equals_gpu);
     return check_summary();
 }

@@ -69,6 +69,7 @@ int kernels_load_images(Kernels *ks, const Plan *plan, const CudaDevice *dev, ch
     char eb[256];
     for (int id = 0; id < plan->n_kernels; id++) {
         const PlanKernel *k = &plan->kernels[id];
+        if (k->family < 0) continue;   /* not this plan's: launching it is an error */
         CUresult r = cu.cuModuleGetFunction(&ks->fn[id], ks->modules[k->family], k->decl->name);
         if (r != CUDA_SUCCESS) {
             kernels_unload(ks);
@@ -93,8 +94,11 @@ void kernels_unload(Kernels *ks) {
 }
 
 int kernels_launch(Kernels *ks, int id, CUstream stream, long long size, void **args, Err *err) {
-    LaunchDims d = plan_launch_dims(ks->plan, id, size);
     const char *name = ks->plan->kernels[id].decl->name;
+    if (ks->plan->kernels[id].family < 0)
+        return err_set(err, "kernel %s is not in plan \"%s\": its family is not one its step calls (gen/kernels.c, steps)",
+                       name, ks->plan->name);
+    LaunchDims d = plan_launch_dims(ks->plan, id, size);
     const char *bad = kernel_dims_valid(&d);
     if (bad) return err_set(err, "kernel %s cannot be launched for size %lld: %s", name, size, bad);
     char eb[256];

@@ -1,0 +1,76 @@
+#!/bin/sh
+# gpt2gen sample on the CPU backend, from a checkpoint of the micro model (maxT 32) trained one step: standard
+# output holds only the text, a seed repeats, --echo, --batch, standard input as the prompt, the cache and the full
+# re-run agree in greedy, top-k 1 is greedy, an llm.c bf16 checkpoint samples; a bad checkpoint, a missing
+# tokenizer, a prompt too long, --tokens 0 each give one clear message and a non-zero exit.
+. "$(dirname "$0")/../lib.sh"
+. "$ROOT/tests/train_env.sh"
+"$GPT2GEN" train $M --backend cpu -q --set checkpoint.dir="$WORK/run" --set train.steps=1 > "$WORK/train.log" 2>&1 \
+    || { fail setup_checkpoint "$(tail -5 "$WORK/train.log")"; finish; }
+CK=$WORK/run/model_00000001.bin
+s() { "$GPT2GEN" sample --checkpoint "$CK" --backend cpu "$@"; }
+
+out=$(s --prompt "Hello there" --tokens 8 --seed 3 2> "$WORK/err"); rc=$?
+lines=$(wc -l < "$WORK/err")
+if [ $rc -eq 0 ] && [ -n "$out" ] && ! printf '%s' "$out" | grep -q "gpt2gen" && [ "$lines" -eq 1 ] \
+    && grep -q "prompt of 2 tokens" "$WORK/err"; then ok text_on_stdout_one_line_on_stderr
+else fail text_on_stdout_one_line_on_stderr "rc=$rc out='$out' err: $(cat "$WORK/err")"; fi
+
+again=$(s --prompt "Hello there" --tokens 8 --seed 3 2>/dev/null)
+other=$(s --prompt "Hello there" --tokens 8 --seed 4 2>/dev/null)
+if [ "$out" = "$again" ] && [ "$out" != "$other" ]; then ok seed_repeats; else fail seed_repeats "'$out' / '$again' / '$other'"; fi
+
+e=$(s --prompt "Hello there" --tokens 4 --echo 2>/dev/null)
+case $e in "Hello there"?*) ok echo_prints_the_prompt ;; *) fail echo_prints_the_prompt "'$e'" ;; esac
+
+b=$(s --prompt "Hi" --tokens 4 --batch 3 --seed 5 2>"$WORK/err"); rc=$?
+seps=$(printf '%s\n' "$b" | grep -c '^---$')
+if [ $rc -eq 0 ] && [ "$seps" -eq 2 ] && grep -q "3 rows" "$WORK/err"; then ok batch_three_samples
+else fail batch_three_samples "rc=$rc separators=$seps: $b"; fi
+
+i=$(printf 'Hello there' | s --prompt-file - --tokens 8 --seed 3 2>/dev/null)
+if [ "$i" = "$out" ]; then ok prompt_from_stdin; else fail prompt_from_stdin "'$i' vs '$out'"; fi
+
+g1=$(s --prompt "Once" --tokens 12 --temperature 0 2>/dev/null)
+g2=$(s --prompt "Once" --tokens 12 --temperature 0 --no-cache 2>/dev/null)
+g3=$(s --prompt "Once" --tokens 12 --top-k 1 --seed 9 2>/dev/null)
+if [ -n "$g1" ] && [ "$g1" = "$g2" ] && [ "$g1" = "$g3" ]; then ok greedy_cache_equals_rerun_and_top_k_1
+else fail greedy_cache_equals_rerun_and_top_k_1 "'$g1' / '$g2' / '$g3'"; fi
+
+st=$(s --prompt "Once" --tokens 5 --temperature 0 --stats --ignore-eot 2>&1 >/dev/null | grep '^sample-stats ')
+if printf '%s' "$st" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read().split(" ",1)[1]); sys.exit(0 if d["tokens"]==5 and d["prompt_tokens"]==1 and d["cache"] else 1)'
+then ok stats_json; else fail stats_json "'$st'"; fi
+
+# llm.c's bf16 checkpoint (version 5): the same weights rounded; it samples, and reads as bf16
+python3 - "$CK" "$WORK/bf16.bin" <<'PY'
+import struct, sys
+raw = open(sys.argv[1], "rb").read()
+h = list(struct.unpack("<256i", raw[:1024])); h[1] = 5
+body = struct.unpack("<%df" % ((len(raw) - 1024) // 4), raw[1024:])
+out = bytearray(struct.pack("<256i", *h))
+for x in body:
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    out += struct.pack("<H", ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF)
+open(sys.argv[2], "wb").write(out)
+PY
+o16=$("$GPT2GEN" sample --checkpoint "$WORK/bf16.bin" --tokenizer data/fortunes/tokenizer.bin --backend cpu --prompt Hi --tokens 4 2>"$WORK/err"); rc=$?
+if [ $rc -eq 0 ] && [ -n "$o16" ]; then ok bf16_checkpoint; else fail bf16_checkpoint "rc=$rc $(cat "$WORK/err")"; fi
+
+# one clear message each, and a non-zero exit
+expect() {   # NAME RC PATTERN -- command...
+    name=$1 want=$2 pat=$3; shift 4
+    "$@" > "$WORK/o" 2> "$WORK/e"; rc=$?
+    if [ $rc -eq "$want" ] && [ "$(wc -l < "$WORK/e")" -eq 1 ] && grep -q -- "$pat" "$WORK/e" && [ ! -s "$WORK/o" ]; then ok "$name"
+    else fail "$name" "rc=$rc (expected $want), stderr: $(cat "$WORK/e"), stdout: $(head -c 200 "$WORK/o")"; fi
+}
+head -c 5000 /dev/urandom > "$WORK/junk.bin"
+expect bad_checkpoint 1 "junk.bin" -- s --checkpoint "$WORK/junk.bin"
+expect missing_checkpoint 1 "nothere.bin" -- s --checkpoint "$WORK/nothere.bin"
+expect missing_tokenizer 1 "no tokenizer at $WORK/none.bin" -- s --tokenizer "$WORK/none.bin" --prompt Hi
+python3 -c 'print("word " * 40)' > "$WORK/long.txt"
+expect prompt_too_long 1 "leaves no room" -- s --prompt-file "$WORK/long.txt"
+expect tokens_too_many 1 "at most 30 new tokens fit" -- s --prompt "Hello there" --tokens 31
+expect tokens_zero 2 "tokens: expected an integer from 1" -- s --tokens 0
+expect no_checkpoint 2 "missing --checkpoint" -- "$GPT2GEN" sample --prompt Hi
+expect bad_top_p 2 "top-p" -- s --top-p 0
+finish
