@@ -17,6 +17,14 @@ echo "== test_gpu (small configs: fp32/bf16/fp16, head size 32/64, recompute 0/1
 build/tests/test_gpu > "$log/test_gpu.out" 2>&1; rc=$?
 cat "$log/test_gpu.out"
 count test_gpu "$log/test_gpu.out" $rc
+echo "== test_sample (decode against the full forward in fp32/bf16/fp16, rows independent, greedy CPU = GPU, seeds)"
+build/tests/test_sample > "$log/test_sample.out" 2>&1; rc=$?
+cat "$log/test_sample.out"
+count test_sample "$log/test_sample.out" $rc
+echo "== tests/cli/sample.sh on the GPU (gpt2gen sample --backend cuda)"
+SAMPLE_BACKEND=cuda sh tests/cli/sample.sh > "$log/gpu-sample-cli.out" 2>&1; rc=$?
+cat "$log/gpu-sample-cli.out"
+count sample_cli "$log/gpu-sample-cli.out" $rc
 echo "== test_attention (flash template and cuDNN against fp64: head size 64/128, T 64..2048, B 1..64)"
 build/tests/test_attention > "$log/test_attention.out" 2>&1; rc=$?
 cat "$log/test_attention.out"

@@ -11,6 +11,7 @@ const FamilyEntry tune_families[] = {
     {"classifier", wl_classifier_setup, wl_classifier_run, kernel_test_classifier},
     {"adamw", wl_adamw_setup, wl_adamw_run, kernel_test_adamw},
     {"grad_norm", wl_grad_norm_setup, wl_grad_norm_run, kernel_test_grad_norm},
+    {"decode", wl_decode_setup, wl_decode_run, kernel_test_decode},
     {0},
 };
 

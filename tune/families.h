@@ -36,9 +36,12 @@ void wl_grad_norm_setup(Workload *w, G *g);
 int  wl_grad_norm_run(Workload *w, G *g, Kernels *ks, Err *err);
 void wl_adamw_setup(Workload *w, G *g);
 int  wl_adamw_run(Workload *w, G *g, Kernels *ks, Err *err);
+void wl_decode_setup(Workload *w, G *g);
+int  wl_decode_run(Workload *w, G *g, Kernels *ks, Err *err);
 
 /* the tests: tune/kernel_tests_rows.c (encoder, layernorm, gelu, classifier), tune/kernel_tests_linear.c (the plan's
-   cuBLASLt matmuls and the bias kernels), tune/kernel_tests_attention.c, tune/kernel_tests_optimizer.c (adamw, norm) */
+   cuBLASLt matmuls and the bias kernels), tune/kernel_tests_attention.c, tune/kernel_tests_optimizer.c (adamw, norm),
+   tune/kernel_tests_decode.c (decode: embedding, cache append, split attention, the draw) */
 void kernel_test_encoder(G *g);
 void kernel_test_layernorm(G *g);
 void kernel_test_linear(G *g);
@@ -47,6 +50,7 @@ void kernel_test_gelu(G *g);
 void kernel_test_classifier(G *g);
 void kernel_test_adamw(G *g);
 void kernel_test_grad_norm(G *g);
+void kernel_test_decode(G *g);
 /* both attention paths against the fp64 reference and each other; timing: also a timing line per path */
 void attention_tests(G *g, int timing);
 #endif

@@ -167,6 +167,42 @@ void wl_adamw_setup(Workload *w, G *g) {
     out(w, wbuf(w, g, n, 1, 0), "v");   /* zero: the update makes it positive */
 }
 
+/* ---- decode: the embedding at a position, the cache append at pos = maxT - T and the split attention over the
+   whole cache (every split works), a draw with every filter (temperature 0.8, top-k 40, top-p 0.95), the advance of
+   a position of its own (the others stay at maxT - T however often the workload runs) ---- */
+int wl_decode_run(Workload *w, G *g, Kernels *ks, Err *err) {
+    return launch_decode_embed(ks, g->s, P(w, 0), P(w, 1), P(w, 2), P(w, 3), P(w, 4), err) ||
+           launch_kv_append(ks, g->s, P(w, 5), P(w, 6), P(w, 7), P(w, 4), err) ||
+           launch_decode_attention(ks, g->s, P(w, 8), P(w, 7), P(w, 5), P(w, 6), P(w, 4), err) ||
+           launch_decode_attention_combine(ks, g->s, P(w, 9), P(w, 8), P(w, 4), err) ||
+           launch_sample_tokens(ks, g->s, P(w, 10), P(w, 11), P(w, 12), P(w, 4), P(w, 13), 0.8f, 40, 0.95f, err) ||
+           launch_decode_advance(ks, g->s, P(w, 14), err) ? -1 : 0;
+}
+void wl_decode_setup(Workload *w, G *g) {
+    size_t B = g->B, C = g->C, cache = B * g->NH * g->maxT * g->HS;
+    /* partial: as many splits as the smallest KV_CHUNK allowed (16) makes */
+    size_t splits = ((size_t)g->maxT + 15) / 16, part = B * g->NH * splits * (g->HS + 2);
+    int32_t *tok = xmalloc(B * 4), pos = g->maxT - g->T, adv = 0;
+    uint64_t seed = 11;
+    for (size_t b = 0; b < B; b++) tok[b] = (int32_t)(rng_next(&seed) % (uint64_t)g->V);
+    out(w, wbuf(w, g, B * C, 0, 0), "embedding");                 /* 0 */
+    fixed(w, g, tok, B * 4);                                      /* 1 tokens */
+    wbuf(w, g, (size_t)g->Vp * C, 0, 1);                           /* 2 wte */
+    wbuf(w, g, (size_t)g->maxT * C, 0, 1);                         /* 3 wpe */
+    fixed(w, g, &pos, sizeof pos);                                /* 4 pos */
+    out(w, wbuf(w, g, cache, 0, 1), "kcache");                     /* 5 */
+    out(w, wbuf(w, g, cache, 0, 1), "vcache");                     /* 6 */
+    wbuf(w, g, (size_t)g->BT * 3 * C, 0, 1);                       /* 7 qkv */
+    wbuf(w, g, part, 1, 0);                                       /* 8 partial: its layout is the variant's */
+    out(w, wbuf(w, g, B * C, 0, 0), "attention");                 /* 9 */
+    wbuf(w, g, B, 1, 0);                                          /* 10 tokens drawn */
+    wbuf(w, g, (size_t)g->maxT * B, 1, 0);                         /* 11 drawn */
+    wbuf(w, g, 2 * B, 1, 1);                                      /* 12 generator states: any bits, refilled */
+    wbuf(w, g, B * (size_t)g->Vp, 0, 4);                           /* 13 logits */
+    fixed(w, g, &adv, sizeof adv);                                /* 14 decode_advance's own position */
+    free(tok);
+}
+
 int workload_setup(Workload *w, G *g, const char *family, const int *max_tun, char *why, size_t n) {
     memset(w, 0, sizeof *w);
     w->family = family;

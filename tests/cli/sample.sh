@@ -1,5 +1,5 @@
 #!/bin/sh
-# gpt2gen sample on the CPU backend, from a checkpoint of the micro model (maxT 32) trained one step: standard
+# gpt2gen sample on the CPU backend (SAMPLE_BACKEND=cuda: the GPU, as tests/gpu.sh runs it), from a checkpoint of the micro model (maxT 32) trained one step: standard
 # output holds only the text, a seed repeats, --echo, --batch, standard input as the prompt, the cache and the full
 # re-run agree in greedy, top-k 1 is greedy, an llm.c bf16 checkpoint samples; a bad checkpoint, a missing
 # tokenizer, a prompt too long, --tokens 0 each give one clear message and a non-zero exit.
@@ -8,13 +8,16 @@
 "$GPT2GEN" train $M --backend cpu -q --set checkpoint.dir="$WORK/run" --set train.steps=1 > "$WORK/train.log" 2>&1 \
     || { fail setup_checkpoint "$(tail -5 "$WORK/train.log")"; finish; }
 CK=$WORK/run/model_00000001.bin
-s() { "$GPT2GEN" sample --checkpoint "$CK" --backend cpu "$@"; }
+B=${SAMPLE_BACKEND:-cpu}
+s() { "$GPT2GEN" sample --checkpoint "$CK" --backend "$B" "$@"; }
 
 out=$(s --prompt "Hello there" --tokens 8 --seed 3 2> "$WORK/err"); rc=$?
+# the CPU backend prints one line on stderr, the speed; the GPU also says which attention the prefill runs
 lines=$(wc -l < "$WORK/err")
-if [ $rc -eq 0 ] && [ -n "$out" ] && ! printf '%s' "$out" | grep -q "gpt2gen" && [ "$lines" -eq 1 ] \
-    && grep -q "prompt of 2 tokens" "$WORK/err"; then ok text_on_stdout_one_line_on_stderr
-else fail text_on_stdout_one_line_on_stderr "rc=$rc out='$out' err: $(cat "$WORK/err")"; fi
+if [ $rc -eq 0 ] && [ -n "$out" ] && ! printf '%s' "$out" | grep -q "gpt2gen\|attention" \
+    && { [ "$lines" -eq 1 ] || [ "$B" != cpu ]; } && tail -1 "$WORK/err" | grep -q "prompt of 2 tokens.*$B backend"; then
+    ok text_on_stdout_messages_on_stderr
+else fail text_on_stdout_messages_on_stderr "rc=$rc out='$out' err: $(cat "$WORK/err")"; fi
 
 again=$(s --prompt "Hello there" --tokens 8 --seed 3 2>/dev/null)
 other=$(s --prompt "Hello there" --tokens 8 --seed 4 2>/dev/null)
@@ -53,7 +56,7 @@ for x in body:
     out += struct.pack("<H", ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) & 0xFFFF)
 open(sys.argv[2], "wb").write(out)
 PY
-o16=$("$GPT2GEN" sample --checkpoint "$WORK/bf16.bin" --tokenizer data/fortunes/tokenizer.bin --backend cpu --prompt Hi --tokens 4 2>"$WORK/err"); rc=$?
+o16=$("$GPT2GEN" sample --checkpoint "$WORK/bf16.bin" --tokenizer data/fortunes/tokenizer.bin --backend "$B" --prompt Hi --tokens 4 2>"$WORK/err"); rc=$?
 if [ $rc -eq 0 ] && [ -n "$o16" ]; then ok bf16_checkpoint; else fail bf16_checkpoint "rc=$rc $(cat "$WORK/err")"; fi
 
 # one clear message each, and a non-zero exit

@@ -1,0 +1,255 @@
+#!/bin/sh
+# bench/sample.sh: text generation with a key/value cache, ours against its peers in the same run. GPT-2 124M and
+# 350M (random weights, maxT 1024, bf16), a PROMPT-token prompt, TOKENS new tokens, greedy, at each batch of BATCHES:
+#   (a) ours: gpt2gen sample with its cache        (b) ours with --no-cache (TOKENS_NOCACHE new tokens: it is slow)
+#   (c) Hugging Face GPT2LMHeadModel.generate, use_cache=True
+#   (d) a PyTorch static-cache decode loop (bench/sample_peers.py: CUDA graphs, torch.compile; the fastest mode)
+# and the prefill of a ~1024-token prompt by each (ours: 1023 tokens and --tokens 1, as maxT leaves no more room).
+# tok/s = rows x new tokens / decode time (prefill excluded); every number is the median of RUNS timed runs after a
+# warm-up. Run from the repository root on the GPU machine, with ./gpt2gen built. Checkpoints (llm.c fp32, written
+# by sample_peers.py with the same random weights for every side) and prompt texts go to build/bench-sample/ (made
+# once); logs to build/bench-logs/sample-*.log; the tables to build/bench-logs/sample-summary.md.
+# Knobs: MODELS (default "124M 350M"), BATCHES ("1 8"), TOKENS (256), PROMPT (128), TOKENS_NOCACHE (64), RUNS (3),
+# TORCH_MODES ("graph,compile+graph"; also eager, reduce-overhead), SAMPLE_ARGS (more options for gpt2gen sample),
+# NO_NOCACHE=1, NO_HF=1, NO_TORCH=1, NO_PREFILL=1 skip those parts.
+cd "$(dirname "$0")/.." || exit 1
+export NCCL_NVLS_ENABLE=0
+MODELS=${MODELS:-"124M 350M"}
+BATCHES=${BATCHES:-"1 8"}
+TOKENS=${TOKENS:-256}
+PROMPT=${PROMPT:-128}
+TOKENS_NOCACHE=${TOKENS_NOCACHE:-64}
+RUNS=${RUNS:-3}
+TORCH_MODES=${TORCH_MODES:-"graph,compile+graph"}
+SAMPLE_ARGS=${SAMPLE_ARGS:-}
+PREFILL_TOKENS=1023          # ours: maxT 1024 leaves room for a prompt of 1023 and one new token
+PEER_PREFILL_TOKENS=1024
+dir=build/bench-sample
+logs=build/bench-logs
+mkdir -p "$dir" "$logs"
+results=$dir/.results; failures=$dir/.failures; runs=$dir/.runs; warm=$dir/.warm; err=$dir/.stderr
+: > "$results"; : > "$failures"
+summary=$logs/sample-summary.md
+start=$(date +%s)
+[ -x ./gpt2gen ] || echo "sample.sh: no ./gpt2gen here: build it first (make); ours will fail"
+
+put() { echo "$1 $2 $3 $4" >> "$results"; }           # put MODEL BATCH KEY VALUE
+get() {                                                 # get MODEL BATCH KEY: the value, or "failed"
+    awk -v m="$1" -v b="$2" -v k="$3" '$1 == m && $2 == b && $3 == k { v = $4 } END { print (v == "" ? "failed" : v) }' "$results"
+}
+fail() {                                                # fail LOG WHAT: noted, and shown with the log's tail at the end
+    echo "$2: FAILED (see $1)"
+    echo "$1 $2" >> "$failures"
+}
+jnum() { sed -n -E "s/.*\"$1\" *: *(-?[0-9][0-9.eE+-]*).*/\1/p"; }   # jnum FIELD: FIELD of each JSON line on stdin
+jstr() { sed -n -E "s/.*\"$1\" *: *\"([^\"]*)\".*/\1/p"; }
+jlist() { sed -n -E "s/.*\"$1\" *: *\[([^]]*)\].*/\1/p"; }
+median() {
+    sort -n | awk '{ a[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) m = a[(NR + 1) / 2]; else m = (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.1f\n", m }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
+
+# ours LOG PROMPT_FILE BATCH NEW [OPTION...]: one run of gpt2gen sample; prints its sample-stats JSON
+ours() {
+    o_log=$1 o_prompt=$2 o_b=$3 o_n=$4; shift 4
+    echo "\$ ./gpt2gen sample --checkpoint $ckpt --prompt-file $o_prompt --tokens $o_n --batch $o_b --temperature 0" \
+        "--backend cuda --precision bf16 --ignore-eot --stats $SAMPLE_ARGS $*" >> "$o_log"
+    # shellcheck disable=SC2086
+    ./gpt2gen sample --checkpoint "$ckpt" --prompt-file "$o_prompt" --tokens "$o_n" --batch "$o_b" --temperature 0 \
+        --backend cuda --precision bf16 --ignore-eot --stats $SAMPLE_ARGS "$@" > /dev/null 2> "$err"
+    o_rc=$?
+    cat "$err" >> "$o_log"
+    [ $o_rc -eq 0 ] || { echo "(exit code $o_rc)" >> "$o_log"; return 1; }
+    grep '^sample-stats ' "$err" | tail -n 1 | sed 's/^sample-stats //' | grep '"tok_per_s"'
+}
+# ours_runs LOG PROMPT_FILE BATCH NEW WARM_NEW [OPTION...]: a warm-up run of WARM_NEW new tokens, then RUNS runs of
+# NEW; the runs' JSON lines in $runs (the warm-up's in $warm); fails unless every run gave its stats
+ours_runs() {
+    r_log=$1 r_prompt=$2 r_b=$3 r_n=$4 r_w=$5; shift 5
+    : > "$runs"; : > "$warm"
+    ours "$r_log" "$r_prompt" "$r_b" "$r_w" "$@" > "$warm" || return 1
+    r_i=0
+    while [ $r_i -lt "$RUNS" ]; do
+        ours "$r_log" "$r_prompt" "$r_b" "$r_n" "$@" >> "$runs" || return 1
+        r_i=$((r_i + 1))
+    done
+    [ "$(wc -l < "$runs")" -eq "$RUNS" ]
+}
+# the prompt texts: WORDS words of one GPT-2 token each
+prompt_file() {
+    p_f=$dir/prompt-$1w.txt
+    [ -f "$p_f" ] || python3 bench/sample_peers.py write-prompt --words "$1" --out "$p_f" > /dev/null || return 1
+    echo "$p_f"
+}
+checkpoint() {     # checkpoint MODEL: its file, written once
+    c_f=$dir/gpt2-$1.bin
+    if [ ! -f "$c_f" ]; then
+        python3 bench/sample_peers.py write-checkpoint --model "$1" --out "$c_f" > "$logs/sample-checkpoint-$1.log" 2>&1 ||
+            { fail "$logs/sample-checkpoint-$1.log" "checkpoint gpt2-$1"; return 1; }
+        cat "$logs/sample-checkpoint-$1.log"
+    fi
+    echo "$c_f" > "$dir/.ckpt"
+}
+
+# how many tokens gpt2gen makes of a prompt file of N words (N, unless it adds some of its own, say an <|endoftext|>):
+# one probe on the first model, so that the prompts come out at PROMPT and PREFILL_TOKENS tokens
+delta=0
+set -- $MODELS
+if checkpoint "$1"; then
+    ckpt=$(cat "$dir/.ckpt")
+    plog=$logs/sample-probe.log; : > "$plog"
+    pt=$(ours "$plog" "$(prompt_file "$PROMPT")" 1 1 | jnum prompt_tokens | head -n 1)
+    if [ -n "$pt" ]; then delta=$((pt - PROMPT)); echo "probe: a prompt of $PROMPT words is $pt tokens to gpt2gen"
+    else fail "$plog" "probe (ours, gpt2-$1, B=1)"; fi
+fi
+pfile=$(prompt_file $((PROMPT - delta)))
+prefill_file=$(prompt_file $((PREFILL_TOKENS - delta)))
+
+for model in $MODELS; do
+    checkpoint "$model" || continue
+    ckpt=$(cat "$dir/.ckpt")
+    n=$PROMPT                                  # the peers' prompt length: ours' prompt_tokens when it ran
+    for b in $BATCHES; do
+        log=$logs/sample-ours-$model-b$b.log; : > "$log"
+        if ours_runs "$log" "$pfile" "$b" "$TOKENS" 8; then
+            put "$model" "$b" ours "$(jnum tok_per_s < "$runs" | median)"
+            put "$model" "$b" ours_prefill_ms "$(jnum prefill_ms < "$runs" | median)"
+            pt=$(jnum prompt_tokens < "$runs" | head -n 1); [ -n "$pt" ] && n=$pt
+            echo "ours gpt2-$model B=$b: $(tail -n 1 "$runs")"
+        else
+            fail "$log" "ours gpt2-$model B=$b"
+        fi
+        [ -n "$NO_NOCACHE" ] && continue
+        log=$logs/sample-ours-nocache-$model-b$b.log; : > "$log"
+        if ours_runs "$log" "$pfile" "$b" "$TOKENS_NOCACHE" 4 --no-cache; then
+            put "$model" "$b" nocache "$(jnum tok_per_s < "$runs" | median)"
+            echo "ours --no-cache gpt2-$model B=$b: $(tail -n 1 "$runs")"
+        else
+            fail "$log" "ours --no-cache gpt2-$model B=$b"
+        fi
+    done
+    put "$model" - prompt_tokens "$n"
+    if [ -z "$NO_HF" ]; then
+        log=$logs/sample-hf-$model.log
+        # shellcheck disable=SC2086
+        python3 bench/sample_peers.py hf --model "$model" --checkpoint "$ckpt" --batch $BATCHES --prompt-tokens "$n" \
+            --tokens "$TOKENS" --runs "$RUNS" > "$log" 2>&1
+        for b in $BATCHES; do
+            line=$(grep '^hf-generate ' "$log" | grep "\"rows\":$b,")
+            v=$(echo "$line" | jnum tok_per_s | head -n 1)
+            if [ -n "$v" ]; then
+                put "$model" "$b" hf "$v"; put "$model" "$b" hf_first "$(echo "$line" | jlist first_tokens | head -n 1)"
+                echo "$line"
+            else
+                fail "$log" "HF generate gpt2-$model B=$b"
+            fi
+        done
+    fi
+    if [ -z "$NO_TORCH" ]; then
+        log=$logs/sample-torch-$model.log
+        # shellcheck disable=SC2086
+        python3 bench/sample_peers.py torch-loop --model "$model" --checkpoint "$ckpt" --batch $BATCHES \
+            --prompt-tokens "$n" --tokens "$TOKENS" --runs "$RUNS" --mode "$TORCH_MODES" > "$log" 2>&1
+        for b in $BATCHES; do
+            line=$(grep '^torch-loop ' "$log" | grep "\"rows\":$b,")
+            v=$(echo "$line" | jnum tok_per_s | head -n 1)
+            if [ -n "$v" ]; then
+                put "$model" "$b" torch "$v"; put "$model" "$b" torch_mode "$(echo "$line" | jstr mode | head -n 1)"
+                put "$model" "$b" torch_first "$(echo "$line" | jlist first_tokens | head -n 1)"
+                echo "$line"
+            else
+                fail "$log" "torch loop gpt2-$model B=$b"
+            fi
+        done
+    fi
+    [ -n "$NO_PREFILL" ] && continue
+    log=$logs/sample-ours-prefill-$model.log; : > "$log"
+    if ours_runs "$log" "$prefill_file" 1 1 1; then
+        while read -r line; do
+            t=$(echo "$line" | jnum prefill_tokens | head -n 1); m=$(echo "$line" | jnum prefill_ms | head -n 1)
+            awk -v t="$t" -v m="$m" 'BEGIN { if (m + 0 > 0) printf "%.1f\n", t / (m / 1000) }'
+        done < "$runs" | median > "$dir/.v"
+        put "$model" - ours_prefill "$(cat "$dir/.v")"
+        put "$model" - ours_prefill_tokens "$(jnum prefill_tokens < "$runs" | head -n 1)"
+        echo "ours prefill gpt2-$model: $(tail -n 1 "$runs")"
+    else
+        fail "$log" "ours prefill gpt2-$model"
+    fi
+    if [ -z "$NO_HF" ] || [ -z "$NO_TORCH" ]; then
+        log=$logs/sample-prefill-$model.log
+        python3 bench/sample_peers.py prefill --model "$model" --checkpoint "$ckpt" --tokens "$PEER_PREFILL_TOKENS" \
+            --runs "$RUNS" --mode "$TORCH_MODES" ${NO_HF:+--no-hf} ${NO_TORCH:+--no-torch} > "$log" 2>&1
+        for side in hf torch; do
+            [ "$side" = hf ] && [ -n "$NO_HF" ] && continue
+            [ "$side" = torch ] && [ -n "$NO_TORCH" ] && continue
+            line=$(grep "^$side-prefill " "$log")
+            v=$(echo "$line" | jnum tok_per_s | head -n 1)
+            if [ -n "$v" ]; then
+                put "$model" - "${side}_prefill" "$v"; echo "$line"
+                [ "$side" = torch ] && put "$model" - torch_prefill_mode "$(echo "$line" | jstr mode | head -n 1)"
+            else
+                fail "$log" "$side prefill gpt2-$model"
+            fi
+        done
+    fi
+done
+
+{
+    set -- $MODELS
+    echo
+    echo "== text generation, bf16, random weights, greedy: prompt $(get "$1" - prompt_tokens) tokens (ours' prompt_tokens;" \
+        "the peers: random ids of that count), $TOKENS new tokens (ours --no-cache: $TOKENS_NOCACHE); tok/s = rows x new" \
+        "tokens / decode time, prefill excluded; median of $RUNS runs after a warm-up; torch loop: its fastest mode"
+    echo
+    echo "| model | batch | ours tok/s | ours no-cache tok/s ($TOKENS_NOCACHE new) | HF generate tok/s | torch loop tok/s | ours/HF | ours/torch |"
+    echo "|---|---|---|---|---|---|---|---|"
+    for model in $MODELS; do
+        for b in $BATCHES; do
+            o=$(get "$model" "$b" ours); h=$(get "$model" "$b" hf); t=$(get "$model" "$b" torch)
+            nc=$(get "$model" "$b" nocache); [ -n "$NO_NOCACHE" ] && nc="-"
+            [ -n "$NO_HF" ] && h="-"
+            tm=""; [ -z "$NO_TORCH" ] && [ "$t" != failed ] && tm=" ($(get "$model" "$b" torch_mode))"
+            [ -n "$NO_TORCH" ] && t="-"
+            echo "| gpt2-$model | $b | $o | $nc | $h | $t$tm | $(ratio "$o" "$h") | $(ratio "$o" "$t") |"
+        done
+    done
+    if [ -z "$NO_HF" ] && [ -z "$NO_TORCH" ]; then
+        a=""
+        for model in $MODELS; do
+            for b in $BATCHES; do
+                h=$(get "$model" "$b" hf_first); t=$(get "$model" "$b" torch_first)
+                if [ "$h" = failed ] || [ "$t" = failed ]; then y="-"; elif [ "$h" = "$t" ]; then y=yes; else y=no; fi
+                a="$a${a:+, }gpt2-$model B=$b $y"
+            done
+        done
+        echo
+        echo "HF and the torch loop (same weights and prompt ids), the first 16 greedy tokens of row 0 the same: $a" \
+            "(a \"no\" can be bf16 rounding: random weights make near-ties)"
+    fi
+    if [ -z "$NO_PREFILL" ]; then
+        echo
+        echo "== prefill, batch 1, tok/s = prompt tokens / prefill time (ours: a prompt of $PREFILL_TOKENS and --tokens 1, its" \
+            "prefill_tokens / prefill_ms; torch loop and HF: $PEER_PREFILL_TOKENS tokens, HF with the logits of every position)"
+        echo
+        echo "| model | ours prefill tok/s | torch prefill tok/s | HF prefill tok/s |"
+        echo "|---|---|---|---|"
+        for model in $MODELS; do
+            o=$(get "$model" - ours_prefill); t=$(get "$model" - torch_prefill); h=$(get "$model" - hf_prefill)
+            [ "$o" != failed ] && o="$o ($(get "$model" - ours_prefill_tokens) tokens)"
+            [ "$t" != failed ] && t="$t ($(get "$model" - torch_prefill_mode))"
+            [ -n "$NO_TORCH" ] && t="-"
+            [ -n "$NO_HF" ] && h="-"
+            echo "| gpt2-$model | $o | $t | $h |"
+        done
+    fi
+    echo
+    echo "($(($(date +%s) - start)) s; logs: $logs/sample-*.log)"
+} > "$summary"
+cat "$summary"
+while read -r flog what; do
+    echo
+    echo "== $what failed: the end of $flog"
+    tail -n 15 "$flog"
+done < "$failures"
+[ -s "$failures" ] && exit 1
+exit 0

@@ -1,0 +1,816 @@
+"""The peers of bench/sample.sh: text generation (greedy, with a key/value cache) of a randomly initialized GPT-2 in
+bf16 by Hugging Face transformers and by a PyTorch decode loop written here, plus the files our side needs.
+Written for this project; speed only (random weights, random prompt ids from a fixed seed).
+
+Subcommands (each has --help):
+  write-checkpoint --model M --out PATH   an llm.c fp32 model checkpoint of a fresh GPT-2 (docs/model.md, "Init":
+                                          N(0, 0.02) weights, attprojw/fcprojw N(0, 0.02/sqrt(2L)), zero biases,
+                                          LayerNorm 1/0, wte rows V..Vp-1 zero); numpy if there is one, else the
+                                          standard library alone (its weights then repeat a pool of 65536 normals)
+  write-prompt --words N --out PATH       text of N common words, each one GPT-2 token ("The cat sat ..."), no newline
+  hf --model M --batch B... --prompt-tokens n --tokens N
+        GPT2LMHeadModel.generate (bf16, use_cache=True, greedy, exactly N new tokens), batch B of one prompt:
+        hf-generate {"rows":B, ..., "tok_per_s":B*N/decode, "decode_ms_how":...}, one line per batch
+  torch-loop --model M --batch B... --prompt-tokens n --tokens N [--mode MODES]
+        a plain GPT-2 with static K/V caches (L tensors of (B, NH, maxT, HS) each for K and V): prefill n-1 prompt
+        tokens in one forward, then N decode steps (the first consumes the last prompt token), greedy argmax on
+        the GPU: torch-loop {"rows":B, "prefill_ms", "decode_ms", "tok_per_s", "mode", "modes", ...}
+  prefill --model M --tokens T
+        the prefill forward of T tokens (batch 1): hf-prefill {json} (model(ids, use_cache=True)) and
+        torch-prefill {json} (the loop's prefill), each with tok_per_s = T / time
+--checkpoint PATH makes hf, torch-loop and prefill use that checkpoint's weights (the one gpt2gen samples from);
+without it they start from the same kind of random init.
+
+torch-loop modes (--mode, a comma list, or "best" = graph,compile+graph; the fastest that works is reported):
+  eager            the decode step as plain PyTorch ops (the only mode on the CPU)
+  graph            the eager decode step captured in a torch.cuda.CUDAGraph and replayed, one graph per
+                   128-position bucket of the cache length (attention reads the cache up to the bucket's end,
+                   masked past the current position), so each step attends over at most 127 unused slots
+  compile+graph    the same, with each block's two halves (LN1 + QKV; attention projection + residual + LN2 + MLP
+                   + residual) and the head (LN + logits + argmax) compiled by torch.compile (inductor, static
+                   shapes); attention (SDPA) and the cache writes stay eager, all captured in the CUDA graph
+  reduce-overhead  the whole decode step under torch.compile(mode="reduce-overhead", fullgraph=True)
+                   (inductor's CUDA graph trees; weights and caches marked static; attention over all maxT slots)
+Every timing is torch.cuda.synchronize()d around; one warm-up run (which compiles and captures) comes first,
+then --runs timed runs, and the median is reported.
+"""
+import argparse
+import gc
+import json
+import math
+import os
+import random
+import statistics
+import struct
+import sys
+import time
+import traceback
+
+SIZES = {"124M": (12, 12, 768), "350M": (24, 16, 1024), "774M": (36, 20, 1280), "1558M": (48, 25, 1600),
+         "tiny": (2, 2, 64)}    # tiny: for checking this script on a CPU
+V, VP, MAXT = 50257, 50304, 1024
+EOT = 50256
+CHECKPOINT_MAGIC, CHECKPOINT_FP32, HEADER_INTS = 20240326, 3, 256
+LAYER = ["ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb", "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb"]
+PROMPT_SEED = 1234
+BUCKET = 128
+# common English words that are one GPT-2 token each, with the leading space and without it ("The" starts the text)
+WORDS = ("the cat sat on a mat and the dog ran to the park with his friend when it was time for them to go home "
+         "but she said that we should stay here all day because there is more food in this old house than you can "
+         "eat so they made some tea for us after which our small group of people walked back into town").split()
+
+torch = F = None       # imported by load_torch(): --help and write-checkpoint work without PyTorch
+
+
+def load_torch():
+    global torch, F
+    import torch as _torch
+    import torch.nn.functional as _F
+    torch, F = _torch, _F
+    return torch
+
+
+def param_shapes(L, C, maxT):
+    return [("wte", (VP, C)), ("wpe", (maxT, C)), ("ln1w", (L, C)), ("ln1b", (L, C)), ("qkvw", (L, 3 * C, C)),
+            ("qkvb", (L, 3 * C)), ("attprojw", (L, C, C)), ("attprojb", (L, C)), ("ln2w", (L, C)), ("ln2b", (L, C)),
+            ("fcw", (L, 4 * C, C)), ("fcb", (L, 4 * C)), ("fcprojw", (L, C, 4 * C)), ("fcprojb", (L, C)),
+            ("lnfw", (C,)), ("lnfb", (C,))]
+
+
+def numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def init_std(name, L):
+    """docs/model.md, "Init": the std of a weight's normal init; None: LayerNorm weight (1); 0: bias (0)."""
+    if name in ("ln1w", "ln2w", "lnfw"):
+        return None
+    if name in ("attprojw", "fcprojw"):
+        return 0.02 / math.sqrt(2 * L)
+    if name in ("wte", "wpe", "qkvw", "fcw"):
+        return 0.02
+    return 0.0
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def emit(tag, obj):
+    print(tag + " " + json.dumps(obj, separators=(",", ":")), flush=True)
+
+
+# ---------------------------------------------------------------- write-checkpoint, write-prompt
+
+def write_checkpoint(path, L, NH, C, maxT, seed):
+    header = [0] * HEADER_INTS
+    header[:8] = [CHECKPOINT_MAGIC, CHECKPOINT_FP32, maxT, V, L, NH, C, VP]
+    try:
+        import numpy as np
+    except ImportError:
+        np = None
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    total = 0
+    with open(tmp, "wb") as f:
+        f.write(struct.pack(f"<{HEADER_INTS}i", *header))
+        if np is not None:
+            rng = np.random.default_rng(seed)
+            chunk = 1 << 24
+            for name, shape in param_shapes(L, C, maxT):
+                n, std = numel(shape), init_std(name, L)
+                real = V * C if name == "wte" else n        # wte's padding rows are zero
+                for i in range(0, real, chunk):
+                    k = min(chunk, real - i)
+                    if std is None:
+                        a = np.ones(k, dtype="<f4")
+                    elif std == 0.0:
+                        a = np.zeros(k, dtype="<f4")
+                    else:
+                        a = rng.standard_normal(k, dtype=np.float32)
+                        a *= np.float32(std)
+                    f.write(a.astype("<f4", copy=False).tobytes())
+                if real < n:
+                    f.write(bytes(4 * (n - real)))
+                total += n
+        else:
+            # no numpy: each tensor is made of rotations of a pool of 65536 normals, one random rotation per
+            # 65536 values (normal values, not independent ones: enough for a speed benchmark)
+            from array import array
+            rnd = random.Random(seed)
+            pool_n = 1 << 16
+            base = [rnd.gauss(0.0, 1.0) for _ in range(pool_n)]
+            pools = {}
+            for name, shape in param_shapes(L, C, maxT):
+                n, std = numel(shape), init_std(name, L)
+                real = V * C if name == "wte" else n
+                if std is None or std == 0.0:
+                    one = array("f", [1.0 if std is None else 0.0]) * pool_n
+                    if sys.byteorder == "big":
+                        one.byteswap()
+                    blob = one.tobytes()
+                    for i in range(0, real, pool_n):
+                        f.write(blob[:4 * min(pool_n, real - i)])
+                else:
+                    if std not in pools:
+                        p = array("f", [v * std for v in base])
+                        if sys.byteorder == "big":
+                            p.byteswap()
+                        pools[std] = p.tobytes()
+                    blob = pools[std]
+                    for i in range(0, real, pool_n):
+                        o = 4 * rnd.randrange(pool_n)
+                        f.write((blob[o:] + blob[:o])[:4 * min(pool_n, real - i)])
+                if real < n:
+                    f.write(bytes(4 * (n - real)))
+                total += n
+    if os.path.getsize(tmp) != 4 * (HEADER_INTS + total):
+        os.remove(tmp)
+        sys.exit(f"sample_peers: {path}: wrote the wrong size")
+    os.replace(tmp, path)
+    return total
+
+
+def cmd_write_checkpoint(a):
+    L, NH, C = SIZES[a.model]
+    t0 = time.perf_counter()
+    n = write_checkpoint(a.out, L, NH, C, a.max_seq, a.seed)
+    print(f"wrote {a.out}: gpt2-{a.model} L={L} NH={NH} C={C} maxT={a.max_seq} V={V} Vp={VP}, {n} fp32 parameters, "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
+
+
+def prompt_text(words):
+    out = []
+    for i in range(words):
+        w = WORDS[i % len(WORDS)]
+        out.append("The" if i == 0 else " " + w)
+    return "".join(out)
+
+
+def cmd_write_prompt(a):
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    tmp = f"{a.out}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write(prompt_text(a.words))
+    os.replace(tmp, a.out)
+    print(f"wrote {a.out}: {a.words} words", flush=True)
+
+
+# ---------------------------------------------------------------- weights for the peers
+
+def read_header(path):
+    with open(path, "rb") as f:
+        h = struct.unpack(f"<{HEADER_INTS}i", f.read(4 * HEADER_INTS))
+    if h[0] != CHECKPOINT_MAGIC or h[1] != CHECKPOINT_FP32:
+        sys.exit(f"sample_peers: {path}: not an llm.c fp32 checkpoint (magic {h[0]}, version {h[1]})")
+    return {"maxT": h[2], "V": h[3], "L": h[4], "NH": h[5], "C": h[6], "Vp": h[7]}
+
+
+def load_params(path, model, device, dtype, seed=1337):
+    """The parameters, stacked over layers in checkpoint order, as dtype on device: from an llm.c fp32 checkpoint
+    (which must be of this model), or a fresh init."""
+    L, NH, C = SIZES[model]
+    shapes = param_shapes(L, C, MAXT)
+    total = sum(numel(s) for _, s in shapes)
+    if path:
+        h = read_header(path)
+        want = {"maxT": MAXT, "V": V, "L": L, "NH": NH, "C": C, "Vp": VP}
+        if h != want:
+            sys.exit(f"sample_peers: {path}: shape {h}, expected gpt2-{model}'s {want}")
+        if os.path.getsize(path) != 4 * (HEADER_INTS + total):
+            sys.exit(f"sample_peers: {path}: size {os.path.getsize(path)}, expected {4 * (HEADER_INTS + total)}")
+        flat = torch.from_file(path, shared=False, size=HEADER_INTS + total, dtype=torch.float32)[HEADER_INTS:]
+        p, o = {}, 0
+        for name, shape in shapes:
+            p[name] = flat[o:o + numel(shape)].view(shape).to(device=device, dtype=dtype)
+            o += numel(shape)
+        del flat
+        return p
+    g = torch.Generator().manual_seed(seed)
+    p = {}
+    for name, shape in shapes:
+        std = init_std(name, L)
+        if std is None:
+            t = torch.ones(shape)
+        elif std == 0.0:
+            t = torch.zeros(shape)
+        else:
+            t = torch.randn(shape, generator=g) * std
+        if name == "wte":
+            t[V:] = 0
+        p[name] = t.to(device=device, dtype=dtype)
+    return p
+
+
+def prompt_ids(n):
+    g = torch.Generator().manual_seed(PROMPT_SEED)
+    return torch.randint(0, V, (n,), generator=g)
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def setup_torch(a):
+    load_torch()
+    device = torch.device(a.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        sys.exit("sample_peers: no CUDA device (use --device cpu --dtype fp32 to check the script on the CPU)")
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[a.dtype]
+    torch.set_grad_enabled(False)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return device, dtype
+
+
+def env_info(device):
+    info = {"torch": torch.__version__}
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info
+
+
+# ---------------------------------------------------------------- the PyTorch decode loop
+
+def attn_in(x, lnw, lnb, qkvw, qkvb, NH: int):
+    """LN1 + QKV of x (B, T, C): q, k, v as (B, NH, T, HS) views."""
+    B, T, C = x.shape
+    h = F.layer_norm(x, (C,), lnw, lnb, 1e-5)
+    qkv = F.linear(h, qkvw, qkvb).view(B, T, 3, NH, C // NH)
+    q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)
+    return q, k, v
+
+
+def attn_out_mlp(x, y, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb):
+    """x + proj(y), then + MLP(LN2(.)): y (B, NH, T, HS) the attention output."""
+    B, T, C = x.shape
+    x = x + F.linear(y.transpose(1, 2).reshape(B, T, C), projw, projb)
+    h = F.layer_norm(x, (C,), ln2w, ln2b, 1e-5)
+    h = F.gelu(F.linear(h, fcw, fcb), approximate="tanh")
+    return x + F.linear(h, fcprojw, fcprojb)
+
+
+def head_argmax(x, lnfw, lnfb, wte, nvocab: int):
+    """LN_f + tied logits + greedy argmax over the nvocab real ids, of x (B, C)."""
+    h = F.layer_norm(x, (x.shape[-1],), lnfw, lnfb, 1e-5)
+    return F.linear(h, wte)[:, :nvocab].argmax(-1)
+
+
+class TorchLoop:
+    """GPT-2 greedy decoding with static K/V caches: kc[l], vc[l] of (B, NH, maxT, HS). All state lives in
+    preallocated tensors (tok (B,), pos (1,), idx (B, T) of the prefill, out (B, maxT)), so each step has fixed
+    shapes and can be captured in a CUDA graph."""
+
+    def __init__(self, p, model, B, mode, prefill_mode, device, dtype):
+        L, NH, C = SIZES[model]
+        self.L, self.NH, self.C, self.HS, self.B = L, NH, C, C // NH, B
+        self.mode, self.prefill_mode, self.device = mode, prefill_mode, device
+        self.p = p
+        self.layers = [tuple(p[n][l] for n in LAYER) for l in range(L)]
+        z = dict(device=device, dtype=dtype)
+        self.kc = [torch.zeros(B, NH, MAXT, self.HS, **z) for _ in range(L)]
+        self.vc = [torch.zeros(B, NH, MAXT, self.HS, **z) for _ in range(L)]
+        self.tok = torch.zeros(B, dtype=torch.long, device=device)
+        self.pos = torch.zeros(1, dtype=torch.long, device=device)
+        self.out = torch.zeros(B, MAXT, dtype=torch.long, device=device)
+        self.ar = torch.arange(MAXT, device=device)
+        self.ninf = torch.full((MAXT,), float("-inf"), **z)
+        self.idx = None
+        self.graphs, self.prefill_graph, self.pool = {}, None, None
+        eager = (attn_in, attn_out_mlp, head_argmax)
+        self.dec_fns = self.compiled() if mode == "compile+graph" else eager
+        self.pre_fns = self.compiled() if prefill_mode == "compile+graph" else eager
+        self.ro_step = None
+        if mode == "reduce-overhead":
+            for t in list(p.values()) + [w for ws in self.layers for w in ws] + self.kc + self.vc + [self.ar, self.ninf]:
+                torch._dynamo.mark_static_address(t)
+            self.ro_step = torch.compile(self.step_full, mode="reduce-overhead", fullgraph=True, dynamic=False)
+
+    _compiled = None
+
+    @classmethod
+    def compiled(cls):
+        if cls._compiled is None:
+            c = lambda f: torch.compile(f, dynamic=False, fullgraph=True)
+            cls._compiled = (c(attn_in), c(attn_out_mlp), c(head_argmax))
+        return cls._compiled
+
+    # one decode step at self.pos, attending over cache slots [0, Lb): writes out[:, pos], tok, pos += 1
+    def step(self, Lb):
+        fin, fout, fhead = self.dec_fns
+        p, pos = self.p, self.pos
+        x = (F.embedding(self.tok, p["wte"]) + F.embedding(pos, p["wpe"])).unsqueeze(1)     # (B, 1, C)
+        bias = self.ninf[:Lb].masked_fill(self.ar[:Lb] <= pos, 0.0).view(1, 1, 1, Lb)   # 0 up to pos, -inf past it
+        for l, w in enumerate(self.layers):
+            q, k, v = fin(x, w[0], w[1], w[2], w[3], self.NH)
+            self.kc[l].index_copy_(2, pos, k)
+            self.vc[l].index_copy_(2, pos, v)
+            y = F.scaled_dot_product_attention(q, self.kc[l][:, :, :Lb], self.vc[l][:, :, :Lb], attn_mask=bias)
+            x = fout(x, y, *w[4:])
+        nxt = fhead(x[:, 0], p["lnfw"], p["lnfb"], p["wte"], V)
+        self.out.index_copy_(1, pos, nxt.unsqueeze(1))
+        self.tok.copy_(nxt)
+        pos.add_(1)
+
+    # the reduce-overhead step: tok (B,), pos (1,) in, the next tokens out; attention over all maxT slots
+    def step_full(self, tok, pos):
+        p = self.p
+        x = (F.embedding(tok, p["wte"]) + F.embedding(pos, p["wpe"])).unsqueeze(1)
+        bias = self.ninf.masked_fill(self.ar <= pos, 0.0).view(1, 1, 1, MAXT)
+        for l, w in enumerate(self.layers):
+            q, k, v = attn_in(x, w[0], w[1], w[2], w[3], self.NH)
+            self.kc[l].index_copy_(2, pos, k)
+            self.vc[l].index_copy_(2, pos, v)
+            y = F.scaled_dot_product_attention(q, self.kc[l], self.vc[l], attn_mask=bias)
+            x = attn_out_mlp(x, y, *w[4:])
+        return head_argmax(x[:, 0], p["lnfw"], p["lnfb"], p["wte"], V)
+
+    # the prefill: self.idx (B, T) at positions 0..T-1 into the caches; returns the argmax after the last one
+    def prefill(self):
+        fin, fout, fhead = self.pre_fns
+        p, T = self.p, self.idx.shape[1]
+        x = F.embedding(self.idx, p["wte"]) + p["wpe"][:T]
+        for l, w in enumerate(self.layers):
+            q, k, v = fin(x, w[0], w[1], w[2], w[3], self.NH)
+            self.kc[l][:, :, :T].copy_(k)
+            self.vc[l][:, :, :T].copy_(v)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = fout(x, y, *w[4:])
+        return fhead(x[:, -1], p["lnfw"], p["lnfb"], p["wte"], V)
+
+    def capture(self, fn, before=None):
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):          # compiles (compile+graph), cuBLAS handles and heuristics
+                if before:
+                    before()
+                fn()
+        torch.cuda.current_stream().wait_stream(s)
+        torch.cuda.synchronize()
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=self.pool):
+            fn()
+        torch.cuda.synchronize()
+        return g
+
+    @staticmethod
+    def bucket(pos):
+        return min(MAXT, (pos // BUCKET + 1) * BUCKET)
+
+    def setup(self, prompt, first_pos, steps):
+        """Static buffers (and, in the graph modes, the CUDA graphs) for a prefill of prompt (T,) and decode steps at
+        positions first_pos .. first_pos+steps-1."""
+        T = prompt.numel()
+        self.idx = prompt.to(self.device).view(1, T).expand(self.B, T).contiguous()
+        if self.device.type == "cuda" and self.prefill_mode != "eager" and T > 0:
+            self.prefill_graph = self.capture(self.prefill)
+        if self.mode in ("graph", "compile+graph"):
+            for Lb in sorted({self.bucket(q) for q in range(first_pos, first_pos + steps)}):
+                if Lb not in self.graphs:
+                    self.graphs[Lb] = self.capture(lambda Lb=Lb: self.step(Lb),
+                                                   before=lambda Lb=Lb: self.pos.fill_(Lb - BUCKET))
+
+    def run_prefill(self):
+        if self.idx.shape[1] == 0:
+            return None
+        if self.prefill_graph is not None:
+            self.prefill_graph.replay()
+            return None
+        return self.prefill()
+
+    def run_decode(self, first_pos, steps):
+        if self.mode == "reduce-overhead":
+            tok, pos = self.tok.clone(), self.pos.clone()
+            for i in range(steps):
+                torch.compiler.cudagraph_mark_step_begin()
+                nxt = self.ro_step(tok, pos)
+                self.out[:, first_pos + i] = nxt
+                tok = nxt.clone()
+                pos = pos + 1
+            return
+        for q in range(first_pos, first_pos + steps):
+            Lb = self.bucket(q)
+            if Lb in self.graphs:
+                self.graphs[Lb].replay()
+            else:
+                self.step(Lb)
+
+    def reset(self, last_token, first_pos):
+        self.tok.fill_(last_token)
+        self.pos.fill_(first_pos)
+
+    def full_argmax(self, seq):
+        """No cache, eager: the greedy next token after seq (1-D), for checking the cached path."""
+        p = self.p
+        T = seq.numel()
+        x = F.embedding(seq.to(self.device).view(1, T), p["wte"]) + p["wpe"][:T]
+        for w in self.layers:
+            q, k, v = attn_in(x, w[0], w[1], w[2], w[3], self.NH)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = attn_out_mlp(x, y, *w[4:])
+        return int(head_argmax(x[:, -1], p["lnfw"], p["lnfb"], p["wte"], V)[0])
+
+    def release(self):
+        self.graphs.clear()
+        self.prefill_graph = None
+        self.pool = None
+
+
+def torch_generate(loop, prompt, N, runs, warmup_tokens, check):
+    """Times prefill (n-1 tokens) and N decode steps; returns the result dict (and the tokens of row 0)."""
+    n = prompt.numel()
+    first = n - 1
+    if first + N > MAXT:
+        raise ValueError(f"prompt {n} + {N} new tokens do not fit maxT {MAXT}")
+    loop.setup(prompt[:first], first, N)
+    dev = loop.device
+
+    def one(steps):
+        loop.reset(int(prompt[-1]), first)
+        sync(dev)
+        t0 = time.perf_counter()
+        loop.run_prefill()
+        sync(dev)
+        t1 = time.perf_counter()
+        loop.run_decode(first, steps)
+        sync(dev)
+        t2 = time.perf_counter()
+        return 1e3 * (t1 - t0), 1e3 * (t2 - t1)
+
+    t0 = time.perf_counter()
+    one(min(N, warmup_tokens))
+    warm_s = time.perf_counter() - t0
+    times = [one(N) for _ in range(runs)]
+    pre = median([t[0] for t in times])
+    dec = median([t[1] for t in times])
+    gen = loop.out[:, first:first + N].cpu()
+    r = {"prefill_tokens": first, "prefill_ms": round(pre, 3), "decode_ms": round(dec, 3),
+         "tok_per_s": round(loop.B * N / (dec / 1e3), 1), "ms_per_step": round(dec / N, 4),
+         "decode_ms_runs": [round(t[1], 3) for t in times], "setup_and_warmup_s": round(warm_s, 2),
+         "rows_agree": bool((gen == gen[0:1]).all())}
+    if check > 0:
+        seq = prompt.clone()
+        ok = 0
+        for i in range(min(check, N)):
+            ok += int(loop.full_argmax(seq) == int(gen[0, i]))
+            seq = torch.cat([seq, gen[0, i:i + 1]])
+        r["check"] = f"{ok}/{min(check, N)} of the first tokens equal to a no-cache eager forward's argmax"
+    return r, gen[0, :16].tolist()
+
+
+def parse_modes(s, device):
+    if device.type != "cuda":
+        return ["eager"]
+    modes = ["graph", "compile+graph"] if s == "best" else [m.strip() for m in s.split(",") if m.strip()]
+    for m in modes:
+        if m not in ("eager", "graph", "compile+graph", "reduce-overhead"):
+            sys.exit(f"sample_peers: unknown mode {m!r} (eager, graph, compile+graph, reduce-overhead, best)")
+    return modes
+
+
+def free_cuda():
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def cmd_torch_loop(a):
+    device, dtype = setup_torch(a)
+    p = load_params(a.checkpoint, a.model, device, dtype)
+    prompt = prompt_ids(a.prompt_tokens)
+    modes = parse_modes(a.mode, device)
+    prefill_mode = "graph" if device.type == "cuda" else "eager"
+    failed = False
+    for B in a.batch:
+        res, first_tokens = {}, {}
+        for mode in modes:
+            loop = None
+            try:
+                loop = TorchLoop(p, a.model, B, mode, prefill_mode, device, dtype)
+                res[mode], first_tokens[mode] = torch_generate(loop, prompt, a.tokens, a.runs, a.warmup_tokens,
+                                                               a.check)
+            except Exception as e:
+                traceback.print_exc()
+                res[mode] = {"error": f"{type(e).__name__}: {e}"[:400]}
+            finally:
+                if loop is not None:
+                    loop.release()
+                del loop
+                free_cuda()
+            print(f"# torch-loop {a.model} B={B} mode {mode}: {json.dumps(res[mode])}", file=sys.stderr, flush=True)
+        good = [m for m in modes if "tok_per_s" in res[m]]
+        out = {"model": a.model, "rows": B, "prompt_tokens": a.prompt_tokens, "tokens": a.tokens,
+               "dtype": a.dtype, "runs": a.runs}
+        if good:
+            best = max(good, key=lambda m: res[m]["tok_per_s"])
+            out.update(res[best])
+            out["mode"] = best
+            out["prefill_mode"] = prefill_mode
+            out["first_tokens"] = first_tokens[best]
+            out["modes_agree"] = all(first_tokens[m] == first_tokens[best] for m in good)
+        else:
+            out["error"] = "every mode failed"
+            failed = True
+        out["modes"] = {m: (res[m]["tok_per_s"] if "tok_per_s" in res[m] else res[m]["error"]) for m in modes}
+        out.update(env_info(device))
+        emit("torch-loop", out)
+    return 1 if failed else 0
+
+
+# ---------------------------------------------------------------- Hugging Face
+
+def hf_model(a, device, dtype):
+    from transformers import GPT2Config, GPT2LMHeadModel
+    import transformers
+    L, NH, C = SIZES[a.model]
+    kw = dict(vocab_size=V, n_positions=MAXT, n_embd=C, n_layer=L, n_head=NH, activation_function="gelu_new",
+              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=EOT, eos_token_id=EOT,
+              pad_token_id=EOT)
+    try:
+        cfg = GPT2Config(attn_implementation=a.hf_attn, **kw)
+    except TypeError:
+        cfg = GPT2Config(**kw)
+    with torch.device(device):
+        model = GPT2LMHeadModel(cfg)
+    model = model.to(dtype).eval()
+    if a.checkpoint:
+        p = load_params(a.checkpoint, a.model, device, dtype)
+
+        def put(dst, src):
+            if dst.shape != src.shape:
+                src = src.t()          # HF's Conv1D keeps (in, out); ours is (out, in)
+            assert dst.shape == src.shape, (dst.shape, src.shape)
+            dst.copy_(src)
+
+        t = model.transformer
+        with torch.no_grad():
+            put(t.wte.weight, p["wte"][:V])
+            put(t.wpe.weight, p["wpe"])
+            for l, blk in enumerate(t.h):
+                put(blk.ln_1.weight, p["ln1w"][l]); put(blk.ln_1.bias, p["ln1b"][l])
+                put(blk.attn.c_attn.weight, p["qkvw"][l]); put(blk.attn.c_attn.bias, p["qkvb"][l])
+                put(blk.attn.c_proj.weight, p["attprojw"][l]); put(blk.attn.c_proj.bias, p["attprojb"][l])
+                put(blk.ln_2.weight, p["ln2w"][l]); put(blk.ln_2.bias, p["ln2b"][l])
+                put(blk.mlp.c_fc.weight, p["fcw"][l]); put(blk.mlp.c_fc.bias, p["fcb"][l])
+                put(blk.mlp.c_proj.weight, p["fcprojw"][l]); put(blk.mlp.c_proj.bias, p["fcprojb"][l])
+            put(t.ln_f.weight, p["lnfw"]); put(t.ln_f.bias, p["lnfb"])
+            if model.lm_head.weight.data_ptr() != t.wte.weight.data_ptr():
+                put(model.lm_head.weight, p["wte"][:V])
+        del p
+        free_cuda()
+    info = {"transformers": transformers.__version__,
+            "attn_implementation": getattr(model.config, "_attn_implementation", None)}
+    return model, info
+
+
+def hf_keep_last(model):
+    """The forward's argument that generate() passes in its prefill to compute only the last row's logits."""
+    import inspect
+    try:
+        return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+    except (TypeError, ValueError):
+        return {}
+
+
+def time_runs(fn, runs, warmups, device):
+    for _ in range(warmups):
+        fn()
+    ts = []
+    for _ in range(runs):
+        sync(device)
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        ts.append(1e3 * (time.perf_counter() - t0))
+    return ts
+
+
+def cmd_hf(a):
+    device, dtype = setup_torch(a)
+    model, info = hf_model(a, device, dtype)
+    n, N = a.prompt_tokens, a.tokens
+    if n + N > MAXT:
+        sys.exit(f"sample_peers: prompt {n} + {N} new tokens do not fit n_positions {MAXT}")
+    prompt = prompt_ids(n)
+    keep = hf_keep_last(model)
+    failed = False
+    for B in a.batch:
+        out = {"model": a.model, "rows": B, "prompt_tokens": n, "tokens": N, "dtype": a.dtype, "runs": a.runs}
+        try:
+            ids = prompt.view(1, n).expand(B, n).contiguous().to(device)
+            mask = torch.ones_like(ids)
+            gen_kw = dict(attention_mask=mask, do_sample=False, use_cache=True, pad_token_id=EOT)
+            result = {}
+
+            def generate(k):
+                result["ids"] = model.generate(ids, max_new_tokens=k, min_new_tokens=k, **gen_kw)
+
+            def prefill():
+                model(input_ids=ids, attention_mask=mask, use_cache=True, **keep)
+
+            with torch.inference_mode():
+                pre = time_runs(prefill, a.runs, 2, device)
+                if a.warmup_tokens > 0:
+                    generate(min(N, a.warmup_tokens))        # the warm-up generation
+                tot = time_runs(lambda: generate(N), a.runs, 0, device)
+            got = result["ids"].shape[1] - n
+            if got != N:
+                raise RuntimeError(f"generate() made {got} new tokens, not {N}")
+            total_ms, prefill_ms = median(tot), median(pre)
+            decode_ms = total_ms - prefill_ms
+            out.update({"generate_ms": round(total_ms, 3), "prefill_ms": round(prefill_ms, 3),
+                        "decode_ms": round(decode_ms, 3), "tok_per_s": round(B * N / (decode_ms / 1e3), 1),
+                        "tok_per_s_with_prefill": round(B * N / (total_ms / 1e3), 1),
+                        "decode_ms_how": "median generate() time minus the median time of a separate prefill "
+                                         f"forward model(prompt of {n}, use_cache=True{', logits_to_keep=1' if keep else ''}) "
+                                         f"(which gives the first of the {N} tokens), {a.runs} runs each",
+                        "generate_ms_runs": [round(t, 3) for t in tot],
+                        "first_tokens": result["ids"][0, n:n + 16].tolist(),
+                        "rows_agree": bool((result["ids"] == result["ids"][0:1]).all())})
+        except Exception as e:
+            traceback.print_exc()
+            out["error"] = f"{type(e).__name__}: {e}"[:400]
+            failed = True
+        out.update(info)
+        out.update(env_info(device))
+        emit("hf-generate", out)
+        free_cuda()
+    return 1 if failed else 0
+
+
+# ---------------------------------------------------------------- prefill
+
+def cmd_prefill(a):
+    device, dtype = setup_torch(a)
+    T = a.tokens
+    if T > MAXT:
+        sys.exit(f"sample_peers: --tokens {T} is more than maxT {MAXT}")
+    prompt = prompt_ids(T)
+    failed = False
+    if not a.no_hf:
+        out = {"model": a.model, "rows": 1, "tokens": T, "dtype": a.dtype, "runs": a.runs}
+        try:
+            model, info = hf_model(a, device, dtype)
+            ids = prompt.view(1, T).to(device)
+            with torch.inference_mode():
+                ts = time_runs(lambda: model(input_ids=ids, use_cache=True), a.runs, 2, device)
+            ms = median(ts)
+            out.update({"prefill_ms": round(ms, 3), "tok_per_s": round(T / (ms / 1e3), 1),
+                        "how": "model(input_ids, use_cache=True): logits of every position",
+                        "ms_runs": [round(t, 3) for t in ts]})
+            out.update(info)
+            del model
+        except Exception as e:
+            traceback.print_exc()
+            out["error"] = f"{type(e).__name__}: {e}"[:400]
+            failed = True
+        free_cuda()
+        out.update(env_info(device))
+        emit("hf-prefill", out)
+    if not a.no_torch:
+        p = load_params(a.checkpoint, a.model, device, dtype)
+        modes = [m for m in parse_modes(a.mode, device) if m != "reduce-overhead"] or ["graph"]
+        res = {}
+        for mode in modes:
+            loop = None
+            try:
+                loop = TorchLoop(p, a.model, 1, "eager", mode, device, dtype)
+                loop.setup(prompt, 0, 0)
+                ts = time_runs(loop.run_prefill, a.runs, 2, device)
+                ms = median(ts)
+                res[mode] = {"prefill_ms": round(ms, 3), "tok_per_s": round(T / (ms / 1e3), 1),
+                             "ms_runs": [round(t, 3) for t in ts]}
+            except Exception as e:
+                traceback.print_exc()
+                res[mode] = {"error": f"{type(e).__name__}: {e}"[:400]}
+            finally:
+                if loop is not None:
+                    loop.release()
+                del loop
+                free_cuda()
+        out = {"model": a.model, "rows": 1, "tokens": T, "dtype": a.dtype, "runs": a.runs,
+               "how": "the loop's prefill: K/V of every position into the caches, logits of the last one"}
+        good = [m for m in modes if "tok_per_s" in res[m]]
+        if good:
+            best = max(good, key=lambda m: res[m]["tok_per_s"])
+            out.update(res[best])
+            out["mode"] = best
+        else:
+            out["error"] = "every mode failed"
+            failed = True
+        out["modes"] = {m: (res[m]["tok_per_s"] if "tok_per_s" in res[m] else res[m]["error"]) for m in modes}
+        out.update(env_info(device))
+        emit("torch-prefill", out)
+    return 1 if failed else 0
+
+
+# ---------------------------------------------------------------- command line
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    w = sub.add_parser("write-checkpoint", help="write an llm.c fp32 checkpoint of a randomly initialized GPT-2")
+    w.add_argument("--model", default="124M", choices=SIZES)
+    w.add_argument("--out", required=True, help="the checkpoint file (written atomically)")
+    w.add_argument("--max-seq", type=int, default=MAXT, help="maxT (default %(default)s)")
+    w.add_argument("--seed", type=int, default=1337)
+    w.set_defaults(fn=cmd_write_checkpoint)
+
+    wp = sub.add_parser("write-prompt", help="write a prompt text of N one-token words")
+    wp.add_argument("--words", type=int, required=True)
+    wp.add_argument("--out", required=True)
+    wp.set_defaults(fn=cmd_write_prompt)
+
+    def common(s, batch=True):
+        s.add_argument("--model", default="124M", choices=SIZES)
+        s.add_argument("--checkpoint", help="load these weights (an llm.c fp32 checkpoint of --model)")
+        if batch:
+            s.add_argument("--batch", type=int, nargs="+", default=[1], help="rows; several give a line each")
+            s.add_argument("--prompt-tokens", type=int, default=128, help="prompt length in tokens (random ids)")
+        s.add_argument("--tokens", type=int, default=256 if batch else 1024,
+                       help="new tokens" if batch else "prefill tokens (batch 1)")
+        s.add_argument("--runs", type=int, default=3, help="timed runs (median reported)")
+        s.add_argument("--device", default="cuda", help="cuda (default), or cpu to check the script")
+        s.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
+        s.add_argument("--hf-attn", default="sdpa", help="transformers' attn_implementation (default sdpa)")
+
+    h = sub.add_parser("hf", help="time GPT2LMHeadModel.generate")
+    common(h)
+    h.add_argument("--warmup-tokens", type=int, default=16, help="new tokens of the warm-up generation (0: none)")
+    h.set_defaults(fn=cmd_hf)
+
+    t = sub.add_parser("torch-loop", help="time the PyTorch static-cache decode loop")
+    common(t)
+    t.add_argument("--mode", default="best", help="eager, graph, compile+graph, reduce-overhead, a comma list, "
+                                                  "or best (= graph,compile+graph); the fastest is reported")
+    t.add_argument("--warmup-tokens", type=int, default=16, help="decode steps of the warm-up run")
+    t.add_argument("--check", type=int, default=8, help="check this many first tokens against a no-cache forward")
+    t.set_defaults(fn=cmd_torch_loop)
+
+    pf = sub.add_parser("prefill", help="time the prefill forward of HF and of the PyTorch loop")
+    common(pf, batch=False)
+    pf.add_argument("--mode", default="best", help="the loop's prefill: eager, graph, compile+graph, a comma list, "
+                                                   "or best (= graph,compile+graph)")
+    pf.add_argument("--no-hf", action="store_true")
+    pf.add_argument("--no-torch", action="store_true")
+    pf.set_defaults(fn=cmd_prefill)
+
+    a = ap.parse_args()
+    if getattr(a, "batch", None) and any(b < 1 for b in a.batch):
+        ap.error("--batch must be at least 1")
+    if a.cmd in ("hf", "torch-loop") and a.prompt_tokens < 2:
+        ap.error("--prompt-tokens must be at least 2")
+    sys.exit(a.fn(a) or 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,521 @@
+// decode.cu: generation, one token per row against the key/value cache, and the draw of the next token.
+//   decode_embed              out[b,:] = wte[tokens[b],:] + wpe[pos,:]                 (the decode plan has T = 1)
+//   kv_append                 kcache[b,h,pos+t,:] = k of qkv[b,t] head h, vcache likewise with v (the cache of one
+//                             layer: (B, NH, maxT, HS); T is the plan's: 1 for decode, the prompt for a prefill)
+//   decode_attention          split attention of the last query of each row over the cached positions 0..len-1
+//                             (len = pos + T): a block per (split of KV_CHUNK positions, head, row) writes the
+//                             split's max score m, l = sum exp(s - m) and acc = sum exp(s - m) v to partial
+//   decode_attention_combine  out[b, h*HS + d] = sum_s e^(m_s-M) acc_s[d] / sum_s e^(m_s-M) l_s, splits in order
+//   sample_tokens             each row's next token by the rule of runtime/sample/sampling.h, step for step
+//   decode_advance            pos += 1, the step's last kernel (every other kernel reads pos)
+// pos is a device pointer to one int: a step's kernels are recorded once and replayed. Every sum runs in a fixed
+// order, with no float atomics: the same inputs give the same bits, and the same tokens, on every run.
+
+// ---------------------------------------------------------------------------------------------------------
+// decode_embed, kv_append: a thread per packet of VEC_C channels of a row.
+constexpr int CVEC = VEC_C;
+constexpr int C_PACKETS = C / CVEC;
+typedef Packed<floatX, CVEC> cvec;
+
+// decode_embed: a thread per packet of one row's C channels; the position is pos[0] for every row.
+KERNEL(decode_embed) {
+    const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
+    if (i >= (long long)B * C_PACKETS) return;
+    const int b = (int)(i / C_PACKETS), p = (int)(i % C_PACKETS), t = pos[0];
+    const cvec a = load_vec<floatX, CVEC>(wte + (long long)tokens[b] * C + p * CVEC);
+    const cvec e = load_vec<floatX, CVEC>(wpe + (long long)t * C + p * CVEC);
+    cvec o;
+    for (int k = 0; k < CVEC; k++) o[k] = from_f<floatX>(to_f(a[k]) + to_f(e[k]));
+    store_vec<floatX, CVEC>(out + (long long)b * C + p * CVEC, o);
+}
+
+// kv_append: a thread per packet of VEC_C channels of one token's k (and the same packet of its v). A packet lies
+// inside one head when the head size is a multiple of it (VEC_HS == VEC_C), and is stored whole; else (VEC_HS is 1)
+// element by element.
+KERNEL(kv_append) {
+    const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
+    if (i >= (long long)B * T * C_PACKETS) return;
+    const int bt = (int)(i / C_PACKETS), p = (int)(i % C_PACKETS), b = bt / T, t = pos[0] + bt % T, c0 = p * CVEC;
+    const floatX *src = qkv + (long long)bt * 3 * C + C + c0;
+    const cvec k = load_vec<floatX, CVEC>(src), v = load_vec<floatX, CVEC>(src + C);
+    if constexpr (VEC_HS == CVEC) {
+        const int h = c0 / HS, d = c0 % HS;
+        const long long at = (((long long)b * NH + h) * maxT + t) * HS + d;
+        store_vec<floatX, CVEC>(kcache + at, k);
+        store_vec<floatX, CVEC>(vcache + at, v);
+    } else {
+        for (int e = 0; e < CVEC; e++) {
+            const int h = (c0 + e) / HS, d = (c0 + e) % HS;
+            const long long at = (((long long)b * NH + h) * maxT + t) * HS + d;
+            kcache[at] = k[e];
+            vcache[at] = v[e];
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// decode_attention: a block of ATT_THREADS per (split s, head h, row b), for the positions
+// [s*KV_CHUNK, min((s+1)*KV_CHUNK, len)) of the cache. Head rows are read in packets of VEC_HS elements (16 bytes
+// where the head size allows), PK packets per row.
+//   scores: KG lanes per key (KG the largest power of two <= 32 dividing PK), each lane a fixed set of the row's
+//           packets; the lanes' partial dots are summed by a shuffle tree; scores go to shared memory
+//   softmax: m = block max, p_j = exp(s_j - m) in place, l = block sum (fixed trees)
+//   values:  the block as VGROUPS groups of PK threads, thread (g, k) owns packet k of the head and the positions
+//            j = g, g + VGROUPS, ... (its values are loaded before the scores are computed, to overlap the two
+//            reads); the groups' sums meet in shared memory and are added in group order.
+constexpr double const_sqrt(double x) {             // Newton's method, at compile time
+    double r = x > 1.0 ? x : 1.0;
+    for (int i = 0; i < 64; i++) r = 0.5 * (r + x / r);
+    return r;
+}
+constexpr float ATT_SCALE = (float)(1.0 / const_sqrt((double)HS));
+constexpr int AVEC = VEC_HS;
+constexpr int PK = HS / AVEC;                        // packets per head row
+typedef Packed<floatX, AVEC> avec;
+constexpr int pow2_divisor(int n, int cap) {
+    int g = 1;
+    while (g * 2 <= cap && n % (g * 2) == 0) g *= 2;
+    return g;
+}
+constexpr int KG = pow2_divisor(PK, WARP_SIZE);      // lanes per key in the score phase
+constexpr int KPL = PK / KG;                         // packets per lane of a key row
+constexpr int KEYS_PER_PASS = ATT_THREADS / KG;
+constexpr int SCORE_ITERS = (KV_CHUNK + KEYS_PER_PASS - 1) / KEYS_PER_PASS;
+constexpr int VGROUPS = ATT_THREADS / PK;            // >= 1: the declaration's check has ATT_THREADS >= HS
+constexpr int V_ITERS = (KV_CHUNK + VGROUPS - 1) / VGROUPS;
+// value packets held in registers across the score phase (fewer in big blocks: 64 registers a thread at 1024)
+constexpr int V_PRE_MAX = ATT_THREADS >= 1024 ? 2 : ATT_THREADS >= 512 ? 4 : 8;
+constexpr int V_PRE = V_ITERS < V_PRE_MAX ? V_ITERS : V_PRE_MAX;
+constexpr int PART = HS + 2;                         // floats per split in partial: m, l, acc[HS]
+constexpr float NO_SCORE = -3.0e38f;
+
+__device__ __forceinline__ int cache_len(const int *pos) {
+    const int len = pos[0] + T;
+    return len < maxT ? len : maxT;
+}
+
+KERNEL(decode_attention) {
+    __shared__ float s_p[KV_CHUNK];                  // scores, then exp(score - m)
+    __shared__ float s_acc[VGROUPS * HS];            // each value group's sums
+    const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
+    const int len = cache_len(pos), start = s * KV_CHUNK;
+    float *dst = partial + (((long long)b * NH + h) * KV_SPLITS + s) * PART;
+    if (start >= len) {                              // a split past the cached positions: empty
+        for (int d = tid; d < PART; d += ATT_THREADS) dst[d] = d == 0 ? NO_SCORE : 0.0f;
+        return;
+    }
+    const int n = len - start < KV_CHUNK ? len - start : KV_CHUNK;
+    const long long head = ((long long)b * NH + h) * maxT;
+    const floatX *kbase = kcache + (head + start) * HS, *vbase = vcache + (head + start) * HS;
+
+    // the values this thread will weigh, loaded first
+    const int vg = tid / PK, vk = tid % PK;
+    const bool v_active = vg < VGROUPS;
+    avec vpre[V_PRE > 0 ? V_PRE : 1];
+#pragma unroll
+    for (int it = 0; it < V_PRE; it++) {
+        const int j = it * VGROUPS + vg;
+        if (v_active && j < n) vpre[it] = load_vec<floatX, AVEC>(vbase + (long long)j * HS + vk * AVEC);
+    }
+
+    // scores: lane kl of key group kj holds packets kl, kl + KG, ... of the query
+    const int kl = tid % KG, kj = tid / KG;
+    const floatX *q = qkv + ((long long)b * T + T - 1) * 3 * C + h * HS;
+    float qf[KPL][AVEC];
+#pragma unroll
+    for (int i = 0; i < KPL; i++) {
+        const avec x = load_vec<floatX, AVEC>(q + (kl + i * KG) * AVEC);
+        for (int e = 0; e < AVEC; e++) qf[i][e] = to_f(x[e]);
+    }
+#pragma unroll 8
+    for (int it = 0; it < SCORE_ITERS; it++) {
+        const int j = it * KEYS_PER_PASS + kj;
+        float dot = 0.0f;
+        if (j < n) {
+#pragma unroll
+            for (int i = 0; i < KPL; i++) {
+                const avec k = load_vec<floatX, AVEC>(kbase + (long long)j * HS + (kl + i * KG) * AVEC);
+                for (int e = 0; e < AVEC; e++) dot += qf[i][e] * to_f(k[e]);
+            }
+        }
+        for (int o = KG / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(FULL_MASK, dot, o);
+        if (kl == 0 && j < n) s_p[j] = dot * ATT_SCALE;
+    }
+    __syncthreads();
+
+    // softmax of the split
+    float mloc = NO_SCORE;
+    for (int j = tid; j < n; j += ATT_THREADS) mloc = fmaxf(mloc, s_p[j]);
+    const float m = block_max<ATT_THREADS>(mloc);
+    float lloc = 0.0f;
+    for (int j = tid; j < n; j += ATT_THREADS) {
+        const float p = expf(s_p[j] - m);
+        s_p[j] = p;
+        lloc += p;
+    }
+    const float l = block_sum<ATT_THREADS>(lloc);    // its barriers also publish s_p
+
+    // values: acc[d] = sum_j p_j v_j[d], per group, then over the groups in order
+    float acc[AVEC];
+    for (int e = 0; e < AVEC; e++) acc[e] = 0.0f;
+#pragma unroll
+    for (int it = 0; it < V_PRE; it++) {
+        const int j = it * VGROUPS + vg;
+        if (v_active && j < n) {
+            const float p = s_p[j];
+            for (int e = 0; e < AVEC; e++) acc[e] += p * to_f(vpre[it][e]);
+        }
+    }
+    for (int it = V_PRE; it < V_ITERS; it++) {
+        const int j = it * VGROUPS + vg;
+        if (v_active && j < n) {
+            const float p = s_p[j];
+            const avec v = load_vec<floatX, AVEC>(vbase + (long long)j * HS + vk * AVEC);
+            for (int e = 0; e < AVEC; e++) acc[e] += p * to_f(v[e]);
+        }
+    }
+    if (v_active)
+        for (int e = 0; e < AVEC; e++) s_acc[vg * HS + vk * AVEC + e] = acc[e];
+    __syncthreads();
+    for (int d = tid; d < HS; d += ATT_THREADS) {
+        float sum = 0.0f;
+        for (int g = 0; g < VGROUPS; g++) sum += s_acc[g * HS + d];
+        dst[2 + d] = sum;
+    }
+    if (tid == 0) { dst[0] = m; dst[1] = l; }
+}
+
+// decode_attention_combine: a block per (head, row); the splits' maxima and sums are read into shared memory, the
+// global max M is a block max, then thread d < HS sums its channel over the splits in order.
+KERNEL(decode_attention_combine) {
+    __shared__ float s_w[KV_SPLITS], s_l[KV_SPLITS];   // e^(m_s - M) and l_s of each split
+    const int h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
+    const int len = cache_len(pos);
+    const int ns_all = (len + KV_CHUNK - 1) / KV_CHUNK, ns = ns_all < KV_SPLITS ? ns_all : (int)KV_SPLITS;
+    const float *base = partial + ((long long)b * NH + h) * KV_SPLITS * PART;
+    float mloc = NO_SCORE;
+    for (int s = tid; s < ns; s += ATT_THREADS) mloc = fmaxf(mloc, base[(long long)s * PART]);
+    const float M = block_max<ATT_THREADS>(mloc);
+    for (int s = tid; s < ns; s += ATT_THREADS) {
+        s_w[s] = expf(base[(long long)s * PART] - M);
+        s_l[s] = base[(long long)s * PART + 1];
+    }
+    __syncthreads();
+    if (tid < HS) {
+        float num = 0.0f, den = 0.0f;
+        for (int s = 0; s < ns; s++) {
+            num += s_w[s] * base[(long long)s * PART + 2 + tid];
+            den += s_w[s] * s_l[s];
+        }
+        out[(long long)b * C + h * HS + tid] = from_f<floatX>(num / den);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// sample_tokens: a block of SAMPLE_THREADS per row b of logits (B, Vp), the first V columns real. The rule is
+// runtime/sample/sampling.h's, in its integer fixed point (sampling.c's sample_draw is the reference):
+//   1. greedy (temperature <= 0 or top_k == 1): the block argmax, the lowest id among equal maxima; no draw
+//   2. weights w_i = (uint64)((double)expf((z_i - max) / temperature) * 2^32), recomputed wherever needed (the
+//      product and its truncation done exactly in integers from expf's bits)
+//   3. top_k: the k-th largest key (keys: the floats' bits in unsigned order), by radix select
+//   4. top_p: the largest key t whose kept weight at keys >= t reaches (uint64)(top_p * S), by radix select
+//   5. r = (uint64)((double)u * W), u from the row's xorshift64* state (common/rng.c, bit for bit); the token is
+//      the first kept id whose running sum of kept weights exceeds r
+// Layout: round i of thread t is packet i*SAMPLE_THREADS + t of the row (coalesced); every pass reads the row
+// again (from L1 / L2 after the first) and recomputes keys and weights from the logits.
+// Passes over the row: the argmax (which also counts the first digit of top-k), 3 more digits for top-k, 4 digits
+// for top-p, the sums of the draw, and one packet per lane of one warp to find the token.
+// Radix select: 4 passes over 8-bit digits from the top; a digit's histogram is in shared memory with a copy per
+// lane (int counts for top-k: 32 copies, so that no two lanes of a warp ever hit one word; uint64 weight sums for
+// top-p: 16 copies), warps add the copies into 256 bins, then one warp finds the bin where the running count
+// (weight) from the top reaches what is needed. Integer atomics only: the result is the same on every run.
+// The draw: the kept weight of each segment (one warp's packets of one round: consecutive ids), in id order; one
+// warp scans the segments and finds the one holding r; that segment's warp scans its lanes, and the lane holding r
+// walks its ids.
+constexpr int LVEC = VEC_Vp;
+typedef Packed<floatX, LVEC> lvec;
+constexpr int L_REAL_PACKETS = (V + LVEC - 1) / LVEC;                        // packets holding real ids
+constexpr int L_ROUNDS = (L_REAL_PACKETS + SAMPLE_THREADS - 1) / SAMPLE_THREADS;   // packets per thread
+constexpr int S_WARPS = SAMPLE_THREADS / WARP_SIZE;
+constexpr int N_SEGS = L_ROUNDS * S_WARPS;                                    // segment i*S_WARPS + w
+constexpr int SEGS_PER_LANE = (N_SEGS + WARP_SIZE - 1) / WARP_SIZE;
+constexpr int NO_ID = 0x7fffffff;
+typedef unsigned long long u64;
+
+// the order-preserving key of a float: unsigned order of keys is float order (sampling.h sample_key)
+__device__ __forceinline__ unsigned sample_key(float f) {
+    const unsigned u = __float_as_uint(f);
+    return (u & 0x80000000u) ? ~u : u | 0x80000000u;
+}
+// xorshift64* (common/rng.c rng_next, rng_uniform)
+__device__ __forceinline__ u64 rng_next(u64 *state) {
+    u64 x = *state ? *state : 0x9E3779B97F4A7C15ull;
+    x ^= x >> 12; x ^= x << 25; x ^= x >> 27;
+    *state = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+__device__ __forceinline__ float rng_uniform(u64 *state) {
+    return __fdiv_rn(__ull2float_rn(rng_next(state) >> 40), 16777216.0f);   // exact: a 24-bit integer / 2^24
+}
+// (uint64)((double)e * 2^32) for e = expf(x) in [0, 1], exactly: e = m * 2^(ex-150) with the 24-bit mantissa m,
+// so e * 2^32 = m * 2^(ex-118), truncated. Zero and subnormals give 0, as does what is not a number.
+__device__ __forceinline__ u64 weight_of(float e) {
+    const unsigned u = __float_as_uint(e);
+    const int ex = (int)(u >> 23) & 255, sh = ex - 118;
+    const u64 m = (u & 0x7fffffu) | 0x800000u;
+    if (ex == 0 || ex > 127) return 0ull;
+    return sh >= 0 ? m << sh : sh > -24 ? m >> -sh : 0ull;
+}
+// step 2's weight, with the host's roundings: float subtract and divide, expf (not __expf), the product truncated.
+// At -24 and below (after the temperature) the weight is 0 whatever expf's last bit: expf is skipped there.
+__device__ __forceinline__ u64 sample_weight(float z, float mx, float temperature) {
+    const float d = __fsub_rn(z, mx);
+    if (d < -24.0f * temperature) return 0ull;
+    return weight_of(expf(temperature == 1.0f ? d : __fdiv_rn(d, temperature)));
+}
+// (v, i) beats (bv, bi): larger, or equal with a lower id (NaN never wins)
+__device__ __forceinline__ bool beats(float v, int i, float bv, int bi) { return v > bv || (v == bv && i < bi); }
+__device__ __forceinline__ u64 warp_sum_u64(u64 v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+__device__ __forceinline__ u64 warp_incl_scan_u64(u64 v, int lane) {
+    for (int o = 1; o < WARP_SIZE; o <<= 1) {
+        const u64 x = __shfl_up_sync(FULL_MASK, v, o);
+        if (lane >= o) v += x;
+    }
+    return v;
+}
+
+struct SampleShared {
+    union { u64 w[256 * 16]; int c[256 * 32]; } hist;   // digit histogram, a copy per lane (see above)
+    u64 bins[256];                                      // the histogram, copies added
+    u64 seg[N_SEGS];                                    // the draw: kept weight per segment
+    float bv[S_WARPS];                                  // argmax: warp winners
+    int bi[S_WARPS];
+    int last[S_WARPS];                                  // the last kept id per warp (the draw's fallback)
+    unsigned prefix;                                    // radix select: the digits found so far
+    u64 need;                                           // radix select: the count (weight) still needed
+    u64 r, base;                                        // the draw: r, and the kept weight before segment g
+    int g;                                              // the draw: the segment holding r (-1: none)
+};
+template <bool W> struct WeightTag { static constexpr bool weights = W; };
+
+KERNEL(sample_tokens) {
+    __shared__ SampleShared sm;
+    const int b = blockIdx.x, tid = threadIdx.x, lane = tid % WARP_SIZE, warp = tid / WARP_SIZE;
+    const floatX *row = logits + (long long)b * Vp;
+    const bool greedy = temperature <= 0.0f || top_k == 1;
+    const bool use_k = !greedy && top_k > 0 && top_k < V;
+    // f(id, z) for every real id of this thread's packets
+    auto each = [&](auto &&f) {
+        for (int i = 0; i < L_ROUNDS; i++) {
+            const int p = i * SAMPLE_THREADS + tid;
+            if (p >= L_REAL_PACKETS) break;
+            const lvec x = load_vec<floatX, LVEC>(row + (long long)p * LVEC);
+#pragma unroll
+            for (int k = 0; k < LVEC; k++)
+                if (p * LVEC + k < V) f(p * LVEC + k, to_f(x[k]));
+        }
+    };
+    if (use_k) {
+        for (int i = tid; i < 256 * 16; i += SAMPLE_THREADS) sm.hist.w[i] = 0ull;
+        __syncthreads();
+    }
+
+    // 1. the argmax: per thread, per warp (shuffles), over the warps in order; top-k's first digit counted with it
+    float bv = -__int_as_float(0x7f800000);
+    int bi = NO_ID;
+    each([&](int id, float z) {
+        if (beats(z, id, bv, bi)) { bv = z; bi = id; }
+        if (use_k) atomicAdd(&sm.hist.c[(sample_key(z) >> 24) * 32 + lane], 1);
+    });
+    for (int o = 16; o > 0; o >>= 1) {
+        const float v2 = __shfl_xor_sync(FULL_MASK, bv, o);
+        const int i2 = __shfl_xor_sync(FULL_MASK, bi, o);
+        if (beats(v2, i2, bv, bi)) { bv = v2; bi = i2; }
+    }
+    if (lane == 0) { sm.bv[warp] = bv; sm.bi[warp] = bi; }
+    __syncthreads();
+    float mx = sm.bv[0];
+    int arg = sm.bi[0];
+    for (int w = 1; w < S_WARPS; w++)
+        if (beats(sm.bv[w], sm.bi[w], mx, arg)) { mx = sm.bv[w]; arg = sm.bi[w]; }
+    if (arg == NO_ID) arg = 0;                        // only NaNs: sample_draw's answer
+    const int at = pos[0];
+    auto emit = [&](int token) {
+        tokens[b] = token;
+        drawn[(long long)at * B + b] = token;
+    };
+    if (greedy) {
+        if (tid == 0) emit(arg);
+        return;
+    }
+
+    // 3, 4. radix select of a threshold key among the keys >= lo: by counts (need0: the rank k) or by weights (need:
+    // (uint64)(top_p * S), S the total of the first digit's histogram). counted: the first digit's histogram is
+    // already in shared memory.
+    auto select = [&](auto tag, unsigned lo, u64 need0, bool counted) -> unsigned {
+        constexpr bool WEIGHTS = decltype(tag)::weights;
+        __syncthreads();                              // the previous select's result is read
+        if (tid == 0) { sm.prefix = 0u; sm.need = need0; }
+        if (!counted)
+            for (int i = tid; i < 256 * 16; i += SAMPLE_THREADS) sm.hist.w[i] = 0ull;
+        __syncthreads();
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            const unsigned prefix = sm.prefix, hi = shift == 24 ? 0u : 0xffffffffu << (shift + 8);
+            if (shift < 24 || !counted)
+                each([&](int, float z) {
+                    const unsigned key = sample_key(z);
+                    if (key < lo || (key & hi) != prefix) return;
+                    const int d = (key >> shift) & 255;
+                    if constexpr (WEIGHTS) {
+                        const u64 w = sample_weight(z, mx, temperature);
+                        if (w) atomicAdd(&sm.hist.w[d * 16 + (lane & 15)], w);
+                    } else {
+                        atomicAdd(&sm.hist.c[d * 32 + lane], 1);
+                    }
+                });
+            __syncthreads();
+            // the copies added into bins, and zeroed for the next digit
+            if constexpr (WEIGHTS) {
+                for (int pr = warp; pr < 128; pr += S_WARPS) {
+                    const int d = pr * 2 + (lane >> 4), i = d * 16 + (lane & 15);
+                    u64 v = sm.hist.w[i];
+                    sm.hist.w[i] = 0ull;
+                    for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+                    if ((lane & 15) == 0) sm.bins[d] = v;
+                }
+            } else {
+                for (int d = warp; d < 256; d += S_WARPS) {
+                    int v = sm.hist.c[d * 32 + lane];
+                    sm.hist.c[d * 32 + lane] = 0;
+                    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+                    if (lane == 0) sm.bins[d] = (u64)v;
+                }
+            }
+            __syncthreads();
+            // one warp: lane l holds digits 255-8l down to 248-8l; the first nonempty bin from the top where the
+            // running sum reaches need
+            if (warp == 0) {
+                u64 own = 0ull;
+                for (int j = 0; j < 8; j++) own += sm.bins[255 - 8 * lane - j];
+                const u64 incl = warp_incl_scan_u64(own, lane);
+                const u64 total = __shfl_sync(FULL_MASK, incl, WARP_SIZE - 1);
+                const u64 need = WEIGHTS && shift == 24 ? __double2ull_rz(__dmul_rn((double)top_p, (double)total))
+                                                        : sm.need;
+                const unsigned ballot = __ballot_sync(FULL_MASK, own > 0 && incl >= need);
+                const int first = ballot ? __ffs(ballot) - 1 : 0;   // always found, but for NaNs
+                if (lane == first) {
+                    u64 run = incl - own;
+                    int digit = 248 - 8 * lane;
+                    for (int j = 0; j < 8; j++) {
+                        const int d = 255 - 8 * lane - j;
+                        const u64 c = sm.bins[d];
+                        if (c > 0 && run + c >= need) { digit = d; break; }
+                        run += c;
+                    }
+                    sm.prefix = prefix | ((unsigned)digit << shift);
+                    sm.need = run < need ? need - run : 0ull;
+                }
+            }
+            __syncthreads();
+        }
+        return sm.prefix;
+    };
+    unsigned lo = 0u;
+    if (use_k) lo = select(WeightTag<false>{}, 0u, (u64)top_k, true);
+    if (top_p < 1.0f) lo = select(WeightTag<true>{}, lo, 0ull, false);
+
+    // 5. the draw. The kept weight of each segment (a warp's packets of one round), and the last kept id.
+    int last = -1;
+    for (int i = 0; i < L_ROUNDS; i++) {              // the same count in every lane: all shuffle
+        const int p = i * SAMPLE_THREADS + tid;
+        u64 s = 0ull;
+        if (p < L_REAL_PACKETS) {
+            const lvec x = load_vec<floatX, LVEC>(row + (long long)p * LVEC);
+#pragma unroll
+            for (int k = 0; k < LVEC; k++) {
+                const float z = to_f(x[k]);
+                if (p * LVEC + k < V && sample_key(z) >= lo) {
+                    s += sample_weight(z, mx, temperature);
+                    last = p * LVEC + k;
+                }
+            }
+        }
+        s = warp_sum_u64(s);
+        if (lane == 0) sm.seg[i * S_WARPS + warp] = s;
+    }
+    for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(FULL_MASK, last, o));
+    if (lane == 0) sm.last[warp] = last;
+    __syncthreads();
+    // warp 0: lane l scans segments l*SEGS_PER_LANE.. in order; W, the draw of r, the segment holding r
+    if (warp == 0) {
+        u64 own = 0ull;
+        for (int j = 0; j < SEGS_PER_LANE; j++) {
+            const int g = lane * SEGS_PER_LANE + j;
+            if (g < N_SEGS) own += sm.seg[g];
+        }
+        const u64 incl = warp_incl_scan_u64(own, lane);
+        const u64 W = __shfl_sync(FULL_MASK, incl, WARP_SIZE - 1);
+        u64 r = 0ull;
+        if (lane == 0) {
+            u64 state = rng[b];
+            const float u = rng_uniform(&state);
+            rng[b] = state;
+            r = __double2ull_rz(__dmul_rn((double)u, (double)W));
+            sm.r = r;
+            sm.g = -1;                                // stays when r >= W: no weight at all
+        }
+        r = __shfl_sync(FULL_MASK, r, 0);
+        __syncwarp();
+        u64 run = incl - own;
+        if (own > 0 && run <= r && r - run < own)     // one lane
+            for (int j = 0; j < SEGS_PER_LANE; j++) {
+                const int g = lane * SEGS_PER_LANE + j;
+                const u64 c = g < N_SEGS ? sm.seg[g] : 0ull;
+                if (c > 0 && r - run < c) { sm.g = g; sm.base = run; break; }
+                run += c;
+            }
+    }
+    __syncthreads();
+    const int g = sm.g;
+    if (g < 0) {                                      // sample_draw's fallback: the last kept id
+        if (tid == 0) {
+            int l = -1;
+            for (int w = 0; w < S_WARPS; w++) l = max(l, sm.last[w]);
+            emit(l >= 0 ? l : arg);
+        }
+        return;
+    }
+    if (warp != g % S_WARPS) return;
+    // the warp of segment g: its lanes' kept weights, scanned; the lane holding r walks its ids
+    const u64 r = sm.r;
+    const int p = (g / S_WARPS) * SAMPLE_THREADS + tid;
+    u64 w8[LVEC];
+    u64 s = 0ull;
+    lvec x = lvec::zeros();
+    if (p < L_REAL_PACKETS) x = load_vec<floatX, LVEC>(row + (long long)p * LVEC);
+#pragma unroll
+    for (int k = 0; k < LVEC; k++) {
+        const float z = to_f(x[k]);
+        w8[k] = p < L_REAL_PACKETS && p * LVEC + k < V && sample_key(z) >= lo ? sample_weight(z, mx, temperature) : 0ull;
+        s += w8[k];
+    }
+    const u64 incl = warp_incl_scan_u64(s, lane);
+    u64 run = sm.base + incl - s;
+    if (s > 0 && run <= r && r - run < s) {           // one lane
+        int tok = -1;
+#pragma unroll
+        for (int k = 0; k < LVEC; k++) {
+            run += w8[k];
+            if (tok < 0 && run > r) tok = p * LVEC + k;
+        }
+        emit(tok);
+    }
+}
+
+// decode_advance: the step's last kernel moves the position on.
+KERNEL(decode_advance) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) pos[0] += 1;
+}
