@@ -85,6 +85,7 @@ int sampler_generate(Sampler *s, const int32_t *prompt, int n, int max_new, cons
     if (n > 1) {   /* positions 0..n-2 in one forward; the rows' padding after them is never attended to */
         int T = sampler_bucket(n - 1, maxT);
         if (ensure(s, &s->prefill_plan, &s->prefill, T, 1, err)) return -1;
+        t0 = now_seconds();   /* the prefill's time, not its plan's making (kernels compiled or from the cache) */
         int32_t *in = xmalloc((size_t)R * T * sizeof *in);
         for (int b = 0; b < R; b++)
             for (int t = 0; t < T; t++) in[(size_t)b * T + t] = prompt[t < n - 1 ? t : n - 2];

@@ -11,7 +11,7 @@
 
 typedef struct {
     int prompt_tokens, prefill_tokens, tokens;   /* tokens: steps run per row */
-    double prefill_ms, decode_ms;
+    double prefill_ms, decode_ms;                /* the prefill forward alone (not its plan's making); the steps */
 } SampleStats;
 
 /* called with each step's tokens (rows of them) as they are drawn; non-zero stops */
