@@ -168,7 +168,7 @@ static LaunchDims adamw_dims(const KernelEnv *e, long long n) {
 }
 
 /* ---- decode.cu ---- */
-enum { DEC_BLOCK, DEC_KV_CHUNK, DEC_ATT_THREADS, DEC_SAMPLE_THREADS };
+enum { DEC_BLOCK, DEC_KV_CHUNK, DEC_ATT_THREADS, DEC_SAMPLE_THREADS, DEC_LIN_THREADS, DEC_LIN_COLS };
 enum { DEC_KV_SPLITS };
 static void dec_derive(KernelEnv *e) { e->derived[DEC_KV_SPLITS] = ceil_div_u(e->maxT, e->tun[DEC_KV_CHUNK]); }
 static const char *dec_check(const KernelEnv *e, char *why, size_t n) {
@@ -200,6 +200,10 @@ static LaunchDims dec_combine(const KernelEnv *e, long long n) {
 static LaunchDims dec_sample(const KernelEnv *e, long long n) {
     (void)n;
     return dims(e->B, 1, e->tun[DEC_SAMPLE_THREADS]);
+}
+static LaunchDims dec_linear(const KernelEnv *e, long long OC) {
+    long long cols = e->tun[DEC_LIN_THREADS] / WARP * e->tun[DEC_LIN_COLS], rows = e->B < 8 ? e->B : 8;
+    return dims(ceil_div_u(OC, cols), ceil_div_u(e->B, rows), e->tun[DEC_LIN_THREADS]);
 }
 static LaunchDims dec_advance(const KernelEnv *e, long long n) {
     (void)e; (void)n;
@@ -287,7 +291,9 @@ const FamilyDecl kernel_families[] = {
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512}, BLOCK_SIZE_RULE},
       {"KV_CHUNK", 64, {32, 64, 128, 256}, .min = 16, .max = 1024, .multiple_of = 16},
       {"ATT_THREADS", 128, {64, 128, 256}, BLOCK_SIZE_RULE},
-      {"SAMPLE_THREADS", 1024, {256, 512, 1024}, BLOCK_SIZE_RULE}},
+      {"SAMPLE_THREADS", 1024, {256, 512, 1024}, BLOCK_SIZE_RULE},
+      {"LIN_THREADS", 128, {64, 128, 256}, BLOCK_SIZE_RULE},
+      {"LIN_COLS", 2, {1, 2, 4}, .min = 1, .max = 8, .multiple_of = 1}},
      {"KV_SPLITS"}, dec_derive, dec_check,
      {{"decode_embed", {X(out), CI32(tokens), CX(wte), CX(wpe), CI32(pos)}, DEC_BLOCK, -1, dec_embed,
        "ceil(B*C/VEC_C / BLOCK_SIZE)"},
@@ -295,11 +301,13 @@ const FamilyDecl kernel_families[] = {
        "ceil(B*T*C/VEC_C / BLOCK_SIZE)"},
       {"decode_attention", {F32(partial), CX(qkv), CX(kcache), CX(vcache), CI32(pos)}, DEC_ATT_THREADS, -1,
        dec_attention, "(KV_SPLITS, NH, B): a block per KV_CHUNK cached positions of a head"},
-      {"decode_attention_combine", {X(out), CF32(partial), CI32(pos)}, DEC_ATT_THREADS, -1, dec_combine,
-       "(NH, B): a thread per channel of the head"},
+      {"decode_attention_combine", {X(out), X(kcache), X(vcache), CF32(partial), CX(qkv), CI32(pos)}, DEC_ATT_THREADS,
+       -1, dec_combine, "(NH, B): a thread per channel of the head"},
       {"sample_tokens", {I32(tokens), I32(drawn), U64(rng), CI32(pos), CX(logits), FLOAT(temperature), INT(top_k),
                          FLOAT(top_p)}, DEC_SAMPLE_THREADS, -1, dec_sample, "B: a block per row"},
-      {"decode_advance", {I32(pos)}, DEC_SAMPLE_THREADS, -1, dec_advance, "1 block of 32 threads"}}, NULL,
+      {"decode_advance", {I32(pos)}, DEC_SAMPLE_THREADS, -1, dec_advance, "1 block of 32 threads"},
+      {"decode_linear", {X(out), CX(inp), CX(weight), CX(bias), INT(OC), INT(IC), INT(gelu)}, DEC_LIN_THREADS, 4,
+       dec_linear, "(ceil(OC / (LIN_THREADS/32 * LIN_COLS)), ceil(B / 8)): a warp per LIN_COLS columns of 8 rows"}}, NULL,
      0},   /* every plan: a training plan's too, for `gpt2gen test` and `gpt2gen tune` */
     {0},
 };

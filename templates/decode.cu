@@ -5,7 +5,9 @@
 //   decode_attention          split attention of the last query of each row over the cached positions 0..len-1
 //                             (len = pos + T): a block per (split of KV_CHUNK positions, head, row) writes the
 //                             split's max score m, l = sum exp(s - m) and acc = sum exp(s - m) v to partial
-//   decode_attention_combine  out[b, h*HS + d] = sum_s e^(m_s-M) acc_s[d] / sum_s e^(m_s-M) l_s, splits in order
+//   decode_attention_combine  out[b, h*HS + d] = sum_s e^(m_s-M) acc_s[d] / sum_s e^(m_s-M) l_s, splits in order;
+//                             then the row's last token's key and value into the cache at position len - 1 (the
+//                             attention reads that position from qkv: a decode step needs no kv_append)
 //   sample_tokens             each row's next token by the rule of runtime/sample/sampling.h, step for step
 //   decode_advance            pos += 1, the step's last kernel (every other kernel reads pos)
 // pos is a device pointer to one int: a step's kernels are recorded once and replayed. Every sum runs in a fixed
@@ -107,6 +109,12 @@ KERNEL(decode_attention) {
     const int n = len - start < KV_CHUNK ? len - start : KV_CHUNK;
     const long long head = ((long long)b * NH + h) * maxT;
     const floatX *kbase = kcache + (head + start) * HS, *vbase = vcache + (head + start) * HS;
+    // the row's last token (position len - 1) is read from qkv: decode_attention_combine appends it to the cache
+    // once every split has read the cache (a decode step needs no kv_append)
+    const floatX *kcur = qkv + ((long long)b * T + T - 1) * 3 * C + C + h * HS, *vcur = kcur + C;
+    const int jcur = len - 1 - start;                // the split's index of that position (>= n: not this split)
+    auto krow = [&](int j) { return j == jcur ? kcur : kbase + (long long)j * HS; };
+    auto vrow = [&](int j) { return j == jcur ? vcur : vbase + (long long)j * HS; };
 
     // the values this thread will weigh, loaded first
     const int vg = tid / PK, vk = tid % PK;
@@ -115,7 +123,7 @@ KERNEL(decode_attention) {
 #pragma unroll
     for (int it = 0; it < V_PRE; it++) {
         const int j = it * VGROUPS + vg;
-        if (v_active && j < n) vpre[it] = load_vec<floatX, AVEC>(vbase + (long long)j * HS + vk * AVEC);
+        if (v_active && j < n) vpre[it] = load_vec<floatX, AVEC>(vrow(j) + vk * AVEC);
     }
 
     // scores: lane kl of key group kj holds packets kl, kl + KG, ... of the query
@@ -134,7 +142,7 @@ KERNEL(decode_attention) {
         if (j < n) {
 #pragma unroll
             for (int i = 0; i < KPL; i++) {
-                const avec k = load_vec<floatX, AVEC>(kbase + (long long)j * HS + (kl + i * KG) * AVEC);
+                const avec k = load_vec<floatX, AVEC>(krow(j) + (kl + i * KG) * AVEC);
                 for (int e = 0; e < AVEC; e++) dot += qf[i][e] * to_f(k[e]);
             }
         }
@@ -170,7 +178,7 @@ KERNEL(decode_attention) {
         const int j = it * VGROUPS + vg;
         if (v_active && j < n) {
             const float p = s_p[j];
-            const avec v = load_vec<floatX, AVEC>(vbase + (long long)j * HS + vk * AVEC);
+            const avec v = load_vec<floatX, AVEC>(vrow(j) + vk * AVEC);
             for (int e = 0; e < AVEC; e++) acc[e] += p * to_f(v[e]);
         }
     }
@@ -208,6 +216,11 @@ KERNEL(decode_attention_combine) {
             den += s_w[s] * s_l[s];
         }
         out[(long long)b * C + h * HS + tid] = from_f<floatX>(num / den);
+        // every split has read the cache: the row's last token joins it at position len - 1
+        const floatX *kcur = qkv + ((long long)b * T + T - 1) * 3 * C + C + h * HS;
+        const long long at = (((long long)b * NH + h) * maxT + len - 1) * HS + tid;
+        kcache[at] = kcur[tid];
+        vcache[at] = kcur[C + tid];
     }
 }
 
@@ -518,4 +531,54 @@ KERNEL(sample_tokens) {
 // decode_advance: the step's last kernel moves the position on.
 KERNEL(decode_advance) {
     if (blockIdx.x == 0 && threadIdx.x == 0) pos[0] += 1;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// decode_linear: out[b, n] = act(sum_k inp[b, k] weight[n, k] + bias[n]) for the few rows of a decode step (bias may
+// be null; act: GELU, tanh approximation as templates/gelu.cu, when gelu != 0). A warp per LIN_COLS output columns
+// and up to LIN_ROWS rows (blockIdx.y picks the rows): its lanes stream the columns' weight rows once, in 16-byte
+// packets, against the rows of inp (read from L1), and sum in a fixed order (lane, then the warp's butterfly).
+// IC is a multiple of the packet (C and 4C are, as VEC_C and VEC_4C say).
+constexpr int LIN_PACKET = X128;
+constexpr int LIN_ROWS = B < 8 ? B : 8;
+typedef Packed<floatX, LIN_PACKET> linvec;
+constexpr float LIN_GELU_K = 0.7978845608028654f;   // sqrt(2/pi)
+
+KERNEL(decode_linear) {
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const int n0 = (blockIdx.x * (LIN_THREADS / WARP_SIZE) + warp) * LIN_COLS, b0 = blockIdx.y * LIN_ROWS;
+    if (n0 >= OC) return;
+    float acc[LIN_COLS][LIN_ROWS];
+#pragma unroll
+    for (int c = 0; c < LIN_COLS; c++)
+#pragma unroll
+        for (int r = 0; r < LIN_ROWS; r++) acc[c][r] = 0.0f;
+    const int packets = IC / LIN_PACKET;
+#pragma unroll 2
+    for (int p = lane; p < packets; p += WARP_SIZE) {
+        linvec w[LIN_COLS];
+#pragma unroll
+        for (int c = 0; c < LIN_COLS; c++)
+            w[c] = n0 + c < OC ? load_vec_cs<floatX, LIN_PACKET>(weight + (long long)(n0 + c) * IC + p * LIN_PACKET)
+                               : linvec::zeros();
+#pragma unroll
+        for (int r = 0; r < LIN_ROWS; r++) {
+            if (b0 + r >= B) break;
+            const linvec x = load_vec<floatX, LIN_PACKET>(inp + (long long)(b0 + r) * IC + p * LIN_PACKET);
+#pragma unroll
+            for (int c = 0; c < LIN_COLS; c++)
+#pragma unroll
+                for (int k = 0; k < LIN_PACKET; k++) acc[c][r] += to_f(w[c][k]) * to_f(x[k]);
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < LIN_COLS; c++)
+#pragma unroll
+        for (int r = 0; r < LIN_ROWS; r++) {
+            float s = warp_sum(acc[c][r]);
+            if (lane != 0 || n0 + c >= OC || b0 + r >= B) continue;
+            if (bias) s += to_f(bias[n0 + c]);
+            if (gelu) s = 0.5f * s * (1.0f + tanhf(LIN_GELU_K * (s + 0.044715f * s * s * s)));
+            out[(long long)(b0 + r) * OC + n0 + c] = from_f<floatX>(s);
+        }
 }

@@ -2,7 +2,9 @@
 # tests/gpu.sh: what `make test-gpu` runs on the GPU machine. First the per-variant GPU tests on small configs
 # (build/tests/test_gpu: every kernel against the CPU reference, a full training step against the CPU
 # backend), then both attention paths over a range of shapes (build/tests/test_attention), then `gpt2gen test` on every config in configs/ (the kernel tests at that config's real shapes; the
-# parts whose CPU reference would be too slow say "skip"), then a summary table.
+# parts whose CPU reference would be too slow say "skip"), then a summary table. PARTS="programs" runs the test
+# programs and gpt2gen sample only, PARTS="configs" the rest (`gpt2gen test` on the configs, tune, ranks, e2e): each
+# fits a call of 10 minutes; the default runs both.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
 export NCCL_NVLS_ENABLE=0
@@ -13,6 +15,10 @@ count() {   # $1 = name, $2 = output file, $3 = exit code
     tally "$1" "$2" "$3"
     row "$1" "$TALLY_P" "$TALLY_F" "$TALLY_S" "$TALLY_NOTE"
 }
+PARTS=${PARTS:-"programs configs"}
+case " $PARTS " in *" programs "*) ;; *) skip_programs=1 ;; esac
+case " $PARTS " in *" configs "*) ;; *) skip_configs=1 ;; esac
+if [ -z "$skip_programs" ]; then
 echo "== test_gpu (small configs: fp32/bf16/fp16, head size 32/64, recompute 0/1/2; golden 10 steps; fp16 overflow)"
 build/tests/test_gpu > "$log/test_gpu.out" 2>&1; rc=$?
 cat "$log/test_gpu.out"
@@ -29,6 +35,8 @@ echo "== test_attention (flash template and cuDNN against fp64: head size 64/128
 build/tests/test_attention > "$log/test_attention.out" 2>&1; rc=$?
 cat "$log/test_attention.out"
 count test_attention "$log/test_attention.out" $rc
+fi
+if [ -z "$skip_configs" ]; then
 # CONFIGS="gpt2-124M tiny" limits the `gpt2gen test` runs to those configs (default: every one in configs/)
 list=$(ls configs/*.lua)
 [ -n "$CONFIGS" ] && list=$(for n in $CONFIGS; do echo configs/$n.lua; done)
@@ -53,6 +61,7 @@ echo "== tests/gpu/e2e.sh (CPU checkpoint -> 10 steps on CPU and GPU; gpt2-124M 
 sh tests/gpu/e2e.sh > "$log/gpu-e2e.out" 2>&1; rc=$?
 cat "$log/gpu-e2e.out"
 count e2e "$log/gpu-e2e.out" $rc
+fi
 echo
 echo "== GPU test summary"
 printf "%-28s %5s %5s %5s  %s\n" config ok FAIL skip note

@@ -65,8 +65,9 @@ static void test_embed(G *g) {
     dfree_all(g);
 }
 
-/* kv_append, then decode_attention + decode_attention_combine, at a few positions: 0, one whose length ends inside
-   the first split, the middle and maxT - T (every split holds positions); those with pos + T <= maxT */
+/* kv_append, then decode_attention + decode_attention_combine (with the last position of the cache spoiled: the
+   attention reads it from qkv, the combine writes it), at a few positions: 0, one whose length ends inside the first
+   split, the middle and maxT - T (every split holds positions); those with pos + T <= maxT */
 static void test_attention(G *g) {
     size_t B = g->B, T = g->T, C = g->C, NH = g->NH, HS = g->HS, maxT = g->maxT;
     size_t ncache = B * NH * maxT * HS, nqkv = B * T * 3 * C;
@@ -101,9 +102,22 @@ static void test_attention(G *g) {
         cmp(&ca, what, got, vc, ncache, 0);
 
         cu.cuMemsetD8(dpart, 0xff, npart * 4);   /* NaNs: every split must write its part */
+        /* NaNs at the last position too: the attention reads the row's last token from qkv, and the combine writes
+           it into the cache (a decode step has no kv_append) */
+        for (size_t bh = 0; bh < B * NH; bh++) {
+            size_t at = (bh * maxT + (size_t)len - 1) * HS * g->xs;
+            cu.cuMemsetD8(dk + at, 0xff, HS * g->xs);
+            cu.cuMemsetD8(dv + at, 0xff, HS * g->xs);
+        }
         rc = launch_decode_attention(&g->ks, g->s, dpart, dqkv, dk, dv, dpos, &err) ||
-             launch_decode_attention_combine(&g->ks, g->s, dout, dpart, dpos, &err) ? -1 : 0;
+             launch_decode_attention_combine(&g->ks, g->s, dout, dk, dv, dpart, dqkv, dpos, &err) ? -1 : 0;
         if (rc) break;
+        snprintf(what, sizeof what, "kcache after the combine (pos %d)", pos);
+        down(g, got, dk, ncache);
+        cmp(&ca, what, got, kc, ncache, 0);
+        snprintf(what, sizeof what, "vcache after the combine (pos %d)", pos);
+        down(g, got, dv, ncache);
+        cmp(&ca, what, got, vc, ncache, 0);
         down(g, out, dout, B * C);
         cpu_attention_cached(ref, qkv, kc, vc, pos, (int)B, (int)T, (int)C, (int)NH, (int)maxT);
         quantize(g, ref, B * C);
@@ -129,7 +143,7 @@ static void test_attention(G *g) {
             }
         /* deterministic: the same bits again */
         rc = launch_decode_attention(&g->ks, g->s, dpart, dqkv, dk, dv, dpos, &err) ||
-             launch_decode_attention_combine(&g->ks, g->s, dout, dpart, dpos, &err) ? -1 : 0;
+             launch_decode_attention_combine(&g->ks, g->s, dout, dk, dv, dpart, dqkv, dpos, &err) ? -1 : 0;
         if (rc) break;
         down(g, again, dout, B * C);
         if (memcmp(out, again, B * C * sizeof(float))) failed(&cd, "a second run (pos %d) gave other values: not deterministic", pos);
@@ -263,7 +277,39 @@ static void test_advance(G *g) {
     dfree_all(g);
 }
 
+/* decode_linear against cpu_matmul_forward (and cpu_gelu_forward) at the shapes of the model's four linears and
+   the classifier (no bias): the rows' out = inp @ weight^T + bias */
+static void test_linear(G *g) {
+    size_t B = g->B, C = g->C;
+    const struct { const char *name; size_t IC, OC; int bias, gelu; } shapes[] = {
+        {"qkv", C, 3 * C, 1, 0}, {"attproj", C, C, 1, 0}, {"fc+gelu", C, 4 * C, 1, 1}, {"fcproj", 4 * C, C, 1, 0},
+        {"classifier", C, (size_t)g->Vp, 0, 0}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        size_t IC = shapes[s].IC, OC = shapes[s].OC;
+        float *x = hrand(g, B * IC, 1.0f), *wt = hrand(g, OC * IC, 0.05f), *bias = hrand(g, OC, 0.1f);
+        float *ref = hbuf(B * OC), *got = hbuf(B * OC);
+        quantize(g, x, B * IC);
+        quantize(g, wt, OC * IC);
+        quantize(g, bias, OC);
+        Err err = {{0}};
+        dptr dx = dup_x(g, x, B * IC), dw = dup_x(g, wt, OC * IC), db = shapes[s].bias ? dup_x(g, bias, OC) : 0;
+        dptr dout = dalloc(g, B * OC * g->xs);
+        int rc = launch_decode_linear(&g->ks, g->s, dout, dx, dw, db, (int)OC, (int)IC, shapes[s].gelu, &err);
+        cpu_matmul_forward(ref, x, wt, shapes[s].bias ? bias : NULL, (int)B, (int)IC, (int)OC);
+        if (shapes[s].gelu) cpu_gelu_forward(ref, ref, B * OC);
+        quantize(g, ref, B * OC);
+        Cmp c = {0, 0, ""};
+        if (!rc) { down(g, got, dout, B * OC); cmp(&c, "out", got, ref, B * OC, g->tol); }
+        char name[64];
+        snprintf(name, sizeof name, "decode_linear %s (%zu -> %zu)", shapes[s].name, IC, OC);
+        finish(g, name, &c, &err, rc);
+        free(x); free(wt); free(bias); free(ref); free(got);
+        dfree_all(g);
+    }
+}
+
 void kernel_test_decode(G *g) {
+    test_linear(g);
     test_embed(g);
     test_attention(g);
     test_sample(g);

@@ -169,14 +169,16 @@ void wl_adamw_setup(Workload *w, G *g) {
 
 /* ---- decode: the embedding at a position, the cache append at pos = maxT - T and the split attention over the
    whole cache (every split works), a draw with every filter (temperature 0.8, top-k 40, top-p 0.95), the advance of
-   a position of its own (the others stay at maxT - T however often the workload runs) ---- */
+   a position of its own (the others stay at maxT - T however often the workload runs), the qkv linear of the rows
+   ---- */
 int wl_decode_run(Workload *w, G *g, Kernels *ks, Err *err) {
     return launch_decode_embed(ks, g->s, P(w, 0), P(w, 1), P(w, 2), P(w, 3), P(w, 4), err) ||
            launch_kv_append(ks, g->s, P(w, 5), P(w, 6), P(w, 7), P(w, 4), err) ||
            launch_decode_attention(ks, g->s, P(w, 8), P(w, 7), P(w, 5), P(w, 6), P(w, 4), err) ||
-           launch_decode_attention_combine(ks, g->s, P(w, 9), P(w, 8), P(w, 4), err) ||
+           launch_decode_attention_combine(ks, g->s, P(w, 9), P(w, 5), P(w, 6), P(w, 8), P(w, 7), P(w, 4), err) ||
            launch_sample_tokens(ks, g->s, P(w, 10), P(w, 11), P(w, 12), P(w, 4), P(w, 13), 0.8f, 40, 0.95f, err) ||
-           launch_decode_advance(ks, g->s, P(w, 14), err) ? -1 : 0;
+           launch_decode_advance(ks, g->s, P(w, 14), err) ||
+           launch_decode_linear(ks, g->s, P(w, 17), P(w, 9), P(w, 15), P(w, 16), 3 * g->C, g->C, 0, err) ? -1 : 0;
 }
 void wl_decode_setup(Workload *w, G *g) {
     size_t B = g->B, C = g->C, cache = B * g->NH * g->maxT * g->HS;
@@ -200,6 +202,9 @@ void wl_decode_setup(Workload *w, G *g) {
     wbuf(w, g, 2 * B, 1, 1);                                      /* 12 generator states: any bits, refilled */
     wbuf(w, g, B * (size_t)g->Vp, 0, 4);                           /* 13 logits */
     fixed(w, g, &adv, sizeof adv);                                /* 14 decode_advance's own position */
+    wbuf(w, g, (size_t)3 * C * C, 0, 0.05f);                       /* 15 the qkv weight */
+    wbuf(w, g, (size_t)3 * C, 0, 0.1f);                            /* 16 its bias */
+    out(w, wbuf(w, g, B * 3 * C, 0, 0), "linear");                /* 17 the rows' qkv */
     free(tok);
 }
 

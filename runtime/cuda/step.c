@@ -16,12 +16,15 @@ static int forward_layer(Cuda *c, int l, Err *err) {
     dptr qkv = buf(c, BUF_QKV, l), pos = buf(c, BUF_DECODE_POS, 0);
     OP("matmul qkv", op_linear(c, MM_QKV, qkv, ln1, PW(P_QKVW, l), PW(P_QKVB, l), 0, err));
     dptr kc = c->kcache + l * c->cache_layer_bytes, vc = c->vcache + l * c->cache_layer_bytes;
-    if (c->kcache) OP("kv append", launch_kv_append(&c->ks, c->s, kc, vc, qkv, pos, err));
-    if (c->plan->step.kind == STEP_DECODE) {   /* this row's query against every cached position */
+    if (c->plan->step.kind == STEP_DECODE) {   /* each row's query against its cached positions; the combine appends */
         dptr partial = buf(c, BUF_ATT_PARTIAL, 0);
         OP("decode attention", launch_decode_attention(&c->ks, c->s, partial, qkv, kc, vc, pos, err) ||
-                               launch_decode_attention_combine(&c->ks, c->s, buf(c, BUF_ATTY, l), partial, pos, err));
-    } else if (op_attention(c, l, err)) return -1;
+                               launch_decode_attention_combine(&c->ks, c->s, buf(c, BUF_ATTY, l), kc, vc, partial, qkv,
+                                                               pos, err));
+    } else {
+        if (c->kcache) OP("kv append", launch_kv_append(&c->ks, c->s, kc, vc, qkv, pos, err));   /* a prefill */
+        if (op_attention(c, l, err)) return -1;
+    }
     OP("matmul attproj", op_linear(c, MM_ATTPROJ, tmp, buf(c, BUF_ATTY, l), PW(P_ATTPROJW, l), PW(P_ATTPROJB, l), 0, err));
     OP("layernorm forward", op_residual_layernorm(c, res2, ln2, buf(c, BUF_LN2_MEAN, l), buf(c, BUF_LN2_RSTD, l),
                                                   residual_in(c, l), tmp, PW(P_LN2W, l), PW(P_LN2B, l), err));

@@ -32,22 +32,35 @@ int sampler_open(Sampler *s, const Config *cfg, const Plan *decode_plan, int row
     if (!(s->decode = backend_create(&o, s->which, err))) return -1;
     snprintf(s->which, sizeof s->which, "%s", s->decode->name);   /* "auto" has chosen: the other plans follow */
     s->weights = weights ? weights : s->decode;
-    return 0;
+    /* one greedy step at position 0 loads the decode step's kernels and records its graph (a prompt's steps write
+       that position again before they read it) */
+    int32_t *tok = xcalloc((size_t)rows, sizeof *tok), *drawn = xcalloc((size_t)rows, sizeof *drawn);
+    uint64_t *rng = xcalloc((size_t)rows, sizeof *rng);
+    DecodeRun run = {tok, 0, 1, {0, 0, 1}, rng, drawn, NULL, NULL};
+    int rc = s->decode->decode(s->decode, &run, err) == 1 ? 0 : -1;
+    free(tok); free(drawn); free(rng);
+    return rc;
 }
 
 Backend *sampler_backend(Sampler *s) { return s->weights; }
 
-/* a backend of the plan made by make for T positions, kept in *be / *plan while T stays the same */
+/* a backend of the prefill plan (prefill) or of a forward plan for T positions, kept in *be / *plan while T stays */
 static int ensure(Sampler *s, Plan **plan, Backend **be, int T, int prefill, Err *err) {
     if (*be && (*plan)->step.T == T) return 0;
     if (*be) { (*be)->destroy(*be); *be = NULL; }
     if (!*plan) *plan = xcalloc(1, sizeof **plan);
-    int rc = prefill ? plan_make_prefill(*plan, s->cfg, s->rows, T, 1, s->arch, err)
-                     : plan_make(*plan, s->cfg, "forward", &(StepShape){STEP_FORWARD, s->rows, T, s->cfg->precision, 0, 0,
-                                                                         1, 0, 1, 1, 0}, s->arch, err);
-    if (rc) return -1;
+    StepShape fs = step_forward(s->cfg, s->rows, T, 1);
+    if (prefill ? plan_make_prefill(*plan, s->cfg, s->rows, T, 1, s->arch, err)
+                : plan_make(*plan, s->cfg, "forward", &fs, s->arch, err))
+        return -1;
     BackendOptions o = {*plan, s->device, 0, 0, s->weights, s->env, prefill ? s->decode : NULL};
-    return (*be = backend_create(&o, s->which, err)) ? 0 : -1;
+    if (!(*be = backend_create(&o, s->which, err))) return -1;
+    /* the first forward of a backend loads its kernels and libraries: once here, not in the timed prefill (the
+       positions it writes into the cache are written again before anything reads them) */
+    int32_t *zeros = xcalloc((size_t)s->rows * T, sizeof *zeros);
+    int rc = (*be)->forward(*be, zeros, NULL, NULL, err);
+    free(zeros);
+    return rc;
 }
 
 static int check_lengths(const Sampler *s, int n, int max_new, Err *err) {
