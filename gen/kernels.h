@@ -65,11 +65,14 @@ typedef struct {
     /* defaults that depend on the shape (NULL when none): changes tun, which holds the declared defaults; the
        plan takes them for the tunables the config leaves alone, where check accepts the result */
     void (*shape_defaults)(const KernelEnv *e, int *tun);
-    /* the step kinds whose plans have this family (FAMILY_STEPS of STEP_*; 0: every plan) */
+    /* the step kinds that call this family (STEP_BIT of STEP_*; 0: every kind); their plans have it */
     unsigned steps;
+    /* a training plan has it too, uncalled, so that `gpt2gen test` tests its kernels at the config's shapes;
+       `gpt2gen tune` does not sweep it there */
+    int tested_in_train;
 } FamilyDecl;
 #define STEP_BIT(k) (1u << (k))
-/* 1 when plans of step kind k compile family f */
+/* 1 when the steps of kind k call family f */
 static inline int family_in_step(const FamilyDecl *f, StepKind k) { return !f->steps || (f->steps & STEP_BIT(k)); }
 
 extern const FamilyDecl kernel_families[];

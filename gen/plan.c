@@ -164,10 +164,11 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     snprintf(plan->config_path, sizeof plan->config_path, "%s", cfg->path);
     plan->attention = cfg->attention;
     plan->attention_origin = cfg->attention == ATTN_AUTO ? "auto" : "config";
+    plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS;
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
-    for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls */
-        if (!family_in_step(f, step->kind)) continue;
+    for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls (and tests) */
+        if (!family_in_step(f, step->kind) && !(step->kind == STEP_TRAIN && f->tested_in_train)) continue;
         if (plan->n_families == PLAN_MAX_FAMILIES) return err_set(err, "more than %d kernel families", PLAN_MAX_FAMILIES);
         add_module(plan, f);
     }
@@ -335,7 +336,11 @@ static void write_section(FILE *f, const Plan *p) {
         fprintf(f, "step       %s: B=%d T=%d\n", step_kind_name(st->kind), st->B, st->T);
     fprintf(f, "precision  %s%s, recompute=%d, arch %s\n", precision_name(st->precision),
             st->master_weights ? " with fp32 master weights" : "", st->recompute, p->arch);
-    fprintf(f, "attention  %s (%s)\n\n", attention_name(p->attention), p->attention_origin);
+    fprintf(f, "attention  %s (%s)\n", attention_name(p->attention), p->attention_origin);
+    if (st->kind == STEP_DECODE)
+        fprintf(f, "linears    %s\n", p->decode_linear ? "decode_linear (templates/decode.cu): each weight read once for the rows"
+                                                       : "the cuBLASLt matmuls below");
+    fprintf(f, "\n");
     write_families(f, p);
     write_matmuls(f, p);
     write_memory(f, p);

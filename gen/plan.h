@@ -15,6 +15,7 @@
 
 #define PLAN_MAX_FAMILIES 16
 #define PLAN_MAX_KERNELS 64
+#define PLAN_DECODE_LINEAR_ROWS 2
 
 typedef struct {
     int value;              /* the config's tune value, else the declaration's default */
@@ -55,6 +56,9 @@ typedef struct Plan {
        path is tried first; where it cannot serve, the other one runs) */
     AttentionPath attention;
     const char *attention_origin;
+    /* a decode step's linears: templates/decode.cu's decode_linear, which streams each weight once for the rows
+       (faster at B <= PLAN_DECODE_LINEAR_ROWS on the H200: bench/RESULTS.md), else the plan's cuBLASLt matmuls */
+    int decode_linear;
     int n_families;
     PlanFamily families[PLAN_MAX_FAMILIES];
     int n_kernels;          /* every declared kernel, indexed by its id (K_* of kernel_ids.h), whether or not the
