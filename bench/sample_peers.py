@@ -532,19 +532,10 @@ def cmd_torch_loop(a):
     for B in a.batch:
         res, first_tokens = {}, {}
         for mode in modes:
-            loop = None
-            try:
-                loop = TorchLoop(p, a.model, B, mode, prefill_mode, device, dtype)
-                res[mode], first_tokens[mode] = torch_generate(loop, prompt, a.tokens, a.runs, a.warmup_tokens,
-                                                               a.check)
-            except Exception as e:
-                traceback.print_exc()
-                res[mode] = {"error": f"{type(e).__name__}: {e}"[:400]}
-            finally:
-                if loop is not None:
-                    loop.release()
-                del loop
-                free_cuda()
+            def gen(loop):
+                return torch_generate(loop, prompt, a.tokens, a.runs, a.warmup_tokens, a.check)
+            res[mode], first_tokens[mode] = with_loop(lambda: TorchLoop(p, a.model, B, mode, prefill_mode, device, dtype),
+                                                      gen, (None, None))
             print(f"# torch-loop {a.model} B={B} mode {mode}: {json.dumps(res[mode])}", file=sys.stderr, flush=True)
         good = [m for m in modes if "tok_per_s" in res[m]]
         out = {"model": a.model, "rows": B, "prompt_tokens": a.prompt_tokens, "tokens": a.tokens,
@@ -618,6 +609,24 @@ def hf_keep_last(model):
         return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
     except (TypeError, ValueError):
         return {}
+
+
+def with_loop(make, measure, on_error_rest):
+    """measure(make()) with the loop released and the GPU's memory freed after it; an error becomes {"error": ...}
+    (with on_error_rest after it in a tuple, for a measure that returns a tuple)"""
+    loop = None
+    try:
+        loop = make()
+        return measure(loop)
+    except Exception as e:
+        traceback.print_exc()
+        err = {"error": f"{type(e).__name__}: {e}"[:400]}
+        return err if on_error_rest is None else (err, *on_error_rest[1:])
+    finally:
+        if loop is not None:
+            loop.release()
+        del loop
+        free_cuda()
 
 
 def time_runs(fn, runs, warmups, device):
@@ -720,22 +729,13 @@ def cmd_prefill(a):
         modes = [m for m in parse_modes(a.mode, device) if m != "reduce-overhead"] or ["graph"]
         res = {}
         for mode in modes:
-            loop = None
-            try:
-                loop = TorchLoop(p, a.model, 1, "eager", mode, device, dtype)
+            def prefill(loop):
                 loop.setup(prompt, 0, 0)
                 ts = time_runs(loop.run_prefill, a.runs, 2, device)
                 ms = median(ts)
-                res[mode] = {"prefill_ms": round(ms, 3), "tok_per_s": round(T / (ms / 1e3), 1),
-                             "ms_runs": [round(t, 3) for t in ts]}
-            except Exception as e:
-                traceback.print_exc()
-                res[mode] = {"error": f"{type(e).__name__}: {e}"[:400]}
-            finally:
-                if loop is not None:
-                    loop.release()
-                del loop
-                free_cuda()
+                return {"prefill_ms": round(ms, 3), "tok_per_s": round(T / (ms / 1e3), 1),
+                        "ms_runs": [round(t, 3) for t in ts]}
+            res[mode] = with_loop(lambda: TorchLoop(p, a.model, 1, "eager", mode, device, dtype), prefill, None)
         out = {"model": a.model, "rows": 1, "tokens": T, "dtype": a.dtype, "runs": a.runs,
                "how": "the loop's prefill: K/V of every position into the caches, logits of the last one"}
         good = [m for m in modes if "tok_per_s" in res[m]]

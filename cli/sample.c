@@ -294,8 +294,9 @@ static int run(const SampleArgs *a, Err *err) {
         printf("\n");
         fflush(stdout);
         double tps = st.decode_ms > 0 ? R * st.tokens / (st.decode_ms / 1e3) : 0;
-        fprintf(stderr, "gpt2gen sample: %d row%s, prompt of %d tokens (prefill %.1f ms), %d tokens each in %.1f ms: %.0f "
-                "tokens/s, %s backend, %s%s\n", R, R == 1 ? "" : "s", n, st.prefill_ms, st.tokens, st.decode_ms, tps,
+        fprintf(stderr, "gpt2gen sample: %d row%s, prompt of %d token%s (prefill %.1f ms), %d tokens each in %.1f ms: %.0f "
+                "tokens/s, %s backend, %s%s\n", R, R == 1 ? "" : "s", n, n == 1 ? "" : "s", st.prefill_ms, st.tokens,
+                st.decode_ms, tps,
                 s->decode->name, !strcmp(s->decode->name, "cpu") ? "fp32" : prec, a->no_cache ? ", no cache" : "");
         if (a->stats)
             fprintf(stderr, "sample-stats {\"rows\":%d,\"prompt_tokens\":%d,\"prefill_tokens\":%d,\"prefill_ms\":%.3f,"
