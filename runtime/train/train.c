@@ -101,6 +101,7 @@ static int sample_text(Run *r, int step, Err *err) {
     const Config *c = r->cfg;
     int V = c->model.vocab_size, eot = r->has_tok ? r->tok.eot : V - 1;   /* GPT-2's is last */
     int n = c->eval.sample_tokens < c->model.max_seq_len - 1 ? c->eval.sample_tokens : c->model.max_seq_len - 1;
+    if (n < 1) return 0;   /* eval.sample_tokens = 0: nothing to sample */
     int32_t prompt = eot, *drawn = xmalloc((size_t)n * sizeof *drawn);
     SampleOut o = {.r = r, .text = xmalloc((size_t)n * 256 + 1), .eot = eot};   /* a token is at most 255 bytes, or "<id>" */
     SampleSettings ss = {(float)c->eval.temperature, 0, 1.0f};
