@@ -1,11 +1,13 @@
 #!/bin/sh
-# gpt2gen sample on the CPU backend (SAMPLE_BACKEND=cuda: the GPU, as tests/gpu.sh runs it), from a checkpoint of the micro model (maxT 32) trained one step: standard
-# output holds only the text, a seed repeats, --echo, --batch, standard input as the prompt, the cache and the full
+# gpt2gen sample on the CPU backend (SAMPLE_BACKEND=cuda: the GPU, as tests/gpu.sh runs it), from a checkpoint of
+# the micro model (maxT 32) trained one step: training's greedy sample is gpt2gen sample's, standard output holds only
+# the text, a seed repeats, --echo, --batch, standard input as the prompt, the cache and the full
 # re-run agree in greedy, top-k 1 is greedy, an llm.c bf16 checkpoint samples; a bad checkpoint, a missing
 # tokenizer, a prompt too long, --tokens 0 each give one clear message and a non-zero exit.
 . "$(dirname "$0")/../lib.sh"
 . "$ROOT/tests/train_env.sh"
-"$GPT2GEN" train $M --backend cpu -q --set checkpoint.dir="$WORK/run" --set train.steps=1 > "$WORK/train.log" 2>&1 \
+"$GPT2GEN" train $M --backend cpu -q --set checkpoint.dir="$WORK/run" --set train.steps=1 --set eval.sample_every=1 \
+    --set eval.sample_tokens=12 --set eval.temperature=0 > "$WORK/train.log" 2>&1 \
     || { fail setup_checkpoint "$(tail -5 "$WORK/train.log")"; finish; }
 CK=$WORK/run/model_00000001.bin
 B=${SAMPLE_BACKEND:-cpu}
@@ -43,6 +45,16 @@ else fail greedy_cache_equals_rerun_and_top_k_1 "'$g1' / '$g2' / '$g3'"; fi
 st=$(s --prompt "Once" --tokens 5 --temperature 0 --stats --ignore-eot 2>&1 >/dev/null | grep '^sample-stats ')
 if printf '%s' "$st" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read().split(" ",1)[1]); sys.exit(0 if d["tokens"]==5 and d["prompt_tokens"]==1 and d["cache"] else 1)'
 then ok stats_json; else fail stats_json "'$st'"; fi
+
+# training's sample (greedy, from end-of-text, on the final weights) is what gpt2gen sample draws from the checkpoint
+python3 - "$WORK/run/metrics.jsonl" > "$WORK/trained.txt" <<'PY'
+import json, sys
+s = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8") if '"sample"' in l]
+sys.stdout.write(s[-1]["text"] + "\n")
+PY
+s --temperature 0 --tokens 12 > "$WORK/sampled.txt" 2>/dev/null
+if [ -s "$WORK/trained.txt" ] && cmp -s "$WORK/trained.txt" "$WORK/sampled.txt"; then ok training_sample_is_sample
+else fail training_sample_is_sample "training: $(od -c "$WORK/trained.txt" | head -3), sample: $(od -c "$WORK/sampled.txt" | head -3)"; fi
 
 # llm.c's bf16 checkpoint (version 5): the same weights rounded; it samples, and reads as bf16
 python3 - "$CK" "$WORK/bf16.bin" <<'PY'
