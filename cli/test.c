@@ -7,16 +7,17 @@ static const char *TEST_USAGE =
     "usage: gpt2gen test CONFIG.lua [--set KEY=VALUE]... [--arch sm_XX] [--no-tune-db]\n"
     "\n"
     "Builds the kernels of CONFIG.lua and holds each one, on the GPU, against the CPU reference op on random\n"
-    "inputs (fp32 to ~1e-5, fp16 to ~5e-3, bf16 to ~1e-2 relative), then a full training step against the CPU backend.\n"
+    "inputs (fp32 to ~1e-5, fp16 to ~5e-3, bf16 to ~1e-2 relative), then a full training step against the CPU backend,\n"
+    "then the kernels of the decode plan that samples (the key/value cache, the split attention, the draw).\n"
     "Prints one line per test and ends with \"RESULT <passed> <failed> <skipped>\". Without a GPU it says so and skips\n"
     "(exit code 0); the compile step still runs. The kernels are the tuned ones where the tuning database has them\n"
     "(as `gpt2gen build`; --no-tune-db: the default variants).\n";
 
 int cmd_test(int argc, char **argv) {
     static Config cfg;
-    static Plan plan;
+    static Plan plan, decode;
     int done;
-    int rc = args_build(argc, argv, "test", TEST_USAGE, &cfg, &plan, NULL, &done);
+    int rc = args_build(argc, argv, "test", TEST_USAGE, &cfg, &plan, &decode, &done);
     if (rc || done) return rc;
-    return tune_test(&cfg, &plan, args_used_env()) ? EXIT_FAIL : 0;
+    return tune_test(&cfg, &plan, &decode, args_used_env()) ? EXIT_FAIL : 0;
 }

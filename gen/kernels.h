@@ -67,9 +67,6 @@ typedef struct {
     void (*shape_defaults)(const KernelEnv *e, int *tun);
     /* the step kinds that call this family (STEP_BIT of STEP_*; 0: every kind); their plans have it */
     unsigned steps;
-    /* a training plan has it too, uncalled, so that `gpt2gen test` tests its kernels at the config's shapes;
-       `gpt2gen tune` does not sweep it there */
-    int tested_in_train;
 } FamilyDecl;
 #define STEP_BIT(k) (1u << (k))
 /* 1 when the steps of kind k call family f */

@@ -167,8 +167,8 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS;
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
-    for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls (and tests) */
-        if (!family_in_step(f, step->kind) && !(step->kind == STEP_TRAIN && f->tested_in_train)) continue;
+    for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls */
+        if (!family_in_step(f, step->kind)) continue;
         if (plan->n_families == PLAN_MAX_FAMILIES) return err_set(err, "more than %d kernel families", PLAN_MAX_FAMILIES);
         add_module(plan, f);
     }

@@ -1,4 +1,5 @@
-/* test_gpu: the per-variant GPU tests (tune/kernel_tests.c, step_test.c) on small configs that cover the three
+/* test_gpu: the per-variant GPU tests (tune/kernel_tests.c, step_test.c; and the decode family's on a decode plan of
+   3 rows) on small configs that cover the three
    precisions, head sizes 32 and 64, every recompute level and both attention paths; then the PyTorch golden file's
    10 AdamW steps on the CUDA backend in fp32, bf16 and fp16 (with the loss scaler), and an injected overflow in
    fp16 that the loss scaler skips and recovers from; and a one-row forward plan beside the training plan, on its
@@ -38,7 +39,7 @@ static const Variant variants[] = {
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
 static Config cfgs[N_VARIANTS];
-static Plan plans[N_VARIANTS];
+static Plan plans[N_VARIANTS], decodes[N_VARIANTS];   /* decodes: 3 rows, the decode family's kernels */
 static int built[N_VARIANTS];
 
 static void build_variant(int i) {
@@ -50,8 +51,15 @@ static void build_variant(int i) {
     char arch[16];
     const char *note;
     cuda_pick_arch(NULL, cfgs[i].arch, arch, &note);
-    if (plan_make_train(&plans[i], &cfgs[i], arch, &err)) { CHECK(0, "plan: %s", err.msg); return; }
-    if (build_run(&plans[i], 0, 1, NULL, NULL, &err)) { CHECK(0, "build (NVRTC): %s", err.msg); return; }
+    if (plan_make_train(&plans[i], &cfgs[i], arch, &err) || plan_make_decode(&decodes[i], &cfgs[i], 3, 0, arch, &err)) {
+        CHECK(0, "plan: %s", err.msg);
+        return;
+    }
+    const Plan *both[2] = {&plans[i], &decodes[i]};
+    if (build_plans(both, 2, 0, 1, NULL, NULL, &err)) {
+        CHECK(0, "build (NVRTC): %s", err.msg);
+        return;
+    }
     built[i] = 1;
 }
 
@@ -59,8 +67,9 @@ static void gpu_variant(int i) {
     if (!built[i]) SKIP("%s did not build", variants[i].name);
     char why[512];
     if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
-    int failed = gpu_test_run(&cfgs[i], &plans[i], NULL);
-    if (failed < 0) SKIP("no GPU (see the line above)");
+    int failed = gpu_test_run(&cfgs[i], &plans[i], NULL), f2 = failed < 0 ? 0 : gpu_test_run(&cfgs[i], &decodes[i], NULL);
+    if (failed < 0 || f2 < 0) SKIP("no GPU (see the line above)");
+    failed += f2;
     CHECK(failed == 0, "%d GPU test(s) failed for %s (see the FAIL lines above)", failed, variants[i].name);
 }
 

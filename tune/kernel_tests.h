@@ -10,6 +10,8 @@
 struct Plan;
 /* The plan's CUBINs must be built. Returns the number of failed tests (0: all passed or skipped);
    -1 when there is no GPU (the reason printed as a "skip" line). */
+/* plan's kernel tests (the families it has; the training step's test for a training plan); the failures, or -1
+   without a GPU */
 int gpu_test_run(const Config *cfg, const struct Plan *plan, const Env *env);
 /* Only the attention kernels (against the fp64 reference on sampled heads), and their timing. */
 int gpu_attention_test_run(const Config *cfg, const struct Plan *plan, const Env *env);

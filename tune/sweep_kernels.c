@@ -10,9 +10,7 @@
 void sweep_kernels_list(Tuner *t) {
     for (int i = 0; i < t->plan.n_families; i++) {
         FamilyVariants *fv = &t->fv[i];
-        const FamilyDecl *f = t->plan.families[i].decl;
-        /* a family the step does not call (the training plan carries it for its tests) is not swept */
-        fv->n = tuner_matches(t, f->family) && family_in_step(f, t->plan.step.kind)
+        fv->n = tuner_matches(t, t->plan.families[i].decl->family)
                     ? tune_variants(&t->plan, i, fv->v, TUNE_MAX_VARIANTS, &fv->refused) : 1;
         if (fv->n == 1) tune_variants(&t->plan, i, fv->v, 1, &fv->refused);
         t->total += fv->n;

@@ -41,8 +41,8 @@ int  tune_run(const Config *cfg, const Plan *plan, const TuneOptions *opt, TuneR
 void tune_report_free(TuneReport *rep);
 
 /* `gpt2gen test`: every generated kernel of plan (its CUBINs built) against the CPU reference on the GPU, then a
-   whole training step against the CPU backend; one line per test, then "RESULT <passed> <failed> <skipped>".
-   Without a GPU, a skip line. env: the GPT2GEN_* settings (NULL: the defaults). Returns 0, or -1 when a test
-   failed. */
-int  tune_test(const Config *cfg, const Plan *plan, const Env *env);
+   whole training step against the CPU backend; then, where decode is not NULL, every kernel of that decode plan
+   (the decode family's); one line per test, then "RESULT <passed> <failed> <skipped>". Without a GPU, a skip line.
+   env: the GPT2GEN_* settings (NULL: the defaults). Returns 0, or -1 when a test failed. */
+int  tune_test(const Config *cfg, const Plan *plan, const Plan *decode, const Env *env);
 #endif
