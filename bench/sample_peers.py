@@ -537,21 +537,15 @@ def cmd_torch_loop(a):
             res[mode], first_tokens[mode] = with_loop(lambda: TorchLoop(p, a.model, B, mode, prefill_mode, device, dtype),
                                                       gen, (None, None))
             print(f"# torch-loop {a.model} B={B} mode {mode}: {json.dumps(res[mode])}", file=sys.stderr, flush=True)
-        good = [m for m in modes if "tok_per_s" in res[m]]
         out = {"model": a.model, "rows": B, "prompt_tokens": a.prompt_tokens, "tokens": a.tokens,
                "dtype": a.dtype, "runs": a.runs}
-        if good:
-            best = max(good, key=lambda m: res[m]["tok_per_s"])
-            out.update(res[best])
-            out["mode"] = best
+        best = take_best(out, res, modes, device, "torch-loop")
+        if best:
+            good = [m for m in modes if "tok_per_s" in res[m]]
             out["prefill_mode"] = prefill_mode
             out["first_tokens"] = first_tokens[best]
             out["modes_agree"] = all(first_tokens[m] == first_tokens[best] for m in good)
-        else:
-            out["error"] = "every mode failed"
-            failed = True
-        out["modes"] = {m: (res[m]["tok_per_s"] if "tok_per_s" in res[m] else res[m]["error"]) for m in modes}
-        out.update(env_info(device))
+        failed |= best is None
         emit("torch-loop", out)
     return 1 if failed else 0
 
@@ -609,6 +603,20 @@ def hf_keep_last(model):
         return {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
     except (TypeError, ValueError):
         return {}
+
+
+def take_best(out, res, modes, device, what):
+    """the fastest mode's numbers into out, with every mode's speed (or error) and the machine; the mode, or None"""
+    good = [m for m in modes if "tok_per_s" in res[m]]
+    best = max(good, key=lambda m: res[m]["tok_per_s"]) if good else None
+    if best:
+        out.update(res[best])
+        out["mode"] = best
+    else:
+        out["error"] = f"{what}: every mode failed"
+    out["modes"] = {m: (res[m]["tok_per_s"] if "tok_per_s" in res[m] else res[m]["error"]) for m in modes}
+    out.update(env_info(device))
+    return best
 
 
 def with_loop(make, measure, on_error_rest):
@@ -738,16 +746,7 @@ def cmd_prefill(a):
             res[mode] = with_loop(lambda: TorchLoop(p, a.model, 1, "eager", mode, device, dtype), prefill, None)
         out = {"model": a.model, "rows": 1, "tokens": T, "dtype": a.dtype, "runs": a.runs,
                "how": "the loop's prefill: K/V of every position into the caches, logits of the last one"}
-        good = [m for m in modes if "tok_per_s" in res[m]]
-        if good:
-            best = max(good, key=lambda m: res[m]["tok_per_s"])
-            out.update(res[best])
-            out["mode"] = best
-        else:
-            out["error"] = "every mode failed"
-            failed = True
-        out["modes"] = {m: (res[m]["tok_per_s"] if "tok_per_s" in res[m] else res[m]["error"]) for m in modes}
-        out.update(env_info(device))
+        failed |= take_best(out, res, modes, device, "torch-prefill") is None
         emit("torch-prefill", out)
     return 1 if failed else 0
 

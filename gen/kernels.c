@@ -310,7 +310,7 @@ const FamilyDecl kernel_families[] = {
       {"decode_advance", {I32(pos)}, DEC_SAMPLE_THREADS, -1, dec_advance, "1 block of 32 threads"},
       {"decode_linear", {X(out), CX(inp), CX(weight), CX(bias), INT(OC), INT(IC), INT(gelu)}, DEC_LIN_THREADS, 4,
        dec_linear, "(ceil(OC / (LIN_THREADS/32 * LIN_COLS)), ceil(B / 8)): a warp per LIN_COLS columns of 8 rows"}}, NULL,
-     STEP_BIT(STEP_DECODE) | STEP_BIT(STEP_FORWARD)},   /* a prefill appends to the cache */
+     STEP_BIT(STEP_DECODE) | STEP_PREFILL},   /* a prefill appends to the cache: kv_append */
     {0},
 };
 

@@ -65,12 +65,16 @@ typedef struct {
     /* defaults that depend on the shape (NULL when none): changes tun, which holds the declared defaults; the
        plan takes them for the tunables the config leaves alone, where check accepts the result */
     void (*shape_defaults)(const KernelEnv *e, int *tun);
-    /* the step kinds that call this family (STEP_BIT of STEP_*; 0: every kind); their plans have it */
+    /* the steps that call this family (STEP_BIT of STEP_*, STEP_PREFILL; 0: every step); their plans have it */
     unsigned steps;
 } FamilyDecl;
 #define STEP_BIT(k) (1u << (k))
-/* 1 when the steps of kind k call family f */
-static inline int family_in_step(const FamilyDecl *f, StepKind k) { return !f->steps || (f->steps & STEP_BIT(k)); }
+#define STEP_PREFILL (1u << 8)   /* a forward that fills a cache (StepShape.fills_cache), beside STEP_FORWARD's bit */
+/* 1 when step calls family f */
+static inline int family_in_step(const FamilyDecl *f, const StepShape *step) {
+    unsigned bits = STEP_BIT(step->kind) | (step->fills_cache ? STEP_PREFILL : 0);
+    return !f->steps || (f->steps & bits);
+}
 
 extern const FamilyDecl kernel_families[];
 

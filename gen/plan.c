@@ -168,7 +168,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
     for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls */
-        if (!family_in_step(f, step->kind)) continue;
+        if (!family_in_step(f, step)) continue;
         if (plan->n_families == PLAN_MAX_FAMILIES) return err_set(err, "more than %d kernel families", PLAN_MAX_FAMILIES);
         add_module(plan, f);
     }

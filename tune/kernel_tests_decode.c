@@ -65,6 +65,18 @@ static void test_embed(G *g) {
     dfree_all(g);
 }
 
+/* both caches on the device against the host's, exactly (got: scratch of n) */
+static void cmp_caches(G *g, Cmp *c, const char *when, int pos, float *got, dptr dk, dptr dv, const float *kc,
+                       const float *vc, size_t n) {
+    char what[96];
+    snprintf(what, sizeof what, "kcache%s (pos %d)", when, pos);
+    down(g, got, dk, n);
+    cmp(c, what, got, kc, n, 0);
+    snprintf(what, sizeof what, "vcache%s (pos %d)", when, pos);
+    down(g, got, dv, n);
+    cmp(c, what, got, vc, n, 0);
+}
+
 /* kv_append, then decode_attention + decode_attention_combine (with the last position of the cache spoiled: the
    attention reads it from qkv, the combine writes it), at a few positions: 0, one whose length ends inside the first
    split, the middle and maxT - T (every split holds positions); those with pos + T <= maxT */
@@ -94,12 +106,7 @@ static void test_attention(G *g) {
         rc = set_pos(dpos, pos) || launch_kv_append(&g->ks, g->s, dk, dv, dqkv, dpos, &err) ? -1 : 0;
         if (rc) break;
         cpu_kv_append(kc, vc, qkv, pos, (int)B, (int)T, (int)C, (int)NH, (int)maxT);
-        snprintf(what, sizeof what, "kcache (pos %d)", pos);
-        down(g, got, dk, ncache);
-        cmp(&ca, what, got, kc, ncache, 0);
-        snprintf(what, sizeof what, "vcache (pos %d)", pos);
-        down(g, got, dv, ncache);
-        cmp(&ca, what, got, vc, ncache, 0);
+        cmp_caches(g, &ca, "", pos, got, dk, dv, kc, vc, ncache);
 
         cu.cuMemsetD8(dpart, 0xff, npart * 4);   /* NaNs: every split must write its part */
         /* NaNs at the last position too: the attention reads the row's last token from qkv, and the combine writes
@@ -112,12 +119,7 @@ static void test_attention(G *g) {
         rc = launch_decode_attention(&g->ks, g->s, dpart, dqkv, dk, dv, dpos, &err) ||
              launch_decode_attention_combine(&g->ks, g->s, dout, dk, dv, dpart, dqkv, dpos, &err) ? -1 : 0;
         if (rc) break;
-        snprintf(what, sizeof what, "kcache after the combine (pos %d)", pos);
-        down(g, got, dk, ncache);
-        cmp(&ca, what, got, kc, ncache, 0);
-        snprintf(what, sizeof what, "vcache after the combine (pos %d)", pos);
-        down(g, got, dv, ncache);
-        cmp(&ca, what, got, vc, ncache, 0);
+        cmp_caches(g, &ca, " after the combine", pos, got, dk, dv, kc, vc, ncache);
         down(g, out, dout, B * C);
         cpu_attention_cached(ref, qkv, kc, vc, pos, (int)B, (int)T, (int)C, (int)NH, (int)maxT);
         quantize(g, ref, B * C);

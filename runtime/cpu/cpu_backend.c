@@ -70,7 +70,13 @@ static void forward_layer(Backend *be, int l, const float *x_in) {
     cpu_layernorm_forward(ln1, a->ln1_mean + (size_t)l * N, a->ln1_rstd + (size_t)l * N, x_in,
                           c->p[P_LN1W] + l * C, c->p[P_LN1B] + l * C, N, C);
     cpu_matmul_forward(qkv, ln1, c->p[P_QKVW] + (size_t)l * 3 * C * C, c->p[P_QKVB] + l * 3 * C, N, C, 3 * C);
-    cpu_attention_forward(atty, a->preatt, attm, qkv, B, T, C, NH);
+    if (be->plan->step.kind == STEP_DECODE) {   /* the rows' one position against their cache, appended first */
+        const GPT2Shape *s = &be->plan->model;
+        size_t layer = (size_t)B * s->max_seq_len * C;
+        cpu_kv_append(c->kcache + l * layer, c->vcache + l * layer, qkv, c->pos, B, 1, C, NH, s->max_seq_len);
+        cpu_attention_cached(atty, qkv, c->kcache + l * layer, c->vcache + l * layer, c->pos, B, 1, C, NH, s->max_seq_len);
+    } else
+        cpu_attention_forward(atty, a->preatt, attm, qkv, B, T, C, NH);
     cpu_matmul_forward(attproj, atty, c->p[P_ATTPROJW] + (size_t)l * C * C, c->p[P_ATTPROJB] + l * C, N, C, C);
     cpu_residual_forward(res2, x_in, attproj, nc);
     cpu_layernorm_forward(ln2, a->ln2_mean + (size_t)l * N, a->ln2_rstd + (size_t)l * N, res2,
@@ -81,10 +87,26 @@ static void forward_layer(Backend *be, int l, const float *x_in) {
     cpu_residual_forward(res3, res2, fcproj, nc);
 }
 
+void cpu_forward_rows(Backend *be) {
+    Cpu *c = impl(be);
+    Acts *a = &c->a;
+    int C = be->plan->model.n_embd, L = be->plan->model.n_layer, N = be->plan->step.B * be->plan->step.T;
+    for (int l = 0; l < L; l++)
+        forward_layer(be, l, l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * N * C);
+    if (c->cache_of) {   /* a prefill: the keys and values are what it is for */
+        cpu_prefill_fill(be);
+        return;
+    }
+    const float *x = a->residual3 + (size_t)(L - 1) * N * C;
+    cpu_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, c->p[P_LNFW], c->p[P_LNFB], N, C);
+    cpu_matmul_forward(a->logits, a->lnf, c->p[P_WTE], NULL, N, C, be->plan->model.padded_vocab_size);
+    c->have_forward = 1;
+}
+
 static int cpu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err) {
     Cpu *c = impl(be);
     Acts *a = &c->a;
-    int B = be->plan->step.B, T = be->plan->step.T, C = be->plan->model.n_embd, L = be->plan->model.n_layer, N = B * T;
+    int B = be->plan->step.B, T = be->plan->step.T, C = be->plan->model.n_embd, N = B * T;
     int V = be->plan->model.vocab_size, Vp = be->plan->model.padded_vocab_size;
     if (check_tokens(be, inputs, "inputs", err)) return -1;
     if (targets && check_tokens(be, targets, "targets", err)) return -1;
@@ -93,16 +115,8 @@ static int cpu_forward(Backend *be, const int32_t *inputs, const int32_t *target
     if (targets) memcpy(c->targets, targets, (size_t)N * sizeof(int32_t));
 
     cpu_encoder_forward(a->encoded, inputs, c->p[P_WTE], c->p[P_WPE], B, T, C);
-    for (int l = 0; l < L; l++)
-        forward_layer(be, l, l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * N * C);
-    if (c->cache_of) {   /* a prefill: the keys and values are what it is for; no logits */
-        cpu_prefill_fill(be);
-        return 0;
-    }
-    const float *x = a->residual3 + (size_t)(L - 1) * N * C;
-    cpu_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, c->p[P_LNFW], c->p[P_LNFB], N, C);
-    cpu_matmul_forward(a->logits, a->lnf, c->p[P_WTE], NULL, N, C, Vp);
-    c->have_forward = 1;
+    cpu_forward_rows(be);
+    if (c->cache_of) return 0;   /* a prefill: no logits */
     if (!targets) return 0;
     cpu_softmax_crossentropy(a->losses, NULL, a->logits, targets, 0.0f, N, V, Vp);
     double sum = 0.0;

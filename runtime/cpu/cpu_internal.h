@@ -45,11 +45,15 @@ typedef struct {
     int have_forward, have_targets;
     /* a decode plan: the key/value cache (L,B,NH,maxT,HS) each; a prefill plan: the decode backend it fills */
     float *kcache, *vcache;
+    int pos;                                 /* a decode step's position */
     Backend *cache_of;
 } Cpu;
 
 static inline Cpu *impl(Backend *be) { return (Cpu *)be->impl; }
 
+/* the layers from a->encoded, then the logits (a decode step: its layers against the cache at c->pos; a prefill:
+   the cache filled instead of the logits) */
+void cpu_forward_rows(Backend *be);
 /* a prefill's forward: every layer's keys and values of its T positions into the cache of c->cache_of */
 void cpu_prefill_fill(Backend *be);
 int  cpu_decode(Backend *be, DecodeRun *run, Err *err);
