@@ -8,7 +8,11 @@
 CUDA_HOME ?= /usr/local/cuda
 CC        ?= cc
 CFLAGS    ?= -O2 -g
-LUA_A     ?= /usr/lib/x86_64-linux-gnu/liblua5.4.a
+LIB_DIR   ?= /usr/lib/x86_64-linux-gnu
+# Linked statically, so that ./gpt2gen runs on a machine without them (the GPU machine): Lua 5.4, Jansson (JSON),
+# zstd and zlib (compressed corpora in `gpt2gen prepare`).
+LUA_A     ?= $(LIB_DIR)/liblua5.4.a
+STATIC_A  ?= $(LIB_DIR)/libjansson.a $(LIB_DIR)/libzstd.a $(LIB_DIR)/libz.a
 WARN_FLAGS := -Wall -Wextra
 ifeq ($(origin CFLAGS),command line)
 WERROR    ?=
@@ -17,7 +21,7 @@ WERROR    ?= -Werror
 endif
 NEED_CFLAGS := -std=c11 $(WARN_FLAGS) $(WERROR) -D_GNU_SOURCE -fopenmp -I. -Ibuild/gen -I/usr/include/lua5.4 \
                -I$(CUDA_HOME)/include -DGPT2GEN_CUDA_HOME='"$(CUDA_HOME)"'
-NEED_LIBS := $(LUA_A) -L$(CUDA_HOME)/lib64 -lnvrtc -Wl,-rpath,$(CUDA_HOME)/lib64 -fopenmp -lpthread -ldl -lm
+NEED_LIBS := $(LUA_A) $(STATIC_A) -L$(CUDA_HOME)/lib64 -lnvrtc -Wl,-rpath,$(CUDA_HOME)/lib64 -fopenmp -lpthread -ldl -lm
 ALL_CFLAGS = $(NEED_CFLAGS) $(SAN) $(CFLAGS)
 ALL_LIBS   = $(LDFLAGS) $(NEED_LIBS) $(LDLIBS)
 

@@ -13,6 +13,14 @@ int cmd_test(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+
+/* The commands that take a checkpoint (cli/model.c). The config of the checkpoint's model (its header's shape, in
+   precision): a generated Lua file through the same checks as any config; errors name the checkpoint. */
+int cli_checkpoint_config(Config *cfg, const GPT2Shape *shape, const char *precision, const char *checkpoint, Err *err);
+/* The tokenizer file: given (--tokenizer) when not NULL, else tokenizer.bin or gpt2_tokenizer.bin beside the
+   checkpoint, else the default data set's (data/fortunes/tokenizer.bin); buf holds the path made. */
+const char *cli_pick_tokenizer(const char *given, const char *checkpoint, char *buf, size_t n);
 
 #define ARGS_MAX_SETS 64     /* --set options (and --resume) on one command line */
 #define ARGS_MAX_JOBS 1024   /* -j */

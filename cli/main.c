@@ -22,6 +22,7 @@ static const char *USAGE =
     "  tune CONFIG.lua      time every variant of every kernel and matmul; the fastest go into the tuning database\n"
     "  prepare FILES -o DIR turn text files into token shards and a tokenizer file\n"
     "  sample --checkpoint FILE [--prompt TEXT]   generate text from a model (key/value cache, GPU or CPU)\n"
+    "  eval --checkpoint FILE --data EVAL.bin    multiple-choice accuracy (HellaSwag in llm.c's format)\n"
     "\n"
     "common options:\n"
     "  --set KEY=VALUE      override a config value, e.g. --set train.steps=100 (repeatable)\n"
@@ -57,6 +58,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "prepare")) return cmd_prepare(argc - 1, argv + 1);
     if (!strcmp(cmd, "tune")) return cmd_tune(argc - 1, argv + 1);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     size_t n = strlen(cmd);
     if (n > 4 && !strcmp(cmd + n - 4, ".lua")) return cmd_train(argc, argv);   /* gpt2gen CONFIG.lua */
     fprintf(stderr, "gpt2gen: unknown command '%s' (see gpt2gen --help)\n", err_show(cmd));

@@ -161,41 +161,6 @@ static char *read_prompt(const SampleArgs *a, size_t *len, Err *err) {
     return s;
 }
 
-/* the tokenizer file: --tokenizer, else one beside the checkpoint, else the default data set's */
-static const char *pick_tokenizer(const SampleArgs *a, char *buf, size_t n) {
-    if (a->tokenizer) return a->tokenizer;
-    static const char *const beside[] = {"tokenizer.bin", "gpt2_tokenizer.bin"};
-    const char *slash = strrchr(a->checkpoint, '/');
-    int dir = slash ? (int)(slash - a->checkpoint + 1) : 0;
-    for (int i = 0; i < 2; i++) {
-        snprintf(buf, n, "%.*s%s", dir, a->checkpoint, beside[i]);
-        if (file_exists(buf)) return buf;
-    }
-    return "data/fortunes/tokenizer.bin";
-}
-
-/* The config of the checkpoint's model: a generated Lua file through the same checks as any config. */
-static int model_config(Config *cfg, const GPT2Shape *s, const char *precision, const char *checkpoint, Err *err) {
-    char path[] = "/tmp/gpt2gen-sample-XXXXXX.lua";
-    int fd = mkstemps(path, 4);
-    if (fd < 0) return err_set(err, "%s: cannot create a temporary file: %s", path, strerror(errno));
-    FILE *f = fdopen(fd, "w");
-    if (!f) { close(fd); unlink(path); return err_set(err, "%s: cannot write", path); }
-    fprintf(f, "name = \"sample\"\nprecision = \"%s\"\n", precision);
-    fprintf(f, "model = { n_layer = %d, n_head = %d, n_embd = %d, max_seq_len = %d, vocab_size = %d }\n", s->n_layer,
-            s->n_head, s->n_embd, s->max_seq_len, s->vocab_size);
-    fprintf(f, "train = { batch_size = 1, seq_len = %d }\neval = { sample_every = 0, sample_tokens = 1 }\n", s->max_seq_len);
-    int bad = fclose(f) != 0;
-    int rc = bad ? err_set(err, "%s: cannot write", path) : config_load(cfg, path, NULL, 0, err);
-    unlink(path);
-    if (rc && !bad) {   /* the message names the generated file: name the checkpoint whose header it holds */
-        Err why = *err;
-        const char *at = strstr(why.msg, path);
-        err_set(err, "%s: its model cannot run here: %s", checkpoint, at ? at + strlen(path) + 2 : why.msg);
-    }
-    return rc;
-}
-
 typedef struct {
     const Tokenizer *tok;
     int rows, eot, ignore_eot, stream;   /* stream: one row, printed as it comes */
@@ -224,7 +189,7 @@ static int run(const SampleArgs *a, Err *err) {
     int is_bf16;
     if (checkpoint_read_header(a->checkpoint, &shape, &is_bf16, err)) return EXIT_FAIL;
     char tbuf[CONFIG_PATH_MAX];
-    const char *tpath = pick_tokenizer(a, tbuf, sizeof tbuf);
+    const char *tpath = cli_pick_tokenizer(a->tokenizer, a->checkpoint, tbuf, sizeof tbuf);
     const char *why = file_missing_why(tpath);
     if (*why)
         return err_set(err, "no tokenizer at %s (%s): give --tokenizer FILE (llm.c's tokenizer file, or a tiktoken ranks "
@@ -258,7 +223,7 @@ static int run(const SampleArgs *a, Err *err) {
         goto done;
     }
     const char *prec = a->precision ? a->precision : is_bf16 ? "bf16" : "fp32";
-    if (model_config(cfg, &shape, prec, a->checkpoint, err)) goto done;
+    if (cli_checkpoint_config(cfg, &shape, prec, a->checkpoint, err)) goto done;
     char arch[16] = "sm_90";
     if (strcmp(a->backend, "cpu")) {
         const char *note;

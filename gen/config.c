@@ -46,7 +46,7 @@ static const Field DATA_FIELDS[] = {
 static const Field EVAL_FIELDS[] = {
     F_INT(eval, val_every, "250", 0, INT_MAX), F_INT(eval, val_batches, "20", 0, INT_MAX),
     F_INT(eval, sample_every, "500", 0, INT_MAX), F_INT(eval, sample_tokens, "64", 0, INT_MAX),
-    F_NUM(eval, temperature, "1.0", 0), {0}};
+    F_NUM(eval, temperature, "1.0", 0), F_STR(eval, hellaswag, ""), F_INT(eval, hellaswag_every, "0", 0, INT_MAX), {0}};
 static const Field CHECKPOINT_FIELDS[] = {
     F_STR(checkpoint, dir, ""), F_INT(checkpoint, every, "0", 0, INT_MAX), F_STR(checkpoint, init, ""),
     F_BOOL(checkpoint, resume, "false"), {0}};

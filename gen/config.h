@@ -52,7 +52,12 @@ typedef struct {
         int loss_scale_interval;          /* fp16: clean steps before the loss scale doubles */
     } train;
     struct { char train[CONFIG_PATH_MAX], val[CONFIG_PATH_MAX], tokenizer[CONFIG_PATH_MAX]; } data;
-    struct { int val_every, val_batches, sample_every, sample_tokens; double temperature; } eval;
+    struct {
+        int val_every, val_batches, sample_every, sample_tokens;
+        double temperature;
+        char hellaswag[CONFIG_PATH_MAX];  /* a multiple-choice evaluation set (runtime/eval/evalset.h), or "" */
+        int hellaswag_every;              /* steps between its evaluations; 0: at each validation */
+    } eval;
     struct { char dir[CONFIG_PATH_MAX]; int every; char init[CONFIG_PATH_MAX]; int resume; } checkpoint;
     int n_tunables;
     ConfigTunable tunables[CONFIG_MAX_TUNABLES];

@@ -36,8 +36,8 @@ struct Backend {
     size_t opt_offset, opt_count;
     void *impl;
 
-    /* A forward plan's backend has forward, get_logits, set_params, get_params and destroy, a decode plan's decode
-       too; the other methods are NULL. */
+    /* A forward plan's backend has forward, get_logits, get_losses, set_params, get_params and destroy, a decode
+       plan's decode instead of forward and get_losses; a training plan's all of them. */
     /* Parameters from/to the host (fp32, checkpoint order). With a 16-bit model, set writes both the
        16-bit weights and the fp32 master copy; get returns the master copy when there is one. */
     int   (*set_params)(Backend *, const float *params, Err *err);
@@ -49,6 +49,9 @@ struct Backend {
     /* Probabilities are not needed: copies logits[b, t, 0..V) of the last forward to out (fp32); on a decode
        plan's backend, row b's logits of the last step run (t = 0). */
     int   (*get_logits)(Backend *, int b, int t, float *out, Err *err);
+    /* Copies the B*T losses of the last forward with targets (row b, position t at b*T+t: -log p(target)) to out;
+       the mean of them is forward's *loss. For evaluation (runtime/eval/evaluate.h). */
+    int   (*get_losses)(Backend *, float *out, Err *err);
     /* A decode plan's backend (STEP_DECODE; NULL on the others): runs run->steps steps; returns the steps done (their
        tokens are in run->drawn), or -1. */
     int   (*decode)(Backend *, DecodeRun *run, Err *err);

@@ -31,6 +31,14 @@ echo "== tests/cli/sample.sh on the GPU (gpt2gen sample --backend cuda)"
 SAMPLE_BACKEND=cuda sh tests/cli/sample.sh > "$log/gpu-sample-cli.out" 2>&1; rc=$?
 cat "$log/gpu-sample-cli.out"
 count sample_cli "$log/gpu-sample-cli.out" $rc
+echo "== test_eval (multiple-choice scores against a CPU reference, fp32 and bf16)"
+build/tests/test_eval > "$log/test_eval.out" 2>&1; rc=$?
+cat "$log/test_eval.out"
+count test_eval "$log/test_eval.out" $rc
+echo "== tests/cli/eval.sh on the GPU (gpt2gen eval --backend cuda, eval.hellaswag in training)"
+EVAL_BACKEND=cuda sh tests/cli/eval.sh > "$log/gpu-eval-cli.out" 2>&1; rc=$?
+cat "$log/gpu-eval-cli.out"
+count eval_cli "$log/gpu-eval-cli.out" $rc
 echo "== test_attention (flash template and cuDNN against fp64: head size 64/128, T 64..2048, B 1..64)"
 build/tests/test_attention > "$log/test_attention.out" 2>&1; rc=$?
 cat "$log/test_attention.out"

@@ -9,7 +9,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 need=""
-for p in build-essential liblua5.4-dev fortunes python3-pip procps; do
+for p in build-essential liblua5.4-dev libjansson-dev libzstd-dev zlib1g-dev fortunes python3-pip procps; do
     dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"
 done
 if [ -n "$need" ]; then

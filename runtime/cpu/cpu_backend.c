@@ -210,6 +210,14 @@ static int cpu_get_logits(Backend *be, int b, int t, float *out, Err *err) {
     return 0;
 }
 
+static int cpu_get_losses(Backend *be, float *out, Err *err) {
+    Cpu *c = impl(be);
+    if (!c->have_forward || !c->have_targets || c->cache_of)
+        return err_set(err, "cpu backend: get_losses needs a forward with targets first");
+    memcpy(out, c->a.losses, (size_t)be->plan->step.B * be->plan->step.T * sizeof(float));
+    return 0;
+}
+
 static int cpu_zero_grad(Backend *be, Err *err) {
     (void)err;
     zero(impl(be)->grads, be->num_params);
@@ -362,9 +370,10 @@ Backend *cpu_backend_create(const BackendOptions *opt, Err *err) {
 
     be->set_params = cpu_set_params;   be->get_params = cpu_get_params;
     be->forward = cpu_forward;         be->get_logits = cpu_get_logits;
-    be->destroy = cpu_destroy;
+    be->get_losses = cpu_get_losses;   be->destroy = cpu_destroy;
     if (st->kind == STEP_DECODE) {
         be->forward = NULL;
+        be->get_losses = NULL;
         be->decode = cpu_decode;
     }
     if (!train) return be;             /* a forward: the methods of the backward and the optimizer stay NULL */

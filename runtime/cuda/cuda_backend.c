@@ -78,6 +78,12 @@ static int cu_get_logits(Backend *be, int b, int t, float *out, Err *err) {
     if (b < 0 || b >= c->plan->step.B || t < 0 || t >= c->plan->step.T) return err_set(err, "get_logits: (b=%d, t=%d) outside B=%d T=%d", b, t, c->plan->step.B, c->plan->step.T);
     return download(c, out, buf(c, BUF_LOGITS, 0) + ((size_t)b * c->plan->step.T + t) * c->Vp * c->xs, (size_t)c->V, "copying logits", err);
 }
+static int cu_get_losses(Backend *be, float *out, Err *err) {
+    Cuda *c = cuda_of(be);
+    if (!c->losses_valid) return err_set(err, "get_losses: no losses: call forward with targets first");
+    memcpy(out, c->h_losses, (size_t)c->plan->step.B * c->plan->step.T * 4);
+    return 0;
+}
 static int cu_get_opt_state(Backend *be, float *m, float *v, Err *err) {
     Cuda *c = cuda_of(be);
     return to_host(c, m, buf(c, BUF_ADAM_M, 0), be->opt_count * 4, "copying AdamW m", err) ||
@@ -136,9 +142,11 @@ static void set_methods(Backend *be, const Plan *plan, size_t np) {
     be->get_params = cu_get_params;
     be->forward = cu_forward;
     be->get_logits = cu_get_logits;
+    be->get_losses = cu_get_losses;
     be->destroy = cu_destroy;
     if (plan->step.kind == STEP_DECODE) {
         be->forward = NULL;
+        be->get_losses = NULL;
         be->decode = cu_decode;
     }
     if (plan->step.kind != STEP_TRAIN) return;   /* a forward or decode: no backward, no optimizer */

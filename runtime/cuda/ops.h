@@ -40,7 +40,7 @@ typedef struct {
     /* host side */
     int32_t *h_inputs, *h_count, *h_bucket_token, *h_bucket_start, *h_positions;
     float *h_losses, *h_partials;
-    int n_buckets, have_targets, logits_valid;
+    int n_buckets, have_targets, logits_valid, losses_valid;
     /* attention through cuDNN (NULL: the flash template); its workspace, inside the logits buffer where it fits */
     CudnnAttention *cudnn;
     dptr cudnn_workspace, cudnn_workspace_own;

@@ -50,6 +50,7 @@ int cu_forward_layers(Cuda *c, Err *err) {
 
 int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err) {
     Cuda *c = cuda_of(be);
+    c->losses_valid = 0;
     int BT = c->plan->step.B * c->plan->step.T;
     for (int i = 0; i < BT; i++)
         if (inputs[i] < 0 || inputs[i] >= c->V)
@@ -66,6 +67,7 @@ int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float
     if (!targets) return cuda_device_sync(&c->dev, "forward", err);
     OP("classifier (loss+dlogits)", op_classifier(c, targets, loss, err));
     c->logits_valid = 0;
+    c->losses_valid = 1;   /* op_classifier waited for them: h_losses holds them */
     if (c->plan->step.kind != STEP_TRAIN) return cuda_device_sync(&c->dev, "forward", err);   /* no backward follows */
     if (op_encoder_upload_buckets(c, inputs, err)) return -1;
     c->have_targets = 1;

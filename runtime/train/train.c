@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+enum { EVAL_ROWS = 32 };   /* eval.hellaswag's completions per forward */
+
 Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo ri, const Env *env, Err *err) {
     BackendOptions o = {plan, ri.device, 0, 0, NULL, env, NULL};
     if (ri.world > 1 && plan->step.zero_stage == 1) {
@@ -116,6 +118,25 @@ static int sample_text(Run *r, int step, Err *err) {
     return rc ? -1 : 0;
 }
 
+/* eval.hellaswag's steps: every eval.hellaswag_every, else at the validations (eval.val_every), and the last */
+static int eval_due(const Config *c, int step, int last) {
+    int every = c->eval.hellaswag_every > 0 ? c->eval.hellaswag_every : c->eval.val_every;
+    return last || (every > 0 && step % every == 0);
+}
+
+/* The accuracy on eval.hellaswag (runtime/eval/evaluate.h), printed and logged */
+static int eval_choices(Run *r, int step, Err *err) {
+    EvalResult res;
+    double t0 = now_seconds();
+    if (evaluator_run(r->evaluator, &r->evalset, &res, NULL, NULL, err)) return -1;
+    printf("step %5d | eval accuracy %.4f (%d of %d, %.1f s)\n", step, res.accuracy, res.correct, res.examples,
+           now_seconds() - t0);
+    metrics_line(&r->metrics, "{\"event\":\"eval\",\"step\":%d,\"examples\":%d,\"correct\":%d,\"accuracy\":%.6f}", step,
+                 res.examples, res.correct, res.accuracy);
+    evalresult_free(&res);
+    return 0;
+}
+
 /* The tokenizer, for samples: its ids must be the model's (a larger one could sample or start from an id the
    model does not have). */
 static int open_tokenizer(Run *r, Err *err) {
@@ -190,6 +211,14 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const Plan *sampl
         if (sampler_open(r->sampler, c, sample, 1, r->be, r->be->name, plan->arch, procs > 1 ? opt->device : 0, env, err))
             return -1;
     }
+    /* and evaluates eval.hellaswag, through its own forward plan on the training weights */
+    if (r->lead && c->eval.hellaswag[0]) {
+        if (evalset_load(&r->evalset, c->eval.hellaswag, err)) return -1;
+        r->evaluator = xcalloc(1, sizeof *r->evaluator);
+        if (evaluator_open(r->evaluator, c, &r->evalset, EVAL_ROWS, r->be, r->be->name, plan->arch,
+                           procs > 1 ? opt->device : 0, env, err))
+            return -1;
+    }
     r->eval_inputs = xmalloc((size_t)B * T * sizeof(int32_t));
     r->eval_targets = xmalloc((size_t)B * T * sizeof(int32_t));
     if (procs == 1) return (r->comm = comm_emulated_create(r->world, err)) ? 0 : -1;
@@ -204,6 +233,11 @@ static void close_run(Run *r) {
     if (r->comm) r->comm->destroy(r->comm);   /* NCCL's runs on the backend's GPU: first */
     if (r->sampler) sampler_close(r->sampler);   /* it runs on rank 0's weights: before that backend */
     free(r->sampler);
+    if (r->evaluator) {   /* so does this */
+        evaluator_close(r->evaluator);
+        evalset_free(&r->evalset);
+    }
+    free(r->evaluator);
     for (int k = 0; r->rk && k < r->local; k++) {
         RankRun *q = &r->rk[k];
         if (q->be) q->be->destroy(q->be);
@@ -371,6 +405,7 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
         }
         if (evals && r.lead && c->eval.sample_every > 0 && step > 0 && (step % c->eval.sample_every == 0 || last))
             if ((rc = sample_text(&r, step, &err))) break;
+        if (evals && r.evaluator && eval_due(c, step, last) && (rc = eval_choices(&r, step, &err))) break;
         if (evals && step > 0 && (last || (c->checkpoint.every > 0 && step % c->checkpoint.every == 0) || stop)) {
             if ((rc = run_save_checkpoint(&r, step, &err))) break;
             last_saved = step;

@@ -10,6 +10,7 @@
 #include "runtime/train/rundir.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/sample/sampler.h"
+#include "runtime/eval/evaluate.h"
 
 /* One rank's part of a run: its backend, its rows of the data, its batch. */
 typedef struct {
@@ -30,6 +31,8 @@ typedef struct {
     Comm *comm;
     Backend *be;                         /* rk[0].be */
     Sampler *sampler;                    /* rank 0's, on be's weights; or NULL */
+    Evaluator *evaluator;                /* eval.hellaswag: rank 0's, on be's weights; or NULL */
+    EvalSet evalset;
     DataLoader *train;                   /* &rk[0].train: the data position every rank shares */
     int has_val;
     Tokenizer tok;
