@@ -6,6 +6,7 @@
 #include "gen/config.h"
 #include "gen/plan.h"
 #include "gen/tune_db.h"
+#include "runtime/backend.h"
 
 int cmd_build(int argc, char **argv);     /* argv[0] is the command's name */
 int cmd_train(int argc, char **argv);
@@ -21,6 +22,10 @@ int cli_checkpoint_config(Config *cfg, const GPT2Shape *shape, const char *preci
 /* The tokenizer file: given (--tokenizer) when not NULL, else tokenizer.bin or gpt2_tokenizer.bin beside the
    checkpoint, else the default data set's (data/fortunes/tokenizer.bin); buf holds the path made. */
 const char *cli_pick_tokenizer(const char *given, const char *checkpoint, char *buf, size_t n);
+/* The arch to compile for: given (--arch), else the GPU's (sm_90 without one, or on the CPU backend). */
+void cli_pick_arch(const char *backend, const char *given, char arch[16]);
+/* The checkpoint's parameters into backend be (whose model it must be). */
+int cli_load_weights(Backend *be, const char *checkpoint, Err *err);
 
 #define ARGS_MAX_SETS 64     /* --set options (and --resume) on one command line */
 #define ARGS_MAX_JOBS 1024   /* -j */

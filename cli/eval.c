@@ -132,19 +132,14 @@ static int run(const EvalArgs *a, Err *err) {
     Config *cfg = xcalloc(1, sizeof *cfg);
     Evaluator e = {0};
     EvalResult r = {0};
-    float *params = NULL;
     int rc = EXIT_FAIL;
     const char *prec = a->precision ? a->precision : is_bf16 ? "bf16" : "fp32";
     if (cli_checkpoint_config(cfg, &shape, prec, a->checkpoint, err)) goto done;
-    char arch[16] = "sm_90";
-    if (strcmp(a->backend, "cpu")) {
-        const char *note;
-        cuda_pick_arch(a->arch, "", arch, &note);
-    }
+    char arch[16];
+    cli_pick_arch(a->backend, a->arch, arch);
     if (evaluator_open(&e, cfg, &set, (int)a->rows, NULL, a->backend, arch, 0, args_used_env(), err)) goto done;
     Backend *be = evaluator_backend(&e);
-    params = xmalloc(be->num_params * sizeof *params);
-    if (checkpoint_load(a->checkpoint, &be->plan->model, params, err) || be->set_params(be, params, err)) goto done;
+    if (cli_load_weights(be, a->checkpoint, err)) goto done;
     Progress p = {now_seconds(), now_seconds(), isatty(2), 0};
     if (evaluator_run(&e, &set, &r, on_progress, &p, err)) goto done;
     if (p.shown && p.tty) fputc('\n', stderr);
@@ -161,7 +156,6 @@ done:
     evaluator_close(&e);
     evalset_free(&set);
     free(cfg);
-    free(params);
     return rc;
 }
 

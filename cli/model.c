@@ -2,6 +2,8 @@
    a checkpoint's header, and the tokenizer that goes with it. */
 #include "cli/commands.h"
 #include "common/files.h"
+#include "runtime/checkpoint.h"
+#include "runtime/cuda/cuda_backend.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,3 +45,18 @@ int cli_checkpoint_config(Config *cfg, const GPT2Shape *s, const char *precision
     return rc;
 }
 
+
+void cli_pick_arch(const char *backend, const char *given, char arch[16]) {
+    snprintf(arch, 16, "sm_90");
+    if (strcmp(backend, "cpu")) {
+        const char *note;
+        cuda_pick_arch(given, "", arch, &note);
+    }
+}
+
+int cli_load_weights(Backend *be, const char *checkpoint, Err *err) {
+    float *params = xmalloc(be->num_params * sizeof *params);
+    int rc = checkpoint_load(checkpoint, &be->plan->model, params, err) || be->set_params(be, params, err) ? -1 : 0;
+    free(params);
+    return rc;
+}

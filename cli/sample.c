@@ -198,7 +198,6 @@ static int run(const SampleArgs *a, Err *err) {
     if (tokenizer_load_any(&tok, tpath, err)) return EXIT_FAIL;
     int rc = EXIT_FAIL;
     Config *cfg = xcalloc(1, sizeof *cfg);
-    float *params = NULL;
     char *text = NULL;
     TokenVec ids = {0};
     Sampler *s = xcalloc(1, sizeof *s);
@@ -224,15 +223,11 @@ static int run(const SampleArgs *a, Err *err) {
     }
     const char *prec = a->precision ? a->precision : is_bf16 ? "bf16" : "fp32";
     if (cli_checkpoint_config(cfg, &shape, prec, a->checkpoint, err)) goto done;
-    char arch[16] = "sm_90";
-    if (strcmp(a->backend, "cpu")) {
-        const char *note;
-        cuda_pick_arch(a->arch, "", arch, &note);
-    }
+    char arch[16];
+    cli_pick_arch(a->backend, a->arch, arch);
     if (sampler_open(s, cfg, NULL, (int)a->batch, NULL, a->backend, arch, 0, args_used_env(), err)) goto done;
     Backend *w = sampler_backend(s);
-    params = xmalloc(w->num_params * sizeof *params);
-    if (checkpoint_load(a->checkpoint, &w->plan->model, params, err) || w->set_params(w, params, err)) goto done;
+    if (cli_load_weights(w, a->checkpoint, err)) goto done;
     if (a->echo) {
         fwrite(text, 1, len, stdout);
         fflush(stdout);
@@ -273,7 +268,7 @@ static int run(const SampleArgs *a, Err *err) {
     free(rng); free(drawn); free(o.ended);
 done:
     sampler_close(s);
-    free(s); free(cfg); free(params); free(text);
+    free(s); free(cfg); free(text);
     tokvec_free(&ids);
     tokenizer_free(&tok);
     return rc;
