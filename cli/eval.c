@@ -117,7 +117,7 @@ static void print_json(const EvalResult *r) {
     json_object_set_new(o, "correct", json_integer(r->correct));
     json_object_set_new(o, "accuracy", json_real(r->accuracy));
     json_object_set_new(o, "choices", ch);
-    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
     printf("%s\n", s);
     free(s);
     json_decref(o);
