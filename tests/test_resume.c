@@ -300,7 +300,7 @@ static void test_json_string(void) {
         {"\xf4\x90\x80\x80", 4, "\"\\ufffd\\ufffd\\ufffd\\ufffd\""},                                /* past U+10FFFF */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *got = json_string(cases[i].in, cases[i].n);
+        char *got = json_quote(cases[i].in, cases[i].n);
         CHECK(!strcmp(got, cases[i].want), "case %zu: got %s, expected %s", i, got, cases[i].want);
         free(got);
     }

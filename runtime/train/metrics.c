@@ -117,7 +117,7 @@ const char *json_number(char buf[32], const char *fmt, double v) {
     return buf;
 }
 
-char *json_string(const void *bytes, size_t n) {
+char *json_quote(const void *bytes, size_t n) {
     const uint8_t *s = bytes;
     char *out = xmalloc(6 * n + 3), *o = out;     /* the longest escape, \u00XX or \ufffd, is 6 per byte */
     *o++ = '"';

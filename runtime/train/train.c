@@ -112,7 +112,7 @@ static int sample_text(Run *r, int step, Err *err) {
     int rc = sampler_generate(r->sampler, &prompt, 1, n, &ss, &r->sample_rng, eot, drawn, sample_put, &o, &st, err) < 0;
     utf8_stream_flush(&o.us, stdout);
     printf("\n---\n");
-    char *q = json_string(o.text, o.used);
+    char *q = json_quote(o.text, o.used);
     if (!rc) metrics_line(&r->metrics, "{\"event\":\"sample\",\"step\":%d,\"text\":%s}", step, q);
     free(q); free(o.text); free(drawn);
     return rc ? -1 : 0;
@@ -377,7 +377,7 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
     printf("training %s on %s%s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", c->name,
            r.be->name, ranks, r.num_params / 1e6, c->train.steps, c->train.total_batch_size, c->train.batch_size,
            c->train.seq_len, c->train.grad_accum, precision_name(c->precision));
-    char *name = json_string(c->name, strlen(c->name)), *backend = json_string(r.be->name, strlen(r.be->name));
+    char *name = json_quote(c->name, strlen(c->name)), *backend = json_quote(r.be->name, strlen(r.be->name));
     metrics_line(&r.metrics, "{\"event\":\"start\",\"config\":%s,\"backend\":%s,\"step\":%d,\"steps\":%d,\"params\":%zu}",
                  name, backend, step, c->train.steps, r.num_params);
     free(name); free(backend);

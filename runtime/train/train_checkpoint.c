@@ -151,7 +151,7 @@ int run_save_checkpoint(Run *r, int step, Err *err) {
     if (rc) return -1;
     rundir_sync(&r->dir);
     if (!r->quiet) printf("saved %s and %s%s\n", model, state, r->world > 1 && c->train.zero_stage == 1 ? " (and the other ranks' state shards)" : "");
-    char *q = json_string(model, strlen(model));
+    char *q = json_quote(model, strlen(model));
     metrics_line(&r->metrics, "{\"event\":\"checkpoint\",\"step\":%d,\"model\":%s}", step, q);
     free(q);
     return 0;
