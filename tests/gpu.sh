@@ -39,6 +39,10 @@ echo "== tests/cli/eval.sh on the GPU (gpt2gen eval --backend cuda, eval.hellasw
 EVAL_BACKEND=cuda sh tests/cli/eval.sh > "$log/gpu-eval-cli.out" 2>&1; rc=$?
 cat "$log/gpu-eval-cli.out"
 count eval_cli "$log/gpu-eval-cli.out" $rc
+echo "== tests/gpu/hf.py (Hugging Face: transformers loads gpt2gen export's folder; its GPT2LMHeadModel imports)"
+python3 tests/gpu/hf.py > "$log/gpu-hf.out" 2>&1; rc=$?
+cat "$log/gpu-hf.out"
+count hf "$log/gpu-hf.out" $rc
 echo "== test_attention (flash template and cuDNN against fp64: head size 64/128, T 64..2048, B 1..64)"
 build/tests/test_attention > "$log/test_attention.out" 2>&1; rc=$?
 cat "$log/test_attention.out"
