@@ -15,6 +15,9 @@ int cmd_prepare(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_export(int argc, char **argv);   /* cli/hf.c: Hugging Face folders */
+int cmd_import(int argc, char **argv);
+int cmd_plot(int argc, char **argv);     /* cli/plot.c: the SVG of runs */
 
 /* The commands that take a checkpoint (cli/model.c). The config of the checkpoint's model (its header's shape, in
    precision): a generated Lua file through the same checks as any config; errors name the checkpoint. */

@@ -20,9 +20,12 @@ static const char *USAGE =
     "  train CONFIG.lua     build, then train (CUDA where there is a GPU, else the CPU backend)\n"
     "  test CONFIG.lua      run every generated kernel against the CPU reference on the GPU\n"
     "  tune CONFIG.lua      time every variant of every kernel and matmul; the fastest go into the tuning database\n"
-    "  prepare FILES -o DIR turn text files into token shards and a tokenizer file\n"
+    "  prepare FILES -o DIR turn text, JSON lines, folders (.gz, .zst) into token shards and a tokenizer file\n"
     "  sample --checkpoint FILE [--prompt TEXT]   generate text from a model (key/value cache, GPU or CPU)\n"
     "  eval --checkpoint FILE --data EVAL.bin    multiple-choice accuracy (HellaSwag in llm.c's format)\n"
+    "  export --checkpoint FILE --to DIR         a Hugging Face GPT2LMHeadModel folder (safetensors, config, tokenizer)\n"
+    "  import DIR -o FILE   a Hugging Face GPT-2 folder (safetensors) into a model checkpoint\n"
+    "  plot RUN... -o FILE.svg                   the runs' loss, accuracy, lr and tokens/s in one SVG (overlaid)\n"
     "\n"
     "common options:\n"
     "  --set KEY=VALUE      override a config value, e.g. --set train.steps=100 (repeatable)\n"
@@ -59,6 +62,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tune")) return cmd_tune(argc - 1, argv + 1);
     if (!strcmp(cmd, "sample")) return cmd_sample(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "export")) return cmd_export(argc - 1, argv + 1);
+    if (!strcmp(cmd, "import")) return cmd_import(argc - 1, argv + 1);
+    if (!strcmp(cmd, "plot")) return cmd_plot(argc - 1, argv + 1);
     size_t n = strlen(cmd);
     if (n > 4 && !strcmp(cmd + n - 4, ".lua")) return cmd_train(argc, argv);   /* gpt2gen CONFIG.lua */
     fprintf(stderr, "gpt2gen: unknown command '%s' (see gpt2gen --help)\n", err_show(cmd));

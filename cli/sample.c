@@ -7,6 +7,7 @@
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/sample/sampler.h"
+#include "runtime/train/metrics.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -258,11 +259,16 @@ static int run(const SampleArgs *a, Err *err) {
                 "tokens/s, %s backend, %s%s\n", R, R == 1 ? "" : "s", n, n == 1 ? "" : "s", st.prefill_ms, st.tokens,
                 st.decode_ms, tps,
                 s->decode->name, !strcmp(s->decode->name, "cpu") ? "fp32" : prec, a->no_cache ? ", no cache" : "");
-        if (a->stats)
-            fprintf(stderr, "sample-stats {\"rows\":%d,\"prompt_tokens\":%d,\"prefill_tokens\":%d,\"prefill_ms\":%.3f,"
-                    "\"tokens\":%d,\"decode_ms\":%.3f,\"tok_per_s\":%.1f,\"backend\":\"%s\",\"cache\":%s}\n", R, n,
-                    st.prefill_tokens, st.prefill_ms, st.tokens, st.decode_ms, tps, s->decode->name,
-                    a->no_cache ? "false" : "true");
+        if (a->stats) {   /* one JSON object, through Jansson */
+            json_t *js = json_pack("{s:i,s:i,s:i,s:o,s:i,s:o,s:o,s:s,s:b}", "rows", R, "prompt_tokens", n, "prefill_tokens",
+                                   st.prefill_tokens, "prefill_ms", metrics_real("%.3f", st.prefill_ms), "tokens", st.tokens,
+                                   "decode_ms", metrics_real("%.3f", st.decode_ms), "tok_per_s", metrics_real("%.1f", tps),
+                                   "backend", s->decode->name, "cache", !a->no_cache);
+            char *line = js ? metrics_dump(js) : NULL;
+            fprintf(stderr, "sample-stats %s\n", line ? line : "{}");
+            free(line);
+            json_decref(js);
+        }
         rc = 0;
     }
     free(rng); free(drawn); free(o.ended);

@@ -1,4 +1,4 @@
-/* metrics: metrics.jsonl and JSON strings (see metrics.h). */
+/* metrics: metrics.jsonl, its records through Jansson, and JSON strings and numbers (see metrics.h). */
 #include "runtime/train/metrics.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -71,23 +71,54 @@ static int append_whole(Metrics *m, const char *p, size_t n) {
     return 0;
 }
 
-void metrics_line(Metrics *m, const char *fmt, ...) {
-    if (!m->open || m->failed) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    char *line = xmalloc((size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(line, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    line[n] = '\n';                      /* in place of the terminating 0 */
-    if (append_whole(m, line, (size_t)n + 1) != 0) {
+char *metrics_dump(const json_t *record) {
+    return json_dumps(record, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15));
+}
+
+void metrics_write(Metrics *m, json_t *record) {
+    if (!m->open || m->failed || !record) { json_decref(record); return; }
+    char *text = metrics_dump(record);
+    json_decref(record);
+    if (!text) {   /* only out of memory: the strings are valid UTF-8, the numbers finite */
+        fprintf(stderr, "gpt2gen: %s: a record could not be made: it is left out\n", m->path);
+        return;
+    }
+    size_t n = strlen(text);
+    char *line = xmalloc(n + 1);
+    memcpy(line, text, n);
+    line[n] = '\n';
+    free(text);
+    if (append_whole(m, line, n + 1) != 0) {
         m->failed = 1;
         fprintf(stderr, "gpt2gen: %s: %s: later records are lost; training goes on\n", m->path, strerror(errno));
     }
     free(line);
+}
+
+static json_t *record_of(const char *event, va_list ap) {
+    json_t *o = json_object();
+    json_object_set_new(o, "event", json_string(event));
+    for (const char *key; (key = va_arg(ap, const char *));) {
+        json_t *v = va_arg(ap, json_t *);
+        if (v) json_object_set_new(o, key, v);
+    }
+    return o;
+}
+
+json_t *metrics_record(const char *event, ...) {
+    va_list ap;
+    va_start(ap, event);
+    json_t *o = record_of(event, ap);
+    va_end(ap);
+    return o;
+}
+
+void metrics_event(Metrics *m, const char *event, ...) {
+    va_list ap;
+    va_start(ap, event);
+    json_t *o = record_of(event, ap);
+    va_end(ap);
+    metrics_write(m, o);
 }
 
 void metrics_close(Metrics *m) {
@@ -108,33 +139,36 @@ static size_t utf8_char_len(const uint8_t *s, size_t n) {
     return need;
 }
 
-const char *json_number(char buf[32], const char *fmt, double v) {
+json_t *metrics_real(const char *fmt, double v) {
+    if (!isfinite(v)) return json_null();
+    char buf[64];
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-    if (isfinite(v)) snprintf(buf, 32, fmt, v);
-    else snprintf(buf, 32, "null");
+    snprintf(buf, sizeof buf, fmt, v);
 #pragma GCC diagnostic pop
-    return buf;
+    double r = strtod(buf, NULL);
+    return json_real(isfinite(r) ? r : v);   /* a format like "%.0e" can round up past DBL_MAX */
 }
 
-char *json_quote(const void *bytes, size_t n) {
+char *utf8_clean(const void *bytes, size_t n, size_t *len) {
     const uint8_t *s = bytes;
-    char *out = xmalloc(6 * n + 3), *o = out;     /* the longest escape, \u00XX or \ufffd, is 6 per byte */
-    *o++ = '"';
+    char *out = xmalloc(3 * n + 1), *o = out;     /* U+FFFD is 3 bytes, for 1 */
     for (size_t i = 0; i < n;) {
         size_t k = utf8_char_len(s + i, n - i);
-        uint8_t c = s[i];
-        if (k == 0) { o += sprintf(o, "\\ufffd"); i++; continue; }
-        if (k > 1) { memcpy(o, s + i, k); o += k; i += k; continue; }
-        if (c == '"' || c == '\\') { *o++ = '\\'; *o++ = (char)c; }
-        else if (c == '\n') o += sprintf(o, "\\n");
-        else if (c == '\r') o += sprintf(o, "\\r");
-        else if (c == '\t') o += sprintf(o, "\\t");
-        else if (c < 0x20) o += sprintf(o, "\\u%04x", c);
-        else *o++ = (char)c;
-        i++;
+        if (k == 0) { memcpy(o, "\xef\xbf\xbd", 3); o += 3; i++; continue; }
+        memcpy(o, s + i, k);
+        o += k;
+        i += k;
     }
-    *o++ = '"';
     *o = 0;
+    if (len) *len = (size_t)(o - out);
     return out;
+}
+
+json_t *metrics_text(const void *bytes, size_t n) {
+    size_t len;
+    char *clean = utf8_clean(bytes, n, &len);
+    json_t *s = json_stringn(clean, len);
+    free(clean);
+    return s;
 }

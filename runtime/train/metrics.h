@@ -1,14 +1,17 @@
-/* metrics: the run's log, metrics.jsonl in checkpoint.dir: one JSON object per line. Every string in it goes
- * through json_quote, so each line parses as JSON whatever a path, a name or the sampled text holds, and each
- * line is appended whole or not at all (README, "Training"): a write that fails is taken back, reported once,
- * and the records after it are dropped while training goes on. */
+/* metrics: the run's log, metrics.jsonl in checkpoint.dir: one JSON object per line, {"event":"...",...}, made
+ * with Jansson (json_t objects, dumped compact in the order their keys were set). Strings go through
+ * metrics_text, so each line is JSON whatever a path, a name or the sampled text holds; numbers through
+ * metrics_real, so a NaN or an infinity is null (JSON has neither). Each line is appended whole or not at all
+ * (README, "Training"): a write that fails is taken back, reported once, and the records after it are dropped
+ * while training goes on. */
 #ifndef GPT2GEN_METRICS_H
 #define GPT2GEN_METRICS_H
 #include <stddef.h>
 #include <stdio.h>
+#include <jansson.h>
 #include "common/err.h"
 
-/* All zero is a log that is not open (ranks other than 0 keep none): metrics_line does nothing. */
+/* All zero is a log that is not open (ranks other than 0 keep none): metrics_write writes nothing. */
 typedef struct {
     int open, failed;                    /* failed: a write failed, and later records are dropped */
     int fd, regular;                     /* regular: a file (not /dev/null), which a record cut short is cut from */
@@ -19,15 +22,27 @@ typedef struct {
    character device (/dev/null), is an error (before training starts). A regular file whose last line has no end
    of line (a run that stopped while writing it) is cut back to its last whole line, and a note says so. */
 int  metrics_open(Metrics *m, const char *dir, Err *err);
-/* Appends one line; the format's %s arguments must come from json_quote. A write error is one message on
-   stderr, naming the file and the error. */
-void metrics_line(Metrics *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends record (a JSON object) as one line, and releases it (json_decref), also where the log is not open or
+   record is NULL. A write error is one message on stderr, naming the file and the error. */
+void metrics_write(Metrics *m, json_t *record);
+/* {"event":event, key1:value1, ...}: (const char *key, json_t *value) pairs ended by NULL, keys in that order.
+   The values are taken over (a NULL value is left out). */
+json_t *metrics_record(const char *event, ...) __attribute__((sentinel));
+/* metrics_write(m, metrics_record(event, ...)) */
+void metrics_event(Metrics *m, const char *event, ...) __attribute__((sentinel));
 void metrics_close(Metrics *m);
 
-/* A JSON string literal, quotes included, of n bytes: '"' and '\' escaped, control bytes as \n, \r, \t or
-   \u00XX, and each byte that is not part of valid UTF-8 as \ufffd. malloc'd; the caller frees it. */
-char *json_quote(const void *bytes, size_t n);
-/* v printed with fmt (a printf format of one double) into buf, or null where v is not finite (JSON has no NaN
-   or infinity); returns buf. */
-const char *json_number(char buf[32], const char *fmt, double v);
+/* The line metrics_write writes for record, without its end of line: compact, keys in the order they were set,
+   numbers with up to 15 significant digits (so a metrics_real prints back as its format printed it). malloc'd;
+   NULL where Jansson cannot dump it. */
+char *metrics_dump(const json_t *record);
+/* v as its printf format fmt (of one double, e.g. "%.6f") prints it, as a JSON number; null where v is not
+   finite (JSON has no NaN or infinity). */
+json_t *metrics_real(const char *fmt, double v);
+/* The n bytes at bytes as a JSON string: valid UTF-8 as it is, each byte that is not part of valid UTF-8 as
+   U+FFFD (NUL and control bytes are kept: the dump escapes them). */
+json_t *metrics_text(const void *bytes, size_t n);
+/* Those bytes with each one that is not part of valid UTF-8 replaced by U+FFFD, NUL-terminated; *len (where not
+   NULL) gets the length. malloc'd. */
+char *utf8_clean(const void *bytes, size_t n, size_t *len);
 #endif

@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/rng.h"
+#include "runtime/train/plot.h"
 #include "runtime/train/schedule.h"
 #include "runtime/train/stop.h"
 #include <math.h>
@@ -112,9 +113,8 @@ static int sample_text(Run *r, int step, Err *err) {
     int rc = sampler_generate(r->sampler, &prompt, 1, n, &ss, &r->sample_rng, eot, drawn, sample_put, &o, &st, err) < 0;
     utf8_stream_flush(&o.us, stdout);
     printf("\n---\n");
-    char *q = json_quote(o.text, o.used);
-    if (!rc) metrics_line(&r->metrics, "{\"event\":\"sample\",\"step\":%d,\"text\":%s}", step, q);
-    free(q); free(o.text); free(drawn);
+    if (!rc) metrics_event(&r->metrics, "sample", "step", json_integer(step), "text", metrics_text(o.text, o.used), NULL);
+    free(o.text); free(drawn);
     return rc ? -1 : 0;
 }
 
@@ -131,8 +131,8 @@ static int eval_choices(Run *r, int step, Err *err) {
     if (evaluator_run(r->evaluator, &r->evalset, &res, NULL, NULL, err)) return -1;
     printf("step %5d | eval accuracy %.4f (%d of %d, %.1f s)\n", step, res.accuracy, res.correct, res.examples,
            now_seconds() - t0);
-    metrics_line(&r->metrics, "{\"event\":\"eval\",\"step\":%d,\"examples\":%d,\"correct\":%d,\"accuracy\":%.6f}", step,
-                 res.examples, res.correct, res.accuracy);
+    metrics_event(&r->metrics, "eval", "step", json_integer(step), "examples", json_integer(res.examples), "correct",
+                  json_integer(res.correct), "accuracy", metrics_real("%.6f", res.accuracy), NULL);
     evalresult_free(&res);
     return 0;
 }
@@ -179,6 +179,11 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const Plan *sampl
     r->rk = xcalloc((size_t)r->local, sizeof *r->rk);
     r->train = &r->rk[0].train;
     r->has_val = c->eval.val_every > 0 && c->eval.val_batches > 0;
+    if (!c->data.train[0])
+        return err_set(err, "data.train is empty: name the training shards, e.g. data/NAME/train_*.bin "
+                       "(`gpt2gen prepare FILE... -o data/NAME` makes them)");
+    int no_val = r->has_val && dataloader_no_shards(c->data.val);   /* no validation set: train without one */
+    if (no_val) r->has_val = 0;
     for (int k = 0; k < r->local; k++) {
         RankRun *q = &r->rk[k];
         int rank = r->first + k;
@@ -189,6 +194,10 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const Plan *sampl
             return -1;
         }
         r->opened = k + 1;
+    }
+    if (no_val && r->lead) {
+        if (c->data.val[0]) printf("note: no validation set (%s matches no shards): training without validation\n", err_show(c->data.val));
+        else printf("note: no validation set (data.val is empty): training without validation\n");
     }
     if (open_tokenizer(r, err) || (r->lead && metrics_open(&r->metrics, c->checkpoint.dir, err))) return -1;
     loss_scale_init(&r->scaler, c->precision == PREC_FP16, c->train.loss_scale, c->train.loss_scale_interval);
@@ -377,10 +386,9 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
     printf("training %s on %s%s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", c->name,
            r.be->name, ranks, r.num_params / 1e6, c->train.steps, c->train.total_batch_size, c->train.batch_size,
            c->train.seq_len, c->train.grad_accum, precision_name(c->precision));
-    char *name = json_quote(c->name, strlen(c->name)), *backend = json_quote(r.be->name, strlen(r.be->name));
-    metrics_line(&r.metrics, "{\"event\":\"start\",\"config\":%s,\"backend\":%s,\"step\":%d,\"steps\":%d,\"params\":%zu}",
-                 name, backend, step, c->train.steps, r.num_params);
-    free(name); free(backend);
+    metrics_event(&r.metrics, "start", "config", metrics_text(c->name, strlen(c->name)), "backend",
+                  metrics_text(r.be->name, strlen(r.be->name)), "step", json_integer(step), "steps",
+                  json_integer(c->train.steps), "params", json_integer((json_int_t)r.num_params), NULL);
     stop_signals(1);
     double timed = 0;
     int timed_steps = 0, last_saved = -1, resumed_at = step > 0 ? step : -1;
@@ -400,12 +408,14 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
             float vl;
             if ((rc = validate_loss(&r, &vl, &err))) break;
             printf("step %5d | val loss %.4f\n", step, vl);
-            char v[32];
-            metrics_line(&r.metrics, "{\"event\":\"val\",\"step\":%d,\"val_loss\":%s}", step, json_number(v, "%.6f", vl));
+            metrics_event(&r.metrics, "val", "step", json_integer(step), "val_loss", metrics_real("%.6f", vl), NULL);
         }
         if (evals && r.lead && c->eval.sample_every > 0 && step > 0 && (step % c->eval.sample_every == 0 || last))
             if ((rc = sample_text(&r, step, &err))) break;
         if (evals && r.evaluator && eval_due(c, step, last) && (rc = eval_choices(&r, step, &err))) break;
+        /* plot.svg (rank 0, a log in a file) after each validation and evaluation (the last step's: at the end) */
+        if (r.metrics.regular && evals && !last && ((r.has_val && step % c->eval.val_every == 0) || (r.evaluator && eval_due(c, step, 0))))
+            plot_refresh(c->checkpoint.dir);
         if (evals && step > 0 && (last || (c->checkpoint.every > 0 && step % c->checkpoint.every == 0) || stop)) {
             if ((rc = run_save_checkpoint(&r, step, &err))) break;
             last_saved = step;
@@ -428,17 +438,20 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
         char eta[32];
         format_duration((timed_steps ? timed / timed_steps : dt) * (c->train.steps - step - 1), eta, sizeof eta);
         /* fp16: the loss scale the next step uses; a skipped step says so, with the halved scale */
-        char scale_txt[96] = "", scale_json[96] = "";
+        char scale_txt[96] = "";
         if (skipped) snprintf(scale_txt, sizeof scale_txt, " | skipped (gradient overflow), loss scale now %.0f", r.scaler.scale);
         else if (r.scaler.enabled) snprintf(scale_txt, sizeof scale_txt, " | scale %.0f", r.scaler.scale);
-        if (r.scaler.enabled)
-            snprintf(scale_json, sizeof scale_json, ",\"loss_scale\":%.0f,\"skipped\":%s", r.scaler.scale, skipped ? "true" : "false");
         if (!r.quiet)
             printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | ETA %s%s\n", step + 1,
                    c->train.steps, loss, lr, norm, dt * 1e3, tok_s, eta, scale_txt);
-        char l[32], nm[32];
-        metrics_line(&r.metrics, "{\"event\":\"step\",\"step\":%d,\"loss\":%s,\"lr\":%.6e,\"norm\":%s,\"ms\":%.3f,\"tok_s\":%.1f%s}",
-                     step + 1, json_number(l, "%.6f", loss), lr, json_number(nm, "%.6f", norm), dt * 1e3, tok_s, scale_json);
+        json_t *rec = metrics_record("step", "step", json_integer(step + 1), "loss", metrics_real("%.6f", loss), "lr",
+                                     metrics_real("%.6e", lr), "norm", metrics_real("%.6f", norm), "ms",
+                                     metrics_real("%.3f", dt * 1e3), "tok_s", metrics_real("%.1f", tok_s), NULL);
+        if (r.scaler.enabled) {   /* a power of two: an integer */
+            json_object_set_new(rec, "loss_scale", json_integer((json_int_t)r.scaler.scale));
+            json_object_set_new(rec, "skipped", json_boolean(skipped));
+        }
+        metrics_write(&r.metrics, rec);
         stop_check_stdout(&r.stdout_gone, r.lead ? r.metrics.path : "rank 0's metrics.jsonl");
     }
     if (rc && rc != 130) fprintf(stderr, "gpt2gen: %s%s\n", who, err.msg);
@@ -452,6 +465,7 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
         printf("done: %d steps, mean %.1f ms/step, %.0f tok/s, %.2f TFLOP/s%s\n", timed_steps, timed / timed_steps * 1e3,
                tok_s, tok_s * gpt2_flops_per_token(&shape, c->train.seq_len) / 1e12, last_saved >= 0 ? "" : " (no checkpoint written)");
     }
+    if (r.metrics.regular) plot_refresh(c->checkpoint.dir);   /* whatever the run got to (rank 0's log: a file) */
     stop_signals(0);
     close_run(&r);
     return rc == 130 ? 130 : rc ? EXIT_FAIL : 0;

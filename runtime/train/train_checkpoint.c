@@ -151,9 +151,7 @@ int run_save_checkpoint(Run *r, int step, Err *err) {
     if (rc) return -1;
     rundir_sync(&r->dir);
     if (!r->quiet) printf("saved %s and %s%s\n", model, state, r->world > 1 && c->train.zero_stage == 1 ? " (and the other ranks' state shards)" : "");
-    char *q = json_quote(model, strlen(model));
-    metrics_line(&r->metrics, "{\"event\":\"checkpoint\",\"step\":%d,\"model\":%s}", step, q);
-    free(q);
+    metrics_event(&r->metrics, "checkpoint", "step", json_integer(step), "model", metrics_text(model, strlen(model)), NULL);
     return 0;
 }
 
