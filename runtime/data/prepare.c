@@ -1,23 +1,26 @@
-/* prepare: text files -> token shards + tokenizer file (see prepare.h).
+/* prepare: corpora -> token shards + tokenizer file (see prepare.h).
  *
- * One pass: each input is read once, in blocks, so standard input, a pipe or a FIFO works as a file does.
- * Documents are found as the text streams by. A document's text is encoded as soon as the text after it
- * cannot change its tokens (tokenizer_encode_stable), and the rest when it ends. Each document goes to
- * validation or training when it starts (is_val_document), so the split needs no count of all documents.
- * Memory holds one read block, one shard per split, and the current document's text not yet encoded:
- * a few bytes, but all of a document's leading whitespace (until a non-space byte shows it is not blank)
- * and all of one pre-tokenizer piece that has not ended yet (a run of letters, digits or punctuation).
+ * One thread reads: each input once, in blocks (corpus.h undoes gzip and zstd), cut into documents
+ * (documents.h). It decides each document's split when the document starts (at its first non-space
+ * byte), so the split needs no count of all documents, and packs the documents' text into chunks of about
+ * PREPARE_CHUNK_BYTES. A document longer than that is cut where GPT-2's pre-tokenizer starts a piece
+ * whatever came before (prepare_cut_is_safe), so its parts encode to the ids of the whole. The chunks go
+ * round a ring of slots: worker threads encode them, in any order, and the reading thread writes them to
+ * the shards strictly in the order they were filled. So the shards are the same whatever the number of
+ * threads, and memory is the ring: a few chunks per thread, and one shard per split.
  * The data set is written into a temporary folder and swapped in whole (dataset_dir.h): on any failure
  * the output folder stays as it was. */
 #include "runtime/data/prepare.h"
+#include "runtime/data/corpus.h"
 #include "runtime/data/dataset_dir.h"
+#include "runtime/data/documents.h"
 #include "runtime/data/shard.h"
 #include "runtime/data/tokenizer.h"
 #include "common/err.h"
 #include "common/clock.h"
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,14 +37,10 @@ typedef struct {
     size_t      tokens;          /* all tokens added */
 } ShardWriter;
 
-static void shard_name(char *out, size_t size, const char *dir, const char *split, int index) {
-    snprintf(out, size, "%s/%s_%06d.bin", dir, split, index);
-}
-
 static int writer_flush(ShardWriter *w, Err *err) {
     if (w->n == 0) return 0;
     char path[4200];
-    shard_name(path, sizeof path, w->dir, w->split, w->shards);
+    snprintf(path, sizeof path, "%s/%s_%06d.bin", w->dir, w->split, w->shards);
     if (shard_write(path, w->buf, w->n, err)) return -1;
     w->shards++;
     w->n = 0;
@@ -58,55 +57,268 @@ static void writer_grow(ShardWriter *w) {
 }
 
 static int writer_add(ShardWriter *w, const int32_t *ids, size_t n, Err *err) {
-    for (size_t i = 0; i < n; i++) {
+    w->tokens += n;
+    while (n > 0) {
         if (w->n == w->cap && writer_flush(w, err)) return -1;
         if (w->n == w->alloc) writer_grow(w);
-        w->buf[w->n++] = (uint16_t)ids[i];
+        size_t k = w->alloc - w->n < n ? w->alloc - w->n : n;
+        uint16_t *out = w->buf + w->n;
+        for (size_t i = 0; i < k; i++) out[i] = (uint16_t)ids[i];
+        w->n += k;
+        ids += k;
+        n -= k;
     }
-    w->tokens += n;
     return 0;
 }
 
-/* ---------- documents, streamed ---------- */
+/* ---------- chunks of work ---------- */
 
-#define BLOCK_BYTES (1u << 16)     /* inputs are read in blocks of this much */
-#define STEP_BYTES  (4u << 20)     /* and encoded in steps of at most this much text */
-#define NO_LINE     SIZE_MAX
-
-/* The document being read: its text not yet encoded. */
+/* Text of one document, or of a part of one, in a chunk. */
 typedef struct {
-    char        *text;
-    size_t       len, cap;
-    size_t       line;       /* where its last line starts while that line may still be a separator, else NO_LINE */
-    size_t       scanned;    /* text[0..scanned) is whitespace, while the document has not started */
-    ShardWriter *w;          /* its split, chosen when it starts (at its first non-space byte); NULL before */
-} Doc;
+    size_t off, len;
+    size_t tok_end;          /* the chunk's ids up to the end of this one's, once encoded */
+    int    input;            /* which input it came from (for the per-input counts) */
+    unsigned char val;       /* its split */
+    unsigned char starts;    /* the document starts here: the end-of-text token first */
+} Seg;
+
+enum { SLOT_FREE, SLOT_FILLED, SLOT_DONE };
 
 typedef struct {
+    char     *text;
+    size_t    len, cap;
+    Seg      *segs;
+    int       nseg, segcap;
+    TokenVec  ids;
+    int       state;
+    int       failed;
+    Err       err;
+} Chunk;
+
+static void chunk_append(Chunk *c, const char *s, size_t n) {
+    if (c->len + n > c->cap) {
+        while (c->cap < c->len + n) c->cap = c->cap ? c->cap * 2 : PREPARE_CHUNK_BYTES + 4096;
+        c->text = realloc(c->text, c->cap);
+        if (!c->text) { fprintf(stderr, "out of host memory for %zu bytes of text\n", c->cap); abort(); }
+    }
+    memcpy(c->text + c->len, s, n);
+    c->len += n;
+}
+
+static void chunk_add_seg(Chunk *c, Seg s) {
+    if (c->nseg == c->segcap) {
+        c->segcap = c->segcap ? c->segcap * 2 : 256;
+        c->segs = realloc(c->segs, (size_t)c->segcap * sizeof *c->segs);
+        if (!c->segs) { fprintf(stderr, "out of host memory for %d documents\n", c->segcap); abort(); }
+    }
+    c->segs[c->nseg++] = s;
+}
+
+static void chunk_encode(const Tokenizer *tok, Chunk *c) {
+    c->ids.n = 0;
+    for (int i = 0; i < c->nseg && !c->failed; i++) {
+        Seg *s = &c->segs[i];
+        if (s->starts) tokvec_push(&c->ids, tok->eot);
+        if (tokenizer_encode(tok, c->text + s->off, s->len, &c->ids, &c->err)) c->failed = 1;
+        s->tok_end = c->ids.n;
+    }
+}
+
+/* ---------- the ring of chunks and its threads ---------- */
+
+typedef struct {
+    const Tokenizer *tok;
+    Chunk           *slots;
+    int              nslots, nthreads, stop, started;
+    long             filled, taken, written;   /* chunks handed to the workers, taken by them, written out */
+    pthread_t       *threads;
+    pthread_mutex_t  mu;
+    pthread_cond_t   work, done;
+} Pool;
+
+static void *worker(void *arg) {
+    Pool *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (!p->stop && p->taken == p->filled) pthread_cond_wait(&p->work, &p->mu);
+        if (p->stop) break;
+        Chunk *c = &p->slots[p->taken++ % p->nslots];
+        pthread_mutex_unlock(&p->mu);
+        chunk_encode(p->tok, c);
+        pthread_mutex_lock(&p->mu);
+        c->state = SLOT_DONE;
+        pthread_cond_broadcast(&p->done);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* threads 1: no workers, the reading thread encodes each chunk as it is filled. */
+static int pool_start(Pool *p, const Tokenizer *tok, int threads, Err *err) {
+    *p = (Pool){.tok = tok, .nthreads = threads > 1 ? threads : 0};
+    p->nslots = p->nthreads ? 2 * p->nthreads + 2 : 1;
+    p->slots = xcalloc((size_t)p->nslots, sizeof *p->slots);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->done, NULL);
+    p->threads = xcalloc((size_t)p->nthreads + 1, sizeof *p->threads);
+    for (; p->started < p->nthreads; p->started++)
+        if (pthread_create(&p->threads[p->started], NULL, worker, p))
+            return err_set(err, "cannot start encoding thread %d of %d", p->started + 1, p->nthreads);
+    return 0;
+}
+
+static void pool_stop(Pool *p) {
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->started; i++) pthread_join(p->threads[i], NULL);
+    for (int i = 0; i < p->nslots; i++) {
+        free(p->slots[i].text); free(p->slots[i].segs); tokvec_free(&p->slots[i].ids);
+    }
+    free(p->slots);
+    free(p->threads);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->work);
+    pthread_cond_destroy(&p->done);
+}
+
+/* ---------- the run ---------- */
+
+typedef struct { size_t files, docs, tokens; } InputCount;
+
+typedef struct {
+    const PrepareArgs *a;
     Tokenizer          tok;
     ShardWriter        val, train;
     unsigned long long val_millionths;   /* the validation fraction */
     size_t             docs, val_docs;   /* documents started, over all inputs */
-    Doc                doc;
-    TokenVec           ids;
-    const char        *name;             /* the input being read, for messages */
-    size_t             bytes, tokens;    /* read from it, written for it */
-    size_t             all_bytes;
+    Pool               pool;
+    Chunk             *cur;              /* the chunk being filled */
+    /* the document being read */
+    size_t             doc_off;          /* where its text in cur starts */
+    size_t             doc_scan;         /* cur->text[doc_off..doc_scan) is whitespace, while it has not started */
+    size_t             cut_from;         /* positions below this were looked at for a cut, in vain */
+    int                started, doc_val, continued;
+    char              *carry;            /* a cut document's rest, on its way to the next chunk */
+    size_t             carry_cap;
+    int                input;            /* the input being read */
+    InputCount        *counts;           /* per input */
+    /* progress */
+    long long          raw_done, raw_total;   /* bytes of the files read so far; all their bytes (-1: unknown) */
+    const CorpusReader *reading;
     double             t0, last_report;
+    int                tty, reported;
 } Prepare;
 
-static const char *input_name(const char *path) { return strcmp(path, "-") ? path : "standard input"; }
+static int printable_ascii(unsigned char c) { return c > ' ' && c < 0x7f; }
 
-/* A line, without its '\n', that separates documents: "%" (a trailing "\r" allowed). */
-static int is_separator(const char *line, size_t n) {
-    return (n == 1 && line[0] == '%') || (n == 2 && line[0] == '%' && line[1] == '\r');
+/* Why these: the pieces before the cut must end there whatever follows, and the text before it, encoded
+   alone, must end in the same pieces. A space before a printable character is where a " word"-like
+   piece starts, and the whitespace before it (if any) is a piece that ends there with the text cut or
+   not. A "\n" before a printable character ends a piece too, but when whitespace comes before the "\n"
+   the run would be one piece at the end of the cut text and two in the whole ("\s+(?!\S)"), so the "\n"
+   must follow a printable character. */
+int prepare_cut_is_safe(const char *text, size_t len, size_t at) {
+    if (at == 0 || at + 1 >= len) return 0;
+    const unsigned char *t = (const unsigned char *)text;
+    if (t[at - 1] == '\n' && printable_ascii(t[at]) && (at == 1 || printable_ascii(t[at - 2]))) return 1;
+    return t[at] == ' ' && printable_ascii(t[at + 1]);
 }
 
-/* The last line may still turn out to be a separator: so far it is "", "%" or "%\r". */
-static int line_open(const Doc *d) {
-    if (d->line == NO_LINE) return 0;
-    size_t n = d->len - d->line;
-    return n == 0 || is_separator(d->text + d->line, n);
+/* Writes chunk seq, the oldest not yet written, once it is encoded (waiting for it when wait is set).
+   1 when it was not done (and wait was not set), 0 when written, -1 + err. */
+static int write_oldest(Prepare *p, int wait, Err *err) {
+    Pool *pl = &p->pool;
+    Chunk *c = &pl->slots[pl->written % pl->nslots];
+    pthread_mutex_lock(&pl->mu);
+    while (wait && c->state != SLOT_DONE) pthread_cond_wait(&pl->done, &pl->mu);
+    int done = c->state == SLOT_DONE;
+    pthread_mutex_unlock(&pl->mu);
+    if (!done) return 1;
+    if (c->failed) return err_set(err, "%s", c->err.msg);
+    size_t at = 0;
+    for (int i = 0; i < c->nseg; i++) {
+        Seg *s = &c->segs[i];
+        if (writer_add(s->val ? &p->val : &p->train, c->ids.data + at, s->tok_end - at, err)) return -1;
+        p->counts[s->input].tokens += s->tok_end - at;
+        at = s->tok_end;
+    }
+    c->state = SLOT_FREE;
+    pl->written++;
+    return 0;
+}
+
+/* The next chunk to fill, writing the oldest one first when every slot is taken. */
+static int next_chunk(Prepare *p, Err *err) {
+    Pool *pl = &p->pool;
+    while (pl->filled - pl->written >= pl->nslots)
+        if (write_oldest(p, 1, err)) return -1;
+    Chunk *c = &pl->slots[pl->filled % pl->nslots];
+    c->len = 0;
+    c->nseg = 0;
+    c->failed = 0;
+    p->cur = c;
+    return 0;
+}
+
+/* Hands the current chunk over (to a worker, or encodes it here), writes what is done, and starts the
+   next chunk. */
+static int submit_chunk(Prepare *p, Err *err) {
+    Pool *pl = &p->pool;
+    Chunk *c = p->cur;
+    if (c->nseg == 0) { c->len = 0; return 0; }
+    if (pl->nthreads == 0) {
+        chunk_encode(&p->tok, c);
+        c->state = SLOT_DONE;
+        pl->filled++;
+    } else {
+        pthread_mutex_lock(&pl->mu);
+        c->state = SLOT_FILLED;
+        pl->filled++;
+        pthread_cond_signal(&pl->work);
+        pthread_mutex_unlock(&pl->mu);
+    }
+    while (pl->written < pl->filled) {            /* what the workers have done, without waiting */
+        int rc = write_oldest(p, 0, err);
+        if (rc < 0) return -1;
+        if (rc > 0) break;
+    }
+    return next_chunk(p, err);
+}
+
+static void doc_reset(Prepare *p) {
+    p->doc_off = p->doc_scan = p->cur->len;
+    p->cut_from = 0;
+    p->started = p->continued = 0;
+}
+
+/* A long document: when its text in the chunk holds a safe cut, the part before it goes with this chunk
+   and the rest starts the next. */
+static int try_cut(Prepare *p, Err *err) {
+    Chunk *c = p->cur;
+    size_t lo = p->doc_off + 1 > p->cut_from ? p->doc_off + 1 : p->cut_from, at = c->len - 1;
+    while (at > lo && !prepare_cut_is_safe(c->text, c->len, at - 1)) at--;
+    if (at <= lo) { p->cut_from = c->len > 1 ? c->len - 1 : 0; return 0; }
+    at--;                                                 /* the cut: text[at] starts the rest */
+    size_t rest = c->len - at;
+    if (rest > p->carry_cap) {
+        p->carry_cap = rest;
+        p->carry = realloc(p->carry, rest);
+        if (!p->carry) { fprintf(stderr, "out of host memory for %zu bytes of text\n", rest); abort(); }
+    }
+    memcpy(p->carry, c->text + at, rest);
+    chunk_add_seg(c, (Seg){.off = p->doc_off, .len = at - p->doc_off, .input = p->input, .val = (unsigned char)p->doc_val,
+                           .starts = (unsigned char)!p->continued});
+    c->len = at;
+    if (submit_chunk(p, err)) return -1;
+    chunk_append(p->cur, p->carry, rest);
+    p->doc_off = 0;
+    p->doc_scan = p->cur->len;
+    p->cut_from = 0;
+    p->started = p->continued = 1;
+    return 0;
 }
 
 /* Document d (from 0, over all inputs) goes to validation when it brings the number of validation
@@ -116,154 +328,124 @@ static int is_val_document(size_t d, unsigned long long millionths) {
     return (d + 1) * millionths / 1000000 > d * millionths / 1000000;
 }
 
-static void doc_append(Doc *d, const char *s, size_t n) {
-    if (d->len + n > d->cap) {
-        while (d->cap < d->len + n) d->cap = d->cap ? d->cap * 2 : 4096;
-        d->text = realloc(d->text, d->cap);
-        if (!d->text) { fprintf(stderr, "out of host memory for a document of %zu bytes\n", d->cap); abort(); }
+/* DocSink: more text of the current document. */
+static int doc_text(void *ctx, const char *s, size_t n, Err *err) {
+    Prepare *p = ctx;
+    Chunk *c = p->cur;
+    chunk_append(c, s, n);
+    if (!p->started) {
+        while (p->doc_scan < c->len && isspace((unsigned char)c->text[p->doc_scan])) p->doc_scan++;
+        if (p->doc_scan == c->len) return 0;
+        p->started = 1;
+        p->doc_val = is_val_document(p->docs++, p->val_millionths);
+        p->val_docs += (size_t)p->doc_val;
+        p->counts[p->input].docs++;
     }
-    memcpy(d->text + d->len, s, n);
-    d->len += n;
+    return c->len - p->doc_off >= PREPARE_CHUNK_BYTES ? try_cut(p, err) : 0;
 }
 
-/* Drops the first n bytes of the text, once encoded. */
-static void doc_drop(Doc *d, size_t n) {
-    memmove(d->text, d->text + n, d->len - n);
-    d->len -= n;
-    d->line = d->line == NO_LINE || d->line < n ? NO_LINE : d->line - n;
-}
-
-/* Starts the document when text[0..upto) holds a non-space byte: picks its split, writes end-of-text. */
-static int doc_start(Prepare *p, size_t upto, Err *err) {
-    Doc *d = &p->doc;
-    if (d->w) return 0;
-    while (d->scanned < upto && isspace((unsigned char)d->text[d->scanned])) d->scanned++;
-    if (d->scanned == upto) return 0;
-    int val = is_val_document(p->docs++, p->val_millionths);
-    p->val_docs += (size_t)val;
-    d->w = val ? &p->val : &p->train;
-    int32_t eot = p->tok.eot;
-    p->tokens++;
-    return writer_add(d->w, &eot, 1, err);
-}
-
-/* Encodes text[0..upto) in steps: all of it when the document ends there (final), else what the text
-   after upto cannot change. Nothing while the document is blank. Drops what it encoded. */
-static int doc_encode(Prepare *p, size_t upto, int final, Err *err) {
-    Doc *d = &p->doc;
-    if (doc_start(p, upto, err)) return -1;
-    if (!d->w) return 0;
-    size_t at = 0, k;
-    do {
-        p->ids.n = 0;
-        k = final ? tokenizer_encode_some(&p->tok, d->text + at, upto - at, STEP_BYTES, &p->ids)
-                  : tokenizer_encode_stable(&p->tok, d->text + at, upto - at, STEP_BYTES, &p->ids);
-        at += k;
-        p->tokens += p->ids.n;
-        if (writer_add(d->w, p->ids.data, p->ids.n, err)) return -1;
-    } while (k > 0 && at < upto);
-    doc_drop(d, at);
+/* DocSink: the document ended. Blank ones leave nothing. */
+static int doc_end(void *ctx, Err *err) {
+    Prepare *p = ctx;
+    Chunk *c = p->cur;
+    if (p->started)
+        chunk_add_seg(c, (Seg){.off = p->doc_off, .len = c->len - p->doc_off, .input = p->input, .val = (unsigned char)p->doc_val,
+                               .starts = (unsigned char)!p->continued});
+    else c->len = p->doc_off;
+    if (c->len >= PREPARE_CHUNK_BYTES && submit_chunk(p, err)) return -1;
+    doc_reset(p);
     return 0;
 }
 
-/* The document ends with its text: the rest is encoded (or dropped when blank), and a new one begins. */
-static int doc_end(Prepare *p, Err *err) {
-    Doc *d = &p->doc;
-    int rc = doc_encode(p, d->len, 1, err);
-    *d = (Doc){.text = d->text, .cap = d->cap};
-    return rc;
+/* ---------- progress ---------- */
+
+/* "12.3 MB", "4.56 GB" */
+static void format_bytes(double b, char *out, size_t n) {
+    if (b >= 1e9) snprintf(out, n, "%.2f GB", b / 1e9);
+    else snprintf(out, n, "%.1f MB", b / 1e6);
 }
 
-/* One line's bytes, s[0..n), ending in '\n' when complete. A complete separator line ends the document
-   and belongs to none. */
-static int add_line(Prepare *p, const char *s, size_t n, int complete, Err *err) {
-    Doc *d = &p->doc;
-    doc_append(d, s, n);
-    if (!complete) return 0;
-    if (d->line != NO_LINE && is_separator(d->text + d->line, d->len - d->line - 1)) {
-        d->len = d->line;
-        return doc_end(p, err);
-    }
-    d->line = d->len;
-    return 0;
+/* "950", "12.3K", "4.56M", "7.89B" */
+static void format_count(double v, char *out, size_t n) {
+    if (v >= 1e9) snprintf(out, n, "%.2fB", v / 1e9);
+    else if (v >= 1e6) snprintf(out, n, "%.2fM", v / 1e6);
+    else if (v >= 1e3) snprintf(out, n, "%.1fK", v / 1e3);
+    else snprintf(out, n, "%.0f", v);
 }
 
-static int feed_block(Prepare *p, const char *s, size_t n, Err *err) {
-    while (n > 0) {
-        const char *nl = memchr(s, '\n', n);
-        size_t k = nl ? (size_t)(nl - s) + 1 : n;
-        if (add_line(p, s, k, nl != NULL, err)) return -1;
-        s += k;
-        n -= k;
-    }
-    const Doc *d = &p->doc;
-    return doc_encode(p, line_open(d) ? d->line : d->len, 0, err);
-}
-
-/* The input ended, and so does its last document (less a last line "%" without its '\n'). */
-static int end_input(Prepare *p, Err *err) {
-    Doc *d = &p->doc;
-    if (d->line != NO_LINE && is_separator(d->text + d->line, d->len - d->line)) d->len = d->line;
-    return doc_end(p, err);
+/* On a terminal, one line on stderr rewritten about 4 times a second; otherwise a line every 10 s. */
+static void report_progress(Prepare *p, int force) {
+    double now = now_seconds();
+    if (!force && now - p->last_report < (p->tty ? 0.25 : 10)) return;
+    p->last_report = now;
+    double dt = now - p->t0, raw = (double)(p->raw_done + (p->reading ? corpus_raw_bytes(p->reading) : 0));
+    double tokens = (double)(p->val.tokens + p->train.tokens);
+    char line[256], bytes[32], total[32], toks[32], rate[32], eta[32];
+    format_bytes(raw, bytes, sizeof bytes);
+    format_count(tokens, toks, sizeof toks);
+    format_count(dt > 0 ? tokens / dt : 0, rate, sizeof rate);
+    int k = 0;
+    if (p->raw_total > 0) {
+        format_bytes((double)p->raw_total, total, sizeof total);
+        double frac = raw / (double)p->raw_total;
+        k = snprintf(line, sizeof line, "prepare: %s of %s (%.0f%%), %s tokens, %s tokens/s", bytes, total, 100 * frac, toks, rate);
+        if (frac > 0.001 && frac < 1 && dt > 0.2) {
+            format_duration(dt * (1 - frac) / frac, eta, sizeof eta);
+            snprintf(line + k, sizeof line - (size_t)k, ", ETA %s", eta);
+        }
+    } else snprintf(line, sizeof line, "prepare: %s read, %s tokens, %s tokens/s", bytes, toks, rate);
+    if (p->tty) fprintf(stderr, "\r%s\033[K", line);
+    else fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+    p->reported = 1;
 }
 
 /* ---------- the command ---------- */
 
-/* A line every few seconds while one input takes long. */
-static void report_progress(Prepare *p) {
-    double now = now_seconds();
-    if (now - p->last_report < 5) return;
-    p->last_report = now;
-    printf("  %s: %.0f MB, %zu tokens, %.1f MB/s\n", p->name, p->bytes / 1e6, p->tokens, p->bytes / (now - p->t0) / 1e6);
-    fflush(stdout);
+#define BLOCK_BYTES (1u << 16)     /* inputs are read in blocks of this much */
+
+static int read_file(Prepare *p, const CorpusFile *f, char *block, Err *err) {
+    const PrepareArgs *a = p->a;
+    CorpusReader *r = corpus_open(f->path, err);
+    if (!r) return -1;
+    const char *name = strcmp(f->path, "-") ? f->path : "standard input";
+    CorpusKind kind = a->format >= 0 ? (CorpusKind)a->format : corpus_kind(f->path);
+    DocSplitter d;
+    docsplit_init(&d, &a->docs, kind, name, (DocSink){doc_text, doc_end, p});
+    p->input = f->input;
+    p->counts[f->input].files++;
+    p->reading = r;
+    long got;
+    int rc = 0;
+    while ((got = corpus_read(r, block, BLOCK_BYTES, err)) > 0) {
+        if ((rc = docsplit_feed(&d, block, (size_t)got, err))) break;
+        report_progress(p, 0);
+    }
+    if (got < 0) rc = -1;
+    if (rc == 0) rc = docsplit_finish(&d, err);
+    docsplit_free(&d);
+    p->raw_done += corpus_raw_bytes(r);
+    p->reading = NULL;
+    corpus_close(r);
+    return rc;
 }
 
-/* Reads one input to its end, once ("-" is standard input), feeding its text through. */
-static int read_input(Prepare *p, const char *path, Err *err) {
-    int is_stdin = !strcmp(path, "-");
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f) return err_set(err, "%s: cannot open: %s", p->name, strerror(errno));
+static int read_all(Prepare *p, const CorpusList *list, Err *err) {
     char *block = xmalloc(BLOCK_BYTES);
-    int rc = 0, read_errno = 0;
-    size_t got;
-    do {
-        got = fread(block, 1, BLOCK_BYTES, f);
-        if (got < BLOCK_BYTES && ferror(f)) read_errno = errno;
-        p->bytes += got;
-        if (got) rc = feed_block(p, block, got, err);
-        report_progress(p);
-    } while (rc == 0 && got == BLOCK_BYTES);
-    if (rc == 0 && read_errno) rc = err_set(err, "%s: read error: %s", p->name, strerror(read_errno));
-    if (rc == 0) rc = end_input(p, err);
-    if (!is_stdin) fclose(f);
+    int rc = next_chunk(p, err);
+    if (rc == 0) doc_reset(p);
+    for (int i = 0; i < list->n && rc == 0; i++) rc = read_file(p, &list->files[i], block, err);
+    if (rc == 0) rc = submit_chunk(p, err);
+    while (rc == 0 && p->pool.written < p->pool.filled) rc = write_oldest(p, 1, err);
     free(block);
     return rc;
 }
 
-static int encode_input(Prepare *p, const char *path, int index, int n_inputs, Err *err) {
-    size_t docs = p->docs;
-    p->name = input_name(path);
-    p->bytes = p->tokens = 0;
-    p->t0 = p->last_report = now_seconds();
-    if (read_input(p, path, err)) return -1;
-    double dt = now_seconds() - p->t0;
-    printf("[%d/%d] %s: %zu documents, %zu tokens, %.1f MB/s\n", index, n_inputs, p->name, p->docs - docs, p->tokens,
-           dt > 0 ? p->bytes / dt / 1e6 : 0.0);
-    fflush(stdout);
-    p->all_bytes += p->bytes;
-    return 0;
-}
-
-/* Every named input can be opened, checked before any work (a missing file fails at once). */
-static int check_inputs(const PrepareArgs *a, Err *err) {
-    for (int i = 0; i < a->n_inputs; i++)
-        if (strcmp(a->inputs[i], "-") && access(a->inputs[i], R_OK) != 0)
-            return err_set(err, "%s: cannot open: %s", a->inputs[i], strerror(errno));
-    return 0;
-}
-
 static int no_documents(const PrepareArgs *a, Err *err) {
-    if (a->n_inputs == 1) return err_set(err, "%s: no documents: the input is empty or only whitespace", input_name(a->inputs[0]));
+    if (a->n_inputs == 1) {
+        const char *in = strcmp(a->inputs[0], "-") ? a->inputs[0] : "standard input";
+        return err_set(err, "%s: no documents: the input is empty or only whitespace", in);
+    }
     return err_set(err, "no documents: the %d inputs are empty or only whitespace", a->n_inputs);
 }
 
@@ -291,36 +473,62 @@ static void name_by_out_dir(Err *err, const char *tmp, const char *out_dir) {
     err_set(err, "%s%s", out_dir, rest);
 }
 
-static void print_summary(const Prepare *p, const PrepareArgs *a, double seconds) {
+static void print_summary(const Prepare *p, double seconds) {
+    const PrepareArgs *a = p->a;
+    for (int i = 0; i < a->n_inputs; i++) {
+        const InputCount *c = &p->counts[i];
+        char files[48] = "";
+        if (c->files != 1) snprintf(files, sizeof files, "%zu file%s, ", c->files, c->files == 1 ? "" : "s");
+        printf("[%d/%d] %s: %s%zu documents, %zu tokens\n", i + 1, a->n_inputs,
+               strcmp(a->inputs[i], "-") ? a->inputs[i] : "standard input", files, c->docs, c->tokens);
+    }
     char dur[32];
     format_duration(seconds, dur, sizeof dur);
-    printf("prepared %d inputs, %zu documents, %zu tokens in %s (%.1f MB/s)\n", a->n_inputs, p->docs,
-           p->val.tokens + p->train.tokens, dur, seconds > 0 ? p->all_bytes / seconds / 1e6 : 0.0);
+    int threads = p->pool.nthreads ? p->pool.nthreads : 1;
+    printf("prepared %d inputs, %zu documents, %zu tokens in %s (%.1f MB/s, %d thread%s)\n", a->n_inputs, p->docs,
+           p->val.tokens + p->train.tokens, dur, seconds > 0 ? (double)p->raw_done / seconds / 1e6 : 0.0,
+           threads, threads == 1 ? "" : "s");
     printf("  %s/train_*.bin: %zu documents, %zu tokens in %d shard%s\n", a->out_dir, p->docs - p->val_docs,
            p->train.tokens, p->train.shards, p->train.shards == 1 ? "" : "s");
     printf("  %s/val_*.bin:   %zu documents, %zu tokens in %d shard%s\n", a->out_dir, p->val_docs,
            p->val.tokens, p->val.shards, p->val.shards == 1 ? "" : "s");
     printf("  %s/tokenizer.bin: %d tokens, end-of-text %d\n", a->out_dir, p->tok.vocab_size, p->tok.eot);
     if (p->val_docs == 0 && a->val_fraction > 0)
-        printf("note: no validation shard: %zu document%s too few for the fraction %g\n", p->docs,
-               p->docs == 1 ? " is" : "s are", a->val_fraction);
+        printf("note: no validation shard: %zu document%s too few for the fraction %g (--split-docs blank or lines "
+               "cuts text into more)\n", p->docs, p->docs == 1 ? " is" : "s are", a->val_fraction);
 }
 
 int prepare_run(const PrepareArgs *a, Err *err) {
     double t0 = now_seconds();
-    Prepare p = {.val_millionths = (unsigned long long)llround(a->val_fraction * 1e6)};
+    Prepare p = {.a = a, .val_millionths = (unsigned long long)llround(a->val_fraction * 1e6), .t0 = t0,
+                 .last_report = t0, .tty = isatty(2)};
+    CorpusList list;
     DatasetDir out;
-    if (check_inputs(a, err) || load_tokenizer(&p.tok, a->ranks, err)) return -1;
-    if (dataset_dir_begin(&out, a->out_dir, err)) { tokenizer_free(&p.tok); return -1; }
+    if (corpus_list(a->inputs, a->n_inputs, a->out_dir, &list, err)) return -1;
+    if (load_tokenizer(&p.tok, a->ranks, err)) { corpus_list_free(&list); return -1; }
+    if (dataset_dir_begin(&out, a->out_dir, err)) { tokenizer_free(&p.tok); corpus_list_free(&list); return -1; }
+    if (list.skipped)
+        printf("note: left out %d file%s in the folders that prepare does not read (archives; compressions other than "
+               "gzip and zstd), e.g. %s\n", list.skipped, list.skipped == 1 ? "" : "s", list.first_skipped);
+    fflush(stdout);
+    p.raw_total = list.total;
+    p.counts = xcalloc((size_t)a->n_inputs, sizeof *p.counts);
     p.val = (ShardWriter){.dir = out.tmp, .split = "val", .cap = a->shard_tokens};
     p.train = (ShardWriter){.dir = out.tmp, .split = "train", .cap = a->shard_tokens};
-    int rc = 0;
-    for (int i = 0; i < a->n_inputs && rc == 0; i++) rc = encode_input(&p, a->inputs[i], i + 1, a->n_inputs, err);
+    int rc = pool_start(&p.pool, &p.tok, a->threads, err);
+    if (rc == 0) rc = read_all(&p, &list, err);
+    pool_stop(&p.pool);
+    if (p.reported) {
+        if (p.tty) fputs("\r\033[K", stderr);
+        else if (rc == 0) report_progress(&p, 1);
+    }
     if (rc == 0 && p.docs == 0) rc = no_documents(a, err);
     if (rc == 0) rc = write_rest(&p, out.tmp, err);
     if (rc) { name_by_out_dir(err, out.tmp, a->out_dir); dataset_dir_abort(&out); }
     else rc = dataset_dir_commit(&out, err);
-    if (rc == 0) print_summary(&p, a, now_seconds() - t0);
-    free(p.val.buf); free(p.train.buf); free(p.doc.text); tokvec_free(&p.ids); tokenizer_free(&p.tok);
+    if (rc == 0) print_summary(&p, now_seconds() - t0);
+    free(p.val.buf); free(p.train.buf); free(p.carry); free(p.counts);
+    tokenizer_free(&p.tok);
+    corpus_list_free(&list);
     return rc;
 }

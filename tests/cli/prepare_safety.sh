@@ -158,8 +158,8 @@ if [ "$val" = " 50256 22897 838 198 50256 22897 1160 198 " ]; then ok val_every_
 else fail val_every_tenth "val tokens:$val; $(grep val_ split.log)"; fi
 
 # 5. a long pipe is not held in memory: 70 MB through standard input (in shards of 1M tokens, 2 MB) take
-# less than 20 MB more than one line does
-rss() { /usr/bin/time -f %M "$GPT2GEN" prepare --ranks "$RANKS" /dev/stdin -o "$1" --shard-tokens 1M 2>&1 >/dev/null | tail -1; }
+# less than 20 MB more than one line does (with 2 encoding threads: each holds a few chunks of 256 KiB)
+rss() { /usr/bin/time -f %M "$GPT2GEN" prepare --ranks "$RANKS" /dev/stdin -o "$1" --shard-tokens 1M --threads 2 2>&1 >/dev/null | tail -1; }
 if [ -x /usr/bin/time ]; then
     cat big.txt big.txt > huge.txt
     base=$(echo "one line" | rss small)

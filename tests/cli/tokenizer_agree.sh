@@ -216,8 +216,9 @@ EOF
 ref() { python3 "$tmp/ref.py" "$@" > "$tmp/ref.out" 2>&1; }
 stress=$(python3 "$tmp/ref.py" stress "$tmp") || { fail agree_prepare_stress "could not write the stress text"; finish; }
 
-# 1. the stress files with small shards and a validation split: shards, split and ids must match
-if $PREPARE $stress -o "$tmp/stress" --ranks "$RANKS" --val-fraction 0.3 --shard-tokens 20000 > "$tmp/prep.out" 2>&1; then
+# 1. the stress files with small shards and a validation split: shards, split and ids must match (split at
+# "%" lines, the reference's rule: --split-docs separator)
+if $PREPARE $stress -o "$tmp/stress" --ranks "$RANKS" --val-fraction 0.3 --shard-tokens 20000 --split-docs separator > "$tmp/prep.out" 2>&1; then
     if ref prepare "$RANKS" "$tmp/stress" 0.3 $stress; then ok agree_prepare_stress; echo "    $(cat "$tmp/ref.out")"
     else fail agree_prepare_stress "$(tail -1 "$tmp/ref.out")"; fi
 else fail agree_prepare_stress "prepare failed: $(tail -1 "$tmp/prep.out")"; fi
