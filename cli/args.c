@@ -176,7 +176,13 @@ int args_build(int argc, char **argv, const char *cmd, const char *usage, Config
     if (rc) return rc;
     if (a.help) { fputs(usage, stdout); *done = 1; return 0; }
     if ((rc = args_load_and_plan(&a, cfg, plan, sample))) return rc;
-    Err err;
-    if (args_build_plans(&a, plan, sample, a.quiet, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
+    Err err, why;
+    rc = args_build_plans(&a, plan, sample, a.quiet, &err);
+    if (rc == BUILD_NO_NVRTC && cuda_backend_built(&why)) {   /* CPU only: CUBINs are of no use to this binary */
+        fprintf(stderr, "gpt2gen %s: %s\ngpt2gen %s: note: %s; the CPU backend needs no CUBINs\n", cmd, err.msg, cmd, why.msg);
+        return 0;
+    }
+    if (rc == BUILD_NO_NVRTC) { fprintf(stderr, "gpt2gen %s: %s\n", cmd, err.msg); return EXIT_FAIL; }
+    if (rc) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     return 0;
 }

@@ -193,6 +193,7 @@ int cmd_train(int argc, char **argv) {
         } else { printf("%s: training on the CPU backend (fp32)\n", err.msg); backend = "cpu"; }
     }
     if (!strcmp(backend, "cuda")) {
+        if (cuda_backend_built(&err)) { fprintf(stderr, "gpt2gen: --backend cuda: %s\n", err.msg); return EXIT_FAIL; }
         /* the kernels must be for this GPU: a config's or --arch's other target is rebuilt for it */
         if (cuda_device_arch(0, arch, &err) == 0 && strcmp(arch, plan.arch)) {
             printf("note: building for GPU 0's %s instead of %s\n", arch, plan.arch);

@@ -124,6 +124,7 @@ const Env *env_or_defaults(const Env *env) {
 int env_read(Env *env, Err *err) {
     env_defaults(env);
     env->cuda_home = value("CUDA_HOME");
+    env->nvrtc_library = value("GPT2GEN_NVRTC_LIBRARY");
     env->cache = value("GPT2GEN_CACHE");
     env->templates = value("GPT2GEN_TEMPLATES");
     env->tune_db = value("GPT2GEN_TUNE_DB");

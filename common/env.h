@@ -18,6 +18,7 @@ typedef struct {
 typedef struct {
     /* the build (gen/) */
     const char *cuda_home;       /* CUDA_HOME: the toolkit NVRTC compiles against (default: the one gpt2gen was built with) */
+    const char *nvrtc_library;   /* GPT2GEN_NVRTC_LIBRARY (default: libnvrtc in CUDA_HOME, else the loader's; "none" hides it) */
     const char *cache;           /* GPT2GEN_CACHE: the CUBIN cache folder (default build/cache) */
     const char *templates;       /* GPT2GEN_TEMPLATES: read the templates from this folder (NULL: the built-in ones) */
     const char *tune_db;         /* GPT2GEN_TUNE_DB: the tuning database (default build/tune-db.txt) */

@@ -27,6 +27,9 @@
      build/<name>~* belongs to this name only; what a killed build left there is removed by the next one.
    - When NVRTC fails, build/<name>/ is left as it was; the generated sources are in build/<name>~failed/kernels/
      (the error names the file), until the next build of that name.
+   - Without NVRTC or the CUDA headers it compiles against (gen/nvrtc.h: nvrtc_ready), the build is the same
+     without the compile: build/<name>/ gets the sources, plan.txt and config.lua, and loses this arch's CUBINs of
+     those kernels (they would not be the sources'); build_plans returns BUILD_NO_NVRTC.
    - A path that does not fit its buffer is an error that says so, never a truncated path. */
 
 #define PATH_BYTES 4096                      /* common/files.c's path buffers */
@@ -253,7 +256,7 @@ static int job_list(const Places *p, const Plan **owner, const PlanFamily **fams
     return n;
 }
 
-/* Writes the build into a copy of build/<name>/ and swaps it into place. */
+/* Writes the build into a copy of build/<name>/ and swaps it into place; jobs NULL: the sources without CUBINs. */
 static int commit(const Places *p, const PlanFamily *const *fams, const CompileJob *jobs, char **sources, int n_jobs,
                   Err *err) {
     char path[PATH_BYTES];
@@ -265,7 +268,9 @@ static int commit(const Places *p, const PlanFamily *const *fams, const CompileJ
         if (rc == 0) rc = mkdir_parent(path, err);
         if (rc == 0) rc = write_if_changed(path, sources[j], strlen(sources[j]), err);
         if (rc == 0) rc = path_under(path, p, p->stage, m->cubin_path, err);
-        if (rc == 0) rc = write_if_changed(path, jobs[j].cubin, jobs[j].cubin_size, err);
+        if (rc == 0 && jobs) rc = write_if_changed(path, jobs[j].cubin, jobs[j].cubin_size, err);
+        if (rc == 0 && !jobs && unlink(path) && errno != ENOENT)
+            rc = err_set(err, "%s: cannot remove the old CUBIN: %s", path, strerror(errno));
     }
     if (rc == 0) rc = write_plan(p, err);
     if (rc == 0) rc = write_config(p, err);
@@ -301,6 +306,12 @@ static int run_locked(const Places *p, const Env *env, int threads, CompileJob *
         jobs[j].source = sources[j];
         jobs[j].source_path = src_paths[j];   /* where NVRTC errors send people: kept only when NVRTC fails */
         jobs[j].arch = owner[j]->arch;
+    }
+    Err why;
+    if (nvrtc_ready(env, &why)) {
+        if (commit(p, fams, NULL, sources, n, err)) return -1;
+        err_set(err, "generated the sources in %s/ but cannot compile them: %s", p->dir, why.msg);
+        return BUILD_NO_NVRTC;
     }
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (nvrtc_compile_all(jobs, n, env, threads, err)) {

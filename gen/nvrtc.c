@@ -1,13 +1,16 @@
+/* nvrtc: see nvrtc.h. NVRTC is loaded with dlopen (nvrtc_load), so that gpt2gen builds and runs where the CUDA
+   toolkit is not installed; its few types and functions are declared here from its documented C API (nvrtc.h of
+   CUDA 12 and 13). */
 #include "gen/nvrtc.h"
 #include "common/files.h"
 #include "common/sha256.h"
 #include "common/clock.h"
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <nvrtc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,9 +41,108 @@ static const char *cuda_home(const Env *env) {
     return h ? h : GPT2GEN_CUDA_HOME;
 }
 
-void nvrtc_version_string(char *out, size_t n) {
+/* ---------------------------------------------------------------- NVRTC, loaded at run time */
+
+typedef int nvrtcResult;   /* an enum in nvrtc.h; 0 is NVRTC_SUCCESS */
+enum { NVRTC_SUCCESS = 0 };
+typedef struct NvrtcProgramOpaque *nvrtcProgram;
+
+typedef struct {
+    void *lib;
+    nvrtcResult (*nvrtcVersion)(int *major, int *minor);
+    const char *(*nvrtcGetErrorString)(nvrtcResult r);
+    nvrtcResult (*nvrtcCreateProgram)(nvrtcProgram *prog, const char *src, const char *name, int num_headers,
+                                      const char *const *headers, const char *const *include_names);
+    nvrtcResult (*nvrtcCompileProgram)(nvrtcProgram prog, int num_options, const char *const *options);
+    nvrtcResult (*nvrtcGetProgramLogSize)(nvrtcProgram prog, size_t *size);
+    nvrtcResult (*nvrtcGetProgramLog)(nvrtcProgram prog, char *log);
+    nvrtcResult (*nvrtcGetCUBINSize)(nvrtcProgram prog, size_t *size);
+    nvrtcResult (*nvrtcGetCUBIN)(nvrtcProgram prog, char *cubin);
+    nvrtcResult (*nvrtcDestroyProgram)(nvrtcProgram *prog);
+} NvrtcLib;
+#define NVRTC_FUNCS(X) X(nvrtcVersion) X(nvrtcGetErrorString) X(nvrtcCreateProgram) X(nvrtcCompileProgram) \
+    X(nvrtcGetProgramLogSize) X(nvrtcGetProgramLog) X(nvrtcGetCUBINSize) X(nvrtcGetCUBIN) X(nvrtcDestroyProgram)
+
+static NvrtcLib nv;   /* set once, under nv_lock; read-only after */
+static pthread_mutex_t nv_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The library at name, with every function; 1 when it cannot be opened, -1 with err when it lacks one. */
+static int nvrtc_open(const char *name, Err *err) {
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    if (!h) return 1;
+    NvrtcLib L = {.lib = h};
+#define LOAD(fn) \
+    *(void **)&L.fn = dlsym(h, #fn); \
+    if (!L.fn) { dlclose(h); return err_set(err, "%s lacks %s: NVRTC of CUDA 12 or later is needed", name, #fn); }
+    NVRTC_FUNCS(LOAD)
+#undef LOAD
+    nv = L;
+    return 0;
+}
+
+/* NVRTC opens its builtins (libnvrtc-builtins.so.<major>.<minor>) by that name, which the loader looks for on its
+   own path only; opened first from the folder of the NVRTC at path, the name is there already. Where this does not
+   open, NVRTC says what is missing when it compiles. */
+static void builtins_preload(const char *path) {
+    const char *slash = strrchr(path, '/');
     int major = 0, minor = 0;
-    nvrtcVersion(&major, &minor);
+    if (!slash || nv.nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return;
+    char b[PATH_BYTES];
+    int len = snprintf(b, sizeof b, "%.*s/libnvrtc-builtins.so.%d.%d", (int)(slash - path), path, major, minor);
+    if (len > 0 && len < (int)sizeof b) dlopen(b, RTLD_NOW | RTLD_LOCAL);   /* kept open, as NVRTC is */
+}
+
+/* GPT2GEN_NVRTC_LIBRARY's file, else libnvrtc.so.13, .so.12 and .so in CUDA_HOME/lib64, then on the loader's path */
+static int nvrtc_find(const Env *env, Err *err) {
+    static const char *const names[] = {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"};
+    const char *given = env_or_defaults(env)->nvrtc_library, *home = cuda_home(env);
+    if (given && !strcmp(given, "none"))
+        return err_set(err, "NVRTC not found (GPT2GEN_NVRTC_LIBRARY=none hides it)");
+    if (given) {
+        int rc = nvrtc_open(given, err);
+        if (rc > 0) err_set(err, "NVRTC not found: GPT2GEN_NVRTC_LIBRARY=%s cannot be loaded (%s)", err_show(given), dlerror());
+        if (rc == 0) builtins_preload(given);
+        return rc ? -1 : 0;
+    }
+    char path[PATH_BYTES];
+    for (int i = 0; i < 3; i++) {
+        int len = snprintf(path, sizeof path, "%s/lib64/%s", home, names[i]), rc;
+        if (len > 0 && len < (int)sizeof path && (rc = nvrtc_open(path, err)) <= 0) {
+            if (rc == 0) builtins_preload(path);
+            return rc;
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        int rc = nvrtc_open(names[i], err);
+        if (rc <= 0) return rc;
+    }
+    return err_set(err, "NVRTC not found (looked in %s/lib64 and on the loader's path for libnvrtc.so.13, .so.12 and "
+                   ".so): install the CUDA toolkit (12 or 13) or set CUDA_HOME", err_show(home));
+}
+
+int nvrtc_load(const Env *env, Err *err) {
+    pthread_mutex_lock(&nv_lock);
+    int rc = nv.lib ? 0 : nvrtc_find(env, err);
+    pthread_mutex_unlock(&nv_lock);
+    return rc;
+}
+
+int nvrtc_ready(const Env *env, Err *err) {
+    if (nvrtc_load(env, err)) return -1;
+    const char *home = cuda_home(env);
+    char path[PATH_BYTES];
+    int len = snprintf(path, sizeof path, "%s/include/cuda_bf16.h", home);
+    struct stat st;
+    if (len < 0 || len >= (int)sizeof path || stat(path, &st) != 0)
+        return err_set(err, "NVRTC is there, but not the CUDA headers it compiles against (no %s/include/cuda_bf16.h): "
+                       "install the CUDA toolkit (12 or 13) or set CUDA_HOME", err_show(home));
+    return 0;
+}
+
+void nvrtc_version_string(const Env *env, char *out, size_t n) {
+    int major = 0, minor = 0;
+    Err ignore;
+    if (nvrtc_load(env, &ignore) || nv.nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) { snprintf(out, n, "none"); return; }
     snprintf(out, n, "%d.%d", major, minor);
 }
 
@@ -78,10 +180,8 @@ static int compile_options(const char *arch, const char *home, char opts[8][OPT_
     return 0;
 }
 
-static void cache_key(CompileJob *j, char opts[8][OPT_BYTES], int nopts) {
+static void cache_key(CompileJob *j, char opts[8][OPT_BYTES], int nopts, const char *ver) {
     Sha256 s;
-    char ver[32];
-    nvrtc_version_string(ver, sizeof ver);
     sha256_init(&s);
     sha256_update(&s, "gpt2gen-cubin-v1", 16);
     sha256_update(&s, ver, strlen(ver) + 1);
@@ -199,6 +299,7 @@ typedef struct {
     CompileJob *jobs;
     int n, next;
     const char *cache_dir, *cuda_home;
+    char version[32];   /* NVRTC's, for the cache key */
     pthread_mutex_t lock;
     int cache_fail;
     Err cache_err;
@@ -215,7 +316,7 @@ static int compile_one(CompileJob *j, Queue *q) {
     char opts[8][OPT_BYTES];
     int nopts;
     if (compile_options(j->arch, q->cuda_home, opts, &nopts, &j->err)) return -1;
-    cache_key(j, opts, nopts);
+    cache_key(j, opts, nopts, q->version);
     /* room for the ".tmp.<pid>" that write_file_atomic adds */
     char cpath[PATH_BYTES];
     int plen = snprintf(cpath, sizeof cpath, "%s/%s.entry", q->cache_dir, j->key);
@@ -233,27 +334,27 @@ static int compile_one(CompileJob *j, Queue *q) {
 
     nvrtcProgram prog;
     const char *fname = strrchr(j->source_path, '/');
-    nvrtcResult r = nvrtcCreateProgram(&prog, j->source, fname ? fname + 1 : j->source_path, 0, NULL, NULL);
-    if (r != NVRTC_SUCCESS) return err_set(&j->err, "%s: nvrtcCreateProgram: %s", j->source_path, nvrtcGetErrorString(r));
+    nvrtcResult r = nv.nvrtcCreateProgram(&prog, j->source, fname ? fname + 1 : j->source_path, 0, NULL, NULL);
+    if (r != NVRTC_SUCCESS) return err_set(&j->err, "%s: nvrtcCreateProgram: %s", j->source_path, nv.nvrtcGetErrorString(r));
     const char *optp[8];
     for (int i = 0; i < nopts; i++) optp[i] = opts[i];
-    r = nvrtcCompileProgram(prog, nopts, optp);
+    r = nv.nvrtcCompileProgram(prog, nopts, optp);
     if (r != NVRTC_SUCCESS) {
         size_t loglen = 0;
-        nvrtcGetProgramLogSize(prog, &loglen);
+        nv.nvrtcGetProgramLogSize(prog, &loglen);
         char *log = xmalloc(loglen + 1);
-        nvrtcGetProgramLog(prog, log);
+        nv.nvrtcGetProgramLog(prog, log);
         log[loglen] = 0;
         err_set(&j->err, "%s: NVRTC could not compile module \"%s\" for %s (lines below are template file(line)):\n%s",
                 j->source_path, j->name, j->arch, log);
         free(log);
-        nvrtcDestroyProgram(&prog);
+        nv.nvrtcDestroyProgram(&prog);
         return -1;
     }
-    nvrtcGetCUBINSize(prog, &j->cubin_size);
+    nv.nvrtcGetCUBINSize(prog, &j->cubin_size);
     j->cubin = xmalloc(j->cubin_size);
-    nvrtcGetCUBIN(prog, j->cubin);
-    nvrtcDestroyProgram(&prog);
+    nv.nvrtcGetCUBIN(prog, j->cubin);
+    nv.nvrtcDestroyProgram(&prog);
     /* what is cached must pass the check a cached entry gets */
     if (cubin_check((const unsigned char *)j->cubin, j->cubin_size, why, sizeof why))
         return err_set(&j->err, "%s: NVRTC's CUBIN for module \"%s\" is not a valid CUBIN: %s", j->source_path, j->name, why);
@@ -275,7 +376,9 @@ static void *worker(void *arg) {
 }
 
 int nvrtc_compile_all(CompileJob *jobs, int n, const Env *env, int threads, Err *err) {
-    Queue q = {jobs, n, 0, nvrtc_cache_dir(env), cuda_home(env), PTHREAD_MUTEX_INITIALIZER, 0, {{0}}};
+    if (nvrtc_load(env, err)) return -1;
+    Queue q = {jobs, n, 0, nvrtc_cache_dir(env), cuda_home(env), "", PTHREAD_MUTEX_INITIALIZER, 0, {{0}}};
+    nvrtc_version_string(env, q.version, sizeof q.version);
     if (threads < 1) threads = 1;
     if (threads > n) threads = n;
     pthread_t tid[64];

@@ -6,7 +6,6 @@
    the precision's tolerance. And the reader refuses malformed files, naming the field. */
 #include "tests/check.h"
 #include "runtime/eval/evaluate.h"
-#include "runtime/cuda/cuda_api.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "common/files.h"
 #include "common/rng.h"

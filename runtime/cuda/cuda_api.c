@@ -10,6 +10,8 @@ CublasLt lt;
 #define CUDA_API_STR2(x) #x
 #define CUDA_API_STR(x) CUDA_API_STR2(x)
 
+int cuda_backend_built(Err *err) { (void)err; return 0; }
+
 int cuda_driver_present(char *why, size_t n) {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!h) { if (why) snprintf(why, n, "no GPU: libcuda.so.1 not found (%s)", dlerror()); return 0; }

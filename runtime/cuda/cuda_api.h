@@ -42,8 +42,7 @@ extern CublasLt lt;     /* valid after cublaslt_open() succeeded */
 /* Loads the driver library (once per process) and initializes it. Without a driver: -1 and
    "no GPU: libcuda.so.1 not found (...)". */
 int  cuda_driver_load(Err *err);
-/* 1 when libcuda.so.1 can be loaded at all (no initialization), for tests that skip without a GPU. */
-int  cuda_driver_present(char *why, size_t n);
+/* cuda_driver_present: runtime/cuda/cuda_backend.h (public, for the tests) */
 int  cublaslt_open(Err *err);
 /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" */
 const char *cuda_err_string(CUresult r, char *buf, size_t n);

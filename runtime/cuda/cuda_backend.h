@@ -8,6 +8,11 @@
 #include "runtime/cuda/tune_env.h"   /* tune_env_probe: this machine as the tuning database keys it */
 
 /* ---- the GPUs */
+/* 0 where this gpt2gen has the CUDA backend; -1 and err saying so where it was built without the CUDA toolkit's
+   headers (the Makefile then builds runtime/nocuda.c in place of runtime/cuda/, and every function here says that). */
+int  cuda_backend_built(Err *err);
+/* 1 when libcuda.so.1 can be loaded at all (no initialization), for tests that skip without a GPU; else 0 and why. */
+int  cuda_driver_present(char *why, size_t n);
 /* "sm_XX" of GPU ordinal, without creating a context; -1 and err saying why there is none. */
 int  cuda_device_arch(int ordinal, char arch[16], Err *err);
 /* The arch to build for: the explicit one if given, else the config's, else GPU 0's, else sm_90.

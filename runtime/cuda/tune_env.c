@@ -47,7 +47,7 @@ int tune_env_probe(TuneEnv *key, char *cublaslt, size_t n, const Env *e, Err *er
         snprintf(key->driver, sizeof key->driver, "%d", drv);
     }
     snprintf(key->cuda, sizeof key->cuda, "%d", CUDA_VERSION);
-    nvrtc_version_string(key->nvrtc, sizeof key->nvrtc);
+    nvrtc_version_string(e, key->nvrtc, sizeof key->nvrtc);
     cudnn_version(e->cudnn_library, key->cudnn, sizeof key->cudnn);
     if (cublaslt_open(&why) == 0) {
         size_t v = lt.cublasLtGetVersion();

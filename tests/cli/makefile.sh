@@ -15,7 +15,7 @@ then ok cflags_kept; else fail cflags_kept "make CFLAGS=-O1 lost the build's fla
 if printf '%s' "$out" | grep -q -- "-Werror"
 then fail werror_not_user "make CFLAGS=-O1 compiles with -Werror: $out"; else ok werror_not_user; fi
 out=$(mk -n -B LDLIBS=-lrt gpt2gen | grep -- "-o gpt2gen")
-if printf '%s' "$out" | grep -q -- "-lnvrtc" && printf '%s' "$out" | grep -q -- "-lrt"
+if printf '%s' "$out" | grep -q -- "-lpthread" && printf '%s' "$out" | grep -q -- "-lrt"
 then ok ldlibs_kept; else fail ldlibs_kept "make LDLIBS=-lrt lost the build's libraries: $out"; fi
 out=$(mk -n -B sanitize CFLAGS=-O1 | grep -- "-o build/asan/obj/common/err.o")
 if printf '%s' "$out" | grep -q -- "-fsanitize=address,undefined" && printf '%s' "$out" | grep -q -- "-Werror"
