@@ -104,7 +104,7 @@ int args_plan(const Args *a, const Config *cfg, Plan *plan, Plan *sample) {
     const char *note;
     cuda_pick_arch(a->arch, cfg->arch, arch, &note);
     if (!config_arch_valid(arch)) { fprintf(stderr, "gpt2gen: arch: expected sm_XX with XX >= 70, got '%s'\n", err_show(arch)); return EXIT_USAGE; }
-    if (!a->quiet && strcmp(note, "--arch") && strcmp(note, "config")) printf("arch %s (%s)\n", arch, note);
+    if (!a->quiet && !a->no_arch_note && strcmp(note, "--arch") && strcmp(note, "config")) printf("arch %s (%s)\n", arch, note);
     return args_make_plans(a, cfg, arch, plan, sample);
 }
 

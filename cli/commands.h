@@ -43,6 +43,7 @@ typedef struct {
     int quiet;
     int no_tune_db;      /* --no-tune-db: the default variants, whatever the tuning database holds */
     int untuned;         /* gpt2gen tune: the plan without the database, silently (it is the baseline) */
+    int no_arch_note;    /* no "arch sm_XX (...)" line: training on the CPU, tune without a GPU (it says nothing there) */
     int help;
     int gpus;            /* --gpus N (0: not given); it sets train.num_gpus = N */
     char gpus_set[32];   /* that --set */

@@ -16,6 +16,7 @@
 
 static const char *TRAIN_USAGE =
     "usage: gpt2gen train CONFIG.lua [--backend auto|cpu|cuda] [--gpus N] [--set KEY=VALUE]... [--arch sm_XX]\n"
+    "                     [--resume|--fresh|--again] [-q]\n"
     "       gpt2gen CONFIG.lua [options]\n"
     "\n"
     "Builds the kernels (as `gpt2gen build`) and trains the model the config describes: gradient accumulation\n"
@@ -30,13 +31,20 @@ static const char *TRAIN_USAGE =
     "                    emulated in one process\n"
     "  --set KEY=VALUE   override a config value, e.g. --set train.steps=100 (repeatable)\n"
     "  --resume          continue from the newest complete, valid checkpoint in checkpoint.dir\n"
-    "                    (= --set checkpoint.resume=true); without it, a checkpoint.dir that holds\n"
-    "                    checkpoints is refused, and so is one another run is using\n"
+    "                    (= --set checkpoint.resume=true); a finished run says so and exits 0. Without\n"
+    "                    --resume or --fresh, a checkpoint.dir that holds checkpoints is refused (the\n"
+    "                    message says what it holds), and so is one another run is using\n"
+    "  --fresh           start over: first remove the earlier run's checkpoints, metrics.jsonl and plot.svg\n"
+    "                    from checkpoint.dir (nothing else there), and say so\n"
+    "  --again           run the config again (tools/quickstart.sh): continue the run in checkpoint.dir if it\n"
+    "                    is unfinished (as --resume), start it over if it is finished (as --fresh); says which\n"
     "  --arch sm_XX      target arch for the kernels\n"
     "  --no-tune-db      ignore the tuning database (build/tune-db.txt, made by `gpt2gen tune`)\n"
     "  -q                no per-step progress lines\n"
     "\n"
-    "Ctrl-C stops after the current step and saves a checkpoint first.\n"
+    "Ctrl-C stops after the current step and saves a checkpoint first. A run that fails before its first step\n"
+    "leaves no run folder behind (when it made the folder). data.tokenizer must name a tokenizer file where\n"
+    "samples are on (eval.sample_every > 0), or be \"none\": samples then print as token ids.\n"
     "\n"
     "Several nodes: start the same command under mpirun or srun, one process per GPU; the rank and world size\n"
     "come from the launcher (train.num_gpus follows the world size), and rank 0 hands the others NCCL's id\n"
@@ -68,6 +76,23 @@ static int probe_gpus(CudaProbe *p, const Env *env, Err *err) {
     return 0;
 }
 
+/* This machine has n GPUs or more, asked through probe_gpus (where p has not been filled yet: p->count < 0); what
+   names the request in the message ("--gpus 2", "train.num_gpus = 2"). 0, or 1 after the one message. */
+static int have_gpus(CudaProbe *p, int n, const char *what, const Env *env) {
+    Err err;
+    if (p->count < 0 && probe_gpus(p, env, &err)) {
+        p->count = 0;
+        fprintf(stderr, "gpt2gen: %s: %s\n", what, err.msg);
+        return EXIT_FAIL;
+    }
+    if (p->count < n) {
+        fprintf(stderr, "gpt2gen: %s, but this machine has %d GPU%s: ask for at most %d, or start more processes on other "
+                "nodes with mpirun or srun\n", what, p->count, p->count == 1 ? "" : "s", p->count);
+        return EXIT_FAIL;
+    }
+    return 0;
+}
+
 /* The world's id: ctx is the Env on the CPU backend (a socket's path under TMPDIR), NULL on the GPU (NCCL's). */
 static int make_id(void *id, size_t len, void *ctx, Err *err) {
     return ctx ? comm_socket_id(id, len, ((const Env *)ctx)->tmpdir, err) : nccl_unique_id(id, err);
@@ -76,19 +101,15 @@ static int make_id(void *id, size_t len, void *ctx, Err *err) {
 /* `--gpus N` (or train.num_gpus = N) on the GPU: builds once, then a process per GPU (runtime/ranks/launch.h). With
    backend "cpu" (GPT2GEN_CPU_PROCESSES=1: a test hook, the multi-process loop without GPUs), a process per rank on
    the CPU backend, joined through runtime/ranks/comm_socket.h instead of the ranks emulated in one process. */
-static int train_local(Args *a, Config *cfg, Plan *plan, Plan *sample, const char *backend) {
+static int train_local(Args *a, Config *cfg, Plan *plan, Plan *sample, const char *backend, CudaProbe *p, int fresh) {
     Err err;
     int n = cfg->train.num_gpus, cpu = !strcmp(backend, "cpu"), rc;
-    static CudaProbe p;
     if (!cpu) {
-        if (probe_gpus(&p, a->env, &err)) { fprintf(stderr, "gpt2gen: train.num_gpus = %d: %s\n", n, err.msg); return EXIT_FAIL; }
-        if (p.count < n) {
-            fprintf(stderr, "gpt2gen: train.num_gpus = %d, but this machine has %d GPU%s: ask for at most %d, or start "
-                    "more processes on other nodes with mpirun or srun\n", n, p.count, p.count == 1 ? "" : "s", p.count);
-            return EXIT_FAIL;
-        }
-        if (!a->arch) a->arch = p.arch;   /* GPU 0's, as the one-process path does */
-        if (p.key_ok) args_use_tune_env(&p.key, p.cublaslt);
+        char what[64];
+        snprintf(what, sizeof what, "train.num_gpus = %d", n);
+        if ((rc = have_gpus(p, n, what, a->env))) return rc;
+        if (!a->arch) a->arch = p->arch;   /* GPU 0's, as the one-process path does */
+        if (p->key_ok) args_use_tune_env(&p->key, p->cublaslt);
     }
     if ((rc = args_plan(a, cfg, plan, sample))) return rc;
     if (!cpu && (nccl_load(a->env, NULL, &err) || args_build_plans(a, plan, sample, a->quiet, &err))) {
@@ -100,13 +121,14 @@ static int train_local(Args *a, Config *cfg, Plan *plan, Plan *sample, const cha
     rc = launch_local(n, 10.0, NCCL_ID_BYTES, make_id, cpu ? (void *)a->env : NULL, &rank, id, &err);
     if (rc == -1) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     if (rc != LAUNCH_CHILD) return rc;
-    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, rank, n, rank, id, a->env, NULL};
+    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, rank, n, rank, id, a->env, NULL, fresh};
     return train_run(cfg, plan, sample, &opt);
 }
 
 /* One process of several that mpirun or srun started: rank 0 builds and hands out NCCL's id through a file
    (runtime/ranks/launch.h), the others wait for it and then build (from the kernel cache rank 0 filled). */
-static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan, Plan *sample, const char *backend) {
+static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan, Plan *sample, const char *backend,
+                          int fresh) {
     Err err;
     int cpu = !strcmp(backend, "cpu"), rc = args_plan(a, cfg, plan, sample);
     if (rc) return rc;
@@ -135,17 +157,70 @@ static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan,
     }
     /* rank 0 removes the id file once every rank has joined (train_run), before anything can _exit */
     TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, le->rank, le->world, le->local_rank, id, a->env,
-                        le->rank == 0 ? path : NULL};
+                        le->rank == 0 ? path : NULL, fresh};
     rc = train_run(cfg, plan, sample, &opt);
     if (le->rank == 0) launch_id_file_remove(path);
     return rc;
+}
+
+/* --fresh and --again, train's own options, out of argv before the options the config commands share are parsed
+   (an option's value, as in `--set --fresh`, stays where it is). */
+static void train_options(int *argc, char **argv, int *fresh, int *again) {
+    int k = 1;
+    *fresh = *again = 0;
+    for (int i = 1; i < *argc; i++) {
+        const char *s = argv[i];
+        int takes_value = !strcmp(s, "--set") || !strcmp(s, "--arch") || !strcmp(s, "-j") || !strcmp(s, "--backend") ||
+                          !strcmp(s, "--gpus");
+        if (!strcmp(s, "--fresh")) *fresh = 1;
+        else if (!strcmp(s, "--again")) *again = 1;
+        else {
+            argv[k++] = argv[i];
+            if (takes_value && i + 1 < *argc) argv[k++] = argv[++i];
+        }
+    }
+    *argc = k;
+}
+
+/* What checkpoint.dir holds of an earlier run decides, before anything is built: without --resume or --fresh, a
+   folder with checkpoints is refused, in words (what is there, what to pass); --again continues an unfinished run
+   (as --resume) and starts a finished one over (as --fresh), and says which. The run folder's lock and its checks
+   come later (runtime/train/rundir.h), and hold whatever happens in between. */
+static int check_run_dir(Config *cfg, int *fresh, int again) {
+    if (*fresh && cfg->checkpoint.resume) {
+        fprintf(stderr, "gpt2gen train: --fresh starts over and --resume (checkpoint.resume) continues: pass one of them\n");
+        return EXIT_USAGE;
+    }
+    int newest, held = rundir_held(cfg->checkpoint.dir, &newest);
+    if (!held || cfg->checkpoint.resume || *fresh) return 0;
+    const char *dir = cfg->checkpoint.dir;
+    char what[128];
+    rundir_held_text(held, newest, cfg->train.steps, what, sizeof what);
+    if (again && newest >= cfg->train.steps) {
+        printf("%s holds a finished run (%s): starting over (--resume with a larger train.steps trains on instead)\n",
+               err_show(dir), what);
+        *fresh = 1;
+    } else if (again) {
+        printf("%s holds an unfinished run (%s): continuing it (--fresh starts over instead)\n", err_show(dir), what);
+        cfg->checkpoint.resume = 1;
+    } else {
+        Err err;
+        rundir_refuse(err_show(dir), held, newest, cfg->train.steps, &err);
+        fprintf(stderr, "gpt2gen: %s\n", err.msg);
+        return EXIT_FAIL;
+    }
+    return 0;
 }
 
 int cmd_train(int argc, char **argv) {
     /* a closed standard output (`| head`, a dead tee or ssh session) fails its writes instead of killing the run
        (runtime/train/train.c gives it up and trains on); the ranks' processes inherit this */
     signal(SIGPIPE, SIG_IGN);
+    /* a line at a time, so that a log of both streams (2>&1 | tee) has the messages in the order they were made */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     Args a;
+    int fresh, again;
+    train_options(&argc, argv, &fresh, &again);
     int rc = args_parse(argc, argv, &a, "train");
     if (rc) return rc;
     if (a.help) { fputs(TRAIN_USAGE, stdout); return 0; }
@@ -175,33 +250,54 @@ int cmd_train(int argc, char **argv) {
         if (a.n_sets == ARGS_MAX_SETS) { fprintf(stderr, "gpt2gen train: too many --set options\n"); return EXIT_USAGE; }
         a.sets[a.n_sets++] = world_set;
     }
+    if (again && le.world > 1) {   /* each process would decide on its own, while rank 0 removes files */
+        fprintf(stderr, "gpt2gen train: --again: under %s, pass --resume or --fresh\n", le.how);
+        return EXIT_USAGE;
+    }
+    /* --gpus N asks for GPUs: whether there are N is the first thing to say (the config's checks depend on N) */
+    static CudaProbe probe = {.count = -1};
+    int processes = strcmp(backend, "cpu") || cpu_processes;   /* several ranks: a process each */
+    if (a.gpus > 1 && le.world <= 1 && strcmp(backend, "cpu")) {
+        char what[32];
+        snprintf(what, sizeof what, "--gpus %d", a.gpus);
+        if ((rc = have_gpus(&probe, a.gpus, what, a.env))) return rc;
+    }
     /* the config, once; no CUDA in this process yet: several GPUs on one machine fork first, then make the plan */
     if (config_load(&cfg, a.config, a.sets, a.n_sets, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
-    if (le.world > 1) return train_launched(&a, &le, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda");
-    if (cfg.train.num_gpus > 1 && (strcmp(backend, "cpu") || cpu_processes))
-        return train_local(&a, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda");
-    if ((rc = args_plan(&a, &cfg, &plan, &sample))) return rc;
+    /* what the run needs from files, before anything is built: the tokenizer of its samples, the run folder */
+    if (train_check_tokenizer(&cfg, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
+    if ((rc = check_run_dir(&cfg, &fresh, again))) return rc;
+    if (le.world > 1) return train_launched(&a, &le, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda", fresh);
+    if (cfg.train.num_gpus > 1 && processes)
+        return train_local(&a, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda", &probe, fresh);
     char arch[16];
     /* several ranks in one process run only as the CPU emulation, asked for by name */
     /* a config limit, as the others are: exit code 2 */
     if (train_check_ranks(&cfg, backend, 1, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
+    int gpu = strcmp(backend, "cpu") && cuda_device_arch(0, arch, &err) == 0;
     if (!strcmp(backend, "auto")) {
-        if (cuda_device_arch(0, arch, &err) == 0) backend = "cuda";
+        if (gpu) backend = "cuda";
         else if (cfg.attention == ATTN_CUDNN) {   /* asked for by name: no quiet fallback to the CPU */
             fprintf(stderr, "gpt2gen: %s: attention = \"cudnn\" needs the CUDA backend: %s\n", cfg.path, err.msg);
             return EXIT_FAIL;
         } else { printf("%s: training on the CPU backend (fp32)\n", err.msg); backend = "cpu"; }
     }
+    if (!strcmp(backend, "cuda")) {   /* asked for by name: no GPU is one message, before anything is built */
+        Err why;
+        if (cuda_backend_built(&why)) { fprintf(stderr, "gpt2gen: --backend cuda: %s\n", why.msg); return EXIT_FAIL; }
+        if (!gpu) { fprintf(stderr, "gpt2gen: --backend cuda: %s\n", err.msg); return EXIT_FAIL; }
+    }
+    a.no_arch_note = !gpu;   /* the CPU backend runs no kernels: an arch would say nothing */
+    if ((rc = args_plan(&a, &cfg, &plan, &sample))) return rc;
     if (!strcmp(backend, "cuda")) {
-        if (cuda_backend_built(&err)) { fprintf(stderr, "gpt2gen: --backend cuda: %s\n", err.msg); return EXIT_FAIL; }
         /* the kernels must be for this GPU: a config's or --arch's other target is rebuilt for it */
-        if (cuda_device_arch(0, arch, &err) == 0 && strcmp(arch, plan.arch)) {
+        if (gpu && strcmp(arch, plan.arch)) {
             printf("note: building for GPU 0's %s instead of %s\n", arch, plan.arch);
             if ((rc = args_make_plans(&a, &cfg, arch, &plan, &sample))) return rc;
         }
         if (args_build_plans(&a, &plan, &sample, a.quiet, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     }
-    TrainOptions opt = {backend, a.quiet, 0, 1, 0, NULL, a.env, NULL};
+    TrainOptions opt = {backend, a.quiet, 0, 1, 0, NULL, a.env, NULL, fresh};
     return train_run(&cfg, &plan, &sample, &opt);
 }
 

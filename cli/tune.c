@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "tune/tune.h"
 #include "common/files.h"
+#include "runtime/cuda/cuda_backend.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,7 @@ static void write_report(const TuneReport *rep, const Plan *plan) {
 }
 
 int cmd_tune(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);   /* the report and progress (stderr) in the order they come, in a log of both */
     static Config cfg;
     static Plan plan;
     TuneOptions o = {0};
@@ -81,11 +83,13 @@ int cmd_tune(int argc, char **argv) {
     if ((rc = args_parse(argc, argv, &a, "tune"))) return rc;
     if (a.help) { fputs(TUNE_USAGE, stdout); return 0; }
     a.untuned = 1;
+    char arch[16];
+    Err err;
+    a.no_arch_note = cuda_device_arch(0, arch, &err) != 0;   /* without a GPU the one line is tune_run's: needs a GPU */
     if ((rc = args_load_and_plan(&a, &cfg, &plan, NULL))) return rc;
     o.jobs = a.jobs;
     o.env = a.env;
     TuneReport rep;
-    Err err;
     rc = tune_run(&cfg, &plan, &o, &rep, &err);
     if (rc) fprintf(stderr, "gpt2gen tune: %s\n", err.msg);
     if (rep.text) write_report(&rep, &plan);

@@ -33,10 +33,16 @@ static void write_lua_key(FILE *f, const char *k) {
     else { fputc('[', f); write_lua_string(f, k); fputc(']', f); }
 }
 
-/* %.17g reads back as the same double; "-0" would read back as the integer 0, so it is written as a float. */
+/* The shortest %.Ng (N from 1 to 17; 17 always does) that reads back as the same double: 0.0006, not
+   0.00059999999999999995. "-0" would read back as the integer 0, so it is written as a float. */
 static void write_lua_number(FILE *f, double d) {
-    if (d == 0 && signbit(d)) fputs("-0.0", f);
-    else fprintf(f, "%.17g", d);
+    if (d == 0 && signbit(d)) { fputs("-0.0", f); return; }
+    char text[40];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, d);
+        if (strtod(text, NULL) == d) break;
+    }
+    fputs(text, f);
 }
 
 static void write_section(FILE *f, const Config *c, const Section *sec) {

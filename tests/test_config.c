@@ -1,6 +1,6 @@
 /* test_config: the resolved config that `gpt2gen build` writes (build/<name>/config.lua, config_write_lua) is a
    fixed point: loading it gives the same Config (every field but the path it came from), and writing that again
-   gives the same bytes. For every ready config, for several tunables of one family and candidate lists, and
+   gives the same bytes, with each number in the shortest text that reads back as it. For every ready config, for several tunables of one family and candidate lists, and
    for strings that need escapes or try to break out of their literal. And the limits of what loads: every int
    key of the schema against values beyond its range (beyond int, beyond int64, not finite, not integral), the
    sizes derived from them, and the length of the config's path. Runs from the repository root (tests/run.sh does). */
@@ -135,6 +135,24 @@ static void round_trip(const char *what, const char *path, const char *const *se
     free(t2);
     if (text_out) *text_out = t1;
     else free(t1);
+}
+
+/* Numbers are written as the shortest text that reads back as the same double: lr = 6e-4 is "0.0006", not
+   "0.00059999999999999995"; values that need all 17 digits keep them, and every one reads back exactly. */
+static void test_short_numbers(void) {
+    static const char *const sets[] = {"train.lr=6e-4", "train.weight_decay=0.1", "train.beta2=0.1 + 0.2",
+                                       "train.eps=1/3", "train.final_lr_frac=2^-30", "eval.temperature=0.7"};
+    static Config c;
+    char *text = NULL;
+    round_trip("tiny, lr 6e-4", "configs/tiny.lua", sets, (int)(sizeof sets / sizeof sets[0]), &c, &text);
+    if (!text) return;
+    const char *want[] = {"\n  lr = 0.0006,\n", "\n  weight_decay = 0.1,\n", "\n  beta2 = 0.30000000000000004,\n",
+                          "\n  eps = 0.3333333333333333,\n", "\n  final_lr_frac = 9.313225746154785e-10,\n",
+                          "\n  temperature = 0.7,\n", "\n  grad_clip = 1,\n"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CHECK(strstr(text, want[i]), "the written config lacks '%.*s': %s", (int)strlen(want[i]) - 2, want[i] + 1, text);
+    CHECK(c.train.lr == 6e-4 && c.train.weight_decay == 0.1, "lr %.17g, weight_decay %.17g", c.train.lr, c.train.weight_decay);
+    free(text);
 }
 
 static void test_ready_configs(void) {
@@ -420,6 +438,7 @@ int main(int argc, char **argv) {
     snprintf(written_path, sizeof written_path, "%s/config.lua", tmpdir);
     snprintf(odd_path, sizeof odd_path, "%s/odd.lua", tmpdir);
     RUN(test_ready_configs);
+    RUN(test_short_numbers);
     RUN(test_tunables_of_one_family);
     RUN(test_tunable_order_does_not_matter);
     RUN(test_strings_round_trip);

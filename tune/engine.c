@@ -172,8 +172,12 @@ int tune_run(const Config *cfg, const Plan *plan, const TuneOptions *opt, TuneRe
     Err e;
     int rc = -1;
     const char *hook = env_or_defaults(opt->env)->tune_env;
-    if (tune_env_probe(&t->env, t->cublaslt, sizeof t->cublaslt, opt->env, &e) || hook)
-        err_set(err, "needs a GPU: %s", hook ? "GPT2GEN_TUNE_ENV is a test hook for builds" : e.msg);
+    if (tune_env_probe(&t->env, t->cublaslt, sizeof t->cublaslt, opt->env, &e) || hook) {
+        /* one clause: "needs a GPU (libcuda.so.1: ...)", not "needs a GPU: no GPU (...)" */
+        const char *why = hook ? "GPT2GEN_TUNE_ENV is a test hook for builds" : e.msg;
+        int no_gpu = !strncmp(why, "no GPU", 6);
+        err_set(err, "needs a GPU%s%s", no_gpu ? "" : ": ", no_gpu ? why + 6 : why);
+    }
     else if (harness_open(&t->g, cfg, &t->plan, opt->env))
         err_set(err, "GPU 0 could not be opened");
     else {

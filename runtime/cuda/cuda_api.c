@@ -14,7 +14,7 @@ int cuda_backend_built(Err *err) { (void)err; return 0; }
 
 int cuda_driver_present(char *why, size_t n) {
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) { if (why) snprintf(why, n, "no GPU: libcuda.so.1 not found (%s)", dlerror()); return 0; }
+    if (!h) { if (why) snprintf(why, n, "no GPU (%s)", dlerror()); return 0; }   /* dlerror names libcuda.so.1 */
     dlclose(h);
     return 1;
 }
@@ -30,7 +30,7 @@ const char *cuda_err_string(CUresult r, char *buf, size_t n) {
 static int load_driver(Err *err) {
     if (cu.lib) return 0;
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!h) return err_set(err, "no GPU: libcuda.so.1 not found (%s)", dlerror());
+    if (!h) return err_set(err, "no GPU (%s)", dlerror());   /* "libcuda.so.1: cannot open shared object file: ..." */
     CudaDriver d = {.lib = h};
 #define LOAD(name) \
     d.name = (__typeof__(d.name))dlsym(h, CUDA_API_STR(name)); \

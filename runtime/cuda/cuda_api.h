@@ -40,7 +40,7 @@ extern CudaDriver cu;   /* valid after cuda_driver_load() succeeded: the library
 extern CublasLt lt;     /* valid after cublaslt_open() succeeded */
 
 /* Loads the driver library (once per process) and initializes it. Without a driver: -1 and
-   "no GPU: libcuda.so.1 not found (...)". */
+   "no GPU (libcuda.so.1: cannot open shared object file: ...)", dlerror's words. */
 int  cuda_driver_load(Err *err);
 /* cuda_driver_present: runtime/cuda/cuda_backend.h (public, for the tests) */
 int  cublaslt_open(Err *err);

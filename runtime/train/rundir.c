@@ -112,30 +112,129 @@ static int take_lock(RunDir *rd, Err *err) {
     return 0;
 }
 
-/* Without resume, a directory with checkpoints belongs to an earlier run. */
-static int refuse_overwrite(const RunDir *rd, Err *err) {
-    int *steps, n = rundir_steps(rd->dir, &steps), newest = n ? steps[0] : -1;
+int rundir_held(const char *dir, int *newest) {
+    int *steps, n = rundir_steps(dir, &steps);
+    *newest = n ? steps[0] : -1;
     free(steps);
-    if (!n) return 0;
-    return err_set(err, "%s holds the checkpoints of an earlier run (%d step%s, the newest %d); continue it with --resume, "
-                   "or start over with another checkpoint.dir or after deleting its model_*.bin and state_*.bin files",
-                   rd->dir, n, n > 1 ? "s" : "", newest);
+    return n;
 }
 
-int rundir_open(RunDir *rd, const char *dir, int resume, Err *err) {
+void rundir_held_text(int count, int newest, int steps, char *out, size_t n) {
+    char of[32] = "";
+    if (steps > 0) snprintf(of, sizeof of, " of %d", steps);
+    if (count == 1) snprintf(out, n, "1 checkpoint, at step %d%s", newest, of);
+    else snprintf(out, n, "%d checkpoints, the last at step %d%s", count, newest, of);
+}
+
+#define FRESH_REMOVES "its checkpoints, metrics.jsonl and plot.svg"
+
+int rundir_refuse(const char *dir, int count, int newest, int steps, Err *err) {
+    char held[96];
+    rundir_held_text(count, newest, steps, held, sizeof held);
+    if (steps > 0 && newest >= steps)
+        return err_set(err, "%s holds an earlier run, finished: %s; start it over with --fresh (which removes " FRESH_REMOVES
+                       "), train on with --resume and a larger train.steps, or use another checkpoint.dir", dir, held);
+    return err_set(err, "%s holds an earlier run: %s; continue it with --resume, start it over with --fresh (which removes "
+                   FRESH_REMOVES "), or use another checkpoint.dir", dir, held);
+}
+
+/* Without resume, a directory with checkpoints belongs to an earlier run. */
+static int refuse_overwrite(const RunDir *rd, Err *err) {
+    int newest, n = rundir_held(rd->dir, &newest);
+    return n ? rundir_refuse(rd->dir, n, newest, 0, err) : 0;
+}
+
+/* Removes an earlier run's files (the caller holds the lock): every checkpoint file (models, states, the ranks'
+   state shards, markers), metrics.jsonl and plot.svg; other files stay. Says what it removed. */
+static int remove_earlier_run(const RunDir *rd, Err *err) {
+    int newest, count = rundir_held(rd->dir, &newest), files = 0;
+    DIR *d = opendir(rd->dir);
+    if (!d) return err_set(err, "checkpoint.dir: %s: cannot list it: %s", rd->dir, strerror(errno));
+    char path[RUNDIR_PATH_MAX + 256];
+    int rc = 0;
+    for (struct dirent *e; (e = readdir(d)) && !rc;) {
+        const char *tail;
+        if (step_of(e->d_name, &tail) < 0 || *tail) continue;
+        snprintf(path, sizeof path, "%s/%s", rd->dir, e->d_name);
+        if (unlink(path) == 0) files++;
+        else if (errno != ENOENT) rc = err_set(err, "%s: cannot remove it (to start over): %s", path, strerror(errno));
+    }
+    closedir(d);
+    const char *logs[] = {"metrics.jsonl", "plot.svg"};
+    char also[64] = "";
+    for (int i = 0; i < 2 && !rc; i++) {
+        snprintf(path, sizeof path, "%s/%s", rd->dir, logs[i]);
+        if (unlink(path) == 0) snprintf(also + strlen(also), sizeof also - strlen(also), "%s%s", also[0] ? " and " : "", logs[i]);
+        else if (errno != ENOENT) rc = err_set(err, "%s: cannot remove it (to start over): %s", path, strerror(errno));
+    }
+    if (rc) return -1;
+    char held[96] = "";
+    if (count) {
+        rundir_held_text(count, newest, 0, held, sizeof held);
+        snprintf(held + strlen(held), sizeof held - strlen(held), " (%d file%s)%s", files, files == 1 ? "" : "s", also[0] ? ", " : "");
+    }
+    if (count || also[0]) printf("starting over: removed the earlier run from %s: %s%s\n", rd->dir, held, also);
+    return 0;
+}
+
+/* The outermost folder of dir that is not there yet (made empty when dir is): what mkdir_p will create. */
+static void outermost_missing(const char *dir, char *made, size_t n) {
+    char path[RUNDIR_DIR_MAX];
+    snprintf(path, sizeof path, "%s", dir);
+    made[0] = 0;
+    for (size_t i = 1, len = strlen(path); i <= len; i++) {
+        if (path[i] != '/' && path[i] != 0) continue;
+        char c = path[i];
+        struct stat st;
+        path[i] = 0;
+        int missing = stat(path, &st) != 0 && errno == ENOENT;
+        path[i] = c;
+        if (missing) { snprintf(made, n, "%.*s", (int)i, path); return; }
+    }
+}
+
+/* Removes the folders rundir_open created, innermost first, while they are empty (rmdir: never anything in them). */
+static void remove_made(RunDir *rd) {
+    if (!rd->made[0]) return;
+    char path[RUNDIR_DIR_MAX];
+    snprintf(path, sizeof path, "%s", rd->dir);
+    size_t keep = strlen(rd->made), len = strlen(path);
+    while (len > keep && path[len - 1] == '/') path[--len] = 0;
+    while (rmdir(path) == 0 && len > keep) {
+        while (len > keep && path[len - 1] != '/') len--;   /* the last name off, then the slashes before it */
+        while (len > keep && path[len - 1] == '/') len--;
+        path[len] = 0;
+    }
+    rd->made[0] = 0;
+}
+
+int rundir_open(RunDir *rd, const char *dir, int mode, Err *err) {
     rd->lock_fd = -1;
     snprintf(rd->dir, sizeof rd->dir, "%s", dir);
+    outermost_missing(dir, rd->made, sizeof rd->made);
     struct stat st;
     Err e;
-    if (mkdir_p(dir, &e)) return err_set(err, "checkpoint.dir: %s", e.msg);
+    if (mkdir_p(dir, &e)) { remove_made(rd); return err_set(err, "checkpoint.dir: %s", e.msg); }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return err_set(err, "checkpoint.dir: %s: not a directory", dir);
-    if (take_lock(rd, err)) return -1;
+    if (take_lock(rd, err)) { remove_made(rd); return -1; }
     int rc = access(dir, W_OK | X_OK) != 0 ? err_set(err, "checkpoint.dir: %s: cannot write there: %s", dir, strerror(errno)) : 0;
     if (!rc) remove_leftovers(rd);
-    if (!rc && !resume) rc = refuse_overwrite(rd, err);
-    if (rc) rundir_close(rd);
+    if (!rc && mode == RUNDIR_FRESH) rc = remove_earlier_run(rd, err);
+    if (!rc && mode == RUNDIR_NEW) rc = refuse_overwrite(rd, err);
+    if (rc) { rundir_close(rd); remove_made(rd); }
     return rc;
+}
+
+void rundir_discard(RunDir *rd) {
+    int newest;
+    if (rd->made[0] && rundir_held(rd->dir, &newest) == 0) {
+        const char *logs[] = {"metrics.jsonl", "plot.svg"};
+        char path[RUNDIR_PATH_MAX];
+        for (int i = 0; i < 2; i++) { snprintf(path, sizeof path, "%s/%s", rd->dir, logs[i]); unlink(path); }
+    }
+    rundir_close(rd);
+    remove_made(rd);
 }
 
 void rundir_close(RunDir *rd) {

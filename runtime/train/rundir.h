@@ -9,8 +9,14 @@
  *     the same of state_*.r<rank>.bin and done_*.bin:
  *     the temporary names of common/files.h's atomic writes); with the lock held, no live run owns them;
  *   - without resume, refuses a directory that already holds checkpoints (model_*.bin or state_*.bin), saying
- *     how to continue (--resume) or start over, so an earlier run's checkpoints are never overwritten.
- * rundir_close removes run.lock and releases it.
+ *     in words what is there and how to continue (--resume) or start over (--fresh), so an earlier run's
+ *     checkpoints are never overwritten;
+ *   - to start over (RUNDIR_FRESH, `gpt2gen train --fresh`, asked for by name), removes, with the lock held, the
+ *     earlier run's files: its checkpoints, resume states and markers, metrics.jsonl and plot.svg (nothing else),
+ *     and says what it removed.
+ * rundir_close removes run.lock and releases it. rundir_discard is the end of a run that failed (or stopped)
+ * before it had anything to keep: the folders rundir_open created are removed again, empty, so a failed first run
+ * leaves no trace; a folder that was there before, or one that holds checkpoints, is never touched.
  * Checkpoints are pairs: model_%08d.bin and state_%08d.bin (rundir_paths). With several ranks, a checkpoint is
  * the model, rank 0's state, under ZeRO-1 every other rank's state shard state_%08d.r<rank>.bin
  * (rundir_rank_state), and last the marker done_%08d.bin (rundir_done), written when every other part is. */
@@ -24,10 +30,25 @@ enum { RUNDIR_DIR_MAX = 1024, RUNDIR_PATH_MAX = 1200 };   /* a checkpoint.dir (a
 typedef struct {
     char dir[RUNDIR_DIR_MAX];
     int lock_fd;                   /* -1 when not held */
+    char made[RUNDIR_DIR_MAX];     /* the outermost folder rundir_open created ("" when dir was there) */
 } RunDir;
 
-int  rundir_open(RunDir *rd, const char *dir, int resume, Err *err);
+/* rundir_open's mode: a new run (a folder with checkpoints is refused), a resumed one, or one that starts over */
+enum { RUNDIR_NEW = 0, RUNDIR_RESUME = 1, RUNDIR_FRESH = 2 };
+
+int  rundir_open(RunDir *rd, const char *dir, int mode, Err *err);
 void rundir_close(RunDir *rd);
+/* Closes rd and removes, when rundir_open created the folder, what this run left in it (metrics.jsonl, plot.svg)
+   and the folders it created, while they hold no checkpoint and nothing else. */
+void rundir_discard(RunDir *rd);
+/* What dir holds of an earlier run, by its files' names: the number of checkpoint steps (0: none, or no dir) and
+   in *newest the newest step. */
+int  rundir_held(const char *dir, int *newest);
+/* Those in words: "3 checkpoints, the last at step 300 of 300" (steps > 0: train.steps, else "of N" is left out). */
+void rundir_held_text(int count, int newest, int steps, char *out, size_t n);
+/* The refusal of a directory that holds an earlier run (count > 0 checkpoint steps, the newest of them newest):
+   what is there and what to pass (--resume, --fresh), naming dir; steps as for rundir_held_text. */
+int  rundir_refuse(const char *dir, int count, int newest, int steps, Err *err);
 /* The steps with a model or a state file in dir (either, so that half pairs are seen too), newest first;
    *steps is malloc'd (free it), the count is returned. */
 int  rundir_steps(const char *dir, int **steps);

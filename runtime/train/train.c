@@ -47,6 +47,15 @@ int train_check_ranks(const Config *c, const char *backend, int procs, Err *err)
     return 0;
 }
 
+int train_check_tokenizer(const Config *c, Err *err) {
+    if (!strcmp(c->data.tokenizer, "none") || c->eval.sample_every <= 0) return 0;
+    const char *why = c->data.tokenizer[0] ? file_missing_why(c->data.tokenizer) : "empty";
+    if (!*why) return 0;   /* there: tokenizer_load checks it */
+    return err_set(err, "%s: data.tokenizer: %s: %s; samples (eval.sample_every) print their text through it: name the "
+                   "tokenizer file (`make data` and `gpt2gen prepare` write one beside the shards), or set data.tokenizer "
+                   "= \"none\" to print token ids", c->path, c->data.tokenizer[0] ? err_show(c->data.tokenizer) : "\"\"", why);
+}
+
 /* ---------------------------------------------------------------- the run's pieces */
 
 
@@ -138,15 +147,12 @@ static int eval_choices(Run *r, int step, Err *err) {
 }
 
 /* The tokenizer, for samples: its ids must be the model's (a larger one could sample or start from an id the
-   model does not have). */
+   model does not have). data.tokenizer = "none": samples print as token ids. A missing file is an error where
+   samples need it (train_check_tokenizer), and goes unsaid where nothing samples. */
 static int open_tokenizer(Run *r, Err *err) {
     const Config *c = r->cfg;
-    const char *why = c->data.tokenizer[0] ? file_missing_why(c->data.tokenizer) : "none named";
-    if (*why) {   /* the reason: "no such file", or a name longer than the file system allows, ... */
-        if (c->eval.sample_every > 0)
-            printf("note: no tokenizer at %s (%s): samples print as token ids\n", err_show(c->data.tokenizer), why);
-        return 0;
-    }
+    if (train_check_tokenizer(c, err)) return -1;
+    if (!strcmp(c->data.tokenizer, "none") || *file_missing_why(c->data.tokenizer)) return 0;
     if (tokenizer_load(&r->tok, c->data.tokenizer, err)) return -1;
     r->has_tok = 1;
     if (r->tok.vocab_size > c->model.vocab_size)
@@ -174,7 +180,8 @@ static int open_run(Run *r, const Config *c, const Plan *plan, const Plan *sampl
     r->num_params = gpt2_param_sizes(&shape, sizes, NULL);
     int B = plan->step.B, T = plan->step.T;   /* the training plan's step */
     /* rank 0 holds the folder's lock and checks it; the others write their state shards into it */
-    if (r->lead && rundir_open(&r->dir, c->checkpoint.dir, c->checkpoint.resume, err)) return -1;
+    int mode = c->checkpoint.resume ? RUNDIR_RESUME : opt->fresh ? RUNDIR_FRESH : RUNDIR_NEW;
+    if (r->lead && rundir_open(&r->dir, c->checkpoint.dir, mode, err)) return -1;
     if (!r->lead) snprintf(r->dir.dir, sizeof r->dir.dir, "%s", c->checkpoint.dir);
     r->rk = xcalloc((size_t)r->local, sizeof *r->rk);
     r->train = &r->rk[0].train;
@@ -375,8 +382,15 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
     if (open_run(&r, c, plan, sample, opt, &err) || (step = run_initial_state(&r, &err)) < 0) {
         fprintf(stderr, "gpt2gen: %s%s\n", who, err.msg);
         if (r.comm && r.comm->broken) _exit(EXIT_FAIL);
+        rundir_discard(&r.dir);   /* a folder this run created holds nothing to keep: it goes again */
         close_run(&r);
         return EXIT_FAIL;
+    }
+    if (c->checkpoint.resume && step >= c->train.steps) {   /* resumed at its last step: nothing to train */
+        printf("%s: the run is finished (step %d of %d): nothing to do (raise train.steps to train on)\n",
+               c->checkpoint.dir, step, c->train.steps);
+        close_run(&r);
+        return 0;
     }
     GPT2Shape shape = config_shape(c);
     char ranks[96] = "";
@@ -391,7 +405,7 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
                   json_integer(c->train.steps), "params", json_integer((json_int_t)r.num_params), NULL);
     stop_signals(1);
     double timed = 0;
-    int timed_steps = 0, last_saved = -1, resumed_at = step > 0 ? step : -1;
+    int timed_steps = 0, trained = 0, last_saved = -1, resumed_at = step > 0 ? step : -1;
     for (; step <= c->train.steps; step++) {
         int last = step == c->train.steps;
         /* whether to save and stop at this step, taken once: a signal that comes later counts at the next step.
@@ -432,6 +446,7 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
         float loss = 0, norm = 0, lr = 0;
         int skipped = 0;
         if ((rc = train_step(&r, step, &loss, &norm, &lr, &skipped, &err))) break;
+        trained++;
         double dt = now_seconds() - t0;
         if (step > 0 || c->train.steps == 1) { timed += dt; timed_steps++; }   /* the first step pays for warm-up */
         double tok_s = c->train.total_batch_size / dt;
@@ -462,11 +477,15 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
     }
     else if (timed_steps > 0) {
         double tok_s = c->train.total_batch_size * timed_steps / timed;
-        printf("done: %d steps, mean %.1f ms/step, %.0f tok/s, %.2f TFLOP/s%s\n", timed_steps, timed / timed_steps * 1e3,
+        printf("done: %d step%s, mean %.1f ms/step, %.0f tok/s, %.2f TFLOP/s%s\n", trained, trained == 1 ? "" : "s",
+               timed / timed_steps * 1e3,
                tok_s, tok_s * gpt2_flops_per_token(&shape, c->train.seq_len) / 1e12, last_saved >= 0 ? "" : " (no checkpoint written)");
     }
-    if (r.metrics.regular) plot_refresh(c->checkpoint.dir);   /* whatever the run got to (rank 0's log: a file) */
+    /* failed or stopped before a step was trained: a folder this run created holds nothing to keep, and goes */
+    int discard = rc && trained == 0 && last_saved < 0 && r.dir.made[0];
+    if (r.metrics.regular && !discard) plot_refresh(c->checkpoint.dir);   /* whatever the run got to (rank 0's log: a file) */
     stop_signals(0);
+    if (discard) rundir_discard(&r.dir);
     close_run(&r);
     return rc == 130 ? 130 : rc ? EXIT_FAIL : 0;
 }

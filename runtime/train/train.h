@@ -29,6 +29,9 @@ typedef struct {
     /* rank 0 of ranks that mpirun or srun started: the id file (runtime/ranks/launch.h) it removes as soon as the
        ranks have joined, so that no exit, not even an _exit, leaves it behind; NULL: none */
     const char *id_file;
+    /* start over (gpt2gen train --fresh): rank 0 removes the earlier run's checkpoints and logs from checkpoint.dir
+       first (runtime/train/rundir.h, RUNDIR_FRESH); 0: a folder that holds checkpoints is refused without resume */
+    int fresh;
 } TrainOptions;
 
 /* Runs the whole job: the training plan's step on every rank; samples (eval.sample_every) through a key/value cache
@@ -44,4 +47,7 @@ Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo r
 /* train.num_gpus > 1: in one process (procs <= 1) only with backend "cpu" (named: auto is CUDA on a GPU machine),
    and at most TRAIN_MAX_EMULATED_RANKS; as procs processes with num_gpus = procs. err says what to do otherwise. */
 int train_check_ranks(const Config *cfg, const char *backend, int procs, Err *err);
+/* The tokenizer samples print through (data.tokenizer) is there, or named "none", or not needed (no samples);
+   err names the config, the path and what to do otherwise. Before building: the start of a run checks it again. */
+int train_check_tokenizer(const Config *cfg, Err *err);
 #endif

@@ -101,13 +101,15 @@ if unshare -rm sh -c 'mount -t tmpfs -o size=64k tmpfs "$1"' sh "$WORK/full" 2>/
        && ! printf '%s' "$out" | grep -q "this user can write"; then ok run_lock_disk_full
     else fail run_lock_disk_full "rc=$rc: $out"; fi
 else skip run_lock_disk_full "cannot mount a tmpfs in a mount namespace here"; fi
-# a data path with a name longer than the file system allows is said so, not "no match" or silently no tokenizer
+# a data path with a name longer than the file system allows is said so, not "no match" or "no such file" (a
+# tokenizer that samples need is an error before training)
 L=$(printf '%0300d' 0)
 out=$(run --set checkpoint.dir="$WORK/long1" --set data.train="$WORK/$L/train_*.bin" 2>&1); rc=$?
 expect shards_name_too_long 1 "longer than the file system allows" $rc
 out=$(run --set checkpoint.dir="$WORK/long2" --set train.steps=1 --set eval.sample_every=1 --set eval.sample_tokens=2 \
       --set data.tokenizer="$WORK/$L/tokenizer.bin" 2>&1); rc=$?
-expect tokenizer_name_too_long 0 "tokenizer.bin (a name in the path is longer than the file system allows" $rc
+expect tokenizer_name_too_long 1 "tokenizer.bin: a name in the path is longer than the file system allows" $rc
+before_training tokenizer_name_too_long_before_training
 
 # leftovers of killed saves are removed at the start
 copy leftovers
