@@ -148,10 +148,18 @@ static LaunchDims gelu_dims(const KernelEnv *e, long long n) {
 }
 
 /* ---- classifier.cu ---- */
-enum { CLS_BLOCK };
+enum { CLS_BLOCK, CLS_CHUNK_ROWS };
+enum { CLS_CHUNK };
+/* The rows of logits per chunk (runtime/cuda/classifier.c): the largest divisor of B*T not above CHUNK_ROWS, so that
+   every chunk is one shape of the classifier's matmuls. */
+static void cls_derive(KernelEnv *e) {
+    long long r = min_ll(e->tun[CLS_CHUNK_ROWS], rows(e));
+    while (rows(e) % r) r--;
+    e->derived[CLS_CHUNK] = r;
+}
 static LaunchDims cls_dims(const KernelEnv *e, long long n) {
     (void)n;
-    return dims(rows(e), 1, e->tun[CLS_BLOCK]);
+    return dims(e->derived[CLS_CHUNK], 1, e->tun[CLS_BLOCK]);
 }
 
 /* ---- grad_norm.cu ---- */
@@ -271,10 +279,16 @@ const FamilyDecl kernel_families[] = {
      {{"gelu_forward", {X(out), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)"},
       {"gelu_backward", {X(dinout), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)"}}, NULL,
      STEP_BIT(STEP_TRAIN)},
-    {"classifier", "templates/classifier.cu", "softmax + cross-entropy + dlogits in one pass",
-     {{"BLOCK_SIZE", 1024, {256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
+    /* BLOCK_SIZE 256: the fastest of the candidates at gpt2-124M and 350M on the H200 (bench/RESULTS.md,
+       "Autotuning sweeps": 1.56x the old default of 1024). CHUNK_ROWS: logits are made for that many rows at a time; its
+       one candidate keeps kernel sweeps off it, since what it changes is the matmuls' shape and the memory (the
+       whole step measures it: bench/roofline.sh) */
+    {"classifier", "templates/classifier.cu", "softmax + cross-entropy + dlogits in one pass, a chunk of rows at a time",
+     {{"BLOCK_SIZE", 256, {256, 512, 1024}, BLOCK_SIZE_RULE},
+      {"CHUNK_ROWS", 8192, {8192}, .min = 1, .max = 1 << 24, .multiple_of = 1}},
+     {"CHUNK"}, cls_derive, NULL,
      {{"classifier_forward", {F32(losses), X(logits), CI32(targets), FLOAT(dloss), INT(write_dlogits)}, CLS_BLOCK, -1,
-       cls_dims, "B*T: a block per row"}}, NULL,
+       cls_dims, "CHUNK: a block per row of a chunk"}}, NULL,
      STEP_BIT(STEP_TRAIN) | STEP_BIT(STEP_FORWARD)},
     {"grad_norm", "templates/grad_norm.cu", "squared L2 norm, for the global gradient norm",
      {{"BLOCK_SIZE", 512, {128, 256, 512, 1024}, BLOCK_SIZE_RULE},

@@ -14,16 +14,12 @@ static PlanMatmul linear_dw(const char *name, int N, int IC, int OC, int per_ste
     return (PlanMatmul){name, IC, OC, N, 0, 1, 1, 0, 0, 0, 0, 1, EPI_NONE, per_step, {0}};
 }
 
-void matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step) {
+void matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int classifier_rows) {
     int BT = step->B * step->T, C = model->n_embd, L = model->n_layer;
-    int Vp = model->padded_vocab_size;
     mm[MM_QKV] = linear("qkv", BT, C, 3 * C, 1, EPI_NONE, L);
     mm[MM_ATTPROJ] = linear("attproj", BT, C, C, 1, EPI_NONE, L);
     mm[MM_FC_GELU] = linear("fc+gelu", BT, C, 4 * C, 1, EPI_GELU_AUX, L);
     mm[MM_FCPROJ] = linear("fcproj", BT, 4 * C, C, 1, EPI_NONE, L);
-    mm[MM_CLASSIFIER] = linear("classifier", BT, C, Vp, 0, EPI_NONE, 1);
-    mm[MM_CLASSIFIER_DINP] = linear_dinp("classifier dinp", BT, C, Vp, EPI_NONE, 1);
-    mm[MM_CLASSIFIER_DW] = linear_dw("classifier dW", BT, C, Vp, 1);
     mm[MM_FCPROJ_DINP_DGELU] = linear_dinp("fcproj dinp+dgelu", BT, 4 * C, C, EPI_DGELU, L);
     mm[MM_FCPROJ_DW] = linear_dw("fcproj dW", BT, 4 * C, C, L);
     mm[MM_FC_DINP] = linear_dinp("fc dinp", BT, C, 4 * C, EPI_NONE, L);
@@ -32,8 +28,20 @@ void matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepSha
     mm[MM_ATTPROJ_DW] = linear_dw("attproj dW", BT, C, C, L);
     mm[MM_QKV_DINP] = linear_dinp("qkv dinp", BT, C, 3 * C, EPI_NONE, L);
     mm[MM_QKV_DW] = linear_dw("qkv dW", BT, C, 3 * C, L);
+    matmuls_set_classifier_rows(mm, model, step, classifier_rows);
     if (step->kind != STEP_TRAIN)   /* a forward calls none of the backward's */
         for (int i = MM_CLASSIFIER_DINP; i < MM_COUNT; i++) mm[i].per_step = 0;
+}
+
+void matmuls_set_classifier_rows(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int rows) {
+    int C = model->n_embd, Vp = model->padded_vocab_size, chunks = step->B * step->T / rows;
+    static const int ids[3] = {MM_CLASSIFIER, MM_CLASSIFIER_DINP, MM_CLASSIFIER_DW};
+    MatmulAlgoChoice kept[3];   /* a tuned algorithm stays with its entry (it is used only at its own shape) */
+    for (int i = 0; i < 3; i++) kept[i] = mm[ids[i]].algo;
+    mm[MM_CLASSIFIER] = linear("classifier", rows, C, Vp, 0, EPI_NONE, chunks);
+    mm[MM_CLASSIFIER_DINP] = linear_dinp("classifier dinp", rows, C, Vp, EPI_NONE, step->kind == STEP_TRAIN ? chunks : 0);
+    mm[MM_CLASSIFIER_DW] = linear_dw("classifier dW", rows, C, Vp, step->kind == STEP_TRAIN ? chunks : 0);
+    for (int i = 0; i < 3; i++) mm[ids[i]].algo = kept[i];
 }
 
 double matmul_flops(const PlanMatmul *m) { return 2.0 * m->m * m->n * m->k * m->batch; }

@@ -40,7 +40,11 @@ typedef struct {
     MatmulAlgoChoice algo;                   /* from the tuning database; algo.set 0: cuBLASLt's first heuristic */
 } PlanMatmul;
 
-/* The entries for B*T rows of the model; a forward step uses the forward ones only. */
-void   matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step);
+/* The entries for B*T rows of the model; a forward step uses the forward ones only. The classifier's three run once
+   per chunk of classifier_rows rows (a divisor of B*T): the logits of a chunk, their gradient into the chunk's rows of
+   dlnf and into dwte (runtime/cuda/classifier.c). */
+void   matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int classifier_rows);
+/* The classifier's entries again for chunks of rows rows, their tuned algorithms kept. */
+void   matmuls_set_classifier_rows(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int rows);
 double matmul_flops(const PlanMatmul *m);    /* 2*m*n*k*batch per call */
 #endif

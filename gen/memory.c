@@ -76,8 +76,9 @@ void memory_plan(PlanMemory *mem, const Plan *plan) {
     place(&lo, BUF_LNF, "lnf", MEM_ACTIVATIONS, BT * C * x, 0);
     place(&lo, BUF_LNF_MEAN, "lnf_mean", MEM_ACTIVATIONS, BT * 4, 0);
     place(&lo, BUF_LNF_RSTD, "lnf_rstd", MEM_ACTIVATIONS, BT * 4, 0);
-    /* a prefill keeps no logits: the decode step computes the prompt's last position */
-    place(&lo, BUF_LOGITS, "logits", MEM_ACTIVATIONS, logits ? BT * Vp * x : 0, 0);
+    /* the logits of one chunk of rows (runtime/cuda/classifier.c); a prefill keeps none: the decode step computes the
+       prompt's last position */
+    place(&lo, BUF_LOGITS, "logits", MEM_ACTIVATIONS, logits ? (size_t)plan->classifier_rows * Vp * x : 0, 0);
     place(&lo, BUF_LOSSES, "losses", MEM_ACTIVATIONS, logits && !decode ? BT * 4 : 0, 0);
 
     place(&lo, BUF_TMP, "tmp", MEM_SCRATCH, BT * C * x, 0);

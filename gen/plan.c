@@ -136,6 +136,17 @@ static int family_finalize(Plan *plan, int i, Err *err) {
     return 0;
 }
 
+/* The classifier family's CHUNK where the plan has the family, else every row (gen/kernels.c, classifier.cu) */
+static int classifier_rows(const Plan *plan) {
+    for (int i = 0; i < plan->n_families; i++) {
+        const FamilyDecl *f = plan->families[i].decl;
+        if (strcmp(f->family, "classifier")) continue;
+        for (int d = 0; d < FAMILY_MAX_DERIVED && f->derived_names[d]; d++)
+            if (!strcmp(f->derived_names[d], "CHUNK")) return (int)plan->families[i].env.derived[d];
+    }
+    return plan->step.B * plan->step.T;
+}
+
 int plan_set_tunables(Plan *plan, int fam, const int *values, const char *origin, Err *err) {
     PlanFamily *m = &plan->families[fam];
     PlanFamily saved = *m;
@@ -145,7 +156,9 @@ int plan_set_tunables(Plan *plan, int fam, const int *values, const char *origin
             if (origin) m->tunables[t].origin = origin;
         }
     if (family_finalize(plan, fam, err) == 0) {
-        memory_plan(&plan->memory, plan);   /* scratch sizes follow the launches */
+        plan->classifier_rows = classifier_rows(plan);
+        matmuls_set_classifier_rows(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows);
+        memory_plan(&plan->memory, plan);   /* scratch sizes follow the launches, the logits the chunk */
         return 0;
     }
     *m = saved;
@@ -188,7 +201,8 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     }
     for (int i = 0; i < plan->n_families; i++)
         if (family_finalize(plan, i, err)) return -1;
-    matmuls_plan(plan->matmuls, &plan->model, &plan->step);
+    plan->classifier_rows = classifier_rows(plan);
+    matmuls_plan(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows);
     memory_plan(&plan->memory, plan);
     return 0;
 }
@@ -340,6 +354,9 @@ static void write_section(FILE *f, const Plan *p) {
     if (st->kind == STEP_DECODE)
         fprintf(f, "linears    %s\n", p->decode_linear ? "decode_linear (templates/decode.cu): each weight read once for the rows"
                                                        : "the cuBLASLt matmuls below");
+    else if (p->memory.buffers[BUF_LOGITS].bytes)
+        fprintf(f, "classifier logits of %d rows at a time, %d chunks per micro-step%s\n", p->classifier_rows,
+                st->B * st->T / p->classifier_rows, st->kind == STEP_TRAIN ? " (loss, dlogits, dlnf and dwte per chunk)" : "");
     fprintf(f, "\n");
     write_families(f, p);
     write_matmuls(f, p);

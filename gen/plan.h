@@ -59,6 +59,9 @@ typedef struct Plan {
     /* a decode step's linears: templates/decode.cu's decode_linear, which streams each weight once for the rows
        (faster at B <= PLAN_DECODE_LINEAR_ROWS on the H200: bench/RESULTS.md), else the plan's cuBLASLt matmuls */
     int decode_linear;
+    /* rows of logits per chunk of the classifier (a divisor of B*T; the classifier family's CHUNK, else B*T): the
+       logits buffer holds one chunk (runtime/cuda/classifier.c) */
+    int classifier_rows;
     int n_families;
     PlanFamily families[PLAN_MAX_FAMILIES];
     int n_kernels;          /* every declared kernel, indexed by its id (K_* of kernel_ids.h), whether or not the

@@ -18,6 +18,11 @@ int backend_check_weights(const BackendOptions *o, const char *name, Err *err) {
     return 0;
 }
 
+int backend_forward_backward(Backend *be, const int32_t *inputs, const int32_t *targets, float grad_scale, float *loss,
+                             Err *err) {
+    return be->forward(be, inputs, targets, loss, err) || be->backward(be, grad_scale, err) ? -1 : 0;
+}
+
 int backend_check_cache(const BackendOptions *o, const char *name, Err *err) {
     const Plan *p = o->plan;
     if (!p->step.fills_cache)

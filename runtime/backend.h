@@ -59,6 +59,12 @@ struct Backend {
     /* Backward of the last forward (which had targets); adds grad_scale * d(mean loss)/d(params) to the
        gradients. The loop passes 1/grad_accum. */
     int   (*backward)(Backend *, float grad_scale, Err *err);
+    /* A training micro-step: forward with targets (*loss its mean loss), then backward with grad_scale; the same
+       results as the two calls. The CUDA backend makes each chunk of logits once here, their loss and gradient
+       together, where forward then backward makes them twice (it keeps no B*T x Vp logits). The CPU backend's is
+       backend_forward_backward. */
+    int   (*forward_backward)(Backend *, const int32_t *inputs, const int32_t *targets, float grad_scale, float *loss,
+                              Err *err);
     /* Global L2 norm of the accumulated gradients. */
     int   (*grad_norm)(Backend *, float *norm, Err *err);
     /* AdamW step number `step` (1-based, for bias correction), gradients multiplied by grad_scale first
@@ -113,6 +119,9 @@ Backend *backend_create(const BackendOptions *opt, const char *which, Err *err);
 /* For the backends: opt->weights must be given exactly when the plan's step has shared_weights, and be a backend
    of the same kind (name) and model. */
 int backend_check_weights(const BackendOptions *opt, const char *name, Err *err);
+/* forward_backward as forward, then backward */
+int backend_forward_backward(Backend *be, const int32_t *inputs, const int32_t *targets, float grad_scale, float *loss,
+                             Err *err);
 /* And opt->cache exactly when the plan fills a cache, a decode backend of the same kind, model and rows, with room
    for the plan's T positions. */
 int backend_check_cache(const BackendOptions *opt, const char *name, Err *err);

@@ -19,8 +19,10 @@
 typedef struct { const char *name; const char *sets[12]; } Variant;
 
 static const Variant variants[] = {
-    {"gt-fp32", {"name=gt-fp32", "precision=fp32", "train.recompute=0", NULL}},
-    {"gt-bf16", {"name=gt-bf16", "precision=bf16", "train.recompute=1", "train.master_weights=true", NULL}},
+    /* CHUNK_ROWS: the classifier a chunk of rows at a time (512 rows in 4 chunks of 128; 192 in 3 of 64; 256 in 4 of 64) */
+    {"gt-fp32", {"name=gt-fp32", "precision=fp32", "train.recompute=0", "tune.classifier.CHUNK_ROWS=128", NULL}},
+    {"gt-bf16", {"name=gt-bf16", "precision=bf16", "train.recompute=1", "train.master_weights=true",
+                 "tune.classifier.CHUNK_ROWS=160", NULL}},
     {"gt-fp32-hs64", {"name=gt-fp32-hs64", "precision=fp32", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2", NULL}},
     {"gt-bf16-hs64", {"name=gt-bf16-hs64", "precision=bf16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
@@ -28,10 +30,12 @@ static const Variant variants[] = {
                       "train.master_weights=false", NULL}},
     {"gt-fp16", {"name=gt-fp16", "precision=fp16", "train.recompute=1", NULL}},
     {"gt-fp16-hs64", {"name=gt-fp16-hs64", "precision=fp16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
-                      "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2", NULL}},
+                      "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
+                      "tune.classifier.CHUNK_ROWS=64", NULL}},
     /* the whole step with cuDNN's attention (T a multiple of 128, for cuDNN before 9.15.1) */
     {"gt-bf16-cudnn", {"name=gt-bf16-cudnn", "precision=bf16", "attention=cudnn", "model.max_seq_len=128",
-                       "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256", NULL}},
+                       "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256",
+                       "tune.classifier.CHUNK_ROWS=96", NULL}},
     {"gt-fp16-cudnn", {"name=gt-fp16-cudnn", "precision=fp16", "attention=cudnn", "model.max_seq_len=128",
                        "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256", NULL}},
 };

@@ -228,7 +228,9 @@ static void check_memory(const char *what) {
         CHECK(per_layer != B * NH * T * T * x && per_layer != B * NH * T * T * 4, "%s: %s has the size of the attention "
               "scores (%zu bytes)", what, mem->buffers[i].name, per_layer);
     }
-    CHECK(mem->buffers[BUF_LOGITS].bytes == B * T * Vp * x, "%s: logits", what);
+    size_t R = (size_t)plan.classifier_rows;
+    CHECK(R >= 1 && (B * T) % R == 0 && mem->buffers[BUF_LOGITS].bytes == R * Vp * x, "%s: logits of a chunk of %zu rows",
+          what, R);
     size_t ln_layers = cfg.train.recompute >= 2 ? 1 : L, gelu_layers = cfg.train.recompute >= 1 ? 1 : L;
     CHECK(mem->buffers[BUF_LN1].bytes == ln_layers * B * T * C * x, "%s: ln1 for recompute=%d", what, cfg.train.recompute);
     CHECK(mem->buffers[BUF_FCH_GELU].bytes == gelu_layers * B * T * 4 * C * x, "%s: fch_gelu for recompute=%d", what,
@@ -257,6 +259,50 @@ static void test_memory_layout(void) {
     const char *small_vocab[] = {"model.vocab_size=256", NULL};
     if (!make("configs/tiny.lua", small_vocab, &err))
         CHECK(plan.memory.buffers[BUF_ATT_DDOT].shares == -1, "V=256: the backward scratch cannot fit in the logits");
+}
+
+/* The classifier a chunk of rows at a time: the largest divisor of B*T not above CHUNK_ROWS; the logits buffer and
+   the classifier's matmuls follow it, also when the tuner changes it (plan_set_tunables). */
+static int classifier_family(void) {
+    for (int i = 0; i < plan.n_families; i++)
+        if (!strcmp(plan.families[i].decl->family, "classifier")) return i;
+    return -1;
+}
+static void test_classifier_chunks(void) {
+    Err err = {{0}};
+    if (make("configs/gpt2-124M.lua", NULL, &err)) { CHECK(0, "%s", err.msg); return; }
+    size_t Vp = (size_t)plan.model.padded_vocab_size, BT = (size_t)plan.step.B * plan.step.T;
+    CHECK(plan.classifier_rows == 8192 && plan.memory.buffers[BUF_LOGITS].bytes == 8192 * Vp * 2,
+          "gpt2-124M: chunks of %d rows, logits %zu bytes (want 8192 rows)", plan.classifier_rows,
+          plan.memory.buffers[BUF_LOGITS].bytes);
+    const PlanMatmul *mm = plan.matmuls;
+    CHECK(mm[MM_CLASSIFIER].n == 8192 && mm[MM_CLASSIFIER_DINP].n == 8192 && mm[MM_CLASSIFIER_DW].k == 8192 &&
+          mm[MM_CLASSIFIER].per_step == (int)(BT / 8192) && mm[MM_CLASSIFIER_DW].per_step == (int)(BT / 8192),
+          "gpt2-124M: the classifier's matmuls per chunk (n=%d, dW k=%d, %d per step)", mm[MM_CLASSIFIER].n,
+          mm[MM_CLASSIFIER_DW].k, mm[MM_CLASSIFIER].per_step);
+    CHECK(plan.kernels[K_CLASSIFIER_FORWARD].dims.grid[0] == 8192, "the classifier kernel: a block per row of a chunk");
+    /* 8*64 = 512 rows: 160 is no divisor, 128 is the largest below it */
+    const char *sets[] = {"tune.classifier.CHUNK_ROWS=160", NULL};
+    if (make("configs/tiny.lua", sets, &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(plan.classifier_rows == 128 && plan.matmuls[MM_CLASSIFIER].per_step == 4, "tiny, CHUNK_ROWS 160: %d rows, %d chunks",
+          plan.classifier_rows, plan.matmuls[MM_CLASSIFIER].per_step);
+    /* more rows than B*T: one chunk of them all */
+    if (make("configs/tiny.lua", NULL, &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(plan.classifier_rows == 512, "tiny: one chunk of its 512 rows, not %d", plan.classifier_rows);
+    int f = classifier_family();
+    int v[FAMILY_MAX_TUNABLES];
+    for (int t = 0; t < plan.families[f].n_tunables; t++) v[t] = plan.families[f].tunables[t].value;
+    v[1] = 64;   /* CHUNK_ROWS */
+    size_t arena = plan.memory.arena_bytes;
+    CHECK_OK(plan_set_tunables(&plan, f, v, "tune-db", &err), &err);
+    CHECK(plan.classifier_rows == 64 && plan.matmuls[MM_CLASSIFIER].n == 64 && plan.matmuls[MM_CLASSIFIER].per_step == 8 &&
+          plan.memory.buffers[BUF_LOGITS].bytes == 64 * Vp * 4 && plan.memory.arena_bytes < arena,
+          "plan_set_tunables: %d rows, matmul n=%d x%d, logits %zu bytes", plan.classifier_rows, plan.matmuls[MM_CLASSIFIER].n,
+          plan.matmuls[MM_CLASSIFIER].per_step, plan.memory.buffers[BUF_LOGITS].bytes);
+    /* a decode plan has no classifier family: its logits are its B rows */
+    Plan dec;
+    if (plan_make_decode(&dec, &cfg, 3, 0, "sm_90", &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(dec.classifier_rows == 3 && dec.matmuls[MM_CLASSIFIER].n == 3, "decode plan of 3 rows: %d rows", dec.classifier_rows);
 }
 
 /* Several ranks: the parameters and gradients padded to equal shards (ranks_padded); under ZeRO-1 a rank keeps 1/N of
@@ -366,6 +412,7 @@ int main(int argc, char **argv) {
     RUN(test_template_checks);
     RUN(test_memory_layout);
     RUN(test_memory_of_ranks);
+    RUN(test_classifier_chunks);
     RUN(test_geometry_covers_work);
     RUN(test_round_trip_same_plan);
     return check_summary();

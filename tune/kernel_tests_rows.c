@@ -153,8 +153,8 @@ void kernel_test_gelu(G *g) {
 }
 
 void kernel_test_classifier(G *g) {
-    /* the kernel runs over all B*T rows; the first N hold random logits and are checked (host memory stays
-       small on the big configs), the rest are zeros */
+    /* the kernel runs over a chunk of rows (the family's CHUNK, at most B*T); the first N hold random logits and
+       are checked (host memory stays small on the big configs), the rest are zeros */
     int N = g->BT < 128 ? g->BT : 128, V = g->V, Vp = g->Vp;
     float *logits = hrand(g, (size_t)N * Vp, 4.0f), *losses = hbuf(N), *dl = hbuf((size_t)N * Vp), *got = hbuf((size_t)N * Vp), *gl = hbuf(N);
     int32_t *tg = xcalloc((size_t)g->BT, 4);

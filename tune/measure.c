@@ -78,7 +78,7 @@ int step_time(const Plan *plan, const Env *env, int steps, double *ms, float los
     for (int s = 0; s < 2 + steps && rc == 0; s++) {
         if (s == 2) t0 = now_seconds();
         float loss = 0;
-        rc = be->zero_grad(be, err) || be->forward(be, in, tg, &loss, err) || be->backward(be, 1.0f, err) ||
+        rc = be->zero_grad(be, err) || be->forward_backward(be, in, tg, 1.0f, &loss, err) ||
              be->grad_norm(be, &norm, err) ||
              be->update(be, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, norm > 1.0f ? 1.0f / norm : 1.0f, s + 1, err);
         if (s < 3) losses[s] = loss;

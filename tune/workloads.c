@@ -123,9 +123,14 @@ void wl_gelu_setup(Workload *w, G *g) {
     out(w, wbuf(w, g, (size_t)w->n, 0, 1), "dinp");
 }
 
-/* ---- classifier: losses and dlogits over every row ---- */
+/* ---- classifier: losses and dlogits over every row, a chunk of rows (the variant's CHUNK) per launch ---- */
 int wl_classifier_run(Workload *w, G *g, Kernels *ks, Err *err) {
-    return launch_classifier_forward(ks, g->s, P(w, 2), P(w, 0), P(w, 1), 1.0f / g->BT, 1, err);
+    size_t R = (size_t)ks->plan->classifier_rows;
+    for (size_t r0 = 0; r0 < (size_t)g->BT; r0 += R)
+        if (launch_classifier_forward(ks, g->s, P(w, 2) + r0 * 4, P(w, 0) + r0 * g->Vp * g->xs, P(w, 1) + r0 * 4,
+                                      1.0f / g->BT, 1, err))
+            return -1;
+    return 0;
 }
 void wl_classifier_setup(Workload *w, G *g) {
     int32_t *tg = xmalloc((size_t)g->BT * 4);

@@ -378,6 +378,7 @@ Backend *cpu_backend_create(const BackendOptions *opt, Err *err) {
     }
     if (!train) return be;             /* a forward: the methods of the backward and the optimizer stay NULL */
     be->zero_grad = cpu_zero_grad;     be->backward = cpu_backward;
+    be->forward_backward = backend_forward_backward;
     be->grad_norm = cpu_grad_norm;     be->update = cpu_update;
     be->get_grads = cpu_get_grads;
     be->get_opt_state = cpu_get_opt_state; be->set_opt_state = cpu_set_opt_state;

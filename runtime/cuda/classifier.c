@@ -1,21 +1,65 @@
-/* classifier: the losses and d(mean loss)/d(logits) in one pass over the logits (templates/classifier.cu);
-   the dlogits overwrite the logits (in units of dlogits_unit, ops.h), and the backward scales them by
-   grad_scale (as cuBLASLt's alpha). */
+/* classifier: the logits, the losses and their gradient a chunk of rows at a time (Plan.classifier_rows, the
+   classifier family's CHUNK: gen/kernels.c), so that no B*T x Vp buffer is kept. Per chunk: the logits matmul into
+   BUF_LOGITS, then one pass over them for the losses and, for a backward, the dlogits in their place (in units of
+   dlogits_unit, ops.h; templates/classifier.cu), then both backward matmuls: the chunk's rows of dlnf (BUF_DLN) and
+   dwte += dlogits^T lnf, scaled by alpha. */
 #include "runtime/cuda/ops.h"
 
-int op_classifier(Cuda *c, const int32_t *targets, float *loss, Err *err) {
+static size_t chunk_rows(const Cuda *c) { return (size_t)c->plan->classifier_rows; }
+static int n_chunks(const Cuda *c) { return (int)((size_t)c->plan->step.B * c->plan->step.T / chunk_rows(c)); }
+/* row r0's place in a buffer of rows of `width` floatX values */
+static dptr rows_at(const Cuda *c, BufferId id, size_t r0, size_t width) { return buf(c, id, 0) + r0 * width * c->xs; }
+
+static int chunk_logits(Cuda *c, int k, Err *err) {
+    c->logits_chunk = -1;
+    OP("matmul classifier", op_linear(c, MM_CLASSIFIER, buf(c, BUF_LOGITS, 0), rows_at(c, BUF_LNF, k * chunk_rows(c), c->C),
+                                      PW(P_WTE, 0), 0, 0, err));
+    c->logits_chunk = k;
+    return 0;
+}
+
+int op_classifier_logits(Cuda *c, int k, Err *err) {
+    if (c->logits_chunk == k) return 0;
+    if (!c->lnf_valid) return err_set(err, "get_logits: no logits: call forward first");
+    return chunk_logits(c, k, err);
+}
+
+int op_classifier_targets(Cuda *c, const int32_t *targets, Err *err) {
     int BT = c->plan->step.B * c->plan->step.T;
     for (int i = 0; i < BT; i++)
         if (targets[i] < 0 || targets[i] >= c->V)
             return err_set(err, "target token %d at position %d is outside the vocabulary (0..%d)", targets[i], i, c->V - 1);
-    dptr losses = buf(c, BUF_LOSSES, 0);
-    if (cuda_check(cu.cuMemcpyHtoDAsync(buf(c, BUF_TARGETS, 0), targets, (size_t)BT * 4, c->s), "copying targets to the GPU", err) ||
-        launch_classifier_forward(&c->ks, c->s, losses, buf(c, BUF_LOGITS, 0), buf(c, BUF_TARGETS, 0), dlogits_unit(c), 1, err) ||
-        cuda_check(cu.cuMemcpyDtoHAsync(c->h_losses, losses, (size_t)BT * 4, c->s), "reading the losses", err) ||
-        cuda_device_sync(&c->dev, "forward (the losses)", err))
+    return cuda_check(cu.cuMemcpyHtoDAsync(buf(c, BUF_TARGETS, 0), targets, (size_t)BT * 4, c->s), "copying targets to the GPU", err);
+}
+
+int op_classifier(Cuda *c, int grad, float alpha, Err *err) {
+    size_t R = chunk_rows(c);
+    dptr logits = buf(c, BUF_LOGITS, 0);
+    for (int k = 0; k < n_chunks(c); k++) {
+        if (chunk_logits(c, k, err)) return -1;
+        OP("classifier (loss+dlogits)", launch_classifier_forward(&c->ks, c->s, buf(c, BUF_LOSSES, 0) + k * R * 4, logits,
+                                                                  buf(c, BUF_TARGETS, 0) + k * R * 4, dlogits_unit(c), grad, err));
+        if (!grad) continue;   /* the buffer keeps chunk k's logits */
+        c->logits_chunk = -1;  /* it holds their gradient */
+        OP("matmul bwd classifier", op_linear_backward(c, MM_CLASSIFIER_DINP, MM_CLASSIFIER_DW, rows_at(c, BUF_DLN, k * R, c->C),
+                                                       GW(P_WTE, 0), 0, logits, rows_at(c, BUF_LNF, k * R, c->C), PW(P_WTE, 0),
+                                                       alpha, 0, err));
+    }
+    return 0;
+}
+
+float classifier_alpha(const Cuda *c, float grad_scale) {
+    return c->prec == PREC_FP16 ? grad_scale / (DLOGITS_UNIT_FP16 * (float)(c->plan->step.B * c->plan->step.T)) : grad_scale;
+}
+
+int op_classifier_read_losses(Cuda *c, float *loss, Err *err) {
+    int BT = c->plan->step.B * c->plan->step.T;
+    if (cuda_check(cu.cuMemcpyDtoHAsync(c->h_losses, buf(c, BUF_LOSSES, 0), (size_t)BT * 4, c->s), "reading the losses", err) ||
+        cuda_device_sync(&c->dev, "the losses", err))
         return -1;
     double s = 0;
     for (int i = 0; i < BT; i++) s += c->h_losses[i];
     if (loss) *loss = (float)(s / BT);
+    c->losses_valid = 1;
     return 0;
 }

@@ -72,11 +72,16 @@ static int cu_get_grads(Backend *be, float *grads, Err *err) {
     Cuda *c = cuda_of(be);
     return download(c, grads, buf(c, BUF_GRADS, 0), c->np, "copying gradients from the GPU", err);
 }
+/* The logits buffer holds a chunk of rows (runtime/cuda/classifier.c): the one holding row (b, t) is made from the
+   last forward's final LayerNorm when it is not there. */
 static int cu_get_logits(Backend *be, int b, int t, float *out, Err *err) {
     Cuda *c = cuda_of(be);
-    if (!c->logits_valid) return err_set(err, "get_logits: no logits: call forward without targets first (with targets, the logits buffer holds their gradient)");
     if (b < 0 || b >= c->plan->step.B || t < 0 || t >= c->plan->step.T) return err_set(err, "get_logits: (b=%d, t=%d) outside B=%d T=%d", b, t, c->plan->step.B, c->plan->step.T);
-    return download(c, out, buf(c, BUF_LOGITS, 0) + ((size_t)b * c->plan->step.T + t) * c->Vp * c->xs, (size_t)c->V, "copying logits", err);
+    size_t row = (size_t)b * c->plan->step.T + t, R = (size_t)c->plan->classifier_rows;
+    if (c->logits_chunk != (int)(row / R) && !c->lnf_valid)
+        return err_set(err, "get_logits: no logits: call forward first (a backward since has used them)");
+    if (op_classifier_logits(c, (int)(row / R), err)) return -1;
+    return download(c, out, buf(c, BUF_LOGITS, 0) + (row % R) * c->Vp * c->xs, (size_t)c->V, "copying logits", err);
 }
 static int cu_get_losses(Backend *be, float *out, Err *err) {
     Cuda *c = cuda_of(be);
@@ -152,6 +157,7 @@ static void set_methods(Backend *be, const Plan *plan, size_t np) {
     if (plan->step.kind != STEP_TRAIN) return;   /* a forward or decode: no backward, no optimizer */
     be->zero_grad = cu_zero_grad;
     be->backward = cu_backward;
+    be->forward_backward = cu_forward_backward;
     be->grad_norm = cu_grad_norm;
     be->update = cu_update;
     be->get_grads = cu_get_grads;
@@ -179,6 +185,7 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     c->C = plan->model.n_embd; c->L = plan->model.n_layer; c->NH = plan->model.n_head; c->HS = c->C / c->NH;
     c->V = plan->model.vocab_size; c->Vp = plan->model.padded_vocab_size;
     c->recompute = plan->step.recompute;
+    c->logits_chunk = -1;
     c->np = gpt2_param_sizes(&plan->model, c->psz, c->poff);
     const PlanBuffer *ws = &plan->memory.buffers[BUF_CUBLASLT_WORKSPACE];
     if (cuda_device_open(&c->dev, opt->device, err) || kernels_load(&c->ks, plan, &c->dev, c->env, err) ||

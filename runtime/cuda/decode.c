@@ -101,6 +101,6 @@ int cu_decode(Backend *be, DecodeRun *run, Err *err) {
     if (cuda_device_sync(&c->dev, "decode", rc ? &(Err){{0}} : err) || rc) return -1;
     if (cuda_check(cu.cuMemcpyDtoH(run->rng, buf(c, BUF_RNG, 0), (size_t)B * 8), "copying the generators from the GPU", err))
         return -1;
-    c->logits_valid = 1;
+    c->logits_chunk = 0;   /* a decode plan's chunk is its B rows */
     return done;
 }

@@ -3,7 +3,7 @@
  *   layernorm.c  LayerNorm forward (plain, fused with the residual add) and backward
  *   linear.c     the linear layers: cuBLASLt matmuls with bias / GELU epilogues, bias gradients, GELU
  *   attention.c  causal attention without the T x T scores: cuDNN's flash attention or our template
- *   classifier.c logits -> losses and dlogits in one pass
+ *   classifier.c logits, losses, dlogits and their matmuls, a chunk of rows at a time
  *   optimizer.c  zero_grad, global gradient norm, AdamW (Backend methods)
  *   step.c       the schedule of one forward and one backward (Backend methods)
  *   decode.c     a decode plan's step against the key/value cache, replayed as a CUDA graph (Backend.decode)
@@ -40,7 +40,9 @@ typedef struct {
     /* host side */
     int32_t *h_inputs, *h_count, *h_bucket_token, *h_bucket_start, *h_positions;
     float *h_losses, *h_partials;
-    int n_buckets, have_targets, logits_valid, losses_valid;
+    int n_buckets, have_targets, losses_valid;
+    int lnf_valid;                   /* BUF_LNF holds the last forward's final LayerNorm: get_logits can make logits */
+    int logits_chunk;                /* the chunk of rows whose logits BUF_LOGITS holds, or -1 */
     /* attention through cuDNN (NULL: the flash template); its workspace, inside the logits buffer where it fits */
     CudnnAttention *cudnn;
     dptr cudnn_workspace, cudnn_workspace_own;
@@ -96,12 +98,20 @@ int attention_backward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstr
 int op_attention(Cuda *c, int l, Err *err);                    /* qkv[l] -> atty[l], keeping att_stats[l] */
 int op_attention_backward(Cuda *c, int l, Err *err);           /* datty -> dqkv */
 
-/* losses and dlogits (in place of the logits) for targets; *loss their mean. The dlogits are
-   (softmax - onehot) * dlogits_unit: d(mean loss), unit 1/(B*T), except in fp16, where the unit is 2^15 and the
-   backward's alpha carries 1/(2^15 B*T). fp16's normal range starts at 6e-5, and the probabilities of a 50k
+/* The classifier over every row, a chunk of Plan.classifier_rows rows at a time (classifier.c): the chunk's logits
+   from BUF_LNF, its losses into BUF_LOSSES (for the targets op_classifier_targets uploaded) and, with grad, its
+   dlogits (in place of the logits) and the backward's matmuls: dlnf rows into BUF_DLN, dwte += alpha * dlogits^T lnf.
+   The dlogits are (softmax - onehot) * dlogits_unit: d(mean loss), unit 1/(B*T), except in fp16, where the unit is 2^15
+   and alpha carries 1/(2^15 B*T) (classifier_alpha). fp16's normal range starts at 6e-5, and the probabilities of a 50k
    vocabulary are mostly far below that (1/(B*T) would push them lower still): times 2^15 they keep fp16's 11
    bits down to 2e-9, while |softmax - onehot| <= 1 keeps them below fp16's largest value, 65504. */
-int op_classifier(Cuda *c, const int32_t *targets, float *loss, Err *err);
+int   op_classifier_targets(Cuda *c, const int32_t *targets, Err *err);   /* checked against V, then uploaded */
+int   op_classifier(Cuda *c, int grad, float alpha, Err *err);
+float classifier_alpha(const Cuda *c, float grad_scale);   /* the backward's alpha for a loss gradient scaled by grad_scale */
+/* waits for the stream, then the losses to the host (h_losses) and their mean into *loss (when not NULL) */
+int   op_classifier_read_losses(Cuda *c, float *loss, Err *err);
+/* chunk k's logits into BUF_LOGITS, unless it holds them (get_logits after a forward) */
+int   op_classifier_logits(Cuda *c, int k, Err *err);
 #define DLOGITS_UNIT_FP16 32768.0f
 static inline float dlogits_unit(const Cuda *c) { return c->prec == PREC_FP16 ? DLOGITS_UNIT_FP16 : 1.0f / (float)(c->plan->step.B * c->plan->step.T); }
 
@@ -113,6 +123,7 @@ int  decode_open(Cuda *c, Err *err);    /* a decode plan's host buffers and even
 void decode_close(Cuda *c);
 int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err);
 int cu_backward(Backend *be, float grad_scale, Err *err);
+int cu_forward_backward(Backend *be, const int32_t *inputs, const int32_t *targets, float grad_scale, float *loss, Err *err);
 int cu_zero_grad(Backend *be, Err *err);
 int cu_grad_norm(Backend *be, float *norm, Err *err);
 int cu_grad_sumsq(Backend *be, size_t offset, size_t n, double *sumsq, Err *err);

@@ -48,9 +48,10 @@ int cu_forward_layers(Cuda *c, Err *err) {
     return 0;
 }
 
-int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err) {
-    Cuda *c = cuda_of(be);
-    c->losses_valid = 0;
+/* the forward from the tokens to the final LayerNorm's output (BUF_LNF), queued on the stream */
+static int forward_trunk(Cuda *c, const int32_t *inputs, Err *err) {
+    c->losses_valid = c->lnf_valid = c->have_targets = 0;
+    c->logits_chunk = -1;
     int BT = c->plan->step.B * c->plan->step.T;
     for (int i = 0; i < BT; i++)
         if (inputs[i] < 0 || inputs[i] >= c->V)
@@ -59,16 +60,21 @@ int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float
     if (cuda_check(cu.cuMemcpyHtoDAsync(buf(c, BUF_INPUTS, 0), c->h_inputs, (size_t)BT * 4, c->s), "copying inputs to the GPU", err))
         return -1;
     OP("encoder forward", op_encoder_forward(c, err));
-    if (cu_forward_layers(c, err)) return -1;
+    return cu_forward_layers(c, err);
+}
+
+/* Without targets, the logits are made a chunk at a time as get_logits asks for them. With targets, the losses;
+   a training plan's backward then makes each chunk's logits again, with their gradient (cu_forward_backward, what
+   training calls, makes them once). */
+int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err) {
+    Cuda *c = cuda_of(be);
+    if (forward_trunk(c, inputs, err)) return -1;
     if (c->plan->step.fills_cache) return cuda_device_sync(&c->dev, "prefill", err);   /* no logits */
-    OP("matmul classifier", op_linear(c, MM_CLASSIFIER, buf(c, BUF_LOGITS, 0), buf(c, BUF_LNF, 0), PW(P_WTE, 0), 0, 0, err));
-    c->logits_valid = 1;
-    c->have_targets = 0;
+    c->lnf_valid = 1;
     if (!targets) return cuda_device_sync(&c->dev, "forward", err);
-    OP("classifier (loss+dlogits)", op_classifier(c, targets, loss, err));
-    c->logits_valid = 0;
-    c->losses_valid = 1;   /* op_classifier waited for them: h_losses holds them */
-    if (c->plan->step.kind != STEP_TRAIN) return cuda_device_sync(&c->dev, "forward", err);   /* no backward follows */
+    if (op_classifier_targets(c, targets, err) || op_classifier(c, 0, 0.0f, err) || op_classifier_read_losses(c, loss, err))
+        return -1;
+    if (c->plan->step.kind != STEP_TRAIN) return 0;   /* no backward follows */
     if (op_encoder_upload_buckets(c, inputs, err)) return -1;
     c->have_targets = 1;
     return 0;
@@ -97,22 +103,37 @@ static int backward_layer(Cuda *c, int l, Err *err) {
     return 0;
 }
 
-int cu_backward(Backend *be, float grad_scale, Err *err) {
+/* The backward from the final LayerNorm down, once BUF_DLN holds d(loss)/d(lnf) and the classifier's dwte is in. */
+static int backward_trunk(Backend *be, Err *err) {
     Cuda *c = cuda_of(be);
-    if (!c->have_targets) return err_set(err, "backward needs a forward with targets first");
     c->prof.steps++;
+    c->lnf_valid = 0;
     dptr dres = buf(c, BUF_DRESIDUAL, 0), dln = buf(c, BUF_DLN, 0);
-    /* the logits buffer holds d(mean loss)/d(logits) in units of dlogits_unit since the forward; grad_scale
-       goes in as alpha */
-    float alpha = c->prec == PREC_FP16 ? grad_scale / (DLOGITS_UNIT_FP16 * (float)(c->plan->step.B * c->plan->step.T)) : grad_scale;
     if (cuda_check(cu.cuMemsetD8Async(dres, 0, (size_t)c->plan->step.B * c->plan->step.T * c->C * c->xs, c->s), "zeroing dresidual", err)) return -1;
-    OP("matmul bwd classifier", op_linear_backward(c, MM_CLASSIFIER_DINP, MM_CLASSIFIER_DW, dln, GW(P_WTE, 0), 0,
-                                                   buf(c, BUF_LOGITS, 0), buf(c, BUF_LNF, 0), PW(P_WTE, 0), alpha, 0, err));
     OP("layernorm backward", op_layernorm_backward(c, dres, GW(P_LNFW, 0), GW(P_LNFB, 0), dln, buf(c, BUF_RESIDUAL3, c->L - 1),
                                                    PW(P_LNFW, 0), buf(c, BUF_LNF_MEAN, 0), buf(c, BUF_LNF_RSTD, 0), err));
     for (int l = c->L - 1; l >= 0; l--)
         if (backward_layer(c, l, err) || (be->grad_ready && be->grad_ready(be->grad_ready_ctx, l, err))) return -1;
     OP("encoder backward", op_encoder_backward(c, err));
     if (be->grad_ready && be->grad_ready(be->grad_ready_ctx, GRAD_PART_REST, err)) return -1;
+    return 0;
+}
+
+/* The forward kept no logits: each chunk's are made again, now with their gradient. */
+int cu_backward(Backend *be, float grad_scale, Err *err) {
+    Cuda *c = cuda_of(be);
+    if (!c->have_targets) return err_set(err, "backward needs a forward with targets first");
+    if (op_classifier(c, 1, classifier_alpha(c, grad_scale), err) || backward_trunk(be, err)) return -1;
     return cuda_device_sync(&c->dev, "backward", err);
+}
+
+/* A training micro-step: each chunk's logits once, their losses and gradient together; the losses are read when
+   the backward is done, so the host waits once. */
+int cu_forward_backward(Backend *be, const int32_t *inputs, const int32_t *targets, float grad_scale, float *loss, Err *err) {
+    Cuda *c = cuda_of(be);
+    if (forward_trunk(c, inputs, err) || op_classifier_targets(c, targets, err) || op_encoder_upload_buckets(c, inputs, err))
+        return -1;
+    c->have_targets = 1;
+    if (op_classifier(c, 1, classifier_alpha(c, grad_scale), err) || backward_trunk(be, err)) return -1;
+    return op_classifier_read_losses(c, loss, err);
 }

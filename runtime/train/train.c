@@ -338,14 +338,13 @@ static int train_step(Run *r, int step, float *loss_out, float *norm_out, float 
             float loss;
             int reuse = c->train.overfit_batch && (step > 0 || micro > 0);
             if (!reuse && dataloader_next(&q->train, q->inputs, q->targets, err)) return -1;
-            if (be->forward(be, q->inputs, q->targets, &loss, err)) return -1;
             float inject = r->first + k == 0 && micro == 0 && loss_scale_hook_hits(r->overflow_hook, step + 1) ? INFINITY : 1.0f;
             /* the last micro-batch's backward finishes the gradients: with a process per rank, their averaging
                starts part by part while it goes on */
             r->overlapped = r->overlap && micro == accum - 1;
             be->grad_ready = r->overlapped ? on_grad_ready : NULL;
             be->grad_ready_ctx = r;
-            int brc = be->backward(be, S / accum * inject, err);
+            int brc = be->forward_backward(be, q->inputs, q->targets, S / accum * inject, &loss, err);
             be->grad_ready = NULL;
             if (brc) return -1;
             q->loss_sum += loss;
