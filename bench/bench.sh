@@ -4,6 +4,8 @@
 # peak GPU memory of each, and the ratio ours/PyTorch. Run from the repository root on the GPU machine, with
 # ./gpt2gen built. STEPS (default 30) steps each; MODELS (default "124M 350M"); ATTENTIONS (default "cudnn flash":
 # ours once per attention path); NO_TORCH=1 skips PyTorch; NO_PROFILE=1 skips the per-op profile (both paths).
+# BASELINE=path/to/another/gpt2gen also runs that build (say, the commit before a change) in the same call: its rows
+# say "base"; SETS="--set k=v ..." adds settings to every run of ours (not the baseline's).
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
 STEPS=${STEPS:-30}
@@ -34,37 +36,49 @@ for model in $MODELS; do
         theirs_mem=$(cat $PEAK_FILE)
     fi
     set -- $theirs; tms=${1:-nan}; ttok=${2:-0}
+    for run in ${BASELINE:+base} ours; do
     for att in $ATTENTIONS; do
-        log=build/bench-logs/ours-$model-$att.log
-        PEAK_FILE=build/bench-logs/ours-$model-$att.peak; echo 0 > $PEAK_FILE
-        peak_mem ./gpt2gen train configs/gpt2-$model.lua --backend cuda --set train.batch_size=$B --set train.total_batch_size=$((B * 1024)) \
+        bin=./gpt2gen; sets=$SETS
+        [ $run = base ] && bin=$BASELINE && sets=
+        log=build/bench-logs/$run-$model-$att.log
+        PEAK_FILE=build/bench-logs/$run-$model-$att.peak; echo 0 > $PEAK_FILE
+        rm -rf build/bench-ckpt-$run-$model-$att   # a folder holding a run is refused
+        peak_mem $bin train configs/gpt2-$model.lua --backend cuda $sets --set train.batch_size=$B --set train.total_batch_size=$((B * 1024)) \
             --set train.steps=$STEPS --set train.warmup=10 --set "data.train=$data/train_*.bin" --set "data.val=$data/val_*.bin" \
             --set data.tokenizer=none --set eval.val_every=0 --set eval.sample_every=0 --set attention=$att \
-            --set checkpoint.dir=build/bench-ckpt-$model-$att > "$log" 2>&1
+            --set checkpoint.dir=build/bench-ckpt-$run-$model-$att > "$log" 2>&1
         rc=$?
         grep '^attention:' "$log"; tail -2 "$log"
         ours=$(grep '^done:' "$log" | sed -E 's/.*mean ([0-9.]+) ms\/step, ([0-9]+) tok\/s.*/\1 \2/')
-        [ $rc -ne 0 ] && echo "ours $model $att: FAILED (rc $rc, see $log)"
+        [ $rc -ne 0 ] && echo "$run $model $att: FAILED (rc $rc, see $log)"
         ours_mem=$(cat $PEAK_FILE)
         set -- $ours; oms=${1:-nan}; otok=${2:-0}
         ratio=$(awk -v a="$otok" -v b="$ttok" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
-        printf "%-6s B=%-3s %-6s ours %8s tok/s %7s ms/step %6.1f GiB | pytorch %8s tok/s %7s ms/step %6.1f GiB | ours/pytorch %s\n" \
-            $model $B $att $otok $oms $(awk -v m=$ours_mem 'BEGIN{print m/1024}') $ttok $tms $(awk -v m=$theirs_mem 'BEGIN{print m/1024}') $ratio >> "$summary"
+        printf "%-6s B=%-3s %-6s %-4s %8s tok/s %7s ms/step %6.1f GiB | pytorch %8s tok/s %7s ms/step %6.1f GiB | ours/pytorch %s\n" \
+            $model $B $att $run $otok $oms $(awk -v m=$ours_mem 'BEGIN{print m/1024}') $ttok $tms $(awk -v m=$theirs_mem 'BEGIN{print m/1024}') $ratio >> "$summary"
+    done
     done
 done
 # where the time of a 124M step goes, per attention path: GPT2GEN_PROFILE=1 synchronizes around each op
 if [ -z "$NO_PROFILE" ]; then
+    for run in ${BASELINE:+base} ours; do
     for att in $ATTENTIONS; do
-        GPT2GEN_PROFILE=1 ./gpt2gen train configs/gpt2-124M.lua --backend cuda --set train.batch_size=64 \
+        bin=./gpt2gen; sets=$SETS
+        [ $run = base ] && bin=$BASELINE && sets=
+        rm -rf build/bench-ckpt-profile-$run-$att
+        GPT2GEN_PROFILE=1 $bin train configs/gpt2-124M.lua --backend cuda $sets --set train.batch_size=64 \
             --set train.total_batch_size=65536 --set train.steps=6 --set train.warmup=2 --set "data.train=$data/train_*.bin" \
             --set "data.val=$data/val_*.bin" --set data.tokenizer=none --set eval.val_every=0 --set eval.sample_every=0 \
-            --set attention=$att --set checkpoint.dir=build/bench-ckpt-profile-$att > build/bench-logs/profile-124M-$att.log 2>&1
+            --set attention=$att --set checkpoint.dir=build/bench-ckpt-profile-$run-$att > build/bench-logs/profile-$run-124M-$att.log 2>&1
+    done
     done
 fi
 echo "== benchmark (T=1024, bf16, random tokens, $STEPS steps, first steps excluded; memory = nvidia-smi peak)"
 cat "$summary"
+for run in ${BASELINE:+base} ours; do
 for att in $ATTENTIONS; do
-    [ -f build/bench-logs/profile-124M-$att.log ] || continue
-    echo "== profile of a gpt2-124M step, B=64, attention=$att (GPT2GEN_PROFILE=1)"
-    sed -n '/GPT2GEN_PROFILE:/,$p' build/bench-logs/profile-124M-$att.log | grep -E 'attention|classifier|total'
+    [ -f build/bench-logs/profile-$run-124M-$att.log ] || continue
+    echo "== profile of a gpt2-124M step, B=64, attention=$att, $run (GPT2GEN_PROFILE=1)"
+    sed -n '/GPT2GEN_PROFILE:/,$p' build/bench-logs/profile-$run-124M-$att.log | grep -E 'attention|classifier|total'
+done
 done

@@ -155,14 +155,14 @@ void kernel_test_gelu(G *g) {
 void kernel_test_classifier(G *g) {
     /* the kernel runs over a chunk of rows (the family's CHUNK, at most B*T); the first N hold random logits and
        are checked (host memory stays small on the big configs), the rest are zeros */
-    int N = g->BT < 128 ? g->BT : 128, V = g->V, Vp = g->Vp;
+    int R = g->plan->classifier_rows, N = R < 128 ? R : 128, V = g->V, Vp = g->Vp;
     float *logits = hrand(g, (size_t)N * Vp, 4.0f), *losses = hbuf(N), *dl = hbuf((size_t)N * Vp), *got = hbuf((size_t)N * Vp), *gl = hbuf(N);
     int32_t *tg = xcalloc((size_t)g->BT, 4);
     for (int i = 0; i < g->BT; i++) tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)V);
     float dloss = 1.0f / g->BT;
     cpu_softmax_crossentropy(losses, dl, logits, tg, dloss, N, V, Vp);
     Err err = {{0}};
-    dptr dlog = dalloc(g, (size_t)g->BT * Vp * g->xs), dloss_d = dalloc(g, (size_t)g->BT * 4), dtg = dup_raw(g, tg, (size_t)g->BT * 4);
+    dptr dlog = dalloc(g, (size_t)R * Vp * g->xs), dloss_d = dalloc(g, (size_t)R * 4), dtg = dup_raw(g, tg, (size_t)R * 4);
     up(g, dlog, logits, (size_t)N * Vp);
     int rc = launch_classifier_forward(&g->ks, g->s, dloss_d, dlog, dtg, dloss, 0, &err);
     Cmp c = {0, 0, ""};
