@@ -10,6 +10,10 @@ typedef enum { SCHED_COSINE = 0, SCHED_LINEAR, SCHED_CONSTANT, SCHED_WSD } Sched
 /* the GPU attention: cuDNN's flash attention, our template (templates/attention.cu), or cuDNN where it loads and
    accepts the shape, else the template */
 typedef enum { ATTN_AUTO = 0, ATTN_CUDNN, ATTN_FLASH } AttentionPath;
+/* the training step's GELU: in cuBLASLt's epilogues (GELU_AUX_BIAS after the fc matmul, DGELU in the fcproj
+   backward), in kernels of ours beside plain bias epilogues (templates/gelu.cu forward, templates/bias.cu's
+   gelu_backward_bias_partial backward, with the fc bias gradient in the same pass), or the plan's choice by shape */
+typedef enum { GELU_AUTO = 0, GELU_EPILOGUE, GELU_KERNEL } GeluPath;
 
 #define CONFIG_MAX_TUNABLES 64
 #define CONFIG_PATH_MAX 1024   /* path buffers: the config's path, data patterns, checkpoint paths */
@@ -43,6 +47,7 @@ typedef struct {
         double beta1, beta2, eps;
         long seed;
         int recompute;                    /* 0 none, 1 recompute GELU, 2 GELU + LayerNorm */
+        GeluPath gelu;                    /* default auto */
         int master_weights;               /* fp32 master copy when precision is 16-bit */
         int overfit_batch;                /* debugging: train on the first batch only */
         int grad_accum;                   /* derived: total_batch_size / (B*T*num_gpus) */
@@ -70,6 +75,7 @@ typedef struct {
 int  config_load(Config *cfg, const char *path, const char *const *overrides, int n_overrides, Err *err);
 const char *precision_name(Precision p);
 const char *attention_name(AttentionPath a);
+const char *gelu_path_name(GeluPath g);
 /* 1 if arch names a GPU target we build for: "sm_" and 2 to 4 digits, at least 70, optionally an "a" suffix. */
 int  config_arch_valid(const char *arch);
 /* A loss scale is a power of two in [1, LOSS_SCALE_MAX], so scaling and unscaling gradients are exact

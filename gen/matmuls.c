@@ -14,13 +14,15 @@ static PlanMatmul linear_dw(const char *name, int N, int IC, int OC, int per_ste
     return (PlanMatmul){name, IC, OC, N, 0, 1, 1, 0, 0, 0, 0, 1, EPI_NONE, per_step, {0}};
 }
 
-void matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int classifier_rows) {
+void matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int classifier_rows,
+                  int gelu_kernel) {
     int BT = step->B * step->T, C = model->n_embd, L = model->n_layer;
     mm[MM_QKV] = linear("qkv", BT, C, 3 * C, 1, EPI_NONE, L);
     mm[MM_ATTPROJ] = linear("attproj", BT, C, C, 1, EPI_NONE, L);
-    mm[MM_FC_GELU] = linear("fc+gelu", BT, C, 4 * C, 1, EPI_GELU_AUX, L);
+    mm[MM_FC] = gelu_kernel ? linear("fc", BT, C, 4 * C, 1, EPI_NONE, L) : linear("fc+gelu", BT, C, 4 * C, 1, EPI_GELU_AUX, L);
     mm[MM_FCPROJ] = linear("fcproj", BT, 4 * C, C, 1, EPI_NONE, L);
-    mm[MM_FCPROJ_DINP_DGELU] = linear_dinp("fcproj dinp+dgelu", BT, 4 * C, C, EPI_DGELU, L);
+    mm[MM_FCPROJ_DINP] = gelu_kernel ? linear_dinp("fcproj dinp", BT, 4 * C, C, EPI_NONE, L)
+                                     : linear_dinp("fcproj dinp+dgelu", BT, 4 * C, C, EPI_DGELU, L);
     mm[MM_FCPROJ_DW] = linear_dw("fcproj dW", BT, 4 * C, C, L);
     mm[MM_FC_DINP] = linear_dinp("fc dinp", BT, C, 4 * C, EPI_NONE, L);
     mm[MM_FC_DW] = linear_dw("fc dW", BT, C, 4 * C, L);

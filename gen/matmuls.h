@@ -11,9 +11,9 @@ typedef enum { EPI_NONE, EPI_GELU_AUX, EPI_DGELU } MatmulEpilogue;
 
 typedef enum {
     /* forward: out (BT,OC) = inp (BT,IC) @ W (OC,IC)^T + bias, as D(OC,BT) = W^T(OC,IC) inp(IC,BT) */
-    MM_QKV, MM_ATTPROJ, MM_FC_GELU, MM_FCPROJ, MM_CLASSIFIER,
+    MM_QKV, MM_ATTPROJ, MM_FC, MM_FCPROJ, MM_CLASSIFIER,   /* MM_FC: with the GELU_AUX epilogue, or a plain bias */
     /* backward of each linear layer: dinp = dout @ W, dW += dout^T @ inp */
-    MM_CLASSIFIER_DINP, MM_CLASSIFIER_DW, MM_FCPROJ_DINP_DGELU, MM_FCPROJ_DW, MM_FC_DINP, MM_FC_DW,
+    MM_CLASSIFIER_DINP, MM_CLASSIFIER_DW, MM_FCPROJ_DINP /* DGELU epilogue, or none */, MM_FCPROJ_DW, MM_FC_DINP, MM_FC_DW,
     MM_ATTPROJ_DINP, MM_ATTPROJ_DW, MM_QKV_DINP, MM_QKV_DW,
     MM_COUNT
 } MatmulId;
@@ -42,8 +42,10 @@ typedef struct {
 
 /* The entries for B*T rows of the model; a forward step uses the forward ones only. The classifier's three run once
    per chunk of classifier_rows rows (a divisor of B*T): the logits of a chunk, their gradient into the chunk's rows of
-   dlnf and into dwte (runtime/cuda/classifier.c). */
-void   matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int classifier_rows);
+   dlnf and into dwte (runtime/cuda/classifier.c).
+   gelu_kernel: the GELU is not in the fc and fcproj-dinp matmuls' epilogues but in kernels beside them (train.gelu). */
+void   matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int classifier_rows,
+                    int gelu_kernel);
 /* The classifier's entries again for chunks of rows rows, their tuned algorithms kept. */
 void   matmuls_set_classifier_rows(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int rows);
 double matmul_flops(const PlanMatmul *m);    /* 2*m*n*k*batch per call */

@@ -109,6 +109,13 @@ static void apply_shape_defaults(Plan *plan, PlanFamily *m) {
         }
 }
 
+/* train.gelu = "auto": where the training step's GELU runs, by shape. Measured on the H200 (bench/RESULTS.md,
+   "The GELU beside the matmuls"): TODO */
+static GeluPath gelu_auto(const Plan *plan) {
+    (void)plan;
+    return GELU_KERNEL;
+}
+
 LaunchDims plan_launch_dims(const Plan *plan, int id, long long size) {
     const PlanKernel *k = &plan->kernels[id];
     return k->decl->geometry(&plan->families[k->family].env, size);
@@ -178,6 +185,12 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->attention = cfg->attention;
     plan->attention_origin = cfg->attention == ATTN_AUTO ? "auto" : "config";
     plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS;
+    plan->gelu = GELU_EPILOGUE;   /* a forward's: the gelu kernels are the training step's (gen/kernels.c) */
+    plan->gelu_origin = "auto";
+    if (step->kind == STEP_TRAIN && cfg->train.gelu != GELU_AUTO) {
+        plan->gelu = cfg->train.gelu;
+        plan->gelu_origin = "config";
+    }
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
     for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls */
@@ -201,8 +214,9 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     }
     for (int i = 0; i < plan->n_families; i++)
         if (family_finalize(plan, i, err)) return -1;
+    if (step->kind == STEP_TRAIN && cfg->train.gelu == GELU_AUTO) plan->gelu = gelu_auto(plan);
     plan->classifier_rows = classifier_rows(plan);
-    matmuls_plan(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows);
+    matmuls_plan(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows, plan->gelu == GELU_KERNEL);
     memory_plan(&plan->memory, plan);
     return 0;
 }
@@ -351,6 +365,11 @@ static void write_section(FILE *f, const Plan *p) {
     fprintf(f, "precision  %s%s, recompute=%d, arch %s\n", precision_name(st->precision),
             st->master_weights ? " with fp32 master weights" : "", st->recompute, p->arch);
     fprintf(f, "attention  %s (%s)\n", attention_name(p->attention), p->attention_origin);
+    if (st->kind == STEP_TRAIN)
+        fprintf(f, "gelu       %s (%s): %s\n", gelu_path_name(p->gelu), p->gelu_origin,
+                p->gelu == GELU_KERNEL ? "the fc matmul's bias epilogue, then gelu_forward; the fcproj dinp, then "
+                                         "gelu_backward_bias_partial with the fc bias gradient"
+                                       : "cuBLASLt's GELU_AUX_BIAS and DGELU epilogues");
     if (st->kind == STEP_DECODE)
         fprintf(f, "linears    %s\n", p->decode_linear ? "decode_linear (templates/decode.cu): each weight read once for the rows"
                                                        : "the cuBLASLt matmuls below");

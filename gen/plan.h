@@ -59,6 +59,10 @@ typedef struct Plan {
     /* a decode step's linears: templates/decode.cu's decode_linear, which streams each weight once for the rows
        (faster at B <= PLAN_DECODE_LINEAR_ROWS on the H200: bench/RESULTS.md), else the plan's cuBLASLt matmuls */
     int decode_linear;
+    /* the training step's GELU (config.h, GeluPath): GELU_EPILOGUE or GELU_KERNEL, and who chose it: "config", or
+       "auto" (plan.c, gelu_auto: by shape, from measurements); every other step has it in the epilogue */
+    GeluPath gelu;
+    const char *gelu_origin;
     /* rows of logits per chunk of the classifier (a divisor of B*T; the classifier family's CHUNK, else B*T): the
        logits buffer holds one chunk (runtime/cuda/classifier.c) */
     int classifier_rows;

@@ -1,6 +1,9 @@
 // bias.cu: the bias gradients beside the cuBLASLt matmuls (whose bias and GELU epilogues do the forward).
 //   bias_backward_partial  scratch[split, oc] = sum of dout[n, oc] over the rows of one of ROW_SPLITS slices
 //   bias_backward_reduce   dbias[oc] += sum over the slices, in order
+//   gelu_backward_bias_partial  dinout[n, oc] *= GELU'(pre[n, oc]) in place (the fc layer's GELU backward, with
+//                          train.gelu = "kernel"), and scratch as bias_backward_partial of the result: the fc bias
+//                          gradient in the same pass over the data
 // Fixed summation order everywhere (no atomics): same bits on every run. OC is a multiple of C.
 
 constexpr int VEC = VEC_C;
@@ -9,7 +12,10 @@ constexpr int WARPS = BLOCK_SIZE / WARP_SIZE;
 constexpr int COLS_PER_BLOCK = WARP_SIZE * VEC;
 typedef Packed<floatX, VEC> xvec;
 
-KERNEL(bias_backward_partial) {
+// The column sums of rows [r0, r1) of one ROW_SPLITS slice, a warp per row at a time: each lane VEC columns, the
+// warps' sums added in shared memory, in order. row(r, col, acc) adds row r's VEC values at col to acc.
+template <typename RowFn>
+__device__ __forceinline__ void column_partials(float *scratch, int OC, RowFn row) {
     __shared__ float s_part[WARPS][COLS_PER_BLOCK];
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int col = blockIdx.x * COLS_PER_BLOCK + lane * VEC;
@@ -19,10 +25,7 @@ KERNEL(bias_backward_partial) {
     float acc[VEC];
     for (int k = 0; k < VEC; k++) acc[k] = 0.0f;
     if (col < OC)
-        for (int r = r0 + warp; r < r1; r += WARPS) {
-            const xvec g = load_vec<floatX, VEC>(dout + (long long)r * OC + col);
-            for (int k = 0; k < VEC; k++) acc[k] += to_f(g[k]);
-        }
+        for (int r = r0 + warp; r < r1; r += WARPS) row(r, col, acc);
     for (int k = 0; k < VEC; k++) s_part[warp][lane * VEC + k] = acc[k];
     __syncthreads();
     for (int c = threadIdx.x; c < COLS_PER_BLOCK; c += BLOCK_SIZE) {
@@ -32,6 +35,27 @@ KERNEL(bias_backward_partial) {
         for (int w = 0; w < WARPS; w++) s += s_part[w][c];
         scratch[(long long)blockIdx.y * OC + oc] = s;
     }
+}
+
+KERNEL(bias_backward_partial) {
+    column_partials(scratch, OC, [&](int r, int col, float *acc) {
+        const xvec g = load_vec<floatX, VEC>(dout + (long long)r * OC + col);
+        for (int k = 0; k < VEC; k++) acc[k] += to_f(g[k]);
+    });
+}
+
+// the sums are of the stored (rounded) gradient, as bias_backward_partial would read it
+KERNEL(gelu_backward_bias_partial) {
+    column_partials(scratch, OC, [&](int r, int col, float *acc) {
+        const long long i = (long long)r * OC + col;
+        const xvec x = load_vec_cs<floatX, VEC>(pre + i);
+        xvec d = load_vec_cs<floatX, VEC>(dinout + i);
+        for (int k = 0; k < VEC; k++) {
+            d[k] = from_f<floatX>(gelu_grad(to_f(x[k])) * to_f(d[k]));
+            acc[k] += to_f(d[k]);
+        }
+        store_vec<floatX, VEC>(dinout + i, d);
+    });
 }
 
 KERNEL(bias_backward_reduce) {

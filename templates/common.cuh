@@ -2,7 +2,7 @@
 // (which defines B, T, C, NH, HS, L, V, Vp, maxT, floatX, PRECISION_*, the vector widths X128 and
 // VEC_<row>, the tunables and the KERNEL(name) entry points).
 // Holds: warp and block reductions (plain shuffles, no cooperative_groups), a 128-bit packed vector type
-// with cached / streaming loads and stores, conversions between floatX and float, and stochastic rounding.
+// with cached / streaming loads and stores, conversions between floatX and float, stochastic rounding, and GELU.
 // No standard library: NVRTC has none.
 
 #define FULL_MASK 0xffffffffu
@@ -112,3 +112,15 @@ __device__ __forceinline__ void round_store(__nv_bfloat16 *out, float x, unsigne
 #ifdef PRECISION_FP16
 __device__ __forceinline__ void round_store(__half *out, float x, unsigned int) { *out = __float2half_rn(x); }
 #endif
+
+// ---- GELU, tanh approximation: 0.5u(1 + tanh(sqrt(2/pi)(u + 0.044715u^3))), and its derivative ----
+constexpr float GELU_K = 0.7978845608028654f;   // sqrt(2/pi)
+__device__ __forceinline__ float gelu(float u) {
+    return 0.5f * u * (1.0f + tanhf(GELU_K * (u + 0.044715f * u * u * u)));
+}
+__device__ __forceinline__ float gelu_grad(float u) {
+    const float z = GELU_K * (u + 0.044715f * u * u * u);
+    const float th = tanhf(z);
+    const float sech2 = 1.0f - th * th;
+    return 0.5f * (1.0f + th) + 0.5f * u * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * u * u);
+}

@@ -542,7 +542,6 @@ KERNEL(decode_advance) {
 constexpr int LIN_PACKET = X128;
 constexpr int LIN_ROWS = B < 8 ? B : 8;
 typedef Packed<floatX, LIN_PACKET> linvec;
-constexpr float LIN_GELU_K = 0.7978845608028654f;   // sqrt(2/pi)
 
 KERNEL(decode_linear) {
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
@@ -578,7 +577,7 @@ KERNEL(decode_linear) {
             float s = warp_sum(acc[c][r]);
             if (lane != 0 || n0 + c >= OC || b0 + r >= B) continue;
             if (bias) s += to_f(bias[n0 + c]);
-            if (gelu) s = 0.5f * s * (1.0f + tanhf(LIN_GELU_K * (s + 0.044715f * s * s * s)));
+            if (gelu) s = ::gelu(s);
             out[(long long)(b0 + r) * OC + n0 + c] = from_f<floatX>(s);
         }
 }

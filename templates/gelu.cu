@@ -1,21 +1,11 @@
 // gelu.cu: GELU, tanh approximation: 0.5u(1 + tanh(sqrt(2/pi)(u + 0.044715u^3))), elementwise over n values
-// (n a multiple of the vector width; the model's n is B*T*4C).
+// (n a multiple of the vector width; the model's n is B*T*4C). With train.gelu = "kernel" the training step's GELU
+// runs here, beside the fc matmul's plain bias epilogue; its backward is bias.cu's gelu_backward_bias_partial.
 //   gelu_forward   out = GELU(inp)
 //   gelu_backward  dinout = GELU'(inp) * dinout, in place
 
 constexpr int VEC = VEC_4C;
-typedef Packed<floatX, VEC> xvec;
-constexpr float GELU_K = 0.7978845608028654f;   // sqrt(2/pi)
-
-__device__ __forceinline__ float gelu(float u) {
-    return 0.5f * u * (1.0f + tanhf(GELU_K * (u + 0.044715f * u * u * u)));
-}
-__device__ __forceinline__ float gelu_grad(float u) {
-    const float z = GELU_K * (u + 0.044715f * u * u * u);
-    const float th = tanhf(z);
-    const float sech2 = 1.0f - th * th;
-    return 0.5f * (1.0f + th) + 0.5f * u * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * u * u);
-}
+typedef Packed<floatX, VEC> xvec;   // gelu() and gelu_grad(): common.cuh
 
 KERNEL(gelu_forward) {
     const long long i = ((long long)blockIdx.x * BLOCK_SIZE + threadIdx.x) * VEC;

@@ -305,6 +305,35 @@ static void test_classifier_chunks(void) {
     CHECK(dec.classifier_rows == 3 && dec.matmuls[MM_CLASSIFIER].n == 3, "decode plan of 3 rows: %d rows", dec.classifier_rows);
 }
 
+/* train.gelu: the training plan's fc and fcproj-dinp matmuls carry the GELU epilogues, or plain ones beside our
+   kernels; a forward plan (no gelu kernels) always the epilogue. */
+static void test_gelu_path(void) {
+    static const struct { const char *set; GeluPath want; } cases[] = {
+        {"train.gelu=epilogue", GELU_EPILOGUE}, {"train.gelu=kernel", GELU_KERNEL}};
+    Err err = {{0}};
+    for (int i = 0; i < 2; i++) {
+        const char *sets[] = {cases[i].set, NULL};
+        if (make("configs/gpt2-124M.lua", sets, &err)) { CHECK(0, "%s", err.msg); return; }
+        int k = cases[i].want == GELU_KERNEL;
+        CHECK(plan.gelu == cases[i].want && !strcmp(plan.gelu_origin, "config"), "%s: the plan's gelu is %s (%s)", cases[i].set,
+              gelu_path_name(plan.gelu), plan.gelu_origin);
+        CHECK(plan.matmuls[MM_FC].epilogue == (k ? EPI_NONE : EPI_GELU_AUX) && plan.matmuls[MM_FC].bias &&
+              plan.matmuls[MM_FCPROJ_DINP].epilogue == (k ? EPI_NONE : EPI_DGELU),
+              "%s: fc epilogue %d, fcproj dinp epilogue %d", cases[i].set, plan.matmuls[MM_FC].epilogue,
+              plan.matmuls[MM_FCPROJ_DINP].epilogue);
+        Plan fwd;
+        StepShape st = step_forward(&cfg, 2, 64, 0);
+        if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", &err)) { CHECK(0, "%s", err.msg); return; }
+        CHECK(fwd.gelu == GELU_EPILOGUE && fwd.matmuls[MM_FC].epilogue == EPI_GELU_AUX, "%s: a forward plan's GELU is "
+              "the epilogue", cases[i].set);
+    }
+    if (make("configs/gpt2-124M.lua", NULL, &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(!strcmp(plan.gelu_origin, "auto"), "train.gelu's default is auto, not %s", plan.gelu_origin);
+    const char *bad[] = {"train.gelu=fused", NULL};
+    CHECK(make("configs/gpt2-124M.lua", bad, &err) != 0 && strstr(err.msg, "train.gelu"), "train.gelu = \"fused\" was "
+          "accepted (%s)", err.msg);
+}
+
 /* Several ranks: the parameters and gradients padded to equal shards (ranks_padded); under ZeRO-1 a rank keeps 1/N of
    the AdamW state and master weights, under ZeRO-0 all of it; the layout checks hold either way. */
 static void test_memory_of_ranks(void) {
@@ -413,6 +442,7 @@ int main(int argc, char **argv) {
     RUN(test_memory_layout);
     RUN(test_memory_of_ranks);
     RUN(test_classifier_chunks);
+    RUN(test_gelu_path);
     RUN(test_geometry_covers_work);
     RUN(test_round_trip_same_plan);
     return check_summary();

@@ -12,8 +12,11 @@
 enum { T_FWD, T_DINP, T_DW, T_GELU, T_DGELU, T_COUNT };
 static int slice_matmuls(G *g, Matmuls *mm, int N, Err *err) {
     PlanMatmul e[T_COUNT] = {g->plan->matmuls[MM_QKV], g->plan->matmuls[MM_QKV_DINP], g->plan->matmuls[MM_QKV_DW],
-                             g->plan->matmuls[MM_FC_GELU], g->plan->matmuls[MM_FCPROJ_DINP_DGELU]};
+                             g->plan->matmuls[MM_FC], g->plan->matmuls[MM_FCPROJ_DINP]};
     e[T_FWD].n = e[T_DINP].n = e[T_GELU].n = e[T_DGELU].n = N;
+    /* the epilogues are tested whichever path the plan's GELU takes (train.gelu) */
+    e[T_GELU].epilogue = EPI_GELU_AUX;
+    e[T_DGELU].epilogue = EPI_DGELU;
     e[T_DW].k = N;
     return matmuls_init(mm, e, T_COUNT, g->prec, g->workspace, CUBLASLT_WORKSPACE_BYTES, err);
 }
@@ -96,6 +99,30 @@ void kernel_test_linear(G *g) {
         free(d); free(b0); free(rb); free(gb);
     }
     finish(g, "bias_backward", &c, &err, rc);
+
+    /* the GELU backward with the fc bias gradient folded in (train.gelu = "kernel"): dinout *= GELU'(pre) in place,
+       dbias += the column sums of the result, over all B*T rows at width 4C */
+    {
+        int W = 4 * C;
+        size_t n = (size_t)g->BT * W;
+        float *pre = hrand(g, n, 4.0f), *d = hrand(g, n, 1.0f), *b0 = hrand(g, W, 1.0f), *rd = hbuf(n), *rb = xmalloc((size_t)W * 4);
+        float *gd = hbuf(n), *gb = hbuf(W);
+        cpu_gelu_backward(rd, pre, d, n);
+        quantize(g, rd, n);   /* the sums are of the stored gradient */
+        memcpy(rb, b0, (size_t)W * 4);
+        for (int o = 0; o < W; o++) { double s = 0; for (int r = 0; r < g->BT; r++) s += rd[(size_t)r * W + o]; rb[o] += (float)s; }
+        dptr dpre = dup_x(g, pre, n), dd = dup_x(g, d, n), dbias = dup_x(g, b0, W), scratch = dalloc(g, splits * W * 4);
+        rc = launch_gelu_backward_bias_partial(&g->ks, g->s, scratch, dd, dpre, W, &err) ||
+             launch_bias_backward_reduce(&g->ks, g->s, dbias, scratch, W, &err);
+        c = (Cmp){0, 0, ""};
+        if (!rc) {
+            down(g, gd, dd, n); down(g, gb, dbias, W);
+            cmp(&c, "dinp", gd, rd, n, g->tol);
+            cmp(&c, "dbias 4C", gb, rb, W, g->tol);
+        }
+        finish(g, "gelu_backward_bias_partial (GELU backward + fc bias gradient)", &c, &err, rc);
+        free(pre); free(d); free(b0); free(rd); free(rb); free(gd); free(gb);
+    }
     free(x); free(w); free(b); free(ref); free(got); free(dy); free(dw0); free(rdx); free(rdw); free(gdx); free(gdw);
     dfree_all(g);
 }

@@ -25,6 +25,13 @@ int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr
     return db ? bias_backward(c, db, dout, c->plan->matmuls[dinp_id].k, err) : 0;
 }
 
+int op_gelu_backward_bias(Cuda *c, dptr dinout, dptr pre, dptr db, Err *err) {
+    int OC = 4 * c->C;
+    dptr scratch = buf(c, BUF_BIAS_SCRATCH, 0);
+    return launch_gelu_backward_bias_partial(&c->ks, c->s, scratch, dinout, pre, OC, err) ||
+           launch_bias_backward_reduce(&c->ks, c->s, db, scratch, OC, err) ? -1 : 0;
+}
+
 int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err) {
     return launch_gelu_forward(&c->ks, c->s, out, inp, (long long)c->plan->step.B * c->plan->step.T * 4 * c->C, err);
 }

@@ -77,13 +77,15 @@ int op_layernorm(Cuda *c, dptr out, dptr mean, dptr rstd, dptr inp, dptr w, dptr
 int op_residual_layernorm(Cuda *c, dptr res, dptr out, dptr mean, dptr rstd, dptr x1, dptr x2, dptr w, dptr b, Err *err);
 int op_layernorm_backward(Cuda *c, dptr dinp, dptr dw, dptr db, dptr dout, dptr inp, dptr w, dptr mean, dptr rstd, Err *err);
 
-/* out = inp @ W^T (+ bias) through plan matmul id; aux: the GELU pre-activation for MM_FC_GELU */
+/* out = inp @ W^T (+ bias) through plan matmul id; aux: the GELU pre-activation for MM_FC with the GELU epilogue */
 int op_linear(Cuda *c, int id, dptr out, dptr inp, dptr W, dptr bias, dptr aux, Err *err);
 /* dinp = alpha dout @ W (times GELU'(pre) for the DGELU entry), dW += alpha dout^T @ inp, db += column sums
    of dout (alpha must be 1 then) */
 int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr db, dptr dout, dptr inp, dptr W,
                        float alpha, dptr pre, Err *err);
 int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err);
+/* dinout (B*T, 4C) *= GELU'(pre), and db (4C) += its column sums: the fc layer's GELU backward and bias gradient */
+int op_gelu_backward_bias(Cuda *c, dptr dinout, dptr pre, dptr db, Err *err);
 
 /* The plan's attention path: cuDNN (when asked, or for "auto" where it loads and takes the shape) or the flash
    template. Prints one line saying which, and why. "cudnn" that the config asks for and cannot be had is an error;

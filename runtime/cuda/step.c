@@ -28,8 +28,15 @@ static int forward_layer(Cuda *c, int l, Err *err) {
     OP("matmul attproj", op_linear(c, MM_ATTPROJ, tmp, buf(c, BUF_ATTY, l), PW(P_ATTPROJW, l), PW(P_ATTPROJB, l), 0, err));
     OP("layernorm forward", op_residual_layernorm(c, res2, ln2, buf(c, BUF_LN2_MEAN, l), buf(c, BUF_LN2_RSTD, l),
                                                   residual_in(c, l), tmp, PW(P_LN2W, l), PW(P_LN2B, l), err));
-    /* fch = ln2 @ fcw^T + fcb, fchg = GELU(fch): one cuBLASLt call with the GELU epilogue */
-    OP("matmul fc+gelu", op_linear(c, MM_FC_GELU, fchg, ln2, PW(P_FCW, l), PW(P_FCB, l), buf(c, BUF_FCH, l), err));
+    /* fch = ln2 @ fcw^T + fcb, fchg = GELU(fch): one cuBLASLt call with the GELU epilogue, or (train.gelu) the bias
+       epilogue and our kernel */
+    dptr fch = buf(c, BUF_FCH, l);
+    if (c->plan->gelu == GELU_KERNEL) {
+        OP("matmul fc", op_linear(c, MM_FC, fch, ln2, PW(P_FCW, l), PW(P_FCB, l), 0, err));
+        OP("gelu forward", op_gelu_forward(c, fchg, fch, err));
+    } else {
+        OP("matmul fc+gelu", op_linear(c, MM_FC, fchg, ln2, PW(P_FCW, l), PW(P_FCB, l), fch, err));
+    }
     OP("matmul fcproj", op_linear(c, MM_FCPROJ, tmp, fchg, PW(P_FCPROJW, l), PW(P_FCPROJB, l), 0, err));
     /* residual3 = residual2 + tmp, then the next LayerNorm (the next layer's ln1, or the final one) */
     if (l + 1 < c->L)
@@ -86,12 +93,20 @@ static int backward_layer(Cuda *c, int l, Err *err) {
     dptr res2 = buf(c, BUF_RESIDUAL2, l), fch = buf(c, BUF_FCH, l), fchg = buf(c, BUF_FCH_GELU, l);
     dptr dres = buf(c, BUF_DRESIDUAL, 0), dln = buf(c, BUF_DLN, 0), dfch = buf(c, BUF_DFCH, 0), datty = buf(c, BUF_DATTY, 0);
     if (c->recompute >= 1) OP("gelu recompute", op_gelu_forward(c, fchg, fch, err));
-    /* dfch = (dresidual @ fcprojw) * GELU'(fch): the DGELU epilogue */
-    OP("matmul bwd fcproj+dgelu", op_linear_backward(c, MM_FCPROJ_DINP_DGELU, MM_FCPROJ_DW, dfch, GW(P_FCPROJW, l),
-                                                     GW(P_FCPROJB, l), dres, fchg, PW(P_FCPROJW, l), 1.0f, fch, err));
+    /* dfch = (dresidual @ fcprojw) * GELU'(fch): the DGELU epilogue, or (train.gelu) the matmul, then our kernel,
+       which also sums the fc bias gradient */
+    int gelu_kernel = c->plan->gelu == GELU_KERNEL;
+    if (gelu_kernel) {
+        OP("matmul bwd fcproj", op_linear_backward(c, MM_FCPROJ_DINP, MM_FCPROJ_DW, dfch, GW(P_FCPROJW, l), GW(P_FCPROJB, l),
+                                                   dres, fchg, PW(P_FCPROJW, l), 1.0f, 0, err));
+        OP("gelu backward", op_gelu_backward_bias(c, dfch, fch, GW(P_FCB, l), err));
+    } else {
+        OP("matmul bwd fcproj+dgelu", op_linear_backward(c, MM_FCPROJ_DINP, MM_FCPROJ_DW, dfch, GW(P_FCPROJW, l),
+                                                         GW(P_FCPROJB, l), dres, fchg, PW(P_FCPROJW, l), 1.0f, fch, err));
+    }
     if (c->recompute >= 2) OP("layernorm forward", op_layernorm(c, ln2, m2, r2, res2, PW(P_LN2W, l), PW(P_LN2B, l), err));
-    OP("matmul bwd fc", op_linear_backward(c, MM_FC_DINP, MM_FC_DW, dln, GW(P_FCW, l), GW(P_FCB, l), dfch, ln2,
-                                           PW(P_FCW, l), 1.0f, 0, err));
+    OP("matmul bwd fc", op_linear_backward(c, MM_FC_DINP, MM_FC_DW, dln, GW(P_FCW, l), gelu_kernel ? 0 : GW(P_FCB, l), dfch,
+                                           ln2, PW(P_FCW, l), 1.0f, 0, err));
     OP("layernorm backward", op_layernorm_backward(c, dres, GW(P_LN2W, l), GW(P_LN2B, l), dln, res2, PW(P_LN2W, l), m2, r2, err));
     OP("matmul bwd attproj", op_linear_backward(c, MM_ATTPROJ_DINP, MM_ATTPROJ_DW, datty, GW(P_ATTPROJW, l),
                                                 GW(P_ATTPROJB, l), dres, buf(c, BUF_ATTY, l), PW(P_ATTPROJW, l), 1.0f, 0, err));
