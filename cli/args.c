@@ -113,12 +113,13 @@ int args_build_plans(const Args *a, const Plan *plan, const Plan *sample, int qu
     return build_plans(plans, sample ? 2 : 1, a->jobs, quiet, a->env, NULL, err);
 }
 
-/* "3 kernel families, 15 matmuls and the attention path" */
+/* "3 kernel families, 15 matmuls, the GELU (kernel) and the attention path" */
 static void applied_list(const TuneApplied *ap, char *out, size_t n) {
-    char parts[3][64];
+    char parts[4][64];
     int k = 0;
     if (ap->kernels) snprintf(parts[k++], sizeof parts[0], "%d kernel famil%s", ap->kernels, ap->kernels == 1 ? "y" : "ies");
     if (ap->matmuls) snprintf(parts[k++], sizeof parts[0], "%d matmul%s", ap->matmuls, ap->matmuls == 1 ? "" : "s");
+    if (ap->gelu) snprintf(parts[k++], sizeof parts[0], "the GELU (%s)", gelu_path_name(ap->gelu_path));
     if (ap->attention) snprintf(parts[k++], sizeof parts[0], "the attention path (%s)", attention_name(ap->attention_path));
     out[0] = 0;
     for (int i = 0; i < k; i++) {

@@ -19,10 +19,7 @@ void matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepSha
     int BT = step->B * step->T, C = model->n_embd, L = model->n_layer;
     mm[MM_QKV] = linear("qkv", BT, C, 3 * C, 1, EPI_NONE, L);
     mm[MM_ATTPROJ] = linear("attproj", BT, C, C, 1, EPI_NONE, L);
-    mm[MM_FC] = gelu_kernel ? linear("fc", BT, C, 4 * C, 1, EPI_NONE, L) : linear("fc+gelu", BT, C, 4 * C, 1, EPI_GELU_AUX, L);
     mm[MM_FCPROJ] = linear("fcproj", BT, 4 * C, C, 1, EPI_NONE, L);
-    mm[MM_FCPROJ_DINP] = gelu_kernel ? linear_dinp("fcproj dinp", BT, 4 * C, C, EPI_NONE, L)
-                                     : linear_dinp("fcproj dinp+dgelu", BT, 4 * C, C, EPI_DGELU, L);
     mm[MM_FCPROJ_DW] = linear_dw("fcproj dW", BT, 4 * C, C, L);
     mm[MM_FC_DINP] = linear_dinp("fc dinp", BT, C, 4 * C, EPI_NONE, L);
     mm[MM_FC_DW] = linear_dw("fc dW", BT, C, 4 * C, L);
@@ -31,6 +28,7 @@ void matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepSha
     mm[MM_QKV_DINP] = linear_dinp("qkv dinp", BT, C, 3 * C, EPI_NONE, L);
     mm[MM_QKV_DW] = linear_dw("qkv dW", BT, C, 3 * C, L);
     matmuls_set_classifier_rows(mm, model, step, classifier_rows);
+    matmuls_set_gelu(mm, model, step, gelu_kernel);
     if (step->kind != STEP_TRAIN)   /* a forward calls none of the backward's */
         for (int i = MM_CLASSIFIER_DINP; i < MM_COUNT; i++) mm[i].per_step = 0;
 }
@@ -47,3 +45,10 @@ void matmuls_set_classifier_rows(PlanMatmul mm[MM_COUNT], const GPT2Shape *model
 }
 
 double matmul_flops(const PlanMatmul *m) { return 2.0 * m->m * m->n * m->k * m->batch; }
+
+void matmuls_set_gelu(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int gelu_kernel) {
+    int BT = step->B * step->T, C = model->n_embd, L = model->n_layer, bwd = step->kind == STEP_TRAIN ? L : 0;
+    mm[MM_FC] = gelu_kernel ? linear("fc", BT, C, 4 * C, 1, EPI_NONE, L) : linear("fc+gelu", BT, C, 4 * C, 1, EPI_GELU_AUX, L);
+    mm[MM_FCPROJ_DINP] = gelu_kernel ? linear_dinp("fcproj dinp", BT, 4 * C, C, EPI_NONE, bwd)
+                                     : linear_dinp("fcproj dinp+dgelu", BT, 4 * C, C, EPI_DGELU, bwd);
+}

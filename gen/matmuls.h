@@ -46,6 +46,9 @@ typedef struct {
    gelu_kernel: the GELU is not in the fc and fcproj-dinp matmuls' epilogues but in kernels beside them (train.gelu). */
 void   matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int classifier_rows,
                     int gelu_kernel);
+/* The fc and fcproj-dinp entries again for the GELU in their epilogues or (gelu_kernel) beside them; a tuned algorithm
+   of theirs goes with them (the tuning database names them by their names, which say which). */
+void   matmuls_set_gelu(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int gelu_kernel);
 /* The classifier's entries again for chunks of rows rows, their tuned algorithms kept. */
 void   matmuls_set_classifier_rows(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int rows);
 double matmul_flops(const PlanMatmul *m);    /* 2*m*n*k*batch per call */

@@ -199,9 +199,32 @@ static void apply_matmuls(const TuneDb *db, const TuneEnv *env, Plan *plan, cons
     }
 }
 
+/* The database's GELU path for a training plan whose config leaves it to the plan (train.gelu = "auto"); before the
+   matmuls, whose names it changes */
+static void apply_gelu(const TuneDb *db, const TuneEnv *env, Plan *plan, TuneApplied *out, FILE *msgs) {
+    if (plan->step.kind != STEP_TRAIN || strcmp(plan->gelu_origin, "auto")) return;
+    TuneKey key;
+    tune_key_gelu(&key, env, plan);
+    const TuneRecord *stale, *r = tune_db_find(db, "best", "gelu", "path", NULL, &key, &stale);
+    if (!r) { if (stale) say_stale(msgs, db, stale, &key, out); return; }
+    if (!passed(db, r, msgs)) return;
+    if (!strcmp(r->variant, "path=kernel")) out->gelu_path = GELU_KERNEL;
+    else if (!strcmp(r->variant, "path=epilogue")) out->gelu_path = GELU_EPILOGUE;
+    else {
+        if (msgs) fprintf(msgs, "tune db %s:%d: gelu: '%s' is not path=kernel or path=epilogue; ignored\n", db->path,
+                          r->line, r->variant);
+        return;
+    }
+    out->gelu = 1;
+    plan->gelu = out->gelu_path;
+    plan->gelu_origin = "tuning database";
+    matmuls_set_gelu(plan->matmuls, &plan->model, &plan->step, plan->gelu == GELU_KERNEL);
+}
+
 void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char *cublaslt, TuneApplied *out, FILE *msgs) {
     memset(out, 0, sizeof *out);
     apply_kernels(db, env, plan, out, msgs);
+    apply_gelu(db, env, plan, out, msgs);
     apply_matmuls(db, env, plan, cublaslt, out, msgs);
     TuneKey key;
     tune_key_attention(&key, env, plan);

@@ -320,6 +320,12 @@ void tune_key_attention(TuneKey *k, const TuneEnv *env, const Plan *plan) {
     key_env(k, env, plan);
 }
 
+void tune_key_gelu(TuneKey *k, const TuneEnv *env, const Plan *plan) {
+    for (int i = 0; i < plan->n_families; i++)
+        if (!strcmp(plan->families[i].decl->family, "gelu")) { tune_key_kernel(k, env, plan, i); return; }
+    key_env(k, env, plan);
+}
+
 int tune_env_parse(TuneEnv *env, const char *s, char *why, size_t n) {
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", s);

@@ -90,6 +90,8 @@ int  tune_record_parse(const char *line, TuneRecord *r, char *why, size_t n);
 void tune_key_kernel(TuneKey *k, const TuneEnv *env, const Plan *plan, int fam);
 void tune_key_matmul(TuneKey *k, const TuneEnv *env, const Plan *plan, int id, const char *cublaslt);
 void tune_key_attention(TuneKey *k, const TuneEnv *env, const Plan *plan);
+/* The GELU path's (train.gelu = "auto"): the gelu family's key (the shape, its template) */
+void tune_key_gelu(TuneKey *k, const TuneEnv *env, const Plan *plan);
 /* The environment from "gpu=.. arch=.. driver=.. cuda=.. nvrtc=.. cudnn=.." (the test hook $GPT2GEN_TUNE_ENV names
    a machine this way); fields it leaves out keep their value. -1 when a field is unknown. */
 int  tune_env_parse(TuneEnv *env, const char *s, char *why, size_t n);
@@ -108,14 +110,15 @@ int  tune_variant_parse(const PlanFamily *m, const char *name, int *values);
 
 /* What `gpt2gen build` and `train` take from the database (gen/tune_apply.c). */
 typedef struct {
-    int kernels, matmuls, attention;     /* entries used */
+    int kernels, matmuls, attention, gelu;   /* entries used */
     int stale, overridden;               /* entries ignored: stale; kernel tunables the config sets itself */
     int other_config;                    /* of the stale: records for other shapes or precisions (other configs) */
     char other_example[400];
     AttentionPath attention_path;        /* when attention: the path the database chose */
+    GeluPath gelu_path;                  /* when gelu: the training step's GELU the database chose */
 } TuneApplied;
 /* Applies db's best records that match env and plan: kernel tunables the config does not set, matmul algorithms,
-   and (for attention = "auto") the attention path. Stale records are reported on msgs: one line each for this
+   and (for attention = "auto") the attention path, (for train.gelu = "auto") the GELU's. Stale records are reported on msgs: one line each for this
    shape and precision (another GPU, driver, library or template), one line in all for other shapes or precisions. */
 void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char *cublaslt, TuneApplied *out, FILE *msgs);
 /* Parses a matmul variant string into t; -1 when it is not one. */

@@ -12,10 +12,12 @@ constexpr int WARPS = BLOCK_SIZE / WARP_SIZE;
 constexpr int COLS_PER_BLOCK = WARP_SIZE * VEC;
 typedef Packed<floatX, VEC> xvec;
 
-// The column sums of rows [r0, r1) of one ROW_SPLITS slice, a warp per row at a time: each lane VEC columns, the
-// warps' sums added in shared memory, in order. row(r, col, acc) adds row r's VEC values at col to acc.
-template <typename RowFn>
-__device__ __forceinline__ void column_partials(float *scratch, int OC, RowFn row) {
+// The column sums of one ROW_SPLITS slice of rows: each lane VEC columns, a warp every WARPS-th row of the slice,
+// U rows at a time whose loads are all issued before any is used (the memory's latency overlaps); the warps' sums
+// added in shared memory, in order. rows(r, n, col, acc) adds the n <= U rows r, r + WARPS, ... at col to acc.
+constexpr int U = 4;
+template <typename RowsFn>
+__device__ __forceinline__ void column_partials(float *scratch, int OC, RowsFn rows) {
     __shared__ float s_part[WARPS][COLS_PER_BLOCK];
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     const int col = blockIdx.x * COLS_PER_BLOCK + lane * VEC;
@@ -25,7 +27,10 @@ __device__ __forceinline__ void column_partials(float *scratch, int OC, RowFn ro
     float acc[VEC];
     for (int k = 0; k < VEC; k++) acc[k] = 0.0f;
     if (col < OC)
-        for (int r = r0 + warp; r < r1; r += WARPS) row(r, col, acc);
+        for (int r = r0 + warp; r < r1; r += U * WARPS) {
+            const int left = (r1 - r + WARPS - 1) / WARPS;
+            rows(r, left < U ? left : U, col, acc);
+        }
     for (int k = 0; k < VEC; k++) s_part[warp][lane * VEC + k] = acc[k];
     __syncthreads();
     for (int c = threadIdx.x; c < COLS_PER_BLOCK; c += BLOCK_SIZE) {
@@ -38,23 +43,38 @@ __device__ __forceinline__ void column_partials(float *scratch, int OC, RowFn ro
 }
 
 KERNEL(bias_backward_partial) {
-    column_partials(scratch, OC, [&](int r, int col, float *acc) {
-        const xvec g = load_vec<floatX, VEC>(dout + (long long)r * OC + col);
-        for (int k = 0; k < VEC; k++) acc[k] += to_f(g[k]);
+    column_partials(scratch, OC, [&](int r, int n, int col, float *acc) {
+        xvec g[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (u < n) g[u] = load_vec<floatX, VEC>(dout + (long long)(r + u * WARPS) * OC + col);
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (u < n)
+                for (int k = 0; k < VEC; k++) acc[k] += to_f(g[u][k]);
     });
 }
 
 // the sums are of the stored (rounded) gradient, as bias_backward_partial would read it
 KERNEL(gelu_backward_bias_partial) {
-    column_partials(scratch, OC, [&](int r, int col, float *acc) {
-        const long long i = (long long)r * OC + col;
-        const xvec x = load_vec_cs<floatX, VEC>(pre + i);
-        xvec d = load_vec_cs<floatX, VEC>(dinout + i);
-        for (int k = 0; k < VEC; k++) {
-            d[k] = from_f<floatX>(gelu_grad(to_f(x[k])) * to_f(d[k]));
-            acc[k] += to_f(d[k]);
-        }
-        store_vec<floatX, VEC>(dinout + i, d);
+    column_partials(scratch, OC, [&](int r, int n, int col, float *acc) {
+        xvec x[U], d[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (u < n) {
+                const long long i = (long long)(r + u * WARPS) * OC + col;
+                x[u] = load_vec_cs<floatX, VEC>(pre + i);
+                d[u] = load_vec_cs<floatX, VEC>(dinout + i);
+            }
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (u < n) {
+                for (int k = 0; k < VEC; k++) {
+                    d[u][k] = from_f<floatX>(gelu_grad(to_f(x[u][k])) * to_f(d[u][k]));
+                    acc[k] += to_f(d[u][k]);
+                }
+                store_vec<floatX, VEC>(dinout + (long long)(r + u * WARPS) * OC + col, d[u]);
+            }
     });
 }
 

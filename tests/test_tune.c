@@ -317,6 +317,44 @@ static void test_attention_path_is_the_plans(void) {
     tune_db_free(&db);
 }
 
+/* The database's GELU path (gpt2gen tune's gelu-path) is the training plan's when train.gelu = "auto": the plan takes
+   it with the matching matmul epilogues, and a tuned matmul algorithm of the chosen path's names with it; a config
+   that names a path keeps its own. */
+static void test_gelu_path_is_the_plans(void) {
+    Err err = {{0}};
+    const char *bf16[] = {"precision=bf16", "train.gelu=auto", NULL};
+    CHECK_OK(make(bf16, &err), &err);
+    GeluPath other = plan.gelu == GELU_KERNEL ? GELU_EPILOGUE : GELU_KERNEL;   /* not what "auto" took by shape */
+    TuneRecord r = tune_record("best", "gelu", "path", other == GELU_KERNEL ? "path=kernel" : "path=epilogue");
+    tune_key_gelu(&r.key, &ENV, &plan);
+    TuneDb db;
+    unlink(path);
+    tune_db_load(&db, path, NULL);
+    tune_db_put(&db, &r);
+    /* an algorithm for the fc matmul under the name the chosen path gives it */
+    Plan probe = plan;
+    matmuls_set_gelu(probe.matmuls, &probe.model, &probe.step, other == GELU_KERNEL);
+    TuneRecord mm = tune_record("best", "matmul", "", "algo=0,id=1,tile=2,stages=3,splitk=1,reduction=0,swizzle=0,custom=0,cluster=0");
+    tune_db_name(probe.matmuls[MM_FC].name, mm.name, sizeof mm.name);
+    tune_key_matmul(&mm.key, &ENV, &probe, MM_FC, "130100");
+    tune_db_put(&db, &mm);
+    TuneApplied ap;
+    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    CHECK(ap.gelu && plan.gelu == other && !strcmp(plan.gelu_origin, "tuning database"), "the plan's GELU is %s (%s), "
+          "not the database's %s", gelu_path_name(plan.gelu), plan.gelu_origin, gelu_path_name(other));
+    CHECK(plan.matmuls[MM_FC].epilogue == (other == GELU_KERNEL ? EPI_NONE : EPI_GELU_AUX) &&
+          plan.matmuls[MM_FCPROJ_DINP].epilogue == (other == GELU_KERNEL ? EPI_NONE : EPI_DGELU),
+          "the matmuls' epilogues do not follow the database's GELU path");
+    CHECK(plan.matmuls[MM_FC].algo.set && plan.matmuls[MM_FC].algo.id == 1, "the tuned algorithm of matmul %s was not "
+          "applied after the GELU path", plan.matmuls[MM_FC].name);
+    const char *kernel[] = {"precision=bf16", other == GELU_KERNEL ? "train.gelu=epilogue" : "train.gelu=kernel", NULL};
+    CHECK_OK(make(kernel, &err), &err);
+    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    CHECK(plan.gelu != other && !strcmp(plan.gelu_origin, "config") && !ap.gelu, "with %s the plan has %s (%s)", kernel[1],
+          gelu_path_name(plan.gelu), plan.gelu_origin);
+    tune_db_free(&db);
+}
+
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     scratch_db("test-tune");
@@ -329,6 +367,7 @@ int main(int argc, char **argv) {
     RUN(test_env_hook);
     RUN(test_every_family_registered);
     RUN(test_attention_path_is_the_plans);
+    RUN(test_gelu_path_is_the_plans);
     unlink(path);
     rmdir(dir);
     return check_summary();

@@ -128,6 +128,7 @@ static int run(Tuner *t, Err *err) {
     if (step_time(&t->plan, t->o.env, 10, &before, lb, &e)) return err_set(err, "untuned step: %s", e.msg);
     sweep_kernels_list(t);
     for (int i = 0; i < MM_COUNT; i++) t->total += tuner_matches(t, t->plan.matmuls[i].name) ? t->o.algos : 0;
+    t->total += tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto") ? 2 : 0;   /* two whole steps */
     if (sweep_kernels_compile(t, err)) return -1;
     sweep_matmuls(t);   /* the matmuls first: most of the step's time */
     sweep_kernels(t);
@@ -138,6 +139,7 @@ static int run(Tuner *t, Err *err) {
     tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &ap, stderr);
     if (tuner_matches(t, "attention-path") && t->cfg->precision != PREC_FP32 && !strcmp(t->plan.attention_origin, "auto"))
         sweep_attention_path(t, tuned, &ap);
+    if (tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto")) sweep_gelu_path(t, tuned, &ap);
     if (tune_db_rewrite(&t->db, &e)) fprintf(stderr, "gpt2gen tune: %s\n", e.msg);
     int rc = tuned_step(t, tuned, before, lb, err);   /* the database's attention path is tuned's own */
     free(tuned);

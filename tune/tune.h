@@ -13,7 +13,7 @@
 
 /* what `gpt2gen tune`'s options ask for */
 typedef struct {
-    const char *pattern;   /* --kernels: comma-separated globs on family names, matmul names or "attention-path";
+    const char *pattern;   /* --kernels: comma-separated globs on family names, matmul names, "attention-path" or "gelu-path";
                               NULL: everything */
     double budget;         /* --budget: seconds after which no new variant is measured; 0: no limit */
     int algos;             /* --algos: cuBLASLt heuristic algorithms per matmul, 1 to TUNE_MAX_ALGOS */
