@@ -98,8 +98,8 @@ int tune_record_parse(const char *line, TuneRecord *r, char *why, size_t n) {
     }
     if (word < 4) { snprintf(why, n, "%d fields, expected at least 4 (record what name variant)", word); return -1; }
     if (strcmp(r->record, "measure") && strcmp(r->record, "best")) { snprintf(why, n, "record '%s': expected measure or best", r->record); return -1; }
-    if (strcmp(r->what, "kernel") && strcmp(r->what, "matmul") && strcmp(r->what, "attention")) {
-        snprintf(why, n, "'%s': expected kernel, matmul or attention", r->what);
+    if (strcmp(r->what, "kernel") && strcmp(r->what, "matmul") && strcmp(r->what, "attention") && strcmp(r->what, "gelu")) {
+        snprintf(why, n, "'%s': expected kernel, matmul, attention or gelu", r->what);
         return -1;
     }
     if (!(seen & 1)) { snprintf(why, n, "no us="); return -1; }

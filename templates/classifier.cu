@@ -2,15 +2,16 @@
 //   classifier_forward  per row of logits (B*T, Vp), first V columns real: losses[row] = -log softmax[target];
 //                       with write_dlogits, overwrites the row in place with (softmax - onehot) * dloss, and 0
 //                       on the padded columns. One block per row; pass 1 is an online max/sum, pass 2 writes.
-//                       The row stays in registers between the passes (up to 32 packets per thread: 50304 bf16
-//                       logits at 256 threads or more), so it is read from memory once.
+//                       The row stays in registers between the passes (up to 16 packets per thread), so it
+//                       is read from memory once. (Up to 32, at 256 threads a row of 50304 bf16 logits, spilled:
+//                       3.5x slower on the H200, bench/RESULTS.md.)
 
 constexpr int VEC = VEC_Vp;
 constexpr int PACKETS = Vp / VEC;
 constexpr int REAL_PACKETS = (V + VEC - 1) / VEC;    // packets holding at least one real column
 typedef Packed<floatX, VEC> xvec;
 constexpr int PER_THREAD = (PACKETS + BLOCK_SIZE - 1) / BLOCK_SIZE;
-constexpr int CACHED = PER_THREAD <= 32 ? PER_THREAD : 0;   // a longer row is read twice instead
+constexpr int CACHED = PER_THREAD <= 16 ? PER_THREAD : 0;   // a longer row is read twice instead
 
 // (max, sum of exp(x - max)) pairs combined: the sum rescaled to the larger max
 __device__ __forceinline__ void online_merge(float &m, float &s, float m2, float s2) {

@@ -338,6 +338,15 @@ static void test_gelu_path_is_the_plans(void) {
     tune_db_name(probe.matmuls[MM_FC].name, mm.name, sizeof mm.name);
     tune_key_matmul(&mm.key, &ENV, &probe, MM_FC, "130100");
     tune_db_put(&db, &mm);
+    /* through the file, as a later build reads it */
+    Err werr;
+    CHECK_OK(tune_db_rewrite(&db, &werr), &werr);
+    tune_db_free(&db);
+    char msgs[4096] = "";
+    FILE *m = fmemopen(msgs, sizeof msgs - 1, "w");
+    tune_db_load(&db, path, m);
+    fclose(m);
+    CHECK(db.n == 2 && !msgs[0], "the database read back %d of its 2 records: %s", db.n, msgs);
     TuneApplied ap;
     tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
     CHECK(ap.gelu && plan.gelu == other && !strcmp(plan.gelu_origin, "tuning database"), "the plan's GELU is %s (%s), "
