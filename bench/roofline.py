@@ -227,10 +227,6 @@ def work_table(s):
        "read the logits (BT,Vp), write dlogits in place; targets, losses")
     op("matmul bwd classifier", K, *times(K, gemm_bwd(mc, C, Vp, bias=False)),
        "dinp + dW GEMMs of m=BT k=C n=Vp, no bias (per chunk: m=BT/K)")
-    cls = [rows["matmul classifier"], rows["classifier (loss+dlogits)"], rows["matmul bwd classifier"]]
-    op("classifier chunks", K, sum(r["flops"] for r in cls), sum(r["bytes"] for r in cls),
-       "per chunk of rows the logits GEMM, loss+dlogits and both backward GEMMs: the three entries above summed "
-       "(the logits' traffic included; what stays in L2 is under it, and the entry is compute-bound anyway)")
     op("layernorm backward", 2 * L + 1, 0,
        (2 * L + 1) * (x * (BT * C + BT * C + 2 * BT * C) + 2 * f32 * BT
                       + 2 * LN_BWD_BLOCKS * 2 * C * f32 + 2 * 2 * x * C),
