@@ -1,6 +1,9 @@
 /* gelu_path: for train.gelu = "auto", the training step's GELU in cuBLASLt's epilogues against our kernels beside
    plain bias epilogues (gen/config.h, GeluPath), timed as whole steps of the tuned plan: what the choice changes (two
-   matmuls' epilogues, two kernels, the fc bias gradient's pass) is spread over the step (see tuner.h). */
+   matmuls' epilogues, two kernels, the fc bias gradient's pass) is spread over the step (see tuner.h). The matmul sweep
+   tuned the plan's own path's fc and fcproj-dinp entries (their names say which epilogue); the other path's run with
+   the database's algorithms where an earlier tune left some, else cuBLASLt's first heuristic: a bias towards the
+   plan's path, which the report's line makes visible by naming it. */
 #include "tune/tuner.h"
 #include "tune/measure.h"
 #include <math.h>
