@@ -13,9 +13,9 @@ constexpr int COLS_PER_BLOCK = WARP_SIZE * VEC;
 typedef Packed<floatX, VEC> xvec;
 
 // The column sums of one ROW_SPLITS slice of rows: each lane VEC columns, a warp every WARPS-th row of the slice,
-// U rows at a time whose loads are all issued before any is used (the memory's latency overlaps); the warps' sums
-// added in shared memory, in order. rows(r, n, col, acc) adds the n <= U rows r, r + WARPS, ... at col to acc.
-constexpr int U = 4;
+// ROWS_IN_FLIGHT rows at a time whose loads are all issued before any is used (the memory's latency overlaps); the warps' sums
+// added in shared memory, in order. rows(r, n, col, acc) adds the n <= ROWS_IN_FLIGHT rows r, r + WARPS, ... at col to acc.
+constexpr int ROWS_IN_FLIGHT = 4;
 template <typename RowsFn>
 __device__ __forceinline__ void column_partials(float *scratch, int OC, RowsFn rows) {
     __shared__ float s_part[WARPS][COLS_PER_BLOCK];
@@ -27,9 +27,9 @@ __device__ __forceinline__ void column_partials(float *scratch, int OC, RowsFn r
     float acc[VEC];
     for (int k = 0; k < VEC; k++) acc[k] = 0.0f;
     if (col < OC)
-        for (int r = r0 + warp; r < r1; r += U * WARPS) {
+        for (int r = r0 + warp; r < r1; r += ROWS_IN_FLIGHT * WARPS) {
             const int left = (r1 - r + WARPS - 1) / WARPS;
-            rows(r, left < U ? left : U, col, acc);
+            rows(r, left < ROWS_IN_FLIGHT ? left : ROWS_IN_FLIGHT, col, acc);
         }
     for (int k = 0; k < VEC; k++) s_part[warp][lane * VEC + k] = acc[k];
     __syncthreads();
@@ -44,12 +44,12 @@ __device__ __forceinline__ void column_partials(float *scratch, int OC, RowsFn r
 
 KERNEL(bias_backward_partial) {
     column_partials(scratch, OC, [&](int r, int n, int col, float *acc) {
-        xvec g[U];
+        xvec g[ROWS_IN_FLIGHT];
 #pragma unroll
-        for (int u = 0; u < U; u++)
+        for (int u = 0; u < ROWS_IN_FLIGHT; u++)
             if (u < n) g[u] = load_vec<floatX, VEC>(dout + (long long)(r + u * WARPS) * OC + col);
 #pragma unroll
-        for (int u = 0; u < U; u++)
+        for (int u = 0; u < ROWS_IN_FLIGHT; u++)
             if (u < n)
                 for (int k = 0; k < VEC; k++) acc[k] += to_f(g[u][k]);
     });
@@ -58,16 +58,16 @@ KERNEL(bias_backward_partial) {
 // the sums are of the stored (rounded) gradient, as bias_backward_partial would read it
 KERNEL(gelu_backward_bias_partial) {
     column_partials(scratch, OC, [&](int r, int n, int col, float *acc) {
-        xvec x[U], d[U];
+        xvec x[ROWS_IN_FLIGHT], d[ROWS_IN_FLIGHT];
 #pragma unroll
-        for (int u = 0; u < U; u++)
+        for (int u = 0; u < ROWS_IN_FLIGHT; u++)
             if (u < n) {
                 const long long i = (long long)(r + u * WARPS) * OC + col;
                 x[u] = load_vec_cs<floatX, VEC>(pre + i);
                 d[u] = load_vec_cs<floatX, VEC>(dinout + i);
             }
 #pragma unroll
-        for (int u = 0; u < U; u++)
+        for (int u = 0; u < ROWS_IN_FLIGHT; u++)
             if (u < n) {
                 for (int k = 0; k < VEC; k++) {
                     d[u][k] = from_f<floatX>(gelu_grad(to_f(x[u][k])) * to_f(d[u][k]));

@@ -78,8 +78,6 @@ static int cu_get_logits(Backend *be, int b, int t, float *out, Err *err) {
     Cuda *c = cuda_of(be);
     if (b < 0 || b >= c->plan->step.B || t < 0 || t >= c->plan->step.T) return err_set(err, "get_logits: (b=%d, t=%d) outside B=%d T=%d", b, t, c->plan->step.B, c->plan->step.T);
     size_t row = (size_t)b * c->plan->step.T + t, R = (size_t)c->plan->classifier_rows;
-    if (c->logits_chunk != (int)(row / R) && !c->lnf_valid)
-        return err_set(err, "get_logits: no logits: call forward first (a backward since has used them)");
     if (op_classifier_logits(c, (int)(row / R), err)) return -1;
     return download(c, out, buf(c, BUF_LOGITS, 0) + (row % R) * c->Vp * c->xs, (size_t)c->V, "copying logits", err);
 }
