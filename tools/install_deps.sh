@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs what gpt2gen needs on Debian/Ubuntu (run as root): a C compiler and make, Lua 5.4 (linked
 # statically into ./gpt2gen), the fortunes text for the default data set, and tiktoken, numpy, safetensors,
-# zstd (the command, for prepare's tests) and procps (pgrep) (tests only).
+# zstd (the command, for prepare's tests) and procps (pgrep) (tests only). numpy comes from Debian for its python3 and
+# from PyPI where the python3 on PATH is another one (pyenv's, say), which does not see Debian's packages.
 # It says what it installs, and installs no CUDA: with the CUDA toolkit (12 or 13) and cuDNN 9's headers at
 # $CUDA_HOME (default /usr/local/cuda), `make` builds the CUDA backend; without them, a CPU-only gpt2gen (it says so).
 set -eu
@@ -27,6 +28,7 @@ pip_install() {
     echo "install_deps: pip install --break-system-packages $1 (Debian's Python is externally managed)"
     python3 -m pip install -q --break-system-packages "$1"
 }
+pip_install numpy
 pip_install tiktoken
 pip_install safetensors
 # what the Makefile looks for (cuDNN's header there or on the compiler's path)
