@@ -158,15 +158,18 @@ if [ "$val" = " 50256 22897 838 198 50256 22897 1160 198 " ]; then ok val_every_
 else fail val_every_tenth "val tokens:$val; $(grep val_ split.log)"; fi
 
 # 5. a long pipe is not held in memory: 70 MB through standard input (in shards of 1M tokens, 2 MB) take
-# less than 20 MB more than one line does (with 2 encoding threads: each holds a few chunks of 256 KiB)
+# less than 20 MB more than one line does (with 2 encoding threads: each holds a few chunks of 256 KiB); under
+# AddressSanitizer (make sanitize sets ASAN_OPTIONS), whose shadow memory, redzones and quarantine of freed blocks
+# add to it (seen: 20.04 MB more), less than 40 MB: still far below the 70 MB that holding the pipe would take
 rss() { /usr/bin/time -f %M "$GPT2GEN" prepare --ranks "$RANKS" /dev/stdin -o "$1" --shard-tokens 1M --threads 2 2>&1 >/dev/null | tail -1; }
 if [ -x /usr/bin/time ]; then
     cat big.txt big.txt > huge.txt
     base=$(echo "one line" | rss small)
     kb=$(cat huge.txt | rss huge)
     mb=$(( $(wc -c < huge.txt) / 1000000 ))
-    if [ -d huge ] && [ "$kb" -lt $((base + 20000)) ] 2>/dev/null; then ok pipe_memory_bounded "$mb MB in: $((kb / 1000)) MB resident, $((base / 1000)) MB for one line"
-    else fail pipe_memory_bounded "$mb MB in: $kb KB resident, $base KB for one line (expected under 20 MB more)"; fi
+    more=20000; [ -n "$ASAN_OPTIONS" ] && more=40000
+    if [ -d huge ] && [ "$kb" -lt $((base + more)) ] 2>/dev/null; then ok pipe_memory_bounded "$mb MB in: $((kb / 1000)) MB resident, $((base / 1000)) MB for one line"
+    else fail pipe_memory_bounded "$mb MB in: $kb KB resident, $base KB for one line (expected under $((more / 1000)) MB more)"; fi
 else skip pipe_memory_bounded "no /usr/bin/time"; fi
 # a ranks file over its limit (16 MiB) is one message naming it and the limit, before it is read (a sparse file)
 echo "some text" > small.txt
