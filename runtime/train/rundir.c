@@ -127,6 +127,9 @@ void rundir_held_text(int count, int newest, int steps, char *out, size_t n) {
 }
 
 #define FRESH_REMOVES "its checkpoints, metrics.jsonl and plot.svg"
+/* a run's own files beside its checkpoints, which starting over (or a run that made nothing) removes */
+static const char *const RUN_LOGS[] = {"metrics.jsonl", "plot.svg"};
+#define N_RUN_LOGS ((int)(sizeof RUN_LOGS / sizeof RUN_LOGS[0]))
 
 int rundir_refuse(const char *dir, int count, int newest, int steps, Err *err) {
     char held[96];
@@ -160,11 +163,10 @@ static int remove_earlier_run(const RunDir *rd, Err *err) {
         else if (errno != ENOENT) rc = err_set(err, "%s: cannot remove it (to start over): %s", path, strerror(errno));
     }
     closedir(d);
-    const char *logs[] = {"metrics.jsonl", "plot.svg"};
     char also[64] = "";
-    for (int i = 0; i < 2 && !rc; i++) {
-        snprintf(path, sizeof path, "%s/%s", rd->dir, logs[i]);
-        if (unlink(path) == 0) snprintf(also + strlen(also), sizeof also - strlen(also), "%s%s", also[0] ? " and " : "", logs[i]);
+    for (int i = 0; i < N_RUN_LOGS && !rc; i++) {
+        snprintf(path, sizeof path, "%s/%s", rd->dir, RUN_LOGS[i]);
+        if (unlink(path) == 0) snprintf(also + strlen(also), sizeof also - strlen(also), "%s%s", also[0] ? " and " : "", RUN_LOGS[i]);
         else if (errno != ENOENT) rc = err_set(err, "%s: cannot remove it (to start over): %s", path, strerror(errno));
     }
     if (rc) return -1;
@@ -229,9 +231,8 @@ int rundir_open(RunDir *rd, const char *dir, int mode, Err *err) {
 void rundir_discard(RunDir *rd) {
     int newest;
     if (rd->made[0] && rundir_held(rd->dir, &newest) == 0) {
-        const char *logs[] = {"metrics.jsonl", "plot.svg"};
         char path[RUNDIR_PATH_MAX];
-        for (int i = 0; i < 2; i++) { snprintf(path, sizeof path, "%s/%s", rd->dir, logs[i]); unlink(path); }
+        for (int i = 0; i < N_RUN_LOGS; i++) { snprintf(path, sizeof path, "%s/%s", rd->dir, RUN_LOGS[i]); unlink(path); }
     }
     rundir_close(rd);
     remove_made(rd);
