@@ -48,6 +48,8 @@ typedef struct {
         long seed;
         int recompute;                    /* 0 none, 1 recompute GELU, 2 GELU + LayerNorm */
         GeluPath gelu;                    /* default auto */
+        int deterministic;                /* default true: equal inputs give equal bits (the GPU attention
+                                             backward); false lets cuDNN accumulate dQ with atomics */
         int master_weights;               /* fp32 master copy when precision is 16-bit */
         int overfit_batch;                /* debugging: train on the first batch only */
         int grad_accum;                   /* derived: total_batch_size / (B*T*num_gpus) */

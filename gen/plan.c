@@ -185,6 +185,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     snprintf(plan->config_path, sizeof plan->config_path, "%s", cfg->path);
     plan->attention = cfg->attention;
     plan->attention_origin = cfg->attention == ATTN_AUTO ? "auto" : "config";
+    plan->deterministic = step->kind != STEP_TRAIN || cfg->train.deterministic;
     plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS;
     plan->gelu = GELU_EPILOGUE;   /* a forward's: the gelu kernels are the training step's (gen/kernels.c) */
     plan->gelu_origin = "auto";
@@ -365,7 +366,10 @@ static void write_section(FILE *f, const Plan *p) {
         fprintf(f, "step       %s: B=%d T=%d\n", step_kind_name(st->kind), st->B, st->T);
     fprintf(f, "precision  %s%s, recompute=%d, arch %s\n", precision_name(st->precision),
             st->master_weights ? " with fp32 master weights" : "", st->recompute, p->arch);
-    fprintf(f, "attention  %s (%s)\n", attention_name(p->attention), p->attention_origin);
+    fprintf(f, "attention  %s (%s)%s\n", attention_name(p->attention), p->attention_origin,
+            st->kind != STEP_TRAIN ? ""
+            : p->deterministic ? ", backward deterministic"
+                               : ", backward not deterministic (train.deterministic = false: cuDNN's dQ by atomics)");
     if (st->kind == STEP_TRAIN)
         fprintf(f, "gelu       %s (%s): %s\n", gelu_path_name(p->gelu), p->gelu_origin,
                 p->gelu == GELU_KERNEL ? "the fc matmul's bias epilogue, then gelu_forward; the fcproj dinp, then "

@@ -56,6 +56,9 @@ typedef struct Plan {
        path is tried first; where it cannot serve, the other one runs) */
     AttentionPath attention;
     const char *attention_origin;
+    /* the training step's cuDNN attention backward writes dQ directly (equal inputs, equal bits), else accumulates
+       it with atomics (train.deterministic = false); every other step has no backward and says 1 */
+    int deterministic;
     /* a decode step's linears: templates/decode.cu's decode_linear, which streams each weight once for the rows
        (faster at B <= PLAN_DECODE_LINEAR_ROWS on the H200: bench/RESULTS.md), else the plan's cuBLASLt matmuls */
     int decode_linear;

@@ -69,7 +69,7 @@ static void expect_library_refused(const char *value, const char *want) {
     Env env;
     env_defaults(&env);
     env.cudnn_library = value;
-    CudnnAttention *a = cudnn_attention_open(1, 128, 2, 64, PREC_BF16, &env, why, sizeof why);
+    CudnnAttention *a = cudnn_attention_open(1, 128, 2, 64, PREC_BF16, 1, &env, why, sizeof why);
     CHECK(a == NULL, "GPT2GEN_CUDNN_LIBRARY=%s opened cuDNN", value);
     CHECK(strstr(why, want) != NULL, "GPT2GEN_CUDNN_LIBRARY=%s: the reason does not name %s: '%s'", value, want, why);
     cudnn_attention_close(a);
@@ -79,10 +79,10 @@ static void test_cudnn_missing_library(void) { expect_library_refused("libcudnn_
 
 static void test_cudnn_refuses_fp32_and_head_size(void) {
     char why[1024] = "";
-    CudnnAttention *a = cudnn_attention_open(1, 128, 2, 64, PREC_FP32, NULL, why, sizeof why);
+    CudnnAttention *a = cudnn_attention_open(1, 128, 2, 64, PREC_FP32, 1, NULL, why, sizeof why);
     CHECK(a == NULL && strcmp(why, "cuDNN flash attention needs bf16 or fp16") == 0, "fp32: '%s'", why);
     cudnn_attention_close(a);
-    a = cudnn_attention_open(1, 128, 2, 60, PREC_BF16, NULL, why, sizeof why);
+    a = cudnn_attention_open(1, 128, 2, 60, PREC_BF16, 1, NULL, why, sizeof why);
     CHECK(a == NULL && strstr(why, "head size 60") != NULL, "HS=60: '%s'", why);
     cudnn_attention_close(a);
 }

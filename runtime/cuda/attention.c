@@ -31,7 +31,8 @@ int attention_open(Cuda *c, Err *err) {
         fprintf(say, "attention: flash template (templates/attention.cu), as the %s asks\n", asked ? "config" : p->attention_origin);
         return 0;
     }
-    c->cudnn = cudnn_attention_open(p->step.B, p->step.T, c->NH, c->HS, p->step.precision, c->env, why, sizeof why);
+    c->cudnn = cudnn_attention_open(p->step.B, p->step.T, c->NH, c->HS, p->step.precision, p->deterministic, c->env,
+                                   why, sizeof why);
     if (!c->cudnn) {
         if (want == ATTN_CUDNN && asked) return err_set(err, "%s: attention = \"cudnn\", but %s", p->config_path, why);
         fprintf(say, "attention: flash template (templates/attention.cu)%s: %s\n",

@@ -59,7 +59,8 @@ static int load_library(CudnnAttention *a, const char *name, char *why, size_t n
     return 0;
 }
 
-CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, const Env *env, char *why, size_t why_n) {
+CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, int deterministic, const Env *env,
+                                     char *why, size_t why_n) {
     if (prec != PREC_BF16 && prec != PREC_FP16) { say(why, why_n, "cuDNN flash attention needs bf16 or fp16"); return NULL; }
     if (B < 1 || T < 2 || NH < 1) { say(why, why_n, "cuDNN attention refuses the shape B=%d T=%d NH=%d", B, T, NH); return NULL; }
     if (HS < 8 || HS % 8 != 0 || HS > 256) {
@@ -67,7 +68,7 @@ CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision pre
         return NULL;
     }
     CudnnAttention *a = xcalloc(1, sizeof *a);
-    a->B = B; a->T = T; a->NH = NH; a->HS = HS; a->prec = prec;
+    a->B = B; a->T = T; a->NH = NH; a->HS = HS; a->prec = prec; a->deterministic = deterministic;
     a->debug = env_or_defaults(env)->cudnn_debug;
     if (load_library(a, env_or_defaults(env)->cudnn_library, why, why_n)) { free(a); return NULL; }
     a->version = a->L.cudnnGetVersion();
@@ -99,7 +100,14 @@ CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision pre
             prec == PREC_FP16 ? "fp16" : "bf16", reason);
         goto fail;
     }
-    a->workspace_bytes = (size_t)(a->fwd.workspace > a->bwd.workspace ? a->fwd.workspace : a->bwd.workspace);
+    /* the nondeterministic backward's dQ accumulator lies in the workspace, past what its plan asks for */
+    size_t bwd_bytes = (size_t)a->bwd.workspace;
+    if (!deterministic) {
+        a->dq_accum_offset = (bwd_bytes + 255) & ~(size_t)255;
+        a->dq_accum_bytes = (size_t)B * NH * T * HS * sizeof(float);
+        bwd_bytes = a->dq_accum_offset + a->dq_accum_bytes;
+    }
+    a->workspace_bytes = (size_t)a->fwd.workspace > bwd_bytes ? (size_t)a->fwd.workspace : bwd_bytes;
     if (a->bwd.nondeterministic) {
         size_t len = strlen(a->description);
         snprintf(a->description + len, sizeof a->description - len, ", backward not deterministic");
@@ -157,11 +165,18 @@ int cudnn_attention_backward(CudnnAttention *a, CUstream s, CUdeviceptr dqkv, CU
                              CUdeviceptr dout, CUdeviceptr stats, CUdeviceptr softmax_sum, CUdeviceptr workspace,
                              Err *err) {
     const size_t third = (size_t)a->NH * a->HS * 2;
+    const CUdeviceptr acc = workspace + a->dq_accum_offset;
     int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_DO, UID_STATS, UID_SCALE, UID_NEG_INF, UID_ONE,
-                      UID_SOFTMAX_SUM, UID_DQ, UID_DK, UID_DV};
+                      UID_SOFTMAX_SUM, UID_DQ, UID_DK, UID_DV, UID_DQ_ACCUM};
     void *ptrs[] = {DEV(qkv), DEV(qkv + third), DEV(qkv + 2 * third), DEV(out), DEV(dout), DEV(stats), &a->scale,
-                    &a->neg_inf, &a->one, DEV(softmax_sum), DEV(dqkv), DEV(dqkv + third), DEV(dqkv + 2 * third)};
-    return execute(a, &a->bwd, s, uids, ptrs, (int)(sizeof uids / sizeof uids[0]), workspace, err);
+                    &a->neg_inf, &a->one, DEV(softmax_sum), DEV(dqkv), DEV(dqkv + third), DEV(dqkv + 2 * third),
+                    DEV(acc)};
+    /* cuDNN clears the accumulator itself from 9.6 (cudnn-frontend stopped clearing it there) */
+    if (a->dq_accum_bytes && a->version < 90600 &&
+        cuda_check(cu.cuMemsetD8Async(acc, 0, a->dq_accum_bytes, s), "clearing cuDNN's dQ accumulator", err))
+        return -1;
+    return execute(a, &a->bwd, s, uids, ptrs, (int)(sizeof uids / sizeof uids[0]) - (a->dq_accum_bytes ? 0 : 1),
+                   workspace, err);
 }
 
 void cudnn_attention_close(CudnnAttention *a) {

@@ -27,8 +27,12 @@ typedef struct CudnnAttention CudnnAttention;
    backward's fp32 softmax sums). On failure returns NULL and writes one line into why: the library is missing
    (name it), the version is too old, the shape is refused (T, HS), or no engine config finalized (say which graph).
    The library is env's GPT2GEN_CUDNN_LIBRARY (default libcudnn.so.9; "none": refused), and its GPT2GEN_CUDNN_DEBUG=1
-   has every engine config tried printed on stderr (env NULL: the defaults). */
-CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, const Env *env, char *why, size_t why_n);
+   has every engine config tried printed on stderr (env NULL: the defaults).
+   deterministic: the backward writes dQ directly, keeping dP in a (B,NH,T,T) 16-bit workspace, so equal inputs
+   give equal bits; 0: it accumulates dQ with atomics in a (B,NH,T,HS) fp32 buffer inside the workspace (faster,
+   less memory, the last bits differ from run to run: train.deterministic, README). */
+CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, int deterministic, const Env *env,
+                                     char *why, size_t why_n);
 size_t cudnn_attention_workspace_bytes(const CudnnAttention *a); /* what the larger of the two plans needs */
 const char *cudnn_attention_describe(const CudnnAttention *a);   /* e.g. "cuDNN 9.14.0 (libcudnn.so.9)" */
 /* qkv (B,T,3C) bf16/fp16, each token's row q|k|v with head h at columns h*HS within each third (C = NH*HS):
@@ -38,7 +42,7 @@ const char *cudnn_attention_describe(const CudnnAttention *a);   /* e.g. "cuDNN 
    workspace: cudnn_attention_workspace_bytes() of GPU memory, used during the call only. */
 int cudnn_attention_forward(CudnnAttention *a, CUstream s, CUdeviceptr out, CUdeviceptr stats, CUdeviceptr qkv,
                             CUdeviceptr workspace, Err *err);
-/* dqkv (B,T,3C) is overwritten (dq, dk, dv in qkv's layout); deterministic. softmax_sum: (B,NH,T) fp32 scratch
+/* dqkv (B,T,3C) is overwritten (dq, dk, dv in qkv's layout), deterministic where opened so. softmax_sum: (B,NH,T) fp32 scratch
    (rowsum(dout * out)). */
 int cudnn_attention_backward(CudnnAttention *a, CUstream s, CUdeviceptr dqkv, CUdeviceptr qkv, CUdeviceptr out,
                              CUdeviceptr dout, CUdeviceptr stats, CUdeviceptr softmax_sum, CUdeviceptr workspace,

@@ -167,6 +167,7 @@ typedef struct {
     Layout scores;          /* (b,h,t,t), row-major */
     Layout scores_t;        /* the same (b,h,t,t) read transposed */
     Layout o_elem;          /* dO * O before its row sums */
+    Layout dq_accum;        /* the nondeterministic backward's fp32 dQ, (b,h,t,d) packed */
     Layout scalar;          /* {1,1,1,1} */
 } Shapes;
 
@@ -181,6 +182,7 @@ static void shapes_init(Shapes *s, int B, int T, int NH, int HS, Precision prec)
     s->scores = (Layout){{b, h, t, t}, {h * t * t, t * t, t, 1}};
     s->scores_t = (Layout){{b, h, t, t}, {h * t * t, t * t, 1, t}};
     s->o_elem = (Layout){{b, h, t, d}, {h * t * d, t * d, h * d, 1}};
+    s->dq_accum = (Layout){{b, h, t, d}, {h * t * d, t * d, d, 1}};
     s->scalar = (Layout){{1, 1, 1, 1}, {1, 1, 1, 1}};
 }
 
@@ -236,8 +238,10 @@ static void build_forward(Graph *g, const Shapes *s) {
 /* softmax_sum = rowsum(dO * O); P = exp(S*scale - Stats) under the mask; dV = P^T.dO;
    dS = (dO.V^T - softmax_sum) * P * scale; dK = dS^T.Q; dQ = dS.K, written directly (cudnn-frontend's
    deterministic form: the fusion engine then keeps dP in a (B,NH,T,T) 16-bit workspace instead of accumulating
-   dQ in fp32 with atomics). The K view that dQ's matmul reads is typed fp32, as cudnn-frontend leaves it. */
-static void build_backward(Graph *g, const Shapes *s) {
+   dQ in fp32 with atomics). The K view that dQ's matmul reads is typed fp32, as cudnn-frontend leaves it.
+   Not deterministic: dQ = dS.K goes into a real fp32 (B,NH,T,HS) accumulator in the workspace (cuDNN clears it:
+   9.6 and newer), then IDENTITY writes dQ: cudnn-frontend's default form on Hopper with cuDNN 9, PyTorch's. */
+static void build_backward(Graph *g, const Shapes *s, int deterministic) {
     const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
     cudnnBackendDescriptor_t q = tensor(g, UID_Q, s->io, &s->qkv, REAL, "Q");
     cudnnBackendDescriptor_t kt = tensor(g, UID_K, s->io, &s->kt, REAL, "K^T");
@@ -287,7 +291,13 @@ static void build_backward(Graph *g, const Shapes *s) {
     Layout kl = {{s->kt.d[0], s->kt.d[1], s->kt.d[3], s->kt.d[2]}, {s->kt.s[0], s->kt.s[1], s->kt.s[3], s->kt.s[2]}};
     cudnnBackendDescriptor_t k = tensor(g, 0, f32, &kl, VIRTUAL, "K");
     reshape(g, kt, k, "RESHAPE(K^T) -> K");
-    matmul(g, ds, k, dq, "MATMUL(dS, K) -> dQ");
+    if (deterministic) {
+        matmul(g, ds, k, dq, "MATMUL(dS, K) -> dQ");
+        return;
+    }
+    cudnnBackendDescriptor_t acc = tensor(g, UID_DQ_ACCUM, f32, &s->dq_accum, REAL, "dQ accumulator");
+    matmul(g, ds, k, acc, "MATMUL(dS, K) -> dQ accumulator");
+    pointwise(g, CUDNN_POINTWISE_IDENTITY, f32, acc, NULL, NULL, dq, -1, "IDENTITY(dQ accumulator) -> dQ");
 }
 
 int cudnn_attention_build_graphs(CudnnAttention *a, char *why, size_t n) {
@@ -296,8 +306,8 @@ int cudnn_attention_build_graphs(CudnnAttention *a, char *why, size_t n) {
     a->fwd = (Graph){.L = &a->L, .name = "forward", .next_uid = UID_VIRTUAL};
     a->bwd = (Graph){.L = &a->L, .name = "backward", .next_uid = UID_VIRTUAL};
     build_forward(&a->fwd, &s);
-    build_backward(&a->bwd, &s);
-    if (cudnn_make_plan(&a->fwd, a->handle, 0, a->debug, why, n) || cudnn_make_plan(&a->bwd, a->handle, 1, a->debug, why, n))
+    build_backward(&a->bwd, &s, a->deterministic);
+    if (cudnn_make_plan(&a->fwd, a->handle, 0, a->debug, why, n) || cudnn_make_plan(&a->bwd, a->handle, a->deterministic, a->debug, why, n))
         return -1;
     return 0;
 }

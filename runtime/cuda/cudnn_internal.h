@@ -25,7 +25,7 @@ typedef struct {
 
 /* The bound tensors' ids in the variant packs; virtual tensors are numbered from UID_VIRTUAL. */
 enum { UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_DO, UID_ONE, UID_SOFTMAX_SUM,
-       UID_DQ, UID_DK, UID_DV, UID_VIRTUAL = 100 };
+       UID_DQ, UID_DK, UID_DV, UID_DQ_ACCUM, UID_VIRTUAL = 100 };
 
 /* ---- one graph: every descriptor it creates, the first failure ---- */
 
@@ -50,6 +50,8 @@ struct CudnnAttention {
     size_t version;
     cudnnHandle_t handle;
     int B, T, NH, HS, debug;          /* debug: GPT2GEN_CUDNN_DEBUG, every engine config tried on stderr */
+    int deterministic;                /* the backward writes dQ directly; else through dq_accum_bytes of fp32 */
+    size_t dq_accum_bytes, dq_accum_offset;   /* that accumulator, at this offset of the workspace */
     Precision prec;
     Graph fwd, bwd;
     size_t workspace_bytes;
