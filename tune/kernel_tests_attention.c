@@ -13,8 +13,8 @@
    spread over the batch at the large ones), every value checked finite (dqkv starts as NaNs, so every element
    must be written), the backward run twice and compared bit for bit (deterministic), and cuDNN against the
    template; cuDNN also with its nondeterministic backward (train.deterministic = false: dQ by atomics), whose
-   second backward must agree with the first within the precision's tolerance instead. bf16/fp16: the probabilities and dS are rounded to 16 bits before their products. A timing line per
-   path (informational). */
+   second backward must agree with the first within the precision's tolerance instead. bf16/fp16: the
+   probabilities and dS are rounded to 16 bits before their products. A timing line per path (informational). */
 static size_t count_nonfinite(const float *x, size_t n) {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += !isfinite(x[i]);

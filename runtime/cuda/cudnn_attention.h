@@ -42,8 +42,8 @@ const char *cudnn_attention_describe(const CudnnAttention *a);   /* e.g. "cuDNN 
    workspace: cudnn_attention_workspace_bytes() of GPU memory, used during the call only. */
 int cudnn_attention_forward(CudnnAttention *a, CUstream s, CUdeviceptr out, CUdeviceptr stats, CUdeviceptr qkv,
                             CUdeviceptr workspace, Err *err);
-/* dqkv (B,T,3C) is overwritten (dq, dk, dv in qkv's layout), deterministic where opened so. softmax_sum: (B,NH,T) fp32 scratch
-   (rowsum(dout * out)). */
+/* dqkv (B,T,3C) is overwritten (dq, dk, dv in qkv's layout), deterministic where opened so. softmax_sum:
+   (B,NH,T) fp32 scratch (rowsum(dout * out)). */
 int cudnn_attention_backward(CudnnAttention *a, CUstream s, CUdeviceptr dqkv, CUdeviceptr qkv, CUdeviceptr out,
                              CUdeviceptr dout, CUdeviceptr stats, CUdeviceptr softmax_sum, CUdeviceptr workspace,
                              Err *err);

@@ -307,7 +307,8 @@ int cudnn_attention_build_graphs(CudnnAttention *a, char *why, size_t n) {
     a->bwd = (Graph){.L = &a->L, .name = "backward", .next_uid = UID_VIRTUAL};
     build_forward(&a->fwd, &s);
     build_backward(&a->bwd, &s, a->deterministic);
-    if (cudnn_make_plan(&a->fwd, a->handle, 0, a->debug, why, n) || cudnn_make_plan(&a->bwd, a->handle, a->deterministic, a->debug, why, n))
+    if (cudnn_make_plan(&a->fwd, a->handle, 0, a->debug, why, n) ||
+        cudnn_make_plan(&a->bwd, a->handle, a->deterministic, a->debug, why, n))
         return -1;
     return 0;
 }
