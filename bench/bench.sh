@@ -5,7 +5,8 @@
 # ./gpt2gen built. STEPS (default 30) steps each; MODELS (default "124M 350M"); ATTENTIONS (default "cudnn flash":
 # ours once per attention path); NO_TORCH=1 skips PyTorch; NO_PROFILE=1 skips the per-op profile (both paths).
 # BASELINE=path/to/another/gpt2gen also runs that build (say, the commit before a change) in the same call: its rows
-# say "base"; SETS="--set k=v ..." adds settings to every run of ours (not the baseline's).
+# say "base"; SETS="--set k=v ..." adds settings to every run of ours (not the baseline's). With the profiles, a run
+# under GPT2GEN_QUEUE_PROFILE=1 says how far the host runs ahead of the GPU in a 124M micro-step.
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
 STEPS=${STEPS:-30}
@@ -72,6 +73,13 @@ if [ -z "$NO_PROFILE" ]; then
             --set attention=$att --set checkpoint.dir=build/bench-ckpt-profile-$run-$att > build/bench-logs/profile-$run-124M-$att.log 2>&1
     done
     done
+    # how far the host runs ahead of the GPU in a micro-step (GPT2GEN_QUEUE_PROFILE): whether a CUDA graph could help
+    att=${ATTENTIONS%% *}
+    rm -rf build/bench-ckpt-queue
+    GPT2GEN_QUEUE_PROFILE=1 ./gpt2gen train configs/gpt2-124M.lua --backend cuda $SETS --set train.batch_size=64 \
+        --set train.total_batch_size=65536 --set train.steps=6 --set train.warmup=2 --set "data.train=$data/train_*.bin" \
+        --set "data.val=$data/val_*.bin" --set data.tokenizer=none --set eval.val_every=0 --set eval.sample_every=0 \
+        --set attention=$att --set checkpoint.dir=build/bench-ckpt-queue > build/bench-logs/queue-124M-$att.log 2>&1
 fi
 echo "== benchmark (T=1024, bf16, random tokens, $STEPS steps, first steps excluded; memory = nvidia-smi peak)"
 cat "$summary"
@@ -82,3 +90,4 @@ for att in $ATTENTIONS; do
     sed -n '/GPT2GEN_PROFILE:/,$p' build/bench-logs/profile-$run-124M-$att.log | grep -E 'attention|classifier|total'
 done
 done
+grep -h '^GPT2GEN_QUEUE_PROFILE' build/bench-logs/queue-124M-*.log 2>/dev/null

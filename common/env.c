@@ -137,6 +137,7 @@ int env_read(Env *env, Err *err) {
     if (seconds("GPT2GEN_LOCK_TIMEOUT", ENV_LOCK_TIMEOUT_DEFAULT, &env->lock_timeout, err) ||
         seconds("GPT2GEN_NCCL_TIMEOUT", ENV_NCCL_TIMEOUT_DEFAULT, &env->nccl_timeout, err) ||
         boolean("GPT2GEN_SYNC", 0, &env->sync, err) || boolean("GPT2GEN_PROFILE", 0, &env->profile, err) ||
+        boolean("GPT2GEN_QUEUE_PROFILE", 0, &env->queue_profile, err) ||
         boolean("GPT2GEN_CUDNN_DEBUG", 0, &env->cudnn_debug, err) ||
         boolean("GPT2GEN_COMM_OVERLAP", 1, &env->comm_overlap, err) ||
         boolean("GPT2GEN_CPU_PROCESSES", 0, &env->cpu_processes, err))

@@ -27,6 +27,7 @@ typedef struct {
     /* the CUDA backend (runtime/cuda/) */
     int sync;                    /* GPT2GEN_SYNC: synchronize after every launch */
     int profile;                 /* GPT2GEN_PROFILE: the per-op profile */
+    int queue_profile;           /* GPT2GEN_QUEUE_PROFILE: how far the host runs ahead of the GPU in a micro-step */
     const char *cudnn_library;   /* GPT2GEN_CUDNN_LIBRARY (default libcudnn.so.9; "none" hides cuDNN) */
     int cudnn_debug;             /* GPT2GEN_CUDNN_DEBUG: cuDNN's engine choice on stderr */
     const char *nccl_library;    /* GPT2GEN_NCCL_LIBRARY (default libnccl.so.2) */

@@ -204,7 +204,7 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     }
     c->s = c->dev.compute;
     c->ks.sync_each = c->env->sync;
-    profile_init(&c->prof, c->s, c->env->profile);
+    profile_init(&c->prof, c->s, c->env->profile, c->env->queue_profile);
     size_t BT = (size_t)plan->step.B * plan->step.T;
     c->h_inputs = xmalloc(BT * 4);
     c->h_count = xmalloc(((size_t)c->Vp + 1) * 4);

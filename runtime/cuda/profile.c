@@ -5,13 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-void profile_init(Profile *p, CUstream stream, int on) {
+void profile_init(Profile *p, CUstream stream, int on, int queue) {
     memset(p, 0, sizeof *p);
     p->on = on;
+    p->queue_on = queue && !on;
     p->stream = stream;
 }
 
 double profile_start(Profile *p) {
+    p->ops++;
     if (!p->on) return 0;
     cu.cuStreamSynchronize(p->stream);
     return now_seconds();
@@ -29,7 +31,33 @@ void profile_stop(Profile *p, const char *name, double t0) {
     }
 }
 
+void profile_queue_start(Profile *p) {
+    if (!p->queue_on) return;
+    cu.cuStreamSynchronize(p->stream);
+    p->queue_t0 = now_seconds();
+    p->queue_ops0 = p->ops;
+}
+
+void profile_queue_queued(Profile *p) {
+    if (!p->queue_on) return;
+    p->queued_s += now_seconds() - p->queue_t0;
+    p->queue_ops += p->ops - p->queue_ops0;
+}
+
+void profile_queue_done(Profile *p) {
+    if (!p->queue_on) return;
+    p->done_s += now_seconds() - p->queue_t0;
+    p->queue_steps++;
+}
+
 void profile_print(const Profile *p) {
+    if (p->queue_on && p->queue_steps) {
+        double q = p->queued_s / p->queue_steps * 1e3, d = p->done_s / p->queue_steps * 1e3;
+        fprintf(stderr, "GPT2GEN_QUEUE_PROFILE: mean per training micro-step over %d: %ld ops queued by %.2f ms, the GPU "
+                        "done at %.2f ms: %s\n", p->queue_steps, p->queue_ops / p->queue_steps, q, d,
+                q < 0.5 * d ? "the host stays ahead (a CUDA graph could save only the GPU's gaps between kernels)"
+                            : "the host may hold the GPU back (a CUDA graph could help)");
+    }
     if (!p->on || p->steps == 0) return;
     double total = 0;
     for (int i = 0; i < p->n; i++) total += p->entries[i].seconds;

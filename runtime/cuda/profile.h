@@ -1,5 +1,9 @@
 /* profile: GPT2GEN_PROFILE=1 synchronizes the stream around each op and adds up its time, for a breakdown
-   of the step printed when the backend is destroyed (for breakdowns, not for speed). Off: no cost. */
+   of the step printed when the backend is destroyed (for breakdowns, not for speed). Off: no cost.
+   GPT2GEN_QUEUE_PROFILE=1 (without GPT2GEN_PROFILE) times each training micro-step from an idle GPU: when the host
+   had queued its last op, and when the GPU was done. Where the host is done long before the GPU, the GPU never
+   waits for a launch, and recording the micro-step as a CUDA graph could save only the GPU's own gaps between
+   kernels; where the two times meet, the host holds the GPU back. */
 #ifndef GPT2GEN_PROFILE_H
 #define GPT2GEN_PROFILE_H
 #include "runtime/cuda/cuda_api.h"
@@ -10,12 +14,24 @@ typedef struct {
     CUstream stream;
     int n, steps;
     struct { const char *name; double seconds; } entries[PROFILE_MAX];
+    long ops;                     /* ops queued so far (every PROFILED call) */
+    int queue_on, queue_steps;    /* GPT2GEN_QUEUE_PROFILE: micro-steps timed */
+    long queue_ops;               /* their ops */
+    double queued_s, done_s;      /* their sums: from the start to the last op queued, to the GPU done */
+    double queue_t0;              /* the micro-step being timed: its start */
+    long queue_ops0;
 } Profile;
 
-void   profile_init(Profile *p, CUstream stream, int on);     /* on: GPT2GEN_PROFILE=1 */
+/* on: GPT2GEN_PROFILE=1; queue: GPT2GEN_QUEUE_PROFILE=1 (ignored with on: its synchronized ops would be timed) */
+void   profile_init(Profile *p, CUstream stream, int on, int queue);
 double profile_start(Profile *p);
 void   profile_stop(Profile *p, const char *name, double t0);
 void   profile_print(const Profile *p);
+/* GPT2GEN_QUEUE_PROFILE's three marks of a micro-step: its start (waits for the GPU to be idle), its last op queued,
+   the GPU done (after the host waited for it); no cost when off */
+void   profile_queue_start(Profile *p);
+void   profile_queue_queued(Profile *p);
+void   profile_queue_done(Profile *p);
 /* Runs call (an int expression, nonzero on error) as the op `name` of profile p; returns -1 on error. */
 #define PROFILED(p, name, call) do { double t_ = profile_start(p); if (call) return -1; profile_stop(p, name, t_); } while (0)
 #endif

@@ -146,9 +146,13 @@ int cu_backward(Backend *be, float grad_scale, Err *err) {
    the backward is done, so the host waits once. */
 int cu_forward_backward(Backend *be, const int32_t *inputs, const int32_t *targets, float grad_scale, float *loss, Err *err) {
     Cuda *c = cuda_of(be);
+    profile_queue_start(&c->prof);
     if (forward_trunk(c, inputs, err) || op_classifier_targets(c, targets, err) || op_encoder_upload_buckets(c, inputs, err))
         return -1;
     c->have_targets = 1;
     if (op_classifier(c, 1, classifier_alpha(c, grad_scale), err) || backward_trunk(be, err)) return -1;
-    return op_classifier_read_losses(c, loss, err);
+    profile_queue_queued(&c->prof);
+    if (op_classifier_read_losses(c, loss, err)) return -1;
+    profile_queue_done(&c->prof);
+    return 0;
 }

@@ -16,6 +16,7 @@ bad nccl_timeout_bad 'GPT2GEN_NCCL_TIMEOUT="x": expected a positive number of se
 bad comm_overlap_false 'GPT2GEN_COMM_OVERLAP="false": expected 0 or 1' GPT2GEN_COMM_OVERLAP=false
 bad cpu_processes_true 'GPT2GEN_CPU_PROCESSES="true": expected 0 or 1' GPT2GEN_CPU_PROCESSES=true
 bad profile_yes 'GPT2GEN_PROFILE="yes": expected 0 or 1' GPT2GEN_PROFILE=yes
+bad queue_profile_2 'GPT2GEN_QUEUE_PROFILE="2": expected 0 or 1' GPT2GEN_QUEUE_PROFILE=2
 bad launchers_disagree 'OMPI_COMM_WORLD_RANK=1 and PMI_RANK=0 disagree' \
     OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_RANK=1 PMI_RANK=0 PMI_SIZE=2 MPI_LOCALRANKID=0
 bad launchers_world_disagree 'OMPI_COMM_WORLD_SIZE=2 and SLURM_NTASKS=4 disagree' \
