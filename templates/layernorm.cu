@@ -79,6 +79,11 @@ KERNEL(fused_residual_layernorm_forward) {
 
 // BWD_BLOCKS blocks, rows strided over all their warps. scratch: BWD_BLOCKS * 2 * C floats,
 // block b's dweight partial at scratch[b*2C .. b*2C+C), its dbias partial right after.
+// Where a lane's share of the row is small (HOLD: at most 24 values, C <= 768 in 16 bits), the row's dout and inp
+// are loaded once and kept in registers for the second pass (128 registers at C = 768); above that, the second pass
+// reloads them: keeping 32 values (C = 1024) takes 200 registers against 128, which halves the warps an SM holds.
+constexpr bool HOLD = PER_LANE * VEC <= 24;
+constexpr int HELD = HOLD ? PER_LANE : 1;
 KERNEL(layernorm_backward) {
     constexpr int WARPS = BWD_BLOCK_SIZE / WARP_SIZE;
     __shared__ float s_dw[C], s_db[C];
@@ -90,13 +95,22 @@ KERNEL(layernorm_backward) {
     for (int row = blockIdx.x * WARPS + warp; row < N_ROWS; row += BWD_BLOCKS * WARPS) {
         const long long base = (long long)row * C;
         const float m = mean[row], r = rstd[row];
+        xvec gh[HELD], xh[HELD];
+        if constexpr (HOLD) {
+            for (int i = 0; i < PER_LANE; i++) {
+                const int p = lane + i * WARP_SIZE;
+                if (p >= PACKETS) continue;
+                gh[i] = load_vec_cs<floatX, VEC>(dout + base + p * VEC);
+                xh[i] = load_vec_cs<floatX, VEC>(inp + base + p * VEC);
+            }
+        }
         // pass 1: the two row means the gradient needs
         float sum_dn = 0.0f, sum_dn_n = 0.0f;
         for (int i = 0; i < PER_LANE; i++) {
             const int p = lane + i * WARP_SIZE;
             if (p >= PACKETS) continue;
-            const xvec g = load_vec<floatX, VEC>(dout + base + p * VEC);
-            const xvec x = load_vec<floatX, VEC>(inp + base + p * VEC);
+            const xvec g = HOLD ? gh[i % HELD] : load_vec<floatX, VEC>(dout + base + p * VEC);
+            const xvec x = HOLD ? xh[i % HELD] : load_vec<floatX, VEC>(inp + base + p * VEC);
             const xvec w = load_vec<floatX, VEC>(weight + p * VEC);
             for (int k = 0; k < VEC; k++) {
                 const float dn = to_f(g[k]) * to_f(w[k]);
@@ -109,8 +123,8 @@ KERNEL(layernorm_backward) {
         for (int i = 0; i < PER_LANE; i++) {
             const int p = lane + i * WARP_SIZE;
             if (p >= PACKETS) continue;
-            const xvec g = load_vec_cs<floatX, VEC>(dout + base + p * VEC);
-            const xvec x = load_vec_cs<floatX, VEC>(inp + base + p * VEC);
+            const xvec g = HOLD ? gh[i % HELD] : load_vec_cs<floatX, VEC>(dout + base + p * VEC);
+            const xvec x = HOLD ? xh[i % HELD] : load_vec_cs<floatX, VEC>(inp + base + p * VEC);
             const xvec w = load_vec<floatX, VEC>(weight + p * VEC);
             xvec d = load_vec<floatX, VEC>(dinp + base + p * VEC);
             for (int k = 0; k < VEC; k++) {
