@@ -69,15 +69,11 @@ int tuner_run_workload(void *ctx, Err *err) {
 /* the step before and after into the report; 0 when the tuned step's losses match the untuned ones */
 static int compare_steps(Tuner *t, double before, const float *lb, double after, const float *la, int twice) {
     const Config *cfg = t->cfg;
-    double tol = cfg->precision == PREC_FP32 ? 1e-4 : 2e-2, worst = 0;
-    for (int i = 0; i < 3; i++) {
-        double d = fabs((double)la[i] - lb[i]) / fmax(fabs((double)lb[i]), 1e-30);
-        if (!(d <= worst)) worst = d;
-    }
+    double worst, tol;
+    int ok = steps_agree(cfg->precision, lb, la, &worst, &tol);
     fprintf(t->rep, "step           untuned %.2f ms -> tuned %.2f ms  %.3fx  (B=%d T=%d, %s, mean of 10 steps after 2 warm-up%s)\n",
             before, after, before / after, cfg->train.batch_size, cfg->train.seq_len, precision_name(cfg->precision),
             twice ? "; each the faster of two timings" : "");
-    int ok = worst <= tol;
     fprintf(t->rep, "%s tuned step matches the untuned one: losses of 3 steps differ by at most %.2e (tolerance %.0e)\n",
             ok ? "ok" : "FAIL", worst, tol);
     return ok ? 0 : -1;

@@ -3,6 +3,7 @@
 #include "runtime/backend.h"
 #include "common/clock.h"
 #include "common/rng.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,4 +91,14 @@ int step_time(const Plan *plan, const Env *env, int steps, double *ms, float los
     free(in);
     free(tg);
     return rc;
+}
+
+int steps_agree(Precision p, const float a[3], const float b[3], double *worst, double *tol) {
+    *tol = p == PREC_FP32 ? 1e-4 : 2e-3;
+    *worst = 0;
+    for (int i = 0; i < 3; i++) {
+        double d = fabs((double)b[i] - a[i]) / fmax(fabs((double)a[i]), 1e-30);
+        if (!(d <= *worst)) *worst = d;   /* a NaN stays the worst */
+    }
+    return *worst <= *tol;
 }

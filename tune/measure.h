@@ -20,4 +20,9 @@ int  time_median(G *g, Flush *f, TimedRun run, void *ctx, double *us, Err *err);
    after 2 warm-up steps, from the same initial weights and batch every time; losses[0..2] the first three losses;
    env: the GPT2GEN_* settings (NULL: the defaults) */
 int  step_time(const Plan *plan, const Env *env, int steps, double *ms, float losses[3], Err *err);
+
+/* Whether two plans' first three losses (step_time's, from the same weights and batch) agree: the same step computed
+   another way (tuned kernels and matmuls, the other GELU path). *worst is their largest relative difference, *tol the
+   precision's tolerance: 1e-4 in fp32, 2e-3 in 16 bits (on the H200 such steps differ by under 1e-5). */
+int  steps_agree(Precision p, const float a[3], const float b[3], double *worst, double *tol);
 #endif
