@@ -51,7 +51,7 @@ within() { awk -v d="$1" -v t="$2" 'BEGIN { exit !(d !~ /count/ && d + 0 <= t + 
 # 5c (on one GPU too): more GPUs than there are; NCCL missing (under --gpus 2, or a launcher's world of 2 where
 # the machine has one GPU)
 out=$("$GPT2GEN" train $M $common --gpus $((gpus + 1)) --set checkpoint.dir="$WORK/many" 2>&1); rc=$?
-if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "train.num_gpus = $((gpus + 1)), but this machine has $gpus GPU"; then ok more_gpus_than_there_are
+if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q -- "--gpus $((gpus + 1)), but this machine has $gpus GPU"; then ok more_gpus_than_there_are
 else fail more_gpus_than_there_are "rc $rc: $out"; fi
 if [ "$gpus" -ge 2 ]; then two="--gpus 2"; env2=; else two=; env2="GPT2GEN_RANK=0 GPT2GEN_WORLD=2 GPT2GEN_LOCAL_RANK=0"; fi
 out=$(env $env2 GPT2GEN_NCCL_LIBRARY=/nonexistent/libnccl.so.2 "$GPT2GEN" train $M $common $two --set checkpoint.dir="$WORK/nonccl" 2>&1); rc=$?
