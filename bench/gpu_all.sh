@@ -3,8 +3,9 @@
 # GPU test suite (tests/gpu.sh = make test-gpu), `sh bench/gpu_all.sh bench` the benchmark against PyTorch
 # (bench/bench.sh), `sh bench/gpu_all.sh` both. Run from the repository root with ./gpt2gen and the test
 # programs built (make gpt2gen tests-bin); prints the summary tables last. Copies the logs to $OUT if set.
-# On the H200 (2026-11-30) the tests take about 6 minutes and the benchmark (both attention paths, two models,
-# profiles) about 5: give each its own call where a call is limited to 10 minutes.
+# On the H200 (2026-11-30) the tests took about 6 minutes and the benchmark (both attention paths, two models,
+# profiles) about 5: give each its own call where a call is limited to 10 minutes. Since cuDNN's second backward
+# (2026-12-02) the tests run longer: PARTS (tests/gpu.sh) splits them over calls.
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
 what=${1:-all}
