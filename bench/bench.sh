@@ -5,12 +5,14 @@
 # ./gpt2gen built. STEPS (default 30) steps each; MODELS (default "124M 350M"); ATTENTIONS (default "cudnn flash":
 # ours once per attention path); NO_TORCH=1 skips PyTorch; NO_PROFILE=1 skips the per-op profile (both paths).
 # BASELINE=path/to/another/gpt2gen also runs that build (say, the commit before a change) in the same call: its rows
-# say "base"; SETS="--set k=v ..." adds settings to every run of ours (not the baseline's). With the profiles, a run
+# say "base"; BUILDS="label=path ..." runs more builds, each row saying its label (labels of at most 6 letters);
+# SETS="--set k=v ..." adds settings to every run of ours (not the other builds'). With the profiles, a run
 # under GPT2GEN_QUEUE_PROFILE=1 says how far the host runs ahead of the GPU in a 124M micro-step.
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
 STEPS=${STEPS:-30}
 MODELS=${MODELS:-"124M 350M"}
+runs="${BASELINE:+base=$BASELINE} $BUILDS ours=./gpt2gen"   # label=binary, ours last
 ATTENTIONS=${ATTENTIONS:-"cudnn flash"}
 data=build/bench-data
 mkdir -p "$data" build/bench-logs
@@ -37,10 +39,10 @@ for model in $MODELS; do
         theirs_mem=$(cat $PEAK_FILE)
     fi
     set -- $theirs; tms=${1:-nan}; ttok=${2:-0}
-    for run in ${BASELINE:+base} ours; do
+    for lb in $runs; do
     for att in $ATTENTIONS; do
-        bin=./gpt2gen; sets=$SETS
-        [ $run = base ] && bin=$BASELINE && sets=
+        run=${lb%%=*}; bin=${lb#*=}; sets=
+        [ $run = ours ] && sets=$SETS
         log=build/bench-logs/$run-$model-$att.log
         PEAK_FILE=build/bench-logs/$run-$model-$att.peak; echo 0 > $PEAK_FILE
         rm -rf build/bench-ckpt-$run-$model-$att   # a folder holding a run is refused
@@ -55,17 +57,17 @@ for model in $MODELS; do
         ours_mem=$(cat $PEAK_FILE)
         set -- $ours; oms=${1:-nan}; otok=${2:-0}
         ratio=$(awk -v a="$otok" -v b="$ttok" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
-        printf "%-6s B=%-3s %-6s %-4s %8s tok/s %7s ms/step %6.1f GiB | pytorch %8s tok/s %7s ms/step %6.1f GiB | ours/pytorch %s\n" \
+        printf "%-6s B=%-3s %-6s %-6s %8s tok/s %7s ms/step %6.1f GiB | pytorch %8s tok/s %7s ms/step %6.1f GiB | ours/pytorch %s\n" \
             $model $B $att $run $otok $oms $(awk -v m=$ours_mem 'BEGIN{print m/1024}') $ttok $tms $(awk -v m=$theirs_mem 'BEGIN{print m/1024}') $ratio >> "$summary"
     done
     done
 done
 # where the time of a 124M step goes, per attention path: GPT2GEN_PROFILE=1 synchronizes around each op
 if [ -z "$NO_PROFILE" ]; then
-    for run in ${BASELINE:+base} ours; do
+    for lb in $runs; do
     for att in $ATTENTIONS; do
-        bin=./gpt2gen; sets=$SETS
-        [ $run = base ] && bin=$BASELINE && sets=
+        run=${lb%%=*}; bin=${lb#*=}; sets=
+        [ $run = ours ] && sets=$SETS
         rm -rf build/bench-ckpt-profile-$run-$att
         GPT2GEN_PROFILE=1 $bin train configs/gpt2-124M.lua --backend cuda $sets --set train.batch_size=64 \
             --set train.total_batch_size=65536 --set train.steps=6 --set train.warmup=2 --set "data.train=$data/train_*.bin" \
@@ -83,11 +85,12 @@ if [ -z "$NO_PROFILE" ]; then
 fi
 echo "== benchmark (T=1024, bf16, random tokens, $STEPS steps, first steps excluded; memory = nvidia-smi peak)"
 cat "$summary"
-for run in ${BASELINE:+base} ours; do
+for lb in $runs; do
 for att in $ATTENTIONS; do
+    run=${lb%%=*}
     [ -f build/bench-logs/profile-$run-124M-$att.log ] || continue
     echo "== profile of a gpt2-124M step, B=64, attention=$att, $run (GPT2GEN_PROFILE=1)"
-    sed -n '/GPT2GEN_PROFILE:/,$p' build/bench-logs/profile-$run-124M-$att.log | grep -E 'attention|classifier|total'
+    sed -n '/GPT2GEN_PROFILE:/,$p' build/bench-logs/profile-$run-124M-$att.log | grep -E "attention|classifier|layernorm|total"
 done
 done
 grep -h '^GPT2GEN_QUEUE_PROFILE' build/bench-logs/queue-124M-*.log 2>/dev/null
