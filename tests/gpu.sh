@@ -12,10 +12,13 @@ cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
 log=build/test-logs; mkdir -p "$log"
 summary="$log/gpu-summary.txt"; : > "$summary"
-row() { printf "%-28s %5s %5s %5s  %s\n" "$1" "$2" "$3" "$4" "$5" >> "$summary"; }
+row() { printf "%-28s %5s %5s %5s %5s  %s\n" "$1" "$2" "$3" "$4" "$5" "$6" >> "$summary"; }   # ... seconds note
+last=$(date +%s)
+took() { now=$(date +%s); TOOK=$((now - last)); last=$now; }   # TOOK: seconds since the last row
 count() {   # $1 = name, $2 = output file, $3 = exit code
     tally "$1" "$2" "$3"
-    row "$1" "$TALLY_P" "$TALLY_F" "$TALLY_S" "$TALLY_NOTE"
+    took
+    row "$1" "$TALLY_P" "$TALLY_F" "$TALLY_S" "$TOOK" "$TALLY_NOTE"
 }
 PARTS=${PARTS:-"programs attention configs"}
 case " $PARTS " in *" programs "*) ;; *) skip_programs=1 ;; esac
@@ -63,7 +66,7 @@ for c in $list; do
     echo "== gpt2gen test $c"
     ./gpt2gen test "$c" > "$log/gpu-$name.out" 2>&1; rc=$?
     cat "$log/gpu-$name.out"
-    if grep -q "out of GPU memory" "$log/gpu-$name.out"; then row "$name" - - - "does not fit"; continue; fi
+    if grep -q "out of GPU memory" "$log/gpu-$name.out"; then took; row "$name" - - - "$TOOK" "does not fit"; continue; fi
     count "$name" "$log/gpu-$name.out" $rc
 done
 echo "== tests/gpu/tune.sh (gpt2gen tune on tiny, bf16 and fp32: tuned step = untuned step, tuned variants pass gpt2gen test, resume)"
@@ -81,6 +84,6 @@ count e2e "$log/gpu-e2e.out" $rc
 fi
 echo
 echo "== GPU test summary"
-printf "%-28s %5s %5s %5s  %s\n" config ok FAIL skip note
+printf "%-28s %5s %5s %5s %5s  %s\n" config ok FAIL skip s note
 cat "$summary"
 [ "$FAILED" -eq 0 ]

@@ -6,6 +6,7 @@
 # message naming the file and a non-zero exit.
 . "$(dirname "$0")/../lib.sh"
 . "$ROOT/tests/train_env.sh"
+if [ "${EVAL_BACKEND:-cpu}" = cuda ] && ! nvidia-smi >/dev/null 2>&1; then skip gpu_eval "EVAL_BACKEND=cuda, and no GPU here"; finish; fi
 B=${EVAL_BACKEND:-cpu}
 
 # an evaluation set: n examples of 2 to 4 completions, random tokens (python3 writes it as llm.c's hellaswag.py does)

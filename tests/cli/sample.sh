@@ -6,6 +6,7 @@
 # tokenizer, a prompt too long, --tokens 0 each give one clear message and a non-zero exit.
 . "$(dirname "$0")/../lib.sh"
 . "$ROOT/tests/train_env.sh"
+if [ "${SAMPLE_BACKEND:-cpu}" = cuda ] && ! nvidia-smi >/dev/null 2>&1; then skip gpu_sample "SAMPLE_BACKEND=cuda, and no GPU here"; finish; fi
 "$GPT2GEN" train $M --backend cpu -q --set checkpoint.dir="$WORK/run" --set train.steps=1 --set eval.sample_every=1 \
     --set eval.sample_tokens=12 --set eval.temperature=0 > "$WORK/train.log" 2>&1 \
     || { fail setup_checkpoint "$(tail -5 "$WORK/train.log")"; finish; }
