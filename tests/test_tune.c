@@ -2,10 +2,15 @@
    for another GPU, driver, CUDA, NVRTC, cuDNN, template, shape or precision is stale (ignored, with a message);
    truncated, garbage and bad-number lines are reported and ignored, never fatal; appends survive a cut-short
    line; the variants `gpt2gen tune` sweeps respect every declared constraint; and applying the database to a
-   plan takes its values, except where the config sets a tunable itself. Runs from the repository root. */
+   plan takes its values, except where the config sets a tunable itself; two steps' first losses agree within the
+   precision's relative tolerance, and a NaN never agrees, nor passes the kernel tests' comparison. Runs from the
+   repository root. */
 #include "tests/check.h"
 #include "tests/tune_db_test.h"
 #include "tune/families.h"
+#include "tune/measure.h"
+#include "tune/harness.h"
+#include <math.h>
 #include "common/files.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,6 +369,33 @@ static void test_gelu_path_is_the_plans(void) {
     tune_db_free(&db);
 }
 
+/* steps_agree (tune/measure.h): the tuned step's and the GELU path's check, relative 1e-4 in fp32, 2e-3 in 16 bits */
+static void test_steps_agree(void) {
+    const float a[3] = {10.0f, 9.5f, 9.0f};
+    double worst, tol;
+    CHECK(steps_agree(PREC_FP32, a, a, &worst, &tol) && worst == 0 && tol == 1e-4, "equal losses: worst %g, tol %g", worst, tol);
+    const float near32[3] = {10.0f, 9.5f + 9.5f * 5e-5f, 9.0f}, far32[3] = {10.0f, 9.5f, 9.0f + 9.0f * 3e-4f};
+    CHECK(steps_agree(PREC_FP32, a, near32, &worst, &tol) && fabs(worst - 5e-5) < 1e-6, "fp32 5e-5 apart: worst %g", worst);
+    CHECK(!steps_agree(PREC_FP32, a, far32, &worst, &tol), "fp32 3e-4 apart agreed (worst %g)", worst);
+    const float near16[3] = {10.0f * (1 + 1.5e-3f), 9.5f, 9.0f}, far16[3] = {10.0f, 9.5f * (1 - 3e-3f), 9.0f};
+    CHECK(steps_agree(PREC_BF16, a, near16, &worst, &tol) && tol == 2e-3, "bf16 1.5e-3 apart: worst %g, tol %g", worst, tol);
+    CHECK(!steps_agree(PREC_FP16, a, far16, &worst, &tol), "fp16 3e-3 apart agreed (worst %g)", worst);
+    const float nan3[3] = {10.0f, NAN, 9.0f};
+    CHECK(!steps_agree(PREC_BF16, a, nan3, &worst, &tol) && !steps_agree(PREC_BF16, nan3, a, &worst, &tol),
+          "a NaN loss agreed (worst %g)", worst);
+}
+
+/* relerr (tune/harness.h), what every GPU kernel test compares with: a NaN anywhere makes it NaN, which no
+   tolerance accepts, whatever finite values follow */
+static void test_relerr_keeps_nan(void) {
+    const float ref[4] = {1.0f, -2.0f, 4.0f, 0.5f}, got[4] = {1.0f, -2.0f, 4.04f, 0.5f};
+    double e = relerr(got, ref, 4);
+    CHECK(fabs(e - 0.01) < 1e-6, "relerr %g, expected 0.04 / 4 = 0.01", e);
+    const float first[4] = {NAN, -2.0f, 4.0f, 0.5f}, middle[4] = {1.0f, NAN, 4.04f, 0.5f};
+    CHECK(isnan(relerr(first, ref, 4)) && isnan(relerr(middle, ref, 4)), "a NaN was lost: %g, %g", relerr(first, ref, 4),
+          relerr(middle, ref, 4));
+}
+
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     scratch_db("test-tune");
@@ -377,6 +409,8 @@ int main(int argc, char **argv) {
     RUN(test_every_family_registered);
     RUN(test_attention_path_is_the_plans);
     RUN(test_gelu_path_is_the_plans);
+    RUN(test_steps_agree);
+    RUN(test_relerr_keeps_nan);
     unlink(path);
     rmdir(dir);
     return check_summary();

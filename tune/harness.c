@@ -78,7 +78,7 @@ double relerr(const float *got, const float *ref, size_t n) {
     double emax = 0, rmax = 0;
     for (size_t i = 0; i < n; i++) {
         double e = fabs((double)got[i] - ref[i]);
-        if (!(e <= emax)) emax = e;        /* NaN makes it NaN */
+        if (isnan(e) || e > emax) emax = e;   /* a NaN, once seen, stays: the result is NaN */
         if (fabs(ref[i]) > rmax) rmax = fabs(ref[i]);
     }
     return emax / (rmax > 1e-30 ? rmax : 1e-30);
@@ -89,7 +89,7 @@ void cmp(Cmp *c, const char *tensor, const float *got, const float *ref, size_t 
     cmp_value(c, tensor, relerr(got, ref, n), 0, tol);
 }
 void cmp_value(Cmp *c, const char *tensor, double e, size_t nonfinite, double tol) {
-    if (!(e <= c->worst)) c->worst = e;
+    if (isnan(e) || e > c->worst) c->worst = e;
     if (c->bad) return;
     if (nonfinite) { c->bad = 1; snprintf(c->what, sizeof c->what, "%s: %zu values are not finite", tensor, nonfinite); }
     else if (!(e <= tol)) { c->bad = 1; snprintf(c->what, sizeof c->what, "%s: max error %.3g > %.1g", tensor, e, tol); }

@@ -98,7 +98,7 @@ int steps_agree(Precision p, const float a[3], const float b[3], double *worst, 
     *worst = 0;
     for (int i = 0; i < 3; i++) {
         double d = fabs((double)b[i] - a[i]) / fmax(fabs((double)a[i]), 1e-30);
-        if (!(d <= *worst)) *worst = d;   /* a NaN stays the worst */
+        if (isnan(d) || d > *worst) *worst = d;   /* a NaN, once seen, stays the worst */
     }
     return *worst <= *tol;
 }
