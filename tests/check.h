@@ -9,9 +9,10 @@
  * objects); this header only runs the tests and collects each one's first failure.
  * SKIP(...) marks a test skipped (with its reason) and returns, e.g. where there is no GPU; MARK_SKIPPED(...)
  * marks it without returning, for a test that still has to clean up.
- * argv[1], if given, runs only the tests whose name contains it. */
+ * argv[1], if given, runs only the tests whose name contains it. worse() keeps a running worst error, NaN included. */
 #ifndef GPT2GEN_CHECK_H
 #define GPT2GEN_CHECK_H
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include "tune/report.h"
@@ -37,6 +38,9 @@ static inline void check_run(const char *name, void (*fn)(void)) {
     else report_ok(name, NULL);
 }
 #define RUN(fn) check_run(#fn, fn)
+/* The larger of a running worst error and d, where a NaN in either wins: fmax drops a NaN, so a comparison that met
+   one would pass. worst = worse(worst, fabs(got - want)), then CHECK(worst <= tol, ...). */
+static inline double worse(double worst, double d) { return isnan(worst) || isnan(d) ? NAN : d > worst ? d : worst; }
 #define CHECK_MAIN_INIT(argc, argv) do { if ((argc) > 1) check_filter = (argv)[1]; } while (0)
 #define check_summary() report_summary()
 #endif

@@ -93,7 +93,7 @@ static void test_bf16_round_trip(void) {
     CHECK_OK(checkpoint_load(path, &SHAPE, q, &err), &err);
     /* round to nearest: within half a bf16 ulp, 2^-9 relative to the value's binade, so <= 2^-8 |x| */
     double worst = 0;
-    for (size_t i = 0; i < n; i++) if (p[i] != 0) worst = fmax(worst, fabs((double)q[i] - p[i]) / fabs(p[i]));
+    for (size_t i = 0; i < n; i++) if (p[i] != 0) worst = worse(worst, fabs((double)q[i] - p[i]) / fabs(p[i]));
     printf("  bf16 round trip: max rel err %.3e (bound 2^-8 = %.3e)\n", worst, 1.0 / 256);
     CHECK(worst <= 1.0 / 256, "bf16 round trip off by %.3e relative", worst);
     /* values already in bf16 come back bit-exact */

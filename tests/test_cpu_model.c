@@ -133,7 +133,7 @@ static void test_backward_scales_and_accumulates(void) {
     CHECK_OK(be->backward(be, 0.5f, &err), &err);
     CHECK_OK(be->get_grads(be, g2, &err), &err);
     double worst = 0, gmax = 0;
-    for (size_t i = 0; i < n; i++) { worst = fmax(worst, fabs(g1[i] - g2[i])); gmax = fmax(gmax, fabs(g1[i])); }
+    for (size_t i = 0; i < n; i++) { worst = worse(worst, fabs(g1[i] - g2[i])); gmax = fmax(gmax, fabs(g1[i])); }
     /* 0.5 is a power of two, so half-gradients are exact; only the sum of two halves rounds */
     CHECK(worst <= 1e-6 * gmax, "backward(0.5) twice differs from backward(1) by %.2e (max |g| %.2e)", worst, gmax);
     free(params); free(g1); free(g2);
@@ -233,7 +233,7 @@ static void test_adamw(void) {
             vd[i] = b2 * vd[i] + (1 - b2) * gg * gg;
             double mh = md[i] / (1 - pow(b1, s)), vh = vd[i] / (1 - pow(b2, s));
             pd[i] -= lr * (mh / (sqrt(vh) + eps) + wd * pd[i]);
-            worst = fmax(worst, fabs(p[i] - pd[i]) / fmax(fabs(pd[i]), 1e-3));
+            worst = worse(worst, fabs(p[i] - pd[i]) / fmax(fabs(pd[i]), 1e-3));
         }
     }
     printf("  adamw vs fp64: max rel err %.2e\n", worst);
@@ -254,7 +254,7 @@ static void golden_grads(Backend *be, const Golden *g) {
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         double scale = 0, worst = 0;
         for (size_t i = 0; i < sz[t]; i++) scale = fmax(scale, fabs(g->grads[off[t] + i]));
-        for (size_t i = 0; i < sz[t]; i++) worst = fmax(worst, fabs(grads[off[t] + i] - g->grads[off[t] + i]));
+        for (size_t i = 0; i < sz[t]; i++) worst = worse(worst, fabs(grads[off[t] + i] - g->grads[off[t] + i]));
         printf("  grad %-9s max abs err %.2e  rel to max|g| %.2e  (max|g| %.2e)\n", gpt2_param_names[t], worst,
                scale > 0 ? worst / scale : 0, scale);
         CHECK(worst <= 1e-4 * scale + 1e-12, "gradient of %s: max abs err %.2e, max|g| %.2e", gpt2_param_names[t], worst, scale);

@@ -156,7 +156,7 @@ static void test_attention_backward(void) {
         int t = r % T;
         double s = 0;
         for (int t2 = 0; t2 < T; t2++) { s += c.att[(size_t)r * T + t2]; if (t2 > t && c.att[(size_t)r * T + t2] != 0) above++; }
-        worst = fmax(worst, fabs(s - 1));
+        worst = worse(worst, fabs(s - 1));
     }
     CHECK(worst < 1e-6 && above == 0, "attention rows sum to 1 within %.2e, %d entries above the diagonal", worst, above);
     free(c.qkv); free(c.out); free(c.preatt); free(c.att); free(c.R); free(dqkv); free(dpre); free(datt);

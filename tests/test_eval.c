@@ -188,7 +188,7 @@ static void test_cpu_equals_reference(void) {
         EvalResult r;
         if (evaluate(&cpu_cfg, "cpu", "sm_90", rows, &r, &err)) { CHECK(0, "%s", err.msg); return; }
         double worst = 0;
-        for (int i = 0; i < total_rows; i++) worst = fmax(worst, fabs(r.scores[i] - ref[i]));
+        for (int i = 0; i < total_rows; i++) worst = worse(worst, fabs(r.scores[i] - ref[i]));
         CHECK(worst < 1e-5, "rows %d: scores against the reference: max |diff| %g", rows, worst);
         char what[32];
         snprintf(what, sizeof what, "cpu, %d rows", rows);
@@ -221,7 +221,7 @@ static void test_gpu_equals_cpu(void) {
         int total_rows = 0;
         double worst = 0;
         for (int i = 0; i < EXAMPLES; i++) total_rows += examples[i].k;
-        for (int i = 0; i < total_rows; i++) worst = fmax(worst, fabs(r.scores[i] - ref[i]));
+        for (int i = 0; i < total_rows; i++) worst = worse(worst, fabs(r.scores[i] - ref[i]));
         printf("  cuda %s: scores against the CPU reference: max |diff| %.3g\n", precs[p], worst);
         CHECK(worst < tols[p], "cuda %s: scores: max |diff| %g, tolerance %g", precs[p], worst, tols[p]);
         char what[32];

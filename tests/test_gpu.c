@@ -126,7 +126,7 @@ static void forward_plan_gpu(int i) {
         rc = sb->forward(sb, tok + (size_t)r * T, NULL, NULL, &err);
         for (int t = 0; t < T && !rc; t++) {
             rc = tb->get_logits(tb, r, t, a, &err) || sb->get_logits(sb, 0, t, b, &err);
-            for (int v = 0; v < V && !rc; v++) { worst = fmax(worst, fabs((double)a[v] - b[v])); top = fmax(top, fabs((double)a[v])); }
+            for (int v = 0; v < V && !rc; v++) { worst = worse(worst, fabs((double)a[v] - b[v])); top = fmax(top, fabs((double)a[v])); }
         }
     }
     double rel = worst / fmax(top, 1e-30), tol = plans[i].step.precision == PREC_FP32 ? 1e-4 : 3e-2;

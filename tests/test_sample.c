@@ -116,7 +116,7 @@ static void decode_equals_forward(Model *md) {
         for (int i = 0; i < CONT && !rc; i++) {
             rc = fb->get_logits(fb, b, PROMPT - 1 + i, ref, &err);
             for (int v = 0; v < V && !rc; v++) {
-                worst = fmax(worst, fabs((double)ref[v] - dec[((size_t)b * CONT + i) * V + v]));
+                worst = worse(worst, fabs((double)ref[v] - dec[((size_t)b * CONT + i) * V + v]));
                 top = fmax(top, fabs((double)ref[v]));
             }
         }

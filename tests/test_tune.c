@@ -394,6 +394,9 @@ static void test_relerr_keeps_nan(void) {
     const float first[4] = {NAN, -2.0f, 4.0f, 0.5f}, middle[4] = {1.0f, NAN, 4.04f, 0.5f};
     CHECK(isnan(relerr(first, ref, 4)) && isnan(relerr(middle, ref, 4)), "a NaN was lost: %g, %g", relerr(first, ref, 4),
           relerr(middle, ref, 4));
+    /* and the CPU tests' running worst (tests/check.h) */
+    double w = worse(worse(worse(0, 0.5), NAN), 2.0);
+    CHECK(isnan(w) && worse(worse(0, 0.5), 0.25) == 0.5, "worse: %g after a NaN", w);
 }
 
 int main(int argc, char **argv) {
