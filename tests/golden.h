@@ -10,6 +10,7 @@
 #include "runtime/backend.h"
 #include "runtime/checkpoint.h"
 #include "runtime/train/loss_scale.h"
+#include "tests/check.h"   /* worse() */
 
 /* The folder holding golden_tiny.bin and tiny_init.bin: tests/reference, or $GPT2GEN_REFERENCE_DIR. */
 static char golden_path[1024], golden_init[1024];
@@ -122,8 +123,8 @@ static GoldenRun golden_run_steps(Backend *be, const Golden *g, LossScaler *ls) 
             snprintf(r.why, sizeof r.why, "step %d: %s", s + 1, v != LOSS_SCALE_APPLY ? "the gradient norm is not finite" : err.msg);
             return r;
         }
-        r.worst_loss = fmax(r.worst_loss, fabs(loss - g->losses[s]));
-        r.worst_norm = fmax(r.worst_norm, fabs(norm - g->norms[s]) / g->norms[s]);
+        r.worst_loss = worse(r.worst_loss, fabs(loss - g->losses[s]));
+        r.worst_norm = worse(r.worst_norm, fabs(norm - g->norms[s]) / g->norms[s]);
         printf("  step %2d  loss %.6f (ref %.6f)  grad norm %.6f (ref %.6f)\n", s + 1, loss, g->losses[s], norm, g->norms[s]);
     }
     size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS];
@@ -131,7 +132,7 @@ static GoldenRun golden_run_steps(Backend *be, const Golden *g, LossScaler *ls) 
     float *params = xcalloc(g->n, sizeof(float));
     if (be->get_params(be, params, &err)) { r.ok = 0; snprintf(r.why, sizeof r.why, "%s", err.msg); free(params); return r; }
     for (int t = 0; t < NUM_PARAM_TENSORS; t++)
-        r.worst_final = fmax(r.worst_final, fabs(final_norm(&g->shape, t, params + off[t], sz[t]) - g->final_norms[t]) /
+        r.worst_final = worse(r.worst_final, fabs(final_norm(&g->shape, t, params + off[t], sz[t]) - g->final_norms[t]) /
                                                 fmax(g->final_norms[t], 1e-12));
     printf("  final per-tensor L2 norms: max rel err %.2e\n", r.worst_final);
     free(params);

@@ -294,7 +294,7 @@ static void test_golden(void) {
         for (int t = 0; t < g.T; t++) {
             CHECK_OK(be->get_logits(be, b, t, row, &err), &err);
             const float *ref = g.logits + ((size_t)b * g.T + t) * g.shape.vocab_size;
-            for (int i = 0; i < g.shape.vocab_size; i++) lerr = fmax(lerr, fabs(row[i] - ref[i]));
+            for (int i = 0; i < g.shape.vocab_size; i++) lerr = worse(lerr, fabs(row[i] - ref[i]));
         }
     free(row);
     printf("  logits max abs err %.2e; loss %.7f, reference %.7f\n", lerr, loss, *g.loss);

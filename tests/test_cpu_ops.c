@@ -185,7 +185,7 @@ static void test_gelu(void) {
     double fmaxerr = 0;
     for (int i = 0; i < 33; i++) {
         double x = c.inp[i], y = 0.5 * x * (1 + tanh(sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-        fmaxerr = fmax(fmaxerr, fabs(y - c.out[i]));
+        fmaxerr = worse(fmaxerr, fabs(y - c.out[i]));
     }
     printf("  gelu: forward max abs err %.2e vs fp64, backward vs finite differences max abs err %.2e\n", fmaxerr, e.max_abs);
     CHECK(e.bad == 0 && fmaxerr < 1e-6, "gelu: %d gradients off, forward err %.2e", e.bad, fmaxerr);
@@ -216,7 +216,7 @@ static void test_softmax_crossentropy(void) {
     for (int n = 0; n < N; n++) {
         double s = 0;
         for (int i = 0; i < V; i++) s += exp(c.logits[n * Vp + i]);
-        lerr = fmax(lerr, fabs(log(s) - c.logits[n * Vp + tg[n]] - c.losses[n]));
+        lerr = worse(lerr, fabs(log(s) - c.logits[n * Vp + tg[n]] - c.losses[n]));
     }
     ErrStat e = {0};
     for (int n = 0; n < N; n++)
