@@ -10,6 +10,15 @@
 /* The plan's linear-layer matmuls (bias, GELU_AUX and DGELU epilogues, accumulation) on a slice of N rows:
    cuBLASLt is not specialized, and the slice keeps the CPU reference quick. */
 enum { T_FWD, T_DINP, T_DW, T_GELU, T_DGELU, T_COUNT };
+
+/* rb = b0 + the column sums of d (rows x W), in double: the bias gradients' reference */
+static void ref_bias(float *rb, const float *b0, const float *d, int rows, int W) {
+    for (int o = 0; o < W; o++) {
+        double s = 0;
+        for (int r = 0; r < rows; r++) s += d[(size_t)r * W + o];
+        rb[o] = b0[o] + (float)s;
+    }
+}
 static int slice_matmuls(G *g, Matmuls *mm, int N, Err *err) {
     PlanMatmul e[T_COUNT] = {g->plan->matmuls[MM_QKV], g->plan->matmuls[MM_QKV_DINP], g->plan->matmuls[MM_QKV_DW],
                              g->plan->matmuls[MM_FC], g->plan->matmuls[MM_FCPROJ_DINP]};
@@ -90,8 +99,7 @@ void kernel_test_linear(G *g) {
         int W = widths[wi];
         size_t n = (size_t)g->BT * W;
         float *d = hrand(g, n, 1.0f), *b0 = hrand(g, W, 1.0f), *rb = xmalloc((size_t)W * 4), *gb = hbuf(W);
-        memcpy(rb, b0, (size_t)W * 4);
-        for (int o = 0; o < W; o++) { double s = 0; for (int r = 0; r < g->BT; r++) s += d[(size_t)r * W + o]; rb[o] += (float)s; }
+        ref_bias(rb, b0, d, g->BT, W);
         dptr dd = dup_x(g, d, n), dbias = dup_x(g, b0, W), scratch = dalloc(g, splits * W * 4);
         rc = launch_bias_backward_partial(&g->ks, g->s, scratch, dd, W, &err) ||
              launch_bias_backward_reduce(&g->ks, g->s, dbias, scratch, W, &err);
@@ -109,8 +117,7 @@ void kernel_test_linear(G *g) {
         float *gd = hbuf(n), *gb = hbuf(W);
         cpu_gelu_backward(rd, pre, d, n);
         quantize(g, rd, n);   /* the sums are of the stored gradient */
-        memcpy(rb, b0, (size_t)W * 4);
-        for (int o = 0; o < W; o++) { double s = 0; for (int r = 0; r < g->BT; r++) s += rd[(size_t)r * W + o]; rb[o] += (float)s; }
+        ref_bias(rb, b0, rd, g->BT, W);
         dptr dpre = dup_x(g, pre, n), dd = dup_x(g, d, n), dbias = dup_x(g, b0, W), scratch = dalloc(g, splits * W * 4);
         rc = launch_gelu_backward_bias_partial(&g->ks, g->s, scratch, dd, dpre, W, &err) ||
              launch_bias_backward_reduce(&g->ks, g->s, dbias, scratch, W, &err);

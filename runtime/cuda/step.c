@@ -96,14 +96,10 @@ static int backward_layer(Cuda *c, int l, Err *err) {
     /* dfch = (dresidual @ fcprojw) * GELU'(fch): the DGELU epilogue, or (train.gelu) the matmul, then our kernel,
        which also sums the fc bias gradient */
     int gelu_kernel = c->plan->gelu == GELU_KERNEL;
-    if (gelu_kernel) {
-        OP("matmul bwd fcproj", op_linear_backward(c, MM_FCPROJ_DINP, MM_FCPROJ_DW, dfch, GW(P_FCPROJW, l), GW(P_FCPROJB, l),
-                                                   dres, fchg, PW(P_FCPROJW, l), 1.0f, 0, err));
-        OP("gelu backward", op_gelu_backward_bias(c, dfch, fch, GW(P_FCB, l), err));
-    } else {
-        OP("matmul bwd fcproj+dgelu", op_linear_backward(c, MM_FCPROJ_DINP, MM_FCPROJ_DW, dfch, GW(P_FCPROJW, l),
-                                                         GW(P_FCPROJB, l), dres, fchg, PW(P_FCPROJW, l), 1.0f, fch, err));
-    }
+    OP(gelu_kernel ? "matmul bwd fcproj" : "matmul bwd fcproj+dgelu",
+       op_linear_backward(c, MM_FCPROJ_DINP, MM_FCPROJ_DW, dfch, GW(P_FCPROJW, l), GW(P_FCPROJB, l), dres, fchg,
+                          PW(P_FCPROJW, l), 1.0f, gelu_kernel ? 0 : fch, err));
+    if (gelu_kernel) OP("gelu backward", op_gelu_backward_bias(c, dfch, fch, GW(P_FCB, l), err));
     if (c->recompute >= 2) OP("layernorm forward", op_layernorm(c, ln2, m2, r2, res2, PW(P_LN2W, l), PW(P_LN2B, l), err));
     OP("matmul bwd fc", op_linear_backward(c, MM_FC_DINP, MM_FC_DW, dln, GW(P_FCW, l), gelu_kernel ? 0 : GW(P_FCB, l), dfch,
                                            ln2, PW(P_FCW, l), 1.0f, 0, err));
