@@ -140,9 +140,6 @@ KERNEL(flash_backward_dq) {
 constexpr int LDS = HS + 8;            // shared-memory row pitch in elements: 16 bytes of padding, so that
                                        // ldmatrix's 8 row addresses fall in different banks
 constexpr int HS16 = HS / 16;          // k-steps along the head
-typedef unsigned int u32;
-
-__device__ __forceinline__ u32 smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
 
 // 2^x on the special-function unit, subnormal results flushed to zero (a probability below 2^-126 is 0 here;
 // exp2f would spend three more instructions on them)
@@ -151,13 +148,6 @@ __device__ __forceinline__ float exp2_ftz(float x) {
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
     return r;
 }
-
-// 16-byte asynchronous copy global -> shared; zero-fills when !valid (src then is not read)
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // Four 8x8 matrices of 16-bit elements; lane l gives the address of row l%8 of matrix l/8.
 __device__ __forceinline__ void ldsm4(u32 (&r)[4], const floatX *p) {

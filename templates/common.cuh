@@ -1,8 +1,9 @@
 // common.cuh: device helpers shared by every kernel template, placed after the generated prelude
 // (which defines B, T, C, NH, HS, L, V, Vp, maxT, floatX, PRECISION_*, the vector widths X128 and
 // VEC_<row>, the tunables and the KERNEL(name) entry points).
-// Holds: warp and block reductions (plain shuffles, no cooperative_groups), a 128-bit packed vector type
-// with cached / streaming loads and stores, conversions between floatX and float, stochastic rounding, and GELU.
+// Holds: warp and block reductions (plain shuffles, no cooperative_groups), asynchronous copies into shared
+// memory, a 128-bit packed vector type with cached / streaming loads and stores, conversions between floatX and
+// float, stochastic rounding, and GELU.
 // No standard library: NVRTC has none.
 
 #define FULL_MASK 0xffffffffu
@@ -51,6 +52,17 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
 template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
 #endif
+
+// ---- asynchronous copies global -> shared (cp.async, sm_80 and later) ----
+typedef unsigned int u32;
+__device__ __forceinline__ u32 smem_addr(const void *p) { return (u32)__cvta_generic_to_shared(p); }
+// 16 bytes; zero-fills when !valid (src then is not read)
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// waits until at most N of this thread's committed groups are still in flight
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 // ---- packed vectors: N elements of Tp loaded / stored as one access (128 bits when N*sizeof(Tp) == 16) ----
 template <typename Tp, int N>
