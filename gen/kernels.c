@@ -45,9 +45,17 @@ static LaunchDims enc_wte(const KernelEnv *e, long long n_buckets) {
 
 /* ---- layernorm.cu ---- */
 enum { LN_BLOCK, LN_BWD_BLOCK };
-enum { LN_BWD_BLOCKS };
+enum { LN_BWD_BLOCKS, LN_BWD_SMEM };
+/* BWD_SMEM: layernorm_backward's two stages a warp of a row's dout, inp and dinp (templates/layernorm.cu), where a
+   warp has two rows or more (else there is nothing to fetch ahead), the rows are whole 16-byte packets, and the
+   stages fit beside the block's 2*C floats of partial sums; else 0: the rows are read straight */
 static void ln_derive(KernelEnv *e) {
-    e->derived[LN_BWD_BLOCKS] = min_ll(ceil_div_u(rows(e), e->tun[LN_BWD_BLOCK] / WARP), 512);
+    long long warps = e->tun[LN_BWD_BLOCK] / WARP;
+    e->derived[LN_BWD_BLOCKS] = min_ll(ceil_div_u(rows(e), warps), 512);
+    long long stages = warps * 2 * 3 * e->C * (16 / e->x128);
+    int staged = rows(e) >= 2 * e->derived[LN_BWD_BLOCKS] * warps && kernel_vec(e->x128, e->C) == e->x128 &&
+                 stages + e->C * 2 * 4 <= KERNEL_MAX_SMEM;
+    e->derived[LN_BWD_SMEM] = staged ? stages : 0;
 }
 static const char *ln_check(const KernelEnv *e, char *why, size_t n) {
     if (e->C * 2 * 4 <= 48 * 1024) return NULL;
@@ -61,7 +69,9 @@ static LaunchDims ln_forward(const KernelEnv *e, long long n) {
 }
 static LaunchDims ln_backward(const KernelEnv *e, long long n) {
     (void)n;
-    return dims(e->derived[LN_BWD_BLOCKS], 1, e->tun[LN_BWD_BLOCK]);
+    LaunchDims d = dims(e->derived[LN_BWD_BLOCKS], 1, e->tun[LN_BWD_BLOCK]);
+    d.smem = (unsigned)e->derived[LN_BWD_SMEM];
+    return d;
 }
 static LaunchDims ln_reduce(const KernelEnv *e, long long n) {
     (void)n;
@@ -241,14 +251,14 @@ const FamilyDecl kernel_families[] = {
     {"layernorm", "templates/layernorm.cu", "LayerNorm forward (plain and fused with the residual add) and backward",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE},
       {"BWD_BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE}},
-     {"BWD_BLOCKS"}, ln_derive, ln_check,
+     {"BWD_BLOCKS", "BWD_SMEM"}, ln_derive, ln_check,
      {{"layernorm_forward", {X(out), F32(mean), F32(rstd), CX(inp), CX(weight), CX(bias)}, LN_BLOCK, -1, ln_forward,
        "ceil(B*T / (BLOCK_SIZE/32)): a warp per row"},
       {"fused_residual_layernorm_forward",
        {X(residual), X(out), F32(mean), F32(rstd), CX(inp1), CX(inp2), CX(weight), CX(bias)}, LN_BLOCK, -1, ln_forward,
        "ceil(B*T / (BLOCK_SIZE/32)): a warp per row"},
       {"layernorm_backward", {X(dinp), F32(scratch), CX(dout), CX(inp), CX(weight), CF32(mean), CF32(rstd)},
-       LN_BWD_BLOCK, -1, ln_backward, "BWD_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512)"},
+       LN_BWD_BLOCK, -1, ln_backward, "BWD_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512); BWD_SMEM bytes of shared memory"},
       {"layernorm_backward_reduce", {X(dweight), X(dbias), CF32(scratch)}, LN_BLOCK, -1, ln_reduce,
        "ceil(C / BLOCK_SIZE)"}}, NULL, 0},
     {"bias", "templates/bias.cu", "bias gradients beside the cuBLASLt matmuls (one folded into the GELU backward)",

@@ -77,64 +77,114 @@ KERNEL(fused_residual_layernorm_forward) {
     ln_row(x, out, mean, rstd, weight, bias, row, lane);
 }
 
+// The backward of one row: the two row means the gradient needs, then dinp += dLN and the row's share of the weight
+// gradients (dw, db: this lane's channels, in registers). at(which, i, pass) gives this lane's i-th packet of dout
+// (which 0), inp (1) or dinp (2) as pass 1 or 2 reads it.
+template <typename At>
+__device__ __forceinline__ void ln_backward_row(At at, floatX *dinp_row, const floatX *weight, float m, float r,
+                                                int lane, float (&dw)[PER_LANE][VEC], float (&db)[PER_LANE][VEC]) {
+    float sum_dn = 0.0f, sum_dn_n = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PER_LANE; i++) {
+        const int p = lane + i * WARP_SIZE;
+        if (p >= PACKETS) continue;
+        const xvec g = at(0, i, 1), x = at(1, i, 1);
+        const xvec w = load_vec<floatX, VEC>(weight + p * VEC);
+        for (int k = 0; k < VEC; k++) {
+            const float dn = to_f(g[k]) * to_f(w[k]);
+            sum_dn += dn;
+            sum_dn_n += dn * (to_f(x[k]) - m) * r;
+        }
+    }
+    const float mean_dn = warp_sum(sum_dn) / C, mean_dn_n = warp_sum(sum_dn_n) / C;
+#pragma unroll
+    for (int i = 0; i < PER_LANE; i++) {
+        const int p = lane + i * WARP_SIZE;
+        if (p >= PACKETS) continue;
+        const xvec g = at(0, i, 2), x = at(1, i, 2);
+        const xvec w = load_vec<floatX, VEC>(weight + p * VEC);
+        xvec d = at(2, i, 2);
+        for (int k = 0; k < VEC; k++) {
+            const float gk = to_f(g[k]), n = (to_f(x[k]) - m) * r;
+            const float dn = gk * to_f(w[k]);
+            db[i][k] += gk;
+            dw[i][k] += gk * n;
+            d[k] = from_f<floatX>(to_f(d[k]) + (dn - mean_dn - n * mean_dn_n) * r);
+        }
+        store_vec<floatX, VEC>(dinp_row + p * VEC, d);
+    }
+}
+
 // BWD_BLOCKS blocks, rows strided over all their warps. scratch: BWD_BLOCKS * 2 * C floats,
 // block b's dweight partial at scratch[b*2C .. b*2C+C), its dbias partial right after.
-// Where a lane's share of the row is small (HOLD: at most 24 values, C <= 768 in 16 bits), the row's dout and inp
-// are loaded once and kept in registers for the second pass (128 registers at C = 768); above that, the second pass
-// reloads them: keeping 32 values (C = 1024) takes 200 registers against 128, which halves the warps an SM holds.
+// Where each warp has rows to spare and BWD_SMEM (gen/kernels.c) is not 0, each warp copies its next row's dout, inp
+// and dinp into shared memory (cp.async, two stages a warp) while it computes the row before: every byte is read
+// from memory once, and the loads of the next row are in flight during this one's sums. Each lane reads back only
+// the packets it copied itself, so the stages need no barrier. Otherwise (one row a warp, or a row too wide for the
+// stages), the rows are read straight: where a lane's share of the row is small (HOLD: at most 24 values, C <= 768
+// in 16 bits) dout and inp are loaded once and kept in registers for the second pass (128 registers at C = 768);
+// above that the second pass reloads them (keeping 32 values, C = 1024, took 200 registers against 128).
+constexpr bool STAGED = BWD_SMEM > 0;
 constexpr bool HOLD = PER_LANE * VEC <= 24;
 constexpr int HELD = HOLD ? PER_LANE : 1;
 KERNEL(layernorm_backward) {
     constexpr int WARPS = BWD_BLOCK_SIZE / WARP_SIZE;
+    constexpr int STRIDE = BWD_BLOCKS * WARPS;
     __shared__ float s_dw[C], s_db[C];
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     float dw[PER_LANE][VEC], db[PER_LANE][VEC];
     for (int i = 0; i < PER_LANE; i++)
         for (int k = 0; k < VEC; k++) { dw[i][k] = 0.0f; db[i][k] = 0.0f; }
 
-    for (int row = blockIdx.x * WARPS + warp; row < N_ROWS; row += BWD_BLOCKS * WARPS) {
-        const long long base = (long long)row * C;
-        const float m = mean[row], r = rstd[row];
-        xvec gh[HELD], xh[HELD];
-        if constexpr (HOLD) {
-            for (int i = 0; i < PER_LANE; i++) {
+    int row = blockIdx.x * WARPS + warp;
+    if constexpr (STAGED) {
+        extern __shared__ __align__(16) unsigned char stage_bytes[];   // BWD_SMEM: WARPS x 2 stages x 3 rows
+        xvec *stages = reinterpret_cast<xvec *>(stage_bytes) + warp * 2 * 3 * PACKETS;
+        auto fetch = [&](int rw, int st) {   // this lane's packets of row rw into stage st; a group even when none
+            if (rw < N_ROWS) {
+                const long long base = (long long)rw * C;
+                xvec *s = stages + st * 3 * PACKETS;
+#pragma unroll
+                for (int i = 0; i < PER_LANE; i++) {
+                    const int p = lane + i * WARP_SIZE;
+                    if (p >= PACKETS) continue;
+                    cp_async16(s + p, dout + base + p * VEC, true);
+                    cp_async16(s + PACKETS + p, inp + base + p * VEC, true);
+                    cp_async16(s + 2 * PACKETS + p, dinp + base + p * VEC, true);
+                }
+            }
+            cp_async_commit();
+        };
+        fetch(row, 0);
+        for (int st = 0; row < N_ROWS; row += STRIDE, st ^= 1) {
+            const float m = mean[row], r = rstd[row];
+            fetch(row + STRIDE, st ^ 1);   // stage st ^ 1 held the row before, which this lane has read
+            cp_async_wait<1>();            // this row's group is in
+            const xvec *s = stages + st * 3 * PACKETS;
+            ln_backward_row([&](int which, int i, int) { return s[which * PACKETS + lane + i * WARP_SIZE]; },
+                            dinp + (long long)row * C, weight, m, r, lane, dw, db);
+        }
+    } else {
+        for (; row < N_ROWS; row += STRIDE) {
+            const long long base = (long long)row * C;
+            const float m = mean[row], r = rstd[row];
+            xvec gh[HELD], xh[HELD];
+            if constexpr (HOLD) {
+                for (int i = 0; i < PER_LANE; i++) {
+                    const int p = lane + i * WARP_SIZE;
+                    if (p >= PACKETS) continue;
+                    gh[i] = load_vec_cs<floatX, VEC>(dout + base + p * VEC);
+                    xh[i] = load_vec_cs<floatX, VEC>(inp + base + p * VEC);
+                }
+            }
+            auto at = [&](int which, int i, int pass) -> xvec {
                 const int p = lane + i * WARP_SIZE;
-                if (p >= PACKETS) continue;
-                gh[i] = load_vec_cs<floatX, VEC>(dout + base + p * VEC);
-                xh[i] = load_vec_cs<floatX, VEC>(inp + base + p * VEC);
-            }
-        }
-        // pass 1: the two row means the gradient needs
-        float sum_dn = 0.0f, sum_dn_n = 0.0f;
-        for (int i = 0; i < PER_LANE; i++) {
-            const int p = lane + i * WARP_SIZE;
-            if (p >= PACKETS) continue;
-            const xvec g = HOLD ? gh[i % HELD] : load_vec<floatX, VEC>(dout + base + p * VEC);
-            const xvec x = HOLD ? xh[i % HELD] : load_vec<floatX, VEC>(inp + base + p * VEC);
-            const xvec w = load_vec<floatX, VEC>(weight + p * VEC);
-            for (int k = 0; k < VEC; k++) {
-                const float dn = to_f(g[k]) * to_f(w[k]);
-                sum_dn += dn;
-                sum_dn_n += dn * (to_f(x[k]) - m) * r;
-            }
-        }
-        const float mean_dn = warp_sum(sum_dn) / C, mean_dn_n = warp_sum(sum_dn_n) / C;
-        // pass 2: dinp, and the weight/bias gradients in registers
-        for (int i = 0; i < PER_LANE; i++) {
-            const int p = lane + i * WARP_SIZE;
-            if (p >= PACKETS) continue;
-            const xvec g = HOLD ? gh[i % HELD] : load_vec_cs<floatX, VEC>(dout + base + p * VEC);
-            const xvec x = HOLD ? xh[i % HELD] : load_vec_cs<floatX, VEC>(inp + base + p * VEC);
-            const xvec w = load_vec<floatX, VEC>(weight + p * VEC);
-            xvec d = load_vec<floatX, VEC>(dinp + base + p * VEC);
-            for (int k = 0; k < VEC; k++) {
-                const float gk = to_f(g[k]), n = (to_f(x[k]) - m) * r;
-                const float dn = gk * to_f(w[k]);
-                db[i][k] += gk;
-                dw[i][k] += gk * n;
-                d[k] = from_f<floatX>(to_f(d[k]) + (dn - mean_dn - n * mean_dn_n) * r);
-            }
-            store_vec<floatX, VEC>(dinp + base + p * VEC, d);
+                if (which == 2) return load_vec<floatX, VEC>(dinp + base + p * VEC);
+                if constexpr (HOLD) return which == 0 ? gh[i % HELD] : xh[i % HELD];
+                const floatX *src = (which == 0 ? dout : inp) + base + p * VEC;
+                return pass == 1 ? load_vec<floatX, VEC>(src) : load_vec_cs<floatX, VEC>(src);
+            };
+            ln_backward_row(at, dinp + base, weight, m, r, lane, dw, db);
         }
     }
     // block partial: warps add into shared memory one after the other (fixed order, no atomics)
