@@ -153,6 +153,25 @@ static void test_attention_shape_defaults(void) {
           "BWD_WARP_ROWS 32 at head size 128: %s", err.msg);
 }
 
+/* layernorm_backward's stages (gen/kernels.c, ln_derive): at C = 768 with rows to spare, two stages a warp of three
+   rows of 16-bit (or fp32) values; not at C = 1024, where they measured slower, nor with one row a warp */
+static void test_layernorm_stages(void) {
+    static const struct { const char *path, *precision; unsigned smem; } cases[] = {
+        {"configs/gpt2-124M.lua", "precision=bf16", 8 * 2 * 3 * 768 * 2},
+        {"configs/gpt2-124M.lua", "precision=fp32", 8 * 2 * 3 * 768 * 4},
+        {"configs/gpt2-350M.lua", "precision=bf16", 0},
+        {"configs/tiny.lua", "precision=bf16", 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *sets[] = {cases[c].precision, NULL};
+        Err err = {{0}};
+        if (make(cases[c].path, sets, &err)) { CHECK(0, "%s: %s", cases[c].path, err.msg); continue; }
+        const PlanKernel *k = &plan.kernels[K_LAYERNORM_BACKWARD];
+        CHECK(k->dims.smem == cases[c].smem, "%s %s: layernorm_backward has %u bytes of stages, expected %u", cases[c].path,
+              cases[c].precision, k->dims.smem, cases[c].smem);
+    }
+}
+
 static void test_template_checks(void) {
     char dir[] = "/tmp/gpt2gen-tpl-XXXXXX";
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
@@ -439,6 +458,7 @@ int main(int argc, char **argv) {
     RUN(test_prelude);
     RUN(test_attention_shape_defaults);
     RUN(test_template_checks);
+    RUN(test_layernorm_stages);
     RUN(test_memory_layout);
     RUN(test_memory_of_ranks);
     RUN(test_classifier_chunks);
