@@ -47,18 +47,18 @@ static LaunchDims enc_wte(const KernelEnv *e, long long n_buckets) {
 enum { LN_BLOCK, LN_BWD_BLOCK };
 enum { LN_BWD_BLOCKS, LN_BWD_SMEM };
 /* BWD_SMEM: layernorm_backward's two stages a warp of a row's dout, inp and dinp (templates/layernorm.cu), where a
-   warp has two rows or more (else there is nothing to fetch ahead), the rows are whole 16-byte packets, a lane's
-   share of a row is at most 24 values (the template's HOLD: C <= 768; on the H200 the stages took the backward at
-   gpt2-124M from 4.53 to 4.03 ms a micro-step, and at gpt2-350M, C = 1024, from 7.95 to 8.95: 202 registers, one
-   block an SM) and the stages fit beside the block's 2*C floats of partial sums; else 0: the rows are read
-   straight */
+   warp has two rows or more (else there is nothing to fetch ahead), the rows are whole 16-byte packets of 16-bit
+   values, a lane's share of a row is at most 24 values (the template's HOLD: C <= 768) and the stages fit beside
+   the block's 2*C floats of partial sums; else 0: the rows are read straight. Where they were measured, on the
+   H200 in bf16: at gpt2-124M the stages took the backward from 4.53 to 4.03 ms a micro-step, at gpt2-350M (C =
+   1024) from 7.95 to 8.95 (202 registers, one block an SM); fp32 (twice the bytes a stage) was not measured */
 static void ln_derive(KernelEnv *e) {
     long long warps = e->tun[LN_BWD_BLOCK] / WARP;
     e->derived[LN_BWD_BLOCKS] = min_ll(ceil_div_u(rows(e), warps), 512);
     long long stages = warps * 2 * 3 * e->C * (16 / e->x128);
     long long vec = kernel_vec(e->x128, e->C), per_lane = ceil_div_u(e->C / vec, WARP);
-    int staged = rows(e) >= 2 * e->derived[LN_BWD_BLOCKS] * warps && vec == e->x128 && per_lane * vec <= 24 &&
-                 stages + e->C * 2 * 4 <= KERNEL_MAX_SMEM;
+    int staged = rows(e) >= 2 * e->derived[LN_BWD_BLOCKS] * warps && e->x128 == 8 && vec == e->x128 &&
+                 per_lane * vec <= 24 && stages + e->C * 2 * 4 <= KERNEL_MAX_SMEM;
     e->derived[LN_BWD_SMEM] = staged ? stages : 0;
 }
 static const char *ln_check(const KernelEnv *e, char *why, size_t n) {

@@ -120,10 +120,11 @@ __device__ __forceinline__ void ln_backward_row(At at, floatX *dinp_row, const f
 // Where each warp has rows to spare and BWD_SMEM (gen/kernels.c) is not 0, each warp copies its next row's dout, inp
 // and dinp into shared memory (cp.async, two stages a warp) while it computes the row before: every byte is read
 // from memory once, and the loads of the next row are in flight during this one's sums. Each lane reads back only
-// the packets it copied itself, so the stages need no barrier. Otherwise (one row a warp, or a row wider than C =
-// 768, where the stages measured slower: 202 registers at C = 1024), the rows are read straight: where a lane's share of the row is small (HOLD: at most 24 values, C <= 768
-// in 16 bits) dout and inp are loaded once and kept in registers for the second pass (128 registers at C = 768);
-// above that the second pass reloads them (keeping 32 values, C = 1024, took 200 registers against 128).
+// the packets it copied itself, so the stages need no barrier. Otherwise (one row a warp, fp32, or a row wider than
+// C = 768, where the stages measured slower: 202 registers at C = 1024), the rows are read straight: where a lane's
+// share of the row is small (HOLD: at most 24 values, C <= 768) dout and inp are loaded once and kept in registers
+// for the second pass (128 registers at C = 768); above that the second pass reloads them (keeping 32 values, C =
+// 1024, took 200 registers against 128).
 constexpr bool STAGED = BWD_SMEM > 0;
 constexpr bool HOLD = PER_LANE * VEC <= 24;
 constexpr int HELD = HOLD ? PER_LANE : 1;

@@ -153,12 +153,14 @@ static void test_attention_shape_defaults(void) {
           "BWD_WARP_ROWS 32 at head size 128: %s", err.msg);
 }
 
-/* layernorm_backward's stages (gen/kernels.c, ln_derive): at C = 768 with rows to spare, two stages a warp of three
-   rows of 16-bit (or fp32) values; not at C = 1024, where they measured slower, nor with one row a warp */
+/* layernorm_backward's stages (gen/kernels.c, ln_derive): at C = 768 in 16 bits with rows to spare, two stages a
+   warp of three rows; not at C = 1024, where they measured slower, nor in fp32 (not measured), nor with one row a
+   warp */
 static void test_layernorm_stages(void) {
     static const struct { const char *path, *precision; unsigned smem; } cases[] = {
         {"configs/gpt2-124M.lua", "precision=bf16", 8 * 2 * 3 * 768 * 2},
-        {"configs/gpt2-124M.lua", "precision=fp32", 8 * 2 * 3 * 768 * 4},
+        {"configs/gpt2-124M.lua", "precision=fp16", 8 * 2 * 3 * 768 * 2},
+        {"configs/gpt2-124M.lua", "precision=fp32", 0},
         {"configs/gpt2-350M.lua", "precision=bf16", 0},
         {"configs/tiny.lua", "precision=bf16", 0},
     };
