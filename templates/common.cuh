@@ -126,7 +126,11 @@ __device__ __forceinline__ void round_store(__half *out, float x, unsigned int) 
 #endif
 
 // ---- GELU, tanh approximation: 0.5u(1 + tanh(sqrt(2/pi)(u + 0.044715u^3))), and its derivative ----
+// In 16 bits the tanh goes through the logistic function, 0.5(1 + tanh z) = 1/(1 + exp(-2z)): one fast exponential
+// and one fast reciprocal (about 1e-6 from tanhf, far below a 16-bit rounding) in place of tanhf's long sequence,
+// which made the GELU backward arithmetic-bound. fp32 keeps tanhf, as the CPU reference does.
 constexpr float GELU_K = 0.7978845608028654f;   // sqrt(2/pi)
+#ifdef PRECISION_FP32
 __device__ __forceinline__ float gelu(float u) {
     return 0.5f * u * (1.0f + tanhf(GELU_K * (u + 0.044715f * u * u * u)));
 }
@@ -136,3 +140,16 @@ __device__ __forceinline__ float gelu_grad(float u) {
     const float sech2 = 1.0f - th * th;
     return 0.5f * (1.0f + th) + 0.5f * u * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * u * u);
 }
+#else
+// s = 0.5(1 + tanh z); exp(-2z) = inf gives s = 0
+__device__ __forceinline__ float gelu_sigmoid(float u) {
+    const float z = GELU_K * (u + 0.044715f * u * u * u);
+    return __fdividef(1.0f, 1.0f + __expf(-2.0f * z));
+}
+__device__ __forceinline__ float gelu(float u) { return u * gelu_sigmoid(u); }
+// with s as above, 1 - tanh^2 z = 4s(1 - s)
+__device__ __forceinline__ float gelu_grad(float u) {
+    const float s = gelu_sigmoid(u);
+    return s + 2.0f * u * s * (1.0f - s) * GELU_K * (1.0f + 3.0f * 0.044715f * u * u);
+}
+#endif
