@@ -44,28 +44,47 @@ static LaunchDims enc_wte(const KernelEnv *e, long long n_buckets) {
 }
 
 /* ---- layernorm.cu ---- */
-enum { LN_BLOCK, LN_BWD_BLOCK };
+enum { LN_BLOCK, LN_BWD_BLOCK, LN_BWD_SUMS };
 enum { LN_BWD_BLOCKS, LN_BWD_SMEM };
-/* BWD_SMEM: layernorm_backward's two stages a warp of a row's dout, inp and dinp (templates/layernorm.cu), where a
-   warp has two rows or more (else there is nothing to fetch ahead), the rows are whole 16-byte packets of 16-bit
-   values, a lane's share of a row is at most 24 values (the template's HOLD: C <= 768) and the stages fit beside
-   the block's 2*C floats of partial sums; else 0: the rows are read straight. Where they were measured, on the
-   H200 in bf16: at gpt2-124M the stages took the backward from 4.53 to 4.03 ms a micro-step, at gpt2-350M (C =
-   1024) from 7.95 to 8.95 (202 registers, one block an SM); fp32 (twice the bytes a stage) was not measured */
+/* a lane's values of a row (the template's VALUES) */
+static long long ln_values(const KernelEnv *e) {
+    long long vec = kernel_vec(e->x128, e->C);
+    return ceil_div_u(e->C / vec, WARP) * vec;
+}
+/* layernorm_backward's bytes of dynamic shared memory (templates/layernorm.cu). With BWD_SUMS 2, each warp's
+   weight-gradient sums: 2 * VALUES * 32 floats a warp. With BWD_SUMS 1, two stages a warp of a row's dout, inp and
+   dinp, where a warp has two rows or more (else there is nothing to fetch ahead), the rows are whole 16-byte
+   packets of 16-bit values, a lane's share of a row is at most 24 values (the template's HOLD: C <= 768) and the
+   stages fit beside the block's 2*C floats of partial sums; else 0: the rows are read straight. Where they were
+   measured, on the H200 in bf16: at gpt2-124M the stages took the backward from 4.53 to 4.03 ms a micro-step, at
+   gpt2-350M (C = 1024) from 7.95 to 8.95 (202 registers, one block an SM); fp32 (twice the bytes a stage) was not
+   measured */
+static long long ln_sums_bytes(const KernelEnv *e) { return e->tun[LN_BWD_BLOCK] / WARP * 2 * ln_values(e) * WARP * 4; }
 static void ln_derive(KernelEnv *e) {
     long long warps = e->tun[LN_BWD_BLOCK] / WARP;
     e->derived[LN_BWD_BLOCKS] = min_ll(ceil_div_u(rows(e), warps), 512);
     long long stages = warps * 2 * 3 * e->C * (16 / e->x128);
-    long long vec = kernel_vec(e->x128, e->C), per_lane = ceil_div_u(e->C / vec, WARP);
-    int staged = rows(e) >= 2 * e->derived[LN_BWD_BLOCKS] * warps && e->x128 == 8 && vec == e->x128 &&
-                 per_lane * vec <= 24 && stages + e->C * 2 * 4 <= KERNEL_MAX_SMEM;
-    e->derived[LN_BWD_SMEM] = staged ? stages : 0;
+    int staged = rows(e) >= 2 * e->derived[LN_BWD_BLOCKS] * warps && e->x128 == 8 &&
+                 kernel_vec(e->x128, e->C) == e->x128 && ln_values(e) <= 24 && stages + e->C * 2 * 4 <= KERNEL_MAX_SMEM;
+    e->derived[LN_BWD_SMEM] = e->tun[LN_BWD_SUMS] == 2 ? ln_sums_bytes(e) : staged ? stages : 0;
 }
 static const char *ln_check(const KernelEnv *e, char *why, size_t n) {
+    if (e->tun[LN_BWD_SUMS] == 2) {
+        if (ln_sums_bytes(e) <= KERNEL_MAX_SMEM) return NULL;
+        snprintf(why, n, "layernorm_backward with BWD_SUMS=2 keeps each warp's weight-gradient sums in shared memory: %lld "
+                 "bytes at C=%lld and BWD_BLOCK_SIZE=%d, more than %d; use BWD_SUMS=1 or a smaller BWD_BLOCK_SIZE",
+                 ln_sums_bytes(e), e->C, e->tun[LN_BWD_BLOCK], KERNEL_MAX_SMEM);
+        return why;
+    }
     if (e->C * 2 * 4 <= 48 * 1024) return NULL;
     snprintf(why, n, "layernorm_backward keeps 2*C floats in shared memory: C=%lld needs %lld bytes, more than 48 KiB",
              e->C, e->C * 8);
     return why;
+}
+/* BWD_SUMS 2 where a lane's share of a row is more than 24 values (C > 768 in 16 bits): the weight-gradient sums
+   leave the registers to the row (gpt2-350M: 128 registers; gpt2-1558M: 136 against 177 with the sums in registers) */
+static void ln_shape_defaults(const KernelEnv *e, int *tun) {
+    if (ln_values(e) > 24) tun[LN_BWD_SUMS] = 2;
 }
 static LaunchDims ln_forward(const KernelEnv *e, long long n) {
     (void)n;
@@ -79,7 +98,7 @@ static LaunchDims ln_backward(const KernelEnv *e, long long n) {
 }
 static LaunchDims ln_reduce(const KernelEnv *e, long long n) {
     (void)n;
-    return dims(ceil_div_u(e->C, e->tun[LN_BLOCK]), 1, e->tun[LN_BLOCK]);
+    return dims(ceil_div_u(e->C, WARP), 2, e->tun[LN_BLOCK]);
 }
 
 /* ---- bias.cu ---- */
@@ -162,7 +181,7 @@ static LaunchDims gelu_dims(const KernelEnv *e, long long n) {
 }
 
 /* ---- classifier.cu ---- */
-enum { CLS_BLOCK, CLS_CHUNK_ROWS };
+enum { CLS_BLOCK, CLS_CHUNK_ROWS, CLS_UNROLL };
 enum { CLS_CHUNK };
 /* The rows of logits per chunk (runtime/cuda/classifier.c): the largest divisor of B*T not above CHUNK_ROWS, so that
    every chunk is one shape of the classifier's matmuls. */
@@ -254,7 +273,8 @@ const FamilyDecl kernel_families[] = {
      STEP_BIT(STEP_TRAIN) | STEP_BIT(STEP_FORWARD)},
     {"layernorm", "templates/layernorm.cu", "LayerNorm forward (plain and fused with the residual add) and backward",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE},
-      {"BWD_BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE}},
+      {"BWD_BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE},
+      {"BWD_SUMS", 1, {1, 2}, .min = 1, .max = 2, .multiple_of = 1}},
      {"BWD_BLOCKS", "BWD_SMEM"}, ln_derive, ln_check,
      {{"layernorm_forward", {X(out), F32(mean), F32(rstd), CX(inp), CX(weight), CX(bias)}, LN_BLOCK, -1, ln_forward,
        "ceil(B*T / (BLOCK_SIZE/32)): a warp per row"},
@@ -264,7 +284,7 @@ const FamilyDecl kernel_families[] = {
       {"layernorm_backward", {X(dinp), F32(scratch), CX(dout), CX(inp), CX(weight), CF32(mean), CF32(rstd)},
        LN_BWD_BLOCK, -1, ln_backward, "BWD_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512); BWD_SMEM bytes of shared memory"},
       {"layernorm_backward_reduce", {X(dweight), X(dbias), CF32(scratch)}, LN_BLOCK, -1, ln_reduce,
-       "ceil(C / BLOCK_SIZE)"}}, NULL, 0},
+       "(ceil(C/32), 2): a block per 32 channels of dweight and of dbias"}}, ln_shape_defaults, 0},
     {"bias", "templates/bias.cu", "bias gradients beside the cuBLASLt matmuls (one folded into the GELU backward)",
      {{"BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE},
       {"ROW_SPLITS", 64, {16, 32, 64, 128}, .min = 1, .max = 65535, .multiple_of = 1}},
@@ -298,10 +318,12 @@ const FamilyDecl kernel_families[] = {
     /* BLOCK_SIZE 256: the fastest of the candidates at gpt2-124M and 350M on the H200 (bench/RESULTS.md,
        "Autotuning sweeps": 1.56x the old default of 1024). CHUNK_ROWS: logits are made for that many rows at a time; its
        one candidate keeps kernel sweeps off it, since what it changes is the matmuls' shape and the memory (the
-       whole step measures it: bench/roofline.sh) */
+       whole step measures it: bench/roofline.sh). UNROLL: the loads a thread has in flight where the row is read
+       twice (longer than 16 packets a thread) */
     {"classifier", "templates/classifier.cu", "softmax + cross-entropy + dlogits in one pass, a chunk of rows at a time",
-     {{"BLOCK_SIZE", 256, {256, 512, 1024}, BLOCK_SIZE_RULE},
-      {"CHUNK_ROWS", 8192, {8192}, .min = 1, .max = 1 << 24, .multiple_of = 1}},
+     {{"BLOCK_SIZE", 256, {128, 256, 512, 1024}, BLOCK_SIZE_RULE},
+      {"CHUNK_ROWS", 8192, {8192}, .min = 1, .max = 1 << 24, .multiple_of = 1},
+      {"UNROLL", 2, {1, 2, 4}, .min = 1, .max = 8, .multiple_of = 1}},
      {"CHUNK"}, cls_derive, NULL,
      {{"classifier_forward", {F32(losses), X(logits), CI32(targets), FLOAT(dloss), INT(write_dlogits)}, CLS_BLOCK, -1,
        cls_dims, "CHUNK: a block per row of a chunk"}}, NULL,

@@ -4,7 +4,9 @@
 //                       on the padded columns. One block per row; pass 1 is an online max/sum, pass 2 writes.
 //                       The row stays in registers between the passes (up to 16 packets per thread), so it
 //                       is read from memory once. (Up to 32, at 256 threads a row of 50304 bf16 logits, spilled:
-//                       3.5x slower on the H200, bench/RESULTS.md.)
+//                       3.5x slower on the H200, bench/RESULTS.md.) A longer row is read twice, UNROLL packets
+//                       a thread at a time, so that that many loads are in flight.
+// Pass 1 takes each packet's max first and rescales the running sum once a packet: one exponential per value.
 
 constexpr int VEC = VEC_Vp;
 constexpr int PACKETS = Vp / VEC;
@@ -26,13 +28,18 @@ KERNEL(classifier_forward) {
     floatX *x = logits + row * Vp;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     float m = -3.0e38f, s = 0.0f;
-    auto accumulate = [&](const xvec &v, int p) {
+    auto accumulate = [&](const xvec &v, int p) {   // p < REAL_PACKETS: its columns from V on are padding
+        const int real = V - p * VEC;
+        float f[VEC], pm = -3.0e38f;
         for (int k = 0; k < VEC; k++) {
-            if (p * VEC + k >= V) break;
-            const float f = to_f(v[k]);
-            if (f > m) { s = s * __expf(m - f) + 1.0f; m = f; }
-            else s += __expf(f - m);
+            f[k] = k < real ? to_f(v[k]) : -3.0e38f;
+            pm = fmaxf(pm, f[k]);
         }
+        const float M = fmaxf(m, pm);
+        float t = 0.0f;
+        for (int k = 0; k < VEC; k++) t += __expf(f[k] - M);   // the padding adds exp(-3e38 - M) = 0
+        s = s * __expf(m - M) + t;
+        m = M;
     };
     xvec cache[CACHED > 0 ? CACHED : 1];
 #pragma unroll
@@ -43,8 +50,19 @@ KERNEL(classifier_forward) {
             accumulate(cache[i], p);
         }
     }
-    for (int p = threadIdx.x + CACHED * BLOCK_SIZE; p < REAL_PACKETS; p += BLOCK_SIZE)
-        accumulate(load_vec<floatX, VEC>(x + p * VEC), p);
+    // the packets not cached, UNROLL loads of a thread at a time; f(v, p) for each
+    auto uncached = [&](auto load, auto f) {
+        int p = threadIdx.x + CACHED * BLOCK_SIZE;
+        for (; p + (UNROLL - 1) * BLOCK_SIZE < REAL_PACKETS; p += UNROLL * BLOCK_SIZE) {
+            xvec v[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) v[u] = load(p + u * BLOCK_SIZE);
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) f(v[u], p + u * BLOCK_SIZE);
+        }
+        for (; p < REAL_PACKETS; p += BLOCK_SIZE) f(load(p), p);
+    };
+    uncached([&](int p) { return load_vec<floatX, VEC>(x + p * VEC); }, accumulate);
     for (int o = 16; o > 0; o >>= 1) {
         const float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
         online_merge(m, s, m2, s2);
@@ -72,8 +90,7 @@ KERNEL(classifier_forward) {
         const int p = threadIdx.x + i * BLOCK_SIZE;
         if (p < REAL_PACKETS) write(cache[i], p);
     }
-    for (int p = threadIdx.x + CACHED * BLOCK_SIZE; p < REAL_PACKETS; p += BLOCK_SIZE)
-        write(load_vec_cs<floatX, VEC>(x + p * VEC), p);
+    uncached([&](int p) { return load_vec_cs<floatX, VEC>(x + p * VEC); }, write);
     for (int p = REAL_PACKETS + threadIdx.x; p < PACKETS; p += BLOCK_SIZE)   // packets of padding only
         store_vec_cs<floatX, VEC>(x + p * VEC, xvec::zeros());
 }

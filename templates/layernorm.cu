@@ -78,11 +78,11 @@ KERNEL(fused_residual_layernorm_forward) {
 }
 
 // The backward of one row: the two row means the gradient needs, then dinp += dLN and the row's share of the weight
-// gradients (dw, db: this lane's channels, in registers). at(which, i, pass) gives this lane's i-th packet of dout
-// (which 0), inp (1) or dinp (2) as pass 1 or 2 reads it.
-template <typename At>
-__device__ __forceinline__ void ln_backward_row(At at, floatX *dinp_row, const floatX *weight, float m, float r,
-                                                int lane, float (&dw)[PER_LANE][VEC], float (&db)[PER_LANE][VEC]) {
+// gradients: add(i, k, dw, db) for value k of this lane's i-th packet. at(which, i, pass) gives this lane's i-th
+// packet of dout (which 0), inp (1) or dinp (2) as pass 1 or 2 reads it.
+template <typename At, typename Add>
+__device__ __forceinline__ void ln_backward_row(At at, Add add, floatX *dinp_row, const floatX *weight, float m,
+                                                float r, int lane) {
     float sum_dn = 0.0f, sum_dn_n = 0.0f;
 #pragma unroll
     for (int i = 0; i < PER_LANE; i++) {
@@ -107,8 +107,7 @@ __device__ __forceinline__ void ln_backward_row(At at, floatX *dinp_row, const f
         for (int k = 0; k < VEC; k++) {
             const float gk = to_f(g[k]), n = (to_f(x[k]) - m) * r;
             const float dn = gk * to_f(w[k]);
-            db[i][k] += gk;
-            dw[i][k] += gk * n;
+            add(i, k, gk * n, gk);
             d[k] = from_f<floatX>(to_f(d[k]) + (dn - mean_dn - n * mean_dn_n) * r);
         }
         store_vec<floatX, VEC>(dinp_row + p * VEC, d);
@@ -117,30 +116,51 @@ __device__ __forceinline__ void ln_backward_row(At at, floatX *dinp_row, const f
 
 // BWD_BLOCKS blocks, rows strided over all their warps. scratch: BWD_BLOCKS * 2 * C floats,
 // block b's dweight partial at scratch[b*2C .. b*2C+C), its dbias partial right after.
-// Where each warp has rows to spare and BWD_SMEM (gen/kernels.c) is not 0, each warp copies its next row's dout, inp
-// and dinp into shared memory (cp.async, two stages a warp) while it computes the row before: every byte is read
-// from memory once, and the loads of the next row are in flight during this one's sums. Each lane reads back only
-// the packets it copied itself, so the stages need no barrier. Otherwise (one row a warp, fp32, or a row wider than
-// C = 768, where the stages measured slower: 202 registers at C = 1024), the rows are read straight: where a lane's
-// share of the row is small (HOLD: at most 24 values, C <= 768) dout and inp are loaded once and kept in registers
-// for the second pass (128 registers at C = 768); above that the second pass reloads them (keeping 32 values, C =
-// 1024, took 200 registers against 128).
-constexpr bool STAGED = BWD_SMEM > 0;
-constexpr bool HOLD = PER_LANE * VEC <= 24;
+// Each lane adds the weight gradients of its channels over the rows of its warp: in registers (BWD_SUMS 1), or
+// (BWD_SUMS 2) in the warp's part of shared memory, value-major (value j of lane l at j*32 + l: no bank conflicts),
+// which leaves the registers to hold the row, so that it is read once. BWD_SMEM (gen/kernels.c) is the bytes of
+// dynamic shared memory: the sums (BWD_SUMS 2), or the stages (BWD_SUMS 1, where each warp has rows to spare and
+// the stages pay): each warp copies its next row's dout, inp and dinp into shared memory (cp.async, two stages a
+// warp) while it computes the row before: every byte is read from memory once, and the loads of the next row are
+// in flight during this one's sums. Each lane reads back only the packets it copied itself, so the stages need no
+// barrier. Otherwise (one row a warp, fp32, or a row wider than C = 768, where the stages measured slower: 202
+// registers at C = 1024), the rows are read straight: where a lane's share of the row is small (at most 24 values,
+// C <= 768) or the sums are in shared memory (HOLD), dout and inp are loaded once and kept in registers for the
+// second pass (128 registers at C = 768); else the second pass reloads them (keeping 32 values, C = 1024, beside
+// the sums in registers took 200 registers against 128).
+constexpr int VALUES = PER_LANE * VEC;   // a lane's values of a row
+constexpr bool SUMS_SHARED = BWD_SUMS == 2;
+constexpr bool STAGED = BWD_SMEM > 0 && !SUMS_SHARED;
+constexpr bool HOLD = VALUES <= 24 || SUMS_SHARED;
 constexpr int HELD = HOLD ? PER_LANE : 1;
 KERNEL(layernorm_backward) {
     constexpr int WARPS = BWD_BLOCK_SIZE / WARP_SIZE;
     constexpr int STRIDE = BWD_BLOCKS * WARPS;
-    __shared__ float s_dw[C], s_db[C];
+    constexpr int SUM_SLOTS = VALUES * WARP_SIZE;   // a warp's dweight sums, then its dbias sums
+    __shared__ float s_dw[SUMS_SHARED ? 1 : C], s_db[SUMS_SHARED ? 1 : C];
+    extern __shared__ __align__(16) unsigned char dyn_smem[];   // BWD_SMEM bytes: the stages or the sums
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
-    float dw[PER_LANE][VEC], db[PER_LANE][VEC];
-    for (int i = 0; i < PER_LANE; i++)
-        for (int k = 0; k < VEC; k++) { dw[i][k] = 0.0f; db[i][k] = 0.0f; }
+    float dw[SUMS_SHARED ? 1 : PER_LANE][VEC], db[SUMS_SHARED ? 1 : PER_LANE][VEC];
+    float *sums = reinterpret_cast<float *>(dyn_smem) + warp * 2 * SUM_SLOTS + lane;   // this lane's slot 0
+    if constexpr (SUMS_SHARED) {
+        for (int j = 0; j < VALUES; j++) { sums[j * WARP_SIZE] = 0.0f; sums[SUM_SLOTS + j * WARP_SIZE] = 0.0f; }
+    } else {
+        for (int i = 0; i < PER_LANE; i++)
+            for (int k = 0; k < VEC; k++) { dw[i][k] = 0.0f; db[i][k] = 0.0f; }
+    }
+    auto add = [&](int i, int k, float w, float b) {
+        if constexpr (SUMS_SHARED) {
+            sums[(i * VEC + k) * WARP_SIZE] += w;
+            sums[SUM_SLOTS + (i * VEC + k) * WARP_SIZE] += b;
+        } else {
+            dw[i][k] += w;
+            db[i][k] += b;
+        }
+    };
 
     int row = blockIdx.x * WARPS + warp;
     if constexpr (STAGED) {
-        extern __shared__ __align__(16) unsigned char stage_bytes[];   // BWD_SMEM: WARPS x 2 stages x 3 rows
-        xvec *stages = reinterpret_cast<xvec *>(stage_bytes) + warp * 2 * 3 * PACKETS;
+        xvec *stages = reinterpret_cast<xvec *>(dyn_smem) + warp * 2 * 3 * PACKETS;   // WARPS x 2 stages x 3 rows
         auto fetch = [&](int rw, int st) {   // this lane's packets of row rw into stage st; a group even when none
             if (rw < N_ROWS) {
                 const long long base = (long long)rw * C;
@@ -162,8 +182,8 @@ KERNEL(layernorm_backward) {
             fetch(row + STRIDE, st ^ 1);   // stage st ^ 1 held the row before, which this lane has read
             cp_async_wait<1>();            // this row's group is in
             const xvec *s = stages + st * 3 * PACKETS;
-            ln_backward_row([&](int which, int i, int) { return s[which * PACKETS + lane + i * WARP_SIZE]; },
-                            dinp + (long long)row * C, weight, m, r, lane, dw, db);
+            ln_backward_row([&](int which, int i, int) { return s[which * PACKETS + lane + i * WARP_SIZE]; }, add,
+                            dinp + (long long)row * C, weight, m, r, lane);
         }
     } else {
         for (; row < N_ROWS; row += STRIDE) {
@@ -171,6 +191,7 @@ KERNEL(layernorm_backward) {
             const float m = mean[row], r = rstd[row];
             xvec gh[HELD], xh[HELD];
             if constexpr (HOLD) {
+#pragma unroll
                 for (int i = 0; i < PER_LANE; i++) {
                     const int p = lane + i * WARP_SIZE;
                     if (p >= PACKETS) continue;
@@ -185,37 +206,71 @@ KERNEL(layernorm_backward) {
                 const floatX *src = (which == 0 ? dout : inp) + base + p * VEC;
                 return pass == 1 ? load_vec<floatX, VEC>(src) : load_vec_cs<floatX, VEC>(src);
             };
-            ln_backward_row(at, dinp + base, weight, m, r, lane, dw, db);
+            ln_backward_row(at, add, dinp + base, weight, m, r, lane);
         }
     }
-    // block partial: warps add into shared memory one after the other (fixed order, no atomics)
-    for (int w = 0; w < WARPS; w++) {
-        if (warp == w) {
-            for (int i = 0; i < PER_LANE; i++) {
-                const int p = lane + i * WARP_SIZE;
-                if (p >= PACKETS) continue;
-                for (int k = 0; k < VEC; k++) {
-                    const int c = p * VEC + k;
-                    s_dw[c] = (w == 0 ? 0.0f : s_dw[c]) + dw[i][k];
-                    s_db[c] = (w == 0 ? 0.0f : s_db[c]) + db[i][k];
+    // block partial: the warps' sums added one after the other (fixed order, no atomics)
+    float *out = scratch + (long long)blockIdx.x * 2 * C;
+    if constexpr (SUMS_SHARED) {
+        __syncthreads();
+        const float *all = reinterpret_cast<const float *>(dyn_smem);
+        for (int slot = threadIdx.x; slot < SUM_SLOTS; slot += BWD_BLOCK_SIZE) {   // slot = j*32 + l
+            const int l = slot % WARP_SIZE, j = slot / WARP_SIZE, p = l + j / VEC * WARP_SIZE;
+            if (p >= PACKETS) continue;
+            float a = 0.0f, b = 0.0f;
+            for (int w = 0; w < WARPS; w++) { a += all[w * 2 * SUM_SLOTS + slot]; b += all[w * 2 * SUM_SLOTS + SUM_SLOTS + slot]; }
+            const int c = p * VEC + j % VEC;
+            out[c] = a;
+            out[C + c] = b;
+        }
+        return;
+    } else {
+        for (int w = 0; w < WARPS; w++) {
+            if (warp == w) {
+                for (int i = 0; i < PER_LANE; i++) {
+                    const int p = lane + i * WARP_SIZE;
+                    if (p >= PACKETS) continue;
+                    for (int k = 0; k < VEC; k++) {
+                        const int c = p * VEC + k;
+                        s_dw[c] = (w == 0 ? 0.0f : s_dw[c]) + dw[i][k];
+                        s_db[c] = (w == 0 ? 0.0f : s_db[c]) + db[i][k];
+                    }
                 }
             }
+            __syncthreads();
         }
-        __syncthreads();
+        for (int c = threadIdx.x; c < C; c += BWD_BLOCK_SIZE) { out[c] = s_dw[c]; out[C + c] = s_db[c]; }
     }
-    float *out = scratch + (long long)blockIdx.x * 2 * C;
-    for (int c = threadIdx.x; c < C; c += BWD_BLOCK_SIZE) { out[c] = s_dw[c]; out[C + c] = s_db[c]; }
 }
 
-// sums the BWD_BLOCKS partials of layernorm_backward, in order
+// sums the BWD_BLOCKS partials of layernorm_backward in a fixed order. Block (x, y) takes 32 channels of dweight (y
+// 0) or dbias (y 1): its lanes read whole 128-byte lines, warp w adds the partials w, w + WARPS, ... with 8 loads in
+// flight, and warp 0 adds the warps' sums one after the other. (A thread per channel over all the partials left
+// 3 or 4 blocks at C = 768, each thread adding 512 values in a row.)
 KERNEL(layernorm_backward_reduce) {
-    const int c = blockIdx.x * BLOCK_SIZE + threadIdx.x;
-    if (c >= C) return;
-    float sw = 0.0f, sb = 0.0f;
-    for (int b = 0; b < BWD_BLOCKS; b++) {
-        sw += scratch[(long long)b * 2 * C + c];
-        sb += scratch[(long long)b * 2 * C + C + c];
+    constexpr int WARPS = BLOCK_SIZE / WARP_SIZE;
+    __shared__ float s_part[WARPS][WARP_SIZE];
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
+    const int c = blockIdx.x * WARP_SIZE + lane;
+    const float *src = scratch + (long long)blockIdx.y * C + c;   // partial b of this channel: src[b * 2C]
+    float s = 0.0f;
+    if (c < C) {
+        int b = warp;
+        for (; b + 7 * WARPS < BWD_BLOCKS; b += 8 * WARPS) {
+            float v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) v[u] = src[(long long)(b + u * WARPS) * 2 * C];
+#pragma unroll
+            for (int u = 0; u < 8; u++) s += v[u];
+        }
+        for (; b < BWD_BLOCKS; b += WARPS) s += src[(long long)b * 2 * C];
     }
-    dweight[c] = from_f<floatX>(to_f(dweight[c]) + sw);
-    dbias[c] = from_f<floatX>(to_f(dbias[c]) + sb);
+    s_part[warp][lane] = s;
+    __syncthreads();
+    if (warp == 0 && c < C) {
+        float t = 0.0f;
+        for (int w = 0; w < WARPS; w++) t += s_part[w][lane];
+        floatX *dst = blockIdx.y == 0 ? dweight : dbias;
+        dst[c] = from_f<floatX>(to_f(dst[c]) + t);
+    }
 }

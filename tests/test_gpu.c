@@ -16,21 +16,24 @@
 #include "tune/kernel_tests.h"
 #include "tests/golden.h"
 
-typedef struct { const char *name; const char *sets[12]; } Variant;
+typedef struct { const char *name; const char *sets[14]; } Variant;
 
 static const Variant variants[] = {
     /* CHUNK_ROWS: the classifier a chunk of rows at a time (512 rows in 4 chunks of 128; 192 in 3 of 64; 256 in 4 of 64) */
     {"gt-fp32", {"name=gt-fp32", "precision=fp32", "train.recompute=0", "tune.classifier.CHUNK_ROWS=128", NULL}},
     {"gt-bf16", {"name=gt-bf16", "precision=bf16", "train.recompute=1", "train.master_weights=true",
                  "tune.classifier.CHUNK_ROWS=160", NULL}},
-    /* train.gelu: cuBLASLt's GELU epilogues here, our kernels (what "auto" picks for training) in the others */
+    /* train.gelu: cuBLASLt's GELU epilogues here, our kernels (what "auto" picks for training) in the others; the
+       LayerNorm backward's sums in shared memory (BWD_SUMS 2, the default above C = 768) and the classifier's row
+       read twice (50304 columns: more than 16 packets a thread at 256 threads) UNROLL packets at a time */
     {"gt-fp32-hs64", {"name=gt-fp32-hs64", "precision=fp32", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
-                      "train.gelu=epilogue", NULL}},
+                      "train.gelu=epilogue", "tune.layernorm.BWD_SUMS=2", "tune.classifier.UNROLL=1", NULL}},
     {"gt-bf16-hs64", {"name=gt-bf16-hs64", "precision=bf16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
-                      "train.master_weights=false", "train.gelu=epilogue", NULL}},
-    {"gt-fp16", {"name=gt-fp16", "precision=fp16", "train.recompute=1", NULL}},
+                      "train.master_weights=false", "train.gelu=epilogue", "tune.layernorm.BWD_SUMS=2",
+                      "tune.classifier.UNROLL=4", NULL}},
+    {"gt-fp16", {"name=gt-fp16", "precision=fp16", "train.recompute=1", "tune.classifier.BLOCK_SIZE=128", NULL}},
     {"gt-fp16-hs64", {"name=gt-fp16-hs64", "precision=fp16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
                       "tune.classifier.CHUNK_ROWS=64", NULL}},

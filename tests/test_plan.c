@@ -153,25 +153,40 @@ static void test_attention_shape_defaults(void) {
           "BWD_WARP_ROWS 32 at head size 128: %s", err.msg);
 }
 
-/* layernorm_backward's stages (gen/kernels.c, ln_derive): at C = 768 in 16 bits with rows to spare, two stages a
-   warp of three rows; not at C = 1024, where they measured slower, nor in fp32 (not measured), nor with one row a
-   warp */
-static void test_layernorm_stages(void) {
-    static const struct { const char *path, *precision; unsigned smem; } cases[] = {
-        {"configs/gpt2-124M.lua", "precision=bf16", 8 * 2 * 3 * 768 * 2},
-        {"configs/gpt2-124M.lua", "precision=fp16", 8 * 2 * 3 * 768 * 2},
-        {"configs/gpt2-124M.lua", "precision=fp32", 0},
-        {"configs/gpt2-350M.lua", "precision=bf16", 0},
-        {"configs/tiny.lua", "precision=bf16", 0},
+/* layernorm_backward's dynamic shared memory (gen/kernels.c, ln_derive). Stages: at C = 768 in 16 bits with rows
+   to spare, two stages a warp of three rows; not at C = 1024, where they measured slower, nor in fp32 (not
+   measured), nor with one row a warp. Sums (BWD_SUMS 2, the default where a lane holds more than 24 values of a row):
+   2 * values * 32 floats a warp; refused where that exceeds a block's shared memory, and then not the default. */
+static void test_layernorm_backward_smem(void) {
+    static const struct { const char *path, *set1, *set2; int sums; unsigned smem; } cases[] = {
+        {"configs/gpt2-124M.lua", "precision=bf16", NULL, 1, 8 * 2 * 3 * 768 * 2},
+        {"configs/gpt2-124M.lua", "precision=fp16", NULL, 1, 8 * 2 * 3 * 768 * 2},
+        {"configs/gpt2-124M.lua", "precision=fp32", NULL, 1, 0},
+        {"configs/gpt2-124M.lua", "precision=bf16", "tune.layernorm.BWD_SUMS=2", 2, 8 * 2 * 24 * 32 * 4},
+        {"configs/gpt2-350M.lua", "precision=bf16", NULL, 2, 8 * 2 * 32 * 32 * 4},
+        {"configs/gpt2-350M.lua", "precision=fp32", NULL, 2, 8 * 2 * 32 * 32 * 4},
+        {"configs/gpt2-350M.lua", "precision=bf16", "tune.layernorm.BWD_SUMS=1", 1, 0},
+        {"configs/gpt2-1558M.lua", "precision=bf16", NULL, 2, 8 * 2 * 56 * 32 * 4},
+        {"configs/tiny.lua", "precision=bf16", NULL, 1, 0},
+        /* C = 2048 with 16 warps: 16 * 2 * 64 * 32 * 4 = 256 KiB of sums do not fit, so the sums stay in registers */
+        {"configs/gpt2-350M.lua", "model.n_embd=2048", "tune.layernorm.BWD_BLOCK_SIZE=512", 1, 0},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const char *sets[] = {cases[c].precision, NULL};
+        const char *sets[] = {cases[c].set1, cases[c].set2, NULL};
         Err err = {{0}};
         if (make(cases[c].path, sets, &err)) { CHECK(0, "%s: %s", cases[c].path, err.msg); continue; }
         const PlanKernel *k = &plan.kernels[K_LAYERNORM_BACKWARD];
-        CHECK(k->dims.smem == cases[c].smem, "%s %s: layernorm_backward has %u bytes of stages, expected %u", cases[c].path,
-              cases[c].precision, k->dims.smem, cases[c].smem);
+        const PlanFamily *ln = NULL;
+        for (int i = 0; i < plan.n_families; i++) if (!strcmp(plan.families[i].decl->family, "layernorm")) ln = &plan.families[i];
+        CHECK(ln && ln->tunables[2].value == cases[c].sums && k->dims.smem == cases[c].smem,
+              "%s %s %s: layernorm_backward has BWD_SUMS %d and %u bytes of shared memory, expected %d and %u",
+              cases[c].path, cases[c].set1, cases[c].set2 ? cases[c].set2 : "", ln ? ln->tunables[2].value : -1,
+              k->dims.smem, cases[c].sums, cases[c].smem);
     }
+    const char *sets[] = {"model.n_embd=2048", "tune.layernorm.BWD_BLOCK_SIZE=512", "tune.layernorm.BWD_SUMS=2", NULL};
+    Err err = {{0}};
+    CHECK(make("configs/gpt2-350M.lua", sets, &err) != 0 && strstr(err.msg, "BWD_SUMS=2") && strstr(err.msg, "262144"),
+          "BWD_SUMS=2 at C=2048 and 16 warps: %s", err.msg);
 }
 
 static void test_template_checks(void) {
@@ -460,7 +475,7 @@ int main(int argc, char **argv) {
     RUN(test_prelude);
     RUN(test_attention_shape_defaults);
     RUN(test_template_checks);
-    RUN(test_layernorm_stages);
+    RUN(test_layernorm_backward_smem);
     RUN(test_memory_layout);
     RUN(test_memory_of_ranks);
     RUN(test_classifier_chunks);

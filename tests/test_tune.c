@@ -24,7 +24,7 @@ static void test_round_trip(void) {
     unlink(path);
     tune_db_load(&db, path, NULL);
     CHECK(db.missing && db.n == 0, "a missing file: missing %d, %d records", db.missing, db.n);
-    TuneRecord a = best_kernel("layernorm", "BLOCK_SIZE=512,BWD_BLOCK_SIZE=128", &ENV);
+    TuneRecord a = best_kernel("layernorm", "BLOCK_SIZE=512,BWD_BLOCK_SIZE=128,BWD_SUMS=1", &ENV);
     TuneRecord b = a;
     snprintf(b.record, sizeof b.record, "measure");
     snprintf(b.status, sizeof b.status, "mismatch");
@@ -58,7 +58,7 @@ static void test_round_trip(void) {
 static void test_stale(void) {
     Err err = {{0}};
     CHECK_OK(make(NULL, &err), &err);
-    TuneRecord base = best_kernel("layernorm", "BLOCK_SIZE=512,BWD_BLOCK_SIZE=128", &ENV);
+    TuneRecord base = best_kernel("layernorm", "BLOCK_SIZE=512,BWD_BLOCK_SIZE=128,BWD_SUMS=1", &ENV);
     static const char *const why[TUNE_KEY_FIELDS] = {"another GPU", "another arch", "another driver", "another CUDA",
                                                      "another NVRTC", "another cuDNN", "another template",
                                                      "another shape", "another precision"};
@@ -93,7 +93,7 @@ static void test_other_configs_one_line(void) {
     memset(&db, 0, sizeof db);
     snprintf(db.path, sizeof db.path, "%s", path);
     const char *fams[3] = {"layernorm", "gelu", "adamw"};
-    const char *vars[3] = {"BLOCK_SIZE=512,BWD_BLOCK_SIZE=128", "BLOCK_SIZE=128", "BLOCK_SIZE=256"};
+    const char *vars[3] = {"BLOCK_SIZE=512,BWD_BLOCK_SIZE=128,BWD_SUMS=1", "BLOCK_SIZE=128", "BLOCK_SIZE=256"};
     for (int i = 0; i < 3; i++) {
         TuneRecord r = best_kernel(fams[i], vars[i], &ENV);
         snprintf(r.key.f[7], TUNE_FIELD_MAX, "B64,T1024,C768,NH12,L12,V50257,maxT1024,recompute1");
@@ -171,7 +171,7 @@ static void test_corrupt(void) {
     tune_db_free(&db);
     fclose(msgs);
     /* a variant that names no allowed value is reported at apply time, not applied */
-    TuneRecord wrong = best_kernel("layernorm", "BLOCK_SIZE=100,BWD_BLOCK_SIZE=128", &ENV);
+    TuneRecord wrong = best_kernel("layernorm", "BLOCK_SIZE=100,BWD_BLOCK_SIZE=128,BWD_SUMS=1", &ENV);
     memset(&db, 0, sizeof db);
     tune_db_put(&db, &wrong);
     TuneApplied ap;
@@ -222,7 +222,7 @@ static void test_variants_respect_constraints(void) {
         CHECK(v[j].v[0] % v[j].v[4] == 0, "Q_TILE %d with Q_WARP_ROWS %d was offered", v[j].v[0], v[j].v[4]);
     CHECK(refused >= 2, "%d attention combinations refused by the constraints, expected at least 2", refused);
     /* the config's tune table: a list widens or narrows, one value fixes */
-    const char *sets2[] = {"tune.layernorm.BLOCK_SIZE={64, 96}", "tune.layernorm.BWD_BLOCK_SIZE=512", NULL};
+    const char *sets2[] = {"tune.layernorm.BLOCK_SIZE={64, 96}", "tune.layernorm.BWD_BLOCK_SIZE=512", "tune.layernorm.BWD_SUMS=1", NULL};
     CHECK_OK(make(sets2, &err), &err);
     int n = tune_variants(&plan, module_of("layernorm"), v, TUNE_MAX_VARIANTS, &refused);
     CHECK(n == 2 && v[0].v[0] == 64 && v[1].v[0] == 96 && v[0].v[1] == 512 && v[1].v[1] == 512,
@@ -234,7 +234,7 @@ static void test_apply_and_config_wins(void) {
     CHECK_OK(make(NULL, &err), &err);
     TuneDb db;
     memset(&db, 0, sizeof db);
-    TuneRecord a = best_kernel("layernorm", "BLOCK_SIZE=512,BWD_BLOCK_SIZE=128", &ENV);
+    TuneRecord a = best_kernel("layernorm", "BLOCK_SIZE=512,BWD_BLOCK_SIZE=128,BWD_SUMS=1", &ENV);
     TuneRecord b = best_kernel("gelu", "BLOCK_SIZE=1024", &ENV);
     tune_db_put(&db, &a);
     tune_db_put(&db, &b);

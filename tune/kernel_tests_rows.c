@@ -109,25 +109,30 @@ void kernel_test_layernorm(G *g) {
     dptr scratch = dalloc(g, parts * 2 * C * 4);
     cu.cuMemcpyHtoD(dmean, mean, N * 4);
     cu.cuMemcpyHtoD(drstd, rstd, N * 4);
-    float *gdw = hbuf(C), *gdb = hbuf(C), *again = hbuf(N * C);
+    float *gdw = hbuf(C), *gdb = hbuf(C), *again = hbuf(N * C), *dw_again = hbuf(C), *db_again = hbuf(C);
     rc = 0;
     for (int rep = 0; rep < 2 && !rc; rep++) {
         up(g, ddinp, dinp0, N * C); up(g, ddw, dw0, C); up(g, ddb, db0, C);
         rc = launch_layernorm_backward(&g->ks, g->s, ddinp, scratch, ddy, dx, dw, dmean, drstd, &err) ||
              launch_layernorm_backward_reduce(&g->ks, g->s, ddw, ddb, scratch, &err);
-        if (!rc) down(g, rep ? again : got, ddinp, N * C);
+        if (!rc) {
+            down(g, rep ? again : got, ddinp, N * C);
+            down(g, rep ? dw_again : gdw, ddw, C);
+            down(g, rep ? db_again : gdb, ddb, C);
+        }
     }
     c = (Cmp){0, 0, ""};
     if (!rc) {
-        down(g, gdw, ddw, C); down(g, gdb, ddb, C);
         cmp(&c, "dinp", got, rdinp, N * C, g->tol);
         cmp(&c, "dweight", gdw, rdw, C, g->tol);
         cmp(&c, "dbias", gdb, rdb, C, g->tol);
-        if (memcmp(got, again, N * C * 4) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "dinp differs between two runs"); }
+        const char *differs = memcmp(got, again, N * C * 4) ? "dinp" : memcmp(gdw, dw_again, C * 4) ? "dweight"
+                            : memcmp(gdb, db_again, C * 4) ? "dbias" : NULL;
+        if (differs && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "%s differs between two runs", differs); }
     }
     finish(g, "layernorm_backward (deterministic)", &c, &err, rc);
     free(x); free(x2); free(w); free(b); free(ref); free(mean); free(rstd); free(got); free(gm); free(gr); free(res);
-    free(dy); free(dinp0); free(dw0); free(db0); free(rdinp); free(rdw); free(rdb); free(gdw); free(gdb); free(again);
+    free(dy); free(dinp0); free(dw0); free(db0); free(rdinp); free(rdw); free(rdb); free(gdw); free(gdb); free(again); free(dw_again); free(db_again);
     dfree_all(g);
 }
 
