@@ -185,7 +185,7 @@ def work_table(s):
     attn_fwd_flops = 4 * B * NH * T * T * HS // 2
     lnfwd_plain = x * (BT * C + BT * C) + 2 * f32 * BT + 2 * x * C          # read x; write out; mean, rstd; w, b
     lnfwd_fused = x * (2 * BT * C + 2 * BT * C) + 2 * f32 * BT + 2 * x * C  # read both inputs; write sum and out
-    ln_plain_calls = 1 + (2 * L if s["recompute"] >= 2 else 0)              # layer 0's ln1; recompute=2: 2 a layer
+    ln_plain_calls = 1                                                      # layer 0's ln1
     ln_fused_calls = 2 * L                                                  # residual add + LN, twice a layer
     fc_bias_in_gelu = s["fc_bias_in_gelu"]
     master = s["master"]
@@ -201,7 +201,7 @@ def work_table(s):
        "read tokens (int32), a wte row per token, wpe (T,C); write (B,T,C)")
     op("layernorm forward", ln_plain_calls + ln_fused_calls, 0,
        ln_plain_calls * lnfwd_plain + ln_fused_calls * lnfwd_fused,
-       "plain (1, +2L at recompute=2): read x, write out, mean, rstd; fused residual (2L): read 2 inputs, write sum and out")
+       "plain (1): read x, write out, mean, rstd; fused residual (2L): read 2 inputs, write sum and out")
     op("matmul qkv", L, *times(L, gemm_fwd(BT, C, 3 * C)),
        "GEMM m=BT k=C n=3C + bias")
     op("attention forward", L, L * attn_fwd_flops,
@@ -227,11 +227,13 @@ def work_table(s):
        "read the logits (BT,Vp), write dlogits in place; targets, losses")
     op("matmul bwd classifier", K, *times(K, gemm_bwd(mc, C, Vp, bias=False)),
        "dinp + dW GEMMs of m=BT k=C n=Vp, no bias (per chunk: m=BT/K)")
+    ln_remade = 2 * L if s["recompute"] >= 2 else 0                         # recompute=2: the output made again
     op("layernorm backward", 2 * L + 1, 0,
        (2 * L + 1) * (x * (BT * C + BT * C + 2 * BT * C) + 2 * f32 * BT
-                      + 2 * LN_BWD_BLOCKS * 2 * C * f32 + 2 * 2 * x * C),
+                      + 2 * LN_BWD_BLOCKS * 2 * C * f32 + 2 * 2 * x * C) + ln_remade * x * BT * C,
        "read dout, x, mean, rstd; dx added into the residual gradient (read+write); fp32 partials of dw, db "
-       "(%d blocks x 2C, written and read); dw, db" % LN_BWD_BLOCKS)
+       "(%d blocks x 2C, written and read); dw, db; at recompute=2 the 2L of the layers also write the "
+       "LayerNorm's output again" % LN_BWD_BLOCKS)
     op("gelu recompute", L if s["recompute"] >= 1 else 0, 0,
        (L if s["recompute"] >= 1 else 0) * x * (2 * BT * 4 * C),
        "read the pre-activation (BT,4C), write the activation (BT,4C)")

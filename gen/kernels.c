@@ -281,7 +281,7 @@ const FamilyDecl kernel_families[] = {
       {"fused_residual_layernorm_forward",
        {X(residual), X(out), F32(mean), F32(rstd), CX(inp1), CX(inp2), CX(weight), CX(bias)}, LN_BLOCK, -1, ln_forward,
        "ceil(B*T / (BLOCK_SIZE/32)): a warp per row"},
-      {"layernorm_backward", {X(dinp), F32(scratch), CX(dout), CX(inp), CX(weight), CF32(mean), CF32(rstd)},
+      {"layernorm_backward", {X(dinp), F32(scratch), X(out), CX(dout), CX(inp), CX(weight), CX(bias), CF32(mean), CF32(rstd)},
        LN_BWD_BLOCK, -1, ln_backward, "BWD_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512); BWD_SMEM bytes of shared memory"},
       {"layernorm_backward_reduce", {X(dweight), X(dbias), CF32(scratch)}, LN_BLOCK, -1, ln_reduce,
        "(ceil(C/32), 2): a block per 32 channels of dweight and of dbias"}}, ln_shape_defaults, 0},

@@ -1,7 +1,9 @@
 // layernorm.cu: LayerNorm over the C channels of each of the B*T rows (eps 1e-5, biased variance).
 //   layernorm_forward                 out = LN(inp); saves mean and rstd (fp32) for the backward
 //   fused_residual_layernorm_forward  residual = inp1 + inp2, out = LN(residual)
-//   layernorm_backward                dinp += dLN; per-block partial sums of dweight/dbias into scratch
+//   layernorm_backward                dinp += dLN; per-block partial sums of dweight/dbias into scratch; with out
+//                                     not null, also out = LN(inp) again from the saved mean and rstd (recompute=2:
+//                                     the weight-gradient matmul that reads it runs after this kernel)
 //   layernorm_backward_reduce         dweight += sum of partials, dbias likewise, in a fixed order
 // One warp per row; each lane owns the same channels of every row, so the weight-gradient partials stay in
 // registers and every sum runs in a fixed order: the backward gives the same bits on every run.
@@ -79,10 +81,11 @@ KERNEL(fused_residual_layernorm_forward) {
 
 // The backward of one row: the two row means the gradient needs, then dinp += dLN and the row's share of the weight
 // gradients: add(i, k, dw, db) for value k of this lane's i-th packet. at(which, i, pass) gives this lane's i-th
-// packet of dout (which 0), inp (1) or dinp (2) as pass 1 or 2 reads it.
+// packet of dout (which 0), inp (1) or dinp (2) as pass 1 or 2 reads it. out_row not null: the row's LayerNorm
+// output, as ln_row writes it.
 template <typename At, typename Add>
-__device__ __forceinline__ void ln_backward_row(At at, Add add, floatX *dinp_row, const floatX *weight, float m,
-                                                float r, int lane) {
+__device__ __forceinline__ void ln_backward_row(At at, Add add, floatX *dinp_row, floatX *out_row, const floatX *weight,
+                                                const floatX *bias, float m, float r, int lane) {
     float sum_dn = 0.0f, sum_dn_n = 0.0f;
 #pragma unroll
     for (int i = 0; i < PER_LANE; i++) {
@@ -111,6 +114,12 @@ __device__ __forceinline__ void ln_backward_row(At at, Add add, floatX *dinp_row
             d[k] = from_f<floatX>(to_f(d[k]) + (dn - mean_dn - n * mean_dn_n) * r);
         }
         store_vec<floatX, VEC>(dinp_row + p * VEC, d);
+        if (out_row) {
+            const xvec b = load_vec<floatX, VEC>(bias + p * VEC);
+            xvec o;
+            for (int k = 0; k < VEC; k++) o[k] = from_f<floatX>((to_f(x[k]) - m) * r * to_f(w[k]) + to_f(b[k]));
+            store_vec<floatX, VEC>(out_row + p * VEC, o);
+        }
     }
 }
 
@@ -183,7 +192,7 @@ KERNEL(layernorm_backward) {
             cp_async_wait<1>();            // this row's group is in
             const xvec *s = stages + st * 3 * PACKETS;
             ln_backward_row([&](int which, int i, int) { return s[which * PACKETS + lane + i * WARP_SIZE]; }, add,
-                            dinp + (long long)row * C, weight, m, r, lane);
+                            dinp + (long long)row * C, out ? out + (long long)row * C : nullptr, weight, bias, m, r, lane);
         }
     } else {
         for (; row < N_ROWS; row += STRIDE) {
@@ -206,11 +215,11 @@ KERNEL(layernorm_backward) {
                 const floatX *src = (which == 0 ? dout : inp) + base + p * VEC;
                 return pass == 1 ? load_vec<floatX, VEC>(src) : load_vec_cs<floatX, VEC>(src);
             };
-            ln_backward_row(at, add, dinp + base, weight, m, r, lane);
+            ln_backward_row(at, add, dinp + base, out ? out + base : nullptr, weight, bias, m, r, lane);
         }
     }
     // block partial: the warps' sums added one after the other (fixed order, no atomics)
-    float *out = scratch + (long long)blockIdx.x * 2 * C;
+    float *part = scratch + (long long)blockIdx.x * 2 * C;
     if constexpr (SUMS_SHARED) {
         __syncthreads();
         const float *all = reinterpret_cast<const float *>(dyn_smem);
@@ -220,8 +229,8 @@ KERNEL(layernorm_backward) {
             float a = 0.0f, b = 0.0f;
             for (int w = 0; w < WARPS; w++) { a += all[w * 2 * SUM_SLOTS + slot]; b += all[w * 2 * SUM_SLOTS + SUM_SLOTS + slot]; }
             const int c = p * VEC + j % VEC;
-            out[c] = a;
-            out[C + c] = b;
+            part[c] = a;
+            part[C + c] = b;
         }
         return;
     } else {
@@ -239,7 +248,7 @@ KERNEL(layernorm_backward) {
             }
             __syncthreads();
         }
-        for (int c = threadIdx.x; c < C; c += BWD_BLOCK_SIZE) { out[c] = s_dw[c]; out[C + c] = s_db[c]; }
+        for (int c = threadIdx.x; c < C; c += BWD_BLOCK_SIZE) { part[c] = s_dw[c]; part[C + c] = s_db[c]; }
     }
 }
 

@@ -98,22 +98,24 @@ void kernel_test_layernorm(G *g) {
     }
     finish(g, "fused_residual_layernorm_forward", &c, &err, rc);
 
-    /* backward: dinp, dweight, dbias accumulate onto random values; twice, for determinism */
+    /* backward: dinp, dweight, dbias accumulate onto random values; twice, for determinism, the second time also
+       making the LayerNorm output again (recompute=2), which must leave the gradients as they were */
     cpu_layernorm_forward(ref, mean, rstd, x, w, b, (int)N, (int)C);
+    quantize(g, ref, N * C);
     float *dy = hrand(g, N * C, 1.0f), *dinp0 = hrand(g, N * C, 1.0f), *dw0 = hrand(g, C, 1.0f), *db0 = hrand(g, C, 1.0f);
     float *rdinp = xmalloc(N * C * 4), *rdw = xmalloc(C * 4), *rdb = xmalloc(C * 4);
     memcpy(rdinp, dinp0, N * C * 4); memcpy(rdw, dw0, C * 4); memcpy(rdb, db0, C * 4);
     cpu_layernorm_backward(rdinp, rdw, rdb, dy, x, w, mean, rstd, (int)N, (int)C);
     size_t parts = g->plan->kernels[K_LAYERNORM_BACKWARD].dims.grid[0];
     dptr ddy = dup_x(g, dy, N * C), ddinp = dalloc(g, N * C * g->xs), ddw = dalloc(g, C * g->xs), ddb = dalloc(g, C * g->xs);
-    dptr scratch = dalloc(g, parts * 2 * C * 4);
+    dptr scratch = dalloc(g, parts * 2 * C * 4), dlo = dalloc(g, N * C * g->xs);
     cu.cuMemcpyHtoD(dmean, mean, N * 4);
     cu.cuMemcpyHtoD(drstd, rstd, N * 4);
     float *gdw = hbuf(C), *gdb = hbuf(C), *again = hbuf(N * C), *dw_again = hbuf(C), *db_again = hbuf(C);
     rc = 0;
     for (int rep = 0; rep < 2 && !rc; rep++) {
         up(g, ddinp, dinp0, N * C); up(g, ddw, dw0, C); up(g, ddb, db0, C);
-        rc = launch_layernorm_backward(&g->ks, g->s, ddinp, scratch, ddy, dx, dw, dmean, drstd, &err) ||
+        rc = launch_layernorm_backward(&g->ks, g->s, ddinp, scratch, rep ? dlo : 0, ddy, dx, dw, db, dmean, drstd, &err) ||
              launch_layernorm_backward_reduce(&g->ks, g->s, ddw, ddb, scratch, &err);
         if (!rc) {
             down(g, rep ? again : got, ddinp, N * C);
@@ -126,6 +128,8 @@ void kernel_test_layernorm(G *g) {
         cmp(&c, "dinp", got, rdinp, N * C, g->tol);
         cmp(&c, "dweight", gdw, rdw, C, g->tol);
         cmp(&c, "dbias", gdb, rdb, C, g->tol);
+        down(g, res, dlo, N * C);
+        cmp(&c, "out made again", res, ref, N * C, g->tol);
         const char *differs = memcmp(got, again, N * C * 4) ? "dinp" : memcmp(gdw, dw_again, C * 4) ? "dweight"
                             : memcmp(gdb, db_again, C * 4) ? "dbias" : NULL;
         if (differs && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "%s differs between two runs", differs); }

@@ -58,7 +58,8 @@ int wl_layernorm_run(Workload *w, G *g, Kernels *ks, Err *err) {
     return launch_layernorm_forward(ks, g->s, P(w, 4), P(w, 5), P(w, 6), P(w, 0), P(w, 2), P(w, 3), err) ||
            launch_fused_residual_layernorm_forward(ks, g->s, P(w, 7), P(w, 4), P(w, 5), P(w, 6), P(w, 0), P(w, 1), P(w, 2),
                                                    P(w, 3), err) ||
-           launch_layernorm_backward(ks, g->s, P(w, 9), P(w, 12), P(w, 8), P(w, 7), P(w, 2), P(w, 5), P(w, 6), err) ||
+           launch_layernorm_backward(ks, g->s, P(w, 9), P(w, 12), 0, P(w, 8), P(w, 7), P(w, 2), P(w, 3), P(w, 5), P(w, 6),
+                                     err) ||
            launch_layernorm_backward_reduce(ks, g->s, P(w, 10), P(w, 11), P(w, 12), err) ? -1 : 0;
 }
 void wl_layernorm_setup(Workload *w, G *g) {

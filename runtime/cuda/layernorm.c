@@ -10,8 +10,9 @@ int op_residual_layernorm(Cuda *c, dptr res, dptr out, dptr mean, dptr rstd, dpt
     return launch_fused_residual_layernorm_forward(&c->ks, c->s, res, out, mean, rstd, x1, x2, w, b, err);
 }
 
-int op_layernorm_backward(Cuda *c, dptr dinp, dptr dw, dptr db, dptr dout, dptr inp, dptr w, dptr mean, dptr rstd, Err *err) {
+int op_layernorm_backward(Cuda *c, dptr dinp, dptr dw, dptr db, dptr dout, dptr inp, dptr w, dptr mean, dptr rstd,
+                          dptr out, dptr b, Err *err) {
     dptr scratch = buf(c, BUF_LN_SCRATCH, 0);
-    return launch_layernorm_backward(&c->ks, c->s, dinp, scratch, dout, inp, w, mean, rstd, err) ||
+    return launch_layernorm_backward(&c->ks, c->s, dinp, scratch, out, dout, inp, w, b, mean, rstd, err) ||
            launch_layernorm_backward_reduce(&c->ks, c->s, dw, db, scratch, err) ? -1 : 0;
 }

@@ -75,7 +75,10 @@ int op_encoder_backward(Cuda *c, Err *err);                    /* BUF_DRESIDUAL 
 
 int op_layernorm(Cuda *c, dptr out, dptr mean, dptr rstd, dptr inp, dptr w, dptr b, Err *err);
 int op_residual_layernorm(Cuda *c, dptr res, dptr out, dptr mean, dptr rstd, dptr x1, dptr x2, dptr w, dptr b, Err *err);
-int op_layernorm_backward(Cuda *c, dptr dinp, dptr dw, dptr db, dptr dout, dptr inp, dptr w, dptr mean, dptr rstd, Err *err);
+/* dinp += LN'(dout), dw and db += the weight gradients; out not 0: also out = LN(inp) with bias b, from the saved
+   mean and rstd (recompute=2 makes the LayerNorm output again here, for the weight-gradient matmul after it) */
+int op_layernorm_backward(Cuda *c, dptr dinp, dptr dw, dptr db, dptr dout, dptr inp, dptr w, dptr mean, dptr rstd,
+                          dptr out, dptr b, Err *err);
 
 /* out = inp @ W^T (+ bias) through plan matmul id; aux: the GELU pre-activation for MM_FC with the GELU epilogue */
 int op_linear(Cuda *c, int id, dptr out, dptr inp, dptr W, dptr bias, dptr aux, Err *err);
@@ -83,6 +86,9 @@ int op_linear(Cuda *c, int id, dptr out, dptr inp, dptr W, dptr bias, dptr aux, 
    of dout (alpha must be 1 then) */
 int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr db, dptr dout, dptr inp, dptr W,
                        float alpha, dptr pre, Err *err);
+/* its two halves: the dinp matmul; the dW matmul and the bias gradient (dinp_id: the entry that names the shape) */
+int op_linear_backward_dinp(Cuda *c, int dinp_id, dptr dinp, dptr dout, dptr W, float alpha, dptr pre, Err *err);
+int op_linear_backward_dw(Cuda *c, int dinp_id, int dw_id, dptr dW, dptr db, dptr dout, dptr inp, float alpha, Err *err);
 int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err);
 /* dinout (B*T, 4C) *= GELU'(pre), and db (4C) += its column sums: the fc layer's GELU backward and bias gradient */
 int op_gelu_backward_bias(Cuda *c, dptr dinout, dptr pre, dptr db, Err *err);

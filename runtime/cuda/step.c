@@ -87,11 +87,30 @@ int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float
     return 0;
 }
 
+/* The backward of a linear layer that reads a LayerNorm's output (ln), then of that LayerNorm: dln = dout @ W,
+   dW += dout^T ln, db; dresidual += LN'(dln). At recompute=2 ln is not kept: the LayerNorm backward makes it again
+   (from inp and the saved mean and rstd, one more write and no more reads) and the dW matmul runs after it; else
+   the dW matmul runs first. */
+static int linear_layernorm_backward(Cuda *c, const char *name, int dinp_id, int dw_id, dptr dW, dptr db, dptr dout,
+                                     dptr W, dptr ln, dptr inp, dptr lnw, dptr lnb, dptr dlnw, dptr dlnb, dptr mean,
+                                     dptr rstd, Err *err) {
+    dptr dres = buf(c, BUF_DRESIDUAL, 0), dln = buf(c, BUF_DLN, 0);
+    if (c->recompute < 2) {
+        OP(name, op_linear_backward(c, dinp_id, dw_id, dln, dW, db, dout, ln, W, 1.0f, 0, err));
+        OP("layernorm backward", op_layernorm_backward(c, dres, dlnw, dlnb, dln, inp, lnw, mean, rstd, 0, 0, err));
+        return 0;
+    }
+    OP(name, op_linear_backward_dinp(c, dinp_id, dln, dout, W, 1.0f, 0, err));
+    OP("layernorm backward", op_layernorm_backward(c, dres, dlnw, dlnb, dln, inp, lnw, mean, rstd, ln, lnb, err));
+    OP(name, op_linear_backward_dw(c, dinp_id, dw_id, dW, db, dout, ln, 1.0f, err));
+    return 0;
+}
+
 static int backward_layer(Cuda *c, int l, Err *err) {
     dptr residual = residual_in(c, l), ln1 = buf(c, BUF_LN1, l), ln2 = buf(c, BUF_LN2, l);
     dptr m1 = buf(c, BUF_LN1_MEAN, l), r1 = buf(c, BUF_LN1_RSTD, l), m2 = buf(c, BUF_LN2_MEAN, l), r2 = buf(c, BUF_LN2_RSTD, l);
     dptr res2 = buf(c, BUF_RESIDUAL2, l), fch = buf(c, BUF_FCH, l), fchg = buf(c, BUF_FCH_GELU, l);
-    dptr dres = buf(c, BUF_DRESIDUAL, 0), dln = buf(c, BUF_DLN, 0), dfch = buf(c, BUF_DFCH, 0), datty = buf(c, BUF_DATTY, 0);
+    dptr dres = buf(c, BUF_DRESIDUAL, 0), dfch = buf(c, BUF_DFCH, 0), datty = buf(c, BUF_DATTY, 0);
     if (c->recompute >= 1) OP("gelu recompute", op_gelu_forward(c, fchg, fch, err));
     /* dfch = (dresidual @ fcprojw) * GELU'(fch): the DGELU epilogue, or (train.gelu) the matmul, then our kernel,
        which also sums the fc bias gradient */
@@ -100,18 +119,16 @@ static int backward_layer(Cuda *c, int l, Err *err) {
        op_linear_backward(c, MM_FCPROJ_DINP, MM_FCPROJ_DW, dfch, GW(P_FCPROJW, l), GW(P_FCPROJB, l), dres, fchg,
                           PW(P_FCPROJW, l), 1.0f, gelu_kernel ? 0 : fch, err));
     if (gelu_kernel) OP("gelu backward", op_gelu_backward_bias(c, dfch, fch, GW(P_FCB, l), err));
-    if (c->recompute >= 2) OP("layernorm forward", op_layernorm(c, ln2, m2, r2, res2, PW(P_LN2W, l), PW(P_LN2B, l), err));
-    OP("matmul bwd fc", op_linear_backward(c, MM_FC_DINP, MM_FC_DW, dln, GW(P_FCW, l), gelu_kernel ? 0 : GW(P_FCB, l), dfch,
-                                           ln2, PW(P_FCW, l), 1.0f, 0, err));
-    OP("layernorm backward", op_layernorm_backward(c, dres, GW(P_LN2W, l), GW(P_LN2B, l), dln, res2, PW(P_LN2W, l), m2, r2, err));
+    if (linear_layernorm_backward(c, "matmul bwd fc", MM_FC_DINP, MM_FC_DW, GW(P_FCW, l), gelu_kernel ? 0 : GW(P_FCB, l),
+                                  dfch, PW(P_FCW, l), ln2, res2, PW(P_LN2W, l), PW(P_LN2B, l), GW(P_LN2W, l),
+                                  GW(P_LN2B, l), m2, r2, err))
+        return -1;
     OP("matmul bwd attproj", op_linear_backward(c, MM_ATTPROJ_DINP, MM_ATTPROJ_DW, datty, GW(P_ATTPROJW, l),
                                                 GW(P_ATTPROJB, l), dres, buf(c, BUF_ATTY, l), PW(P_ATTPROJW, l), 1.0f, 0, err));
     if (op_attention_backward(c, l, err)) return -1;
-    if (c->recompute >= 2) OP("layernorm forward", op_layernorm(c, ln1, m1, r1, residual, PW(P_LN1W, l), PW(P_LN1B, l), err));
-    OP("matmul bwd qkv", op_linear_backward(c, MM_QKV_DINP, MM_QKV_DW, dln, GW(P_QKVW, l), GW(P_QKVB, l),
-                                            buf(c, BUF_DQKV, 0), ln1, PW(P_QKVW, l), 1.0f, 0, err));
-    OP("layernorm backward", op_layernorm_backward(c, dres, GW(P_LN1W, l), GW(P_LN1B, l), dln, residual, PW(P_LN1W, l), m1, r1, err));
-    return 0;
+    return linear_layernorm_backward(c, "matmul bwd qkv", MM_QKV_DINP, MM_QKV_DW, GW(P_QKVW, l), GW(P_QKVB, l),
+                                     buf(c, BUF_DQKV, 0), PW(P_QKVW, l), ln1, residual, PW(P_LN1W, l), PW(P_LN1B, l),
+                                     GW(P_LN1W, l), GW(P_LN1B, l), m1, r1, err);
 }
 
 /* The backward from the final LayerNorm down, once BUF_DLN holds d(loss)/d(lnf) and the classifier's dwte is in. */
@@ -122,7 +139,7 @@ static int backward_trunk(Backend *be, Err *err) {
     dptr dres = buf(c, BUF_DRESIDUAL, 0), dln = buf(c, BUF_DLN, 0);
     if (cuda_check(cu.cuMemsetD8Async(dres, 0, (size_t)c->plan->step.B * c->plan->step.T * c->C * c->xs, c->s), "zeroing dresidual", err)) return -1;
     OP("layernorm backward", op_layernorm_backward(c, dres, GW(P_LNFW, 0), GW(P_LNFB, 0), dln, buf(c, BUF_RESIDUAL3, c->L - 1),
-                                                   PW(P_LNFW, 0), buf(c, BUF_LNF_MEAN, 0), buf(c, BUF_LNF_RSTD, 0), err));
+                                                   PW(P_LNFW, 0), buf(c, BUF_LNF_MEAN, 0), buf(c, BUF_LNF_RSTD, 0), 0, 0, err));
     for (int l = c->L - 1; l >= 0; l--)
         if (backward_layer(c, l, err) || (be->grad_ready && be->grad_ready(be->grad_ready_ctx, l, err))) return -1;
     OP("encoder backward", op_encoder_backward(c, err));
