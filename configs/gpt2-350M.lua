@@ -4,4 +4,6 @@
 base "defaults.lua"
 name = "gpt2-350M"
 model = { n_layer = 24, n_head = 16, n_embd = 1024 }
-train = { batch_size = 32 }
+-- recompute = 2: the LayerNorm outputs are not kept (3 GiB less at B=32: 23.4 GiB against 26.2 on the H200) and the
+-- LayerNorm backward makes them again, 0.35% of the step's speed (bench/RESULTS.md, "Issue 22, fourth pass")
+train = { batch_size = 32, recompute = 2 }
