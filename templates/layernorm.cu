@@ -5,8 +5,9 @@
 //                                     not null, also out = LN(inp) again from the saved mean and rstd (recompute=2:
 //                                     the weight-gradient matmul that reads it runs after this kernel)
 //   layernorm_backward_reduce         dweight += sum of partials, dbias likewise, in a fixed order
-// One warp per row; each lane owns the same channels of every row, so the weight-gradient partials stay in
-// registers and every sum runs in a fixed order: the backward gives the same bits on every run.
+// One warp per row; each lane owns the same channels of every row, so the weight-gradient partials stay with the
+// lane (in registers, or with BWD_SUMS 2 in the lane's own slots of shared memory) and every sum runs in a fixed
+// order: the backward gives the same bits on every run.
 
 constexpr int N_ROWS = B * T;
 constexpr int VEC = VEC_C;                          // elements per access
