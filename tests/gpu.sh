@@ -45,6 +45,10 @@ echo "== tests/cli/eval.sh on the GPU (gpt2gen eval --backend cuda, eval.hellasw
 EVAL_BACKEND=cuda sh tests/cli/eval.sh > "$log/gpu-eval-cli.out" 2>&1; rc=$?
 cat "$log/gpu-eval-cli.out"
 count eval_cli "$log/gpu-eval-cli.out" $rc
+echo "== test_hopper_probe (wgmma m64n64k16 in the forms a Hopper attention needs, against an fp64 product)"
+build/tests/test_hopper_probe > "$log/test_hopper_probe.out" 2>&1; rc=$?
+cat "$log/test_hopper_probe.out"
+count hopper_probe "$log/test_hopper_probe.out" $rc
 echo "== tests/gpu/hf.py (Hugging Face: transformers loads gpt2gen export's folder; its GPT2LMHeadModel imports)"
 python3 tests/gpu/hf.py > "$log/gpu-hf.out" 2>&1; rc=$?
 cat "$log/gpu-hf.out"
