@@ -15,7 +15,7 @@ static PlanMatmul linear_dw(const char *name, int N, int IC, int OC, int per_ste
 }
 
 void matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int classifier_rows,
-                  int gelu_kernel) {
+                  GeluPath gelu) {
     int BT = step->B * step->T, C = model->n_embd, L = model->n_layer;
     mm[MM_QKV] = linear("qkv", BT, C, 3 * C, 1, EPI_NONE, L);
     mm[MM_ATTPROJ] = linear("attproj", BT, C, C, 1, EPI_NONE, L);
@@ -28,7 +28,7 @@ void matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepSha
     mm[MM_QKV_DINP] = linear_dinp("qkv dinp", BT, C, 3 * C, EPI_NONE, L);
     mm[MM_QKV_DW] = linear_dw("qkv dW", BT, C, 3 * C, L);
     matmuls_set_classifier_rows(mm, model, step, classifier_rows);
-    matmuls_set_gelu(mm, model, step, gelu_kernel);
+    matmuls_set_gelu(mm, model, step, gelu);
     if (step->kind != STEP_TRAIN)   /* a forward calls none of the backward's */
         for (int i = MM_CLASSIFIER_DINP; i < MM_COUNT; i++) mm[i].per_step = 0;
 }
@@ -46,9 +46,10 @@ void matmuls_set_classifier_rows(PlanMatmul mm[MM_COUNT], const GPT2Shape *model
 
 double matmul_flops(const PlanMatmul *m) { return 2.0 * m->m * m->n * m->k * m->batch; }
 
-void matmuls_set_gelu(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int gelu_kernel) {
+void matmuls_set_gelu(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, GeluPath gelu) {
     int BT = step->B * step->T, C = model->n_embd, L = model->n_layer, bwd = step->kind == STEP_TRAIN ? L : 0;
-    mm[MM_FC] = gelu_kernel ? linear("fc", BT, C, 4 * C, 1, EPI_NONE, L) : linear("fc+gelu", BT, C, 4 * C, 1, EPI_GELU_AUX, L);
-    mm[MM_FCPROJ_DINP] = gelu_kernel ? linear_dinp("fcproj dinp", BT, 4 * C, C, EPI_NONE, bwd)
-                                     : linear_dinp("fcproj dinp+dgelu", BT, 4 * C, C, EPI_DGELU, bwd);
+    mm[MM_FC] = gelu_forward_in_kernel(gelu) ? linear("fc", BT, C, 4 * C, 1, EPI_NONE, L)
+                                             : linear("fc+gelu", BT, C, 4 * C, 1, EPI_GELU_AUX, L);
+    mm[MM_FCPROJ_DINP] = gelu_backward_in_kernel(gelu) ? linear_dinp("fcproj dinp", BT, 4 * C, C, EPI_NONE, bwd)
+                                                       : linear_dinp("fcproj dinp+dgelu", BT, 4 * C, C, EPI_DGELU, bwd);
 }

@@ -43,12 +43,13 @@ typedef struct {
 /* The entries for B*T rows of the model; a forward step uses the forward ones only. The classifier's three run once
    per chunk of classifier_rows rows (a divisor of B*T): the logits of a chunk, their gradient into the chunk's rows of
    dlnf and into dwte (runtime/cuda/classifier.c).
-   gelu_kernel: the GELU is not in the fc and fcproj-dinp matmuls' epilogues but in kernels beside them (train.gelu). */
+   gelu: the training step's GELU path (train.gelu, not GELU_AUTO): which of the fc and fcproj-dinp matmuls have the
+   GELU in their epilogues and which run beside our kernels. */
 void   matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int classifier_rows,
-                    int gelu_kernel);
-/* The fc and fcproj-dinp entries again for the GELU in their epilogues or (gelu_kernel) beside them; a tuned algorithm
-   of theirs goes with them (the tuning database names them by their names, which say which). */
-void   matmuls_set_gelu(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int gelu_kernel);
+                    GeluPath gelu);
+/* The fc and fcproj-dinp entries again for the GELU path gelu; a tuned algorithm of theirs goes with them (the tuning
+   database names them by their names, which say which epilogue). */
+void   matmuls_set_gelu(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, GeluPath gelu);
 /* The classifier's entries again for chunks of rows rows, their tuned algorithms kept. */
 void   matmuls_set_classifier_rows(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int rows);
 double matmul_flops(const PlanMatmul *m);    /* 2*m*n*k*batch per call */

@@ -218,7 +218,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
         if (family_finalize(plan, i, err)) return -1;
     if (step->kind == STEP_TRAIN && cfg->train.gelu == GELU_AUTO) plan->gelu = gelu_auto(plan);
     plan->classifier_rows = classifier_rows(plan);
-    matmuls_plan(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows, plan->gelu == GELU_KERNEL);
+    matmuls_plan(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows, plan->gelu);
     memory_plan(&plan->memory, plan);
     return 0;
 }
@@ -374,7 +374,9 @@ static void write_section(FILE *f, const Plan *p) {
         fprintf(f, "gelu       %s (%s): %s\n", gelu_path_name(p->gelu), p->gelu_origin,
                 p->gelu == GELU_KERNEL ? "the fc matmul's bias epilogue, then gelu_forward; the fcproj dinp, then "
                                          "gelu_backward_bias_partial with the fc bias gradient"
-                                       : "cuBLASLt's GELU_AUX_BIAS and DGELU epilogues");
+                : p->gelu == GELU_SPLIT ? "the fc matmul's bias epilogue, then gelu_forward; cuBLASLt's DGELU epilogue "
+                                          "in the fcproj dinp"
+                                        : "cuBLASLt's GELU_AUX_BIAS and DGELU epilogues");
     if (st->kind == STEP_DECODE)
         fprintf(f, "linears    %s\n", p->decode_linear ? "decode_linear (templates/decode.cu): each weight read once for the rows"
                                                        : "the cuBLASLt matmuls below");

@@ -208,17 +208,21 @@ static void apply_gelu(const TuneDb *db, const TuneEnv *env, Plan *plan, TuneApp
     const TuneRecord *stale, *r = tune_db_find(db, "best", "gelu", "path", NULL, &key, &stale);
     if (!r) { if (stale) say_stale(msgs, db, stale, &key, out); return; }
     if (!passed(db, r, msgs)) return;
-    if (!strcmp(r->variant, "path=kernel")) out->gelu_path = GELU_KERNEL;
-    else if (!strcmp(r->variant, "path=epilogue")) out->gelu_path = GELU_EPILOGUE;
-    else {
-        if (msgs) fprintf(msgs, "tune db %s:%d: gelu: '%s' is not path=kernel or path=epilogue; ignored\n", db->path,
-                          r->line, r->variant);
+    out->gelu_path = GELU_AUTO;
+    for (GeluPath g = GELU_EPILOGUE; g <= GELU_SPLIT; g++) {
+        char v[32];
+        snprintf(v, sizeof v, "path=%s", gelu_path_name(g));
+        if (!strcmp(r->variant, v)) out->gelu_path = g;
+    }
+    if (out->gelu_path == GELU_AUTO) {
+        if (msgs) fprintf(msgs, "tune db %s:%d: gelu: '%s' is not path=epilogue, path=kernel or path=split; ignored\n",
+                          db->path, r->line, r->variant);
         return;
     }
     out->gelu = 1;
     plan->gelu = out->gelu_path;
     plan->gelu_origin = "tuning database";
-    matmuls_set_gelu(plan->matmuls, &plan->model, &plan->step, plan->gelu == GELU_KERNEL);
+    matmuls_set_gelu(plan->matmuls, &plan->model, &plan->step, plan->gelu);
 }
 
 void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char *cublaslt, TuneApplied *out, FILE *msgs) {

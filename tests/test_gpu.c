@@ -23,7 +23,8 @@ static const Variant variants[] = {
     {"gt-fp32", {"name=gt-fp32", "precision=fp32", "train.recompute=0", "tune.classifier.CHUNK_ROWS=128", NULL}},
     {"gt-bf16", {"name=gt-bf16", "precision=bf16", "train.recompute=1", "train.master_weights=true",
                  "tune.classifier.CHUNK_ROWS=160", NULL}},
-    /* train.gelu: cuBLASLt's GELU epilogues here, our kernels (what "auto" picks for training) in the others; the
+    /* train.gelu: cuBLASLt's GELU epilogues here, split (our forward kernel, the DGELU epilogue backward) in
+       gt-fp16-hs64 and gt-bf16-cudnn, our kernels (what "auto" picks for training) in the others; the
        LayerNorm backward's sums in shared memory (BWD_SUMS 2, the default above C = 768) and the classifier's row
        read twice (50304 columns: more than 16 packets a thread at 256 threads) UNROLL packets at a time */
     {"gt-fp32-hs64", {"name=gt-fp32-hs64", "precision=fp32", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
@@ -36,11 +37,11 @@ static const Variant variants[] = {
     {"gt-fp16", {"name=gt-fp16", "precision=fp16", "train.recompute=1", "tune.classifier.BLOCK_SIZE=128", NULL}},
     {"gt-fp16-hs64", {"name=gt-fp16-hs64", "precision=fp16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
-                      "tune.classifier.CHUNK_ROWS=64", NULL}},
+                      "tune.classifier.CHUNK_ROWS=64", "train.gelu=split", NULL}},
     /* the whole step with cuDNN's attention (T a multiple of 128, for cuDNN before 9.15.1) */
     {"gt-bf16-cudnn", {"name=gt-bf16-cudnn", "precision=bf16", "attention=cudnn", "model.max_seq_len=128",
                        "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256",
-                       "tune.classifier.CHUNK_ROWS=96", NULL}},
+                       "tune.classifier.CHUNK_ROWS=96", "train.gelu=split", NULL}},
     /* and its nondeterministic backward (dQ by atomics) */
     {"gt-fp16-cudnn", {"name=gt-fp16-cudnn", "precision=fp16", "attention=cudnn", "model.max_seq_len=128",
                        "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256",

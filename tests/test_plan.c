@@ -342,19 +342,23 @@ static void test_classifier_chunks(void) {
 }
 
 /* train.gelu: the training plan's fc and fcproj-dinp matmuls carry the GELU epilogues, or plain ones beside our
-   kernels; a forward plan (no gelu kernels) always the epilogue. */
+   kernels, or (split) a plain fc beside our forward kernel and the DGELU epilogue backward; a forward plan (no gelu
+   kernels) always the epilogue. */
 static void test_gelu_path(void) {
-    static const struct { const char *set; GeluPath want; } cases[] = {
-        {"train.gelu=epilogue", GELU_EPILOGUE}, {"train.gelu=kernel", GELU_KERNEL}};
+    static const struct { const char *set; GeluPath want; int fwd_kernel, bwd_kernel; } cases[] = {
+        {"train.gelu=epilogue", GELU_EPILOGUE, 0, 0}, {"train.gelu=kernel", GELU_KERNEL, 1, 1},
+        {"train.gelu=split", GELU_SPLIT, 1, 0}};
     Err err = {{0}};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         const char *sets[] = {cases[i].set, NULL};
         if (make("configs/gpt2-124M.lua", sets, &err)) { CHECK(0, "%s", err.msg); return; }
-        int k = cases[i].want == GELU_KERNEL;
         CHECK(plan.gelu == cases[i].want && !strcmp(plan.gelu_origin, "config"), "%s: the plan's gelu is %s (%s)", cases[i].set,
               gelu_path_name(plan.gelu), plan.gelu_origin);
-        CHECK(plan.matmuls[MM_FC].epilogue == (k ? EPI_NONE : EPI_GELU_AUX) && plan.matmuls[MM_FC].bias &&
-              plan.matmuls[MM_FCPROJ_DINP].epilogue == (k ? EPI_NONE : EPI_DGELU),
+        CHECK(gelu_forward_in_kernel(plan.gelu) == cases[i].fwd_kernel &&
+              gelu_backward_in_kernel(plan.gelu) == cases[i].bwd_kernel, "%s: forward in kernel %d, backward %d",
+              cases[i].set, gelu_forward_in_kernel(plan.gelu), gelu_backward_in_kernel(plan.gelu));
+        CHECK(plan.matmuls[MM_FC].epilogue == (cases[i].fwd_kernel ? EPI_NONE : EPI_GELU_AUX) && plan.matmuls[MM_FC].bias &&
+              plan.matmuls[MM_FCPROJ_DINP].epilogue == (cases[i].bwd_kernel ? EPI_NONE : EPI_DGELU),
               "%s: fc epilogue %d, fcproj dinp epilogue %d", cases[i].set, plan.matmuls[MM_FC].epilogue,
               plan.matmuls[MM_FCPROJ_DINP].epilogue);
         Plan fwd;

@@ -338,7 +338,7 @@ static void test_gelu_path_is_the_plans(void) {
     tune_db_put(&db, &r);
     /* an algorithm for the fc matmul under the name the chosen path gives it */
     Plan probe = plan;
-    matmuls_set_gelu(probe.matmuls, &probe.model, &probe.step, other == GELU_KERNEL);
+    matmuls_set_gelu(probe.matmuls, &probe.model, &probe.step, other);
     TuneRecord mm = tune_record("best", "matmul", "", "algo=0,id=1,tile=2,stages=3,splitk=1,reduction=0,swizzle=0,custom=0,cluster=0");
     tune_db_name(probe.matmuls[MM_FC].name, mm.name, sizeof mm.name);
     tune_key_matmul(&mm.key, &ENV, &probe, MM_FC, "130100");
@@ -366,6 +366,17 @@ static void test_gelu_path_is_the_plans(void) {
     tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
     CHECK(plan.gelu != other && !strcmp(plan.gelu_origin, "config") && !ap.gelu, "with %s the plan has %s (%s)", kernel[1],
           gelu_path_name(plan.gelu), plan.gelu_origin);
+    tune_db_free(&db);
+    /* path=split: a plain fc matmul (our forward kernel beside it), the DGELU epilogue in the fcproj dinp */
+    CHECK_OK(make(bf16, &err), &err);
+    memset(&db, 0, sizeof db);
+    TuneRecord split = tune_record("best", "gelu", "path", "path=split");
+    tune_key_gelu(&split.key, &ENV, &plan);
+    tune_db_put(&db, &split);
+    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    CHECK(ap.gelu && plan.gelu == GELU_SPLIT && plan.matmuls[MM_FC].epilogue == EPI_NONE &&
+          plan.matmuls[MM_FCPROJ_DINP].epilogue == EPI_DGELU, "path=split gave %s, fc epilogue %d, fcproj dinp epilogue %d",
+          gelu_path_name(plan.gelu), plan.matmuls[MM_FC].epilogue, plan.matmuls[MM_FCPROJ_DINP].epilogue);
     tune_db_free(&db);
 }
 

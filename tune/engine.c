@@ -124,7 +124,7 @@ static int run(Tuner *t, Err *err) {
     if (step_time(&t->plan, t->o.env, 10, &before, lb, &e)) return err_set(err, "untuned step: %s", e.msg);
     sweep_kernels_list(t);
     for (int i = 0; i < MM_COUNT; i++) t->total += tuner_matches(t, t->plan.matmuls[i].name) ? t->o.algos : 0;
-    t->total += tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto") ? 2 : 0;   /* two whole steps */
+    t->total += tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto") ? 3 : 0;   /* three whole steps */
     if (sweep_kernels_compile(t, err)) return -1;
     sweep_matmuls(t);   /* the matmuls first: most of the step's time */
     sweep_kernels(t);

@@ -1,27 +1,29 @@
-/* gelu_path: for train.gelu = "auto", the training step's GELU in cuBLASLt's epilogues against our kernels beside
-   plain bias epilogues (gen/config.h, GeluPath), timed as whole steps of the tuned plan: what the choice changes (two
-   matmuls' epilogues, two kernels, the fc bias gradient's pass) is spread over the step (see tuner.h). The matmul sweep
-   tuned the plan's own path's fc and fcproj-dinp entries (their names say which epilogue); the other path's run with
-   the database's algorithms where an earlier tune left some, else cuBLASLt's first heuristic: a bias towards the
-   plan's path, which the report's line makes visible by naming it. */
+/* gelu_path: for train.gelu = "auto", the training step's GELU in cuBLASLt's epilogues, in our kernels beside plain
+   bias epilogues, and split (our kernel forward, the DGELU epilogue backward) (gen/config.h, GeluPath), timed as whole
+   steps of the tuned plan: what the choice changes (two matmuls' epilogues, two kernels, the fc bias gradient's pass)
+   is spread over the step (see tuner.h). The matmul sweep tuned the plan's own path's fc and fcproj-dinp entries
+   (their names say which epilogue); the other paths' run with the database's algorithms where an earlier tune left
+   some, else cuBLASLt's first heuristic: a bias towards the plan's path, which the report's line makes visible by
+   naming it. */
 #include "tune/tuner.h"
 #include "tune/measure.h"
 #include <stdio.h>
 #include <string.h>
 
 void sweep_gelu_path(Tuner *t, Plan *tuned, TuneApplied *ap) {
-    static const GeluPath paths[2] = {GELU_EPILOGUE, GELU_KERNEL};
-    static const char *const variants[2] = {"path=epilogue", "path=kernel"};
+    enum { NPATHS = 3 };
+    static const GeluPath paths[NPATHS] = {GELU_EPILOGUE, GELU_KERNEL, GELU_SPLIT};
+    static const char *const variants[NPATHS] = {"path=epilogue", "path=kernel", "path=split"};
     TuneKey key;
     tune_key_gelu(&key, &t->env, &t->plan);
-    double ms[2] = {-1, -1};
-    float losses[2][3] = {{0}};
-    for (int p = 0; p < 2; p++) {
+    double ms[NPATHS] = {-1, -1, -1};
+    float losses[NPATHS][3] = {{0}};
+    for (int p = 0; p < NPATHS; p++) {
         Plan *q = t->scratch;   /* the tuned plan with this path, and the database's algorithms for its matmuls */
         *q = t->plan;
         q->gelu = paths[p];
         q->gelu_origin = "tune";
-        matmuls_set_gelu(q->matmuls, &q->model, &q->step, paths[p] == GELU_KERNEL);
+        matmuls_set_gelu(q->matmuls, &q->model, &q->step, paths[p]);
         TuneApplied unused;
         tune_db_apply(&t->db, &t->env, q, t->cublaslt, &unused, NULL);
         Err err;
@@ -34,20 +36,29 @@ void sweep_gelu_path(Tuner *t, Plan *tuned, TuneApplied *ap) {
         snprintf(r.status, sizeof r.status, "%s", ms[p] < 0 ? "launch" : "ok");
         tuner_progress(t, "gelu", variants[p], &r, 0);
     }
-    /* the two paths compute the same step: their first losses agree as a tuned step's must (measure.h) */
-    double worst, tol;
-    if (ms[0] > 0 && ms[1] > 0 && !steps_agree(t->cfg->precision, losses[0], losses[1], &worst, &tol)) {
-        fprintf(t->rep, "gelu path: the kernel path rejected: its first 3 losses differ from the epilogue's by %.2e "
-                "(relative, tolerance %.0e)\n", worst, tol);
-        ms[1] = -1;
+    /* the paths compute the same step: the others' first losses agree with the epilogues' as a tuned step's must
+       (measure.h); without the epilogues' losses, with the kernels' */
+    int ref = ms[0] > 0 ? 0 : 1;
+    for (int p = 0; p < NPATHS; p++) {
+        double worst, tol;
+        if (p != ref && ms[p] > 0 && ms[ref] > 0 && !steps_agree(t->cfg->precision, losses[ref], losses[p], &worst, &tol)) {
+            fprintf(t->rep, "gelu path: %s rejected: its first 3 losses differ from %s's by %.2e (relative, tolerance "
+                    "%.0e)\n", variants[p], variants[ref], worst, tol);
+            ms[p] = -1;
+        }
     }
-    if (ms[0] > 0 || ms[1] > 0) {
-        int k = ms[1] > 0 && (ms[0] < 0 || ms[1] < ms[0]);
-        int d = t->plan.gelu == GELU_KERNEL;   /* the path "auto" takes without the database */
+    int best = -1, d = -1;   /* d: the path "auto" takes without the database */
+    for (int p = 0; p < NPATHS; p++) {
+        if (ms[p] > 0 && (best < 0 || ms[p] < ms[best])) best = p;
+        if (paths[p] == t->plan.gelu) d = p;
+    }
+    if (best >= 0) {
         TuneRecord r;
-        tuner_record(t, &r, "best", "gelu", "path", variants[k], "ok", ms[k] * 1000.0, ms[d] > 0 ? ms[d] * 1000.0 : -1, &key);
-        fprintf(t->rep, "gelu path: epilogues %.2f ms/step, kernels %.2f ms/step: %s (default for this shape: %s)\n", ms[0],
-                ms[1], k ? "the kernels" : "the epilogues", gelu_path_name(t->plan.gelu));
+        tuner_record(t, &r, "best", "gelu", "path", variants[best], "ok", ms[best] * 1000.0,
+                     d >= 0 && ms[d] > 0 ? ms[d] * 1000.0 : -1, &key);
+        fprintf(t->rep, "gelu path: epilogues %.2f ms/step, kernels %.2f, split (kernel forward, epilogue backward) "
+                "%.2f: %s (default for this shape: %s)\n", ms[0], ms[1], ms[2], gelu_path_name(paths[best]),
+                gelu_path_name(t->plan.gelu));
     }
     /* tuned again from the untuned plan, as a build will make it: the database's records, this choice with them */
     *tuned = t->plan;

@@ -66,7 +66,7 @@ void sweep_matmuls(Tuner *t);
 /* tune/attention_path.c: for attention = "auto" in bf16/fp16, cuDNN against the template with tuned's tiles; the
    choice applied to tuned (as the database's best records are) */
 void sweep_attention_path(Tuner *t, Plan *tuned, TuneApplied *ap);
-/* tune/gelu_path.c: for train.gelu = "auto", whole steps with the GELU in the epilogues and in our kernels; the faster
-   (whose losses agree) becomes the database's choice, applied to tuned */
+/* tune/gelu_path.c: for train.gelu = "auto", whole steps with the GELU in the epilogues, in our kernels and split; the
+   fastest (whose losses agree) becomes the database's choice, applied to tuned */
 void sweep_gelu_path(Tuner *t, Plan *tuned, TuneApplied *ap);
 #endif

@@ -28,10 +28,10 @@ static int forward_layer(Cuda *c, int l, Err *err) {
     OP("matmul attproj", op_linear(c, MM_ATTPROJ, tmp, buf(c, BUF_ATTY, l), PW(P_ATTPROJW, l), PW(P_ATTPROJB, l), 0, err));
     OP("layernorm forward", op_residual_layernorm(c, res2, ln2, buf(c, BUF_LN2_MEAN, l), buf(c, BUF_LN2_RSTD, l),
                                                   residual_in(c, l), tmp, PW(P_LN2W, l), PW(P_LN2B, l), err));
-    /* fch = ln2 @ fcw^T + fcb, fchg = GELU(fch): one cuBLASLt call with the GELU epilogue, or (train.gelu) the bias
-       epilogue and our kernel */
+    /* fch = ln2 @ fcw^T + fcb, fchg = GELU(fch): one cuBLASLt call with the GELU epilogue, or (train.gelu kernel or
+       split) the bias epilogue and our kernel */
     dptr fch = buf(c, BUF_FCH, l);
-    if (c->plan->gelu == GELU_KERNEL) {
+    if (gelu_forward_in_kernel(c->plan->gelu)) {
         OP("matmul fc", op_linear(c, MM_FC, fch, ln2, PW(P_FCW, l), PW(P_FCB, l), 0, err));
         OP("gelu forward", op_gelu_forward(c, fchg, fch, err));
     } else {
@@ -114,7 +114,7 @@ static int backward_layer(Cuda *c, int l, Err *err) {
     if (c->recompute >= 1) OP("gelu recompute", op_gelu_forward(c, fchg, fch, err));
     /* dfch = (dresidual @ fcprojw) * GELU'(fch): the DGELU epilogue, or (train.gelu) the matmul, then our kernel,
        which also sums the fc bias gradient */
-    int gelu_kernel = c->plan->gelu == GELU_KERNEL;
+    int gelu_kernel = gelu_backward_in_kernel(c->plan->gelu);
     OP(gelu_kernel ? "matmul bwd fcproj" : "matmul bwd fcproj+dgelu",
        op_linear_backward(c, MM_FCPROJ_DINP, MM_FCPROJ_DW, dfch, GW(P_FCPROJW, l), GW(P_FCPROJB, l), dres, fchg,
                           PW(P_FCPROJW, l), 1.0f, gelu_kernel ? 0 : fch, err));

@@ -1,6 +1,6 @@
 #!/bin/sh
 # `gpt2gen tune` on the GPU (run by tests/gpu.sh, i.e. `make test-gpu`), on a small config in bf16 and fp32, with
-# its own tuning database: the tune finishes and reports every family and matmul, and times the GELU's two paths
+# its own tuning database: the tune finishes and reports every family and matmul, and times the GELU's three paths
 # (train.gelu), whose first losses agree; its tuned training step
 # matches the untuned one (the tune itself holds the first three losses to the precision's tolerance: its line
 # "ok tuned step matches the untuned one"); `gpt2gen test` then builds from the database (its one line says so)
@@ -19,10 +19,10 @@ for prec in ${TUNE_PRECISIONS:-bf16 fp32}; do
     if [ $rc -eq 0 ] && [ "$fams" -ge 8 ] && [ "$mms" -ge 15 ] && [ -f build/tiny/tune_report.txt ]; then
         ok "tune_tiny_$prec" "$fams families, $mms matmuls, $(grep '^tune took' "$log")"
     else fail "tune_tiny_$prec" "rc=$rc, $fams families, $mms matmuls: $(tail -5 "$WORK/tune-$prec.err") $(tail -3 "$log")"; fi
-    # train.gelu = "auto": both paths timed as whole steps, the faster recorded (gelu_path.c)
-    gl=$(grep '^gelu path: epilogues [0-9.]* ms/step, kernels [0-9.]* ms/step' "$log")
-    # the kernel path computes the same step: its first losses agree with the epilogues' (else it is rejected)
-    rejected=$(grep '^gelu path: the kernel path rejected' "$log")
+    # train.gelu = "auto": the three paths timed as whole steps, the fastest recorded (gelu_path.c)
+    gl=$(grep '^gelu path: epilogues [0-9.]* ms/step, kernels [0-9.]*, split (kernel forward, epilogue backward) [0-9.]*:' "$log")
+    # the kernel and split paths compute the same step: their first losses agree with the epilogues' (else rejected)
+    rejected=$(grep '^gelu path: path=[a-z]* rejected' "$log")
     if [ -n "$gl" ] && [ -z "$rejected" ] && grep -q '^best gelu path path=' "$GPT2GEN_TUNE_DB"; then ok "gelu_path_timed_$prec" "$gl"
     else fail "gelu_path_timed_$prec" "no gelu path line in $log, or no best record, or $rejected: $(grep -i gelu "$log" | head -3)"; fi
     line=$(grep 'tuned step matches the untuned one' "$log")
