@@ -137,7 +137,7 @@ static void run_probe(const char *kernel, int n_major) {
     if (compiled != 1) { CHECK(0, "the probes did not compile"); return; }
     Err err = {{0}};
     CudaDevice dev;
-    if (cuda_device_open(&dev, 0, &err)) SKIP("no GPU: %s", err.msg);
+    if (cuda_device_open(&dev, 0, &err)) SKIP("%s", err.msg);
     if (dev.cc_major != 9) {
         cuda_device_close(&dev);
         SKIP("%s is sm_%d%d: wgmma needs sm_90 (Hopper)", dev.name, dev.cc_major, dev.cc_minor);
