@@ -16,6 +16,11 @@ constexpr int PER_LANE = (PACKETS + WARP_SIZE - 1) / WARP_SIZE;
 constexpr float LN_EPS = 1e-5f;
 typedef Packed<floatX, VEC> xvec;
 
+// one value of the LayerNorm's output, from the row's mean m and rstd r: the forward and the backward's remake agree
+__device__ __forceinline__ floatX ln_value(float x, float m, float r, float w, float b) {
+    return from_f<floatX>((x - m) * r * w + b);
+}
+
 // Normalizes one row held in registers and writes out, mean and rstd.
 __device__ __forceinline__ void ln_row(float (&x)[PER_LANE][VEC], floatX *out, float *mean, float *rstd,
                                        const floatX *weight, const floatX *bias, int row, int lane) {
@@ -36,7 +41,7 @@ __device__ __forceinline__ void ln_row(float (&x)[PER_LANE][VEC], floatX *out, f
         const xvec w = load_vec<floatX, VEC>(weight + p * VEC);
         const xvec b = load_vec<floatX, VEC>(bias + p * VEC);
         xvec o;
-        for (int k = 0; k < VEC; k++) o[k] = from_f<floatX>((x[i][k] - m) * r * to_f(w[k]) + to_f(b[k]));
+        for (int k = 0; k < VEC; k++) o[k] = ln_value(x[i][k], m, r, to_f(w[k]), to_f(b[k]));
         store_vec<floatX, VEC>(out + (long long)row * C + p * VEC, o);
     }
     if (lane == 0) {
@@ -118,7 +123,7 @@ __device__ __forceinline__ void ln_backward_row(At at, Add add, floatX *dinp_row
         if (out_row) {
             const xvec b = load_vec<floatX, VEC>(bias + p * VEC);
             xvec o;
-            for (int k = 0; k < VEC; k++) o[k] = from_f<floatX>((to_f(x[k]) - m) * r * to_f(w[k]) + to_f(b[k]));
+            for (int k = 0; k < VEC; k++) o[k] = ln_value(to_f(x[k]), m, r, to_f(w[k]), to_f(b[k]));
             store_vec<floatX, VEC>(out_row + p * VEC, o);
         }
     }
@@ -233,7 +238,6 @@ KERNEL(layernorm_backward) {
             part[c] = a;
             part[C + c] = b;
         }
-        return;
     } else {
         for (int w = 0; w < WARPS; w++) {
             if (warp == w) {
