@@ -111,7 +111,7 @@ static LaunchDims bias_reduce(const KernelEnv *e, long long OC) {
 }
 
 /* ---- attention.cu ---- */
-enum { ATT_Q_TILE, ATT_KV_TILE, ATT_BWD_TILE, ATT_BWD_INNER, ATT_Q_WARP_ROWS, ATT_BWD_WARP_ROWS };
+enum { ATT_Q_TILE, ATT_KV_TILE, ATT_BWD_TILE, ATT_BWD_INNER, ATT_Q_WARP_ROWS, ATT_BWD_WARP_ROWS, ATT_BWD_SM };
 enum { ATT_FWD_THREADS, ATT_BWD_THREADS };
 static void att_derive(KernelEnv *e) {   /* a warp per Q_WARP_ROWS rows of a forward tile, per BWD_WARP_ROWS of a backward one */
     e->derived[ATT_FWD_THREADS] = e->tun[ATT_Q_TILE] / e->tun[ATT_Q_WARP_ROWS] * WARP;
@@ -125,6 +125,8 @@ static long long att_fwd_smem(const KernelEnv *e) {   /* two stages of K and V t
 }
 static long long att_bwd_smem(const KernelEnv *e) {
     if (e->x128 == 4) return 0;
+    if (e->tun[ATT_BWD_SM] == 90)   /* 64-element rows, no padding (the swizzle spreads them), 1 KiB to align the tiles */
+        return (2 * e->tun[ATT_BWD_TILE] + 4 * 64) * 64 * 2 + 4 * 64 * 4 + 1024;
     /* the block's own rows of two tensors, two stages of the streamed rows of two more and of two floats per row */
     return (2 * e->tun[ATT_BWD_TILE] + 4 * e->tun[ATT_BWD_INNER]) * att_row_bytes(e) + 4 * e->tun[ATT_BWD_INNER] * 4;
 }
@@ -141,6 +143,12 @@ static const char *att_check(const KernelEnv *e, char *why, size_t n) {
     else if (e->x128 != 4 && (e->HS % 16 || e->HS > 128))
         snprintf(why, n, "the tensor-core attention needs a head size (n_embd / n_head) that is a multiple of 16, "
                  "at most 128: it is %lld", e->HS);
+    else if (e->tun[ATT_BWD_SM] == 90 && (e->x128 == 4 || e->HS != 64 || e->tun[ATT_BWD_INNER] != 64 ||
+                                          e->tun[ATT_BWD_TILE] % 64 || e->tun[ATT_BWD_WARP_ROWS] != 16))
+        /* a warpgroup's wgmma products are 64 x 64 x 16: 64 own rows, 64 streamed ones, the head in four k-steps */
+        snprintf(why, n, "BWD_SM 90 (Hopper's wgmma) needs bf16 or fp16, head size 64, BWD_INNER 64, BWD_TILE a multiple "
+                 "of 64 and BWD_WARP_ROWS 16 (head size %lld, BWD_INNER %d, BWD_TILE %d, BWD_WARP_ROWS %d)", e->HS,
+                 e->tun[ATT_BWD_INNER], e->tun[ATT_BWD_TILE], e->tun[ATT_BWD_WARP_ROWS]);
     else if (e->HS > 1024)
         snprintf(why, n, "the attention keeps a head in registers: head size %lld is more than 1024", e->HS);
     else if (att_fwd_smem(e) > KERNEL_MAX_SMEM || att_bwd_smem(e) > KERNEL_MAX_SMEM)
@@ -155,6 +163,7 @@ static void att_shape_defaults(const KernelEnv *e, int *tun) {
     if (e->x128 == 4 || e->HS > 64 || e->T < 128) return;
     tun[ATT_Q_TILE] = 128;
     tun[ATT_Q_WARP_ROWS] = 32;
+    if (tun[ATT_BWD_SM] == 90) return;   /* wgmma's tiles: the declared defaults (BWD_INNER 64, a warpgroup per 64 rows) */
     tun[ATT_BWD_TILE] = 128;
     tun[ATT_BWD_WARP_ROWS] = 32;
     tun[ATT_BWD_INNER] = 32;
@@ -301,7 +310,9 @@ const FamilyDecl kernel_families[] = {
       {"BWD_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
       {"BWD_INNER", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
       {"Q_WARP_ROWS", 16, {16, 32}, .min = 16, .max = 32, .multiple_of = 16},
-      {"BWD_WARP_ROWS", 16, {16, 32}, .min = 16, .max = 32, .multiple_of = 16}},
+      {"BWD_WARP_ROWS", 16, {16, 32}, .min = 16, .max = 32, .multiple_of = 16},
+      /* the backward's tensor-core instructions: 80 = mma.sync (sm_80 and later), 90 = wgmma (Hopper) */
+      {"BWD_SM", 80, {80, 90}, .min = 80, .max = 90, .multiple_of = 10}},
      {"FWD_THREADS", "BWD_THREADS"}, att_derive, att_check,
      {{"flash_forward", {X(out), F32(stats), CX(qkv)}, BOUNDS_DERIVED(ATT_FWD_THREADS), -1, att_forward,
        "(ceil(T/Q_TILE), NH, B), a warp per Q_WARP_ROWS query rows"},

@@ -14,7 +14,7 @@
 #include "gen/step.h"
 
 #define KERNEL_MAX_PARAMS 16
-#define FAMILY_MAX_TUNABLES 6
+#define FAMILY_MAX_TUNABLES 8
 #define FAMILY_MAX_KERNELS 8
 #define FAMILY_MAX_DERIVED 2
 

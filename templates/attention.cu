@@ -364,11 +364,260 @@ __device__ __forceinline__ void load_floats(float *dst, const float *src, int i0
     }
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// Hopper (BWD_SM = 90): the backward's products as warpgroup MMAs, wgmma.mma_async m64n64k16 with fp32
+// accumulation (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"; the forms used here are the
+// ones tests/test_hopper_probe.c checks on the GPU; docs/hopper-attention.md has the layouts). A warpgroup (4 warps,
+// 128 threads) per 64 rows of the block's own tile, which stays in shared memory (wgmma reads its A operand from
+// there); the streamed tiles are 64 rows (BWD_INNER = 64, head size 64: gen/kernels.c checks). Every tile is 64
+// rows of 64 16-bit elements (128 bytes a row) in the 128-byte swizzle: the 16-byte chunk c of row r sits at chunk
+// c ^ (r % 8), tiles 1024-byte aligned. For a thread (w = warp in its warpgroup, g = lane / 4, t = lane % 4), the
+// fp32 accumulator element d[x] of a 64 x 64 product is at row 16w + g + 8((x >> 1) & 1), column 8(x >> 2) + 2t +
+// (x & 1): the same places as the mma.sync layout above, so a 16-column slab of accumulators, packed to 16 bits,
+// is the A operand of the next product from registers.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define HOPPER_WGMMA 1
+typedef unsigned long long u64;
+constexpr int WG_THREADS = 128;
+constexpr int SW_TILE = 64 * 64;                 // elements of a 64-row tile
+
+__device__ __forceinline__ int sw128(int r, int c) { return r * 64 + ((((c >> 3) ^ (r & 7)) << 3) | (c & 7)); }
+
+// ROWS rows of one head from tokens t0.. (row pitch `width`) into a swizzled tile; rows at or past T are zeros
+template <int ROWS, int NT>
+__device__ __forceinline__ void load_rows_sw(floatX *tile, const floatX *src, int width, int t0) {
+    for (int v = threadIdx.x; v < ROWS * 8; v += NT) {
+        const int r = v / 8, c = (v % 8) * 8, t = t0 + r;
+        cp_async16(tile + sw128(r, c), src + (long long)(t < T ? t : 0) * width + c, t < T);
+    }
+}
+
+// Shared-memory matrix descriptors of a swizzled tile at p (16-byte units; swizzle mode 1 = 128 bytes in bits
+// 62-63). K-major (the product's k along a row: A, and B given as B^T): the stride between 8-row groups is 1024
+// bytes, and the next 16 k are the next 32 bytes of the row. N-major (B as (k, n) rows: imm-trans-b 1): the next 8
+// k are the next 1024 bytes, the next 16 k the next 2048 (16 rows); the offset to a next 64-column panel (LBO) is
+// never used at n = 64.
+__device__ __forceinline__ u64 desc_sw(const floatX *p, u32 lbo) {
+    const u32 a = smem_addr(p);
+    return (u64)((a & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(1024 >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ u64 desc_k(const floatX *tile, int kstep) { return desc_sw(tile + kstep * 16, 16); }
+__device__ __forceinline__ u64 desc_n(const floatX *tile, int kstep) { return desc_sw(tile + kstep * 16 * 64, SW_TILE * 2); }
+
+#if PRECISION_BF16
+#define WGMMA_OP "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+#else
+#define WGMMA_OP "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+#endif
+#define ACC32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define ACC_OUT(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+// d (+)= A B, A and B from shared memory; accumulate 0 overwrites d
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_ss(float (&d)[32], u64 da, u64 db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" WGMMA_OP ACC32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
+                 : ACC_OUT(d) : "l"(da), "l"(db), "r"(accumulate), "n"(TRANS_B) : "memory");
+}
+// d += A B, A from registers (four packed pairs), B from shared memory
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_rs(float (&d)[32], const u32 (&a)[4], u64 db) {
+    asm volatile(WGMMA_OP ACC32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, %37;\n"
+                 : ACC_OUT(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TRANS_B) : "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// after a wait: the compiler may not move reads of d above it
+__device__ __forceinline__ void pin(float (&d)[32]) {
+    for (int x = 0; x < 32; x++) asm volatile("" : "+f"(d[x])::"memory");
+}
+// shared-memory writes of the generic proxy (cp.async) made visible to wgmma's reads (the async proxy)
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+// the A operand of k-step kk (16 columns) from 64 x 64 accumulators
+__device__ __forceinline__ void acc_to_a_wg(u32 (&a)[4], const float (&d)[32], int kk) {
+    for (int r = 0; r < 4; r++) a[r] = pack2(d[8 * kk + 2 * r], d[8 * kk + 2 * r + 1]);
+}
+// acc * scale -> global rows row0 + 16w + g (+8) of a warpgroup, head columns (pitch width)
+__device__ __forceinline__ void store_acc_wg(floatX *dst, int width, const float (&d)[32], int row0, float s) {
+    const int lane = threadIdx.x % WARP_SIZE, w = threadIdx.x % WG_THREADS / WARP_SIZE;
+    store_acc(dst, width, *reinterpret_cast<const float(*)[8][4]>(&d), row0 + 16 * w, s, s, lane);
+}
+// the dynamic shared memory rounded up to 1024 bytes (the launch asks for 1 KiB more: gen/kernels.c)
+__device__ __forceinline__ floatX *smem_1024(unsigned char *p) {
+    const u32 a = smem_addr(p);
+    return reinterpret_cast<floatX *>(p + ((1024 - (a & 1023)) & 1023));
+}
+
+// dK and dV as flash_backward_dkdv below, warpgroup wg owning key rows wj0..wj0+63: per query tile,
+// S^T = K Q^T and dP^T = V dO^T (A and B from shared memory, both K-major), then P^T and dS^T in registers,
+// dV += P^T dO and dK += dS^T Q (A from registers, B N-major: dO and Q as stored).
+__device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, const floatX *dout, const float *stats,
+                                           const float *ddot, unsigned char *smem_raw) {
+    floatX *sk = smem_1024(smem_raw), *sv = sk + BWD_TILE * 64, *streamed = sv + BWD_TILE * 64;
+    float *floats = reinterpret_cast<float *>(streamed + 4 * SW_TILE);
+    const int tid = threadIdx.x, wg = tid / WG_THREADS, w = tid % WG_THREADS / WARP_SIZE;
+    const int g = tid % WARP_SIZE / 4, c2 = tid % 4 * 2, h = blockIdx.y, b = blockIdx.z;
+    const int jt = gridDim.x - 1 - blockIdx.x;           // the longest columns first
+    const int j0 = jt * BWD_TILE, wj0 = j0 + wg * 64;
+    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
+    const float *st = stats + ((long long)b * NH + h) * T, *ddr = ddot + ((long long)b * NH + h) * T;
+    auto load_stage = [&](int stage, int i0) {
+        load_rows_sw<64, BWD_THREADS>(streamed + stage * 2 * SW_TILE, base, 3 * C, i0);
+        load_rows_sw<64, BWD_THREADS>(streamed + stage * 2 * SW_TILE + SW_TILE, dbase, C, i0);
+        load_floats(floats + stage * 128, st, i0, 64, BWD_THREADS);
+        load_floats(floats + stage * 128 + 64, ddr, i0, 64, BWD_THREADS);
+    };
+    load_rows_sw<BWD_TILE, BWD_THREADS>(sk, base + C, 3 * C, j0);
+    load_rows_sw<BWD_TILE, BWD_THREADS>(sv, base + 2 * C, 3 * C, j0);
+    load_stage(0, j0);
+    cp_async_commit();
+    const floatX *mk = sk + wg * SW_TILE, *mv = sv + wg * SW_TILE;
+    float dk[32], dv[32], s[32], dp[32];
+    for (int x = 0; x < 32; x++) dk[x] = dv[x] = s[x] = dp[x] = 0.0f;   // s, dp: overwritten by their first k-step
+    int stage = 0;
+    for (int i0 = j0; i0 < T; i0 += 64, stage ^= 1) {
+        cp_async_wait<0>();                              // this stage is in
+        fence_async_smem();
+        __syncthreads();                                 // for every thread, and every warpgroup is done with the other
+        if (i0 + 64 < T) load_stage(stage ^ 1, i0 + 64);
+        cp_async_commit();
+        if (i0 + 63 < wj0) continue;                     // every query of the tile is before every key of the warpgroup
+        const floatX *sq = streamed + stage * 2 * SW_TILE, *sdo = sq + SW_TILE;
+        const float *lse = floats + stage * 128, *dd = lse + 64;
+        wgmma_fence();
+        for (int kk = 0; kk < 4; kk++) {
+            wgmma_ss<0>(s, desc_k(mk, kk), desc_k(sq, kk), kk);
+            wgmma_ss<0>(dp, desc_k(mv, kk), desc_k(sdo, kk), kk);
+        }
+        wgmma_commit();
+        wgmma_wait();
+        pin(s);
+        pin(dp);
+        // s <- P^T, dp <- dS^T; a query before the key (i < j) contributes nothing
+        const bool diagonal = i0 < wj0 + 63;
+        for (int x = 0; x < 32; x++) {
+            const int ci = 8 * (x >> 2) + c2 + (x & 1), j = wj0 + 16 * w + g + 8 * ((x >> 1) & 1);
+            float p = exp2_ftz(fmaf(s[x], SCALE_LOG2, -lse[ci] * LOG2E));
+            if (diagonal && i0 + ci < j) p = 0.0f;
+            s[x] = p;
+            dp[x] = p * (dp[x] - dd[ci]);
+        }
+        u32 pa[4][4], sa[4][4];
+        for (int kk = 0; kk < 4; kk++) {
+            acc_to_a_wg(pa[kk], s, kk);
+            acc_to_a_wg(sa[kk], dp, kk);
+        }
+        wgmma_fence();
+        for (int kk = 0; kk < 4; kk++) {
+            wgmma_rs<1>(dv, pa[kk], desc_n(sdo, kk));
+            wgmma_rs<1>(dk, sa[kk], desc_n(sq, kk));
+        }
+        wgmma_commit();
+        wgmma_wait();
+        pin(dv);
+        pin(dk);
+    }
+    floatX *dbase3 = dqkv + head_row(b, 0, 3 * C) + h * HS;
+    store_acc_wg(dbase3 + C, 3 * C, dk, wj0, SCALE);
+    store_acc_wg(dbase3 + 2 * C, 3 * C, dv, wj0, 1.0f);
+}
+
+// dQ as flash_backward_dq below, warpgroup wg owning query rows wq0..wq0+63: per key tile, S = Q K^T and
+// dP = dO V^T (shared memory, K-major), P and dS in registers, dQ += dS K (A from registers, K N-major). Also
+// writes ddot for the dK/dV kernel.
+__device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX *qkv, const floatX *dout,
+                                         const floatX *out, const float *stats, unsigned char *smem_raw) {
+    floatX *sq = smem_1024(smem_raw), *sdo = sq + BWD_TILE * 64, *streamed = sdo + BWD_TILE * 64;
+    const int tid = threadIdx.x, wg = tid / WG_THREADS, w = tid % WG_THREADS / WARP_SIZE, lane = tid % WARP_SIZE;
+    const int g = lane / 4, c2 = lane % 4 * 2, h = blockIdx.y, b = blockIdx.z;
+    const int qt = gridDim.x - 1 - blockIdx.x;
+    const int q0 = qt * BWD_TILE, wq0 = q0 + wg * 64, rq0 = wq0 + 16 * w;   // rq0: the warp's 16 rows
+    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
+    float lse2[2], D[2];
+    for (int half = 0; half < 2; half++) {
+        const int i = rq0 + g + 8 * half;
+        lse2[half] = i < T ? stats[((long long)b * NH + h) * T + i] * LOG2E : 0.0f;
+    }
+    auto load_stage = [&](int stage, int j0) {
+        load_rows_sw<64, BWD_THREADS>(streamed + stage * 2 * SW_TILE, base + C, 3 * C, j0);
+        load_rows_sw<64, BWD_THREADS>(streamed + stage * 2 * SW_TILE + SW_TILE, base + 2 * C, 3 * C, j0);
+    };
+    load_rows_sw<BWD_TILE, BWD_THREADS>(sq, base, 3 * C, q0);
+    load_rows_sw<BWD_TILE, BWD_THREADS>(sdo, dbase, C, q0);
+    load_stage(0, 0);
+    cp_async_commit();
+    {   // ddot of the warp's 16 rows while the tiles load: lanes l and l + 16 sum the two halves of row l % 16
+        const int r = lane % 16, i = rq0 + r;
+        float d = 0.0f;
+        if (i < T) {
+            const long long o = head_row(b, i, C) + h * HS + lane / 16 * (HS / 2);
+            for (int v = 0; v < HS / 2; v += 8) {
+                const uint4 x = *reinterpret_cast<const uint4 *>(dout + o + v), y = *reinterpret_cast<const uint4 *>(out + o + v);
+                const floatX *xe = reinterpret_cast<const floatX *>(&x), *ye = reinterpret_cast<const floatX *>(&y);
+                for (int e = 0; e < 8; e++) d += to_f(xe[e]) * to_f(ye[e]);
+            }
+        }
+        d += __shfl_xor_sync(FULL_MASK, d, 16);
+        if (lane < 16 && i < T) ddot[((long long)b * NH + h) * T + i] = d;
+        for (int half = 0; half < 2; half++) D[half] = __shfl_sync(FULL_MASK, d, g + 8 * half);
+    }
+    const floatX *mq = sq + wg * SW_TILE, *mdo = sdo + wg * SW_TILE;
+    float dq[32], s[32], dp[32];
+    for (int x = 0; x < 32; x++) dq[x] = s[x] = dp[x] = 0.0f;
+    const int last = q0 + BWD_TILE - 1 < T - 1 ? q0 + BWD_TILE - 1 : T - 1;
+    int stage = 0;
+    for (int j0 = 0; j0 <= last; j0 += 64, stage ^= 1) {
+        cp_async_wait<0>();                              // this stage is in
+        fence_async_smem();
+        __syncthreads();                                 // for every thread, and every warpgroup is done with the other
+        if (j0 + 64 <= last) load_stage(stage ^ 1, j0 + 64);
+        cp_async_commit();
+        if (j0 > wq0 + 63) continue;                     // every key of the tile is after every query of the warpgroup
+        const floatX *sk = streamed + stage * 2 * SW_TILE, *sv = sk + SW_TILE;
+        wgmma_fence();
+        for (int kk = 0; kk < 4; kk++) {
+            wgmma_ss<0>(s, desc_k(mq, kk), desc_k(sk, kk), kk);
+            wgmma_ss<0>(dp, desc_k(mdo, kk), desc_k(sv, kk), kk);
+        }
+        wgmma_commit();
+        wgmma_wait();
+        pin(s);
+        pin(dp);
+        const bool diagonal = j0 + 63 > wq0;
+        for (int x = 0; x < 32; x++) {
+            const int half = (x >> 1) & 1, j = j0 + 8 * (x >> 2) + c2 + (x & 1), i = rq0 + g + 8 * half;
+            float p = exp2_ftz(fmaf(s[x], SCALE_LOG2, -lse2[half]));
+            if (diagonal && j > i) p = 0.0f;
+            dp[x] = p * (dp[x] - D[half]);
+        }
+        u32 sa[4][4];
+        for (int kk = 0; kk < 4; kk++) acc_to_a_wg(sa[kk], dp, kk);
+        wgmma_fence();
+        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dq, sa[kk], desc_n(sk, kk));
+        wgmma_commit();
+        wgmma_wait();
+        pin(dq);
+    }
+    store_acc_wg(dqkv + head_row(b, 0, 3 * C) + h * HS, 3 * C, dq, wq0, SCALE);
+}
+#else
+#define HOPPER_WGMMA 0
+#endif
+static_assert(BWD_SM != 90 || HOPPER_WGMMA, "attention: BWD_SM = 90 (wgmma) needs a Hopper GPU: sm_90, compiled as sm_90a");
+
 // dK and dV of BWD_TILE key rows: for every query tile at or after them, P^T = exp(K Q^T * scale - lse),
 // dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - ddot), dK += dS^T Q (times scale at the end).
 // Query rows past T are zeros in Q and dO, so whatever their probability, they add nothing.
 KERNEL(flash_backward_dkdv) {
     extern __shared__ __align__(16) unsigned char smem_bytes[];
+#if HOPPER_WGMMA
+    if constexpr (BWD_SM == 90) {
+        dkdv_wgmma(dqkv, qkv, dout, stats, ddot, smem_bytes);
+        return;
+    }
+#endif
     BwdSmem sm(smem_bytes);
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
     const int jt = gridDim.x - 1 - blockIdx.x;           // the longest columns first
@@ -456,6 +705,12 @@ KERNEL(flash_backward_dkdv) {
 // dP = dO V^T, dS = P (dP - ddot), dQ += dS K (times scale at the end).
 KERNEL(flash_backward_dq) {
     extern __shared__ __align__(16) unsigned char smem_bytes[];
+#if HOPPER_WGMMA
+    if constexpr (BWD_SM == 90) {
+        dq_wgmma(dqkv, ddot, qkv, dout, out, stats, smem_bytes);
+        return;
+    }
+#endif
     BwdSmem sm(smem_bytes);
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
     const int qt = gridDim.x - 1 - blockIdx.x;

@@ -46,6 +46,11 @@ static const Variant variants[] = {
     {"gt-fp16-cudnn", {"name=gt-fp16-cudnn", "precision=fp16", "attention=cudnn", "model.max_seq_len=128",
                        "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256",
                        "train.deterministic=false", NULL}},
+    /* the template's backward on Hopper's wgmma (BWD_SM 90; built and run on an sm_90 GPU only): two warpgroups a
+       block, T = 100 (the second 64-row tile partial) */
+    {"gt-bf16-wgmma", {"name=gt-bf16-wgmma", "precision=bf16", "attention=flash", "model.n_embd=192", "model.n_head=3",
+                       "model.n_layer=2", "model.max_seq_len=100", "train.seq_len=100", "train.batch_size=2",
+                       "train.total_batch_size=200", "tune.attention.BWD_SM=90", "tune.attention.BWD_TILE=128", NULL}},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -63,6 +68,9 @@ static void build_variant(int i) {
     char arch[16];
     const char *note;
     cuda_pick_arch(NULL, cfgs[i].arch, arch, &note);
+    for (int k = 0; k < n; k++)
+        if (strstr(v->sets[k], "BWD_SM=90") && strcmp(arch, "sm_90"))
+            SKIP("%s: BWD_SM 90 (wgmma) needs a Hopper GPU (sm_90); this machine's arch is %s", v->name, arch);
     if (plan_make_train(&plans[i], &cfgs[i], arch, &err) || plan_make_decode(&decodes[i], &cfgs[i], 3, 0, arch, &err)) {
         CHECK(0, "plan: %s", err.msg);
         return;
@@ -96,6 +104,7 @@ VARIANT_TESTS(4, fp16)
 VARIANT_TESTS(5, fp16_hs64)
 VARIANT_TESTS(6, bf16_cudnn)
 VARIANT_TESTS(7, fp16_cudnn)
+VARIANT_TESTS(8, bf16_wgmma)
 
 /* Several plans of one model on the GPU (gen/plan.h): variant i's training plan and its one-row sampling plan,
    two CUDA backends in one process, the second on the first's weights, each with its own kernels (B baked in)
@@ -271,6 +280,7 @@ int main(int argc, char **argv) {
     RUN(test_build_fp16_hs64);
     RUN(test_build_bf16_cudnn);
     RUN(test_build_fp16_cudnn);
+    RUN(test_build_bf16_wgmma);
     RUN(test_gpu_fp32);
     RUN(test_gpu_bf16);
     RUN(test_gpu_fp32_hs64);
@@ -279,6 +289,7 @@ int main(int argc, char **argv) {
     RUN(test_gpu_fp16_hs64);
     RUN(test_gpu_bf16_cudnn);
     RUN(test_gpu_fp16_cudnn);
+    RUN(test_gpu_bf16_wgmma);
     RUN(test_gpu_forward_plan_fp32);
     RUN(test_gpu_forward_plan_bf16);
     RUN(test_gpu_forward_plan_bf16_cudnn);
