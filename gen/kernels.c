@@ -111,7 +111,7 @@ static LaunchDims bias_reduce(const KernelEnv *e, long long OC) {
 }
 
 /* ---- attention.cu ---- */
-enum { ATT_Q_TILE, ATT_KV_TILE, ATT_BWD_TILE, ATT_BWD_INNER, ATT_Q_WARP_ROWS, ATT_BWD_WARP_ROWS, ATT_BWD_SM };
+enum { ATT_Q_TILE, ATT_KV_TILE, ATT_BWD_TILE, ATT_BWD_INNER, ATT_Q_WARP_ROWS, ATT_BWD_WARP_ROWS, ATT_FWD_SM, ATT_BWD_SM };
 enum { ATT_FWD_THREADS, ATT_BWD_THREADS };
 static void att_derive(KernelEnv *e) {   /* a warp per Q_WARP_ROWS rows of a forward tile, per BWD_WARP_ROWS of a backward one */
     e->derived[ATT_FWD_THREADS] = e->tun[ATT_Q_TILE] / e->tun[ATT_Q_WARP_ROWS] * WARP;
@@ -120,6 +120,8 @@ static void att_derive(KernelEnv *e) {   /* a warp per Q_WARP_ROWS rows of a for
 /* dynamic shared memory of the tensor-core kernels (the fp32 ones use none): tiles of rows of HS + 8 elements */
 static long long att_row_bytes(const KernelEnv *e) { return e->x128 == 4 ? 0 : (e->HS + 8) * 2; }
 static long long att_fwd_smem(const KernelEnv *e) {   /* two stages of K and V tiles; Q is staged in the second */
+    if (e->x128 != 4 && e->tun[ATT_FWD_SM] == 90)   /* wgmma: Q beside them, swizzled 64-element rows, 1 KiB to align */
+        return (e->tun[ATT_Q_TILE] + 4 * 64) * 64 * 2 + 1024;
     long long kv = 2 * e->tun[ATT_KV_TILE], q = e->tun[ATT_Q_TILE];
     return (kv + (q > kv ? q : kv)) * att_row_bytes(e);
 }
@@ -143,6 +145,11 @@ static const char *att_check(const KernelEnv *e, char *why, size_t n) {
     else if (e->x128 != 4 && (e->HS % 16 || e->HS > 128))
         snprintf(why, n, "the tensor-core attention needs a head size (n_embd / n_head) that is a multiple of 16, "
                  "at most 128: it is %lld", e->HS);
+    else if (e->tun[ATT_FWD_SM] == 90 && (e->x128 == 4 || e->HS != 64 || e->tun[ATT_KV_TILE] != 64 ||
+                                          e->tun[ATT_Q_TILE] % 64 || e->tun[ATT_Q_WARP_ROWS] != 16))
+        snprintf(why, n, "FWD_SM 90 (Hopper's wgmma) needs bf16 or fp16, head size 64, KV_TILE 64, Q_TILE a multiple "
+                 "of 64 and Q_WARP_ROWS 16 (head size %lld, KV_TILE %d, Q_TILE %d, Q_WARP_ROWS %d)", e->HS,
+                 e->tun[ATT_KV_TILE], e->tun[ATT_Q_TILE], e->tun[ATT_Q_WARP_ROWS]);
     else if (e->tun[ATT_BWD_SM] == 90 && (e->x128 == 4 || e->HS != 64 || e->tun[ATT_BWD_INNER] != 64 ||
                                           e->tun[ATT_BWD_TILE] % 64 || e->tun[ATT_BWD_WARP_ROWS] != 16))
         /* a warpgroup's wgmma products are 64 x 64 x 16: 64 own rows, 64 streamed ones, the head in four k-steps */
@@ -161,9 +168,12 @@ static const char *att_check(const KernelEnv *e, char *why, size_t n) {
    the registers hold a warp's 32 rows (tensor cores, head size at most 64) and T fills such tiles. */
 static void att_shape_defaults(const KernelEnv *e, int *tun) {
     if (e->x128 == 4 || e->HS > 64 || e->T < 128) return;
-    tun[ATT_Q_TILE] = 128;
-    tun[ATT_Q_WARP_ROWS] = 32;
-    if (tun[ATT_BWD_SM] == 90) return;   /* wgmma's tiles: the declared defaults (BWD_INNER 64, a warpgroup per 64 rows) */
+    /* wgmma's tiles: the declared defaults (64-row streamed tiles, a warpgroup per 64 rows) */
+    if (tun[ATT_FWD_SM] != 90) {
+        tun[ATT_Q_TILE] = 128;
+        tun[ATT_Q_WARP_ROWS] = 32;
+    }
+    if (tun[ATT_BWD_SM] == 90) return;
     tun[ATT_BWD_TILE] = 128;
     tun[ATT_BWD_WARP_ROWS] = 32;
     tun[ATT_BWD_INNER] = 32;
@@ -311,7 +321,9 @@ const FamilyDecl kernel_families[] = {
       {"BWD_INNER", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
       {"Q_WARP_ROWS", 16, {16, 32}, .min = 16, .max = 32, .multiple_of = 16},
       {"BWD_WARP_ROWS", 16, {16, 32}, .min = 16, .max = 32, .multiple_of = 16},
-      /* the backward's tensor-core instructions: 80 = mma.sync (sm_80 and later), 90 = wgmma (Hopper) */
+      /* the tensor-core instructions of the forward and of the backward: 80 = mma.sync (sm_80 and later), 90 =
+         wgmma (Hopper) */
+      {"FWD_SM", 80, {80, 90}, .min = 80, .max = 90, .multiple_of = 10},
       {"BWD_SM", 80, {80, 90}, .min = 80, .max = 90, .multiple_of = 10}},
      {"FWD_THREADS", "BWD_THREADS"}, att_derive, att_check,
      {{"flash_forward", {X(out), F32(stats), CX(qkv)}, BOUNDS_DERIVED(ATT_FWD_THREADS), -1, att_forward,

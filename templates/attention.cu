@@ -234,127 +234,6 @@ __device__ __forceinline__ void store_acc(floatX *dst, int width, const float (&
     }
 }
 
-KERNEL(flash_forward) {
-    // two stages of (K tile, V tile); Q is staged in stage 1 before the first K/V tiles go there
-    extern __shared__ __align__(16) unsigned char smem_bytes[];
-    floatX *stage0 = reinterpret_cast<floatX *>(smem_bytes), *stage1 = stage0 + 2 * KV_TILE * LDS;
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
-    const int qt = gridDim.x - 1 - blockIdx.x;           // the longest rows first
-    const int q0 = qt * Q_TILE, wq0 = q0 + warp * Q_WARP_ROWS;
-    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS;
-    auto load_kv = [&](int kt) {
-        floatX *st = kt & 1 ? stage1 : stage0;
-        load_rows<KV_TILE, FWD_THREADS>(st, base + C, 3 * C, kt * KV_TILE);
-        load_rows<KV_TILE, FWD_THREADS>(st + KV_TILE * LDS, base + 2 * C, 3 * C, kt * KV_TILE);
-    };
-
-    load_rows<Q_TILE, FWD_THREADS>(stage1, base, 3 * C, q0);
-    load_kv(0);
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
-    u32 qf[MT][HS16][4];
-    for (int mt = 0; mt < MT; mt++)
-        for (int kk = 0; kk < HS16; kk++) ldsm4(qf[mt][kk], a_addr(stage1, warp * Q_WARP_ROWS + mt * 16, kk * 16, lane));
-
-    const int last = q0 + Q_TILE - 1 < T - 1 ? q0 + Q_TILE - 1 : T - 1;
-    const int n_kv = last / KV_TILE + 1;
-    float o[MT][HS / 8][4] = {};
-    float m[MT][2], l[MT][2] = {};
-    for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -INFINITY;
-    const int g = lane >> 2, c2 = (lane & 3) * 2;
-    for (int kt = 0; kt < n_kv; kt++) {
-        const int k0 = kt * KV_TILE;
-        cp_async_wait<0>();                              // tile kt is in
-        __syncthreads();                                 // for every thread, and every warp is done with tile kt-1
-        if (kt + 1 < n_kv) load_kv(kt + 1);              // (and with Q) so that tile kt+1 may take its place
-        cp_async_commit();
-        const floatX *sk = kt & 1 ? stage1 : stage0, *sv = sk + KV_TILE * LDS;
-        float s[MT][KV_TILE / 8][4] = {};
-        for (int kk = 0; kk < HS16; kk++)
-            for (int np = 0; np < KV_TILE / 16; np++) {
-                u32 bf[4];
-                ldsm4(bf, bn_addr(sk, np * 16, kk * 16, lane));
-                for (int mt = 0; mt < MT; mt++) {       // one load of K serves every m-tile of the warp
-                    mma2(s[mt][2 * np], s[mt][2 * np + 1], qf[mt][kk], bf);
-                }
-            }
-
-        // online softmax in log2 units; a key after the query (j > i) is masked. The running maximum m is
-        // in scaled log2 units; the row maximum of the raw scores is scaled once (the scale is positive), and
-        // each probability takes one FMA and one exp2.
-        for (int mt = 0; mt < MT; mt++) {
-            const bool diagonal = k0 + KV_TILE - 1 > wq0 + mt * 16;
-            for (int half = 0; half < 2; half++) {
-                const int i = wq0 + mt * 16 + g + 8 * half;
-                float mx = -INFINITY;
-                for (int n = 0; n < KV_TILE / 8; n++)
-                    for (int e = 0; e < 2; e++) {
-                        if (diagonal && k0 + n * 8 + c2 + e > i) s[mt][n][2 * half + e] = -INFINITY;
-                        mx = fmaxf(mx, s[mt][n][2 * half + e]);
-                    }
-                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
-                const float mn = fmaxf(m[mt][half], mx * SCALE_LOG2);  // finite: key 0 is in every row's first tile
-                const float alpha = exp2_ftz(m[mt][half] - mn);
-                float sum = 0.0f;
-                for (int n = 0; n < KV_TILE / 8; n++)
-                    for (int e = 0; e < 2; e++) {
-                        const float p = exp2_ftz(fmaf(s[mt][n][2 * half + e], SCALE_LOG2, -mn));
-                        s[mt][n][2 * half + e] = p;
-                        sum += p;
-                    }
-                l[mt][half] = l[mt][half] * alpha + sum;
-                m[mt][half] = mn;
-                for (int n = 0; n < HS / 8; n++) { o[mt][n][2 * half] *= alpha; o[mt][n][2 * half + 1] *= alpha; }
-            }
-        }
-
-        for (int kk = 0; kk < KV_TILE / 16; kk++) {
-            u32 a[MT][4];
-            for (int mt = 0; mt < MT; mt++) acc_to_a(a[mt], s[mt], kk);
-            for (int dp = 0; dp < HS16; dp++) {
-                u32 bf[4];
-                ldsm4_t(bf, bt_addr(sv, kk * 16, dp * 16, lane));
-                for (int mt = 0; mt < MT; mt++) {
-                    mma2(o[mt][2 * dp], o[mt][2 * dp + 1], a[mt], bf);
-                }
-            }
-        }
-    }
-
-    for (int mt = 0; mt < MT; mt++) {
-        for (int half = 0; half < 2; half++) {
-            l[mt][half] += __shfl_xor_sync(FULL_MASK, l[mt][half], 1);
-            l[mt][half] += __shfl_xor_sync(FULL_MASK, l[mt][half], 2);
-        }
-        store_acc(out + head_row(b, 0, C) + h * HS, C, o[mt], wq0 + mt * 16, 1.0f / l[mt][0], 1.0f / l[mt][1], lane);
-        if ((lane & 3) == 0)
-            for (int half = 0; half < 2; half++) {
-                const int i = wq0 + mt * 16 + g + 8 * half;
-                if (i < T) stats[((long long)b * NH + h) * T + i] = (m[mt][half] + log2f(l[mt][half])) * LN2;
-            }
-    }
-}
-
-// Shared memory of both backward kernels: the block's own BWD_TILE rows of two tensors (own0, own1), and two
-// stages of the streamed BWD_INNER rows of two more (in0, in1) with, for the dK/dV kernel, the streamed query
-// rows' statistics and row sums: while one stage is in use the next one is on its way (cp.async).
-struct BwdSmem {
-    floatX *own0, *own1, *streamed;
-    float *floats;
-    __device__ __forceinline__ BwdSmem(unsigned char *p) {
-        own0 = reinterpret_cast<floatX *>(p);
-        own1 = own0 + BWD_TILE * LDS;
-        streamed = own1 + BWD_TILE * LDS;
-        floats = reinterpret_cast<float *>(streamed + 4 * BWD_INNER * LDS);
-    }
-    __device__ __forceinline__ floatX *in0(int stage) const { return streamed + stage * 2 * BWD_INNER * LDS; }
-    __device__ __forceinline__ floatX *in1(int stage) const { return in0(stage) + BWD_INNER * LDS; }
-    __device__ __forceinline__ float *lse(int stage) const { return floats + stage * 2 * BWD_INNER; }
-    __device__ __forceinline__ float *dd(int stage) const { return lse(stage) + BWD_INNER; }
-};
-
 // 4-byte asynchronous copies of n floats from src (rows i0.. of one (b,h)); zeros past T
 __device__ __forceinline__ void load_floats(float *dst, const float *src, int i0, int n, int nthreads) {
     for (int r = threadIdx.x; r < n; r += nthreads) {
@@ -364,12 +243,13 @@ __device__ __forceinline__ void load_floats(float *dst, const float *src, int i0
     }
 }
 
+
 // ---------------------------------------------------------------------------------------------------------
-// Hopper (BWD_SM = 90): the backward's products as warpgroup MMAs, wgmma.mma_async m64n64k16 with fp32
+// Hopper (FWD_SM, BWD_SM = 90): the products as warpgroup MMAs, wgmma.mma_async m64n64k16 with fp32
 // accumulation (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"; the forms used here are the
 // ones tests/test_hopper_probe.c checks on the GPU; docs/hopper-attention.md has the layouts). A warpgroup (4 warps,
 // 128 threads) per 64 rows of the block's own tile, which stays in shared memory (wgmma reads its A operand from
-// there); the streamed tiles are 64 rows (BWD_INNER = 64, head size 64: gen/kernels.c checks). Every tile is 64
+// there); the streamed tiles are 64 rows (KV_TILE, BWD_INNER = 64, head size 64: gen/kernels.c checks). Every tile is 64
 // rows of 64 16-bit elements (128 bytes a row) in the 128-byte swizzle: the 16-byte chunk c of row r sits at chunk
 // c ^ (r % 8), tiles 1024-byte aligned. For a thread (w = warp in its warpgroup, g = lane / 4, t = lane % 4), the
 // fp32 accumulator element d[x] of a 64 x 64 product is at row 16w + g + 8((x >> 1) & 1), column 8(x >> 2) + 2t +
@@ -448,6 +328,88 @@ __device__ __forceinline__ void store_acc_wg(floatX *dst, int width, const float
 __device__ __forceinline__ floatX *smem_1024(unsigned char *p) {
     const u32 a = smem_addr(p);
     return reinterpret_cast<floatX *>(p + ((1024 - (a & 1023)) & 1023));
+}
+
+// The forward as flash_forward below, warpgroup wg owning query rows wq0..wq0+63 (FWD_SM = 90: KV_TILE 64): per key
+// tile, S = Q K^T (shared memory, K-major), the online softmax in registers, O += P V (P from registers, V N-major).
+__device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const floatX *qkv, unsigned char *smem_raw) {
+    floatX *sq = smem_1024(smem_raw), *stages = sq + Q_TILE * 64;   // stage s: K, then V
+    const int tid = threadIdx.x, wg = tid / WG_THREADS, w = tid % WG_THREADS / WARP_SIZE, lane = tid % WARP_SIZE;
+    const int g = lane / 4, c2 = lane % 4 * 2, h = blockIdx.y, b = blockIdx.z;
+    const int qt = gridDim.x - 1 - blockIdx.x;           // the longest rows first
+    const int q0 = qt * Q_TILE, wq0 = q0 + wg * 64, rq0 = wq0 + 16 * w;   // rq0: the warp's 16 rows
+    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS;
+    auto load_kv = [&](int stage, int k0) {
+        load_rows_sw<64, FWD_THREADS>(stages + stage * 2 * SW_TILE, base + C, 3 * C, k0);
+        load_rows_sw<64, FWD_THREADS>(stages + stage * 2 * SW_TILE + SW_TILE, base + 2 * C, 3 * C, k0);
+    };
+    load_rows_sw<Q_TILE, FWD_THREADS>(sq, base, 3 * C, q0);
+    load_kv(0, 0);
+    cp_async_commit();
+    const floatX *mq = sq + wg * SW_TILE;
+    float o[32], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int x = 0; x < 32; x++) o[x] = s[x] = 0.0f;
+    const int last = q0 + Q_TILE - 1 < T - 1 ? q0 + Q_TILE - 1 : T - 1;
+    int stage = 0;
+    for (int k0 = 0; k0 <= last; k0 += 64, stage ^= 1) {
+        cp_async_wait<0>();                              // this stage is in
+        fence_async_smem();
+        __syncthreads();                                 // for every thread, and every warpgroup is done with the other
+        if (k0 + 64 <= last) load_kv(stage ^ 1, k0 + 64);
+        cp_async_commit();
+        if (k0 > wq0 + 63) continue;                     // every key of the tile is after every query of the warpgroup
+        const floatX *sk = stages + stage * 2 * SW_TILE, *sv = sk + SW_TILE;
+        wgmma_fence();
+        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(mq, kk), desc_k(sk, kk), kk);
+        wgmma_commit();
+        wgmma_wait();
+        pin(s);
+        // the online softmax of flash_forward, on the thread's rows rq0 + g and rq0 + g + 8
+        const bool diagonal = k0 + 63 > rq0;
+        for (int half = 0; half < 2; half++) {
+            const int i = rq0 + g + 8 * half;
+            float mx = -INFINITY;
+            for (int n = 0; n < 8; n++)
+                for (int e = 0; e < 2; e++) {
+                    const int x = 4 * n + 2 * half + e;
+                    if (diagonal && k0 + 8 * n + c2 + e > i) s[x] = -INFINITY;
+                    mx = fmaxf(mx, s[x]);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+            const float mn = fmaxf(m[half], mx * SCALE_LOG2);   // finite: key 0 is in every row's first tile
+            const float alpha = exp2_ftz(m[half] - mn);
+            float sum = 0.0f;
+            for (int n = 0; n < 8; n++)
+                for (int e = 0; e < 2; e++) {
+                    const int x = 4 * n + 2 * half + e;
+                    const float p = exp2_ftz(fmaf(s[x], SCALE_LOG2, -mn));
+                    s[x] = p;
+                    sum += p;
+                }
+            l[half] = l[half] * alpha + sum;
+            m[half] = mn;
+            for (int n = 0; n < 8; n++) { o[4 * n + 2 * half] *= alpha; o[4 * n + 2 * half + 1] *= alpha; }
+        }
+        u32 pa[4][4];
+        for (int kk = 0; kk < 4; kk++) acc_to_a_wg(pa[kk], s, kk);
+        wgmma_fence();
+        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(o, pa[kk], desc_n(sv, kk));
+        wgmma_commit();
+        wgmma_wait();
+        pin(o);
+    }
+    for (int half = 0; half < 2; half++) {
+        l[half] += __shfl_xor_sync(FULL_MASK, l[half], 1);
+        l[half] += __shfl_xor_sync(FULL_MASK, l[half], 2);
+    }
+    store_acc(out + head_row(b, 0, C) + h * HS, C, *reinterpret_cast<const float(*)[8][4]>(&o), rq0, 1.0f / l[0],
+              1.0f / l[1], lane);
+    if ((lane & 3) == 0)
+        for (int half = 0; half < 2; half++) {
+            const int i = rq0 + g + 8 * half;
+            if (i < T) stats[((long long)b * NH + h) * T + i] = (m[half] + log2f(l[half])) * LN2;
+        }
 }
 
 // dK and dV as flash_backward_dkdv below, warpgroup wg owning key rows wj0..wj0+63: per query tile,
@@ -605,7 +567,135 @@ __device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX
 #else
 #define HOPPER_WGMMA 0
 #endif
-static_assert(BWD_SM != 90 || HOPPER_WGMMA, "attention: BWD_SM = 90 (wgmma) needs a Hopper GPU: sm_90, compiled as sm_90a");
+static_assert((FWD_SM != 90 && BWD_SM != 90) || HOPPER_WGMMA,
+              "attention: FWD_SM or BWD_SM = 90 (wgmma) needs a Hopper GPU: sm_90, compiled as sm_90a");
+
+KERNEL(flash_forward) {
+    extern __shared__ __align__(16) unsigned char smem_bytes[];
+#if HOPPER_WGMMA
+    if constexpr (FWD_SM == 90) {
+        forward_wgmma(out, stats, qkv, smem_bytes);
+        return;
+    }
+#endif
+    // two stages of (K tile, V tile); Q is staged in stage 1 before the first K/V tiles go there
+    floatX *stage0 = reinterpret_cast<floatX *>(smem_bytes), *stage1 = stage0 + 2 * KV_TILE * LDS;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
+    const int qt = gridDim.x - 1 - blockIdx.x;           // the longest rows first
+    const int q0 = qt * Q_TILE, wq0 = q0 + warp * Q_WARP_ROWS;
+    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS;
+    auto load_kv = [&](int kt) {
+        floatX *st = kt & 1 ? stage1 : stage0;
+        load_rows<KV_TILE, FWD_THREADS>(st, base + C, 3 * C, kt * KV_TILE);
+        load_rows<KV_TILE, FWD_THREADS>(st + KV_TILE * LDS, base + 2 * C, 3 * C, kt * KV_TILE);
+    };
+
+    load_rows<Q_TILE, FWD_THREADS>(stage1, base, 3 * C, q0);
+    load_kv(0);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    u32 qf[MT][HS16][4];
+    for (int mt = 0; mt < MT; mt++)
+        for (int kk = 0; kk < HS16; kk++) ldsm4(qf[mt][kk], a_addr(stage1, warp * Q_WARP_ROWS + mt * 16, kk * 16, lane));
+
+    const int last = q0 + Q_TILE - 1 < T - 1 ? q0 + Q_TILE - 1 : T - 1;
+    const int n_kv = last / KV_TILE + 1;
+    float o[MT][HS / 8][4] = {};
+    float m[MT][2], l[MT][2] = {};
+    for (int mt = 0; mt < MT; mt++) m[mt][0] = m[mt][1] = -INFINITY;
+    const int g = lane >> 2, c2 = (lane & 3) * 2;
+    for (int kt = 0; kt < n_kv; kt++) {
+        const int k0 = kt * KV_TILE;
+        cp_async_wait<0>();                              // tile kt is in
+        __syncthreads();                                 // for every thread, and every warp is done with tile kt-1
+        if (kt + 1 < n_kv) load_kv(kt + 1);              // (and with Q) so that tile kt+1 may take its place
+        cp_async_commit();
+        const floatX *sk = kt & 1 ? stage1 : stage0, *sv = sk + KV_TILE * LDS;
+        float s[MT][KV_TILE / 8][4] = {};
+        for (int kk = 0; kk < HS16; kk++)
+            for (int np = 0; np < KV_TILE / 16; np++) {
+                u32 bf[4];
+                ldsm4(bf, bn_addr(sk, np * 16, kk * 16, lane));
+                for (int mt = 0; mt < MT; mt++) {       // one load of K serves every m-tile of the warp
+                    mma2(s[mt][2 * np], s[mt][2 * np + 1], qf[mt][kk], bf);
+                }
+            }
+
+        // online softmax in log2 units; a key after the query (j > i) is masked. The running maximum m is
+        // in scaled log2 units; the row maximum of the raw scores is scaled once (the scale is positive), and
+        // each probability takes one FMA and one exp2.
+        for (int mt = 0; mt < MT; mt++) {
+            const bool diagonal = k0 + KV_TILE - 1 > wq0 + mt * 16;
+            for (int half = 0; half < 2; half++) {
+                const int i = wq0 + mt * 16 + g + 8 * half;
+                float mx = -INFINITY;
+                for (int n = 0; n < KV_TILE / 8; n++)
+                    for (int e = 0; e < 2; e++) {
+                        if (diagonal && k0 + n * 8 + c2 + e > i) s[mt][n][2 * half + e] = -INFINITY;
+                        mx = fmaxf(mx, s[mt][n][2 * half + e]);
+                    }
+                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+                const float mn = fmaxf(m[mt][half], mx * SCALE_LOG2);  // finite: key 0 is in every row's first tile
+                const float alpha = exp2_ftz(m[mt][half] - mn);
+                float sum = 0.0f;
+                for (int n = 0; n < KV_TILE / 8; n++)
+                    for (int e = 0; e < 2; e++) {
+                        const float p = exp2_ftz(fmaf(s[mt][n][2 * half + e], SCALE_LOG2, -mn));
+                        s[mt][n][2 * half + e] = p;
+                        sum += p;
+                    }
+                l[mt][half] = l[mt][half] * alpha + sum;
+                m[mt][half] = mn;
+                for (int n = 0; n < HS / 8; n++) { o[mt][n][2 * half] *= alpha; o[mt][n][2 * half + 1] *= alpha; }
+            }
+        }
+
+        for (int kk = 0; kk < KV_TILE / 16; kk++) {
+            u32 a[MT][4];
+            for (int mt = 0; mt < MT; mt++) acc_to_a(a[mt], s[mt], kk);
+            for (int dp = 0; dp < HS16; dp++) {
+                u32 bf[4];
+                ldsm4_t(bf, bt_addr(sv, kk * 16, dp * 16, lane));
+                for (int mt = 0; mt < MT; mt++) {
+                    mma2(o[mt][2 * dp], o[mt][2 * dp + 1], a[mt], bf);
+                }
+            }
+        }
+    }
+
+    for (int mt = 0; mt < MT; mt++) {
+        for (int half = 0; half < 2; half++) {
+            l[mt][half] += __shfl_xor_sync(FULL_MASK, l[mt][half], 1);
+            l[mt][half] += __shfl_xor_sync(FULL_MASK, l[mt][half], 2);
+        }
+        store_acc(out + head_row(b, 0, C) + h * HS, C, o[mt], wq0 + mt * 16, 1.0f / l[mt][0], 1.0f / l[mt][1], lane);
+        if ((lane & 3) == 0)
+            for (int half = 0; half < 2; half++) {
+                const int i = wq0 + mt * 16 + g + 8 * half;
+                if (i < T) stats[((long long)b * NH + h) * T + i] = (m[mt][half] + log2f(l[mt][half])) * LN2;
+            }
+    }
+}
+
+// Shared memory of both backward kernels: the block's own BWD_TILE rows of two tensors (own0, own1), and two
+// stages of the streamed BWD_INNER rows of two more (in0, in1) with, for the dK/dV kernel, the streamed query
+// rows' statistics and row sums: while one stage is in use the next one is on its way (cp.async).
+struct BwdSmem {
+    floatX *own0, *own1, *streamed;
+    float *floats;
+    __device__ __forceinline__ BwdSmem(unsigned char *p) {
+        own0 = reinterpret_cast<floatX *>(p);
+        own1 = own0 + BWD_TILE * LDS;
+        streamed = own1 + BWD_TILE * LDS;
+        floats = reinterpret_cast<float *>(streamed + 4 * BWD_INNER * LDS);
+    }
+    __device__ __forceinline__ floatX *in0(int stage) const { return streamed + stage * 2 * BWD_INNER * LDS; }
+    __device__ __forceinline__ floatX *in1(int stage) const { return in0(stage) + BWD_INNER * LDS; }
+    __device__ __forceinline__ float *lse(int stage) const { return floats + stage * 2 * BWD_INNER; }
+    __device__ __forceinline__ float *dd(int stage) const { return lse(stage) + BWD_INNER; }
+};
 
 // dK and dV of BWD_TILE key rows: for every query tile at or after them, P^T = exp(K Q^T * scale - lse),
 // dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - ddot), dK += dS^T Q (times scale at the end).

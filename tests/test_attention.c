@@ -119,8 +119,8 @@ static void flash_tiles(const char *precision, int B, int T, int NH, int HS, con
     if (config_load(&cfg, "configs/tiny.lua", setp, n, &err)) { CHECK(0, "config: %s", err.msg); return; }
     cfg.eval.sample_tokens = T / 2 > 0 ? T / 2 : 1;
     cuda_pick_arch(NULL, cfg.arch, arch, &note);
-    if (tune && strstr(tune, "BWD_SM=90") && strcmp(arch, "sm_90"))
-        SKIP("BWD_SM 90 (wgmma) needs a Hopper GPU (sm_90); this machine's arch is %s", arch);
+    if (tune && strstr(tune, "_SM=90") && strcmp(arch, "sm_90"))
+        SKIP("FWD_SM or BWD_SM 90 (wgmma) needs a Hopper GPU (sm_90); this machine's arch is %s", arch);
     if (plan_make_train(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, NULL, &err)) { CHECK(0, "build: %s", err.msg); return; }
     if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
     int failed = gpu_attention_test_run(&cfg, &plan, NULL);
@@ -163,10 +163,10 @@ static void test_flash_backward_tiles_odd_t(void) {
     }
 }
 
-/* The backward on Hopper's wgmma (BWD_SM 90, head size 64): a warpgroup a block and two; T a multiple of 64 and
-   not (partial tiles); gpt2-124M's shape last, for its time beside the defaults' */
-static void test_flash_backward_wgmma(void) {
-    static const char *const tiles[] = {"BWD_SM=90", "BWD_SM=90 BWD_TILE=128"};
+/* The forward and backward on Hopper's wgmma (FWD_SM, BWD_SM 90, head size 64): a warpgroup a block and two; T a
+   multiple of 64 and not (partial tiles); gpt2-124M's shape last, for its time beside the defaults' */
+static void test_flash_wgmma(void) {
+    static const char *const tiles[] = {"FWD_SM=90 BWD_SM=90", "FWD_SM=90 BWD_SM=90 Q_TILE=128 BWD_TILE=128"};
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
         flash_tiles("bf16", 2, 200, 3, 64, tiles[i]);
         if (check_cur_skipped) return;
@@ -197,7 +197,7 @@ int main(int argc, char **argv) {
     RUN(test_cudnn_refuses_fp32_and_head_size);
     SHAPES(RUN_SHAPE, bf16)
     OTHER_PRECISIONS(RUN_SHAPE)
-    RUN(test_flash_backward_wgmma);
+    RUN(test_flash_wgmma);
     RUN(test_flash_backward_tiles_odd_t);
     RUN(test_flash_tiles_gpt2_124m);
     return check_summary();

@@ -16,7 +16,7 @@
 #include "tune/kernel_tests.h"
 #include "tests/golden.h"
 
-typedef struct { const char *name; const char *sets[14]; } Variant;
+typedef struct { const char *name; const char *sets[16]; } Variant;
 
 static const Variant variants[] = {
     /* CHUNK_ROWS: the classifier a chunk of rows at a time (512 rows in 4 chunks of 128; 192 in 3 of 64; 256 in 4 of 64) */
@@ -46,11 +46,12 @@ static const Variant variants[] = {
     {"gt-fp16-cudnn", {"name=gt-fp16-cudnn", "precision=fp16", "attention=cudnn", "model.max_seq_len=128",
                        "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256",
                        "train.deterministic=false", NULL}},
-    /* the template's backward on Hopper's wgmma (BWD_SM 90; built and run on an sm_90 GPU only): two warpgroups a
+    /* the template on Hopper's wgmma (FWD_SM and BWD_SM 90; built and run on an sm_90 GPU only): two warpgroups a
        block, T = 100 (the second 64-row tile partial) */
     {"gt-bf16-wgmma", {"name=gt-bf16-wgmma", "precision=bf16", "attention=flash", "model.n_embd=192", "model.n_head=3",
                        "model.n_layer=2", "model.max_seq_len=100", "train.seq_len=100", "train.batch_size=2",
-                       "train.total_batch_size=200", "tune.attention.BWD_SM=90", "tune.attention.BWD_TILE=128", NULL}},
+                       "train.total_batch_size=200", "tune.attention.FWD_SM=90", "tune.attention.BWD_SM=90",
+                       "tune.attention.Q_TILE=128", "tune.attention.BWD_TILE=128", NULL}},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -69,8 +70,8 @@ static void build_variant(int i) {
     const char *note;
     cuda_pick_arch(NULL, cfgs[i].arch, arch, &note);
     for (int k = 0; k < n; k++)
-        if (strstr(v->sets[k], "BWD_SM=90") && strcmp(arch, "sm_90"))
-            SKIP("%s: BWD_SM 90 (wgmma) needs a Hopper GPU (sm_90); this machine's arch is %s", v->name, arch);
+        if (strstr(v->sets[k], "_SM=90") && strcmp(arch, "sm_90"))
+            SKIP("%s: FWD_SM and BWD_SM 90 (wgmma) need a Hopper GPU (sm_90); this machine's arch is %s", v->name, arch);
     if (plan_make_train(&plans[i], &cfgs[i], arch, &err) || plan_make_decode(&decodes[i], &cfgs[i], 3, 0, arch, &err)) {
         CHECK(0, "plan: %s", err.msg);
         return;
