@@ -308,7 +308,10 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[32], const u32 (&a)[4], u64 
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// waits until at most N of the groups committed last are still running (all older ones are done)
+template <int N = 0> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 // after a wait: the compiler may not move reads of d above it
 __device__ __forceinline__ void pin(float (&d)[32]) {
     for (int x = 0; x < 32; x++) asm volatile("" : "+f"(d[x])::"memory");
@@ -448,15 +451,14 @@ __device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, cons
         if (i0 + 63 < wj0) continue;                     // every query of the tile is before every key of the warpgroup
         const floatX *sq = streamed + stage * 2 * SW_TILE, *sdo = sq + SW_TILE;
         const float *lse = floats + stage * 128, *dd = lse + 64;
+        // three groups in flight at most: S^T, dP^T, then dV's product starts while dP^T may still run
         wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) {
-            wgmma_ss<0>(s, desc_k(mk, kk), desc_k(sq, kk), kk);
-            wgmma_ss<0>(dp, desc_k(mv, kk), desc_k(sdo, kk), kk);
-        }
+        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(mk, kk), desc_k(sq, kk), kk);
         wgmma_commit();
-        wgmma_wait();
+        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(dp, desc_k(mv, kk), desc_k(sdo, kk), kk);
+        wgmma_commit();
+        wgmma_wait<1>();                                 // S^T is done
         pin(s);
-        pin(dp);
         // s <- P^T, dp <- dS^T; a query before the key (i < j) contributes nothing
         const bool diagonal = i0 < wj0 + 63;
         for (int x = 0; x < 32; x++) {
@@ -464,20 +466,20 @@ __device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, cons
             float p = exp2_ftz(fmaf(s[x], SCALE_LOG2, -lse[ci] * LOG2E));
             if (diagonal && i0 + ci < j) p = 0.0f;
             s[x] = p;
-            dp[x] = p * (dp[x] - dd[ci]);
         }
         u32 pa[4][4], sa[4][4];
-        for (int kk = 0; kk < 4; kk++) {
-            acc_to_a_wg(pa[kk], s, kk);
-            acc_to_a_wg(sa[kk], dp, kk);
-        }
+        for (int kk = 0; kk < 4; kk++) acc_to_a_wg(pa[kk], s, kk);
         wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) {
-            wgmma_rs<1>(dv, pa[kk], desc_n(sdo, kk));
-            wgmma_rs<1>(dk, sa[kk], desc_n(sq, kk));
-        }
+        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dv, pa[kk], desc_n(sdo, kk));
         wgmma_commit();
-        wgmma_wait();
+        wgmma_wait<1>();                                 // dP^T is done (dV's product may run on)
+        pin(dp);
+        for (int x = 0; x < 32; x++) dp[x] = s[x] * (dp[x] - dd[8 * (x >> 2) + c2 + (x & 1)]);
+        for (int kk = 0; kk < 4; kk++) acc_to_a_wg(sa[kk], dp, kk);
+        wgmma_fence();
+        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dk, sa[kk], desc_n(sq, kk));
+        wgmma_commit();
+        wgmma_wait();                                    // before the next tile's loads take this stage's place
         pin(dv);
         pin(dk);
     }
@@ -539,21 +541,21 @@ __device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX
         if (j0 > wq0 + 63) continue;                     // every key of the tile is after every query of the warpgroup
         const floatX *sk = streamed + stage * 2 * SW_TILE, *sv = sk + SW_TILE;
         wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) {
-            wgmma_ss<0>(s, desc_k(mq, kk), desc_k(sk, kk), kk);
-            wgmma_ss<0>(dp, desc_k(mdo, kk), desc_k(sv, kk), kk);
-        }
+        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(mq, kk), desc_k(sk, kk), kk);
         wgmma_commit();
-        wgmma_wait();
+        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(dp, desc_k(mdo, kk), desc_k(sv, kk), kk);
+        wgmma_commit();
+        wgmma_wait<1>();                                 // S is done; P while dP runs
         pin(s);
-        pin(dp);
         const bool diagonal = j0 + 63 > wq0;
         for (int x = 0; x < 32; x++) {
             const int half = (x >> 1) & 1, j = j0 + 8 * (x >> 2) + c2 + (x & 1), i = rq0 + g + 8 * half;
-            float p = exp2_ftz(fmaf(s[x], SCALE_LOG2, -lse2[half]));
-            if (diagonal && j > i) p = 0.0f;
-            dp[x] = p * (dp[x] - D[half]);
+            const float p = exp2_ftz(fmaf(s[x], SCALE_LOG2, -lse2[half]));
+            s[x] = diagonal && j > i ? 0.0f : p;
         }
+        wgmma_wait();
+        pin(dp);
+        for (int x = 0; x < 32; x++) dp[x] = s[x] * (dp[x] - D[(x >> 1) & 1]);
         u32 sa[4][4];
         for (int kk = 0; kk < 4; kk++) acc_to_a_wg(sa[kk], dp, kk);
         wgmma_fence();
