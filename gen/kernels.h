@@ -33,6 +33,8 @@ typedef struct {
 typedef struct {
     long long B, T, C, NH, HS, L, V, Vp, maxT;
     int x128;                              /* floatX elements in 128 bits */
+    int sm;                                /* the plan's arch as a number (90 for sm_90) where shape defaults are
+                                              chosen; 0 elsewhere (kernel_env leaves it so) */
     int tun[FAMILY_MAX_TUNABLES];          /* tunable values, in declaration order */
     long long derived[FAMILY_MAX_DERIVED]; /* derived constants, in declaration order */
 } KernelEnv;

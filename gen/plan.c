@@ -2,6 +2,7 @@
 #include "gen/plan.h"
 #include "common/files.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const TunableDecl *find_tunable(const FamilyDecl *f, const char *name, int *index) {
@@ -95,6 +96,7 @@ static void apply_shape_defaults(Plan *plan, PlanFamily *m) {
     int v[FAMILY_MAX_TUNABLES] = {0}, want[FAMILY_MAX_TUNABLES];
     for (int t = 0; t < m->n_tunables; t++) v[t] = m->tunables[t].value;
     KernelEnv e = kernel_env(&plan->model, &plan->step, f, v);
+    e.sm = atoi(plan->arch + 3);   /* "sm_90": gen/config_validate.c checks the form */
     memcpy(want, v, sizeof v);
     f->shape_defaults(&e, want);
     for (int t = 0; t < m->n_tunables; t++)
