@@ -243,7 +243,6 @@ __device__ __forceinline__ void load_floats(float *dst, const float *src, int i0
     }
 }
 
-
 // ---------------------------------------------------------------------------------------------------------
 // Hopper (FWD_SM, BWD_SM = 90): the products as warpgroup MMAs, wgmma.mma_async m64n64k16 with fp32
 // accumulation (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"; the forms used here are the
