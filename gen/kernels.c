@@ -170,7 +170,10 @@ static const char *att_check(const KernelEnv *e, char *why, size_t n) {
    its forward measured no faster than mma.sync's, 0.489 ms against 0.486, so the forward stays on mma.sync). */
 static void att_shape_defaults(const KernelEnv *e, int *tun) {
     if (e->x128 == 4 || e->HS > 64 || e->T < 128) return;
-    if (e->sm == 90 && e->HS == 64 && tun[ATT_BWD_SM] == 80) tun[ATT_BWD_SM] = 90;
+    /* (not where the config's backward tiles are ones wgmma's kernels do not take: theirs stay, on mma.sync) */
+    if (e->sm == 90 && e->HS == 64 && tun[ATT_BWD_SM] == 80 && tun[ATT_BWD_INNER] == 64 && tun[ATT_BWD_TILE] % 64 == 0 &&
+        tun[ATT_BWD_WARP_ROWS] == 16)
+        tun[ATT_BWD_SM] = 90;
     /* wgmma's tiles: the declared defaults (64-row streamed tiles, a warpgroup per 64 rows) */
     if (tun[ATT_FWD_SM] != 90) {
         tun[ATT_Q_TILE] = 128;
