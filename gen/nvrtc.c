@@ -166,7 +166,7 @@ static int why_set(char *why, size_t n, const char *fmt, ...) {
 static int compile_options(const char *arch, const char *home, char opts[8][OPT_BYTES], int *nopts, Err *err) {
     int n = 0, len[8];
     /* sm_90 compiles as sm_90a, Hopper's own target: the same code for every kernel, plus the wgmma instructions
-       that the attention's BWD_SM = 90 variant uses (sm_90a code runs on compute capability 9.0 only, as sm_90's
+       that the attention's FWD_SM and BWD_SM = 90 variants use (sm_90a code runs on compute capability 9.0 only, as sm_90's
        CUBINs do) */
     len[n] = snprintf(opts[n], OPT_BYTES, "-arch=%s%s", arch, strcmp(arch, "sm_90") ? "" : "a"); n++;
     len[n] = snprintf(opts[n], OPT_BYTES, "-std=c++17"); n++;

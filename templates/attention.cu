@@ -243,6 +243,57 @@ __device__ __forceinline__ void load_floats(float *dst, const float *src, int i0
     }
 }
 
+// One step of the online softmax in log2 units for the thread's row i (half 0: rows g, half 1: rows g + 8 of a
+// 16-row m-tile of NK 8-column accumulator tiles s, keys k0..; o: NO such tiles of the output): a key after the
+// query (j > i) is masked where the tile touches the diagonal. The running maximum m is in scaled log2 units; the
+// row maximum of the raw scores is scaled once (the scale is positive), and each probability takes one FMA and one
+// exp2. s becomes P; the row's l and o are rescaled to the new maximum.
+template <int NK, int NO>
+__device__ __forceinline__ void softmax_row(float (&s)[NK][4], float (&o)[NO][4], float &m, float &l, int half, int i,
+                                            int k0, bool diagonal, int c2) {
+    float mx = -INFINITY;
+    for (int n = 0; n < NK; n++)
+        for (int e = 0; e < 2; e++) {
+            if (diagonal && k0 + n * 8 + c2 + e > i) s[n][2 * half + e] = -INFINITY;
+            mx = fmaxf(mx, s[n][2 * half + e]);
+        }
+    mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+    const float mn = fmaxf(m, mx * SCALE_LOG2);  // finite: key 0 is in every row's first tile
+    const float alpha = exp2_ftz(m - mn);
+    float sum = 0.0f;
+    for (int n = 0; n < NK; n++)
+        for (int e = 0; e < 2; e++) {
+            const float p = exp2_ftz(fmaf(s[n][2 * half + e], SCALE_LOG2, -mn));
+            s[n][2 * half + e] = p;
+            sum += p;
+        }
+    l = l * alpha + sum;
+    m = mn;
+    for (int n = 0; n < NO; n++) { o[n][2 * half] *= alpha; o[n][2 * half + 1] *= alpha; }
+}
+
+// ddot (dout . out) of ROWS rows r0.. of head h, batch row b, summed by a warp while the backward's tiles load:
+// lane l sums part l / ROWS of the head of row r0 + l % ROWS (16-byte loads, all in flight together); lanes l < ROWS
+// write it for the dK/dV kernel; every lane returns the sum of row r0 + l % ROWS.
+template <int ROWS>
+__device__ __forceinline__ float rows_ddot(float *ddot, const floatX *dout, const floatX *out, int b, int h, int r0, int lane) {
+    constexpr int PARTS = WARP_SIZE / ROWS, PART = HS / PARTS;   // PART: a multiple of 8
+    const int r = lane % ROWS, i = r0 + r;
+    float d = 0.0f;
+    if (i < T) {
+        const long long o = head_row(b, i, C) + h * HS + lane / ROWS * PART;
+        for (int v = 0; v < PART; v += 8) {
+            const uint4 x = *reinterpret_cast<const uint4 *>(dout + o + v), y = *reinterpret_cast<const uint4 *>(out + o + v);
+            const floatX *xe = reinterpret_cast<const floatX *>(&x), *ye = reinterpret_cast<const floatX *>(&y);
+            for (int e = 0; e < 8; e++) d += to_f(xe[e]) * to_f(ye[e]);
+        }
+    }
+    for (int o = ROWS; o < WARP_SIZE; o <<= 1) d += __shfl_xor_sync(FULL_MASK, d, o);
+    if (lane < ROWS && i < T) ddot[((long long)b * NH + h) * T + i] = d;
+    return d;
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Hopper (FWD_SM, BWD_SM = 90): the products as warpgroup MMAs, wgmma.mma_async m64n64k16 with fp32
 // accumulation (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"; the forms used here are the
@@ -315,16 +366,26 @@ template <int N = 0> __device__ __forceinline__ void wgmma_wait() {
 __device__ __forceinline__ void pin(float (&d)[32]) {
     for (int x = 0; x < 32; x++) asm volatile("" : "+f"(d[x])::"memory");
 }
-// shared-memory writes of the generic proxy (cp.async) made visible to wgmma's reads (the async proxy)
-__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// the A operand of k-step kk (16 columns) from 64 x 64 accumulators
-__device__ __forceinline__ void acc_to_a_wg(u32 (&a)[4], const float (&d)[32], int kk) {
-    for (int r = 0; r < 4; r++) a[r] = pack2(d[8 * kk + 2 * r], d[8 * kk + 2 * r + 1]);
-}
+// a thread's 64 x 64 accumulators as eight 8-column tiles of the mma.sync layout (the same places), for the helpers
+// above: acc_to_a (the A operand of a k-step), store_acc, softmax_row
+__device__ __forceinline__ float (&tiles(float (&d)[32]))[8][4] { return *reinterpret_cast<float(*)[8][4]>(&d); }
 // acc * scale -> global rows row0 + 16w + g (+8) of a warpgroup, head columns (pitch width)
-__device__ __forceinline__ void store_acc_wg(floatX *dst, int width, const float (&d)[32], int row0, float s) {
+__device__ __forceinline__ void store_acc_wg(floatX *dst, int width, float (&d)[32], int row0, float s) {
     const int lane = threadIdx.x % WARP_SIZE, w = threadIdx.x % WG_THREADS / WARP_SIZE;
-    store_acc(dst, width, *reinterpret_cast<const float(*)[8][4]>(&d), row0 + 16 * w, s, s, lane);
+    store_acc(dst, width, tiles(d), row0 + 16 * w, s, s, lane);
+}
+// K and V rows t0..t0+63 of one head (base: its Q columns) into two swizzled tiles at kv (K, then V)
+template <int NT>
+__device__ __forceinline__ void load_kv_sw(floatX *kv, const floatX *base, int t0) {
+    load_rows_sw<64, NT>(kv, base + C, 3 * C, t0);
+    load_rows_sw<64, NT>(kv + SW_TILE, base + 2 * C, 3 * C, t0);
+}
+// a stage's cp.async copies are in and visible to wgmma (the generic proxy's shared-memory writes ordered before the
+// async proxy's reads), and every warpgroup is done with the other stage
+__device__ __forceinline__ void stage_arrived() {
+    cp_async_wait<0>();
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    __syncthreads();
 }
 // the dynamic shared memory rounded up to 1024 bytes (the launch asks for 1 KiB more: gen/kernels.c)
 __device__ __forceinline__ floatX *smem_1024(unsigned char *p) {
@@ -341,12 +402,8 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
     const int qt = gridDim.x - 1 - blockIdx.x;           // the longest rows first
     const int q0 = qt * Q_TILE, wq0 = q0 + wg * 64, rq0 = wq0 + 16 * w;   // rq0: the warp's 16 rows
     const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS;
-    auto load_kv = [&](int stage, int k0) {
-        load_rows_sw<64, FWD_THREADS>(stages + stage * 2 * SW_TILE, base + C, 3 * C, k0);
-        load_rows_sw<64, FWD_THREADS>(stages + stage * 2 * SW_TILE + SW_TILE, base + 2 * C, 3 * C, k0);
-    };
     load_rows_sw<Q_TILE, FWD_THREADS>(sq, base, 3 * C, q0);
-    load_kv(0, 0);
+    load_kv_sw<FWD_THREADS>(stages, base, 0);
     cp_async_commit();
     const floatX *mq = sq + wg * SW_TILE;
     float o[32], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -354,10 +411,8 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
     const int last = q0 + Q_TILE - 1 < T - 1 ? q0 + Q_TILE - 1 : T - 1;
     int stage = 0;
     for (int k0 = 0; k0 <= last; k0 += 64, stage ^= 1) {
-        cp_async_wait<0>();                              // this stage is in
-        fence_async_smem();
-        __syncthreads();                                 // for every thread, and every warpgroup is done with the other
-        if (k0 + 64 <= last) load_kv(stage ^ 1, k0 + 64);
+        stage_arrived();
+        if (k0 + 64 <= last) load_kv_sw<FWD_THREADS>(stages + (stage ^ 1) * 2 * SW_TILE, base, k0 + 64);
         cp_async_commit();
         if (k0 > wq0 + 63) continue;                     // every key of the tile is after every query of the warpgroup
         const floatX *sk = stages + stage * 2 * SW_TILE, *sv = sk + SW_TILE;
@@ -368,33 +423,9 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
         pin(s);
         // the online softmax of flash_forward, on the thread's rows rq0 + g and rq0 + g + 8
         const bool diagonal = k0 + 63 > rq0;
-        for (int half = 0; half < 2; half++) {
-            const int i = rq0 + g + 8 * half;
-            float mx = -INFINITY;
-            for (int n = 0; n < 8; n++)
-                for (int e = 0; e < 2; e++) {
-                    const int x = 4 * n + 2 * half + e;
-                    if (diagonal && k0 + 8 * n + c2 + e > i) s[x] = -INFINITY;
-                    mx = fmaxf(mx, s[x]);
-                }
-            mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
-            const float mn = fmaxf(m[half], mx * SCALE_LOG2);   // finite: key 0 is in every row's first tile
-            const float alpha = exp2_ftz(m[half] - mn);
-            float sum = 0.0f;
-            for (int n = 0; n < 8; n++)
-                for (int e = 0; e < 2; e++) {
-                    const int x = 4 * n + 2 * half + e;
-                    const float p = exp2_ftz(fmaf(s[x], SCALE_LOG2, -mn));
-                    s[x] = p;
-                    sum += p;
-                }
-            l[half] = l[half] * alpha + sum;
-            m[half] = mn;
-            for (int n = 0; n < 8; n++) { o[4 * n + 2 * half] *= alpha; o[4 * n + 2 * half + 1] *= alpha; }
-        }
+        for (int half = 0; half < 2; half++) softmax_row(tiles(s), tiles(o), m[half], l[half], half, rq0 + g + 8 * half, k0, diagonal, c2);
         u32 pa[4][4];
-        for (int kk = 0; kk < 4; kk++) acc_to_a_wg(pa[kk], s, kk);
+        for (int kk = 0; kk < 4; kk++) acc_to_a(pa[kk], tiles(s), kk);
         wgmma_fence();
         for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(o, pa[kk], desc_n(sv, kk));
         wgmma_commit();
@@ -405,8 +436,7 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
         l[half] += __shfl_xor_sync(FULL_MASK, l[half], 1);
         l[half] += __shfl_xor_sync(FULL_MASK, l[half], 2);
     }
-    store_acc(out + head_row(b, 0, C) + h * HS, C, *reinterpret_cast<const float(*)[8][4]>(&o), rq0, 1.0f / l[0],
-              1.0f / l[1], lane);
+    store_acc(out + head_row(b, 0, C) + h * HS, C, tiles(o), rq0, 1.0f / l[0], 1.0f / l[1], lane);
     if ((lane & 3) == 0)
         for (int half = 0; half < 2; half++) {
             const int i = rq0 + g + 8 * half;
@@ -442,9 +472,7 @@ __device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, cons
     for (int x = 0; x < 32; x++) dk[x] = dv[x] = s[x] = dp[x] = 0.0f;   // s, dp: overwritten by their first k-step
     int stage = 0;
     for (int i0 = j0; i0 < T; i0 += 64, stage ^= 1) {
-        cp_async_wait<0>();                              // this stage is in
-        fence_async_smem();
-        __syncthreads();                                 // for every thread, and every warpgroup is done with the other
+        stage_arrived();
         if (i0 + 64 < T) load_stage(stage ^ 1, i0 + 64);
         cp_async_commit();
         if (i0 + 63 < wj0) continue;                     // every query of the tile is before every key of the warpgroup
@@ -467,14 +495,14 @@ __device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, cons
             s[x] = p;
         }
         u32 pa[4][4], sa[4][4];
-        for (int kk = 0; kk < 4; kk++) acc_to_a_wg(pa[kk], s, kk);
+        for (int kk = 0; kk < 4; kk++) acc_to_a(pa[kk], tiles(s), kk);
         wgmma_fence();
         for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dv, pa[kk], desc_n(sdo, kk));
         wgmma_commit();
         wgmma_wait<1>();                                 // dP^T is done (dV's product may run on)
         pin(dp);
         for (int x = 0; x < 32; x++) dp[x] = s[x] * (dp[x] - dd[8 * (x >> 2) + c2 + (x & 1)]);
-        for (int kk = 0; kk < 4; kk++) acc_to_a_wg(sa[kk], dp, kk);
+        for (int kk = 0; kk < 4; kk++) acc_to_a(sa[kk], tiles(dp), kk);
         wgmma_fence();
         for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dk, sa[kk], desc_n(sq, kk));
         wgmma_commit();
@@ -503,27 +531,12 @@ __device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX
         const int i = rq0 + g + 8 * half;
         lse2[half] = i < T ? stats[((long long)b * NH + h) * T + i] * LOG2E : 0.0f;
     }
-    auto load_stage = [&](int stage, int j0) {
-        load_rows_sw<64, BWD_THREADS>(streamed + stage * 2 * SW_TILE, base + C, 3 * C, j0);
-        load_rows_sw<64, BWD_THREADS>(streamed + stage * 2 * SW_TILE + SW_TILE, base + 2 * C, 3 * C, j0);
-    };
     load_rows_sw<BWD_TILE, BWD_THREADS>(sq, base, 3 * C, q0);
     load_rows_sw<BWD_TILE, BWD_THREADS>(sdo, dbase, C, q0);
-    load_stage(0, 0);
+    load_kv_sw<BWD_THREADS>(streamed, base, 0);
     cp_async_commit();
-    {   // ddot of the warp's 16 rows while the tiles load: lanes l and l + 16 sum the two halves of row l % 16
-        const int r = lane % 16, i = rq0 + r;
-        float d = 0.0f;
-        if (i < T) {
-            const long long o = head_row(b, i, C) + h * HS + lane / 16 * (HS / 2);
-            for (int v = 0; v < HS / 2; v += 8) {
-                const uint4 x = *reinterpret_cast<const uint4 *>(dout + o + v), y = *reinterpret_cast<const uint4 *>(out + o + v);
-                const floatX *xe = reinterpret_cast<const floatX *>(&x), *ye = reinterpret_cast<const floatX *>(&y);
-                for (int e = 0; e < 8; e++) d += to_f(xe[e]) * to_f(ye[e]);
-            }
-        }
-        d += __shfl_xor_sync(FULL_MASK, d, 16);
-        if (lane < 16 && i < T) ddot[((long long)b * NH + h) * T + i] = d;
+    {   // ddot of the warp's 16 rows while the tiles load
+        const float d = rows_ddot<16>(ddot, dout, out, b, h, rq0, lane);
         for (int half = 0; half < 2; half++) D[half] = __shfl_sync(FULL_MASK, d, g + 8 * half);
     }
     const floatX *mq = sq + wg * SW_TILE, *mdo = sdo + wg * SW_TILE;
@@ -532,10 +545,8 @@ __device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX
     const int last = q0 + BWD_TILE - 1 < T - 1 ? q0 + BWD_TILE - 1 : T - 1;
     int stage = 0;
     for (int j0 = 0; j0 <= last; j0 += 64, stage ^= 1) {
-        cp_async_wait<0>();                              // this stage is in
-        fence_async_smem();
-        __syncthreads();                                 // for every thread, and every warpgroup is done with the other
-        if (j0 + 64 <= last) load_stage(stage ^ 1, j0 + 64);
+        stage_arrived();
+        if (j0 + 64 <= last) load_kv_sw<BWD_THREADS>(streamed + (stage ^ 1) * 2 * SW_TILE, base, j0 + 64);
         cp_async_commit();
         if (j0 > wq0 + 63) continue;                     // every key of the tile is after every query of the warpgroup
         const floatX *sk = streamed + stage * 2 * SW_TILE, *sv = sk + SW_TILE;
@@ -556,7 +567,7 @@ __device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX
         pin(dp);
         for (int x = 0; x < 32; x++) dp[x] = s[x] * (dp[x] - D[(x >> 1) & 1]);
         u32 sa[4][4];
-        for (int kk = 0; kk < 4; kk++) acc_to_a_wg(sa[kk], dp, kk);
+        for (int kk = 0; kk < 4; kk++) acc_to_a(sa[kk], tiles(dp), kk);
         wgmma_fence();
         for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dq, sa[kk], desc_n(sk, kk));
         wgmma_commit();
@@ -623,34 +634,11 @@ KERNEL(flash_forward) {
                 }
             }
 
-        // online softmax in log2 units; a key after the query (j > i) is masked. The running maximum m is
-        // in scaled log2 units; the row maximum of the raw scores is scaled once (the scale is positive), and
-        // each probability takes one FMA and one exp2.
+        // the online softmax (softmax_row)
         for (int mt = 0; mt < MT; mt++) {
             const bool diagonal = k0 + KV_TILE - 1 > wq0 + mt * 16;
-            for (int half = 0; half < 2; half++) {
-                const int i = wq0 + mt * 16 + g + 8 * half;
-                float mx = -INFINITY;
-                for (int n = 0; n < KV_TILE / 8; n++)
-                    for (int e = 0; e < 2; e++) {
-                        if (diagonal && k0 + n * 8 + c2 + e > i) s[mt][n][2 * half + e] = -INFINITY;
-                        mx = fmaxf(mx, s[mt][n][2 * half + e]);
-                    }
-                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
-                const float mn = fmaxf(m[mt][half], mx * SCALE_LOG2);  // finite: key 0 is in every row's first tile
-                const float alpha = exp2_ftz(m[mt][half] - mn);
-                float sum = 0.0f;
-                for (int n = 0; n < KV_TILE / 8; n++)
-                    for (int e = 0; e < 2; e++) {
-                        const float p = exp2_ftz(fmaf(s[mt][n][2 * half + e], SCALE_LOG2, -mn));
-                        s[mt][n][2 * half + e] = p;
-                        sum += p;
-                    }
-                l[mt][half] = l[mt][half] * alpha + sum;
-                m[mt][half] = mn;
-                for (int n = 0; n < HS / 8; n++) { o[mt][n][2 * half] *= alpha; o[mt][n][2 * half + 1] *= alpha; }
-            }
+            for (int half = 0; half < 2; half++)
+                softmax_row(s[mt], o[mt], m[mt][half], l[mt][half], half, wq0 + mt * 16 + g + 8 * half, k0, diagonal, c2);
         }
 
         for (int kk = 0; kk < KV_TILE / 16; kk++) {
@@ -823,23 +811,9 @@ KERNEL(flash_backward_dq) {
     cp_async_commit();
     load_stage(0, 0);
     cp_async_commit();
-    // ddot of the warp's rows while the tiles load: lane l sums part l / BWD_WARP_ROWS of the head of row
-    // l % BWD_WARP_ROWS (16-byte loads, all in flight together), then each lane takes those of its rows g and
-    // g + 8 of each m-tile
+    // ddot of the warp's rows while the tiles load; each lane takes those of its rows g and g + 8 of each m-tile
     {
-        constexpr int PARTS = WARP_SIZE / BWD_WARP_ROWS, PART = HS / PARTS;   // PART: a multiple of 8
-        const int r = lane % BWD_WARP_ROWS, i = wq0 + r;
-        float d = 0.0f;
-        if (i < T) {
-            const long long o = head_row(b, i, C) + h * HS + lane / BWD_WARP_ROWS * PART;
-            for (int v = 0; v < PART; v += 8) {
-                const uint4 x = *reinterpret_cast<const uint4 *>(dout + o + v), y = *reinterpret_cast<const uint4 *>(out + o + v);
-                const floatX *xe = reinterpret_cast<const floatX *>(&x), *ye = reinterpret_cast<const floatX *>(&y);
-                for (int e = 0; e < 8; e++) d += to_f(xe[e]) * to_f(ye[e]);
-            }
-        }
-        for (int o = BWD_WARP_ROWS; o < WARP_SIZE; o <<= 1) d += __shfl_xor_sync(FULL_MASK, d, o);
-        if (lane < BWD_WARP_ROWS && i < T) ddot[((long long)b * NH + h) * T + i] = d;
+        const float d = rows_ddot<BWD_WARP_ROWS>(ddot, dout, out, b, h, wq0, lane);
         for (int mb = 0; mb < MB; mb++)
             for (int half = 0; half < 2; half++) D[mb][half] = __shfl_sync(FULL_MASK, d, mb * 16 + g + 8 * half);
     }
