@@ -72,8 +72,9 @@ static int check_template(const PlanFamily *m, const char *body, Err *err) {
 /* The prelude's entry point of kernel k: a macro the template's KERNEL(name) expands to. */
 static void emit_entry(Buf *b, const FamilyDecl *f, const KernelDecl *k) {
     buf_printf(b, "// grid %s\n", k->geometry_doc);
-    buf_printf(b, "#define KERNEL_%s extern \"C\" __global__ void __launch_bounds__(%s) \\\n    %s(", k->name,
-               kernel_bounds_name(f, k), k->name);
+    const char *min_blocks = kernel_min_blocks_name(f, k);
+    buf_printf(b, "#define KERNEL_%s extern \"C\" __global__ void __launch_bounds__(%s%s%s) \\\n    %s(", k->name,
+               kernel_bounds_name(f, k), min_blocks ? ", " : "", min_blocks ? min_blocks : "", k->name);
     for (int i = 0; i < KERNEL_MAX_PARAMS && k->params[i].name; i++) {
         char p[128];
         kernel_param_cuda(&k->params[i], p, sizeof p);

@@ -112,16 +112,19 @@ static LaunchDims bias_reduce(const KernelEnv *e, long long OC) {
 
 /* ---- attention.cu ---- */
 enum { ATT_Q_TILE, ATT_KV_TILE, ATT_BWD_TILE, ATT_BWD_INNER, ATT_Q_WARP_ROWS, ATT_BWD_WARP_ROWS, ATT_FWD_SM, ATT_BWD_SM };
-enum { ATT_FWD_THREADS, ATT_BWD_THREADS };
+enum { ATT_FWD_THREADS, ATT_BWD_THREADS, ATT_BWD_BLOCKS };
 static void att_derive(KernelEnv *e) {   /* a warp per Q_WARP_ROWS rows of a forward tile, per BWD_WARP_ROWS of a backward one */
     e->derived[ATT_FWD_THREADS] = e->tun[ATT_Q_TILE] / e->tun[ATT_Q_WARP_ROWS] * WARP;
     e->derived[ATT_BWD_THREADS] = e->tun[ATT_BWD_TILE] / e->tun[ATT_BWD_WARP_ROWS] * WARP;
+    /* wgmma's dK/dV kernel in 168 registers (182 it would take, 16 bytes spilled), three blocks of a warpgroup a
+       multiprocessor where 182 allow two; dQ's takes 149, three blocks either way */
+    e->derived[ATT_BWD_BLOCKS] = e->tun[ATT_BWD_SM] == 90 && e->tun[ATT_BWD_TILE] == 64 ? 3 : 1;
 }
 /* dynamic shared memory of the tensor-core kernels (the fp32 ones use none): tiles of rows of HS + 8 elements */
 static long long att_row_bytes(const KernelEnv *e) { return e->x128 == 4 ? 0 : (e->HS + 8) * 2; }
 static long long att_fwd_smem(const KernelEnv *e) {   /* two stages of K and V tiles; Q is staged in the second */
-    if (e->x128 != 4 && e->tun[ATT_FWD_SM] == 90)   /* wgmma: Q beside them, swizzled 64-element rows, 1 KiB to align */
-        return (e->tun[ATT_Q_TILE] + 4 * 64) * 64 * 2 + 1024;
+    if (e->x128 != 4 && e->tun[ATT_FWD_SM] == 90)   /* wgmma: Q, three stages of K and V; swizzled 64-element rows, 1 KiB to align */
+        return (e->tun[ATT_Q_TILE] + 6 * e->tun[ATT_KV_TILE]) * 64 * 2 + 1024;
     long long kv = 2 * e->tun[ATT_KV_TILE], q = e->tun[ATT_Q_TILE];
     return (kv + (q > kv ? q : kv)) * att_row_bytes(e);
 }
@@ -135,6 +138,8 @@ static long long att_bwd_smem(const KernelEnv *e) {
 static const char *att_check(const KernelEnv *e, char *why, size_t n) {
     if (e->tun[ATT_Q_TILE] % e->tun[ATT_Q_WARP_ROWS])
         snprintf(why, n, "Q_TILE (%d) must be a multiple of Q_WARP_ROWS (%d)", e->tun[ATT_Q_TILE], e->tun[ATT_Q_WARP_ROWS]);
+    else if (e->tun[ATT_Q_TILE] > 128 && e->tun[ATT_FWD_SM] != 90)
+        snprintf(why, n, "Q_TILE %d: more than 128 rows only with FWD_SM 90 (wgmma)", e->tun[ATT_Q_TILE]);
     else if (e->tun[ATT_BWD_TILE] % e->tun[ATT_BWD_WARP_ROWS])
         snprintf(why, n, "BWD_TILE (%d) must be a multiple of BWD_WARP_ROWS (%d)", e->tun[ATT_BWD_TILE],
                  e->tun[ATT_BWD_WARP_ROWS]);
@@ -145,9 +150,9 @@ static const char *att_check(const KernelEnv *e, char *why, size_t n) {
     else if (e->x128 != 4 && (e->HS % 16 || e->HS > 128))
         snprintf(why, n, "the tensor-core attention needs a head size (n_embd / n_head) that is a multiple of 16, "
                  "at most 128: it is %lld", e->HS);
-    else if (e->tun[ATT_FWD_SM] == 90 && (e->x128 == 4 || e->HS != 64 || e->tun[ATT_KV_TILE] != 64 ||
+    else if (e->tun[ATT_FWD_SM] == 90 && (e->x128 == 4 || e->HS != 64 || e->tun[ATT_KV_TILE] % 64 ||
                                           e->tun[ATT_Q_TILE] % 64 || e->tun[ATT_Q_WARP_ROWS] != 16))
-        snprintf(why, n, "FWD_SM 90 (Hopper's wgmma) needs bf16 or fp16, head size 64, KV_TILE 64, Q_TILE a multiple "
+        snprintf(why, n, "FWD_SM 90 (Hopper's wgmma) needs bf16 or fp16, head size 64, KV_TILE 64 or 128, Q_TILE a multiple "
                  "of 64 and Q_WARP_ROWS 16 (head size %lld, KV_TILE %d, Q_TILE %d, Q_WARP_ROWS %d)", e->HS,
                  e->tun[ATT_KV_TILE], e->tun[ATT_Q_TILE], e->tun[ATT_Q_WARP_ROWS]);
     else if (e->tun[ATT_BWD_SM] == 90 && (e->x128 == 4 || e->HS != 64 || e->tun[ATT_BWD_INNER] != 64 ||
@@ -166,15 +171,20 @@ static const char *att_check(const KernelEnv *e, char *why, size_t n) {
 }
 /* Measured on the H200 at gpt2-124M's shape (bench/RESULTS.md): warps of 32 rows and tiles of 128 rows, where
    the registers hold a warp's 32 rows (tensor cores, head size at most 64) and T fills such tiles. On Hopper at head
-   size 64 the backward on wgmma with 64-row tiles (1.435 ms against mma.sync's 1.583 at B=64 T=1024 NH=12, bf16;
-   its forward measured no faster than mma.sync's, 0.489 ms against 0.486, so the forward stays on mma.sync). */
+   size 64 both directions on wgmma (B=64 T=1024 NH=12, bf16): the forward with two warpgroups a block and 64-row key
+   tiles, 0.441 ms against mma.sync's 0.485 (one warpgroup 0.477, 128-row key tiles 0.546); the backward with 64-row
+   tiles, 1.435 ms against 1.583 (128-row tiles 1.601). Not where the config's tiles are ones wgmma's kernels do not
+   take: those stay, on mma.sync. */
 static void att_shape_defaults(const KernelEnv *e, int *tun) {
     if (e->x128 == 4 || e->HS > 64 || e->T < 128) return;
-    /* (not where the config's backward tiles are ones wgmma's kernels do not take: theirs stay, on mma.sync) */
-    if (e->sm == 90 && e->HS == 64 && tun[ATT_BWD_SM] == 80 && tun[ATT_BWD_INNER] == 64 && tun[ATT_BWD_TILE] % 64 == 0 &&
+    const int hopper = e->sm == 90 && e->HS == 64;
+    if (hopper && tun[ATT_FWD_SM] == 80 && tun[ATT_KV_TILE] == 64 && tun[ATT_Q_TILE] % 64 == 0 && tun[ATT_Q_WARP_ROWS] == 16) {
+        tun[ATT_FWD_SM] = 90;
+        tun[ATT_Q_TILE] = 128;
+    }
+    if (hopper && tun[ATT_BWD_SM] == 80 && tun[ATT_BWD_INNER] == 64 && tun[ATT_BWD_TILE] % 64 == 0 &&
         tun[ATT_BWD_WARP_ROWS] == 16)
         tun[ATT_BWD_SM] = 90;
-    /* wgmma's tiles: the declared defaults (64-row streamed tiles, a warpgroup per 64 rows) */
     if (tun[ATT_FWD_SM] != 90) {
         tun[ATT_Q_TILE] = 128;
         tun[ATT_Q_WARP_ROWS] = 32;
@@ -291,10 +301,10 @@ const FamilyDecl kernel_families[] = {
     {"encoder", "templates/encoder.cu", "token + position embedding and its backward",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"encoder_forward", {X(out), CI32(inp), CX(wte), CX(wpe)}, ENC_BLOCK, -1, enc_forward,
-       "ceil(B*T*C/VEC_C / BLOCK_SIZE)"},
-      {"encoder_backward_wpe", {X(dwpe), CX(dout)}, ENC_BLOCK, -1, enc_wpe, "ceil(T*C/VEC_C / BLOCK_SIZE)"},
+       "ceil(B*T*C/VEC_C / BLOCK_SIZE)", 0},
+      {"encoder_backward_wpe", {X(dwpe), CX(dout)}, ENC_BLOCK, -1, enc_wpe, "ceil(T*C/VEC_C / BLOCK_SIZE)", 0},
       {"encoder_backward_wte", {X(dwte), CX(dout), CI32(bucket_token), CI32(bucket_start), CI32(positions), INT(n_buckets)},
-       ENC_BLOCK, 5, enc_wte, "(n_buckets, ceil(C/VEC_C / block)), block min(BLOCK_SIZE, C/VEC_C rounded up to 32)"}}, NULL,
+       ENC_BLOCK, 5, enc_wte, "(n_buckets, ceil(C/VEC_C / block)), block min(BLOCK_SIZE, C/VEC_C rounded up to 32)", 0}}, NULL,
      STEP_BIT(STEP_TRAIN) | STEP_BIT(STEP_FORWARD)},
     {"layernorm", "templates/layernorm.cu", "LayerNorm forward (plain and fused with the residual add) and backward",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE},
@@ -302,26 +312,26 @@ const FamilyDecl kernel_families[] = {
       {"BWD_SUMS", 1, {1, 2}, .min = 1, .max = 2, .multiple_of = 1}},
      {"BWD_BLOCKS", "BWD_SMEM"}, ln_derive, ln_check,
      {{"layernorm_forward", {X(out), F32(mean), F32(rstd), CX(inp), CX(weight), CX(bias)}, LN_BLOCK, -1, ln_forward,
-       "ceil(B*T / (BLOCK_SIZE/32)): a warp per row"},
+       "ceil(B*T / (BLOCK_SIZE/32)): a warp per row", 0},
       {"fused_residual_layernorm_forward",
        {X(residual), X(out), F32(mean), F32(rstd), CX(inp1), CX(inp2), CX(weight), CX(bias)}, LN_BLOCK, -1, ln_forward,
-       "ceil(B*T / (BLOCK_SIZE/32)): a warp per row"},
+       "ceil(B*T / (BLOCK_SIZE/32)): a warp per row", 0},
       {"layernorm_backward", {X(dinp), F32(scratch), X(out), CX(dout), CX(inp), CX(weight), CX(bias), CF32(mean), CF32(rstd)},
-       LN_BWD_BLOCK, -1, ln_backward, "BWD_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512); BWD_SMEM bytes of shared memory"},
+       LN_BWD_BLOCK, -1, ln_backward, "BWD_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512); BWD_SMEM bytes of shared memory", 0},
       {"layernorm_backward_reduce", {X(dweight), X(dbias), CF32(scratch)}, LN_BLOCK, -1, ln_reduce,
-       "(ceil(C/32), 2): a block per 32 channels of dweight and of dbias"}}, ln_shape_defaults, 0},
+       "(ceil(C/32), 2): a block per 32 channels of dweight and of dbias", 0}}, ln_shape_defaults, 0},
     {"bias", "templates/bias.cu", "bias gradients beside the cuBLASLt matmuls (one folded into the GELU backward)",
      {{"BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE},
       {"ROW_SPLITS", 64, {16, 32, 64, 128}, .min = 1, .max = 65535, .multiple_of = 1}},
      {0}, NULL, NULL,
      {{"bias_backward_partial", {F32(scratch), CX(dout), INT(OC)}, BIAS_BLOCK, 2, bias_partial,
-       "(ceil(OC / (32*VEC_C)), ROW_SPLITS)"},
-      {"bias_backward_reduce", {X(dbias), CF32(scratch), INT(OC)}, BIAS_BLOCK, 2, bias_reduce, "ceil(OC / BLOCK_SIZE)"},
+       "(ceil(OC / (32*VEC_C)), ROW_SPLITS)", 0},
+      {"bias_backward_reduce", {X(dbias), CF32(scratch), INT(OC)}, BIAS_BLOCK, 2, bias_reduce, "ceil(OC / BLOCK_SIZE)", 0},
       {"gelu_backward_bias_partial", {F32(scratch), X(dinout), CX(pre), INT(OC)}, BIAS_BLOCK, 3, bias_partial,
-       "(ceil(OC / (32*VEC_C)), ROW_SPLITS), as bias_backward_partial"}}, NULL,
+       "(ceil(OC / (32*VEC_C)), ROW_SPLITS), as bias_backward_partial", 0}}, NULL,
      STEP_BIT(STEP_TRAIN)},
     {"attention", "templates/attention.cu", "causal flash attention: no (T,T) scores, deterministic backward",
-     {{"Q_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
+     {{"Q_TILE", 64, {32, 64, 128}, .min = 16, .max = 256, .multiple_of = 16},
       {"KV_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
       {"BWD_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
       {"BWD_INNER", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
@@ -331,18 +341,19 @@ const FamilyDecl kernel_families[] = {
          wgmma (Hopper) */
       {"FWD_SM", 80, {80, 90}, .min = 80, .max = 90, .multiple_of = 10},
       {"BWD_SM", 80, {80, 90}, .min = 80, .max = 90, .multiple_of = 10}},
-     {"FWD_THREADS", "BWD_THREADS"}, att_derive, att_check,
+     {"FWD_THREADS", "BWD_THREADS", "BWD_BLOCKS"}, att_derive, att_check,
      {{"flash_forward", {X(out), F32(stats), CX(qkv)}, BOUNDS_DERIVED(ATT_FWD_THREADS), -1, att_forward,
-       "(ceil(T/Q_TILE), NH, B), a warp per Q_WARP_ROWS query rows"},
+       "(ceil(T/Q_TILE), NH, B), a warp per Q_WARP_ROWS query rows", 0},
       {"flash_backward_dq", {X(dqkv), F32(ddot), CX(qkv), CX(dout), CX(out), CF32(stats)}, BOUNDS_DERIVED(ATT_BWD_THREADS),
-       -1, att_backward, "(ceil(T/BWD_TILE), NH, B), a warp per BWD_WARP_ROWS query rows; writes ddot"},
+       -1, att_backward, "(ceil(T/BWD_TILE), NH, B), a warp per BWD_WARP_ROWS query rows; writes ddot",
+       BOUNDS_DERIVED(ATT_BWD_BLOCKS)},
       {"flash_backward_dkdv", {X(dqkv), CX(qkv), CX(dout), CF32(stats), CF32(ddot)}, BOUNDS_DERIVED(ATT_BWD_THREADS), -1,
-       att_backward, "(ceil(T/BWD_TILE), NH, B), a warp per BWD_WARP_ROWS key rows"}},
+       att_backward, "(ceil(T/BWD_TILE), NH, B), a warp per BWD_WARP_ROWS key rows", BOUNDS_DERIVED(ATT_BWD_BLOCKS)}},
      att_shape_defaults, STEP_BIT(STEP_TRAIN) | STEP_BIT(STEP_FORWARD)},
     {"gelu", "templates/gelu.cu", "GELU (tanh approximation) and its backward, elementwise",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
-     {{"gelu_forward", {X(out), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)"},
-      {"gelu_backward", {X(dinout), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)"}}, NULL,
+     {{"gelu_forward", {X(out), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)", 0},
+      {"gelu_backward", {X(dinout), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)", 0}}, NULL,
      STEP_BIT(STEP_TRAIN)},
     /* BLOCK_SIZE 256: the fastest of the candidates at gpt2-124M and 350M on the H200 (bench/RESULTS.md,
        "Autotuning sweeps": 1.56x the old default of 1024). CHUNK_ROWS: logits are made for that many rows at a time; its
@@ -356,20 +367,20 @@ const FamilyDecl kernel_families[] = {
       {"UNROLL", 4, {1, 2, 4}, .min = 1, .max = 8, .multiple_of = 1}},
      {"CHUNK"}, cls_derive, NULL,
      {{"classifier_forward", {F32(losses), X(logits), CI32(targets), FLOAT(dloss), INT(write_dlogits)}, CLS_BLOCK, -1,
-       cls_dims, "CHUNK: a block per row of a chunk"}}, NULL,
+       cls_dims, "CHUNK: a block per row of a chunk", 0}}, NULL,
      STEP_BIT(STEP_TRAIN) | STEP_BIT(STEP_FORWARD)},
     {"grad_norm", "templates/grad_norm.cu", "squared L2 norm, for the global gradient norm",
      {{"BLOCK_SIZE", 512, {128, 256, 512, 1024}, BLOCK_SIZE_RULE},
       {"GRID_SIZE", 1024, {256, 512, 1024, 2048}, .min = 1, .max = 65536, .multiple_of = 1}},
      {0}, NULL, NULL,
-     {{"global_norm_squared", {F32(partials), CX(data), I64(n)}, NORM_BLOCK, -1, norm_dims, "GRID_SIZE"}}, NULL,
+     {{"global_norm_squared", {F32(partials), CX(data), I64(n)}, NORM_BLOCK, -1, norm_dims, "GRID_SIZE", 0}}, NULL,
      STEP_BIT(STEP_TRAIN)},
     {"adamw", "templates/adamw.cu", "the AdamW update of one parameter tensor",
      {{"BLOCK_SIZE", 512, {128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"adamw_update",
        {X(params), F32(master), CX(grads), F32(m), F32(v), I64(n), I64(idx0), FLOAT(lr), FLOAT(beta1), FLOAT(beta2),
         FLOAT(bc1), FLOAT(bc2), FLOAT(eps), FLOAT(wd), FLOAT(grad_scale)},
-       ADAMW_BLOCK, 5, adamw_dims, "ceil(n / BLOCK_SIZE)"}}, NULL, STEP_BIT(STEP_TRAIN)},
+       ADAMW_BLOCK, 5, adamw_dims, "ceil(n / BLOCK_SIZE)", 0}}, NULL, STEP_BIT(STEP_TRAIN)},
     {"decode", "templates/decode.cu",
      "one token per row against the key/value cache: embedding at a position, the cache append, split attention, the draw",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512}, BLOCK_SIZE_RULE},
@@ -380,18 +391,18 @@ const FamilyDecl kernel_families[] = {
       {"LIN_COLS", 2, {1, 2, 4}, .min = 1, .max = 8, .multiple_of = 1}},
      {"KV_SPLITS"}, dec_derive, dec_check,
      {{"decode_embed", {X(out), CI32(tokens), CX(wte), CX(wpe), CI32(pos)}, DEC_BLOCK, -1, dec_embed,
-       "ceil(B*C/VEC_C / BLOCK_SIZE)"},
+       "ceil(B*C/VEC_C / BLOCK_SIZE)", 0},
       {"kv_append", {X(kcache), X(vcache), CX(qkv), CI32(pos)}, DEC_BLOCK, -1, dec_append,
-       "ceil(B*T*C/VEC_C / BLOCK_SIZE)"},
+       "ceil(B*T*C/VEC_C / BLOCK_SIZE)", 0},
       {"decode_attention", {F32(partial), CX(qkv), CX(kcache), CX(vcache), CI32(pos)}, DEC_ATT_THREADS, -1,
-       dec_attention, "(KV_SPLITS, NH, B): a block per KV_CHUNK cached positions of a head"},
+       dec_attention, "(KV_SPLITS, NH, B): a block per KV_CHUNK cached positions of a head", 0},
       {"decode_attention_combine", {X(out), X(kcache), X(vcache), CF32(partial), CX(qkv), CI32(pos)}, DEC_ATT_THREADS,
-       -1, dec_combine, "(NH, B): a thread per channel of the head"},
+       -1, dec_combine, "(NH, B): a thread per channel of the head", 0},
       {"sample_tokens", {I32(tokens), I32(drawn), U64(rng), CI32(pos), CX(logits), FLOAT(temperature), INT(top_k),
-                         FLOAT(top_p)}, DEC_SAMPLE_THREADS, -1, dec_sample, "B: a block per row"},
-      {"decode_advance", {I32(pos)}, DEC_SAMPLE_THREADS, -1, dec_advance, "1 block of 32 threads"},
+                         FLOAT(top_p)}, DEC_SAMPLE_THREADS, -1, dec_sample, "B: a block per row", 0},
+      {"decode_advance", {I32(pos)}, DEC_SAMPLE_THREADS, -1, dec_advance, "1 block of 32 threads", 0},
       {"decode_linear", {X(out), CX(inp), CX(weight), CX(bias), INT(OC), INT(IC), INT(gelu)}, DEC_LIN_THREADS, 4,
-       dec_linear, "(ceil(OC / (LIN_THREADS/32 * LIN_COLS)), ceil(B / 8)): a warp per LIN_COLS columns of 8 rows"}}, NULL,
+       dec_linear, "(ceil(OC / (LIN_THREADS/32 * LIN_COLS)), ceil(B / 8)): a warp per LIN_COLS columns of 8 rows", 0}}, NULL,
      STEP_BIT(STEP_DECODE) | STEP_PREFILL},   /* a prefill appends to the cache: kv_append */
     {0},
 };
@@ -443,6 +454,9 @@ void tunable_describe(const TunableDecl *t, char *out, size_t n) {
 
 const char *kernel_bounds_name(const FamilyDecl *f, const KernelDecl *k) {
     return k->bounds >= FAMILY_MAX_TUNABLES ? f->derived_names[k->bounds - FAMILY_MAX_TUNABLES] : f->tunables[k->bounds].name;
+}
+const char *kernel_min_blocks_name(const FamilyDecl *f, const KernelDecl *k) {
+    return k->min_blocks >= FAMILY_MAX_TUNABLES ? f->derived_names[k->min_blocks - FAMILY_MAX_TUNABLES] : NULL;
 }
 
 void kernel_param_cuda(const KernelParam *p, char *out, size_t n) {

@@ -16,7 +16,7 @@
 #define KERNEL_MAX_PARAMS 16
 #define FAMILY_MAX_TUNABLES 8
 #define FAMILY_MAX_KERNELS 8
-#define FAMILY_MAX_DERIVED 2
+#define FAMILY_MAX_DERIVED 3
 
 /* parameter types: floatX pointers, fp32 pointers, int32 pointers (const or not), scalars, and uint64 pointers */
 typedef enum { KP_X, KP_CX, KP_F32, KP_CF32, KP_I32, KP_CI32, KP_INT, KP_I64, KP_FLOAT, KP_U64 } KernelParamType;
@@ -52,6 +52,9 @@ typedef struct {
     int size_param;                        /* -1, or the scalar parameter (index) the grid depends on */
     LaunchDims (*geometry)(const KernelEnv *e, long long size);   /* size: that parameter's value */
     const char *geometry_doc;              /* the rule in words, for plan.txt and the launchers */
+    /* BOUNDS_DERIVED(i): a derived constant as __launch_bounds__' second argument, the blocks a multiprocessor is to
+       hold at once (ptxas keeps the registers a thread to what lets them); 0: none */
+    int min_blocks;
 } KernelDecl;
 
 typedef struct {
@@ -93,6 +96,8 @@ const char *kernel_dims_valid(const LaunchDims *d);
 int  tunable_allowed(const TunableDecl *t, int v);
 /* the name in k's __launch_bounds__: a tunable's or a derived constant's */
 const char *kernel_bounds_name(const FamilyDecl *f, const KernelDecl *k);
+/* the name of k's min_blocks (a derived constant), or NULL where it has none */
+const char *kernel_min_blocks_name(const FamilyDecl *f, const KernelDecl *k);
 /* "a multiple of 32 from 32 to 1024" */
 void tunable_describe(const TunableDecl *t, char *out, size_t n);
 /* "floatX *out" / "const float *mean" / "int n_buckets" */

@@ -244,13 +244,13 @@ __device__ __forceinline__ void load_floats(float *dst, const float *src, int i0
 }
 
 // One step of the online softmax in log2 units for the thread's row i (half 0: rows g, half 1: rows g + 8 of a
-// 16-row m-tile of NK 8-column accumulator tiles s, keys k0..; o: NO such tiles of the output): a key after the
-// query (j > i) is masked where the tile touches the diagonal. The running maximum m is in scaled log2 units; the
-// row maximum of the raw scores is scaled once (the scale is positive), and each probability takes one FMA and one
-// exp2. s becomes P; the row's l and o are rescaled to the new maximum.
-template <int NK, int NO>
-__device__ __forceinline__ void softmax_row(float (&s)[NK][4], float (&o)[NO][4], float &m, float &l, int half, int i,
-                                            int k0, bool diagonal, int c2) {
+// 16-row m-tile of NK 8-column accumulator tiles s, keys k0..): a key after the query (j > i) is masked where the
+// tile touches the diagonal. The running maximum m is in scaled log2 units; the row maximum of the raw scores is
+// scaled once (the scale is positive), and each probability takes one FMA and one exp2. s becomes P, l and m move
+// to the new maximum; returns the factor that takes the row's output there.
+template <int NK>
+__device__ __forceinline__ float softmax_p(float (&s)[NK][4], float &m, float &l, int half, int i, int k0, bool diagonal,
+                                           int c2) {
     float mx = -INFINITY;
     for (int n = 0; n < NK; n++)
         for (int e = 0; e < 2; e++) {
@@ -270,7 +270,17 @@ __device__ __forceinline__ void softmax_row(float (&s)[NK][4], float (&o)[NO][4]
         }
     l = l * alpha + sum;
     m = mn;
+    return alpha;
+}
+// the row's half of NO 8-column output tiles times alpha
+template <int NO> __device__ __forceinline__ void rescale_row(float (&o)[NO][4], int half, float alpha) {
     for (int n = 0; n < NO; n++) { o[n][2 * half] *= alpha; o[n][2 * half + 1] *= alpha; }
+}
+// softmax_p, and the row's output o (NO tiles) rescaled at once
+template <int NK, int NO>
+__device__ __forceinline__ void softmax_row(float (&s)[NK][4], float (&o)[NO][4], float &m, float &l, int half, int i,
+                                            int k0, bool diagonal, int c2) {
+    rescale_row(o, half, softmax_p(s, m, l, half, i, k0, diagonal, c2));
 }
 
 // ddot (dout . out) of ROWS rows r0.. of head h, batch row b, summed by a warp while the backward's tiles load:
@@ -295,16 +305,16 @@ __device__ __forceinline__ float rows_ddot(float *ddot, const floatX *dout, cons
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Hopper (FWD_SM, BWD_SM = 90): the products as warpgroup MMAs, wgmma.mma_async m64n64k16 with fp32
-// accumulation (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"; the forms used here are the
-// ones tests/test_hopper_probe.c checks on the GPU; docs/hopper-attention.md has the layouts). A warpgroup (4 warps,
-// 128 threads) per 64 rows of the block's own tile, which stays in shared memory (wgmma reads its A operand from
-// there); the streamed tiles are 64 rows (KV_TILE, BWD_INNER = 64, head size 64: gen/kernels.c checks). Every tile is 64
-// rows of 64 16-bit elements (128 bytes a row) in the 128-byte swizzle: the 16-byte chunk c of row r sits at chunk
-// c ^ (r % 8), tiles 1024-byte aligned. For a thread (w = warp in its warpgroup, g = lane / 4, t = lane % 4), the
-// fp32 accumulator element d[x] of a 64 x 64 product is at row 16w + g + 8((x >> 1) & 1), column 8(x >> 2) + 2t +
-// (x & 1): the same places as the mma.sync layout above, so a 16-column slab of accumulators, packed to 16 bits,
-// is the A operand of the next product from registers.
+// Hopper (FWD_SM, BWD_SM = 90): the products as warpgroup MMAs, wgmma.mma_async m64n64k16 (m64n128k16 for the
+// forward's S at KV_TILE 128) with fp32 accumulation (PTX ISA, "Asynchronous Warpgroup Level Matrix
+// Multiply-Accumulate"; the m64n64k16 forms used here are the ones tests/test_hopper_probe.c checks on the GPU;
+// docs/hopper-attention.md has the layouts). A warpgroup (4 warps, 128 threads) per 64 rows of the block's own tile,
+// which stays in shared memory (wgmma reads its A operand from there); the streamed tiles are 64 rows (KV_TILE 64 or
+// 128, BWD_INNER 64, head size 64: gen/kernels.c checks). A tile's rows are 64 16-bit elements (128 bytes) in the
+// 128-byte swizzle: the 16-byte chunk c of row r sits at chunk c ^ (r % 8), tiles 1024-byte aligned. For a thread
+// (w = warp in its warpgroup, g = lane / 4, t = lane % 4), the fp32 accumulator element d[x] of a 64 x N product is
+// at row 16w + g + 8((x >> 1) & 1), column 8(x >> 2) + 2t + (x & 1): the same places as the mma.sync layout above,
+// so a 16-column slab of accumulators, packed to 16 bits, is the A operand of the next product from registers.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define HOPPER_WGMMA 1
 typedef unsigned long long u64;
@@ -335,25 +345,33 @@ __device__ __forceinline__ u64 desc_k(const floatX *tile, int kstep) { return de
 __device__ __forceinline__ u64 desc_n(const floatX *tile, int kstep) { return desc_sw(tile + kstep * 16 * 64, SW_TILE * 2); }
 
 #if PRECISION_BF16
-#define WGMMA_OP "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+#define WGMMA_TYPES ".f32.bf16.bf16 "
 #else
-#define WGMMA_OP "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+#define WGMMA_TYPES ".f32.f16.f16 "
 #endif
+#define WGMMA_OP(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16" WGMMA_TYPES
 #define ACC32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
-#define ACC_OUT(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
-    "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
-    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
-    "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-// d (+)= A B, A and B from shared memory; accumulate 0 overwrites d
+#define ACC64 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
+    "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+#define ACC8(d, x) "+f"(d[x]), "+f"(d[x + 1]), "+f"(d[x + 2]), "+f"(d[x + 3]), "+f"(d[x + 4]), "+f"(d[x + 5]), "+f"(d[x + 6]), "+f"(d[x + 7])
+#define ACC_OUT(d) ACC8(d, 0), ACC8(d, 8), ACC8(d, 16), ACC8(d, 24)
+#define ACC_OUT64(d) ACC_OUT(d), ACC8(d, 32), ACC8(d, 40), ACC8(d, 48), ACC8(d, 56)
+// d (+)= A B, A and B from shared memory, N = 64 or 128 columns (d: N / 2 accumulators a thread); accumulate 0
+// overwrites d
 template <int TRANS_B>
 __device__ __forceinline__ void wgmma_ss(float (&d)[32], u64 da, u64 db, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" WGMMA_OP ACC32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" WGMMA_OP(64) ACC32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
                  : ACC_OUT(d) : "l"(da), "l"(db), "r"(accumulate), "n"(TRANS_B) : "memory");
+}
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_ss(float (&d)[64], u64 da, u64 db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" WGMMA_OP(128) ACC64 ", %64, %65, p, 1, 1, 0, %67;\n}\n"
+                 : ACC_OUT64(d) : "l"(da), "l"(db), "r"(accumulate), "n"(TRANS_B) : "memory");
 }
 // d += A B, A from registers (four packed pairs), B from shared memory
 template <int TRANS_B>
 __device__ __forceinline__ void wgmma_rs(float (&d)[32], const u32 (&a)[4], u64 db) {
-    asm volatile(WGMMA_OP ACC32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, %37;\n"
+    asm volatile(WGMMA_OP(64) ACC32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, %37;\n"
                  : ACC_OUT(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TRANS_B) : "memory");
 }
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -363,22 +381,24 @@ template <int N = 0> __device__ __forceinline__ void wgmma_wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 // after a wait: the compiler may not move reads of d above it
-__device__ __forceinline__ void pin(float (&d)[32]) {
-    for (int x = 0; x < 32; x++) asm volatile("" : "+f"(d[x])::"memory");
+template <int N> __device__ __forceinline__ void pin(float (&d)[N]) {
+    for (int x = 0; x < N; x++) asm volatile("" : "+f"(d[x])::"memory");
 }
 // a thread's 64 x 64 accumulators as eight 8-column tiles of the mma.sync layout (the same places), for the helpers
 // above: acc_to_a (the A operand of a k-step), store_acc, softmax_row
-__device__ __forceinline__ float (&tiles(float (&d)[32]))[8][4] { return *reinterpret_cast<float(*)[8][4]>(&d); }
+template <int N> __device__ __forceinline__ float (&tiles(float (&d)[N]))[N / 4][4] {
+    return *reinterpret_cast<float(*)[N / 4][4]>(&d);
+}
 // acc * scale -> global rows row0 + 16w + g (+8) of a warpgroup, head columns (pitch width)
 __device__ __forceinline__ void store_acc_wg(floatX *dst, int width, float (&d)[32], int row0, float s) {
     const int lane = threadIdx.x % WARP_SIZE, w = threadIdx.x % WG_THREADS / WARP_SIZE;
     store_acc(dst, width, tiles(d), row0 + 16 * w, s, s, lane);
 }
-// K and V rows t0..t0+63 of one head (base: its Q columns) into two swizzled tiles at kv (K, then V)
-template <int NT>
+// K and V rows t0..t0+ROWS-1 of one head (base: its Q columns) into two swizzled tiles at kv (K, then V)
+template <int NT, int ROWS = 64>
 __device__ __forceinline__ void load_kv_sw(floatX *kv, const floatX *base, int t0) {
-    load_rows_sw<64, NT>(kv, base + C, 3 * C, t0);
-    load_rows_sw<64, NT>(kv + SW_TILE, base + 2 * C, 3 * C, t0);
+    load_rows_sw<ROWS, NT>(kv, base + C, 3 * C, t0);
+    load_rows_sw<ROWS, NT>(kv + ROWS * 64, base + 2 * C, 3 * C, t0);
 }
 // a stage's cp.async copies are in and visible to wgmma (the generic proxy's shared-memory writes ordered before the
 // async proxy's reads), and every warpgroup is done with the other stage
@@ -393,45 +413,72 @@ __device__ __forceinline__ floatX *smem_1024(unsigned char *p) {
     return reinterpret_cast<floatX *>(p + ((1024 - (a & 1023)) & 1023));
 }
 
-// The forward as flash_forward below, warpgroup wg owning query rows wq0..wq0+63 (FWD_SM = 90: KV_TILE 64): per key
-// tile, S = Q K^T (shared memory, K-major), the online softmax in registers, O += P V (P from registers, V N-major).
+// The forward as flash_forward below, warpgroup wg owning query rows wq0..wq0+63 (FWD_SM = 90): per key tile of
+// KV_TILE rows (64 or 128), S = Q K^T (shared memory, K-major, N = KV_TILE), the online softmax in registers, O += P V
+// (P from registers, V N-major). Pipelined in the warpgroup (FlashAttention-3's intra-warpgroup overlap): tile j's S
+// product is issued with tile j-1's P V, and tile j's softmax runs while that P V does; the output is rescaled after
+// it. Three stages of K and V: tile j+1 loads while tile j's K and tile j-1's V are read.
 __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const floatX *qkv, unsigned char *smem_raw) {
+    constexpr int KV = KV_TILE, KSTEPS = KV / 16;
     floatX *sq = smem_1024(smem_raw), *stages = sq + Q_TILE * 64;   // stage s: K, then V
     const int tid = threadIdx.x, wg = tid / WG_THREADS, w = tid % WG_THREADS / WARP_SIZE, lane = tid % WARP_SIZE;
     const int g = lane / 4, c2 = lane % 4 * 2, h = blockIdx.y, b = blockIdx.z;
     const int qt = gridDim.x - 1 - blockIdx.x;           // the longest rows first
     const int q0 = qt * Q_TILE, wq0 = q0 + wg * 64, rq0 = wq0 + 16 * w;   // rq0: the warp's 16 rows
     const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS;
+    // key tiles: the block's (up to its last query row) and the warpgroup's (a tile wholly after its rows is not)
+    const int last = min(q0 + Q_TILE, T) - 1, n_block = last / KV + 1, n_wg = min(wq0 + 63, last) / KV + 1;
+    auto stage = [&](int j) { return stages + j % 3 * 2 * KV * 64; };
     load_rows_sw<Q_TILE, FWD_THREADS>(sq, base, 3 * C, q0);
-    load_kv_sw<FWD_THREADS>(stages, base, 0);
+    load_kv_sw<FWD_THREADS, KV>(stage(0), base, 0);
     cp_async_commit();
     const floatX *mq = sq + wg * SW_TILE;
-    float o[32], s[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-    for (int x = 0; x < 32; x++) o[x] = s[x] = 0.0f;
-    const int last = q0 + Q_TILE - 1 < T - 1 ? q0 + Q_TILE - 1 : T - 1;
-    int stage = 0;
-    for (int k0 = 0; k0 <= last; k0 += 64, stage ^= 1) {
+    float o[32], s[KV / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    u32 pa[KSTEPS][4];
+    for (int x = 0; x < 32; x++) o[x] = 0.0f;
+    for (int x = 0; x < KV / 2; x++) s[x] = 0.0f;
+    // tile j's loads: every warpgroup waits for them (tile j-2's stage is then free) and starts tile j+1's
+    auto next_stage = [&](int j) {
         stage_arrived();
-        if (k0 + 64 <= last) load_kv_sw<FWD_THREADS>(stages + (stage ^ 1) * 2 * SW_TILE, base, k0 + 64);
+        if (j + 1 < n_block) load_kv_sw<FWD_THREADS, KV>(stage(j + 1), base, (j + 1) * KV);
         cp_async_commit();
-        if (k0 > wq0 + 63) continue;                     // every key of the tile is after every query of the warpgroup
-        const floatX *sk = stages + stage * 2 * SW_TILE, *sv = sk + SW_TILE;
+    };
+    // tile j's softmax (after its S product: s becomes P) with the factors for the output; P packed for P V
+    auto softmax = [&](int j, float (&alpha)[2]) {
+        const int k0 = j * KV;
+        for (int half = 0; half < 2; half++)
+            alpha[half] = softmax_p(tiles(s), m[half], l[half], half, rq0 + g + 8 * half, k0, k0 + KV - 1 > rq0, c2);
+    };
+    float alpha[2];
+    next_stage(0);
+    wgmma_fence();
+    for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(mq, kk), desc_k(stage(0), kk), kk);
+    wgmma_commit();
+    wgmma_wait();
+    pin(s);
+    softmax(0, alpha);                                   // (the output is still zero)
+    for (int kk = 0; kk < KSTEPS; kk++) acc_to_a(pa[kk], tiles(s), kk);
+    for (int j = 1; j < n_wg; j++) {
+        next_stage(j);
         wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(mq, kk), desc_k(sk, kk), kk);
+        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(mq, kk), desc_k(stage(j), kk), kk);
         wgmma_commit();
-        wgmma_wait();
+        for (int kk = 0; kk < KSTEPS; kk++) wgmma_rs<1>(o, pa[kk], desc_n(stage(j - 1) + KV * 64, kk));
+        wgmma_commit();
+        wgmma_wait<1>();                                 // S is done; P V runs on beside the softmax
         pin(s);
-        // the online softmax of flash_forward, on the thread's rows rq0 + g and rq0 + g + 8
-        const bool diagonal = k0 + 63 > rq0;
-        for (int half = 0; half < 2; half++) softmax_row(tiles(s), tiles(o), m[half], l[half], half, rq0 + g + 8 * half, k0, diagonal, c2);
-        u32 pa[4][4];
-        for (int kk = 0; kk < 4; kk++) acc_to_a(pa[kk], tiles(s), kk);
-        wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(o, pa[kk], desc_n(sv, kk));
-        wgmma_commit();
+        softmax(j, alpha);
         wgmma_wait();
         pin(o);
+        for (int half = 0; half < 2; half++) rescale_row(tiles(o), half, alpha[half]);
+        for (int kk = 0; kk < KSTEPS; kk++) acc_to_a(pa[kk], tiles(s), kk);
     }
+    wgmma_fence();
+    for (int kk = 0; kk < KSTEPS; kk++) wgmma_rs<1>(o, pa[kk], desc_n(stage(n_wg - 1) + KV * 64, kk));
+    wgmma_commit();
+    wgmma_wait();
+    pin(o);
+    for (int j = n_wg; j < n_block; j++) next_stage(j);   // the other warpgroups' tiles (every thread loads and waits)
     for (int half = 0; half < 2; half++) {
         l[half] += __shfl_xor_sync(FULL_MASK, l[half], 1);
         l[half] += __shfl_xor_sync(FULL_MASK, l[half], 2);

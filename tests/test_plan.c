@@ -89,8 +89,10 @@ static void test_prelude(void) {
         }
         for (const KernelDecl *k = m->decl->kernels; k < m->decl->kernels + FAMILY_MAX_KERNELS && k->name; k++) {
             char sig[1024];
-            int len = snprintf(sig, sizeof sig, "#define KERNEL_%s extern \"C\" __global__ void __launch_bounds__(%s) \\\n    %s(",
-                               k->name, kernel_bounds_name(m->decl, k), k->name);
+            const char *min_blocks = kernel_min_blocks_name(m->decl, k);
+            int len = snprintf(sig, sizeof sig, "#define KERNEL_%s extern \"C\" __global__ void __launch_bounds__(%s%s%s) \\\n    %s(",
+                               k->name, kernel_bounds_name(m->decl, k), min_blocks ? ", " : "", min_blocks ? min_blocks : "",
+                               k->name);
             for (int p = 0; p < KERNEL_MAX_PARAMS && k->params[p].name; p++) {
                 char one[128];
                 kernel_param_cuda(&k->params[p], one, sizeof one);
@@ -153,20 +155,24 @@ static void test_attention_shape_defaults(void) {
           "BWD_WARP_ROWS 32 at head size 128: %s", err.msg);
 }
 
-/* The backward on wgmma (BWD_SM 90) is the default on sm_90 only, at head size 64 in 16 bits, and not where the
-   config's backward tiles are ones its kernels do not take; set by hand where it cannot run, it is refused. */
+/* Both directions on wgmma (FWD_SM, BWD_SM 90) are the default on sm_90 only, at head size 64 in 16 bits, the
+   forward with 128-row query tiles; not a direction whose tiles the config set to ones its kernels do not take. Set
+   by hand where it cannot run, it is refused. */
 static void test_attention_wgmma_default(void) {
     static const struct {
         const char *arch, *extra;
-        int bwd_sm, bwd_tile, bwd_inner, bwd_warp_rows;
+        int fwd_sm, q_tile, q_warp_rows, bwd_sm, bwd_tile, bwd_inner, bwd_warp_rows;
     } cases[] = {
-        {"sm_90", NULL, 90, 64, 64, 16},
-        {"sm_80", NULL, 80, 128, 32, 32},
-        {"sm_90", "tune.attention.BWD_INNER=32", 80, 128, 32, 32},
-        {"sm_90", "tune.attention.BWD_TILE=128", 90, 128, 64, 16},
-        {"sm_90", "precision=fp32", 80, 64, 64, 16},
+        {"sm_90", NULL, 90, 128, 16, 90, 64, 64, 16},
+        {"sm_80", NULL, 80, 128, 32, 80, 128, 32, 32},
+        {"sm_90", "tune.attention.BWD_INNER=32", 90, 128, 16, 80, 128, 32, 32},
+        {"sm_90", "tune.attention.BWD_TILE=128", 90, 128, 16, 90, 128, 64, 16},
+        {"sm_90", "tune.attention.Q_TILE=64", 90, 64, 16, 90, 64, 64, 16},
+        {"sm_90", "tune.attention.Q_WARP_ROWS=32", 80, 128, 32, 90, 64, 64, 16},
+        {"sm_90", "tune.attention.KV_TILE=32", 80, 128, 32, 90, 64, 64, 16},
+        {"sm_90", "precision=fp32", 80, 64, 16, 80, 64, 64, 16},
     };
-    enum { BWD_TILE = 2, BWD_INNER = 3, BWD_WARP_ROWS = 5, FWD_SM = 6, BWD_SM = 7 };
+    enum { Q_TILE = 0, Q_WARP_ROWS = 4, BWD_TILE = 2, BWD_INNER = 3, BWD_WARP_ROWS = 5, FWD_SM = 6, BWD_SM = 7 };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const char *sets[] = {"precision=bf16", "train.seq_len=256", "model.max_seq_len=256", "model.n_head=2",
                               "train.total_batch_size=2048", cases[c].extra, NULL};
@@ -178,16 +184,22 @@ static void test_attention_wgmma_default(void) {
         }
         const PlanFamily *m = attention_module();
         if (!m) { CHECK(0, "no attention module"); return; }
-        CHECK(!strcmp(m->decl->tunables[BWD_SM].name, "BWD_SM") && !strcmp(m->decl->tunables[FWD_SM].name, "FWD_SM"),
-              "the attention's tunables moved: %s, %s", m->decl->tunables[FWD_SM].name, m->decl->tunables[BWD_SM].name);
-        const int got[4] = {m->tunables[BWD_SM].value, m->tunables[BWD_TILE].value, m->tunables[BWD_INNER].value,
+        CHECK(!strcmp(m->decl->tunables[BWD_SM].name, "BWD_SM") && !strcmp(m->decl->tunables[FWD_SM].name, "FWD_SM") &&
+              !strcmp(m->decl->tunables[Q_WARP_ROWS].name, "Q_WARP_ROWS"), "the attention's tunables moved: %s, %s, %s",
+              m->decl->tunables[FWD_SM].name, m->decl->tunables[BWD_SM].name, m->decl->tunables[Q_WARP_ROWS].name);
+        const int got[7] = {m->tunables[FWD_SM].value, m->tunables[Q_TILE].value, m->tunables[Q_WARP_ROWS].value,
+                            m->tunables[BWD_SM].value, m->tunables[BWD_TILE].value, m->tunables[BWD_INNER].value,
                             m->tunables[BWD_WARP_ROWS].value};
-        CHECK(got[0] == cases[c].bwd_sm && got[1] == cases[c].bwd_tile && got[2] == cases[c].bwd_inner &&
-              got[3] == cases[c].bwd_warp_rows, "case %zu (%s, %s): BWD_SM %d BWD_TILE %d BWD_INNER %d BWD_WARP_ROWS %d, "
-              "expected %d %d %d %d", c, cases[c].arch, cases[c].extra ? cases[c].extra : "-", got[0], got[1], got[2],
-              got[3], cases[c].bwd_sm, cases[c].bwd_tile, cases[c].bwd_inner, cases[c].bwd_warp_rows);
-        CHECK(m->tunables[FWD_SM].value == 80, "case %zu: FWD_SM %d, expected 80 (the forward stays on mma.sync)", c,
-              m->tunables[FWD_SM].value);
+        const int want[7] = {cases[c].fwd_sm, cases[c].q_tile, cases[c].q_warp_rows, cases[c].bwd_sm, cases[c].bwd_tile,
+                             cases[c].bwd_inner, cases[c].bwd_warp_rows};
+        CHECK(!memcmp(got, want, sizeof got), "case %zu (%s, %s): FWD_SM %d Q_TILE %d Q_WARP_ROWS %d BWD_SM %d BWD_TILE %d "
+              "BWD_INNER %d BWD_WARP_ROWS %d, expected %d %d %d %d %d %d %d", c, cases[c].arch,
+              cases[c].extra ? cases[c].extra : "-", got[0], got[1], got[2], got[3], got[4], got[5], got[6], want[0], want[1],
+              want[2], want[3], want[4], want[5], want[6]);
+        /* the backward's blocks a multiprocessor (__launch_bounds__' second argument): three of wgmma's 64-row tiles */
+        const int blocks = (int)m->env.derived[2], want_blocks = got[3] == 90 && got[4] == 64 ? 3 : 1;
+        CHECK(!strcmp(m->decl->derived_names[2], "BWD_BLOCKS") && blocks == want_blocks, "case %zu: %s = %d, expected %d", c,
+              m->decl->derived_names[2], blocks, want_blocks);
     }
     const char *fp32[] = {"precision=fp32", "tune.attention.BWD_SM=90", NULL};
     Err err = {{0}};
