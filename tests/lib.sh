@@ -6,7 +6,10 @@
 #   fail NAME WHY      prints "FAIL NAME: WHY" and counts a failure
 #   skip NAME WHY      prints "skip NAME: WHY" and counts a skip
 #   finish             prints "RESULT <passed> <failed> <skipped>", removes $WORK, exits (1 if anything failed)
-#   scratch            makes $WORK, a fresh scratch folder with its own CUBIN cache, for the test to work in
+#   scratch [own-cache] makes $WORK, a fresh scratch folder, for the test to work in. Its CUBIN cache is the suite's
+#                      ($GPT2GEN_TEST_CACHE, which tests/run.sh sets: a kernel compiled once serves every test and
+#                      both passes of CI) where that is set, else its own; `own-cache` (the tests of the cache
+#                      itself) always gives it its own, empty one.
 #   tally NAME FILE RC adds one sub-run's results (its output in FILE, its exit code RC) to the counts: those of
 #                      its last "RESULT p f s" line. A sub-run without one crashed or stopped early, and one that
 #                      exited non-zero with no failure counted went wrong outside its tests: each is one more
@@ -37,7 +40,8 @@ finish() {
 
 scratch() {
     WORK=$(mktemp -d "${TMPDIR:-/tmp}/gpt2gen-test.XXXXXX") || { echo "cannot make a scratch folder" >&2; exit 1; }
-    export GPT2GEN_CACHE="$WORK/cache"
+    if [ "$1" != own-cache ] && [ -n "$GPT2GEN_TEST_CACHE" ]; then export GPT2GEN_CACHE="$GPT2GEN_TEST_CACHE"
+    else export GPT2GEN_CACHE="$WORK/cache"; fi
     unset GPT2GEN_TEMPLATES
 }
 

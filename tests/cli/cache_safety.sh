@@ -6,7 +6,7 @@
 # blocked by a killed one; a killed build leaves build/<name>/ as it was; two builds of one name at once leave
 # one whole build or the other.
 . "$(dirname "$0")/../lib.sh"
-scratch
+scratch own-cache
 cd "$WORK" || exit 1
 cp -r "$ROOT/configs" configs
 A="--arch sm_90"
