@@ -384,7 +384,7 @@ template <int N = 0> __device__ __forceinline__ void wgmma_wait() {
 template <int N> __device__ __forceinline__ void pin(float (&d)[N]) {
     for (int x = 0; x < N; x++) asm volatile("" : "+f"(d[x])::"memory");
 }
-// a thread's 64 x 64 accumulators as eight 8-column tiles of the mma.sync layout (the same places), for the helpers
+// a thread's 64 x N accumulators as N / 8 8-column tiles of the mma.sync layout (the same places), for the helpers
 // above: acc_to_a (the A operand of a k-step), store_acc, softmax_row
 template <int N> __device__ __forceinline__ float (&tiles(float (&d)[N]))[N / 4][4] {
     return *reinterpret_cast<float(*)[N / 4][4]>(&d);
@@ -443,7 +443,7 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
         if (j + 1 < n_block) load_kv_sw<FWD_THREADS, KV>(stage(j + 1), base, (j + 1) * KV);
         cp_async_commit();
     };
-    // tile j's softmax (after its S product: s becomes P) with the factors for the output; P packed for P V
+    // tile j's softmax (after its S product): s becomes P, alpha the factors that take the output to the new maxima
     auto softmax = [&](int j, float (&alpha)[2]) {
         const int k0 = j * KV;
         for (int half = 0; half < 2; half++)
