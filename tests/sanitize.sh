@@ -9,12 +9,14 @@ rm -rf "$reports"; mkdir -p "$reports"
 export GPT2GEN_BIN="$PWD/build/asan/gpt2gen" TEST_DIR=build/asan/tests
 export ASAN_OPTIONS="detect_leaks=1:exitcode=99:log_path=$reports/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:exitcode=99:log_path=$reports/ubsan"
-# Not run here (make test runs them): tests whose time goes to programs that are not instrumented, while the C
-# paths they take are taken by others here: cli/build (NVRTC compiling every config; cli/cache_safety and the
-# config tests build under the sanitizers) and cli/quickstart (a clone and make); and, without a GPU, the GPU test
-# programs, which then only compile their kernels.
+# Not run here (make test runs them), to keep CI within its time: tests whose time goes to programs that are not
+# instrumented, while the C paths they take are taken by others here: cli/build (NVRTC compiling every config;
+# cli/cache_safety and the config tests build under the sanitizers), cli/quickstart (a clone and make); cli/ranks,
+# whose time is the model's arithmetic (the ranks' shards, collectives and state files are test_ranks's, here);
+# and, without a GPU, the GPU test programs, which then only compile their kernels.
 SKIP_TESTS="cli/build=NVRTC compiling every config (not instrumented): make test runs it; cli/cache_safety and the config tests build here
-cli/quickstart=a clone and make (not instrumented): make test runs it"
+cli/quickstart=a clone and make (not instrumented): make test runs it
+cli/ranks=its time is the model's arithmetic: make test runs it; test_ranks runs runtime/ranks here"
 if ! nvidia-smi -L >/dev/null 2>&1; then
     SKIP_TESTS="$SKIP_TESTS
 test_gpu=no GPU: here it would only compile its kernels (NVRTC, not instrumented), as make test does

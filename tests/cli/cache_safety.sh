@@ -21,7 +21,10 @@ for v in plain 128 256; do
     case $v in plain) set -- ;; 128) set -- $LN128 ;; 256) set -- $LN256 ;; esac
     GPT2GEN_CACHE="$WORK/refcache" timeout 120 "$GPT2GEN" build configs/tiny.lua $A -q "$@" || fail "reference_build_$v"
     mkdir -p "ref$v/build" && mv build/tiny "ref$v/build/"
+    [ $v = plain ] && cp -r "$WORK/refcache" "$WORK/plaincache"   # the plain build's entries alone
 done
+# warm_cache: $GPT2GEN_CACHE becomes a copy of the plain build's cache (what a first build there would leave)
+warm_cache() { rm -rf "$GPT2GEN_CACHE" && cp -r "$WORK/plaincache" "$GPT2GEN_CACHE"; }
 N=$(find refplain/build/tiny/kernels -name '*.cubin' | wc -l)   # both plans' (kernels/ and kernels/sample/)
 
 # differs DIR REF: the first file of the build REF that DIR lacks or holds other bytes in, or a file DIR has
@@ -50,7 +53,7 @@ fifo() { rm -f "$1" && mkfifo "$1"; }
 damaged() {
     export GPT2GEN_CACHE="$WORK/cache-$1"
     rm -rf build/tiny
-    build configs/tiny.lua $A -q || { fail "$1" "the first build failed"; return; }
+    warm_cache
     for e in $(entries); do $2 "$e"; done
     out=$(build configs/tiny.lua $A 2>&1); rc=$?
     reports=$(printf '%s\n' "$out" | grep -c "^gpt2gen: kernel cache: $GPT2GEN_CACHE/[0-9a-f]*\.[a-z]*: .*$3.*; compiling it again$")
@@ -67,7 +70,7 @@ damaged cache_hash_mismatch flip_middle SHA-256
 # every entry holds the one of the next key: well-formed, but another kernel
 export GPT2GEN_CACHE="$WORK/cache-swapped"
 rm -rf build/tiny
-build configs/tiny.lua $A -q
+warm_cache
 set -- $(entries)
 cp "$1" "$WORK/first"
 while [ $# -gt 1 ]; do cp "$2" "$1"; shift; done
@@ -84,7 +87,7 @@ damaged cache_fifo_entry fifo "not a regular file"
 # a folder at an entry's name: reported, compiled, the build goes on (the entry cannot be written back)
 export GPT2GEN_CACHE="$WORK/cache-folder"
 rm -rf build/tiny
-build configs/tiny.lua $A -q
+warm_cache
 e=$(entries | head -1); rm "$e"; mkdir "$e"; touch "$e/x"
 out=$(build configs/tiny.lua $A 2>&1); rc=$?
 d=$(differs build/tiny refplain/build/tiny)
@@ -95,7 +98,7 @@ else fail cache_folder_entry "rc=$rc, differs: '$d': $out"; fi
 # an entry far larger than any CUBIN (sparse): reported without reading it all, replaced
 export GPT2GEN_CACHE="$WORK/cache-huge"
 rm -rf build/tiny
-build configs/tiny.lua $A -q
+warm_cache
 e=$(entries | head -1); truncate -s 300M "$e"
 out=$(build configs/tiny.lua $A 2>&1); rc=$?
 d=$(differs build/tiny refplain/build/tiny)
@@ -138,6 +141,7 @@ else fail cache_path_too_long "rc=$rc, differs: '$d': $(printf '%s' "$out" | cut
 # a warm cache for the lock and concurrency tests: every module but layernorm at BLOCK_SIZE 128 and 256 hits,
 # so a build's compile is layernorm's alone (a second or so)
 export GPT2GEN_CACHE="$WORK/cache-warm"
+warm_cache
 build configs/tiny.lua $A -q --set tune.layernorm.BLOCK_SIZE=512
 cp -r "$GPT2GEN_CACHE" warm
 fresh_cache() { rm -rf "$GPT2GEN_CACHE" && cp -r warm "$GPT2GEN_CACHE"; }

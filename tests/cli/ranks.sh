@@ -6,17 +6,18 @@
 # no NCCL, bad launcher variables) are one message each.
 . "$(dirname "$0")/../lib.sh"
 . "$ROOT/tests/train_env.sh"
-run() { "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=256 "$@"; }
+M="$M --set train.batch_size=2"   # micro-batches of 64 tokens: the global batches below are as small as N ranks allow
+run() { "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=128 "$@"; }
 # vals FILE: the step records' loss and norm, then the validation losses, one per line
 vals() { grep -o '"loss":[-0-9.e]*\|"norm":[-0-9.e]*\|"val_loss":[-0-9.e]*' "$1" | cut -d: -f2; }
 
-# N ranks = 1 rank with accumulation. The global batch of 512 tokens is 4 micro-batches of B=4 rows on 1 rank, 2 on
+# N ranks = 1 rank with accumulation. The global batch of 256 tokens is 4 micro-batches of B=2 rows on 1 rank, 2 on
 # each of 2 ranks, 1 on each of 4; rank r's micro-batch m is the 1-rank run's micro-batch m*N+r (the data split),
-# and val_batches (global batches) is scaled so that every run validates on the same 32 rows. Tolerance 1e-4 on
+# and val_batches (global batches) is scaled so that every run validates on the same 16 rows. Tolerance 1e-4 on
 # losses and norms near 10 and 1: the numbers are the same sums taken in another order (each rank accumulates
 # its micro-batches, then the ranks are averaged), a few fp32 ulps (1e-7 relative) per gradient, which four AdamW
 # steps carry into the losses at about the same relative size; a wrong split, scale or average moves them by 1e-2.
-common="--set train.total_batch_size=512 --set train.steps=4 --set eval.val_every=2"
+common="--set train.total_batch_size=256 --set train.steps=4 --set eval.val_every=2"
 run $common --set eval.val_batches=8 --set checkpoint.dir="$WORK/one" >/dev/null 2>&1
 vals "$WORK/one/metrics.jsonl" > "$WORK/one.txt"
 for n in 2 4; do
@@ -31,7 +32,7 @@ done
 # sum), also with shards of unequal size (3 ranks)
 for n in 2 3; do
     for z in 0 1; do
-        run --set train.num_gpus=$n --set train.total_batch_size=$((128 * n)) \
+        run --set train.num_gpus=$n --set train.total_batch_size=$((64 * n)) \
             --set train.steps=3 --set train.zero_stage=$z --set checkpoint.dir="$WORK/z$z-$n" >/dev/null 2>&1
     done
     if [ -f "$WORK/z0-$n/model_00000003.bin" ] && cmp -s "$WORK/z0-$n/model_00000003.bin" "$WORK/z1-$n/model_00000003.bin" \
@@ -77,7 +78,7 @@ else fail leftovers_removed "$(ls "$WORK/part")"; fi
 
 # another number of ranks: one clear message, nothing trained
 for n in 1 4; do
-    out=$(run --set train.num_gpus=$n --set train.total_batch_size=$((n * 128 > 256 ? n * 128 : 256)) \
+    out=$(run --set train.num_gpus=$n --set train.total_batch_size=$((n * 64 > 128 ? n * 64 : 128)) \
               --set checkpoint.dir="$WORK/resumed1" --resume 2>&1); rc=$?
     if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "train.num_gpus is 2 in the resume state, $n in this run: .*resume with train.num_gpus = 2, or start a new run from its model file with checkpoint.init" \
        && ! printf '%s' "$out" | grep -q "^step "; then ok "resume_other_num_gpus_$n"
@@ -92,7 +93,7 @@ for b in cuda auto; do
         ok "num_gpus_without_gpu_$b"
     else fail "num_gpus_without_gpu_$b" "rc=$rc: $out"; fi
 done
-out=$("$GPT2GEN" train $M --backend cpu --gpus 2 --set train.total_batch_size=256 --set train.steps=1 --set checkpoint.dir="$WORK/gpus2" 2>&1); rc=$?
+out=$("$GPT2GEN" train $M --backend cpu --gpus 2 --set train.total_batch_size=128 --set train.steps=1 --set checkpoint.dir="$WORK/gpus2" 2>&1); rc=$?
 if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "on cpu x 2 ranks emulated in one process (ZeRO-1)"; then ok gpus_option_sets_num_gpus
 else fail gpus_option_sets_num_gpus "rc=$rc: $out"; fi
 for g in 0 x 257; do
@@ -115,7 +116,7 @@ else fail nccl_missing_under_srun "rc=$rc: $out"; fi
 # an emulated run's checkpoint resumes in processes to the same bits; Ctrl-C stops every rank at one step with a
 # whole checkpoint; a killed rank ends the run with a message, under the launcher (which names it) and without
 # one (the survivor's wait ends at once)
-procs() { GPT2GEN_CPU_PROCESSES=1 "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=256 "$@"; }
+procs() { GPT2GEN_CPU_PROCESSES=1 "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=128 "$@"; }
 run --set train.num_gpus=2 --set checkpoint.every=4 --set checkpoint.dir="$WORK/emu" >/dev/null 2>&1
 out=$(procs --gpus 2 --set checkpoint.every=4 --set checkpoint.dir="$WORK/procs" 2>&1); rc=$?
 if [ $rc -eq 0 ] && vals "$WORK/emu/metrics.jsonl" > "$WORK/emu.txt" && vals "$WORK/procs/metrics.jsonl" > "$WORK/procs.txt" \
@@ -142,7 +143,7 @@ if [ $rc -eq 0 ] && [ -s "$WORK/presume.txt" ] && tail -n "$(wc -l < "$WORK/pres
     ok processes_resume_exact
 else fail processes_resume_exact "rc=$rc: $out"; fi
 long="--set train.steps=1000000 --set eval.val_every=0"
-GPT2GEN_CPU_PROCESSES=1 setsid "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=256 --gpus 2 $long \
+GPT2GEN_CPU_PROCESSES=1 setsid "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=128 --gpus 2 $long \
     --set checkpoint.dir="$WORK/stop" > "$WORK/stop.log" 2>&1 &
 pid=$!
 if wait_steps "$WORK/stop" 2; then
@@ -151,7 +152,7 @@ if wait_steps "$WORK/stop" 2; then
        && [ "$(ls "$WORK/stop" | grep -c '^done_')" -eq 1 ]; then ok processes_ctrl_c_save
     else fail processes_ctrl_c_save "rc=$rc: $(ls "$WORK/stop") $(tail -3 "$WORK/stop.log")"; fi
 else kill -9 -$pid; wait $pid; fail processes_ctrl_c_save "no steps: $(tail -3 "$WORK/stop.log")"; fi
-GPT2GEN_CPU_PROCESSES=1 "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=256 --gpus 2 $long \
+GPT2GEN_CPU_PROCESSES=1 "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=128 --gpus 2 $long \
     --set checkpoint.dir="$WORK/kill" > "$WORK/kill.log" 2>&1 &
 parent=$!
 if wait_steps "$WORK/kill" 2; then
@@ -163,7 +164,7 @@ if wait_steps "$WORK/kill" 2; then
 else kill $parent; wait $parent; fail processes_killed_rank_named "no steps: $(tail -3 "$WORK/kill.log")"; fi
 for r in 0 1; do
     GPT2GEN_RANK=$r GPT2GEN_WORLD=2 GPT2GEN_LOCAL_RANK=$r GPT2GEN_NCCL_ID_FILE="$WORK/id" GPT2GEN_NCCL_TIMEOUT=20 \
-        GPT2GEN_CPU_PROCESSES=1 "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=256 $long \
+        GPT2GEN_CPU_PROCESSES=1 "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=128 $long \
         --set checkpoint.dir="$WORK/hand" > "$WORK/hand$r.log" 2>&1 &
     eval "pid$r=\$!"
 done
@@ -181,7 +182,7 @@ wait 2>/dev/null
 hand() {  # hand RANK WORLD TIMEOUT ID_FILE LOG [options]: execs (run it as `hand ... &` or `(hand ...)`)
     r=$1 w=$2 t=$3 f=$4 log=$5; shift 5
     GPT2GEN_RANK=$r GPT2GEN_WORLD=$w GPT2GEN_LOCAL_RANK=$r GPT2GEN_NCCL_ID_FILE="$f" GPT2GEN_NCCL_TIMEOUT=$t \
-        GPT2GEN_CPU_PROCESSES=1 exec "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=768 --set eval.val_every=0 \
+        GPT2GEN_CPU_PROCESSES=1 exec "$GPT2GEN" train $M --backend cpu -q --set train.total_batch_size=384 --set eval.val_every=0 \
         --set train.steps=2 "$@" > "$log" 2>&1
 }
 wait_file() { i=0; while [ ! -e "$1" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done; }
