@@ -116,9 +116,9 @@ enum { ATT_FWD_THREADS, ATT_BWD_THREADS, ATT_BWD_BLOCKS };
 static void att_derive(KernelEnv *e) {   /* a warp per Q_WARP_ROWS rows of a forward tile, per BWD_WARP_ROWS of a backward one */
     e->derived[ATT_FWD_THREADS] = e->tun[ATT_Q_TILE] / e->tun[ATT_Q_WARP_ROWS] * WARP;
     e->derived[ATT_BWD_THREADS] = e->tun[ATT_BWD_TILE] / e->tun[ATT_BWD_WARP_ROWS] * WARP;
-    /* wgmma's dK/dV kernel in 168 registers (182 it would take, 16 bytes spilled), three blocks of a warpgroup a
-       multiprocessor where 182 allow two; dQ's takes 149, three blocks either way */
-    e->derived[ATT_BWD_BLOCKS] = e->tun[ATT_BWD_SM] == 90 && e->tun[ATT_BWD_TILE] == 64 ? 3 : 1;
+    /* wgmma's dK/dV kernel takes 187 registers (templates/attention.cu): two blocks of a warpgroup a multiprocessor
+       (dQ's, in 140, may have three) */
+    e->derived[ATT_BWD_BLOCKS] = e->tun[ATT_BWD_SM] == 90 ? 2 : 1;
 }
 /* dynamic shared memory of the tensor-core kernels (the fp32 ones use none): tiles of rows of HS + 8 elements */
 static long long att_row_bytes(const KernelEnv *e) { return e->x128 == 4 ? 0 : (e->HS + 8) * 2; }
@@ -130,8 +130,9 @@ static long long att_fwd_smem(const KernelEnv *e) {   /* two stages of K and V t
 }
 static long long att_bwd_smem(const KernelEnv *e) {
     if (e->x128 == 4) return 0;
-    if (e->tun[ATT_BWD_SM] == 90)   /* 64-element rows, no padding (the swizzle spreads them), 1 KiB to align the tiles */
-        return (2 * e->tun[ATT_BWD_TILE] + 4 * 64) * 64 * 2 + 4 * 64 * 4 + 1024;
+    if (e->tun[ATT_BWD_SM] == 90)   /* 64-element rows, no padding (the swizzle spreads them), 1 KiB to align the tiles;
+                                       the own tiles, three stages of two streamed ones and of two floats a row */
+        return (2 + 6) * 64 * 64 * 2 + 6 * 64 * 4 + 1024;
     /* the block's own rows of two tensors, two stages of the streamed rows of two more and of two floats per row */
     return (2 * e->tun[ATT_BWD_TILE] + 4 * e->tun[ATT_BWD_INNER]) * att_row_bytes(e) + 4 * e->tun[ATT_BWD_INNER] * 4;
 }
@@ -156,10 +157,11 @@ static const char *att_check(const KernelEnv *e, char *why, size_t n) {
                  "of 64 and Q_WARP_ROWS 16 (head size %lld, KV_TILE %d, Q_TILE %d, Q_WARP_ROWS %d)", e->HS,
                  e->tun[ATT_KV_TILE], e->tun[ATT_Q_TILE], e->tun[ATT_Q_WARP_ROWS]);
     else if (e->tun[ATT_BWD_SM] == 90 && (e->x128 == 4 || e->HS != 64 || e->tun[ATT_BWD_INNER] != 64 ||
-                                          e->tun[ATT_BWD_TILE] % 64 || e->tun[ATT_BWD_WARP_ROWS] != 16))
-        /* a warpgroup's wgmma products are 64 x 64 x 16: 64 own rows, 64 streamed ones, the head in four k-steps */
-        snprintf(why, n, "BWD_SM 90 (Hopper's wgmma) needs bf16 or fp16, head size 64, BWD_INNER 64, BWD_TILE a multiple "
-                 "of 64 and BWD_WARP_ROWS 16 (head size %lld, BWD_INNER %d, BWD_TILE %d, BWD_WARP_ROWS %d)", e->HS,
+                                          e->tun[ATT_BWD_TILE] != 64 || e->tun[ATT_BWD_WARP_ROWS] != 16))
+        /* a warpgroup's wgmma products are 64 x 64 x 16: 64 own rows (a warpgroup a block), 64 streamed ones, the
+           head in four k-steps */
+        snprintf(why, n, "BWD_SM 90 (Hopper's wgmma) needs bf16 or fp16, head size 64, BWD_INNER 64, BWD_TILE 64 and "
+                 "BWD_WARP_ROWS 16 (head size %lld, BWD_INNER %d, BWD_TILE %d, BWD_WARP_ROWS %d)", e->HS,
                  e->tun[ATT_BWD_INNER], e->tun[ATT_BWD_TILE], e->tun[ATT_BWD_WARP_ROWS]);
     else if (e->HS > 1024)
         snprintf(why, n, "the attention keeps a head in registers: head size %lld is more than 1024", e->HS);
@@ -172,9 +174,9 @@ static const char *att_check(const KernelEnv *e, char *why, size_t n) {
 /* Measured on the H200 at gpt2-124M's shape (bench/RESULTS.md): warps of 32 rows and tiles of 128 rows, where
    the registers hold a warp's 32 rows (tensor cores, head size at most 64) and T fills such tiles. On Hopper at head
    size 64 both directions on wgmma (B=64 T=1024 NH=12, bf16): the forward with two warpgroups a block and 64-row key
-   tiles, 0.441 ms against mma.sync's 0.485 (one warpgroup 0.477, 128-row key tiles 0.546); the backward with 64-row
-   tiles, 1.435 ms against 1.583 (128-row tiles 1.601). Not where the config's tiles are ones wgmma's kernels do not
-   take: those stay, on mma.sync. */
+   tiles, 0.441 ms against mma.sync's 0.485 (one warpgroup 0.477, 128-row key tiles 0.546); the backward (64-row
+   tiles, pipelined) 1.271 ms against 1.583. Not where the config's tiles are ones wgmma's kernels do not take: those
+   stay, on mma.sync. */
 static void att_shape_defaults(const KernelEnv *e, int *tun) {
     if (e->x128 == 4 || e->HS > 64 || e->T < 128) return;
     const int hopper = e->sm == 90 && e->HS == 64;
@@ -182,7 +184,7 @@ static void att_shape_defaults(const KernelEnv *e, int *tun) {
         tun[ATT_FWD_SM] = 90;
         tun[ATT_Q_TILE] = 128;
     }
-    if (hopper && tun[ATT_BWD_SM] == 80 && tun[ATT_BWD_INNER] == 64 && tun[ATT_BWD_TILE] % 64 == 0 &&
+    if (hopper && tun[ATT_BWD_SM] == 80 && tun[ATT_BWD_INNER] == 64 && tun[ATT_BWD_TILE] == 64 &&
         tun[ATT_BWD_WARP_ROWS] == 16)
         tun[ATT_BWD_SM] = 90;
     if (tun[ATT_FWD_SM] != 90) {

@@ -234,9 +234,12 @@ __device__ __forceinline__ void store_acc(floatX *dst, int width, const float (&
     }
 }
 
-// 4-byte asynchronous copies of n floats from src (rows i0.. of one (b,h)); zeros past T
-__device__ __forceinline__ void load_floats(float *dst, const float *src, int i0, int n, int nthreads) {
-    for (int r = threadIdx.x; r < n; r += nthreads) {
+// 4-byte asynchronous copies of N floats from src (rows i0.. of one (b,h)) by NT threads; zeros past T
+template <int N, int NT> __device__ __forceinline__ void load_floats(float *dst, const float *src, int i0) {
+#pragma unroll
+    for (int k = 0; k < (N + NT - 1) / NT; k++) {
+        const int r = threadIdx.x + k * NT;
+        if (N % NT && r >= N) break;
         const bool ok = i0 + r < T;
         asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst + r)), "l"(src + (ok ? i0 + r : 0)),
                      "r"(ok ? 4 : 0));
@@ -324,10 +327,13 @@ constexpr int SW_TILE = 64 * 64;                 // elements of a 64-row tile
 __device__ __forceinline__ int sw128(int r, int c) { return r * 64 + ((((c >> 3) ^ (r & 7)) << 3) | (c & 7)); }
 
 // ROWS rows of one head from tokens t0.. (row pitch `width`) into a swizzled tile; rows at or past T are zeros
+// (unrolled: a thread's rows are NT / 8 apart, at the same swizzled column where NT is a multiple of 64)
 template <int ROWS, int NT>
 __device__ __forceinline__ void load_rows_sw(floatX *tile, const floatX *src, int width, int t0) {
-    for (int v = threadIdx.x; v < ROWS * 8; v += NT) {
-        const int r = v / 8, c = (v % 8) * 8, t = t0 + r;
+#pragma unroll
+    for (int k = 0; k < (ROWS * 8 + NT - 1) / NT; k++) {
+        const int v = threadIdx.x + k * NT, r = v / 8, c = (v % 8) * 8, t = t0 + r;
+        if (ROWS * 8 % NT && v >= ROWS * 8) break;
         cp_async16(tile + sw128(r, c), src + (long long)(t < T ? t : 0) * width + c, t < T);
     }
 }
@@ -491,137 +497,166 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
         }
 }
 
-// dK and dV as flash_backward_dkdv below, warpgroup wg owning key rows wj0..wj0+63: per query tile,
-// S^T = K Q^T and dP^T = V dO^T (A and B from shared memory, both K-major), then P^T and dS^T in registers,
-// dV += P^T dO and dK += dS^T Q (A from registers, B N-major: dO and Q as stored).
+// The backward (BWD_SM = 90), one warpgroup a block (BWD_TILE 64), each kernel pipelined across its streamed tiles as
+// the forward is: tile t's S and dP products are issued together with tile t-1's last product (dK in the dK/dV
+// kernel, dQ in the dQ one), so that tile t's exponentials run while those products do. The groups complete in the
+// order they were committed, S(t), dP(t), then tile t-1's last product; at t = 0 that one is a product of zeros (its
+// A registers start zeroed), which keeps the loop free of branches around wgmma (with them ptxas serializes every
+// product, C7520) and of a peeled first tile (whose copies of accumulators in flight serialize them too, C7514).
+// Three stages of the streamed tiles: tile t+1 loads while tile t's are read and tile t-1's last product may run.
+//
+// dK and dV as flash_backward_dkdv below, for key rows j0..j0+63: per query tile, S^T = K Q^T and dP^T = V dO^T (A and
+// B from shared memory, both K-major), then P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q (A from
+// registers, B N-major: dO and Q as stored). It takes 187 registers: in 168 (three blocks a multiprocessor) ptxas
+// would serialize its products (C7512), so two (BWD_BLOCKS, gen/kernels.c).
 __device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, const floatX *dout, const float *stats,
-                                           const float *ddot, unsigned char *smem_raw) {
-    floatX *sk = smem_1024(smem_raw), *sv = sk + BWD_TILE * 64, *streamed = sv + BWD_TILE * 64;
-    float *floats = reinterpret_cast<float *>(streamed + 4 * SW_TILE);
-    const int tid = threadIdx.x, wg = tid / WG_THREADS, w = tid % WG_THREADS / WARP_SIZE;
-    const int g = tid % WARP_SIZE / 4, c2 = tid % 4 * 2, h = blockIdx.y, b = blockIdx.z;
-    const int jt = gridDim.x - 1 - blockIdx.x;           // the longest columns first
-    const int j0 = jt * BWD_TILE, wj0 = j0 + wg * 64;
+                                                const float *ddot, unsigned char *smem_raw) {
+    floatX *sk = smem_1024(smem_raw), *sv = sk + SW_TILE, *streamed = sv + SW_TILE;   // stage s: Q, then dO
+    float *floats = reinterpret_cast<float *>(streamed + 6 * SW_TILE);              // stage s: lse, then ddot
+    const int tid = threadIdx.x, w = tid / WARP_SIZE, g = tid % WARP_SIZE / 4, c2 = tid % 4 * 2;
+    const int h = blockIdx.y, b = blockIdx.z, j0 = (gridDim.x - 1 - blockIdx.x) * 64;   // the longest columns first
     const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
     const float *st = stats + ((long long)b * NH + h) * T, *ddr = ddot + ((long long)b * NH + h) * T;
-    auto load_stage = [&](int stage, int i0) {
-        load_rows_sw<64, BWD_THREADS>(streamed + stage * 2 * SW_TILE, base, 3 * C, i0);
-        load_rows_sw<64, BWD_THREADS>(streamed + stage * 2 * SW_TILE + SW_TILE, dbase, C, i0);
-        load_floats(floats + stage * 128, st, i0, 64, BWD_THREADS);
-        load_floats(floats + stage * 128 + 64, ddr, i0, 64, BWD_THREADS);
+    const int n = (T - j0 + 63) / 64;                    // the query tiles at or after the key tile
+    auto sq = [&](int t) { return streamed + t % 3 * 2 * SW_TILE; };
+    auto fl = [&](int t) { return floats + t % 3 * 128; };
+    auto next_stage = [&](int t) {                       // tile t is in; tile t+1 loads into tile t-2's stage
+        stage_arrived();
+        if (t + 1 < n) {
+            const int i0 = j0 + 64 * (t + 1);
+            load_rows_sw<64, WG_THREADS>(sq(t + 1), base, 3 * C, i0);
+            load_rows_sw<64, WG_THREADS>(sq(t + 1) + SW_TILE, dbase, C, i0);
+            load_floats<64, WG_THREADS>(fl(t + 1), st, i0);
+            load_floats<64, WG_THREADS>(fl(t + 1) + 64, ddr, i0);
+        }
+        cp_async_commit();
     };
-    load_rows_sw<BWD_TILE, BWD_THREADS>(sk, base + C, 3 * C, j0);
-    load_rows_sw<BWD_TILE, BWD_THREADS>(sv, base + 2 * C, 3 * C, j0);
-    load_stage(0, j0);
+    load_rows_sw<64, WG_THREADS>(sk, base + C, 3 * C, j0);
+    load_rows_sw<64, WG_THREADS>(sv, base + 2 * C, 3 * C, j0);
+    load_rows_sw<64, WG_THREADS>(sq(0), base, 3 * C, j0);
+    load_rows_sw<64, WG_THREADS>(sq(0) + SW_TILE, dbase, C, j0);
+    load_floats<64, WG_THREADS>(fl(0), st, j0);
+    load_floats<64, WG_THREADS>(fl(0) + 64, ddr, j0);
     cp_async_commit();
-    const floatX *mk = sk + wg * SW_TILE, *mv = sv + wg * SW_TILE;
     float dk[32], dv[32], s[32], dp[32];
     for (int x = 0; x < 32; x++) dk[x] = dv[x] = s[x] = dp[x] = 0.0f;   // s, dp: overwritten by their first k-step
-    int stage = 0;
-    for (int i0 = j0; i0 < T; i0 += 64, stage ^= 1) {
-        stage_arrived();
-        if (i0 + 64 < T) load_stage(stage ^ 1, i0 + 64);
-        cp_async_commit();
-        if (i0 + 63 < wj0) continue;                     // every query of the tile is before every key of the warpgroup
-        const floatX *sq = streamed + stage * 2 * SW_TILE, *sdo = sq + SW_TILE;
-        const float *lse = floats + stage * 128, *dd = lse + 64;
-        // three groups in flight at most: S^T, dP^T, then dV's product starts while dP^T may still run
-        wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(mk, kk), desc_k(sq, kk), kk);
+    u32 pa[4][4], sa[4][4] = {};
+    auto issue_s_dp = [&](int t) {                       // S^T = K Q^T and dP^T = V dO^T of tile t
+        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(sk, kk), desc_k(sq(t), kk), kk);
         wgmma_commit();
-        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(dp, desc_k(mv, kk), desc_k(sdo, kk), kk);
+        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(dp, desc_k(sv, kk), desc_k(sq(t) + SW_TILE, kk), kk);
         wgmma_commit();
-        wgmma_wait<1>();                                 // S^T is done
+    };
+    // tile t up to dS^T in sa, dV's product issued (in flight); tile t-1's dK is done on return
+    auto tile = [&](int t) {
+        const int i0 = j0 + 64 * t;
+        const float *lse = fl(t), *dd = lse + 64;
+        wgmma_wait<2>();                                 // S^T(t)
         pin(s);
-        // s <- P^T, dp <- dS^T; a query before the key (i < j) contributes nothing
-        const bool diagonal = i0 < wj0 + 63;
-        for (int x = 0; x < 32; x++) {
-            const int ci = 8 * (x >> 2) + c2 + (x & 1), j = wj0 + 16 * w + g + 8 * ((x >> 1) & 1);
+        for (int x = 0; x < 32; x++) {                   // s <- P^T; a query before the key (i < j) adds nothing
+            const int ci = 8 * (x >> 2) + c2 + (x & 1), j = j0 + 16 * w + g + 8 * ((x >> 1) & 1);
             float p = exp2_ftz(fmaf(s[x], SCALE_LOG2, -lse[ci] * LOG2E));
-            if (diagonal && i0 + ci < j) p = 0.0f;
+            if (t == 0 && i0 + ci < j) p = 0.0f;
             s[x] = p;
         }
-        u32 pa[4][4], sa[4][4];
         for (int kk = 0; kk < 4; kk++) acc_to_a(pa[kk], tiles(s), kk);
         wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dv, pa[kk], desc_n(sdo, kk));
+        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dv, pa[kk], desc_n(sq(t) + SW_TILE, kk));
         wgmma_commit();
-        wgmma_wait<1>();                                 // dP^T is done (dV's product may run on)
+        wgmma_wait<1>();                                 // dP^T(t) and dK(t-1); dV(t) runs on
         pin(dp);
         for (int x = 0; x < 32; x++) dp[x] = s[x] * (dp[x] - dd[8 * (x >> 2) + c2 + (x & 1)]);
         for (int kk = 0; kk < 4; kk++) acc_to_a(sa[kk], tiles(dp), kk);
-        wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dk, sa[kk], desc_n(sq, kk));
+    };
+    auto issue_dk = [&](int t) {
+        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dk, sa[kk], desc_n(sq(t), kk));
         wgmma_commit();
-        wgmma_wait();                                    // before the next tile's loads take this stage's place
-        pin(dv);
-        pin(dk);
+    };
+    for (int t = 0; t < n; t++) {
+        next_stage(t);
+        wgmma_fence();
+        issue_s_dp(t);
+        issue_dk(t - 1);                                 // (at t = 0 a product of zeros: sa starts zeroed)
+        tile(t);
     }
+    wgmma_fence();
+    issue_dk(n - 1);
+    wgmma_wait();
+    pin(dv);
+    pin(dk);
     floatX *dbase3 = dqkv + head_row(b, 0, 3 * C) + h * HS;
-    store_acc_wg(dbase3 + C, 3 * C, dk, wj0, SCALE);
-    store_acc_wg(dbase3 + 2 * C, 3 * C, dv, wj0, 1.0f);
+    store_acc_wg(dbase3 + C, 3 * C, dk, j0, SCALE);
+    store_acc_wg(dbase3 + 2 * C, 3 * C, dv, j0, 1.0f);
 }
 
-// dQ as flash_backward_dq below, warpgroup wg owning query rows wq0..wq0+63: per key tile, S = Q K^T and
-// dP = dO V^T (shared memory, K-major), P and dS in registers, dQ += dS K (A from registers, K N-major). Also
-// writes ddot for the dK/dV kernel.
+// dQ as flash_backward_dq below, for query rows q0..q0+63: per key tile, S = Q K^T and dP = dO V^T (shared memory,
+// K-major), P and dS in registers, dQ += dS K (A from registers, K N-major). Also writes ddot for the dK/dV kernel.
 __device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX *qkv, const floatX *dout,
-                                         const floatX *out, const float *stats, unsigned char *smem_raw) {
-    floatX *sq = smem_1024(smem_raw), *sdo = sq + BWD_TILE * 64, *streamed = sdo + BWD_TILE * 64;
-    const int tid = threadIdx.x, wg = tid / WG_THREADS, w = tid % WG_THREADS / WARP_SIZE, lane = tid % WARP_SIZE;
-    const int g = lane / 4, c2 = lane % 4 * 2, h = blockIdx.y, b = blockIdx.z;
-    const int qt = gridDim.x - 1 - blockIdx.x;
-    const int q0 = qt * BWD_TILE, wq0 = q0 + wg * 64, rq0 = wq0 + 16 * w;   // rq0: the warp's 16 rows
+                                              const floatX *out, const float *stats, unsigned char *smem_raw) {
+    floatX *sq = smem_1024(smem_raw), *sdo = sq + SW_TILE, *streamed = sdo + SW_TILE;   // stage s: K, then V
+    const int tid = threadIdx.x, w = tid / WARP_SIZE, lane = tid % WARP_SIZE, g = lane / 4, c2 = lane % 4 * 2;
+    const int h = blockIdx.y, b = blockIdx.z, q0 = (gridDim.x - 1 - blockIdx.x) * 64, rq0 = q0 + 16 * w;
     const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
+    const int n = min(q0 + 63, T - 1) / 64 + 1;          // the key tiles at or before the query tile
+    auto skv = [&](int t) { return streamed + t % 3 * 2 * SW_TILE; };
+    auto next_stage = [&](int t) {
+        stage_arrived();
+        if (t + 1 < n) load_kv_sw<WG_THREADS>(skv(t + 1), base, 64 * (t + 1));
+        cp_async_commit();
+    };
     float lse2[2], D[2];
     for (int half = 0; half < 2; half++) {
         const int i = rq0 + g + 8 * half;
         lse2[half] = i < T ? stats[((long long)b * NH + h) * T + i] * LOG2E : 0.0f;
     }
-    load_rows_sw<BWD_TILE, BWD_THREADS>(sq, base, 3 * C, q0);
-    load_rows_sw<BWD_TILE, BWD_THREADS>(sdo, dbase, C, q0);
-    load_kv_sw<BWD_THREADS>(streamed, base, 0);
+    load_rows_sw<64, WG_THREADS>(sq, base, 3 * C, q0);
+    load_rows_sw<64, WG_THREADS>(sdo, dbase, C, q0);
+    load_kv_sw<WG_THREADS>(skv(0), base, 0);
     cp_async_commit();
     {   // ddot of the warp's 16 rows while the tiles load
         const float d = rows_ddot<16>(ddot, dout, out, b, h, rq0, lane);
         for (int half = 0; half < 2; half++) D[half] = __shfl_sync(FULL_MASK, d, g + 8 * half);
     }
-    const floatX *mq = sq + wg * SW_TILE, *mdo = sdo + wg * SW_TILE;
     float dq[32], s[32], dp[32];
     for (int x = 0; x < 32; x++) dq[x] = s[x] = dp[x] = 0.0f;
-    const int last = q0 + BWD_TILE - 1 < T - 1 ? q0 + BWD_TILE - 1 : T - 1;
-    int stage = 0;
-    for (int j0 = 0; j0 <= last; j0 += 64, stage ^= 1) {
-        stage_arrived();
-        if (j0 + 64 <= last) load_kv_sw<BWD_THREADS>(streamed + (stage ^ 1) * 2 * SW_TILE, base, j0 + 64);
-        cp_async_commit();
-        if (j0 > wq0 + 63) continue;                     // every key of the tile is after every query of the warpgroup
-        const floatX *sk = streamed + stage * 2 * SW_TILE, *sv = sk + SW_TILE;
-        wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(mq, kk), desc_k(sk, kk), kk);
+    u32 sa[4][4] = {};
+    auto issue_s_dp = [&](int t) {                       // S = Q K^T and dP = dO V^T of key tile t
+        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(sq, kk), desc_k(skv(t), kk), kk);
         wgmma_commit();
-        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(dp, desc_k(mdo, kk), desc_k(sv, kk), kk);
+        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(dp, desc_k(sdo, kk), desc_k(skv(t) + SW_TILE, kk), kk);
         wgmma_commit();
-        wgmma_wait<1>();                                 // S is done; P while dP runs
+    };
+    auto tile = [&](int t) {                             // tile t up to dS in sa; tile t-1's dQ is done on return
+        const int j0 = 64 * t;
+        wgmma_wait<2>();                                 // S(t)
         pin(s);
-        const bool diagonal = j0 + 63 > wq0;
         for (int x = 0; x < 32; x++) {
             const int half = (x >> 1) & 1, j = j0 + 8 * (x >> 2) + c2 + (x & 1), i = rq0 + g + 8 * half;
             const float p = exp2_ftz(fmaf(s[x], SCALE_LOG2, -lse2[half]));
-            s[x] = diagonal && j > i ? 0.0f : p;
+            s[x] = t == n - 1 && j > i ? 0.0f : p;
         }
-        wgmma_wait();
+        wgmma_wait<1>();                                 // dP(t); dQ(t-1) may run on
         pin(dp);
         for (int x = 0; x < 32; x++) dp[x] = s[x] * (dp[x] - D[(x >> 1) & 1]);
-        u32 sa[4][4];
+        wgmma_wait();                                    // dQ(t-1): its A registers are free
         for (int kk = 0; kk < 4; kk++) acc_to_a(sa[kk], tiles(dp), kk);
-        wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dq, sa[kk], desc_n(sk, kk));
+    };
+    auto issue_dq = [&](int t) {
+        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dq, sa[kk], desc_n(skv(t), kk));
         wgmma_commit();
-        wgmma_wait();
-        pin(dq);
+    };
+    for (int t = 0; t < n; t++) {
+        next_stage(t);
+        wgmma_fence();
+        issue_s_dp(t);
+        issue_dq(t - 1);                                 // (at t = 0 a product of zeros: sa starts zeroed)
+        tile(t);
     }
-    store_acc_wg(dqkv + head_row(b, 0, 3 * C) + h * HS, 3 * C, dq, wq0, SCALE);
+    wgmma_fence();
+    issue_dq(n - 1);
+    wgmma_wait();
+    pin(dq);
+    store_acc_wg(dqkv + head_row(b, 0, 3 * C) + h * HS, 3 * C, dq, q0, SCALE);
 }
 #else
 #define HOPPER_WGMMA 0
@@ -754,8 +789,8 @@ KERNEL(flash_backward_dkdv) {
     auto load_stage = [&](int stage, int i0) {
         load_rows<BWD_INNER, BWD_THREADS>(sm.in0(stage), base, 3 * C, i0);
         load_rows<BWD_INNER, BWD_THREADS>(sm.in1(stage), dbase, C, i0);
-        load_floats(sm.lse(stage), st, i0, BWD_INNER, BWD_THREADS);
-        load_floats(sm.dd(stage), ddr, i0, BWD_INNER, BWD_THREADS);
+        load_floats<BWD_INNER, BWD_THREADS>(sm.lse(stage), st, i0);
+        load_floats<BWD_INNER, BWD_THREADS>(sm.dd(stage), ddr, i0);
     };
     load_rows<BWD_TILE, BWD_THREADS>(sm.own0, base + C, 3 * C, j0);
     load_rows<BWD_TILE, BWD_THREADS>(sm.own1, base + 2 * C, 3 * C, j0);

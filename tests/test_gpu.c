@@ -46,12 +46,12 @@ static const Variant variants[] = {
     {"gt-fp16-cudnn", {"name=gt-fp16-cudnn", "precision=fp16", "attention=cudnn", "model.max_seq_len=128",
                        "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256",
                        "train.deterministic=false", NULL}},
-    /* the template on Hopper's wgmma (FWD_SM and BWD_SM 90; built and run on an sm_90 GPU only): two warpgroups a
-       block, T = 100 (the second 64-row tile partial) */
+    /* the template on Hopper's wgmma (FWD_SM and BWD_SM 90; built and run on an sm_90 GPU only): the forward with two
+       warpgroups a block, T = 100 (the second 64-row tile partial) */
     {"gt-bf16-wgmma", {"name=gt-bf16-wgmma", "precision=bf16", "attention=flash", "model.n_embd=192", "model.n_head=3",
                        "model.n_layer=2", "model.max_seq_len=100", "train.seq_len=100", "train.batch_size=2",
                        "train.total_batch_size=200", "tune.attention.FWD_SM=90", "tune.attention.BWD_SM=90",
-                       "tune.attention.Q_TILE=128", "tune.attention.BWD_TILE=128", NULL}},
+                       "tune.attention.Q_TILE=128", NULL}},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
