@@ -119,6 +119,24 @@ static GeluPath gelu_auto(const Plan *plan) {
     return plan->model.n_embd >= 1024 ? GELU_KERNEL : GELU_EPILOGUE;
 }
 
+/* attention = "auto" for a training step, before a tuning database's choice: the template where both its directions
+   run on Hopper's wgmma (the sm_90 default at head size 64 in 16 bits), measured faster than cuDNN's there (H200,
+   gpt2-124M's shape, ms a layer: 0.356 + 1.011 against 0.327 + 1.137; bench/RESULTS.md, "Issue 22, seventh pass");
+   else (ATTN_AUTO) cuDNN where it loads (runtime/cuda/attention.c). A forward alone stays with cuDNN, whose forward
+   is the faster one. `gpt2gen tune` times both paths at the config's own shape (tune/attention_path.c). */
+static AttentionPath attention_auto(const Plan *plan) {
+    for (int i = 0; i < plan->n_families; i++) {
+        const PlanFamily *m = &plan->families[i];
+        if (strcmp(m->decl->family, "attention")) continue;
+        int sm = 0;
+        for (int t = 0; t < m->n_tunables; t++)
+            if (!strcmp(m->decl->tunables[t].name, "FWD_SM") || !strcmp(m->decl->tunables[t].name, "BWD_SM"))
+                sm += m->tunables[t].value == 90;
+        return sm == 2 ? ATTN_FLASH : ATTN_AUTO;
+    }
+    return ATTN_AUTO;
+}
+
 LaunchDims plan_launch_dims(const Plan *plan, int id, long long size) {
     const PlanKernel *k = &plan->kernels[id];
     return k->decl->geometry(&plan->families[k->family].env, size);
@@ -219,6 +237,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     for (int i = 0; i < plan->n_families; i++)
         if (family_finalize(plan, i, err)) return -1;
     if (step->kind == STEP_TRAIN && cfg->train.gelu == GELU_AUTO) plan->gelu = gelu_auto(plan);
+    if (step->kind == STEP_TRAIN && plan->attention == ATTN_AUTO) plan->attention = attention_auto(plan);
     plan->classifier_rows = classifier_rows(plan);
     matmuls_plan(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows, plan->gelu);
     memory_plan(&plan->memory, plan);

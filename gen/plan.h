@@ -51,9 +51,10 @@ typedef struct Plan {
     const Config *cfg;
     char build_dir[256];    /* build/<name> */
     char arch[16];          /* sm_XX the CUBINs are for */
-    /* the attention path and who chose it: "config" (attention = "cudnn" or "flash" must be had), "auto" (cuDNN
-       where it loads and takes the shape, else the template), "tuning database" (as auto, but the database's
-       path is tried first; where it cannot serve, the other one runs) */
+    /* the attention path and who chose it: "config" (attention = "cudnn" or "flash" must be had), "auto" (a training
+       step's on the template where both its directions run on wgmma, else cuDNN where it loads and takes the shape,
+       else the template: attention_auto in gen/plan.c), "tuning database" (as auto, but the database's path is tried
+       first; where it cannot serve, the other one runs) */
     AttentionPath attention;
     const char *attention_origin;
     /* the training step's cuDNN attention backward writes dQ directly (equal inputs, equal bits), else accumulates

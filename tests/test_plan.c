@@ -434,6 +434,37 @@ static void test_gelu_path(void) {
           "accepted (%s)", err.msg);
 }
 
+/* attention = "auto": a training step on the template where both its directions run on wgmma (sm_90, head size 64,
+   16 bits), else left to the runtime (cuDNN where it loads); a forward plan, fp32, sm_80 or a config whose backward
+   tiles wgmma does not take stay auto; the config's own choice stays. */
+static void test_attention_auto(void) {
+    static const struct { const char *arch, *set; AttentionPath want; const char *origin; } cases[] = {
+        {"sm_90", NULL, ATTN_FLASH, "auto"},
+        {"sm_80", NULL, ATTN_AUTO, "auto"},
+        {"sm_90", "precision=fp32", ATTN_AUTO, "auto"},
+        {"sm_90", "tune.attention.BWD_TILE=128", ATTN_AUTO, "auto"},
+        {"sm_90", "attention=cudnn", ATTN_CUDNN, "config"},
+        {"sm_90", "attention=flash", ATTN_FLASH, "config"},
+    };
+    Err err = {{0}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *sets[] = {cases[c].set, NULL};
+        if (config_load(&cfg, "configs/gpt2-124M.lua", sets, cases[c].set ? 1 : 0, &err) ||
+            plan_make_train(&plan, &cfg, cases[c].arch, &err)) {
+            CHECK(0, "case %zu: %s", c, err.msg);
+            continue;
+        }
+        CHECK(plan.attention == cases[c].want && !strcmp(plan.attention_origin, cases[c].origin),
+              "case %zu (%s, %s): attention %s (%s), expected %s (%s)", c, cases[c].arch, cases[c].set ? cases[c].set : "-",
+              attention_name(plan.attention), plan.attention_origin, attention_name(cases[c].want), cases[c].origin);
+        if (c) continue;
+        Plan fwd;
+        StepShape st = step_forward(&cfg, 4, 1024, 0);
+        if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", &err)) { CHECK(0, "%s", err.msg); continue; }
+        CHECK(fwd.attention == ATTN_AUTO, "a forward plan's attention is %s, not auto", attention_name(fwd.attention));
+    }
+}
+
 /* Several ranks: the parameters and gradients padded to equal shards (ranks_padded); under ZeRO-1 a rank keeps 1/N of
    the AdamW state and master weights, under ZeRO-0 all of it; the layout checks hold either way. */
 static void test_memory_of_ranks(void) {
@@ -545,6 +576,7 @@ int main(int argc, char **argv) {
     RUN(test_memory_of_ranks);
     RUN(test_classifier_chunks);
     RUN(test_gelu_path);
+    RUN(test_attention_auto);
     RUN(test_geometry_covers_work);
     RUN(test_round_trip_same_plan);
     return check_summary();

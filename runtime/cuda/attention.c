@@ -28,7 +28,11 @@ int attention_open(Cuda *c, Err *err) {
     int asked = !strcmp(p->attention_origin, "config");   /* the config's explicit choice must be had */
     FILE *say = p->step.kind == STEP_TRAIN ? stdout : stderr;   /* sampling's standard output is its text */
     if (want == ATTN_FLASH) {
-        fprintf(say, "attention: flash template (templates/attention.cu), as the %s asks\n", asked ? "config" : p->attention_origin);
+        if (!strcmp(p->attention_origin, "auto"))
+            fprintf(say, "attention: flash template (templates/attention.cu), attention = \"auto\": both directions on "
+                         "Hopper's wgmma, faster than cuDNN's\n");
+        else
+            fprintf(say, "attention: flash template (templates/attention.cu), as the %s asks\n", asked ? "config" : p->attention_origin);
         return 0;
     }
     c->cudnn = cudnn_attention_open(p->step.B, p->step.T, c->NH, c->HS, p->step.precision, p->deterministic, c->env,
