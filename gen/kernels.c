@@ -116,8 +116,8 @@ enum { ATT_FWD_THREADS, ATT_BWD_THREADS, ATT_BWD_BLOCKS };
 static void att_derive(KernelEnv *e) {   /* a warp per Q_WARP_ROWS rows of a forward tile, per BWD_WARP_ROWS of a backward one */
     e->derived[ATT_FWD_THREADS] = e->tun[ATT_Q_TILE] / e->tun[ATT_Q_WARP_ROWS] * WARP;
     e->derived[ATT_BWD_THREADS] = e->tun[ATT_BWD_TILE] / e->tun[ATT_BWD_WARP_ROWS] * WARP;
-    /* wgmma's dK/dV kernel takes 187 registers (templates/attention.cu): two blocks of a warpgroup a multiprocessor
-       (dQ's, in 140, may have three) */
+    /* wgmma's dK/dV kernel takes 204 registers (templates/attention.cu): two blocks of a warpgroup a multiprocessor
+       (dQ's, in 147, may have three) */
     e->derived[ATT_BWD_BLOCKS] = e->tun[ATT_BWD_SM] == 90 ? 2 : 1;
 }
 /* dynamic shared memory of the tensor-core kernels (the fp32 ones use none): tiles of rows of HS + 8 elements */

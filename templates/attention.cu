@@ -507,7 +507,7 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
 //
 // dK and dV as flash_backward_dkdv below, for key rows j0..j0+63: per query tile, S^T = K Q^T and dP^T = V dO^T (A and
 // B from shared memory, both K-major), then P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q (A from
-// registers, B N-major: dO and Q as stored). It takes 187 registers: in 168 (three blocks a multiprocessor) ptxas
+// registers, B N-major: dO and Q as stored). It takes 204 registers: in 168 (three blocks a multiprocessor) ptxas
 // would serialize its products (C7512), so two (BWD_BLOCKS, gen/kernels.c).
 __device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, const floatX *dout, const float *stats,
                                                 const float *ddot, unsigned char *smem_raw) {
