@@ -510,7 +510,7 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
 // registers, B N-major: dO and Q as stored). It takes 204 registers: in 168 (three blocks a multiprocessor) ptxas
 // would serialize its products (C7512), so two (BWD_BLOCKS, gen/kernels.c).
 __device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, const floatX *dout, const float *stats,
-                                                const float *ddot, unsigned char *smem_raw) {
+                                           const float *ddot, unsigned char *smem_raw) {
     floatX *sk = smem_1024(smem_raw), *sv = sk + SW_TILE, *streamed = sv + SW_TILE;   // stage s: Q, then dO
     float *floats = reinterpret_cast<float *>(streamed + 6 * SW_TILE);              // stage s: lse, then ddot
     const int tid = threadIdx.x, w = tid / WARP_SIZE, g = tid % WARP_SIZE / 4, c2 = tid % 4 * 2;
@@ -592,7 +592,7 @@ __device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, cons
 // dQ as flash_backward_dq below, for query rows q0..q0+63: per key tile, S = Q K^T and dP = dO V^T (shared memory,
 // K-major), P and dS in registers, dQ += dS K (A from registers, K N-major). Also writes ddot for the dK/dV kernel.
 __device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX *qkv, const floatX *dout,
-                                              const floatX *out, const float *stats, unsigned char *smem_raw) {
+                                         const floatX *out, const float *stats, unsigned char *smem_raw) {
     floatX *sq = smem_1024(smem_raw), *sdo = sq + SW_TILE, *streamed = sdo + SW_TILE;   // stage s: K, then V
     const int tid = threadIdx.x, w = tid / WARP_SIZE, lane = tid % WARP_SIZE, g = lane / 4, c2 = lane % 4 * 2;
     const int h = blockIdx.y, b = blockIdx.z, q0 = (gridDim.x - 1 - blockIdx.x) * 64, rq0 = q0 + 16 * w;
