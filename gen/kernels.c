@@ -174,8 +174,8 @@ static const char *att_check(const KernelEnv *e, char *why, size_t n) {
 /* Measured on the H200 at gpt2-124M's shape (bench/RESULTS.md): warps of 32 rows and tiles of 128 rows, where
    the registers hold a warp's 32 rows (tensor cores, head size at most 64) and T fills such tiles. On Hopper at head
    size 64 both directions on wgmma (B=64 T=1024 NH=12, bf16): the forward with two warpgroups a block and 64-row key
-   tiles, 0.441 ms against mma.sync's 0.485 (one warpgroup 0.477, 128-row key tiles 0.546); the backward (64-row
-   tiles, pipelined) 1.271 ms against 1.583. Not where the config's tiles are ones wgmma's kernels do not take: those
+   tiles, 0.356 ms (one warpgroup 0.377, 128-row key tiles 0.411) against mma.sync's 0.485; the backward (64-row
+   tiles, pipelined) 1.011 ms against 1.583. Not where the config's tiles are ones wgmma's kernels do not take: those
    stay, on mma.sync. */
 static void att_shape_defaults(const KernelEnv *e, int *tun) {
     if (e->x128 == 4 || e->HS > 64 || e->T < 128) return;
