@@ -6,7 +6,7 @@
 # models) and writes build/bench-logs/roofline-MODEL.md: per op its time, work, achieved rate, floor and time above
 # the floor, the sum of floors and the tok/s at the floors (and roofline-MODEL.json, the rows). Run from the
 # repository root on the GPU machine, with ./gpt2gen built.
-# MODELS (default "124M 350M"); ATTENTION (default cudnn: the attention path, cudnn or flash); SETS="--set
+# MODELS (default "124M 350M"); ATTENTION (default auto, the trainer's own choice; cudnn or flash); SETS="--set
 # key=value ..." extra arguments to gpt2gen train (split at spaces); CEILINGS="TFLOPS,TBPS" skips measuring them;
 # GPT2GEN=path: a second binary (another build, e.g. of the commit before) profiled the same way first, into
 # roofline-MODEL-other.log/.md, and roofline-MODEL.md then ends with a table of ./gpt2gen's ops against it
@@ -14,7 +14,7 @@
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
 MODELS=${MODELS:-"124M 350M"}
-ATTENTION=${ATTENTION:-cudnn}
+ATTENTION=${ATTENTION:-auto}
 data=build/bench-data
 logs=build/bench-logs
 ckpt=build/bench-ckpt-roofline
