@@ -400,6 +400,17 @@ __device__ __forceinline__ void store_acc_wg(floatX *dst, int width, float (&d)[
     const int lane = threadIdx.x % WARP_SIZE, w = threadIdx.x % WG_THREADS / WARP_SIZE;
     store_acc(dst, width, tiles(d), row0 + 16 * w, s, s, lane);
 }
+// One committed group: d = A B^T over the head's four k-steps, A and B K-major tiles (S = Q K^T, dP = dO V^T; d of
+// N / 2 accumulators a thread, N = 64 or 128 rows of b)
+template <int N> __device__ __forceinline__ void product_ss(float (&d)[N / 2], const floatX *a, const floatX *b) {
+    for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(d, desc_k(a, kk), desc_k(b, kk), kk);
+    wgmma_commit();
+}
+// One committed group: d += A B over K k-steps, A from registers, B the N-major tile b (P V, P^T dO, dS^T Q, dS K)
+template <int K> __device__ __forceinline__ void product_rs(float (&d)[32], const u32 (&a)[K][4], const floatX *b) {
+    for (int kk = 0; kk < K; kk++) wgmma_rs<1>(d, a[kk], desc_n(b, kk));
+    wgmma_commit();
+}
 // K and V rows t0..t0+ROWS-1 of one head (base: its Q columns) into two swizzled tiles at kv (K, then V)
 template <int NT, int ROWS = 64>
 __device__ __forceinline__ void load_kv_sw(floatX *kv, const floatX *base, int t0) {
@@ -458,8 +469,7 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
     float alpha[2];
     next_stage(0);
     wgmma_fence();
-    for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(mq, kk), desc_k(stage(0), kk), kk);
-    wgmma_commit();
+    product_ss<KV>(s, mq, stage(0));
     wgmma_wait();
     pin(s);
     softmax(0, alpha);                                   // (the output is still zero)
@@ -467,10 +477,8 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
     for (int j = 1; j < n_wg; j++) {
         next_stage(j);
         wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(mq, kk), desc_k(stage(j), kk), kk);
-        wgmma_commit();
-        for (int kk = 0; kk < KSTEPS; kk++) wgmma_rs<1>(o, pa[kk], desc_n(stage(j - 1) + KV * 64, kk));
-        wgmma_commit();
+        product_ss<KV>(s, mq, stage(j));
+        product_rs(o, pa, stage(j - 1) + KV * 64);
         wgmma_wait<1>();                                 // S is done; P V runs on beside the softmax
         pin(s);
         softmax(j, alpha);
@@ -480,8 +488,7 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
         for (int kk = 0; kk < KSTEPS; kk++) acc_to_a(pa[kk], tiles(s), kk);
     }
     wgmma_fence();
-    for (int kk = 0; kk < KSTEPS; kk++) wgmma_rs<1>(o, pa[kk], desc_n(stage(n_wg - 1) + KV * 64, kk));
-    wgmma_commit();
+    product_rs(o, pa, stage(n_wg - 1) + KV * 64);
     wgmma_wait();
     pin(o);
     for (int j = n_wg; j < n_block; j++) next_stage(j);   // the other warpgroups' tiles (every thread loads and waits)
@@ -505,6 +512,24 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
 // product, C7520) and of a peeled first tile (whose copies of accumulators in flight serialize them too, C7514).
 // Three stages of the streamed tiles: tile t+1 loads while tile t's are read and tile t-1's last product may run.
 //
+// The loop both backward kernels share (above): per tile t, its stage arrived, S(t) and dP(t) issued, then tile t-1's
+// last product (at t = 0 of zeros: its A registers start zeroed), then tile(t), which returns with that product done;
+// after the last tile its last product, and every group done.
+template <class NextStage, class IssueSdp, class IssueLast, class Tile>
+__device__ __forceinline__ void backward_tiles(int n, NextStage next_stage, IssueSdp issue_s_dp, IssueLast issue_last,
+                                               Tile tile) {
+    for (int t = 0; t < n; t++) {
+        next_stage(t);
+        wgmma_fence();
+        issue_s_dp(t);
+        issue_last(t - 1);
+        tile(t);
+    }
+    wgmma_fence();
+    issue_last(n - 1);
+    wgmma_wait();
+}
+
 // dK and dV as flash_backward_dkdv below, for key rows j0..j0+63: per query tile, S^T = K Q^T and dP^T = V dO^T (A and
 // B from shared memory, both K-major), then P^T and dS^T in registers, dV += P^T dO and dK += dS^T Q (A from
 // registers, B N-major: dO and Q as stored). It takes 204 registers: in 168 (three blocks a multiprocessor) ptxas
@@ -542,10 +567,8 @@ __device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, cons
     for (int x = 0; x < 32; x++) dk[x] = dv[x] = s[x] = dp[x] = 0.0f;   // s, dp: overwritten by their first k-step
     u32 pa[4][4], sa[4][4] = {};
     auto issue_s_dp = [&](int t) {                       // S^T = K Q^T and dP^T = V dO^T of tile t
-        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(sk, kk), desc_k(sq(t), kk), kk);
-        wgmma_commit();
-        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(dp, desc_k(sv, kk), desc_k(sq(t) + SW_TILE, kk), kk);
-        wgmma_commit();
+        product_ss<64>(s, sk, sq(t));
+        product_ss<64>(dp, sv, sq(t) + SW_TILE);
     };
     // tile t up to dS^T in sa, dV's product issued (in flight); tile t-1's dK is done on return
     auto tile = [&](int t) {
@@ -561,27 +584,13 @@ __device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, cons
         }
         for (int kk = 0; kk < 4; kk++) acc_to_a(pa[kk], tiles(s), kk);
         wgmma_fence();
-        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dv, pa[kk], desc_n(sq(t) + SW_TILE, kk));
-        wgmma_commit();
+        product_rs(dv, pa, sq(t) + SW_TILE);
         wgmma_wait<1>();                                 // dP^T(t) and dK(t-1); dV(t) runs on
         pin(dp);
         for (int x = 0; x < 32; x++) dp[x] = s[x] * (dp[x] - dd[8 * (x >> 2) + c2 + (x & 1)]);
         for (int kk = 0; kk < 4; kk++) acc_to_a(sa[kk], tiles(dp), kk);
     };
-    auto issue_dk = [&](int t) {
-        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dk, sa[kk], desc_n(sq(t), kk));
-        wgmma_commit();
-    };
-    for (int t = 0; t < n; t++) {
-        next_stage(t);
-        wgmma_fence();
-        issue_s_dp(t);
-        issue_dk(t - 1);                                 // (at t = 0 a product of zeros: sa starts zeroed)
-        tile(t);
-    }
-    wgmma_fence();
-    issue_dk(n - 1);
-    wgmma_wait();
+    backward_tiles(n, next_stage, issue_s_dp, [&](int t) { product_rs(dk, sa, sq(t)); }, tile);
     pin(dv);
     pin(dk);
     floatX *dbase3 = dqkv + head_row(b, 0, 3 * C) + h * HS;
@@ -621,10 +630,8 @@ __device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX
     for (int x = 0; x < 32; x++) dq[x] = s[x] = dp[x] = 0.0f;
     u32 sa[4][4] = {};
     auto issue_s_dp = [&](int t) {                       // S = Q K^T and dP = dO V^T of key tile t
-        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(s, desc_k(sq, kk), desc_k(skv(t), kk), kk);
-        wgmma_commit();
-        for (int kk = 0; kk < 4; kk++) wgmma_ss<0>(dp, desc_k(sdo, kk), desc_k(skv(t) + SW_TILE, kk), kk);
-        wgmma_commit();
+        product_ss<64>(s, sq, skv(t));
+        product_ss<64>(dp, sdo, skv(t) + SW_TILE);
     };
     auto tile = [&](int t) {                             // tile t up to dS in sa; tile t-1's dQ is done on return
         const int j0 = 64 * t;
@@ -641,20 +648,7 @@ __device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX
         wgmma_wait();                                    // dQ(t-1): its A registers are free
         for (int kk = 0; kk < 4; kk++) acc_to_a(sa[kk], tiles(dp), kk);
     };
-    auto issue_dq = [&](int t) {
-        for (int kk = 0; kk < 4; kk++) wgmma_rs<1>(dq, sa[kk], desc_n(skv(t), kk));
-        wgmma_commit();
-    };
-    for (int t = 0; t < n; t++) {
-        next_stage(t);
-        wgmma_fence();
-        issue_s_dp(t);
-        issue_dq(t - 1);                                 // (at t = 0 a product of zeros: sa starts zeroed)
-        tile(t);
-    }
-    wgmma_fence();
-    issue_dq(n - 1);
-    wgmma_wait();
+    backward_tiles(n, next_stage, issue_s_dp, [&](int t) { product_rs(dq, sa, skv(t)); }, tile);
     pin(dq);
     store_acc_wg(dqkv + head_row(b, 0, 3 * C) + h * HS, 3 * C, dq, q0, SCALE);
 }
