@@ -434,9 +434,12 @@ __device__ __forceinline__ floatX *smem_1024(unsigned char *p) {
 // KV_TILE rows (64 or 128), S = Q K^T (shared memory, K-major, N = KV_TILE), the online softmax in registers, O += P V
 // (P from registers, V N-major). Pipelined in the warpgroup (FlashAttention-3's intra-warpgroup overlap): tile j's S
 // product is issued with tile j-1's P V, and tile j's softmax runs while that P V does; the output is rescaled after
-// it. Three stages of K and V: tile j+1 loads while tile j's K and tile j-1's V are read.
+// it. Three stages of K and V: tile j+1 loads while tile j's K and tile j-1's V are read. A template on KV so that
+// only FWD_SM 90's call instantiates it (other key tiles are mma.sync's, which wgmma's products do not take).
+template <int KV>
 __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const floatX *qkv, unsigned char *smem_raw) {
-    constexpr int KV = KV_TILE, KSTEPS = KV / 16;
+    static_assert(KV == 64 || KV == 128, "forward_wgmma: key tiles of 64 or 128 rows");
+    constexpr int KSTEPS = KV / 16;
     floatX *sq = smem_1024(smem_raw), *stages = sq + Q_TILE * 64;   // stage s: K, then V
     const int tid = threadIdx.x, wg = tid / WG_THREADS, w = tid % WG_THREADS / WARP_SIZE, lane = tid % WARP_SIZE;
     const int g = lane / 4, c2 = lane % 4 * 2, h = blockIdx.y, b = blockIdx.z;
@@ -662,7 +665,7 @@ KERNEL(flash_forward) {
     extern __shared__ __align__(16) unsigned char smem_bytes[];
 #if HOPPER_WGMMA
     if constexpr (FWD_SM == 90) {
-        forward_wgmma(out, stats, qkv, smem_bytes);
+        forward_wgmma<KV_TILE>(out, stats, qkv, smem_bytes);
         return;
     }
 #endif
