@@ -119,10 +119,13 @@ static GeluPath gelu_auto(const Plan *plan) {
     return plan->model.n_embd >= 1024 ? GELU_KERNEL : GELU_EPILOGUE;
 }
 
-/* train.bias_grad = "auto": where the training step's bias gradients are summed. */
+/* train.bias_grad = "auto": the layers' bias gradients in the dW matmuls' BGRADB epilogue. Measured on the H200
+   (bench/RESULTS.md, "Issue 22, eighth pass"; whole steps, bf16, T=1024): at gpt2-124M B=64 the fc bias's own pass
+   (bias_backward_partial over B*T x 4C) took 1.8 ms of a 118 ms step, which the fc dW's epilogue does for nearly
+   nothing; at gpt2-350M (the fc bias in our GELU kernel there) the same speed either way. */
 static BiasGradPath bias_grad_auto(const Plan *plan) {
     (void)plan;
-    return BGRAD_KERNEL;
+    return BGRAD_EPILOGUE;
 }
 
 /* attention = "auto" for a training step, before a tuning database's choice: the template where both its directions
