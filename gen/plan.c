@@ -338,7 +338,6 @@ static void write_families(FILE *f, const Plan *p) {
 
 static void write_matmuls(FILE *f, const Plan *p) {
     static const char *const epi[] = {"", " +gelu(aux)", " *gelu'(aux)"};
-
     double total = 0;
     fprintf(f, "\n# cuBLASLt matmuls (column-major D(m,n) = op(A) op(B)), per micro-step\n");
     for (int i = 0; i < MM_COUNT; i++) {
