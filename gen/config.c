@@ -18,7 +18,6 @@ const char *const PRECISIONS[] = {"fp32", "bf16", "fp16", NULL};
 const char *const ATTENTIONS[] = {"auto", "cudnn", "flash", NULL};
 static const char *const SCHEDULES[] = {"cosine", "linear", "constant", "wsd", NULL};
 static const char *const GELU_PATHS[] = {"auto", "epilogue", "kernel", "split", NULL};
-static const char *const BIAS_GRAD_PATHS[] = {"auto", "epilogue", "kernel", NULL};
 
 #define F_INT(sec, k, d, mn, mx) {#k, VAL_INT, offsetof(Config, sec.k), sizeof(((Config *)0)->sec.k), d, NULL, mn, mx}
 #define F_NUM(sec, k, d, mn)  {#k, VAL_NUM, offsetof(Config, sec.k), 0, d, NULL, mn, 0}
@@ -39,9 +38,7 @@ static const Field TRAIN_FIELDS[] = {
     F_INT(train, warmup, "0", 0, INT_MAX), F_NUM(train, final_lr_frac, "0", 0), F_NUM(train, weight_decay, "0.1", 0),
     F_NUM(train, grad_clip, "1.0", 0), F_NUM(train, beta1, "0.9", 0), F_NUM(train, beta2, "0.95", 0),
     F_NUM(train, eps, "1e-8", 0), F_INT(train, seed, "1337", 0, LONG_MAX), F_INT(train, recompute, "1", 0, INT_MAX),
-    {"gelu", VAL_ENUM, offsetof(Config, train.gelu), 0, "auto", GELU_PATHS, 0, 0},
-    {"bias_grad", VAL_ENUM, offsetof(Config, train.bias_grad), 0, "auto", BIAS_GRAD_PATHS, 0, 0},
-    F_BOOL(train, deterministic, "true"),
+    {"gelu", VAL_ENUM, offsetof(Config, train.gelu), 0, "auto", GELU_PATHS, 0, 0}, F_BOOL(train, deterministic, "true"),
     F_BOOL(train, master_weights, "true"), F_BOOL(train, overfit_batch, "false"), F_INT(train, num_gpus, "1", 1, INT_MAX),
     F_INT(train, zero_stage, "1", 0, 1),
     F_NUM(train, loss_scale, "65536", 1), F_INT(train, loss_scale_interval, "1000", 1, INT_MAX), {0}};
@@ -77,7 +74,6 @@ int config_load(Config *cfg, const char *path, const char *const *overrides, int
 
 const char *precision_name(Precision p) { return PRECISIONS[p]; }
 const char *gelu_path_name(GeluPath g) { return GELU_PATHS[g]; }
-const char *bias_grad_path_name(BiasGradPath b) { return BIAS_GRAD_PATHS[b]; }
 const char *attention_name(AttentionPath a) { return ATTENTIONS[a]; }
 
 int config_tunable(const Config *cfg, const char *family, const char *name, int dflt) {

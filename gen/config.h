@@ -20,10 +20,6 @@ typedef enum { GELU_AUTO = 0, GELU_EPILOGUE, GELU_KERNEL, GELU_SPLIT } GeluPath;
 static inline int gelu_forward_in_kernel(GeluPath path) { return path == GELU_KERNEL || path == GELU_SPLIT; }
 /* 1 where path's backward GELU runs in our kernel (with the fc bias gradient), else in the fcproj dinp's epilogue */
 static inline int gelu_backward_in_kernel(GeluPath path) { return path == GELU_KERNEL; }
-/* the training step's bias gradients: in cuBLASLt's BGRADB epilogue of the weight-gradient matmuls, which read the
-   output gradient anyway (the fc bias's stays in our GELU backward kernel where that runs), or in templates/bias.cu's
-   column sums, a pass of their own over each output gradient; or the plan's choice by shape */
-typedef enum { BGRAD_AUTO = 0, BGRAD_EPILOGUE, BGRAD_KERNEL } BiasGradPath;
 
 #define CONFIG_MAX_TUNABLES 64
 #define CONFIG_PATH_MAX 1024   /* path buffers: the config's path, data patterns, checkpoint paths */
@@ -58,7 +54,6 @@ typedef struct {
         long seed;
         int recompute;                    /* 0 none, 1 recompute GELU, 2 GELU + LayerNorm */
         GeluPath gelu;                    /* default auto */
-        BiasGradPath bias_grad;           /* default auto */
         int deterministic;                /* default true: equal inputs give equal bits (the GPU attention
                                              backward); false lets cuDNN accumulate dQ with atomics */
         int master_weights;               /* fp32 master copy when precision is 16-bit */
@@ -89,7 +84,6 @@ int  config_load(Config *cfg, const char *path, const char *const *overrides, in
 const char *precision_name(Precision p);
 const char *attention_name(AttentionPath a);
 const char *gelu_path_name(GeluPath g);
-const char *bias_grad_path_name(BiasGradPath b);
 /* 1 if arch names a GPU target we build for: "sm_" and 2 to 4 digits, at least 70, optionally an "a" suffix. */
 int  config_arch_valid(const char *arch);
 /* A loss scale is a power of two in [1, LOSS_SCALE_MAX], so scaling and unscaling gradients are exact

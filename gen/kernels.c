@@ -329,7 +329,6 @@ const FamilyDecl kernel_families[] = {
      {{"bias_backward_partial", {F32(scratch), CX(dout), INT(OC)}, BIAS_BLOCK, 2, bias_partial,
        "(ceil(OC / (32*VEC_C)), ROW_SPLITS)", 0},
       {"bias_backward_reduce", {X(dbias), CF32(scratch), INT(OC)}, BIAS_BLOCK, 2, bias_reduce, "ceil(OC / BLOCK_SIZE)", 0},
-      {"bias_grad_add", {X(dbias), CX(part), INT(OC)}, BIAS_BLOCK, 2, bias_reduce, "ceil(OC / BLOCK_SIZE)", 0},
       {"gelu_backward_bias_partial", {F32(scratch), X(dinout), CX(pre), INT(OC)}, BIAS_BLOCK, 3, bias_partial,
        "(ceil(OC / (32*VEC_C)), ROW_SPLITS), as bias_backward_partial", 0}}, NULL,
      STEP_BIT(STEP_TRAIN)},

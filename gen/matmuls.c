@@ -3,28 +3,32 @@
 
 /* out (N,OC) = inp (N,IC) @ W (OC,IC)^T: D(OC,N) = op(W)(OC,IC) inp(IC,N), W stored (OC,IC) row-major */
 static PlanMatmul linear(const char *name, int N, int IC, int OC, int bias, MatmulEpilogue epi, int per_step) {
-    return (PlanMatmul){name, OC, N, IC, 1, 0, 1, 0, 0, 0, bias, 0, 0, epi, per_step, {0}};
+    return (PlanMatmul){name, OC, N, IC, 1, 0, 1, 0, 0, 0, bias, 0, epi, per_step, {0}};
 }
 /* dinp (N,IC) = alpha dout (N,OC) @ W (OC,IC): D(IC,N) = W(IC,OC) dout(OC,N) */
 static PlanMatmul linear_dinp(const char *name, int N, int IC, int OC, MatmulEpilogue epi, int per_step) {
-    return (PlanMatmul){name, IC, N, OC, 0, 0, 1, 0, 0, 0, 0, 0, 0, epi, per_step, {0}};
+    return (PlanMatmul){name, IC, N, OC, 0, 0, 1, 0, 0, 0, 0, 0, epi, per_step, {0}};
 }
-/* dW (OC,IC) += alpha dout^T @ inp: D(IC,OC) = inp(IC,N) dout^T(N,OC); bgrad: dbias (OC) = the sums of dout over N */
-static PlanMatmul linear_dw(const char *name, int N, int IC, int OC, int bgrad, int per_step) {
-    return (PlanMatmul){name, IC, OC, N, 0, 1, 1, 0, 0, 0, 0, bgrad, 1, EPI_NONE, per_step, {0}};
+/* dW (OC,IC) += alpha dout^T @ inp: D(IC,OC) = inp(IC,N) dout^T(N,OC) */
+static PlanMatmul linear_dw(const char *name, int N, int IC, int OC, int per_step) {
+    return (PlanMatmul){name, IC, OC, N, 0, 1, 1, 0, 0, 0, 0, 1, EPI_NONE, per_step, {0}};
 }
 
 void matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int classifier_rows,
-                  GeluPath gelu, BiasGradPath bias_grad) {
+                  GeluPath gelu) {
     int BT = step->B * step->T, C = model->n_embd, L = model->n_layer;
     mm[MM_QKV] = linear("qkv", BT, C, 3 * C, 1, EPI_NONE, L);
     mm[MM_ATTPROJ] = linear("attproj", BT, C, C, 1, EPI_NONE, L);
     mm[MM_FCPROJ] = linear("fcproj", BT, 4 * C, C, 1, EPI_NONE, L);
+    mm[MM_FCPROJ_DW] = linear_dw("fcproj dW", BT, 4 * C, C, L);
     mm[MM_FC_DINP] = linear_dinp("fc dinp", BT, C, 4 * C, EPI_NONE, L);
+    mm[MM_FC_DW] = linear_dw("fc dW", BT, C, 4 * C, L);
     mm[MM_ATTPROJ_DINP] = linear_dinp("attproj dinp", BT, C, C, EPI_NONE, L);
+    mm[MM_ATTPROJ_DW] = linear_dw("attproj dW", BT, C, C, L);
     mm[MM_QKV_DINP] = linear_dinp("qkv dinp", BT, C, 3 * C, EPI_NONE, L);
+    mm[MM_QKV_DW] = linear_dw("qkv dW", BT, C, 3 * C, L);
     matmuls_set_classifier_rows(mm, model, step, classifier_rows);
-    matmuls_set_paths(mm, model, step, gelu, bias_grad);
+    matmuls_set_gelu(mm, model, step, gelu);
     if (step->kind != STEP_TRAIN)   /* a forward calls none of the backward's */
         for (int i = MM_CLASSIFIER_DINP; i < MM_COUNT; i++) mm[i].per_step = 0;
 }
@@ -36,24 +40,16 @@ void matmuls_set_classifier_rows(PlanMatmul mm[MM_COUNT], const GPT2Shape *model
     for (int i = 0; i < 3; i++) kept[i] = mm[ids[i]].algo;
     mm[MM_CLASSIFIER] = linear("classifier", rows, C, Vp, 0, EPI_NONE, chunks);
     mm[MM_CLASSIFIER_DINP] = linear_dinp("classifier dinp", rows, C, Vp, EPI_NONE, step->kind == STEP_TRAIN ? chunks : 0);
-    mm[MM_CLASSIFIER_DW] = linear_dw("classifier dW", rows, C, Vp, 0, step->kind == STEP_TRAIN ? chunks : 0);
+    mm[MM_CLASSIFIER_DW] = linear_dw("classifier dW", rows, C, Vp, step->kind == STEP_TRAIN ? chunks : 0);
     for (int i = 0; i < 3; i++) mm[ids[i]].algo = kept[i];
 }
 
 double matmul_flops(const PlanMatmul *m) { return 2.0 * m->m * m->n * m->k * m->batch; }
 
-void matmuls_set_paths(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, GeluPath gelu,
-                       BiasGradPath bias_grad) {
+void matmuls_set_gelu(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, GeluPath gelu) {
     int BT = step->B * step->T, C = model->n_embd, L = model->n_layer, bwd = step->kind == STEP_TRAIN ? L : 0;
-    int bg = bias_grad == BGRAD_EPILOGUE, fc_bg = bg && !gelu_backward_in_kernel(gelu);
     mm[MM_FC] = gelu_forward_in_kernel(gelu) ? linear("fc", BT, C, 4 * C, 1, EPI_NONE, L)
                                              : linear("fc+gelu", BT, C, 4 * C, 1, EPI_GELU_AUX, L);
     mm[MM_FCPROJ_DINP] = gelu_backward_in_kernel(gelu) ? linear_dinp("fcproj dinp", BT, 4 * C, C, EPI_NONE, bwd)
                                                        : linear_dinp("fcproj dinp+dgelu", BT, 4 * C, C, EPI_DGELU, bwd);
-    /* the fc bias gradient: in our GELU backward kernel where that runs. (Not in the DGELU_BGRAD epilogue: on the
-       H200 at gpt2-124M's shape the fcproj dinp took 2.2x as long with it; bench/RESULTS.md, "eighth pass") */
-    mm[MM_FC_DW] = linear_dw(fc_bg ? "fc dW+dbias" : "fc dW", BT, C, 4 * C, fc_bg, bwd);
-    mm[MM_QKV_DW] = linear_dw(bg ? "qkv dW+dbias" : "qkv dW", BT, C, 3 * C, bg, bwd);
-    mm[MM_ATTPROJ_DW] = linear_dw(bg ? "attproj dW+dbias" : "attproj dW", BT, C, C, bg, bwd);
-    mm[MM_FCPROJ_DW] = linear_dw(bg ? "fcproj dW+dbias" : "fcproj dW", BT, 4 * C, C, bg, bwd);
 }

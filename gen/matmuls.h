@@ -34,8 +34,6 @@ typedef struct {
     int m, n, k, transA, transB, batch;
     long long strideA, strideB, strideD;     /* elements between batch entries */
     int bias;                                /* bias[m] added (BIAS or GELU_AUX_BIAS epilogue) */
-    int bgrad;                               /* the epilogue also writes a bias gradient into the bias pointer: the
-                                                sums of B over k (BGRADB, bias[n]: a dW matmul's output gradient) */
     int accumulate;                          /* beta = 1 */
     MatmulEpilogue epilogue;                 /* GELU_AUX: aux = pre-activation, D = GELU(it); DGELU: D *= GELU'(aux) */
     int per_step;                            /* calls per micro-step (for the FLOP count) */
@@ -46,14 +44,12 @@ typedef struct {
    per chunk of classifier_rows rows (a divisor of B*T): the logits of a chunk, their gradient into the chunk's rows of
    dlnf and into dwte (runtime/cuda/classifier.c).
    gelu: the training step's GELU path (train.gelu, not GELU_AUTO): which of the fc and fcproj-dinp matmuls have the
-   GELU in their epilogues and which run beside our kernels; bias_grad (train.bias_grad, not BGRAD_AUTO): which
-   matmuls' epilogues sum the bias gradients (bgrad). */
+   GELU in their epilogues and which run beside our kernels. */
 void   matmuls_plan(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int classifier_rows,
-                    GeluPath gelu, BiasGradPath bias_grad);
-/* The entries whose epilogues the GELU path and the bias-gradient path choose (fc, fcproj dinp, the layers' dW)
-   again; their names say which epilogue, and the tuning database keys them by it. */
-void   matmuls_set_paths(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, GeluPath gelu,
-                         BiasGradPath bias_grad);
+                    GeluPath gelu);
+/* The fc and fcproj-dinp entries again for the GELU path gelu; a tuned algorithm of theirs goes with them (the tuning
+   database names them by their names, which say which epilogue). */
+void   matmuls_set_gelu(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, GeluPath gelu);
 /* The classifier's entries again for chunks of rows rows, their tuned algorithms kept. */
 void   matmuls_set_classifier_rows(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const StepShape *step, int rows);
 double matmul_flops(const PlanMatmul *m);    /* 2*m*n*k*batch per call */

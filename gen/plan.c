@@ -119,15 +119,6 @@ static GeluPath gelu_auto(const Plan *plan) {
     return plan->model.n_embd >= 1024 ? GELU_KERNEL : GELU_EPILOGUE;
 }
 
-/* train.bias_grad = "auto": the layers' bias gradients in the dW matmuls' BGRADB epilogue. Measured on the H200
-   (bench/RESULTS.md, "Issue 22, eighth pass"; whole steps, bf16, T=1024): at gpt2-124M B=64 the fc bias's own pass
-   (bias_backward_partial over B*T x 4C) took 1.8 ms of a 118 ms step, which the fc dW's epilogue does for nearly
-   nothing; at gpt2-350M (the fc bias in our GELU kernel there) the same speed either way. */
-static BiasGradPath bias_grad_auto(const Plan *plan) {
-    (void)plan;
-    return BGRAD_EPILOGUE;
-}
-
 /* attention = "auto" for a training step, before a tuning database's choice: the template where both its directions
    run on Hopper's wgmma (the sm_90 default at head size 64 in 16 bits), measured faster than cuDNN's there (H200,
    gpt2-124M's shape, ms a layer: 0.356 + 1.011 against 0.327 + 1.137; bench/RESULTS.md, "Issue 22, seventh pass");
@@ -222,12 +213,6 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
         plan->gelu = cfg->train.gelu;
         plan->gelu_origin = "config";
     }
-    plan->bias_grad = BGRAD_KERNEL;
-    plan->bias_grad_origin = "auto";
-    if (step->kind == STEP_TRAIN && cfg->train.bias_grad != BGRAD_AUTO) {
-        plan->bias_grad = cfg->train.bias_grad;
-        plan->bias_grad_origin = "config";
-    }
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
     for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls */
@@ -252,10 +237,9 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     for (int i = 0; i < plan->n_families; i++)
         if (family_finalize(plan, i, err)) return -1;
     if (step->kind == STEP_TRAIN && cfg->train.gelu == GELU_AUTO) plan->gelu = gelu_auto(plan);
-    if (step->kind == STEP_TRAIN && cfg->train.bias_grad == BGRAD_AUTO) plan->bias_grad = bias_grad_auto(plan);
     if (step->kind == STEP_TRAIN && plan->attention == ATTN_AUTO) plan->attention = attention_auto(plan);
     plan->classifier_rows = classifier_rows(plan);
-    matmuls_plan(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows, plan->gelu, plan->bias_grad);
+    matmuls_plan(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows, plan->gelu);
     memory_plan(&plan->memory, plan);
     return 0;
 }
@@ -345,10 +329,9 @@ static void write_matmuls(FILE *f, const Plan *p) {
         if (!m->per_step) continue;   /* not called by this plan's step */
         double fl = matmul_flops(m) * m->per_step;
         total += fl;
-        fprintf(f, "matmul %-18s m=%-6d n=%-6d k=%-6d op=%c%c batch=%-4d%s%s%s%s  x%d  %8.2f GFLOP\n", m->name, m->m,
-                m->n, m->k, m->transA ? 'T' : 'N', m->transB ? 'T' : 'N', m->batch, m->bias ? " +bias" : "",
-                epi[m->epilogue], m->bgrad ? " +dbias(B)" : "", m->accumulate ? " +=" : "",
-                m->per_step, fl / 1e9);
+        fprintf(f, "matmul %-18s m=%-6d n=%-6d k=%-6d op=%c%c batch=%-4d%s%s%s  x%d  %8.2f GFLOP\n", m->name, m->m, m->n,
+                m->k, m->transA ? 'T' : 'N', m->transB ? 'T' : 'N', m->batch, m->bias ? " +bias" : "",
+                epi[m->epilogue], m->accumulate ? " +=" : "", m->per_step, fl / 1e9);
     }
     fprintf(f, "matmuls total %.2f GFLOP per micro-step\n", total / 1e9);
 }
@@ -416,14 +399,6 @@ static void write_section(FILE *f, const Plan *p) {
                 : p->gelu == GELU_SPLIT ? "the fc matmul's bias epilogue, then gelu_forward; cuBLASLt's DGELU epilogue "
                                           "in the fcproj dinp"
                                         : "cuBLASLt's GELU_AUX_BIAS and DGELU epilogues");
-    if (st->kind == STEP_TRAIN)
-        fprintf(f, "bias grad  %s (%s): %s\n", bias_grad_path_name(p->bias_grad), p->bias_grad_origin,
-                p->bias_grad == BGRAD_KERNEL
-                    ? "bias_backward_partial and _reduce, a pass over each output gradient"
-                    : p->matmuls[MM_FC_DW].bgrad
-                        ? "cuBLASLt's BGRADB epilogue in the weight-gradient matmuls, then bias_grad_add"
-                        : "cuBLASLt's BGRADB epilogue in the weight-gradient matmuls (the fc bias's in "
-                          "gelu_backward_bias_partial), then bias_grad_add");
     if (st->kind == STEP_DECODE)
         fprintf(f, "linears    %s\n", p->decode_linear ? "decode_linear (templates/decode.cu): each weight read once for the rows"
                                                        : "the cuBLASLt matmuls below");

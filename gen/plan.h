@@ -67,10 +67,6 @@ typedef struct Plan {
        "auto" (plan.c, gelu_auto: by shape, from measurements); every other step has it in the epilogue */
     GeluPath gelu;
     const char *gelu_origin;
-    /* the training step's bias gradients (config.h, BiasGradPath): BGRAD_EPILOGUE or BGRAD_KERNEL, and who chose it:
-       "config" or "auto" (plan.c, bias_grad_auto); every other step has none */
-    BiasGradPath bias_grad;
-    const char *bias_grad_origin;
     /* rows of logits per chunk of the classifier (a divisor of B*T; the classifier family's CHUNK, else B*T): the
        logits buffer holds one chunk (runtime/cuda/classifier.c) */
     int classifier_rows;

@@ -222,7 +222,7 @@ static void apply_gelu(const TuneDb *db, const TuneEnv *env, Plan *plan, TuneApp
     out->gelu = 1;
     plan->gelu = out->gelu_path;
     plan->gelu_origin = "tuning database";
-    matmuls_set_paths(plan->matmuls, &plan->model, &plan->step, plan->gelu, plan->bias_grad);
+    matmuls_set_gelu(plan->matmuls, &plan->model, &plan->step, plan->gelu);
 }
 
 void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char *cublaslt, TuneApplied *out, FILE *msgs) {

@@ -310,9 +310,8 @@ void tune_key_matmul(TuneKey *k, const TuneEnv *env, const Plan *plan, int id, c
     key_env(k, env, plan);
     snprintf(k->f[6], TUNE_FIELD_MAX, "cublasLt%s", cublaslt);
     const PlanMatmul *m = &plan->matmuls[id];
-    snprintf(k->f[7], TUNE_FIELD_MAX, "m%d,n%d,k%d,op%c%c,batch%d,bias%d,epi%d,acc%d%s", m->m, m->n, m->k,
-             m->transA ? 'T' : 'N', m->transB ? 'T' : 'N', m->batch, m->bias, (int)m->epilogue, m->accumulate,
-             m->bgrad ? ",bgrad" : "");   /* (keys without a bias gradient as before it existed) */
+    snprintf(k->f[7], TUNE_FIELD_MAX, "m%d,n%d,k%d,op%c%c,batch%d,bias%d,epi%d,acc%d", m->m, m->n, m->k,
+             m->transA ? 'T' : 'N', m->transB ? 'T' : 'N', m->batch, m->bias, (int)m->epilogue, m->accumulate);
 }
 
 void tune_key_attention(TuneKey *k, const TuneEnv *env, const Plan *plan) {

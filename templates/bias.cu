@@ -4,8 +4,6 @@
 //   gelu_backward_bias_partial  dinout[n, oc] *= GELU'(pre[n, oc]) in place (the fc layer's GELU backward, with
 //                          train.gelu = "kernel"), and scratch as bias_backward_partial of the result: the fc bias
 //                          gradient in the same pass over the data
-//   bias_grad_add          dbias[oc] += part[oc]: a bias gradient that a cuBLASLt epilogue summed (train.bias_grad =
-//                          "epilogue"), into the gradient accumulated over micro-steps
 // Fixed summation order everywhere (no atomics): same bits on every run. OC is a multiple of C.
 
 constexpr int VEC = VEC_C;
@@ -86,9 +84,4 @@ KERNEL(bias_backward_reduce) {
     float s = 0.0f;
     for (int j = 0; j < ROW_SPLITS; j++) s += scratch[(long long)j * OC + oc];
     dbias[oc] = from_f<floatX>(to_f(dbias[oc]) + s);
-}
-
-KERNEL(bias_grad_add) {
-    const int oc = blockIdx.x * BLOCK_SIZE + threadIdx.x;
-    if (oc < OC) dbias[oc] = from_f<floatX>(to_f(dbias[oc]) + to_f(part[oc]));
 }

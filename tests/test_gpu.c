@@ -20,19 +20,16 @@ typedef struct { const char *name; const char *sets[16]; } Variant;
 
 static const Variant variants[] = {
     /* CHUNK_ROWS: the classifier a chunk of rows at a time (512 rows in 4 chunks of 128; 192 in 3 of 64; 256 in 4 of 64) */
-    /* train.bias_grad: our kernels in gt-bf16, gt-fp32-hs64 and the cuDNN variants; cuBLASLt's BGRADB epilogue (the
-       default) in the others (in gt-fp16 beside the GELU in our kernels, which sum the fc bias) */
     {"gt-fp32", {"name=gt-fp32", "precision=fp32", "train.recompute=0", "tune.classifier.CHUNK_ROWS=128", NULL}},
     {"gt-bf16", {"name=gt-bf16", "precision=bf16", "train.recompute=1", "train.master_weights=true",
-                 "tune.classifier.CHUNK_ROWS=160", "train.bias_grad=kernel", NULL}},
+                 "tune.classifier.CHUNK_ROWS=160", NULL}},
     /* train.gelu: cuBLASLt's GELU epilogues here and where "auto" picks them (C < 1024), split (our forward kernel,
        the DGELU epilogue backward) in gt-fp16-hs64 and gt-bf16-cudnn, our kernels in gt-fp16; the
        LayerNorm backward's sums in shared memory (BWD_SUMS 2, the default above C = 768) and the classifier's row
        read twice (50304 columns: more than 16 packets a thread at 256 threads) UNROLL packets at a time */
     {"gt-fp32-hs64", {"name=gt-fp32-hs64", "precision=fp32", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
-                      "train.gelu=epilogue", "tune.layernorm.BWD_SUMS=2", "tune.classifier.UNROLL=1",
-                      "train.bias_grad=kernel", NULL}},
+                      "train.gelu=epilogue", "tune.layernorm.BWD_SUMS=2", "tune.classifier.UNROLL=1", NULL}},
     {"gt-bf16-hs64", {"name=gt-bf16-hs64", "precision=bf16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
                       "train.master_weights=false", "train.gelu=epilogue", "tune.layernorm.BWD_SUMS=2",
@@ -45,11 +42,11 @@ static const Variant variants[] = {
     /* the whole step with cuDNN's attention (T a multiple of 128, for cuDNN before 9.15.1) */
     {"gt-bf16-cudnn", {"name=gt-bf16-cudnn", "precision=bf16", "attention=cudnn", "model.max_seq_len=128",
                        "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256",
-                       "tune.classifier.CHUNK_ROWS=96", "train.gelu=split", "train.bias_grad=kernel", NULL}},
+                       "tune.classifier.CHUNK_ROWS=96", "train.gelu=split", NULL}},
     /* and its nondeterministic backward (dQ by atomics) */
     {"gt-fp16-cudnn", {"name=gt-fp16-cudnn", "precision=fp16", "attention=cudnn", "model.max_seq_len=128",
                        "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256",
-                       "train.deterministic=false", "train.bias_grad=kernel", NULL}},
+                       "train.deterministic=false", NULL}},
     /* the template on Hopper's wgmma (FWD_SM and BWD_SM 90; built and run on an sm_90 GPU only): the forward with two
        warpgroups a block, T = 100 (the second 64-row tile partial) */
     {"gt-bf16-wgmma", {"name=gt-bf16-wgmma", "precision=bf16", "attention=flash", "model.n_embd=192", "model.n_head=3",

@@ -434,41 +434,6 @@ static void test_gelu_path(void) {
           "accepted (%s)", err.msg);
 }
 
-/* train.bias_grad: "epilogue" puts the BGRADB epilogue on the layers' four dW matmuls (the fc one's only where the
-   GELU backward is not our kernel, which sums the fc bias itself), "kernel" on none, and neither on the classifier's
-   (no bias); "auto" (the default) takes the epilogue; a forward plan calls no dW matmul. */
-static void test_bias_grad_path(void) {
-    static const struct { const char *sets[3]; BiasGradPath want; const char *origin; int fc, others; } cases[] = {
-        {{NULL}, BGRAD_EPILOGUE, "auto", 1, 1},
-        {{"train.bias_grad=epilogue", "train.gelu=split"}, BGRAD_EPILOGUE, "config", 1, 1},
-        {{"train.bias_grad=epilogue", "train.gelu=kernel"}, BGRAD_EPILOGUE, "config", 0, 1},
-        {{"train.bias_grad=kernel", "train.gelu=epilogue"}, BGRAD_KERNEL, "config", 0, 0}};
-    static const int others[] = {MM_QKV_DW, MM_ATTPROJ_DW, MM_FCPROJ_DW};
-    Err err = {{0}};
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        if (make("configs/gpt2-124M.lua", cases[i].sets, &err)) { CHECK(0, "%s", err.msg); return; }
-        const char *what = cases[i].sets[0] ? cases[i].sets[0] : "the default";
-        CHECK(plan.bias_grad == cases[i].want && !strcmp(plan.bias_grad_origin, cases[i].origin), "%s: the plan's bias "
-              "gradients are %s (%s)", what, bias_grad_path_name(plan.bias_grad), plan.bias_grad_origin);
-        CHECK(plan.matmuls[MM_FC_DW].bgrad == cases[i].fc, "%s (%s): fc dW bgrad %d", what,
-              cases[i].sets[1] ? cases[i].sets[1] : "gelu auto", plan.matmuls[MM_FC_DW].bgrad);
-        for (int k = 0; k < 3; k++)
-            CHECK(plan.matmuls[others[k]].bgrad == cases[i].others && !plan.matmuls[others[k]].bias &&
-                  plan.matmuls[others[k]].epilogue == EPI_NONE && (strstr(plan.matmuls[others[k]].name, "+dbias") != NULL) ==
-                  cases[i].others, "%s: matmul %s bgrad %d", what, plan.matmuls[others[k]].name, plan.matmuls[others[k]].bgrad);
-        CHECK(!plan.matmuls[MM_CLASSIFIER_DW].bgrad && !plan.matmuls[MM_FCPROJ_DINP].bgrad, "%s: the classifier dW or "
-              "the fcproj dinp sums a bias gradient", what);
-        Plan fwd;
-        StepShape st = step_forward(&cfg, 2, 64, 0);
-        if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", &err)) { CHECK(0, "%s", err.msg); return; }
-        CHECK(!fwd.matmuls[MM_QKV_DW].per_step && !fwd.matmuls[MM_FC_DW].per_step, "%s: a forward plan calls dW matmuls",
-              what);
-    }
-    const char *bad[] = {"train.bias_grad=atomic", NULL};
-    CHECK(make("configs/gpt2-124M.lua", bad, &err) != 0 && strstr(err.msg, "train.bias_grad"),
-          "train.bias_grad = \"atomic\" was accepted (%s)", err.msg);
-}
-
 /* attention = "auto": a training step on the template where both its directions run on wgmma (sm_90, head size 64,
    16 bits), else left to the runtime (cuDNN where it loads); a forward plan, fp32, sm_80 or a config whose backward
    tiles wgmma does not take stay auto; the config's own choice stays. */
@@ -611,7 +576,6 @@ int main(int argc, char **argv) {
     RUN(test_memory_of_ranks);
     RUN(test_classifier_chunks);
     RUN(test_gelu_path);
-    RUN(test_bias_grad_path);
     RUN(test_attention_auto);
     RUN(test_geometry_covers_work);
     RUN(test_round_trip_same_plan);

@@ -338,7 +338,7 @@ static void test_gelu_path_is_the_plans(void) {
     tune_db_put(&db, &r);
     /* an algorithm for the fc matmul under the name the chosen path gives it */
     Plan probe = plan;
-    matmuls_set_paths(probe.matmuls, &probe.model, &probe.step, other, probe.bias_grad);
+    matmuls_set_gelu(probe.matmuls, &probe.model, &probe.step, other);
     TuneRecord mm = tune_record("best", "matmul", "", "algo=0,id=1,tile=2,stages=3,splitk=1,reduction=0,swizzle=0,custom=0,cluster=0");
     tune_db_name(probe.matmuls[MM_FC].name, mm.name, sizeof mm.name);
     tune_key_matmul(&mm.key, &ENV, &probe, MM_FC, "130100");

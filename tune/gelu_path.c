@@ -23,7 +23,7 @@ void sweep_gelu_path(Tuner *t, Plan *tuned, TuneApplied *ap) {
         *q = t->plan;
         q->gelu = paths[p];
         q->gelu_origin = "tune";
-        matmuls_set_paths(q->matmuls, &q->model, &q->step, paths[p], q->bias_grad);
+        matmuls_set_gelu(q->matmuls, &q->model, &q->step, paths[p]);
         TuneApplied unused;
         tune_db_apply(&t->db, &t->env, q, t->cublaslt, &unused, NULL);
         Err err;

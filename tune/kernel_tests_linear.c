@@ -8,9 +8,8 @@
 #include <string.h>
 
 /* The plan's linear-layer matmuls (bias, GELU_AUX and DGELU epilogues, accumulation) on a slice of N rows:
-   cuBLASLt is not specialized, and the slice keeps the CPU reference quick. The dW matmul with the bias-gradient
-   epilogue (BGRADB) beside it, whichever path the plan's bias gradients take (train.bias_grad). */
-enum { T_FWD, T_DINP, T_DW, T_GELU, T_DGELU, T_DW_BGRAD, T_COUNT };
+   cuBLASLt is not specialized, and the slice keeps the CPU reference quick. */
+enum { T_FWD, T_DINP, T_DW, T_GELU, T_DGELU, T_COUNT };
 
 /* rb = b0 + the column sums of d (rows x W), in double: the bias gradients' reference */
 static void ref_bias(float *rb, const float *b0, const float *d, int rows, int W) {
@@ -22,15 +21,12 @@ static void ref_bias(float *rb, const float *b0, const float *d, int rows, int W
 }
 static int slice_matmuls(G *g, Matmuls *mm, int N, Err *err) {
     PlanMatmul e[T_COUNT] = {g->plan->matmuls[MM_QKV], g->plan->matmuls[MM_QKV_DINP], g->plan->matmuls[MM_QKV_DW],
-                             g->plan->matmuls[MM_FC], g->plan->matmuls[MM_FCPROJ_DINP], g->plan->matmuls[MM_QKV_DW]};
+                             g->plan->matmuls[MM_FC], g->plan->matmuls[MM_FCPROJ_DINP]};
     e[T_FWD].n = e[T_DINP].n = e[T_GELU].n = e[T_DGELU].n = N;
     /* the epilogues are tested whichever path the plan's GELU takes (train.gelu) */
     e[T_GELU].epilogue = EPI_GELU_AUX;
     e[T_DGELU].epilogue = EPI_DGELU;
-    e[T_DW].k = e[T_DW_BGRAD].k = N;
-    e[T_DW].bgrad = 0;
-    e[T_DW_BGRAD].bgrad = 1;
-    for (int i = 0; i < T_COUNT; i++) e[i].algo.set = 0;   /* cuBLASLt's first heuristic at the slice's shape */
+    e[T_DW].k = N;
     return matmuls_init(mm, e, T_COUNT, g->prec, g->workspace, CUBLASLT_WORKSPACE_BYTES, err);
 }
 
@@ -62,25 +58,6 @@ void kernel_test_linear(G *g) {
         cmp(&c, "dweight (accumulated)", gdw, rdw, (size_t)OC * C, g->tol);
     }
     finish(g, "matmul qkv backward (cuBLASLt, dW accumulated)", &c, &err, rc);
-
-    /* the same dW with the BGRADB epilogue: the bias gradient (the column sums of dy) into a part, then added into
-       a gradient that holds b (bias_grad_add) */
-    {
-        float *rb = xmalloc((size_t)OC * 4), *gb = hbuf(OC);
-        ref_bias(rb, b, dy, N, OC);
-        dptr dpart = dalloc(g, (size_t)OC * g->xs), dgb = dup_x(g, b, OC);
-        up(g, ddw, dw0, (size_t)OC * C);
-        rc = matmul_run(&mm, T_DW_BGRAD, g->s, ddw, dx, ddy, dpart, 0, 1.0f, &err) ||
-             launch_bias_grad_add(&g->ks, g->s, dgb, dpart, OC, &err) || gpu_wait(g, &err);
-        c = (Cmp){0, 0, ""};
-        if (!rc) {
-            down(g, gdw, ddw, (size_t)OC * C); down(g, gb, dgb, OC);
-            cmp(&c, "dweight (accumulated)", gdw, rdw, (size_t)OC * C, g->tol);
-            cmp(&c, "dbias (accumulated)", gb, rb, OC, g->tol);
-        }
-        finish(g, "matmul qkv dW + BGRADB epilogue (cuBLASLt), bias_grad_add", &c, &err, rc);
-        free(rb); free(gb);
-    }
 
     /* the GELU epilogues: fch = x W^T + b saved as aux, D = GELU(fch); then dinp = (dy Wp) * GELU'(fch) */
     {

@@ -25,9 +25,7 @@ static void matmul_buffers(Workload *w, G *g, const PlanMatmul *m) {
     w->b[0] = (WlBuf){dalloc(g, nD * g->xs), nD, 0, 0.5f, 11};
     w->b[1] = (WlBuf){dalloc(g, nA * g->xs), nA, 0, 0.5f, 12};
     w->b[2] = (WlBuf){dalloc(g, nB * g->xs), nB, 0, 0.5f, 13};
-    /* the bias (m values), or the bias gradient the BGRADB epilogue writes (n values) */
-    size_t nbias = m->bias ? (size_t)m->m : m->bgrad ? (size_t)m->n : 0;
-    w->b[3] = (WlBuf){nbias ? dalloc(g, nbias * g->xs) : 0, nbias, 0, 0.5f, 14};
+    w->b[3] = (WlBuf){m->bias ? dalloc(g, (size_t)m->m * g->xs) : 0, m->bias ? (size_t)m->m : 0, 0, 0.5f, 14};
     w->b[4] = (WlBuf){m->epilogue != EPI_NONE ? dalloc(g, nD * g->xs) : 0, m->epilogue != EPI_NONE ? nD : 0, 0, 1.0f, 15};
     w->n_bufs = 5;
     w->out[w->n_out++] = (WlOut){0, 0, "D"};

@@ -18,23 +18,11 @@ static int bias_backward(Cuda *c, dptr db, dptr dout, int OC, Err *err) {
            launch_bias_backward_reduce(&c->ks, c->s, db, scratch, OC, err) ? -1 : 0;
 }
 
-/* Entry id, whose epilogue also sums a bias gradient of OC values (its bgrad: train.bias_grad = "epilogue"): the
-   epilogue writes it into the scratch, which is then added into db (the epilogue overwrites; db accumulates over
-   micro-steps) */
-static int matmul_bias_grad(Cuda *c, int id, dptr D, dptr A, dptr B, float alpha, dptr db, int OC, Err *err) {
-    if (!db) return err_set(err, "matmul %s: its epilogue sums a bias gradient, and none was given", c->plan->matmuls[id].name);
-    dptr part = buf(c, BUF_BIAS_SCRATCH, 0);
-    return matmul_run(&c->mm, id, c->s, D, A, B, part, 0, alpha, err) ||
-           launch_bias_grad_add(&c->ks, c->s, db, part, OC, err) ? -1 : 0;
-}
-
 int op_linear_backward_dinp(Cuda *c, int dinp_id, dptr dinp, dptr dout, dptr W, float alpha, dptr pre, Err *err) {
     return matmul_run(&c->mm, dinp_id, c->s, dinp, W, dout, 0, pre, alpha, err);
 }
 
 int op_linear_backward_dw(Cuda *c, int dinp_id, int dw_id, dptr dW, dptr db, dptr dout, dptr inp, float alpha, Err *err) {
-    const PlanMatmul *m = &c->plan->matmuls[dw_id];
-    if (m->bgrad) return matmul_bias_grad(c, dw_id, dW, inp, dout, alpha, db, m->n, err);
     if (matmul_run(&c->mm, dw_id, c->s, dW, inp, dout, 0, 0, alpha, err)) return -1;
     return db ? bias_backward(c, db, dout, c->plan->matmuls[dinp_id].k, err) : 0;
 }

@@ -29,7 +29,7 @@ static cublasLtEpilogue_t epilogue_of(const PlanMatmul *m) {
     switch (m->epilogue) {
     case EPI_GELU_AUX: return m->bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     case EPI_DGELU: return CUBLASLT_EPILOGUE_DGELU;
-    default: return m->bgrad ? CUBLASLT_EPILOGUE_BGRADB : m->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    default: return m->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     }
 }
 
@@ -109,8 +109,6 @@ void matmul_use_algo(Matmuls *mm, int id, const cublasLtMatmulAlgo_t *algo) { mm
 static int prepare(Matmuls *mm, MatmulEntry *e, cudaDataType_t t, Err *err) {
     const PlanMatmul *m = &e->shape;
     if (m->epilogue == EPI_DGELU && m->bias) return err_set(err, "matmul %s: the DGELU epilogue takes no bias", m->name);
-    if (m->bgrad && (m->bias || m->epilogue != EPI_NONE))
-        return err_set(err, "matmul %s: the bias gradient's epilogue (BGRADB) takes no bias and no GELU", m->name);
     if (lt_check(lt.cublasLtMatmulDescCreate(&e->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate", m, err))
         return -1;
     cublasOperation_t opA = m->transA ? CUBLAS_OP_T : CUBLAS_OP_N, opB = m->transB ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -169,8 +167,7 @@ int matmul_run(const Matmuls *mm, int id, CUstream stream, CUdeviceptr D, CUdevi
                CUdeviceptr bias, CUdeviceptr aux, float alpha, Err *err) {
     const MatmulEntry *e = &mm->entries[id];
     const PlanMatmul *m = &e->shape;
-    if ((m->bias || m->bgrad) != (bias != 0))
-        return err_set(err, "matmul %s: %s", m->name, m->bias ? "needs a bias" : m->bgrad ? "needs a bias gradient" : "takes no bias");
+    if (m->bias != (bias != 0)) return err_set(err, "matmul %s: %s", m->name, m->bias ? "needs a bias" : "takes no bias");
     if ((m->epilogue != EPI_NONE) != (aux != 0)) return err_set(err, "matmul %s: aux given for no epilogue, or missing", m->name);
     if (bias) {
         void *bp = (void *)(uintptr_t)bias;

@@ -83,7 +83,7 @@ int op_layernorm_backward(Cuda *c, dptr dinp, dptr dw, dptr db, dptr dout, dptr 
 /* out = inp @ W^T (+ bias) through plan matmul id; aux: the GELU pre-activation for MM_FC with the GELU epilogue */
 int op_linear(Cuda *c, int id, dptr out, dptr inp, dptr W, dptr bias, dptr aux, Err *err);
 /* dinp = alpha dout @ W (times GELU'(pre) for the DGELU entry), dW += alpha dout^T @ inp, db += column sums
-   of dout (alpha must be 1 then; in the dW matmul's epilogue where it has bgrad, else templates/bias.cu's) */
+   of dout (alpha must be 1 then) */
 int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr db, dptr dout, dptr inp, dptr W,
                        float alpha, dptr pre, Err *err);
 /* its two halves: the dinp matmul; the dW matmul and the bias gradient (dinp_id: the entry that names the shape) */

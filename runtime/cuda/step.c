@@ -113,7 +113,7 @@ static int backward_layer(Cuda *c, int l, Err *err) {
     dptr dres = buf(c, BUF_DRESIDUAL, 0), dfch = buf(c, BUF_DFCH, 0), datty = buf(c, BUF_DATTY, 0);
     if (c->recompute >= 1) OP("gelu recompute", op_gelu_forward(c, fchg, fch, err));
     /* dfch = (dresidual @ fcprojw) * GELU'(fch): the DGELU epilogue, or (train.gelu) the matmul, then our kernel,
-       which also sums the fc bias gradient (else the fc backward does) */
+       which also sums the fc bias gradient */
     int gelu_kernel = gelu_backward_in_kernel(c->plan->gelu);
     OP(gelu_kernel ? "matmul bwd fcproj" : "matmul bwd fcproj+dgelu",
        op_linear_backward(c, MM_FCPROJ_DINP, MM_FCPROJ_DW, dfch, GW(P_FCPROJW, l), GW(P_FCPROJB, l), dres, fchg,
