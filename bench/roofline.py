@@ -166,18 +166,20 @@ def work_table(s):
         nbytes = x * (m * k + n * k + (n if bias else 0) + m * n * (2 if aux else 1))
         return flops, nbytes
 
-    def gemm_bwd(m, k, n, bias=True, pre=False):
-        """The forward's (m,k)x(k,n) backward, two GEMMs and a bias gradient:
+    def gemm_bwd(m, k, n, pre=False):
+        """The forward's (m,k)x(k,n) backward, two GEMMs (its bias gradient is "bias backward"):
              dinp = dout @ W:   reads dout (m,n), W (n,k), writes dinp (m,k); with pre, also reads the
                                 pre-activation (m,k) for the DGELU epilogue;
-             dW  += dout^T inp: reads dout (m,n), inp (m,k), reads and writes dW (n,k);
-             dbias += sum dout: reads dout (m,n) once more, fp32 partials (ROW_SPLITS=64 rows of n) and dbias."""
+             dW  += dout^T inp: reads dout (m,n), inp (m,k), reads and writes dW (n,k)."""
         flops = 2 * (2 * m * n * k)
         nbytes = x * (m * n + n * k + m * k + (m * k if pre else 0))   # dinp
         nbytes += x * (m * n + m * k + 2 * n * k)                       # dW
-        if bias:
-            nbytes += x * m * n + 2 * 64 * n * f32 + 2 * x * n           # dbias
         return flops, nbytes
+
+    def bias_bwd(m, n):
+        """dbias += the column sums of dout (m,n): reads dout, fp32 partials (ROW_SPLITS=64 rows of n, written and
+        read), dbias read and written."""
+        return x * m * n + 2 * 64 * n * f32 + 2 * x * n
 
     def times(calls, fb):
         return calls * fb[0], calls * fb[1]
@@ -225,7 +227,7 @@ def work_table(s):
        "GEMM m=BT k=C n=Vp, no bias (per chunk: m=BT/K); writes the logits (BT,Vp)")
     op("classifier (loss+dlogits)", K, 0, x * 2 * BT * Vp + 2 * 4 * BT,
        "read the logits (BT,Vp), write dlogits in place; targets, losses")
-    op("matmul bwd classifier", K, *times(K, gemm_bwd(mc, C, Vp, bias=False)),
+    op("matmul bwd classifier", K, *times(K, gemm_bwd(mc, C, Vp)),
        "dinp + dW GEMMs of m=BT k=C n=Vp, no bias (per chunk: m=BT/K)")
     ln_remade = 2 * L if s["recompute"] >= 2 else 0                         # recompute=2: the output made again
     op("layernorm backward", 2 * L + 1, 0,
@@ -242,19 +244,19 @@ def work_table(s):
        "dfch *= GELU'(fch) in place: read dfch and fch, write dfch%s"
        % (" (+ the fc bias gradient: partials and dbias)" if fc_bias_in_gelu else ""))
     op("matmul bwd fcproj+dgelu", L, *times(L, gemm_bwd(BT, 4 * C, C, pre=True)),
-       "dinp (DGELU epilogue: reads the pre-activation) + dW GEMMs of m=BT k=4C n=C; bias gradient reads dout")
+       "dinp (DGELU epilogue: reads the pre-activation) + dW GEMMs of m=BT k=4C n=C")
     op("matmul bwd fcproj", L, *times(L, gemm_bwd(BT, 4 * C, C)),
-       "dinp + dW GEMMs of m=BT k=4C n=C (no DGELU); bias gradient reads dout")
-    op("matmul bwd fc", L, *times(L, gemm_bwd(BT, C, 4 * C, bias=not fc_bias_in_gelu)),
-       "dinp + dW GEMMs of m=BT k=C n=4C; %s"
-       % ("the bias gradient is in gelu backward" if fc_bias_in_gelu else "bias gradient reads dout (BT,4C)"))
-    op("matmul bwd attproj", L, *times(L, gemm_bwd(BT, C, C)),
-       "dinp + dW GEMMs of m=BT k=C n=C; bias gradient reads dout")
+       "dinp + dW GEMMs of m=BT k=4C n=C (no DGELU)")
+    op("matmul bwd fc", L, *times(L, gemm_bwd(BT, C, 4 * C)), "dinp + dW GEMMs of m=BT k=C n=4C")
+    bias_widths = [C, 3 * C, C] + ([] if fc_bias_in_gelu else [4 * C])   # fcproj, qkv, attproj (, fc)
+    op("bias backward", len(bias_widths) * L, 0, L * sum(bias_bwd(BT, n) for n in bias_widths),
+       "each layer's bias gradients: fcproj, attproj (C), qkv (3C)%s, a pass over each dout (BT,n)"
+       % ("; the fc bias's is in gelu backward" if fc_bias_in_gelu else ", fc (4C)"))
+    op("matmul bwd attproj", L, *times(L, gemm_bwd(BT, C, C)), "dinp + dW GEMMs of m=BT k=C n=C")
     op("attention backward", L, L * attn_fwd_flops * 5 // 2,
        L * (x * (3 * BT * C + BT * C + BT * C + 3 * BT * C) + f32 * B * NH * T * 3),
        "2.5x the forward's FLOPs; read qkv, out, dout, log-sum-exp, write dqkv; the rows' dot (fp32, written and read)")
-    op("matmul bwd qkv", L, *times(L, gemm_bwd(BT, C, 3 * C)),
-       "dinp + dW GEMMs of m=BT k=C n=3C; bias gradient reads dout")
+    op("matmul bwd qkv", L, *times(L, gemm_bwd(BT, C, 3 * C)), "dinp + dW GEMMs of m=BT k=C n=3C")
     op("encoder backward", 1, 0,
        x * BT * C + 2 * x * T * C + 2 * x * min(BT, V) * C + 3 * 4 * BT,
        "read dout (B,T,C); dwpe (T,C) and the touched dwte rows (at most min(BT,V)) read and written; buckets")

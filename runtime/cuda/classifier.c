@@ -42,7 +42,7 @@ int op_classifier(Cuda *c, int grad, float alpha, Err *err) {
         if (!grad) continue;   /* the buffer keeps chunk k's logits */
         c->logits_chunk = -1;  /* it holds their gradient */
         OP("matmul bwd classifier", op_linear_backward(c, MM_CLASSIFIER_DINP, MM_CLASSIFIER_DW, rows_at(c, BUF_DLN, k * R, c->C),
-                                                       GW(P_WTE, 0), 0, logits, rows_at(c, BUF_LNF, k * R, c->C), PW(P_WTE, 0),
+                                                       GW(P_WTE, 0), logits, rows_at(c, BUF_LNF, k * R, c->C), PW(P_WTE, 0),
                                                        alpha, 0, err));
     }
     return 0;

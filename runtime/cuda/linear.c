@@ -12,7 +12,7 @@ int op_linear(Cuda *c, int id, dptr out, dptr inp, dptr W, dptr bias, dptr aux, 
     return matmul_run(&c->mm, id, c->s, out, W, inp, bias, aux, 1.0f, err);
 }
 
-static int bias_backward(Cuda *c, dptr db, dptr dout, int OC, Err *err) {
+int op_bias_backward(Cuda *c, dptr db, dptr dout, int OC, Err *err) {
     dptr scratch = buf(c, BUF_BIAS_SCRATCH, 0);
     return launch_bias_backward_partial(&c->ks, c->s, scratch, dout, OC, err) ||
            launch_bias_backward_reduce(&c->ks, c->s, db, scratch, OC, err) ? -1 : 0;
@@ -22,15 +22,14 @@ int op_linear_backward_dinp(Cuda *c, int dinp_id, dptr dinp, dptr dout, dptr W, 
     return matmul_run(&c->mm, dinp_id, c->s, dinp, W, dout, 0, pre, alpha, err);
 }
 
-int op_linear_backward_dw(Cuda *c, int dinp_id, int dw_id, dptr dW, dptr db, dptr dout, dptr inp, float alpha, Err *err) {
-    if (matmul_run(&c->mm, dw_id, c->s, dW, inp, dout, 0, 0, alpha, err)) return -1;
-    return db ? bias_backward(c, db, dout, c->plan->matmuls[dinp_id].k, err) : 0;
+int op_linear_backward_dw(Cuda *c, int dw_id, dptr dW, dptr dout, dptr inp, float alpha, Err *err) {
+    return matmul_run(&c->mm, dw_id, c->s, dW, inp, dout, 0, 0, alpha, err);
 }
 
-int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr db, dptr dout, dptr inp, dptr W,
-                       float alpha, dptr pre, Err *err) {
+int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr dout, dptr inp, dptr W, float alpha,
+                       dptr pre, Err *err) {
     return op_linear_backward_dinp(c, dinp_id, dinp, dout, W, alpha, pre, err) ||
-           op_linear_backward_dw(c, dinp_id, dw_id, dW, db, dout, inp, alpha, err) ? -1 : 0;
+           op_linear_backward_dw(c, dw_id, dW, dout, inp, alpha, err) ? -1 : 0;
 }
 
 int op_gelu_backward_bias(Cuda *c, dptr dinout, dptr pre, dptr db, Err *err) {

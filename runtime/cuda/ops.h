@@ -82,13 +82,15 @@ int op_layernorm_backward(Cuda *c, dptr dinp, dptr dw, dptr db, dptr dout, dptr 
 
 /* out = inp @ W^T (+ bias) through plan matmul id; aux: the GELU pre-activation for MM_FC with the GELU epilogue */
 int op_linear(Cuda *c, int id, dptr out, dptr inp, dptr W, dptr bias, dptr aux, Err *err);
-/* dinp = alpha dout @ W (times GELU'(pre) for the DGELU entry), dW += alpha dout^T @ inp, db += column sums
-   of dout (alpha must be 1 then) */
-int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr db, dptr dout, dptr inp, dptr W,
-                       float alpha, dptr pre, Err *err);
-/* its two halves: the dinp matmul; the dW matmul and the bias gradient (dinp_id: the entry that names the shape) */
+/* dinp = alpha dout @ W (times GELU'(pre) for the DGELU entry), dW += alpha dout^T @ inp */
+int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr dout, dptr inp, dptr W, float alpha,
+                       dptr pre, Err *err);
+/* its two halves: the dinp matmul; the dW matmul */
 int op_linear_backward_dinp(Cuda *c, int dinp_id, dptr dinp, dptr dout, dptr W, float alpha, dptr pre, Err *err);
-int op_linear_backward_dw(Cuda *c, int dinp_id, int dw_id, dptr dW, dptr db, dptr dout, dptr inp, float alpha, Err *err);
+int op_linear_backward_dw(Cuda *c, int dw_id, dptr dW, dptr dout, dptr inp, float alpha, Err *err);
+/* db += the column sums of dout (B*T rows of OC): a linear layer's bias gradient, a pass of its own over dout
+   (templates/bias.cu; profiled apart from the matmuls as "bias backward") */
+int op_bias_backward(Cuda *c, dptr db, dptr dout, int OC, Err *err);
 int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err);
 /* dinout (B*T, 4C) *= GELU'(pre), and db (4C) += its column sums: the fc layer's GELU backward and bias gradient */
 int op_gelu_backward_bias(Cuda *c, dptr dinout, dptr pre, dptr db, Err *err);

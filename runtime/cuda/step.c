@@ -95,14 +95,17 @@ static int linear_layernorm_backward(Cuda *c, const char *name, int dinp_id, int
                                      dptr W, dptr ln, dptr inp, dptr lnw, dptr lnb, dptr dlnw, dptr dlnb, dptr mean,
                                      dptr rstd, Err *err) {
     dptr dres = buf(c, BUF_DRESIDUAL, 0), dln = buf(c, BUF_DLN, 0);
+    int OC = c->plan->matmuls[dinp_id].k;
     if (c->recompute < 2) {
-        OP(name, op_linear_backward(c, dinp_id, dw_id, dln, dW, db, dout, ln, W, 1.0f, 0, err));
+        OP(name, op_linear_backward(c, dinp_id, dw_id, dln, dW, dout, ln, W, 1.0f, 0, err));
+        if (db) OP("bias backward", op_bias_backward(c, db, dout, OC, err));
         OP("layernorm backward", op_layernorm_backward(c, dres, dlnw, dlnb, dln, inp, lnw, mean, rstd, 0, 0, err));
         return 0;
     }
     OP(name, op_linear_backward_dinp(c, dinp_id, dln, dout, W, 1.0f, 0, err));
     OP("layernorm backward", op_layernorm_backward(c, dres, dlnw, dlnb, dln, inp, lnw, mean, rstd, ln, lnb, err));
-    OP(name, op_linear_backward_dw(c, dinp_id, dw_id, dW, db, dout, ln, 1.0f, err));
+    OP(name, op_linear_backward_dw(c, dw_id, dW, dout, ln, 1.0f, err));
+    if (db) OP("bias backward", op_bias_backward(c, db, dout, OC, err));
     return 0;
 }
 
@@ -116,15 +119,17 @@ static int backward_layer(Cuda *c, int l, Err *err) {
        which also sums the fc bias gradient */
     int gelu_kernel = gelu_backward_in_kernel(c->plan->gelu);
     OP(gelu_kernel ? "matmul bwd fcproj" : "matmul bwd fcproj+dgelu",
-       op_linear_backward(c, MM_FCPROJ_DINP, MM_FCPROJ_DW, dfch, GW(P_FCPROJW, l), GW(P_FCPROJB, l), dres, fchg,
-                          PW(P_FCPROJW, l), 1.0f, gelu_kernel ? 0 : fch, err));
+       op_linear_backward(c, MM_FCPROJ_DINP, MM_FCPROJ_DW, dfch, GW(P_FCPROJW, l), dres, fchg, PW(P_FCPROJW, l), 1.0f,
+                          gelu_kernel ? 0 : fch, err));
+    OP("bias backward", op_bias_backward(c, GW(P_FCPROJB, l), dres, c->C, err));
     if (gelu_kernel) OP("gelu backward", op_gelu_backward_bias(c, dfch, fch, GW(P_FCB, l), err));
     if (linear_layernorm_backward(c, "matmul bwd fc", MM_FC_DINP, MM_FC_DW, GW(P_FCW, l), gelu_kernel ? 0 : GW(P_FCB, l),
                                   dfch, PW(P_FCW, l), ln2, res2, PW(P_LN2W, l), PW(P_LN2B, l), GW(P_LN2W, l),
                                   GW(P_LN2B, l), m2, r2, err))
         return -1;
-    OP("matmul bwd attproj", op_linear_backward(c, MM_ATTPROJ_DINP, MM_ATTPROJ_DW, datty, GW(P_ATTPROJW, l),
-                                                GW(P_ATTPROJB, l), dres, buf(c, BUF_ATTY, l), PW(P_ATTPROJW, l), 1.0f, 0, err));
+    OP("matmul bwd attproj", op_linear_backward(c, MM_ATTPROJ_DINP, MM_ATTPROJ_DW, datty, GW(P_ATTPROJW, l), dres,
+                                                buf(c, BUF_ATTY, l), PW(P_ATTPROJW, l), 1.0f, 0, err));
+    OP("bias backward", op_bias_backward(c, GW(P_ATTPROJB, l), dres, c->C, err));
     if (op_attention_backward(c, l, err)) return -1;
     return linear_layernorm_backward(c, "matmul bwd qkv", MM_QKV_DINP, MM_QKV_DW, GW(P_QKVW, l), GW(P_QKVB, l),
                                      buf(c, BUF_DQKV, 0), PW(P_QKVW, l), ln1, residual, PW(P_LN1W, l), PW(P_LN1B, l),

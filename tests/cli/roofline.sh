@@ -1,8 +1,10 @@
 #!/bin/sh
 # bench/roofline.py on a profile log written here (no GPU: the ceilings are given): each op's floor is its work at
 # the given ceilings, computed from the model's shape (qkv's 12 x 2*65536*768*2304 FLOPs at 790 TFLOP/s: 3.52 ms;
-# the classifier kernel's read and write of B*T*Vp bf16 logits at 4.3 TB/s: 3.07 ms, whatever the chunks), the
-# sum of floors adds up, and --compare lines up two logs op by op, an op of one only shown as missing in the other.
+# the classifier kernel's read and write of B*T*Vp bf16 logits at 4.3 TB/s: 3.07 ms, whatever the chunks; the
+# layers' bias gradients, a pass over each output gradient, at their bytes), the sum of floors adds up, and --compare
+# lines up two logs op by op, an op of one only shown as missing in the other (the bias gradients, profiled apart
+# from their matmuls in the newer log).
 . "$(dirname "$0")/../lib.sh"
 scratch
 cd "$ROOT" || exit 1
@@ -35,6 +37,8 @@ GPT2GEN_PROFILE: mean per training step over 5 steps (ops synchronized one by on
 LOG
 }
 profile "$WORK/after.log" 5.45
+sed -i 's/^  matmul bwd fc                   12.10 ms   10.5%/  matmul bwd fc                   10.30 ms    9.0%\
+  bias backward                    2.60 ms    2.3%/' "$WORK/after.log"
 profile "$WORK/before.log" 9.38
 out="$WORK/roofline.md"
 python3 bench/roofline.py --ceilings 790,4.3 --model 124M --classifier-chunks 8 --json "$WORK/rows.json" \
@@ -52,11 +56,15 @@ want_cls = 2 * 65536 * 50304 * 2 / 4.3e12 * 1e3
 assert near(qkv["floor_ms"], want_qkv), ("qkv floor", qkv["floor_ms"], want_qkv)
 assert near(cls["floor_ms"], want_cls, 0.05), ("classifier floor", cls["floor_ms"], want_cls)
 assert cls["calls"] == 8, ("classifier calls", cls["calls"])
+bias = rows["bias backward"]   # fcproj, attproj (C), qkv (3C), fc (4C): each reads its dout (B*T rows), partials
+want_bias = 12 * sum(2 * 65536 * n + 2 * 64 * n * 4 + 2 * 2 * n for n in (768, 2304, 768, 3072)) / 4.3e12 * 1e3
+assert bias["calls"] == 48 and near(bias["floor_ms"], want_bias), ("bias backward", bias["calls"], bias["floor_ms"], want_bias)
 floors = sum(r["floor_ms"] for r in d["rows"] if r["floor_ms"] is not None)
 assert near(floors, d["floor_sum_ms"]), (floors, d["floor_sum_ms"])
 assert near(d["total_ms"], 115.0), d["total_ms"]
 md = open(sys.argv[2]).read()
 assert "| classifier (loss+dlogits) |" in md and "-3.93" in md, "the before/after table lacks the classifier's change"
+assert "| bias backward |" in md.split("Before")[-1], "the before/after table lacks the op only the after log has"
 print("qkv floor %.2f ms, classifier floor %.2f ms, floors %.2f ms" % (qkv["floor_ms"], cls["floor_ms"], floors))
 PY
 if [ $? -eq 0 ]; then ok roofline_floors "$(python3 -c "import json; d = json.load(open('$WORK/rows.json')); print('sum of floors %.2f ms of %.2f' % (d['floor_sum_ms'], d['total_ms']))")"
