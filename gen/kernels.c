@@ -103,6 +103,11 @@ static LaunchDims ln_reduce(const KernelEnv *e, long long n) {
 
 /* ---- bias.cu ---- */
 enum { BIAS_BLOCK, BIAS_ROW_SPLITS };
+enum { BIAS_MIN_BLOCKS };
+/* the partial sums' blocks a multiprocessor holds at once: 1024 threads (at most 64 registers a thread), so that
+   enough rows' loads are in flight (ptxas' own choice, 96 registers at 256 threads, held 512 threads: 2.45 TB/s in
+   the GELU backward at gpt2-350M, 3.53 at 1024; bench/RESULTS.md, "ninth pass") */
+static void bias_derive(KernelEnv *e) { e->derived[BIAS_MIN_BLOCKS] = e->tun[BIAS_BLOCK] >= 1024 ? 1 : 1024 / e->tun[BIAS_BLOCK]; }
 static LaunchDims bias_partial(const KernelEnv *e, long long OC) {
     return dims(ceil_div_u(OC, WARP * kernel_vec(e->x128, e->C)), e->tun[BIAS_ROW_SPLITS], e->tun[BIAS_BLOCK]);
 }
@@ -323,14 +328,14 @@ const FamilyDecl kernel_families[] = {
       {"layernorm_backward_reduce", {X(dweight), X(dbias), CF32(scratch)}, LN_BLOCK, -1, ln_reduce,
        "(ceil(C/32), 2): a block per 32 channels of dweight and of dbias", 0}}, ln_shape_defaults, 0},
     {"bias", "templates/bias.cu", "bias gradients beside the cuBLASLt matmuls (one folded into the GELU backward)",
-     {{"BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE},
+     {{"BLOCK_SIZE", 512, {128, 256, 512}, BLOCK_SIZE_RULE},
       {"ROW_SPLITS", 64, {16, 32, 64, 128}, .min = 1, .max = 65535, .multiple_of = 1}},
-     {0}, NULL, NULL,
+     {"MIN_BLOCKS"}, bias_derive, NULL,
      {{"bias_backward_partial", {F32(scratch), CX(dout), INT(OC)}, BIAS_BLOCK, 2, bias_partial,
-       "(ceil(OC / (32*VEC_C)), ROW_SPLITS)", 0},
+       "(ceil(OC / (32*VEC_C)), ROW_SPLITS)", BOUNDS_DERIVED(BIAS_MIN_BLOCKS)},
       {"bias_backward_reduce", {X(dbias), CF32(scratch), INT(OC)}, BIAS_BLOCK, 2, bias_reduce, "ceil(OC / BLOCK_SIZE)", 0},
       {"gelu_backward_bias_partial", {F32(scratch), X(dinout), CX(pre), INT(OC)}, BIAS_BLOCK, 3, bias_partial,
-       "(ceil(OC / (32*VEC_C)), ROW_SPLITS), as bias_backward_partial", 0}}, NULL,
+       "(ceil(OC / (32*VEC_C)), ROW_SPLITS), as bias_backward_partial", BOUNDS_DERIVED(BIAS_MIN_BLOCKS)}}, NULL,
      STEP_BIT(STEP_TRAIN)},
     {"attention", "templates/attention.cu", "causal flash attention: no (T,T) scores, deterministic backward",
      {{"Q_TILE", 64, {32, 64, 128}, .min = 16, .max = 256, .multiple_of = 16},

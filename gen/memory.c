@@ -110,6 +110,9 @@ void memory_plan(PlanMemory *mem, const Plan *plan) {
     const LaunchDims *norm = &plan->kernels[K_GLOBAL_NORM_SQUARED].dims;
     place(&lo, BUF_LN_SCRATCH, "ln_scratch", MEM_SCRATCH, train ? (size_t)ln_bwd->grid[0] * 2 * C * 4 : 0, 0);
     place(&lo, BUF_BIAS_SCRATCH, "bias_scratch", MEM_SCRATCH, train ? (size_t)bias->grid[1] * 4 * C * 4 : 0, 0);
+    /* the side stream's own bias scratch and cuBLASLt workspace (Plan.streams 2: runtime/cuda/step.c) */
+    int side = train && plan->streams == 2;
+    place(&lo, BUF_BIAS_SCRATCH_SIDE, "bias_scratch_side", MEM_SCRATCH, side ? mem->buffers[BUF_BIAS_SCRATCH].bytes : 0, 0);
     place(&lo, BUF_NORM_PARTIALS, "norm_partials", MEM_SCRATCH, train ? (size_t)norm->grid[0] * 4 : 0, 0);
 
     place(&lo, BUF_INPUTS, "inputs", MEM_SCRATCH, BT * 4, 0);
@@ -127,5 +130,6 @@ void memory_plan(PlanMemory *mem, const Plan *plan) {
     place(&lo, BUF_DECODE_POS, "decode_pos", MEM_SCRATCH, decode || st->fills_cache ? 4 : 0, 0);
     place(&lo, BUF_RNG, "rng", MEM_SCRATCH, decode ? B * 8 : 0, 0);
     place(&lo, BUF_CUBLASLT_WORKSPACE, "cublaslt_workspace", MEM_WORKSPACE, CUBLASLT_WORKSPACE_BYTES, 0);
+    place(&lo, BUF_CUBLASLT_WORKSPACE_SIDE, "cublaslt_workspace_side", MEM_WORKSPACE, side ? CUBLASLT_WORKSPACE_BYTES : 0, 0);
     mem->arena_bytes = align_up(lo.end);
 }

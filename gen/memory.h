@@ -21,14 +21,14 @@ typedef enum {
     BUF_TMP, BUF_DRESIDUAL, BUF_DLN,
     /* scratch of the layers' backward only: shares the logits buffer when it fits there */
     BUF_ATT_DDOT, BUF_DFCH, BUF_DATTY, BUF_DQKV,
-    BUF_LN_SCRATCH, BUF_BIAS_SCRATCH, BUF_NORM_PARTIALS,
+    BUF_LN_SCRATCH, BUF_BIAS_SCRATCH, BUF_BIAS_SCRATCH_SIDE, BUF_NORM_PARTIALS,
     /* the step's tokens and the encoder backward's buckets */
     BUF_INPUTS, BUF_TARGETS, BUF_BUCKET_TOKEN, BUF_BUCKET_START, BUF_POSITIONS,
     /* a decode plan's key/value cache, (L, B, NH, maxT, HS) each, its split attention's partial results, the
        position (one int, also in a prefill plan: 0) and the rows' generator states */
     BUF_KCACHE, BUF_VCACHE, BUF_ATT_PARTIAL, BUF_DECODE_POS, BUF_RNG,
     /* library workspaces */
-    BUF_CUBLASLT_WORKSPACE,
+    BUF_CUBLASLT_WORKSPACE, BUF_CUBLASLT_WORKSPACE_SIDE,   /* _SIDE: the side stream's (Plan.streams 2) */
     BUF_COUNT
 } BufferId;
 

@@ -207,6 +207,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->attention_origin = cfg->attention == ATTN_AUTO ? "auto" : "config";
     plan->deterministic = step->kind != STEP_TRAIN || cfg->train.deterministic;
     plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS;
+    plan->streams = step->kind == STEP_TRAIN ? cfg->train.streams : 1;
     plan->gelu = GELU_EPILOGUE;   /* a forward's: the gelu kernels are the training step's (gen/kernels.c) */
     plan->gelu_origin = "auto";
     if (step->kind == STEP_TRAIN && cfg->train.gelu != GELU_AUTO) {
@@ -399,6 +400,11 @@ static void write_section(FILE *f, const Plan *p) {
                 : p->gelu == GELU_SPLIT ? "the fc matmul's bias epilogue, then gelu_forward; cuBLASLt's DGELU epilogue "
                                           "in the fcproj dinp"
                                         : "cuBLASLt's GELU_AUX_BIAS and DGELU epilogues");
+    if (st->kind == STEP_TRAIN)
+        fprintf(f, "streams    %d%s\n", p->streams,
+                p->streams == 2 ? ": the backward's weight-gradient matmuls, bias gradients and GELU recompute on a side "
+                                  "stream beside the input-gradient chain"
+                                : ": the whole step in order on one stream");
     if (st->kind == STEP_DECODE)
         fprintf(f, "linears    %s\n", p->decode_linear ? "decode_linear (templates/decode.cu): each weight read once for the rows"
                                                        : "the cuBLASLt matmuls below");

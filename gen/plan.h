@@ -67,6 +67,9 @@ typedef struct Plan {
        "auto" (plan.c, gelu_auto: by shape, from measurements); every other step has it in the epilogue */
     GeluPath gelu;
     const char *gelu_origin;
+    /* the training step's backward on two streams (train.streams = 2: the weight-gradient matmuls, bias gradients
+       and the GELU recompute on a side stream, runtime/cuda/step.c), else 1; every other step has 1 */
+    int streams;
     /* rows of logits per chunk of the classifier (a divisor of B*T; the classifier family's CHUNK, else B*T): the
        logits buffer holds one chunk (runtime/cuda/classifier.c) */
     int classifier_rows;

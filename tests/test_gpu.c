@@ -24,18 +24,20 @@ static const Variant variants[] = {
     {"gt-bf16", {"name=gt-bf16", "precision=bf16", "train.recompute=1", "train.master_weights=true",
                  "tune.classifier.CHUNK_ROWS=160", NULL}},
     /* train.gelu: cuBLASLt's GELU epilogues here and where "auto" picks them (C < 1024), split (our forward kernel,
-       the DGELU epilogue backward) in gt-fp16-hs64 and gt-bf16-cudnn, our kernels in gt-fp16; the
-       LayerNorm backward's sums in shared memory (BWD_SUMS 2, the default above C = 768) and the classifier's row
-       read twice (50304 columns: more than 16 packets a thread at 256 threads) UNROLL packets at a time */
+       the DGELU epilogue backward) in gt-fp16-hs64 and gt-bf16-cudnn, our kernels in gt-fp16 (with the bias family's
+       blocks of 256 and slices of rows that ROWS_IN_FLIGHT does not divide); the backward on one stream in gt-bf16-hs64
+       (train.streams); the LayerNorm backward's sums in shared memory (BWD_SUMS 2, the default above C = 768) and
+       the classifier's row read twice (50304 columns: more than 16 packets a thread at 256 threads) UNROLL packets
+       at a time */
     {"gt-fp32-hs64", {"name=gt-fp32-hs64", "precision=fp32", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
                       "train.gelu=epilogue", "tune.layernorm.BWD_SUMS=2", "tune.classifier.UNROLL=1", NULL}},
     {"gt-bf16-hs64", {"name=gt-bf16-hs64", "precision=bf16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
                       "train.master_weights=false", "train.gelu=epilogue", "tune.layernorm.BWD_SUMS=2",
-                      "tune.classifier.UNROLL=4", NULL}},
+                      "tune.classifier.UNROLL=4", "train.streams=1", NULL}},
     {"gt-fp16", {"name=gt-fp16", "precision=fp16", "train.recompute=1", "tune.classifier.BLOCK_SIZE=128",
-                 "train.gelu=kernel", NULL}},
+                 "train.gelu=kernel", "tune.bias.BLOCK_SIZE=256", "tune.bias.ROW_SPLITS=7", NULL}},
     {"gt-fp16-hs64", {"name=gt-fp16-hs64", "precision=fp16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
                       "tune.classifier.CHUNK_ROWS=64", "train.gelu=split", NULL}},

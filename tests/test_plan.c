@@ -434,6 +434,31 @@ static void test_gelu_path(void) {
           "accepted (%s)", err.msg);
 }
 
+/* train.streams: a training plan's backward on two streams by default, with the side stream's own cuBLASLt workspace
+   and bias scratch; one stream without them; a forward plan has one; 3 is refused. */
+static void test_streams(void) {
+    Err err = {{0}};
+    if (make("configs/gpt2-124M.lua", NULL, &err)) { CHECK(0, "%s", err.msg); return; }
+    const PlanBuffer *b = plan.memory.buffers;
+    CHECK(plan.streams == 2 && b[BUF_CUBLASLT_WORKSPACE_SIDE].bytes == CUBLASLT_WORKSPACE_BYTES &&
+          b[BUF_BIAS_SCRATCH_SIDE].bytes == b[BUF_BIAS_SCRATCH].bytes && b[BUF_BIAS_SCRATCH].bytes > 0,
+          "default: %d streams, side workspace %zu bytes, side bias scratch %zu (bias scratch %zu)", plan.streams,
+          b[BUF_CUBLASLT_WORKSPACE_SIDE].bytes, b[BUF_BIAS_SCRATCH_SIDE].bytes, b[BUF_BIAS_SCRATCH].bytes);
+    size_t two = plan.memory.arena_bytes;
+    const char *one[] = {"train.streams=1", NULL};
+    if (make("configs/gpt2-124M.lua", one, &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(plan.streams == 1 && !b[BUF_CUBLASLT_WORKSPACE_SIDE].bytes && !b[BUF_BIAS_SCRATCH_SIDE].bytes &&
+          plan.memory.arena_bytes < two, "train.streams=1: %d streams, side buffers %zu and %zu bytes", plan.streams,
+          b[BUF_CUBLASLT_WORKSPACE_SIDE].bytes, b[BUF_BIAS_SCRATCH_SIDE].bytes);
+    Plan fwd;
+    StepShape st = step_forward(&cfg, 2, 64, 0);
+    if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(fwd.streams == 1 && !fwd.memory.buffers[BUF_CUBLASLT_WORKSPACE_SIDE].bytes, "a forward plan: %d streams", fwd.streams);
+    const char *bad[] = {"train.streams=3", NULL};
+    CHECK(make("configs/gpt2-124M.lua", bad, &err) != 0 && strstr(err.msg, "train.streams"), "train.streams = 3 was "
+          "accepted (%s)", err.msg);
+}
+
 /* attention = "auto": a training step on the template where both its directions run on wgmma (sm_90, head size 64,
    16 bits), else left to the runtime (cuDNN where it loads); a forward plan, fp32, sm_80 or a config whose backward
    tiles wgmma does not take stay auto; the config's own choice stays. */
@@ -576,6 +601,7 @@ int main(int argc, char **argv) {
     RUN(test_memory_of_ranks);
     RUN(test_classifier_chunks);
     RUN(test_gelu_path);
+    RUN(test_streams);
     RUN(test_attention_auto);
     RUN(test_geometry_covers_work);
     RUN(test_round_trip_same_plan);

@@ -64,4 +64,5 @@ void cmp_value(Cmp *c, const char *tensor, double err, size_t nonfinite, double 
 void finish(G *g, const char *name, Cmp *c, Err *err, int launch_rc);   /* the test's one report line */
 
 void test_train_step(G *g);                            /* tune/step_test.c */
+void test_two_streams(G *g);                           /* tune/step_test.c */
 #endif

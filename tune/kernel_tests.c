@@ -68,7 +68,10 @@ int gpu_test_run(const Config *cfg, const struct Plan *plan, const Env *env) {
         for (const FamilyEntry *f = tune_families; f->family; f++)
             if (plan_has(plan, f->family)) f->test(&g);
         check_coverage(&g);
-        if (plan->step.kind == STEP_TRAIN) test_train_step(&g);
+        if (plan->step.kind == STEP_TRAIN) {
+            test_train_step(&g);
+            test_two_streams(&g);
+        }
     }
     matmuls_destroy(&g.mm);
     if (g.workspace) cu.cuMemFree(g.workspace);

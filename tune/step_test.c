@@ -133,3 +133,48 @@ void test_train_step(G *g) {
     cb->destroy(cb);
     gb->destroy(gb);
 }
+
+/* The backward on two streams (Plan.streams 2: the weight gradients on a side stream) against the same plan on one:
+   two micro-steps of gradient accumulation give the same bits (same kernels, same sums; where the events let the
+   side stream read a buffer the compute stream has moved on from, they differ). GPU against GPU: every size. */
+void test_two_streams(G *g) {
+    const char *name = "train_step on two streams = one stream (two micro-steps accumulated, same bits)";
+    if (g->plan->streams != 2) { skip(g, name, "the plan has one stream (train.streams = 1)"); return; }
+    if (!g->cfg->train.deterministic) { skip(g, name, "train.deterministic = false: cuDNN's dQ by atomics varies run to run"); return; }
+    GPT2Shape shape = config_shape(g->cfg);
+    size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&shape, sz, NULL);
+    static Plan one;
+    one = *g->plan;
+    one.streams = 1;
+    memory_plan(&one.memory, &one);
+    BackendOptions opt[2] = {backend_options(g), backend_options(g)};
+    opt[1].plan = &one;
+    Err err = {{0}};
+    float *params = hbuf(np), *grads[2] = {hbuf(np), hbuf(np)}, loss[2][2] = {{0}};
+    gpt2_init_params(&shape, params, 4321);
+    quantize(g, params, np);
+    int32_t *in = xmalloc((size_t)g->BT * 4), *in2 = xmalloc((size_t)g->BT * 4), *tg = xmalloc((size_t)g->BT * 4);
+    for (int i = 0; i < g->BT; i++) {
+        in[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V);
+        in2[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V);
+        tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V);
+    }
+    int rc = 0;
+    for (int k = 0; k < 2 && !rc; k++) {   /* one backend at a time: a large model's two arenas need not fit */
+        Backend *be = cuda_backend_create(&opt[k], &err);
+        rc = !be || be->set_params(be, params, &err) || be->zero_grad(be, &err) ||
+             be->forward_backward(be, in, tg, 0.5f, &loss[k][0], &err) ||
+             be->forward_backward(be, in2, tg, 0.5f, &loss[k][1], &err) || be->get_grads(be, grads[k], &err);
+        if (be) be->destroy(be);
+    }
+    Cmp c = {0, 0, ""};
+    if (!rc && memcmp(loss[0], loss[1], sizeof loss[0])) { c.bad = 1; snprintf(c.what, sizeof c.what, "the losses differ"); }
+    if (!rc && !c.bad && memcmp(grads[0], grads[1], np * 4)) {
+        size_t n_diff = 0;
+        for (size_t i = 0; i < np; i++) n_diff += grads[0][i] != grads[1][i];
+        c.bad = 1;
+        snprintf(c.what, sizeof c.what, "%zu of %zu accumulated gradients differ", n_diff, np);
+    }
+    finish(g, name, &c, &err, rc);
+    free(params); free(grads[0]); free(grads[1]); free(in); free(in2); free(tg);
+}

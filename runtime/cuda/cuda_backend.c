@@ -111,6 +111,7 @@ static void cu_destroy(Backend *be) {
             cu.cuStreamSynchronize(c->s);
         }
         matmuls_destroy(&c->mm);
+        side_close(c);
         attention_close(c);
         decode_close(c);
         arena_free(&c->arena);
@@ -205,6 +206,10 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     c->s = c->dev.compute;
     c->ks.sync_each = c->env->sync;
     profile_init(&c->prof, c->s, c->env->profile, c->env->queue_profile);
+    if (side_open(c, err)) {
+        cu_destroy(be);
+        return NULL;
+    }
     size_t BT = (size_t)plan->step.B * plan->step.T;
     c->h_inputs = xmalloc(BT * 4);
     c->h_count = xmalloc(((size_t)c->Vp + 1) * 4);

@@ -13,7 +13,7 @@ int op_linear(Cuda *c, int id, dptr out, dptr inp, dptr W, dptr bias, dptr aux, 
 }
 
 int op_bias_backward(Cuda *c, dptr db, dptr dout, int OC, Err *err) {
-    dptr scratch = buf(c, BUF_BIAS_SCRATCH, 0);
+    dptr scratch = c->bias_scratch;
     return launch_bias_backward_partial(&c->ks, c->s, scratch, dout, OC, err) ||
            launch_bias_backward_reduce(&c->ks, c->s, db, scratch, OC, err) ? -1 : 0;
 }
@@ -34,7 +34,7 @@ int op_linear_backward(Cuda *c, int dinp_id, int dw_id, dptr dinp, dptr dW, dptr
 
 int op_gelu_backward_bias(Cuda *c, dptr dinout, dptr pre, dptr db, Err *err) {
     int OC = 4 * c->C;
-    dptr scratch = buf(c, BUF_BIAS_SCRATCH, 0);
+    dptr scratch = c->bias_scratch;
     return launch_gelu_backward_bias_partial(&c->ks, c->s, scratch, dinout, pre, OC, err) ||
            launch_bias_backward_reduce(&c->ks, c->s, db, scratch, OC, err) ? -1 : 0;
 }

@@ -8,7 +8,8 @@
  *   step.c       the schedule of one forward and one backward (Backend methods)
  *   decode.c     a decode plan's step against the key/value cache, replayed as a CUDA graph (Backend.decode)
  *   cuda_backend.c  creation, parameters and state to and from the host
- * Every op runs on the device's compute stream; the ops of the step follow docs/model.md, "The model". */
+ * Every op runs on the stream c->s: the device's compute stream, or for the backward's weight gradients the side
+ * stream (step.c); the ops of the step follow docs/model.md, "The model". */
 #ifndef GPT2GEN_CUDA_OPS_H
 #define GPT2GEN_CUDA_OPS_H
 #include "runtime/backend.h"
@@ -26,7 +27,7 @@ typedef CUdeviceptr dptr;
 
 typedef struct {
     CudaDevice dev;
-    CUstream s;                      /* dev.compute */
+    CUstream s;                      /* dev.compute, or (inside the backward) side */
     const Plan *plan;
     const Env *env;                  /* GPT2GEN_SYNC, _PROFILE, _CUDNN_* (BackendOptions.env; never NULL) */
     Kernels ks;
@@ -56,6 +57,11 @@ typedef struct {
     CUgraphExec graph;
     SampleSettings graph_settings;
     CUevent step_done[DECODE_IN_FLIGHT];
+    /* the training backward's side stream (Plan.streams 2, not while profiling; NULL without) and its events
+       (step.c); the bias scratch of the stream ops go on now (BUF_BIAS_SCRATCH, or _SIDE) */
+    CUstream side;
+    CUevent ev_fork, ev_dres, ev_dfch, ev_dqkv, ev_done;
+    dptr bias_scratch;
 } Cuda;
 
 static inline Cuda *cuda_of(Backend *be) { return (Cuda *)be->impl; }
@@ -128,6 +134,9 @@ static inline float dlogits_unit(const Cuda *c) { return c->prec == PREC_FP16 ? 
 /* the layers of a forward (and of a decode step), from BUF_ENCODED to the final LayerNorm's output BUF_LNF; with a
    cache, each layer's keys and values go into it at the position BUF_DECODE_POS holds */
 int cu_forward_layers(Cuda *c, Err *err);
+/* the backward's side stream and events where the plan has two streams and the profile is off (step.c) */
+int  side_open(Cuda *c, Err *err);
+void side_close(Cuda *c);
 int cu_decode(Backend *be, DecodeRun *run, Err *err);
 int  decode_open(Cuda *c, Err *err);    /* a decode plan's host buffers and events */
 void decode_close(Cuda *c);

@@ -87,26 +87,80 @@ int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float
     return 0;
 }
 
+/* The backward on two streams (Plan.streams 2; one while profiling, which times ops on the compute stream): the
+   input-gradient chain (the dinp matmuls, the GELU and attention backward, the LayerNorm backward) on the compute
+   stream; each layer's weight-gradient matmuls, bias gradients and GELU recompute, which nothing in the chain reads,
+   on the side stream, where they fill the gaps and share the GPU with the chain's memory-bound kernels. A side
+   piece starts after a fork (the compute stream's work so far) and ends with a mark, an event that the compute
+   stream waits for before it overwrites what the piece reads: dresidual (the LayerNorm backward's accumulation),
+   dfch (the next layer's fcproj dinp), dqkv (the next layer's attention backward); at recompute=2 the LayerNorm
+   outputs the side's dW matmuls read are remade by the next layer's LayerNorm backward, after a wait for a later
+   mark. The side stream has its own cuBLASLt workspace and bias scratch. Same kernels, same sums: the gradients
+   are the bits of one stream. */
+static void use_stream(Cuda *c, int side) {
+    c->s = side ? c->side : c->dev.compute;
+    c->mm.workspace = buf(c, side ? BUF_CUBLASLT_WORKSPACE_SIDE : BUF_CUBLASLT_WORKSPACE, 0);
+    c->bias_scratch = buf(c, side ? BUF_BIAS_SCRATCH_SIDE : BUF_BIAS_SCRATCH, 0);
+}
+static int side_begin(Cuda *c, Err *err) {
+    if (!c->side) return 0;
+    if (cuda_check(cu.cuEventRecord(c->ev_fork, c->dev.compute), "recording the side stream's fork", err) ||
+        cuda_check(cu.cuStreamWaitEvent(c->side, c->ev_fork, 0), "the side stream's fork", err))
+        return -1;
+    use_stream(c, 1);
+    return 0;
+}
+static int side_end(Cuda *c, CUevent mark, Err *err) {
+    if (!c->side) return 0;
+    use_stream(c, 0);
+    return cuda_check(cu.cuEventRecord(mark, c->side), "recording a side stream mark", err);
+}
+static int wait_side(Cuda *c, CUevent mark, Err *err) {
+    return c->side ? cuda_check(cu.cuStreamWaitEvent(c->dev.compute, mark, 0), "waiting for the side stream", err) : 0;
+}
+
+int side_open(Cuda *c, Err *err) {
+    c->bias_scratch = buf(c, BUF_BIAS_SCRATCH, 0);
+    if (c->plan->streams < 2 || c->prof.on) return 0;
+    CUevent *ev[] = {&c->ev_fork, &c->ev_dres, &c->ev_dfch, &c->ev_dqkv, &c->ev_done};
+    if (cuda_check(cu.cuStreamCreate(&c->side, CU_STREAM_DEFAULT), "creating the side stream", err)) return -1;
+    for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++)
+        if (cuda_check(cu.cuEventCreate(ev[i], CU_EVENT_DISABLE_TIMING), "creating the side stream's events", err)) return -1;
+    return 0;
+}
+
+void side_close(Cuda *c) {
+    CUevent ev[] = {c->ev_fork, c->ev_dres, c->ev_dfch, c->ev_dqkv, c->ev_done};
+    for (size_t i = 0; i < sizeof ev / sizeof ev[0]; i++)
+        if (ev[i]) cu.cuEventDestroy(ev[i]);
+    if (c->side) cu.cuStreamDestroy(c->side);
+    c->side = NULL;
+}
+
+/* A linear layer's weight and bias gradients (db 0: summed elsewhere) on the side stream, then its mark */
+static int weight_grads(Cuda *c, const char *name, int dw_id, dptr dW, dptr db, dptr dout, dptr inp, int OC, CUevent mark,
+                        Err *err) {
+    if (side_begin(c, err)) return -1;
+    OP(name, op_linear_backward_dw(c, dw_id, dW, dout, inp, 1.0f, err));
+    if (db) OP("bias backward", op_bias_backward(c, db, dout, OC, err));
+    return side_end(c, mark, err);
+}
+
 /* The backward of a linear layer that reads a LayerNorm's output (ln), then of that LayerNorm: dln = dout @ W,
    dW += dout^T ln, db; dresidual += LN'(dln). At recompute=2 ln is not kept: the LayerNorm backward makes it again
    (from inp and the saved mean and rstd, one more write and no more reads) and the dW matmul runs after it; else
-   the dW matmul runs first. */
+   the dW matmul runs first. mark: the side's mark of dout's readers. */
 static int linear_layernorm_backward(Cuda *c, const char *name, int dinp_id, int dw_id, dptr dW, dptr db, dptr dout,
                                      dptr W, dptr ln, dptr inp, dptr lnw, dptr lnb, dptr dlnw, dptr dlnb, dptr mean,
-                                     dptr rstd, Err *err) {
+                                     dptr rstd, CUevent mark, Err *err) {
     dptr dres = buf(c, BUF_DRESIDUAL, 0), dln = buf(c, BUF_DLN, 0);
-    int OC = c->plan->matmuls[dinp_id].k;
-    if (c->recompute < 2) {
-        OP(name, op_linear_backward(c, dinp_id, dw_id, dln, dW, dout, ln, W, 1.0f, 0, err));
-        if (db) OP("bias backward", op_bias_backward(c, db, dout, OC, err));
-        OP("layernorm backward", op_layernorm_backward(c, dres, dlnw, dlnb, dln, inp, lnw, mean, rstd, 0, 0, err));
-        return 0;
-    }
+    int OC = c->plan->matmuls[dinp_id].k, rec2 = c->recompute >= 2;
+    if (!rec2 && weight_grads(c, name, dw_id, dW, db, dout, ln, OC, mark, err)) return -1;
     OP(name, op_linear_backward_dinp(c, dinp_id, dln, dout, W, 1.0f, 0, err));
-    OP("layernorm backward", op_layernorm_backward(c, dres, dlnw, dlnb, dln, inp, lnw, mean, rstd, ln, lnb, err));
-    OP(name, op_linear_backward_dw(c, dw_id, dW, dout, ln, 1.0f, err));
-    if (db) OP("bias backward", op_bias_backward(c, db, dout, OC, err));
-    return 0;
+    if (wait_side(c, c->ev_dres, err)) return -1;
+    OP("layernorm backward", op_layernorm_backward(c, dres, dlnw, dlnb, dln, inp, lnw, mean, rstd, rec2 ? ln : 0,
+                                                   rec2 ? lnb : 0, err));
+    return rec2 ? weight_grads(c, name, dw_id, dW, db, dout, ln, OC, mark, err) : 0;
 }
 
 static int backward_layer(Cuda *c, int l, Err *err) {
@@ -114,26 +168,32 @@ static int backward_layer(Cuda *c, int l, Err *err) {
     dptr m1 = buf(c, BUF_LN1_MEAN, l), r1 = buf(c, BUF_LN1_RSTD, l), m2 = buf(c, BUF_LN2_MEAN, l), r2 = buf(c, BUF_LN2_RSTD, l);
     dptr res2 = buf(c, BUF_RESIDUAL2, l), fch = buf(c, BUF_FCH, l), fchg = buf(c, BUF_FCH_GELU, l);
     dptr dres = buf(c, BUF_DRESIDUAL, 0), dfch = buf(c, BUF_DFCH, 0), datty = buf(c, BUF_DATTY, 0);
-    if (c->recompute >= 1) OP("gelu recompute", op_gelu_forward(c, fchg, fch, err));
-    /* dfch = (dresidual @ fcprojw) * GELU'(fch): the DGELU epilogue, or (train.gelu) the matmul, then our kernel,
-       which also sums the fc bias gradient */
     int gelu_kernel = gelu_backward_in_kernel(c->plan->gelu);
+    /* the side: the GELU output again (for the fcproj dW only), the fcproj weight and bias gradients */
+    if (side_begin(c, err)) return -1;
+    if (c->recompute >= 1) OP("gelu recompute", op_gelu_forward(c, fchg, fch, err));
     OP(gelu_kernel ? "matmul bwd fcproj" : "matmul bwd fcproj+dgelu",
-       op_linear_backward(c, MM_FCPROJ_DINP, MM_FCPROJ_DW, dfch, GW(P_FCPROJW, l), dres, fchg, PW(P_FCPROJW, l), 1.0f,
-                          gelu_kernel ? 0 : fch, err));
+       op_linear_backward_dw(c, MM_FCPROJ_DW, GW(P_FCPROJW, l), dres, fchg, 1.0f, err));
     OP("bias backward", op_bias_backward(c, GW(P_FCPROJB, l), dres, c->C, err));
+    if (side_end(c, c->ev_dres, err)) return -1;
+    /* dfch = (dresidual @ fcprojw) * GELU'(fch): the DGELU epilogue, or (train.gelu) the matmul, then our kernel,
+       which also sums the fc bias gradient; dfch is free once the layer above's fc gradients are in */
+    if (wait_side(c, c->ev_dfch, err)) return -1;
+    OP(gelu_kernel ? "matmul bwd fcproj" : "matmul bwd fcproj+dgelu",
+       op_linear_backward_dinp(c, MM_FCPROJ_DINP, dfch, dres, PW(P_FCPROJW, l), 1.0f, gelu_kernel ? 0 : fch, err));
     if (gelu_kernel) OP("gelu backward", op_gelu_backward_bias(c, dfch, fch, GW(P_FCB, l), err));
     if (linear_layernorm_backward(c, "matmul bwd fc", MM_FC_DINP, MM_FC_DW, GW(P_FCW, l), gelu_kernel ? 0 : GW(P_FCB, l),
                                   dfch, PW(P_FCW, l), ln2, res2, PW(P_LN2W, l), PW(P_LN2B, l), GW(P_LN2W, l),
-                                  GW(P_LN2B, l), m2, r2, err))
+                                  GW(P_LN2B, l), m2, r2, c->ev_dfch, err) ||
+        weight_grads(c, "matmul bwd attproj", MM_ATTPROJ_DW, GW(P_ATTPROJW, l), GW(P_ATTPROJB, l), dres,
+                     buf(c, BUF_ATTY, l), c->C, c->ev_dres, err))
         return -1;
-    OP("matmul bwd attproj", op_linear_backward(c, MM_ATTPROJ_DINP, MM_ATTPROJ_DW, datty, GW(P_ATTPROJW, l), dres,
-                                                buf(c, BUF_ATTY, l), PW(P_ATTPROJW, l), 1.0f, 0, err));
-    OP("bias backward", op_bias_backward(c, GW(P_ATTPROJB, l), dres, c->C, err));
-    if (op_attention_backward(c, l, err)) return -1;
+    OP("matmul bwd attproj", op_linear_backward_dinp(c, MM_ATTPROJ_DINP, datty, dres, PW(P_ATTPROJW, l), 1.0f, 0, err));
+    /* dqkv is free once the layer above's qkv gradients are in */
+    if (wait_side(c, c->ev_dqkv, err) || op_attention_backward(c, l, err)) return -1;
     return linear_layernorm_backward(c, "matmul bwd qkv", MM_QKV_DINP, MM_QKV_DW, GW(P_QKVW, l), GW(P_QKVB, l),
                                      buf(c, BUF_DQKV, 0), PW(P_QKVW, l), ln1, residual, PW(P_LN1W, l), PW(P_LN1B, l),
-                                     GW(P_LN1W, l), GW(P_LN1B, l), m1, r1, err);
+                                     GW(P_LN1W, l), GW(P_LN1B, l), m1, r1, c->ev_dqkv, err);
 }
 
 /* The backward from the final LayerNorm down, once BUF_DLN holds d(loss)/d(lnf) and the classifier's dwte is in. */
@@ -141,13 +201,21 @@ static int backward_trunk(Backend *be, Err *err) {
     Cuda *c = cuda_of(be);
     c->prof.steps++;
     c->lnf_valid = 0;
+    if (c->side) use_stream(c, 0);   /* where a failed step may have left it */
     dptr dres = buf(c, BUF_DRESIDUAL, 0), dln = buf(c, BUF_DLN, 0);
     if (cuda_check(cu.cuMemsetD8Async(dres, 0, (size_t)c->plan->step.B * c->plan->step.T * c->C * c->xs, c->s), "zeroing dresidual", err)) return -1;
     OP("layernorm backward", op_layernorm_backward(c, dres, GW(P_LNFW, 0), GW(P_LNFB, 0), dln, buf(c, BUF_RESIDUAL3, c->L - 1),
                                                    PW(P_LNFW, 0), buf(c, BUF_LNF_MEAN, 0), buf(c, BUF_LNF_RSTD, 0), 0, 0, err));
-    for (int l = c->L - 1; l >= 0; l--)
-        if (backward_layer(c, l, err) || (be->grad_ready && be->grad_ready(be->grad_ready_ctx, l, err))) return -1;
+    for (int l = c->L - 1; l >= 0; l--) {
+        if (backward_layer(c, l, err)) return -1;
+        /* layer l's gradients are all in once the compute stream has the side's last mark of the layer */
+        if (be->grad_ready && (wait_side(c, c->ev_dqkv, err) || be->grad_ready(be->grad_ready_ctx, l, err))) return -1;
+    }
     OP("encoder backward", op_encoder_backward(c, err));
+    /* the side's work all in before anything after the backward (the optimizer, the next micro-step's forward) */
+    if (c->side && (cuda_check(cu.cuEventRecord(c->ev_done, c->side), "recording the side stream's end", err) ||
+                    wait_side(c, c->ev_done, err)))
+        return -1;
     if (be->grad_ready && be->grad_ready(be->grad_ready_ctx, GRAD_PART_REST, err)) return -1;
     return 0;
 }
