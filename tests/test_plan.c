@@ -219,10 +219,12 @@ static void test_attention_wgmma_default(void) {
    2 * values * 32 floats a warp; refused where that exceeds a block's shared memory, and then not the default. */
 static void test_layernorm_backward_smem(void) {
     static const struct { const char *path, *set1, *set2; int sums; unsigned smem; } cases[] = {
-        {"configs/gpt2-124M.lua", "precision=bf16", NULL, 1, 8 * 2 * 3 * 768 * 2},
-        {"configs/gpt2-124M.lua", "precision=fp16", NULL, 1, 8 * 2 * 3 * 768 * 2},
+        /* 16 bits at C <= 768: blocks of 4 warps (ln_shape_defaults) */
+        {"configs/gpt2-124M.lua", "precision=bf16", NULL, 1, 4 * 2 * 3 * 768 * 2},
+        {"configs/gpt2-124M.lua", "precision=fp16", NULL, 1, 4 * 2 * 3 * 768 * 2},
+        {"configs/gpt2-124M.lua", "precision=bf16", "tune.layernorm.BWD_BLOCK_SIZE=256", 1, 8 * 2 * 3 * 768 * 2},
         {"configs/gpt2-124M.lua", "precision=fp32", NULL, 1, 0},
-        {"configs/gpt2-124M.lua", "precision=bf16", "tune.layernorm.BWD_SUMS=2", 2, 8 * 2 * 24 * 32 * 4},
+        {"configs/gpt2-124M.lua", "precision=bf16", "tune.layernorm.BWD_SUMS=2", 2, 4 * 2 * 24 * 32 * 4},
         {"configs/gpt2-350M.lua", "precision=bf16", NULL, 2, 8 * 2 * 32 * 32 * 4},
         {"configs/gpt2-350M.lua", "precision=fp32", NULL, 2, 8 * 2 * 32 * 32 * 4},
         {"configs/gpt2-350M.lua", "precision=bf16", "tune.layernorm.BWD_SUMS=1", 1, 0},
@@ -243,8 +245,26 @@ static void test_layernorm_backward_smem(void) {
               cases[c].path, cases[c].set1, cases[c].set2 ? cases[c].set2 : "", ln ? ln->tunables[2].value : -1,
               k->dims.smem, cases[c].sums, cases[c].smem);
     }
+    /* the backward's blocks: 128 threads, four a multiprocessor, where the sums stay in registers in 16 bits */
+    static const struct { const char *path, *set; int block, min_blocks; } blocks[] = {
+        {"configs/gpt2-124M.lua", "precision=bf16", 128, 4}, {"configs/gpt2-124M.lua", "precision=fp32", 256, 1},
+        {"configs/gpt2-350M.lua", "precision=bf16", 256, 1}};
+    for (size_t c = 0; c < sizeof blocks / sizeof blocks[0]; c++) {
+        const char *one[] = {blocks[c].set, NULL};
+        Err err = {{0}};
+        if (make(blocks[c].path, one, &err)) { CHECK(0, "%s: %s", blocks[c].path, err.msg); continue; }
+        const PlanFamily *ln = NULL;
+        for (int i = 0; i < plan.n_families; i++) if (!strcmp(plan.families[i].decl->family, "layernorm")) ln = &plan.families[i];
+        CHECK(ln && plan.kernels[K_LAYERNORM_BACKWARD].dims.block == (unsigned)blocks[c].block &&
+              ln->tunables[3].value == blocks[c].min_blocks, "%s %s: layernorm_backward blocks of %u, BWD_MIN_BLOCKS %d; "
+              "expected %d and %d", blocks[c].path, blocks[c].set, plan.kernels[K_LAYERNORM_BACKWARD].dims.block,
+              ln ? ln->tunables[3].value : -1, blocks[c].block, blocks[c].min_blocks);
+    }
     const char *sets[] = {"model.n_embd=2048", "tune.layernorm.BWD_BLOCK_SIZE=512", "tune.layernorm.BWD_SUMS=2", NULL};
     Err err = {{0}};
+    const char *many[] = {"tune.layernorm.BWD_BLOCK_SIZE=512", "tune.layernorm.BWD_MIN_BLOCKS=5", NULL};
+    CHECK(make("configs/gpt2-124M.lua", many, &err) != 0 && strstr(err.msg, "BWD_MIN_BLOCKS=5") && strstr(err.msg, "2048"),
+          "BWD_MIN_BLOCKS 5 of 512 threads: %s", err.msg);
     CHECK(make("configs/gpt2-350M.lua", sets, &err) != 0 && strstr(err.msg, "BWD_SUMS=2") && strstr(err.msg, "262144"),
           "BWD_SUMS=2 at C=2048 and 16 warps: %s", err.msg);
 }
