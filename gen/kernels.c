@@ -44,7 +44,7 @@ static LaunchDims enc_wte(const KernelEnv *e, long long n_buckets) {
 }
 
 /* ---- layernorm.cu ---- */
-enum { LN_BLOCK, LN_BWD_BLOCK, LN_BWD_SUMS, LN_BWD_MIN_BLOCKS };
+enum { LN_BLOCK, LN_BWD_BLOCK, LN_BWD_SUMS, LN_BWD_SM_THREADS };
 enum { LN_BWD_BLOCKS, LN_BWD_SMEM, LN_BWD_MINB };
 /* a lane's values of a row (the template's VALUES) */
 static long long ln_values(const KernelEnv *e) {
@@ -67,14 +67,10 @@ static void ln_derive(KernelEnv *e) {
     int staged = rows(e) >= 2 * e->derived[LN_BWD_BLOCKS] * warps && e->x128 == 8 &&
                  kernel_vec(e->x128, e->C) == e->x128 && ln_values(e) <= 24 && stages + e->C * 2 * 4 <= KERNEL_MAX_SMEM;
     e->derived[LN_BWD_SMEM] = e->tun[LN_BWD_SUMS] == 2 ? ln_sums_bytes(e) : staged ? stages : 0;
-    e->derived[LN_BWD_MINB] = e->tun[LN_BWD_MIN_BLOCKS];   /* __launch_bounds__' second argument */
+    /* __launch_bounds__' second argument: the blocks that make BWD_SM_THREADS, at least one */
+    e->derived[LN_BWD_MINB] = e->tun[LN_BWD_SM_THREADS] > e->tun[LN_BWD_BLOCK] ? e->tun[LN_BWD_SM_THREADS] / e->tun[LN_BWD_BLOCK] : 1;
 }
 static const char *ln_check(const KernelEnv *e, char *why, size_t n) {
-    if (e->tun[LN_BWD_MIN_BLOCKS] * e->tun[LN_BWD_BLOCK] > 2048) {
-        snprintf(why, n, "layernorm_backward: BWD_MIN_BLOCKS=%d blocks of BWD_BLOCK_SIZE=%d threads are more than a "
-                 "multiprocessor's 2048", e->tun[LN_BWD_MIN_BLOCKS], e->tun[LN_BWD_BLOCK]);
-        return why;
-    }
     if (e->tun[LN_BWD_SUMS] == 2) {
         if (ln_sums_bytes(e) <= KERNEL_MAX_SMEM) return NULL;
         snprintf(why, n, "layernorm_backward with BWD_SUMS=2 keeps each warp's weight-gradient sums in shared memory: %lld "
@@ -89,15 +85,17 @@ static const char *ln_check(const KernelEnv *e, char *why, size_t n) {
 }
 /* BWD_SUMS 2 where a lane's share of a row is more than 24 values (C > 768 in 16 bits): the weight-gradient sums
    leave the registers to the row (gpt2-350M: 128 registers; gpt2-1558M: 165 against 177 with the sums in registers).
-   Else, in 16 bits, backward blocks of 128 threads, four a multiprocessor: `gpt2gen tune` at gpt2-124M on the H200,
-   330.8 us a workload at 256 threads (one block's worth of registers held by ptxas' own choice) against 276.5
-   (1.20x; bench/RESULTS.md, "ninth pass"); at gpt2-350M's BWD_SUMS 2 the defaults are within 1% of the best. */
+   Else, in 16 bits, backward blocks of 128 threads, 512 threads a multiprocessor (four blocks, 128 registers a
+   thread: the 512 blocks in one wave): `gpt2gen tune` at gpt2-124M on the H200, 330.8 us a workload at the declared
+   defaults (256 threads, two blocks a multiprocessor by ptxas' own 99 registers, two waves) against 276.5 (1.20x),
+   and 291.1 at 256 threads held to 512 a multiprocessor; the best of every block size at 512 (bench/RESULTS.md,
+   "ninth pass"). At gpt2-350M's BWD_SUMS 2 the declared defaults are within 1% of the best. */
 static void ln_shape_defaults(const KernelEnv *e, int *tun) {
     if (ln_values(e) > 24) {
         tun[LN_BWD_SUMS] = 2;
     } else if (e->x128 == 8) {
         tun[LN_BWD_BLOCK] = 128;
-        tun[LN_BWD_MIN_BLOCKS] = 4;
+        tun[LN_BWD_SM_THREADS] = 512;
     }
 }
 static LaunchDims ln_forward(const KernelEnv *e, long long n) {
@@ -331,8 +329,9 @@ const FamilyDecl kernel_families[] = {
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE},
       {"BWD_BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE},
       {"BWD_SUMS", 1, {1, 2}, .min = 1, .max = 2, .multiple_of = 1},
-      /* the backward's blocks a multiprocessor is to hold at once (__launch_bounds__; ptxas keeps the registers to it) */
-      {"BWD_MIN_BLOCKS", 1, {1, 2, 3, 4}, .min = 1, .max = 8, .multiple_of = 1}},
+      /* the backward's threads a multiprocessor is to hold at once: BWD_SM_THREADS / BWD_BLOCK_SIZE blocks (at least
+         one) in __launch_bounds__, to which ptxas keeps the registers (256: no bound at these block sizes) */
+      {"BWD_SM_THREADS", 256, {256, 512, 1024}, .min = 32, .max = 2048, .multiple_of = 32}},
      {"BWD_BLOCKS", "BWD_SMEM", "BWD_MINB"}, ln_derive, ln_check,
      {{"layernorm_forward", {X(out), F32(mean), F32(rstd), CX(inp), CX(weight), CX(bias)}, LN_BLOCK, -1, ln_forward,
        "ceil(B*T / (BLOCK_SIZE/32)): a warp per row", 0},

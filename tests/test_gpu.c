@@ -20,10 +20,12 @@ typedef struct { const char *name; const char *sets[16]; } Variant;
 
 static const Variant variants[] = {
     /* CHUNK_ROWS: the classifier a chunk of rows at a time (512 rows in 4 chunks of 128; 192 in 3 of 64; 256 in 4 of
-       64); the LayerNorm backward held to 3 blocks a multiprocessor (BWD_MIN_BLOCKS) in gt-bf16 */
+       64); the LayerNorm backward held to 768 threads a multiprocessor in blocks of 256 (BWD_SM_THREADS: three
+       blocks, as in the tuner's sweep) in gt-bf16 */
     {"gt-fp32", {"name=gt-fp32", "precision=fp32", "train.recompute=0", "tune.classifier.CHUNK_ROWS=128", NULL}},
     {"gt-bf16", {"name=gt-bf16", "precision=bf16", "train.recompute=1", "train.master_weights=true",
-                 "tune.classifier.CHUNK_ROWS=160", "tune.layernorm.BWD_MIN_BLOCKS=3", NULL}},
+                 "tune.classifier.CHUNK_ROWS=160", "tune.layernorm.BWD_BLOCK_SIZE=256",
+                 "tune.layernorm.BWD_SM_THREADS=768", NULL}},
     /* train.gelu: cuBLASLt's GELU epilogues here and where "auto" picks them (C < 1024), split (our forward kernel,
        the DGELU epilogue backward) in gt-fp16-hs64 and gt-bf16-cudnn, our kernels in gt-fp16 (with the bias family's
        blocks of 256 and slices of rows that ROWS_IN_FLIGHT does not divide); the backward on one stream in gt-bf16-hs64

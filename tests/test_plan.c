@@ -245,10 +245,13 @@ static void test_layernorm_backward_smem(void) {
               cases[c].path, cases[c].set1, cases[c].set2 ? cases[c].set2 : "", ln ? ln->tunables[2].value : -1,
               k->dims.smem, cases[c].sums, cases[c].smem);
     }
-    /* the backward's blocks: 128 threads, four a multiprocessor, where the sums stay in registers in 16 bits */
+    /* the backward's blocks: 128 threads, four a multiprocessor, where the sums stay in registers in 16 bits; a block
+       size set alone keeps 512 threads a multiprocessor */
     static const struct { const char *path, *set; int block, min_blocks; } blocks[] = {
         {"configs/gpt2-124M.lua", "precision=bf16", 128, 4}, {"configs/gpt2-124M.lua", "precision=fp32", 256, 1},
-        {"configs/gpt2-350M.lua", "precision=bf16", 256, 1}};
+        {"configs/gpt2-350M.lua", "precision=bf16", 256, 1},
+        {"configs/gpt2-124M.lua", "tune.layernorm.BWD_BLOCK_SIZE=256", 256, 2},
+        {"configs/gpt2-124M.lua", "tune.layernorm.BWD_BLOCK_SIZE=512", 512, 1}};
     for (size_t c = 0; c < sizeof blocks / sizeof blocks[0]; c++) {
         const char *one[] = {blocks[c].set, NULL};
         Err err = {{0}};
@@ -256,15 +259,15 @@ static void test_layernorm_backward_smem(void) {
         const PlanFamily *ln = NULL;
         for (int i = 0; i < plan.n_families; i++) if (!strcmp(plan.families[i].decl->family, "layernorm")) ln = &plan.families[i];
         CHECK(ln && plan.kernels[K_LAYERNORM_BACKWARD].dims.block == (unsigned)blocks[c].block &&
-              ln->tunables[3].value == blocks[c].min_blocks, "%s %s: layernorm_backward blocks of %u, BWD_MIN_BLOCKS %d; "
+              ln->env.derived[2] == blocks[c].min_blocks, "%s %s: layernorm_backward blocks of %u, %lld a multiprocessor; "
               "expected %d and %d", blocks[c].path, blocks[c].set, plan.kernels[K_LAYERNORM_BACKWARD].dims.block,
-              ln ? ln->tunables[3].value : -1, blocks[c].block, blocks[c].min_blocks);
+              ln ? ln->env.derived[2] : -1, blocks[c].block, blocks[c].min_blocks);
     }
     const char *sets[] = {"model.n_embd=2048", "tune.layernorm.BWD_BLOCK_SIZE=512", "tune.layernorm.BWD_SUMS=2", NULL};
     Err err = {{0}};
-    const char *many[] = {"tune.layernorm.BWD_BLOCK_SIZE=512", "tune.layernorm.BWD_MIN_BLOCKS=5", NULL};
-    CHECK(make("configs/gpt2-124M.lua", many, &err) != 0 && strstr(err.msg, "BWD_MIN_BLOCKS=5") && strstr(err.msg, "2048"),
-          "BWD_MIN_BLOCKS 5 of 512 threads: %s", err.msg);
+    const char *many[] = {"tune.layernorm.BWD_SM_THREADS=4096", NULL};
+    CHECK(make("configs/gpt2-124M.lua", many, &err) != 0 && strstr(err.msg, "BWD_SM_THREADS") && strstr(err.msg, "2048"),
+          "BWD_SM_THREADS 4096: %s", err.msg);
     CHECK(make("configs/gpt2-350M.lua", sets, &err) != 0 && strstr(err.msg, "BWD_SUMS=2") && strstr(err.msg, "262144"),
           "BWD_SUMS=2 at C=2048 and 16 warps: %s", err.msg);
 }
