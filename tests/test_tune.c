@@ -24,7 +24,7 @@ static void test_round_trip(void) {
     unlink(path);
     tune_db_load(&db, path, NULL);
     CHECK(db.missing && db.n == 0, "a missing file: missing %d, %d records", db.missing, db.n);
-    TuneRecord a = best_kernel("layernorm", "BLOCK_SIZE=512,BWD_BLOCK_SIZE=128,BWD_SUMS=1", &ENV);
+    TuneRecord a = best_kernel("layernorm", "BLOCK_SIZE=512,BWD_BLOCK_SIZE=128,BWD_SUMS=1,BWD_SM_THREADS=512", &ENV);
     TuneRecord b = a;
     snprintf(b.record, sizeof b.record, "measure");
     snprintf(b.status, sizeof b.status, "mismatch");
@@ -222,11 +222,12 @@ static void test_variants_respect_constraints(void) {
         CHECK(v[j].v[0] % v[j].v[4] == 0, "Q_TILE %d with Q_WARP_ROWS %d was offered", v[j].v[0], v[j].v[4]);
     CHECK(refused >= 2, "%d attention combinations refused by the constraints, expected at least 2", refused);
     /* the config's tune table: a list widens or narrows, one value fixes */
-    const char *sets2[] = {"tune.layernorm.BLOCK_SIZE={64, 96}", "tune.layernorm.BWD_BLOCK_SIZE=512", "tune.layernorm.BWD_SUMS=1", NULL};
+    const char *sets2[] = {"tune.layernorm.BLOCK_SIZE={64, 96}", "tune.layernorm.BWD_BLOCK_SIZE=512", "tune.layernorm.BWD_SUMS=1",
+                           "tune.layernorm.BWD_SM_THREADS=1024", NULL};
     CHECK_OK(make(sets2, &err), &err);
     int n = tune_variants(&plan, module_of("layernorm"), v, TUNE_MAX_VARIANTS, &refused);
-    CHECK(n == 2 && v[0].v[0] == 64 && v[1].v[0] == 96 && v[0].v[1] == 512 && v[1].v[1] == 512,
-          "config lists: %d variants (%d,%d)", n, v[0].v[0], v[0].v[1]);
+    CHECK(n == 2 && v[0].v[0] == 64 && v[1].v[0] == 96 && v[0].v[1] == 512 && v[1].v[1] == 512 && v[0].v[3] == 1024 &&
+          v[1].v[3] == 1024, "config lists: %d variants (%d,%d)", n, v[0].v[0], v[0].v[1]);
 }
 
 static void test_apply_and_config_wins(void) {
@@ -234,7 +235,7 @@ static void test_apply_and_config_wins(void) {
     CHECK_OK(make(NULL, &err), &err);
     TuneDb db;
     memset(&db, 0, sizeof db);
-    TuneRecord a = best_kernel("layernorm", "BLOCK_SIZE=512,BWD_BLOCK_SIZE=128,BWD_SUMS=1", &ENV);
+    TuneRecord a = best_kernel("layernorm", "BLOCK_SIZE=512,BWD_BLOCK_SIZE=128,BWD_SUMS=1,BWD_SM_THREADS=512", &ENV);
     TuneRecord b = best_kernel("gelu", "BLOCK_SIZE=1024", &ENV);
     tune_db_put(&db, &a);
     tune_db_put(&db, &b);
