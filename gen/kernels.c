@@ -12,6 +12,8 @@ int kernel_vec(int x128, long long n) { return n % x128 == 0 ? x128 : 1; }
 
 static long long rows(const KernelEnv *e) { return e->B * e->T; }
 static long long min_ll(long long a, long long b) { return a < b ? a : b; }
+/* __launch_bounds__' second argument for `threads` a multiprocessor in blocks of `block`: at least one block */
+static long long blocks_for(long long threads, int block) { return threads > block ? threads / block : 1; }
 /* grid sizes beyond what CUDA allows (2^31-1 in x, 65535 in y) saturate, so that kernel_dims_valid sees them */
 static unsigned grid_size(long long g) { return g < 0 || g > UINT32_MAX ? UINT32_MAX : (unsigned)g; }
 static LaunchDims dims(long long gx, long long gy, int block) {
@@ -68,7 +70,7 @@ static void ln_derive(KernelEnv *e) {
                  kernel_vec(e->x128, e->C) == e->x128 && ln_values(e) <= 24 && stages + e->C * 2 * 4 <= KERNEL_MAX_SMEM;
     e->derived[LN_BWD_SMEM] = e->tun[LN_BWD_SUMS] == 2 ? ln_sums_bytes(e) : staged ? stages : 0;
     /* __launch_bounds__' second argument: the blocks that make BWD_SM_THREADS, at least one */
-    e->derived[LN_BWD_MINB] = e->tun[LN_BWD_SM_THREADS] > e->tun[LN_BWD_BLOCK] ? e->tun[LN_BWD_SM_THREADS] / e->tun[LN_BWD_BLOCK] : 1;
+    e->derived[LN_BWD_MINB] = blocks_for(e->tun[LN_BWD_SM_THREADS], e->tun[LN_BWD_BLOCK]);
 }
 static const char *ln_check(const KernelEnv *e, char *why, size_t n) {
     if (e->tun[LN_BWD_SUMS] == 2) {
@@ -119,7 +121,7 @@ enum { BIAS_MIN_BLOCKS };
 /* the partial sums' blocks a multiprocessor holds at once: 1024 threads (at most 64 registers a thread), so that
    enough rows' loads are in flight (ptxas' own choice, 96 registers at 256 threads, held 512 threads: 2.45 TB/s in
    the GELU backward at gpt2-350M, 3.53 at 1024; bench/RESULTS.md, "ninth pass") */
-static void bias_derive(KernelEnv *e) { e->derived[BIAS_MIN_BLOCKS] = e->tun[BIAS_BLOCK] >= 1024 ? 1 : 1024 / e->tun[BIAS_BLOCK]; }
+static void bias_derive(KernelEnv *e) { e->derived[BIAS_MIN_BLOCKS] = blocks_for(1024, e->tun[BIAS_BLOCK]); }
 static LaunchDims bias_partial(const KernelEnv *e, long long OC) {
     return dims(ceil_div_u(OC, WARP * kernel_vec(e->x128, e->C)), e->tun[BIAS_ROW_SPLITS], e->tun[BIAS_BLOCK]);
 }
