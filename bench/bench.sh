@@ -6,7 +6,8 @@
 # ours once per attention path); NO_TORCH=1 skips PyTorch; NO_PROFILE=1 skips the per-op profile (both paths).
 # BASELINE=path/to/another/gpt2gen also runs that build (say, the commit before a change) in the same call: its rows
 # say "base"; BUILDS="label=path ..." runs more builds, each row saying its label (labels of at most 6 letters);
-# SETS="--set k=v ..." adds settings to every run of ours (not the other builds'). With the profiles, a run
+# SETS="--set k=v ..." adds settings to every run of ours (not the other builds'); BATCH=N runs every model at
+# batch size N (PyTorch too) instead of its default. With the profiles, a run
 # under GPT2GEN_QUEUE_PROFILE=1 says how far the host runs ahead of the GPU in a 124M micro-step.
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
@@ -29,6 +30,7 @@ summary=build/bench-logs/summary.txt
 : > "$summary"
 for model in $MODELS; do
     case $model in 124M) B=64 ;; 350M) B=32 ;; 774M) B=16 ;; *) B=8 ;; esac
+    B=${BATCH:-$B}
     theirs=""; theirs_mem=0
     if [ -z "$NO_TORCH" ]; then
         tlog=build/bench-logs/torch-$model.log

@@ -40,7 +40,7 @@ static const Field TRAIN_FIELDS[] = {
     F_NUM(train, eps, "1e-8", 0), F_INT(train, seed, "1337", 0, LONG_MAX), F_INT(train, recompute, "1", 0, INT_MAX),
     {"gelu", VAL_ENUM, offsetof(Config, train.gelu), 0, "auto", GELU_PATHS, 0, 0}, F_BOOL(train, deterministic, "true"),
     F_BOOL(train, master_weights, "true"), F_BOOL(train, overfit_batch, "false"), F_INT(train, num_gpus, "1", 1, INT_MAX),
-    F_INT(train, zero_stage, "1", 0, 1), F_INT(train, streams, "2", 1, 2),
+    F_INT(train, zero_stage, "1", 0, 1), F_INT(train, streams, "2", 1, 2), F_BOOL(train, cuda_graph, "true"),
     F_NUM(train, loss_scale, "65536", 1), F_INT(train, loss_scale_interval, "1000", 1, INT_MAX), {0}};
 static const Field DATA_FIELDS[] = {
     F_STR(data, train, "data/fortunes/train_*.bin"), F_STR(data, val, "data/fortunes/val_*.bin"),

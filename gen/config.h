@@ -63,6 +63,8 @@ typedef struct {
         int zero_stage;                   /* 0: every rank keeps the whole AdamW state; 1 (default): its shard */
         int streams;                      /* the GPU backward's streams: 1, or 2 (default): the weight gradients
                                              on a second stream beside the input-gradient chain */
+        int cuda_graph;                   /* the GPU training micro-step recorded once as a CUDA graph and replayed
+                                             (default true; runtime/cuda/step.c) */
         double loss_scale;                /* fp16: the initial dynamic loss scale (runtime/train/loss_scale.h) */
         int loss_scale_interval;          /* fp16: clean steps before the loss scale doubles */
     } train;

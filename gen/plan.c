@@ -208,6 +208,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->deterministic = step->kind != STEP_TRAIN || cfg->train.deterministic;
     plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS;
     plan->streams = step->kind == STEP_TRAIN ? cfg->train.streams : 1;
+    plan->graph = step->kind == STEP_TRAIN && cfg->train.cuda_graph;
     plan->gelu = GELU_EPILOGUE;   /* a forward's: the gelu kernels are the training step's (gen/kernels.c) */
     plan->gelu_origin = "auto";
     if (step->kind == STEP_TRAIN && cfg->train.gelu != GELU_AUTO) {
@@ -405,6 +406,10 @@ static void write_section(FILE *f, const Plan *p) {
                 p->streams == 2 ? ": the backward's weight-gradient matmuls, bias gradients and GELU recompute on a side "
                                   "stream beside the input-gradient chain"
                                 : ": the whole step in order on one stream");
+    if (st->kind == STEP_TRAIN)
+        fprintf(f, "graph      %s\n", p->graph ? "on: the micro-step's forward and backward recorded once as a CUDA graph, "
+                                                 "replayed each micro-step (not while profiling, nor with several ranks)"
+                                               : "off: each micro-step's ops launched one by one");
     if (st->kind == STEP_DECODE)
         fprintf(f, "linears    %s\n", p->decode_linear ? "decode_linear (templates/decode.cu): each weight read once for the rows"
                                                        : "the cuBLASLt matmuls below");

@@ -70,6 +70,9 @@ typedef struct Plan {
     /* the training step's backward on two streams (train.streams = 2: the weight-gradient matmuls, bias gradients
        and the GELU recompute on a side stream, runtime/cuda/step.c), else 1; every other step has 1 */
     int streams;
+    /* the training micro-step recorded once as a CUDA graph and replayed (train.cuda_graph; runtime/cuda/step.c
+       says where it is not: a profile, several ranks, GPT2GEN_SYNC); every other step has 0 */
+    int graph;
     /* rows of logits per chunk of the classifier (a divisor of B*T; the classifier family's CHUNK, else B*T): the
        logits buffer holds one chunk (runtime/cuda/classifier.c) */
     int classifier_rows;

@@ -76,6 +76,7 @@ static void same_config(const char *what, const Config *a, const Config *b) {
     SAME_NUM(train.eps); SAME_INT(train.seed); SAME_INT(train.recompute); SAME_INT(train.deterministic); SAME_INT(train.master_weights);
     SAME_INT(train.overfit_batch); SAME_INT(train.grad_accum); SAME_INT(train.num_gpus); SAME_INT(train.zero_stage);
     SAME_INT(train.streams);
+    SAME_INT(train.cuda_graph);
     SAME_STR(data.train); SAME_STR(data.val); SAME_STR(data.tokenizer);
     SAME_INT(eval.val_every); SAME_INT(eval.val_batches); SAME_INT(eval.sample_every); SAME_INT(eval.sample_tokens);
     SAME_NUM(eval.temperature);

@@ -482,6 +482,24 @@ static void test_streams(void) {
           "accepted (%s)", err.msg);
 }
 
+/* train.cuda_graph: a training plan's micro-step is a CUDA graph by default, not with train.cuda_graph = false; a
+   forward plan never (eval and sampling launch op by op, the decode step has its own graph); a number is refused. */
+static void test_graph_flag(void) {
+    Err err = {{0}};
+    if (make("configs/gpt2-124M.lua", NULL, &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(plan.graph == 1, "default: graph %d", plan.graph);
+    Plan fwd;
+    StepShape st = step_forward(&cfg, 2, 64, 0);
+    if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(fwd.graph == 0, "a forward plan: graph %d", fwd.graph);
+    const char *off[] = {"train.cuda_graph=false", NULL};
+    if (make("configs/gpt2-124M.lua", off, &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(plan.graph == 0, "train.cuda_graph=false: graph %d", plan.graph);
+    const char *bad[] = {"train.cuda_graph=2", NULL};
+    CHECK(make("configs/gpt2-124M.lua", bad, &err) != 0 && strstr(err.msg, "cuda_graph"), "train.cuda_graph = 2 was "
+          "accepted (%s)", err.msg);
+}
+
 /* attention = "auto": a training step on the template where both its directions run on wgmma (sm_90, head size 64,
    16 bits), else left to the runtime (cuDNN where it loads); a forward plan, fp32, sm_80 or a config whose backward
    tiles wgmma does not take stay auto; the config's own choice stays. */
@@ -625,6 +643,7 @@ int main(int argc, char **argv) {
     RUN(test_classifier_chunks);
     RUN(test_gelu_path);
     RUN(test_streams);
+    RUN(test_graph_flag);
     RUN(test_attention_auto);
     RUN(test_geometry_covers_work);
     RUN(test_round_trip_same_plan);

@@ -65,4 +65,5 @@ void finish(G *g, const char *name, Cmp *c, Err *err, int launch_rc);   /* the t
 
 void test_train_step(G *g);                            /* tune/step_test.c */
 void test_two_streams(G *g);                           /* tune/step_test.c */
+void test_graph(G *g);                                 /* tune/step_test.c */
 #endif

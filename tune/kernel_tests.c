@@ -71,6 +71,7 @@ int gpu_test_run(const Config *cfg, const struct Plan *plan, const Env *env) {
         if (plan->step.kind == STEP_TRAIN) {
             test_train_step(&g);
             test_two_streams(&g);
+            test_graph(&g);
         }
     }
     matmuls_destroy(&g.mm);

@@ -134,6 +134,47 @@ void test_train_step(G *g) {
     gb->destroy(gb);
 }
 
+/* A variant of the plan against the plan itself, the same bits expected: each on a backend of its own (one at a
+   time: a large model's two arenas need not fit), the same parameters, n micro-steps of gradient accumulation on
+   inputs of their own with grad scales scale[k]; the losses of every micro-step and the accumulated gradients
+   compared bit for bit. runs[v]: the micro-steps each backend replayed from its CUDA graph. */
+static void same_bits(G *g, const Plan *variant, const float *scale, int n, long runs[2], Cmp *c,
+                      Err *err, int *rc) {
+    GPT2Shape shape = config_shape(g->cfg);
+    size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&shape, sz, NULL);
+    BackendOptions opt[2] = {backend_options(g), backend_options(g)};
+    opt[1].plan = variant;
+    enum { MAX_MICRO = 4 };
+    float *params = hbuf(np), *grads[2] = {hbuf(np), hbuf(np)}, loss[2][MAX_MICRO] = {{0}};
+    gpt2_init_params(&shape, params, 4321);
+    quantize(g, params, np);
+    int32_t *in[MAX_MICRO], *tg = xmalloc((size_t)g->BT * 4);
+    for (int k = 0; k < n; k++) {
+        in[k] = xmalloc((size_t)g->BT * 4);
+        for (int i = 0; i < g->BT; i++) in[k][i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V);
+    }
+    for (int i = 0; i < g->BT; i++) tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V);
+    *rc = 0;
+    for (int v = 0; v < 2 && !*rc; v++) {
+        Backend *be = cuda_backend_create(&opt[v], err);
+        *rc = !be || be->set_params(be, params, err) || be->zero_grad(be, err);
+        for (int k = 0; k < n && !*rc; k++) *rc = be->forward_backward(be, in[k], tg, scale[k], &loss[v][k], err);
+        if (!*rc) *rc = be->get_grads(be, grads[v], err);
+        if (be) runs[v] = cuda_backend_graph_runs(be);
+        if (be) be->destroy(be);
+    }
+    *c = (Cmp){0, 0, ""};
+    if (!*rc && memcmp(loss[0], loss[1], sizeof loss[0])) { c->bad = 1; snprintf(c->what, sizeof c->what, "the losses differ"); }
+    if (!*rc && !c->bad && memcmp(grads[0], grads[1], np * 4)) {
+        size_t n_diff = 0;
+        for (size_t i = 0; i < np; i++) n_diff += grads[0][i] != grads[1][i];
+        c->bad = 1;
+        snprintf(c->what, sizeof c->what, "%zu of %zu accumulated gradients differ", n_diff, np);
+    }
+    free(params); free(grads[0]); free(grads[1]); free(tg);
+    for (int k = 0; k < n; k++) free(in[k]);
+}
+
 /* The backward on two streams (Plan.streams 2: the weight gradients on a side stream) against the same plan on one:
    two micro-steps of gradient accumulation give the same bits, as the kernels and their sums are the same. A wait
    missing from runtime/cuda/step.c lets the side stream read a buffer the compute stream has already overwritten,
@@ -143,40 +184,42 @@ void test_two_streams(G *g) {
     const char *name = "train_step on two streams = one stream (two micro-steps accumulated, same bits)";
     if (g->plan->streams != 2) { skip(g, name, "the plan has one stream (train.streams = 1)"); return; }
     if (!g->cfg->train.deterministic) { skip(g, name, "train.deterministic = false: cuDNN's dQ by atomics varies run to run"); return; }
-    GPT2Shape shape = config_shape(g->cfg);
-    size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&shape, sz, NULL);
     static Plan one;
     one = *g->plan;
     one.streams = 1;
     memory_plan(&one.memory, &one);
-    BackendOptions opt[2] = {backend_options(g), backend_options(g)};
-    opt[1].plan = &one;
+    const float scale[] = {0.5f, 0.5f};
+    long runs[2] = {0, 0};
+    Cmp c;
     Err err = {{0}};
-    float *params = hbuf(np), *grads[2] = {hbuf(np), hbuf(np)}, loss[2][2] = {{0}};
-    gpt2_init_params(&shape, params, 4321);
-    quantize(g, params, np);
-    int32_t *in = xmalloc((size_t)g->BT * 4), *in2 = xmalloc((size_t)g->BT * 4), *tg = xmalloc((size_t)g->BT * 4);
-    for (int i = 0; i < g->BT; i++) {
-        in[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V);
-        in2[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V);
-        tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V);
-    }
-    int rc = 0;
-    for (int k = 0; k < 2 && !rc; k++) {   /* one backend at a time: a large model's two arenas need not fit */
-        Backend *be = cuda_backend_create(&opt[k], &err);
-        rc = !be || be->set_params(be, params, &err) || be->zero_grad(be, &err) ||
-             be->forward_backward(be, in, tg, 0.5f, &loss[k][0], &err) ||
-             be->forward_backward(be, in2, tg, 0.5f, &loss[k][1], &err) || be->get_grads(be, grads[k], &err);
-        if (be) be->destroy(be);
-    }
-    Cmp c = {0, 0, ""};
-    if (!rc && memcmp(loss[0], loss[1], sizeof loss[0])) { c.bad = 1; snprintf(c.what, sizeof c.what, "the losses differ"); }
-    if (!rc && !c.bad && memcmp(grads[0], grads[1], np * 4)) {
-        size_t n_diff = 0;
-        for (size_t i = 0; i < np; i++) n_diff += grads[0][i] != grads[1][i];
+    int rc;
+    same_bits(g, &one, scale, 2, runs, &c, &err, &rc);
+    finish(g, name, &c, &err, rc);
+}
+
+/* The micro-step as a CUDA graph (Plan.graph) against the same plan op by op: four micro-steps accumulated, on four
+   inputs (the graph reads them from the buffers the host fills), with grad scales 0.5, 0.5, 0.5, 0.25: the first
+   runs op by op, the second is recorded and run, the third replays that graph, the fourth is recorded again (its
+   alpha differs). The same bits, and the graph ran three times (a graph that silently fell back to launching op by
+   op would pass the comparison). */
+void test_graph(G *g) {
+    const char *name = "train_step as a CUDA graph = op by op (four micro-steps, recorded twice, same bits)";
+    if (!g->plan->graph) { skip(g, name, "the plan launches op by op (train.cuda_graph = false)"); return; }
+    if (!g->cfg->train.deterministic) { skip(g, name, "train.deterministic = false: cuDNN's dQ by atomics varies run to run"); return; }
+    if (g->env && g->env->sync) { skip(g, name, "GPT2GEN_SYNC checks each launch, which a graph does not"); return; }
+    static Plan eager;
+    eager = *g->plan;
+    eager.graph = 0;
+    const float scale[] = {0.5f, 0.5f, 0.5f, 0.25f};
+    long runs[2] = {0, 0};
+    Cmp c;
+    Err err = {{0}};
+    int rc;
+    same_bits(g, &eager, scale, 4, runs, &c, &err, &rc);
+    if (!rc && !c.bad && (runs[0] != 3 || runs[1] != 0)) {
         c.bad = 1;
-        snprintf(c.what, sizeof c.what, "%zu of %zu accumulated gradients differ", n_diff, np);
+        snprintf(c.what, sizeof c.what, "micro-steps replayed from a graph: %ld with the graph (3 expected), %ld op by op",
+                 runs[0], runs[1]);
     }
     finish(g, name, &c, &err, rc);
-    free(params); free(grads[0]); free(grads[1]); free(in); free(in2); free(tg);
 }

@@ -111,7 +111,7 @@ static void cu_destroy(Backend *be) {
             cu.cuStreamSynchronize(c->s);
         }
         matmuls_destroy(&c->mm);
-        side_close(c);
+        step_close(c);
         attention_close(c);
         decode_close(c);
         arena_free(&c->arena);
@@ -206,7 +206,7 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     c->s = c->dev.compute;
     c->ks.sync_each = c->env->sync;
     profile_init(&c->prof, c->s, c->env->profile, c->env->queue_profile);
-    if (side_open(c, err)) {
+    if (step_open(c, err)) {
         cu_destroy(be);
         return NULL;
     }
@@ -223,3 +223,4 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
 }
 
 size_t cuda_backend_arena_bytes(Backend *be) { return cuda_of(be)->arena.bytes; }
+long cuda_backend_graph_runs(Backend *be) { return cuda_of(be)->graph_runs; }

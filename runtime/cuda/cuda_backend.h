@@ -43,6 +43,8 @@ int nccl_unique_id(void *id, Err *err);
 /* ---- for the tests */
 /* GPU memory the backend holds in its arena, bytes */
 size_t cuda_backend_arena_bytes(Backend *be);
+/* training micro-steps replayed from the CUDA graph so far (Plan.graph) */
+long cuda_backend_graph_runs(Backend *be);
 /* Groups the n positions of inp by token for the deterministic wte backward: bucket j is token[j], its
    positions are positions[start[j] .. start[j+1]) in increasing order. count needs Vp+1 entries, token and
    positions n, start n+1. Returns the number of buckets. */

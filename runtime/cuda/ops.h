@@ -23,6 +23,9 @@
 #include "kernel_launch.h"
 
 typedef CUdeviceptr dptr;
+/* the side stream's marks (runtime/cuda/step.c): the events the compute stream waits for before it overwrites what
+   the side reads (dresidual, dfch, dqkv), and the side's end */
+typedef enum { MARK_DRES, MARK_DFCH, MARK_DQKV, MARK_DONE, NUM_MARKS } SideMark;
 #define DECODE_IN_FLIGHT 8   /* decode steps queued ahead of the one whose tokens the host waits for */
 
 typedef struct {
@@ -60,8 +63,14 @@ typedef struct {
     /* the training backward's side stream (Plan.streams 2, not while profiling; NULL without) and its events
        (step.c); the bias scratch of the stream ops go on now (BUF_BIAS_SCRATCH, or _SIDE) */
     CUstream side;
-    CUevent ev_fork, ev_dres, ev_dfch, ev_dqkv, ev_done;
+    CUevent ev_fork, ev_mark[NUM_MARKS];
+    int marked[NUM_MARKS];           /* the mark was recorded in this backward (what a wait may wait for) */
     dptr bias_scratch;
+    /* the training micro-step as a CUDA graph (Plan.graph; step.c), recorded for alpha step_graph_alpha; the
+       micro-steps run so far (the first runs op by op), and those replayed from the graph */
+    CUgraphExec step_graph;
+    float step_graph_alpha;
+    long micro_steps, graph_runs;
 } Cuda;
 
 static inline Cuda *cuda_of(Backend *be) { return (Cuda *)be->impl; }
@@ -134,9 +143,10 @@ static inline float dlogits_unit(const Cuda *c) { return c->prec == PREC_FP16 ? 
 /* the layers of a forward (and of a decode step), from BUF_ENCODED to the final LayerNorm's output BUF_LNF; with a
    cache, each layer's keys and values go into it at the position BUF_DECODE_POS holds */
 int cu_forward_layers(Cuda *c, Err *err);
-/* the backward's side stream and events where the plan has two streams and the profile is off (step.c) */
-int  side_open(Cuda *c, Err *err);
-void side_close(Cuda *c);
+/* the backward's side stream and events where the plan has two streams and the profile is off; step_close also
+   frees the micro-step's graph (step.c) */
+int  step_open(Cuda *c, Err *err);
+void step_close(Cuda *c);
 int cu_decode(Backend *be, DecodeRun *run, Err *err);
 int  decode_open(Cuda *c, Err *err);    /* a decode plan's host buffers and events */
 void decode_close(Cuda *c);
