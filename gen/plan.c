@@ -408,7 +408,8 @@ static void write_section(FILE *f, const Plan *p) {
                                 : ": the whole step in order on one stream");
     if (st->kind == STEP_TRAIN)
         fprintf(f, "graph      %s\n", p->graph ? "on: the micro-step's forward and backward recorded once as a CUDA graph, "
-                                                 "replayed each micro-step (not while profiling, nor with several ranks)"
+                                                 "replayed each micro-step (op by op while profiling, and where several "
+                                                 "ranks average the gradients during the backward)"
                                                : "off: each micro-step's ops launched one by one");
     if (st->kind == STEP_DECODE)
         fprintf(f, "linears    %s\n", p->decode_linear ? "decode_linear (templates/decode.cu): each weight read once for the rows"
