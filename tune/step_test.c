@@ -179,7 +179,8 @@ static void same_bits(G *g, const Plan *variant, const float *scale, int n, long
    two micro-steps of gradient accumulation give the same bits, as the kernels and their sums are the same. A wait
    missing from runtime/cuda/step.c lets the side stream read a buffer the compute stream has already overwritten,
    and the bits differ (where the timing lets the race show: a test of the large configs, run by `gpt2gen test`,
-   gives it the most room). GPU against GPU: every size. */
+   gives it the most room). Both plans replay the second micro-step from their CUDA graphs where Plan.graph is set,
+   as training does. GPU against GPU: every size. */
 void test_two_streams(G *g) {
     const char *name = "train_step on two streams = one stream (two micro-steps accumulated, same bits)";
     if (g->plan->streams != 2) { skip(g, name, "the plan has one stream (train.streams = 1)"); return; }
