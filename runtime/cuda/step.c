@@ -71,9 +71,14 @@ static int forward_from_inputs(Cuda *c, Err *err) {
     return cu_forward_layers(c, err);
 }
 
-static int forward_trunk(Cuda *c, const int32_t *inputs, Err *err) {
+/* a new forward starts: nothing of the last one (its losses, final LayerNorm, logits, targets) is to be read */
+static void forget_forward(Cuda *c) {
     c->losses_valid = c->lnf_valid = c->have_targets = 0;
     c->logits_chunk = -1;
+}
+
+static int forward_trunk(Cuda *c, const int32_t *inputs, Err *err) {
+    forget_forward(c);
     return upload_inputs(c, inputs, err) || forward_from_inputs(c, err) ? -1 : 0;
 }
 
@@ -304,9 +309,7 @@ static int run_micro_step(Backend *be, float alpha, Err *err) {
 int cu_forward_backward(Backend *be, const int32_t *inputs, const int32_t *targets, float grad_scale, float *loss, Err *err) {
     Cuda *c = cuda_of(be);
     profile_queue_start(&c->prof);
-    c->losses_valid = c->lnf_valid = 0;
-    c->logits_chunk = -1;
-    c->have_targets = 0;
+    forget_forward(c);
     c->prof.steps++;
     if (upload_inputs(c, inputs, err) || op_classifier_targets(c, targets, err) ||
         run_micro_step(be, classifier_alpha(c, grad_scale), err) || op_encoder_upload_buckets(c, inputs, err) ||
