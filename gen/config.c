@@ -17,7 +17,7 @@
 const char *const PRECISIONS[] = {"fp32", "bf16", "fp16", NULL};
 const char *const ATTENTIONS[] = {"auto", "cudnn", "flash", NULL};
 static const char *const SCHEDULES[] = {"cosine", "linear", "constant", "wsd", NULL};
-static const char *const GELU_PATHS[] = {"auto", "epilogue", "kernel", "split", NULL};
+static const char *const GELU_PATHS[] = {"auto", "epilogue", "kernel", "split", "fused", NULL};
 
 #define F_INT(sec, k, d, mn, mx) {#k, VAL_INT, offsetof(Config, sec.k), sizeof(((Config *)0)->sec.k), d, NULL, mn, mx}
 #define F_NUM(sec, k, d, mn)  {#k, VAL_NUM, offsetof(Config, sec.k), 0, d, NULL, mn, 0}

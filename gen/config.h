@@ -14,12 +14,16 @@ typedef enum { ATTN_AUTO = 0, ATTN_CUDNN, ATTN_FLASH } AttentionPath;
    backward), in kernels of ours beside plain bias epilogues (templates/gelu.cu forward, templates/bias.cu's
    gelu_backward_bias_partial backward, with the fc bias gradient in the same pass), split (our forward kernel beside
    the fc matmul's plain bias epilogue, cuBLASLt's DGELU epilogue backward: the DGELU epilogue reads the fc output
-   that the plain matmul stores, as it reads the GELU_AUX epilogue's), or the plan's choice by shape */
-typedef enum { GELU_AUTO = 0, GELU_EPILOGUE, GELU_KERNEL, GELU_SPLIT } GeluPath;
+   that the plain matmul stores, as it reads the GELU_AUX epilogue's), fused (both fc-shaped matmuls in our own wgmma
+   kernels with the GELU, its backward and the fc bias gradient inside: templates/fc_gemm.cu, Hopper in 16 bits), or
+   the plan's choice by shape */
+typedef enum { GELU_AUTO = 0, GELU_EPILOGUE, GELU_KERNEL, GELU_SPLIT, GELU_FUSED } GeluPath;
 /* 1 where path's forward GELU runs in our kernel, else in the fc matmul's epilogue */
 static inline int gelu_forward_in_kernel(GeluPath path) { return path == GELU_KERNEL || path == GELU_SPLIT; }
 /* 1 where path's backward GELU runs in our kernel (with the fc bias gradient), else in the fcproj dinp's epilogue */
 static inline int gelu_backward_in_kernel(GeluPath path) { return path == GELU_KERNEL; }
+/* 1 where both fc-shaped matmuls are our fused kernels (templates/fc_gemm.cu), not cuBLASLt's */
+static inline int gelu_fused(GeluPath path) { return path == GELU_FUSED; }
 
 #define CONFIG_MAX_TUNABLES 64
 #define CONFIG_PATH_MAX 1024   /* path buffers: the config's path, data patterns, checkpoint paths */

@@ -236,6 +236,57 @@ static LaunchDims gelu_dims(const KernelEnv *e, long long n) {
     return dims(ceil_div_u(n / kernel_vec(e->x128, 4 * e->C), e->tun[GELU_BLOCK]), 1, e->tun[GELU_BLOCK]);
 }
 
+/* ---- fc_gemm.cu ---- */
+enum { FCG_TILE_N, FCG_STAGES, FCG_SM_BLOCKS, FCG_EPI_BYTES };
+enum { FCG_THREADS, FCG_MIN_BLOCKS, FCG_M_TILES };
+#define FCG_BM 128   /* rows of a block's tile: two warpgroups of 64 (templates/fc_gemm.cu) */
+static void fcg_derive(KernelEnv *e) {
+    e->derived[FCG_THREADS] = 256;
+    e->derived[FCG_MIN_BLOCKS] = e->tun[FCG_SM_BLOCKS];
+    e->derived[FCG_M_TILES] = ceil_div_u(rows(e), FCG_BM);
+}
+/* STAGES stages of 64 columns of the block's rows of A and B, 16-bit, and 1 KiB to align them */
+static long long fcg_smem(const KernelEnv *e) { return (long long)e->tun[FCG_STAGES] * (FCG_BM + e->tun[FCG_TILE_N]) * 64 * 2 + 1024; }
+/* the epilogue's two tiles of 128 rows of TILE_N + 8 16-bit elements and the backward's column sums (8 warps), where
+   the stages were (templates/fc_gemm.cu) */
+static long long fcg_epi_smem(const KernelEnv *e) {
+    return 2LL * FCG_BM * (e->tun[FCG_TILE_N] + 8) * 2 + 8LL * e->tun[FCG_TILE_N] * 4 + 1024;
+}
+static const char *fcg_check(const KernelEnv *e, char *why, size_t n) {
+    if (e->tun[FCG_EPI_BYTES] != 4 && e->tun[FCG_EPI_BYTES] != 16) {
+        snprintf(why, n, "fc_gemm: EPI_BYTES is 4 or 16, not %d", e->tun[FCG_EPI_BYTES]);
+        return why;
+    }
+    if (fcg_epi_smem(e) > fcg_smem(e)) {
+        snprintf(why, n, "fc_gemm: the epilogue's tiles (%lld bytes) do not fit where %d stages of TILE_N %d were (%lld)",
+                 fcg_epi_smem(e), e->tun[FCG_STAGES], e->tun[FCG_TILE_N], fcg_smem(e));
+        return why;
+    }
+    /* a multiprocessor has 228 KiB of shared memory, of which each block takes 1 KiB for the system */
+    if ((fcg_smem(e) + 1024) * e->tun[FCG_SM_BLOCKS] <= 228 * 1024 && fcg_smem(e) <= KERNEL_MAX_SMEM) return NULL;
+    snprintf(why, n, "fc_gemm: %d stages of TILE_N %d take %lld bytes of shared memory a block, and %d blocks of them "
+             "do not fit a multiprocessor (228 KiB); use fewer STAGES or SM_BLOCKS", e->tun[FCG_STAGES],
+             e->tun[FCG_TILE_N], fcg_smem(e), e->tun[FCG_SM_BLOCKS]);
+    return why;
+}
+static LaunchDims fcg_gemm(const KernelEnv *e, long long n) {
+    (void)n;
+    LaunchDims d = dims(ceil_div_u(4 * e->C, e->tun[FCG_TILE_N]), e->derived[FCG_M_TILES], 256);
+    d.smem = (unsigned)fcg_smem(e);
+    return d;
+}
+static LaunchDims fcg_transpose(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(ceil_div_u(4 * e->C, 32), ceil_div_u(e->C, 32), 256);
+}
+static LaunchDims fcg_reduce(const KernelEnv *e, long long n) {
+    (void)n;
+    return dims(ceil_div_u(4 * e->C, 256), 1, 256);
+}
+int fc_gemm_fits(const GPT2Shape *model, const StepShape *step, int sm) {
+    return sm == 90 && step->precision != PREC_FP32 && model->n_embd % 8 == 0;
+}
+
 /* ---- classifier.cu ---- */
 enum { CLS_BLOCK, CLS_CHUNK_ROWS, CLS_UNROLL };
 enum { CLS_CHUNK };
@@ -379,6 +430,25 @@ const FamilyDecl kernel_families[] = {
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"gelu_forward", {X(out), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)", 0},
       {"gelu_backward", {X(dinout), CX(inp), I64(n)}, GELU_BLOCK, 2, gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)", 0}}, NULL,
+     STEP_BIT(STEP_TRAIN)},
+    /* TILE_N, STAGES, SM_BLOCKS: the block's columns, its stages of k, its blocks a multiprocessor (two: the registers
+       of 128 a thread, which TILE_N 256's accumulators alone would take); EPI_BYTES: the epilogue's global accesses, 16 (its
+       tensors through shared memory in 16-byte chunks of rows) or 4 (each thread's pairs of columns straight) */
+    {"fc_gemm", "templates/fc_gemm.cu", "the fc matmul with the GELU, and the fcproj dinp with the GELU backward and "
+     "the fc bias gradient (Hopper's wgmma; train.gelu = \"fused\")",
+     {{"TILE_N", 128, {128, 256}, .min = 128, .max = 256, .multiple_of = 128},
+      {"STAGES", 3, {3, 4, 5, 6}, .min = 3, .max = 8, .multiple_of = 1},
+      {"SM_BLOCKS", 2, {1, 2}, .min = 1, .max = 2, .multiple_of = 1},
+      {"EPI_BYTES", 16, {4, 16}, .min = 4, .max = 16, .multiple_of = 4}},
+     {"THREADS", "MIN_BLOCKS", "M_TILES"}, fcg_derive, fcg_check,
+     {{"fc_gelu_forward", {X(pre), X(out), CX(inp), CX(weight), CX(bias)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_gemm,
+       "(ceil(4C / TILE_N), M_TILES = ceil(B*T / 128)): a block per 128 x TILE_N tile", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},
+      {"fcproj_dgelu_backward", {X(dpre), F32(scratch), CX(dout), CX(wt), CX(pre)}, BOUNDS_DERIVED(FCG_THREADS), -1,
+       fcg_gemm, "(ceil(4C / TILE_N), M_TILES): a block per 128 x TILE_N tile", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},
+      {"transpose_fcproj", {X(wt), CX(weight)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_transpose,
+       "(ceil(4C / 32), ceil(C / 32)): a block per 32 x 32 tile", 0},
+      {"fc_bias_reduce", {X(dbias), CF32(scratch)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_reduce,
+       "ceil(4C / 256): a thread per column", 0}}, NULL,
      STEP_BIT(STEP_TRAIN)},
     /* BLOCK_SIZE 256: the fastest of the candidates at gpt2-124M and 350M on the H200 (bench/RESULTS.md,
        "Autotuning sweeps": 1.56x the old default of 1024). CHUNK_ROWS: logits are made for that many rows at a time; its

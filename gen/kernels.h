@@ -83,6 +83,8 @@ static inline int family_in_step(const FamilyDecl *f, const StepShape *step) {
 
 extern const FamilyDecl kernel_families[];
 
+/* 1 where templates/fc_gemm.cu's kernels run (train.gelu = "fused"): Hopper (sm 90), 16-bit, n_embd a multiple of 8 */
+int  fc_gemm_fits(const GPT2Shape *model, const StepShape *step, int sm);
 /* The one vector-width rule: elements per access for rows of n elements, 128 bits when n allows it. */
 int  kernel_vec(int x128, long long n);
 /* The environment of family f for the model and step with tunable values tun (declaration order); fills derived. */

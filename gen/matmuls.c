@@ -52,4 +52,5 @@ void matmuls_set_gelu(PlanMatmul mm[MM_COUNT], const GPT2Shape *model, const Ste
                                              : linear("fc+gelu", BT, C, 4 * C, 1, EPI_GELU_AUX, L);
     mm[MM_FCPROJ_DINP] = gelu_backward_in_kernel(gelu) ? linear_dinp("fcproj dinp", BT, 4 * C, C, EPI_NONE, bwd)
                                                        : linear_dinp("fcproj dinp+dgelu", BT, 4 * C, C, EPI_DGELU, bwd);
+    if (gelu_fused(gelu)) mm[MM_FC].per_step = mm[MM_FCPROJ_DINP].per_step = 0;   /* templates/fc_gemm.cu does both */
 }

@@ -22,6 +22,8 @@ typedef enum {
     /* scratch of the layers' backward only: shares the logits buffer when it fits there */
     BUF_ATT_DDOT, BUF_DFCH, BUF_DATTY, BUF_DQKV,
     BUF_LN_SCRATCH, BUF_BIAS_SCRATCH, BUF_BIAS_SCRATCH_SIDE, BUF_NORM_PARTIALS,
+    /* train.gelu = "fused" (templates/fc_gemm.cu): fcproj's weight transposed, the fc bias gradient's partials */
+    BUF_FCPROJ_WT, BUF_FC_PARTIALS,
     /* the step's tokens and the encoder backward's buckets */
     BUF_INPUTS, BUF_TARGETS, BUF_BUCKET_TOKEN, BUF_BUCKET_START, BUF_POSITIONS,
     /* a decode plan's key/value cache, (L, B, NH, maxT, HS) each, its split attention's partial results, the

@@ -239,11 +239,22 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     for (int i = 0; i < plan->n_families; i++)
         if (family_finalize(plan, i, err)) return -1;
     if (step->kind == STEP_TRAIN && cfg->train.gelu == GELU_AUTO) plan->gelu = gelu_auto(plan);
+    if (gelu_fused(plan->gelu) && !fc_gemm_fits(&plan->model, &plan->step, atoi(plan->arch + 3)))
+        return err_set(err, "%s: train.gelu = \"fused\" runs on Hopper's wgmma in bf16 or fp16 with n_embd a multiple of 8 "
+                       "(here %s, %s, n_embd %d); use \"auto\"", cfg->path, plan->arch,
+                       precision_name(plan->step.precision), plan->model.n_embd);
     if (step->kind == STEP_TRAIN && plan->attention == ATTN_AUTO) plan->attention = attention_auto(plan);
     plan->classifier_rows = classifier_rows(plan);
     matmuls_plan(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows, plan->gelu);
     memory_plan(&plan->memory, plan);
     return 0;
+}
+
+void plan_set_gelu(Plan *plan, GeluPath gelu, const char *origin) {
+    plan->gelu = gelu;
+    plan->gelu_origin = origin;
+    matmuls_set_gelu(plan->matmuls, &plan->model, &plan->step, gelu);
+    memory_plan(&plan->memory, plan);   /* the fused path's scratch */
 }
 
 int plan_make_train(Plan *plan, const Config *cfg, const char *arch, Err *err) {
@@ -400,6 +411,9 @@ static void write_section(FILE *f, const Plan *p) {
                                          "gelu_backward_bias_partial with the fc bias gradient"
                 : p->gelu == GELU_SPLIT ? "the fc matmul's bias epilogue, then gelu_forward; cuBLASLt's DGELU epilogue "
                                           "in the fcproj dinp"
+                : p->gelu == GELU_FUSED ? "fc_gelu_forward (the fc matmul with its bias and the GELU); "
+                                          "fcproj_dgelu_backward (the fcproj dinp with the GELU backward and the fc bias "
+                                          "gradient's partials) after transpose_fcproj, then fc_bias_reduce"
                                         : "cuBLASLt's GELU_AUX_BIAS and DGELU epilogues");
     if (st->kind == STEP_TRAIN)
         fprintf(f, "streams    %d%s\n", p->streams,

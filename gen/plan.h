@@ -89,6 +89,8 @@ typedef struct Plan {
    declarations and the config's tune table; a value outside its declared constraints is an error naming the key
    and the allowed values. */
 int  plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *step, const char *arch, Err *err);
+/* a training plan's GELU path (and who chose it): its matmul entries and memory follow */
+void plan_set_gelu(Plan *plan, GeluPath gelu, const char *origin);
 /* The training plan ("train") of cfg. */
 int  plan_make_train(Plan *plan, const Config *cfg, const char *arch, Err *err);
 /* The plan that samples text during training ("decode"): one row decoding against its key/value cache, run with

@@ -209,20 +209,24 @@ static void apply_gelu(const TuneDb *db, const TuneEnv *env, Plan *plan, TuneApp
     if (!r) { if (stale) say_stale(msgs, db, stale, &key, out); return; }
     if (!passed(db, r, msgs)) return;
     out->gelu_path = GELU_AUTO;
-    for (GeluPath g = GELU_EPILOGUE; g <= GELU_SPLIT; g++) {
+    for (GeluPath g = GELU_EPILOGUE; g <= GELU_FUSED; g++) {
         char v[32];
         snprintf(v, sizeof v, "path=%s", gelu_path_name(g));
         if (!strcmp(r->variant, v)) out->gelu_path = g;
     }
     if (out->gelu_path == GELU_AUTO) {
-        if (msgs) fprintf(msgs, "tune db %s:%d: gelu: '%s' is not path=epilogue, path=kernel or path=split; ignored\n",
-                          db->path, r->line, r->variant);
+        if (msgs) fprintf(msgs, "tune db %s:%d: gelu: '%s' is not path=epilogue, path=kernel, path=split or path=fused; "
+                          "ignored\n", db->path, r->line, r->variant);
+        return;
+    }
+    if (gelu_fused(out->gelu_path) && !fc_gemm_fits(&plan->model, &plan->step, atoi(plan->arch + 3))) {
+        if (msgs) fprintf(msgs, "tune db %s:%d: gelu: path=fused does not run on %s in %s; ignored\n", db->path, r->line,
+                          plan->arch, precision_name(plan->step.precision));
+        out->gelu_path = GELU_AUTO;
         return;
     }
     out->gelu = 1;
-    plan->gelu = out->gelu_path;
-    plan->gelu_origin = "tuning database";
-    matmuls_set_gelu(plan->matmuls, &plan->model, &plan->step, plan->gelu);
+    plan_set_gelu(plan, out->gelu_path, "tuning database");
 }
 
 void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char *cublaslt, TuneApplied *out, FILE *msgs) {

@@ -318,13 +318,8 @@ __device__ __forceinline__ float rows_ddot(float *ddot, const floatX *dout, cons
 // (w = warp in its warpgroup, g = lane / 4, t = lane % 4), the fp32 accumulator element d[x] of a 64 x N product is
 // at row 16w + g + 8((x >> 1) & 1), column 8(x >> 2) + 2t + (x & 1): the same places as the mma.sync layout above,
 // so a 16-column slab of accumulators, packed to 16 bits, is the A operand of the next product from registers.
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define HOPPER_WGMMA 1
-typedef unsigned long long u64;
-constexpr int WG_THREADS = 128;
+#if HOPPER_WGMMA
 constexpr int SW_TILE = 64 * 64;                 // elements of a 64-row tile
-
-__device__ __forceinline__ int sw128(int r, int c) { return r * 64 + ((((c >> 3) ^ (r & 7)) << 3) | (c & 7)); }
 
 // ROWS rows of one head from tokens t0.. (row pitch `width`) into a swizzled tile; rows at or past T are zeros
 // (unrolled: a thread's rows are NT / 8 apart, at the same swizzled column where NT is a multiple of 64)
@@ -338,58 +333,8 @@ __device__ __forceinline__ void load_rows_sw(floatX *tile, const floatX *src, in
     }
 }
 
-// Shared-memory matrix descriptors of a swizzled tile at p (16-byte units; swizzle mode 1 = 128 bytes in bits
-// 62-63). K-major (the product's k along a row: A, and B given as B^T): the stride between 8-row groups is 1024
-// bytes, and the next 16 k are the next 32 bytes of the row. N-major (B as (k, n) rows: imm-trans-b 1): the next 8
-// k are the next 1024 bytes, the next 16 k the next 2048 (16 rows); the offset to a next 64-column panel (LBO) is
-// never used at n = 64.
-__device__ __forceinline__ u64 desc_sw(const floatX *p, u32 lbo) {
-    const u32 a = smem_addr(p);
-    return (u64)((a & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(1024 >> 4) << 32) | (1ull << 62);
-}
-__device__ __forceinline__ u64 desc_k(const floatX *tile, int kstep) { return desc_sw(tile + kstep * 16, 16); }
 __device__ __forceinline__ u64 desc_n(const floatX *tile, int kstep) { return desc_sw(tile + kstep * 16 * 64, SW_TILE * 2); }
 
-#if PRECISION_BF16
-#define WGMMA_TYPES ".f32.bf16.bf16 "
-#else
-#define WGMMA_TYPES ".f32.f16.f16 "
-#endif
-#define WGMMA_OP(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16" WGMMA_TYPES
-#define ACC32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
-#define ACC64 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
-    "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
-#define ACC8(d, x) "+f"(d[x]), "+f"(d[x + 1]), "+f"(d[x + 2]), "+f"(d[x + 3]), "+f"(d[x + 4]), "+f"(d[x + 5]), "+f"(d[x + 6]), "+f"(d[x + 7])
-#define ACC_OUT(d) ACC8(d, 0), ACC8(d, 8), ACC8(d, 16), ACC8(d, 24)
-#define ACC_OUT64(d) ACC_OUT(d), ACC8(d, 32), ACC8(d, 40), ACC8(d, 48), ACC8(d, 56)
-// d (+)= A B, A and B from shared memory, N = 64 or 128 columns (d: N / 2 accumulators a thread); accumulate 0
-// overwrites d
-template <int TRANS_B>
-__device__ __forceinline__ void wgmma_ss(float (&d)[32], u64 da, u64 db, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" WGMMA_OP(64) ACC32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
-                 : ACC_OUT(d) : "l"(da), "l"(db), "r"(accumulate), "n"(TRANS_B) : "memory");
-}
-template <int TRANS_B>
-__device__ __forceinline__ void wgmma_ss(float (&d)[64], u64 da, u64 db, int accumulate) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" WGMMA_OP(128) ACC64 ", %64, %65, p, 1, 1, 0, %67;\n}\n"
-                 : ACC_OUT64(d) : "l"(da), "l"(db), "r"(accumulate), "n"(TRANS_B) : "memory");
-}
-// d += A B, A from registers (four packed pairs), B from shared memory
-template <int TRANS_B>
-__device__ __forceinline__ void wgmma_rs(float (&d)[32], const u32 (&a)[4], u64 db) {
-    asm volatile(WGMMA_OP(64) ACC32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, %37;\n"
-                 : ACC_OUT(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TRANS_B) : "memory");
-}
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-// waits until at most N of the groups committed last are still running (all older ones are done)
-template <int N = 0> __device__ __forceinline__ void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-// after a wait: the compiler may not move reads of d above it
-template <int N> __device__ __forceinline__ void pin(float (&d)[N]) {
-    for (int x = 0; x < N; x++) asm volatile("" : "+f"(d[x])::"memory");
-}
 // a thread's 64 x N accumulators as N / 8 8-column tiles of the mma.sync layout (the same places), for the helpers
 // above: acc_to_a (the A operand of a k-step), store_acc, softmax_row
 template <int N> __device__ __forceinline__ float (&tiles(float (&d)[N]))[N / 4][4] {
@@ -421,13 +366,8 @@ __device__ __forceinline__ void load_kv_sw(floatX *kv, const floatX *base, int t
 // async proxy's reads), and every warpgroup is done with the other stage
 __device__ __forceinline__ void stage_arrived() {
     cp_async_wait<0>();
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    fence_proxy_async();
     __syncthreads();
-}
-// the dynamic shared memory rounded up to 1024 bytes (the launch asks for 1 KiB more: gen/kernels.c)
-__device__ __forceinline__ floatX *smem_1024(unsigned char *p) {
-    const u32 a = smem_addr(p);
-    return reinterpret_cast<floatX *>(p + ((1024 - (a & 1023)) & 1023));
 }
 
 // The forward as flash_forward below, warpgroup wg owning query rows wq0..wq0+63 (FWD_SM = 90): per key tile of
@@ -655,8 +595,6 @@ __device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX
     pin(dq);
     store_acc_wg(dqkv + head_row(b, 0, 3 * C) + h * HS, 3 * C, dq, q0, SCALE);
 }
-#else
-#define HOPPER_WGMMA 0
 #endif
 static_assert((FWD_SM != 90 && BWD_SM != 90) || HOPPER_WGMMA,
               "attention: FWD_SM or BWD_SM = 90 (wgmma) needs a Hopper GPU: sm_90, compiled as sm_90a");

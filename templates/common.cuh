@@ -3,7 +3,7 @@
 // VEC_<row>, the tunables and the KERNEL(name) entry points).
 // Holds: warp and block reductions (plain shuffles, no cooperative_groups), asynchronous copies into shared
 // memory, a 128-bit packed vector type with cached / streaming loads and stores, conversions between floatX and
-// float, stochastic rounding, and GELU.
+// float, stochastic rounding, GELU, and Hopper's warpgroup MMA (wgmma) with its shared-memory descriptors.
 // No standard library: NVRTC has none.
 
 #define FULL_MASK 0xffffffffu
@@ -152,4 +152,91 @@ __device__ __forceinline__ float gelu_grad(float u) {
     const float s = gelu_sigmoid(u);
     return s + 2.0f * u * s * (1.0f - s) * GELU_K * (1.0f + 3.0f * 0.044715f * u * u);
 }
+#endif
+
+// ---- Hopper's warpgroup MMA (wgmma.mma_async), for the templates that run it on sm_90a in 16 bits ----
+// PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"; docs/hopper-attention.md has the layouts. Tiles
+// in shared memory have rows of 64 16-bit elements (128 bytes) in the 128-byte swizzle: the 16-byte chunk c of row r
+// sits at chunk c ^ (r % 8), tiles 1024-byte aligned. For a thread of a warpgroup (w = warp in its warpgroup, g =
+// lane / 4, t = lane % 4), the fp32 accumulator d[x] of a 64 x N product is at row 16w + g + 8((x >> 1) & 1), column
+// 8(x >> 2) + 2t + (x & 1). HOPPER_WGMMA is 1 where these compile (sm_90a, bf16 or fp16), else 0.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(PRECISION_FP32)
+#define HOPPER_WGMMA 1
+typedef unsigned long long u64;
+constexpr int WG_THREADS = 128;
+// element (r, c) of a swizzled tile
+__device__ __forceinline__ int sw128(int r, int c) { return r * 64 + ((((c >> 3) ^ (r & 7)) << 3) | (c & 7)); }
+
+
+// Shared-memory matrix descriptors of a swizzled tile at p (16-byte units; swizzle mode 1 = 128 bytes in bits
+// 62-63). K-major (the product's k along a row: A, and B given as B^T): the stride between 8-row groups is 1024
+// bytes, and the next 16 k are the next 32 bytes of the row. N-major (B as (k, n) rows: imm-trans-b 1): the next 8
+// k are the next 1024 bytes, the next 16 k the next 2048 (16 rows); the offset to a next 64-column panel (LBO) is
+// never used at n = 64.
+__device__ __forceinline__ u64 desc_sw(const floatX *p, u32 lbo) {
+    const u32 a = smem_addr(p);
+    return (u64)((a & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(1024 >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ u64 desc_k(const floatX *tile, int kstep) { return desc_sw(tile + kstep * 16, 16); }
+
+#if PRECISION_BF16
+#define WGMMA_TYPES ".f32.bf16.bf16 "
+#else
+#define WGMMA_TYPES ".f32.f16.f16 "
+#endif
+#define WGMMA_OP(n) "wgmma.mma_async.sync.aligned.m64n" #n "k16" WGMMA_TYPES
+#define ACC32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define ACC64 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
+    "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+#define ACC128 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63," \
+    "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}"
+#define ACC8(d, x) "+f"(d[x]), "+f"(d[x + 1]), "+f"(d[x + 2]), "+f"(d[x + 3]), "+f"(d[x + 4]), "+f"(d[x + 5]), "+f"(d[x + 6]), "+f"(d[x + 7])
+#define ACC_OUT(d) ACC8(d, 0), ACC8(d, 8), ACC8(d, 16), ACC8(d, 24)
+#define ACC_OUT64(d) ACC_OUT(d), ACC8(d, 32), ACC8(d, 40), ACC8(d, 48), ACC8(d, 56)
+#define ACC_OUT128(d) ACC_OUT64(d), ACC8(d, 64), ACC8(d, 72), ACC8(d, 80), ACC8(d, 88), ACC8(d, 96), ACC8(d, 104), ACC8(d, 112), ACC8(d, 120)
+// d (+)= A B, A and B from shared memory, N = 64, 128 or 256 columns (d: N / 2 accumulators a thread); accumulate 0
+// overwrites d
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_ss(float (&d)[32], u64 da, u64 db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n" WGMMA_OP(64) ACC32 ", %32, %33, p, 1, 1, 0, %35;\n}\n"
+                 : ACC_OUT(d) : "l"(da), "l"(db), "r"(accumulate), "n"(TRANS_B) : "memory");
+}
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_ss(float (&d)[64], u64 da, u64 db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n" WGMMA_OP(128) ACC64 ", %64, %65, p, 1, 1, 0, %67;\n}\n"
+                 : ACC_OUT64(d) : "l"(da), "l"(db), "r"(accumulate), "n"(TRANS_B) : "memory");
+}
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_ss(float (&d)[128], u64 da, u64 db, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n" WGMMA_OP(256) ACC128 ", %128, %129, p, 1, 1, 0, %131;\n}\n"
+                 : ACC_OUT128(d) : "l"(da), "l"(db), "r"(accumulate), "n"(TRANS_B) : "memory");
+}
+// d += A B, A from registers (four packed pairs), B from shared memory
+template <int TRANS_B>
+__device__ __forceinline__ void wgmma_rs(float (&d)[32], const u32 (&a)[4], u64 db) {
+    asm volatile(WGMMA_OP(64) ACC32 ", {%32,%33,%34,%35}, %36, 1, 1, 1, %37;\n"
+                 : ACC_OUT(d) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "n"(TRANS_B) : "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// waits until at most N of the groups committed last are still running (all older ones are done)
+template <int N = 0> __device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// after a wait: the compiler may not move reads of d above it
+template <int N> __device__ __forceinline__ void pin(float (&d)[N]) {
+    for (int x = 0; x < N; x++) asm volatile("" : "+f"(d[x])::"memory");
+}
+
+// the dynamic shared memory rounded up to 1024 bytes (the launch asks for 1 KiB more: gen/kernels.c)
+__device__ __forceinline__ floatX *smem_1024(unsigned char *p) {
+    const u32 a = smem_addr(p);
+    return reinterpret_cast<floatX *>(p + ((1024 - (a & 1023)) & 1023));
+}
+
+// the copies into shared memory made by cp.async are visible to wgmma (the generic proxy's writes ordered before the
+// async proxy's reads)
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+#else
+#define HOPPER_WGMMA 0
 #endif

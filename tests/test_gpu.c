@@ -58,6 +58,11 @@ static const Variant variants[] = {
                        "model.n_layer=2", "model.max_seq_len=100", "train.seq_len=100", "train.batch_size=2",
                        "train.total_batch_size=200", "tune.attention.FWD_SM=90", "tune.attention.BWD_SM=90",
                        "tune.attention.Q_TILE=128", NULL}},
+    /* the GELU fused into our own fc-shaped matmuls (train.gelu = "fused": templates/fc_gemm.cu, Hopper only): 200 rows
+       (the second 128-row tile partial), k = n_embd = 160 (the third 64-column k-block partial) */
+    {"gt-bf16-fused", {"name=gt-bf16-fused", "precision=bf16", "train.gelu=fused", "model.n_embd=160", "model.n_head=5",
+                       "model.n_layer=2", "model.max_seq_len=100", "train.seq_len=100", "train.batch_size=2",
+                       "train.total_batch_size=200", NULL}},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -76,8 +81,9 @@ static void build_variant(int i) {
     const char *note;
     cuda_pick_arch(NULL, cfgs[i].arch, arch, &note);
     for (int k = 0; k < n; k++)
-        if (strstr(v->sets[k], "_SM=90") && strcmp(arch, "sm_90"))
-            SKIP("%s: FWD_SM and BWD_SM 90 (wgmma) need a Hopper GPU (sm_90); this machine's arch is %s", v->name, arch);
+        if ((strstr(v->sets[k], "_SM=90") || !strcmp(v->sets[k], "train.gelu=fused")) && strcmp(arch, "sm_90"))
+            SKIP("%s: Hopper's wgmma (FWD_SM and BWD_SM 90, train.gelu = \"fused\") needs a Hopper GPU (sm_90); this "
+                 "machine's arch is %s", v->name, arch);
     if (plan_make_train(&plans[i], &cfgs[i], arch, &err) || plan_make_decode(&decodes[i], &cfgs[i], 3, 0, arch, &err)) {
         CHECK(0, "plan: %s", err.msg);
         return;
@@ -112,6 +118,7 @@ VARIANT_TESTS(5, fp16_hs64)
 VARIANT_TESTS(6, bf16_cudnn)
 VARIANT_TESTS(7, fp16_cudnn)
 VARIANT_TESTS(8, bf16_wgmma)
+VARIANT_TESTS(9, bf16_fused)
 
 /* Several plans of one model on the GPU (gen/plan.h): variant i's training plan and its one-row sampling plan,
    two CUDA backends in one process, the second on the first's weights, each with its own kernels (B baked in)
@@ -288,6 +295,7 @@ int main(int argc, char **argv) {
     RUN(test_build_bf16_cudnn);
     RUN(test_build_fp16_cudnn);
     RUN(test_build_bf16_wgmma);
+    RUN(test_build_bf16_fused);
     RUN(test_gpu_fp32);
     RUN(test_gpu_bf16);
     RUN(test_gpu_fp32_hs64);
@@ -297,6 +305,7 @@ int main(int argc, char **argv) {
     RUN(test_gpu_bf16_cudnn);
     RUN(test_gpu_fp16_cudnn);
     RUN(test_gpu_bf16_wgmma);
+    RUN(test_gpu_bf16_fused);
     RUN(test_gpu_forward_plan_fp32);
     RUN(test_gpu_forward_plan_bf16);
     RUN(test_gpu_forward_plan_bf16_cudnn);

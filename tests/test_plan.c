@@ -452,9 +452,46 @@ static void test_gelu_path(void) {
     }
     if (make("configs/gpt2-124M.lua", NULL, &err)) { CHECK(0, "%s", err.msg); return; }
     CHECK(!strcmp(plan.gelu_origin, "auto"), "train.gelu's default is auto, not %s", plan.gelu_origin);
-    const char *bad[] = {"train.gelu=fused", NULL};
-    CHECK(make("configs/gpt2-124M.lua", bad, &err) != 0 && strstr(err.msg, "train.gelu"), "train.gelu = \"fused\" was "
+    const char *bad[] = {"train.gelu=fast", NULL};
+    CHECK(make("configs/gpt2-124M.lua", bad, &err) != 0 && strstr(err.msg, "train.gelu"), "train.gelu = \"fast\" was "
           "accepted (%s)", err.msg);
+}
+
+/* train.gelu = "fused" (templates/fc_gemm.cu): on sm_90 in 16 bits both fc-shaped matmuls leave cuBLASLt (their
+   entries are not called), and the plan has fcproj's transposed weight and the fc bias gradient's partials (a 128-row
+   tile each); refused in fp32 and on another arch, with the reason; a forward plan keeps the epilogue. */
+static void test_gelu_fused(void) {
+    Err err = {{0}};
+    const char *sets[] = {"train.gelu=fused", NULL};
+    if (make("configs/gpt2-124M.lua", sets, &err)) { CHECK(0, "%s", err.msg); return; }
+    const PlanBuffer *b = plan.memory.buffers;
+    size_t C = 768, rows = (size_t)plan.step.B * plan.step.T;
+    CHECK(plan.gelu == GELU_FUSED && gelu_fused(plan.gelu) && !gelu_forward_in_kernel(plan.gelu) &&
+          !gelu_backward_in_kernel(plan.gelu), "the plan's gelu is %s", gelu_path_name(plan.gelu));
+    CHECK(plan.matmuls[MM_FC].per_step == 0 && plan.matmuls[MM_FCPROJ_DINP].per_step == 0 &&
+          plan.matmuls[MM_FCPROJ_DW].per_step == plan.model.n_layer, "per step: fc %d, fcproj dinp %d, fcproj dW %d",
+          plan.matmuls[MM_FC].per_step, plan.matmuls[MM_FCPROJ_DINP].per_step, plan.matmuls[MM_FCPROJ_DW].per_step);
+    CHECK(b[BUF_FCPROJ_WT].bytes == 4 * C * C * 2 && b[BUF_FC_PARTIALS].bytes == (rows + 127) / 128 * 4 * C * 4,
+          "fcproj_wt %zu bytes, fc_partials %zu", b[BUF_FCPROJ_WT].bytes, b[BUF_FC_PARTIALS].bytes);
+    size_t fused_arena = plan.memory.arena_bytes;
+    const char *epi[] = {"train.gelu=epilogue", NULL};
+    if (make("configs/gpt2-124M.lua", epi, &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(plan.memory.buffers[BUF_FCPROJ_WT].bytes == 0 && plan.memory.buffers[BUF_FC_PARTIALS].bytes == 0 &&
+          plan.memory.arena_bytes < fused_arena, "the epilogue path has no fused scratch (%zu, %zu)",
+          plan.memory.buffers[BUF_FCPROJ_WT].bytes, plan.memory.buffers[BUF_FC_PARTIALS].bytes);
+    plan_set_gelu(&plan, GELU_FUSED, "test");
+    CHECK(plan.memory.arena_bytes == fused_arena && plan.matmuls[MM_FC].per_step == 0,
+          "plan_set_gelu: arena %zu against %zu", plan.memory.arena_bytes, fused_arena);
+    const char *fp32[] = {"train.gelu=fused", "precision=fp32", NULL};
+    CHECK(make("configs/gpt2-124M.lua", fp32, &err) != 0 && strstr(err.msg, "train.gelu") && strstr(err.msg, "fp32"),
+          "fused in fp32: %s", err.msg);
+    if (config_load(&cfg, "configs/gpt2-124M.lua", sets, 1, &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(plan_make_train(&plan, &cfg, "sm_80", &err) != 0 && strstr(err.msg, "sm_80"), "fused on sm_80: %s", err.msg);
+    Plan fwd;
+    StepShape st = step_forward(&cfg, 2, 64, 0);
+    if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(fwd.gelu == GELU_EPILOGUE && fwd.memory.buffers[BUF_FCPROJ_WT].bytes == 0, "a forward plan's GELU is the "
+          "epilogue");
 }
 
 /* train.streams: a training plan's backward on two streams by default, with the side stream's own cuBLASLt workspace
@@ -642,6 +679,7 @@ int main(int argc, char **argv) {
     RUN(test_memory_of_ranks);
     RUN(test_classifier_chunks);
     RUN(test_gelu_path);
+    RUN(test_gelu_fused);
     RUN(test_streams);
     RUN(test_graph_flag);
     RUN(test_attention_auto);

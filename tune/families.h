@@ -12,6 +12,9 @@ typedef struct {
     void (*setup)(Workload *w, G *g);                         /* the workload's buffers (w->max_tun set) */
     int  (*run)(Workload *w, G *g, Kernels *ks, Err *err);    /* the workload's kernels, once */
     void (*test)(G *g);                                       /* the family's GPU tests, one report line each */
+    /* NULL where the family's kernels run wherever the plan has them, else why they do not run here (NULL when
+       they do): the tuner then has nothing to time */
+    const char *(*unavailable)(const G *g);
 } FamilyEntry;
 
 /* every family's entry, in the order `gpt2gen test` runs their tests */
@@ -30,6 +33,9 @@ void wl_attention_setup(Workload *w, G *g);
 int  wl_attention_run(Workload *w, G *g, Kernels *ks, Err *err);
 void wl_gelu_setup(Workload *w, G *g);
 int  wl_gelu_run(Workload *w, G *g, Kernels *ks, Err *err);
+void wl_fc_gemm_setup(Workload *w, G *g);
+const char *wl_fc_gemm_unavailable(const G *g);
+int  wl_fc_gemm_run(Workload *w, G *g, Kernels *ks, Err *err);
 void wl_classifier_setup(Workload *w, G *g);
 int  wl_classifier_run(Workload *w, G *g, Kernels *ks, Err *err);
 void wl_grad_norm_setup(Workload *w, G *g);
@@ -47,6 +53,7 @@ void kernel_test_layernorm(G *g);
 void kernel_test_linear(G *g);
 void kernel_test_attention(G *g);
 void kernel_test_gelu(G *g);
+void kernel_test_fc_gemm(G *g);   /* tune/kernel_tests_linear.c: templates/fc_gemm.cu, skipped where it does not run */
 void kernel_test_classifier(G *g);
 void kernel_test_adamw(G *g);
 void kernel_test_grad_norm(G *g);

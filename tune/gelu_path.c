@@ -1,5 +1,6 @@
 /* gelu_path: for train.gelu = "auto", the training step's GELU in cuBLASLt's epilogues, in our kernels beside plain
-   bias epilogues, and split (our kernel forward, the DGELU epilogue backward) (gen/config.h, GeluPath), timed as whole
+   bias epilogues, split (our kernel forward, the DGELU epilogue backward), and fused into our own fc-shaped matmuls
+   where they run (Hopper, 16 bits: gen/kernels.c, fc_gemm_fits) (gen/config.h, GeluPath), timed as whole
    steps of the tuned plan: what the choice changes (two matmuls' epilogues, two kernels, the fc bias gradient's pass)
    is spread over the step (see tuner.h). The matmul sweep tuned the plan's own path's fc and fcproj-dinp entries
    (their names say which epilogue); the other paths' run with the database's algorithms where an earlier tune left
@@ -8,22 +9,23 @@
 #include "tune/tuner.h"
 #include "tune/measure.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void sweep_gelu_path(Tuner *t, Plan *tuned, TuneApplied *ap) {
-    enum { NPATHS = 3 };
-    static const GeluPath paths[NPATHS] = {GELU_EPILOGUE, GELU_KERNEL, GELU_SPLIT};
-    static const char *const variants[NPATHS] = {"path=epilogue", "path=kernel", "path=split"};
+    enum { NPATHS = 4 };
+    static const GeluPath paths[NPATHS] = {GELU_EPILOGUE, GELU_KERNEL, GELU_SPLIT, GELU_FUSED};
+    static const char *const variants[NPATHS] = {"path=epilogue", "path=kernel", "path=split", "path=fused"};
     TuneKey key;
     tune_key_gelu(&key, &t->env, &t->plan);
-    double ms[NPATHS] = {-1, -1, -1};
+    double ms[NPATHS] = {-1, -1, -1, -1};
     float losses[NPATHS][3] = {{0}};
+    int fused_fits = fc_gemm_fits(&t->plan.model, &t->plan.step, atoi(t->plan.arch + 3));
     for (int p = 0; p < NPATHS; p++) {
+        if (gelu_fused(paths[p]) && !fused_fits) continue;
         Plan *q = t->scratch;   /* the tuned plan with this path, and the database's algorithms for its matmuls */
         *q = t->plan;
-        q->gelu = paths[p];
-        q->gelu_origin = "tune";
-        matmuls_set_gelu(q->matmuls, &q->model, &q->step, paths[p]);
+        plan_set_gelu(q, paths[p], "tune");
         TuneApplied unused;
         tune_db_apply(&t->db, &t->env, q, t->cublaslt, &unused, NULL);
         Err err;
@@ -57,8 +59,8 @@ void sweep_gelu_path(Tuner *t, Plan *tuned, TuneApplied *ap) {
         tuner_record(t, &r, "best", "gelu", "path", variants[best], "ok", ms[best] * 1000.0,
                      d >= 0 && ms[d] > 0 ? ms[d] * 1000.0 : -1, &key);
         fprintf(t->rep, "gelu path: epilogues %.2f ms/step, kernels %.2f, split (kernel forward, epilogue backward) "
-                "%.2f: %s (default for this shape: %s)\n", ms[0], ms[1], ms[2], gelu_path_name(paths[best]),
-                gelu_path_name(t->plan.gelu));
+                "%.2f, fused %.2f: %s (default for this shape: %s)\n", ms[0], ms[1], ms[2], ms[3],
+                gelu_path_name(paths[best]), gelu_path_name(t->plan.gelu));
     }
     /* tuned again from the untuned plan, as a build will make it: the database's records, this choice with them */
     *tuned = t->plan;

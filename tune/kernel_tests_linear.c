@@ -3,6 +3,7 @@
 #include "tune/families.h"
 #include "runtime/cuda/ops.h"
 #include "runtime/cpu/cpu_ops.h"
+#include "kernel_ids.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,5 +132,77 @@ void kernel_test_linear(G *g) {
         free(pre); free(d); free(b0); free(rd); free(rb); free(gd); free(gb);
     }
     free(x); free(w); free(b); free(ref); free(got); free(dy); free(dw0); free(rdx); free(rdw); free(gdx); free(gdw);
+    dfree_all(g);
+}
+
+/* templates/fc_gemm.cu (train.gelu = "fused") against the CPU: the fc matmul with its bias and the GELU, the fcproj
+   weight's transpose, the fcproj dinp with the GELU backward, and the fc bias gradient from its partials. The kernels
+   are specialized to all B*T rows; the CPU checks the first 256 and the last 128 of them (every 128-row tile computes
+   the same way; the last one may be partial), and the bias gradient (a sum over all rows) against the sums of the
+   gradient the kernel stored, in double. */
+void kernel_test_fc_gemm(G *g) {
+    static const int ids[] = {K_FC_GELU_FORWARD, K_FCPROJ_DGELU_BACKWARD, K_TRANSPOSE_FCPROJ, K_FC_BIAS_REDUCE};
+    const char *name = "fc_gemm (fused fc matmul + GELU; fcproj dinp + GELU backward + fc bias gradient)";
+    const char *no = wl_fc_gemm_unavailable(g);
+    if (no) {
+        for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) g->skipped[ids[i]] = 1;
+        skip(g, name, "%s (here %s, %s)", no, g->plan->arch, precision_name(g->plan->step.precision));
+        return;
+    }
+    int M = g->BT, C = g->C, N = 4 * C;
+    /* the rows the CPU checks: [0, r0) and [r1, M) */
+    int r0 = M < 256 ? M : 256, r1 = M - 128 > r0 ? M - 128 : r0, rows = r0 + (M - r1);
+    size_t nx = (size_t)M * C, nn = (size_t)M * N;
+    Err err = {{0}};
+    float *x = hrand(g, nx, 1.0f), *w = hrand(g, (size_t)N * C, 0.5f), *b = hrand(g, N, 1.0f);
+    float *pre = hbuf((size_t)rows * N), *act = hbuf((size_t)rows * N), *got = hbuf(nn);
+    dptr dx = dup_x(g, x, nx), dw = dup_x(g, w, (size_t)N * C), db = dup_x(g, b, N);
+    dptr dpre = dalloc(g, nn * g->xs), dact = dalloc(g, nn * g->xs);
+    cpu_matmul_forward(pre, x, w, b, r0, C, N);
+    if (M > r1) cpu_matmul_forward(pre + (size_t)r0 * N, x + (size_t)r1 * C, w, b, M - r1, C, N);
+    quantize(g, pre, (size_t)rows * N);
+    cpu_gelu_forward(act, pre, (size_t)rows * N);
+    int rc = launch_fc_gelu_forward(&g->ks, g->s, dpre, dact, dx, dw, db, &err);
+    Cmp c = {0, 0, ""};
+    /* the checked rows of a downloaded (M, N) tensor, packed like the reference */
+    #define CHECKED(h) ((void)memmove((h) + (size_t)r0 * N, (h) + (size_t)r1 * N, (size_t)(M - r1) * N * sizeof(float)), (h))
+    if (!rc) {
+        down(g, got, dpre, nn); cmp(&c, "pre-activation", CHECKED(got), pre, (size_t)rows * N, g->tol);
+        down(g, got, dact, nn); cmp(&c, "GELU", CHECKED(got), act, (size_t)rows * N, g->tol);
+    }
+    finish(g, "fc_gelu_forward (fc matmul + bias + GELU, fused)", &c, &err, rc);
+
+    /* backward: dpre = (dy (M, C) @ Wp (C, N)) * GELU'(pre), Wp transposed first; pre random over GELU's bend */
+    float *wp = hrand(g, (size_t)C * N, 0.5f), *dy = hrand(g, nx, 1.0f), *pre_in = hrand(g, nn, 4.0f);
+    float *b0 = hrand(g, N, 1.0f), *dmid = hbuf((size_t)rows * N), *rd = hbuf((size_t)rows * N), *unused = hbuf((size_t)C * N);
+    float *wt = hbuf((size_t)N * C), *gwt = hbuf((size_t)N * C), *rb = hbuf(N), *gb = hbuf(N), *pre_rows = hbuf((size_t)rows * N);
+    for (int k = 0; k < C; k++)
+        for (int n = 0; n < N; n++) wt[(size_t)n * C + k] = wp[(size_t)k * N + n];
+    cpu_matmul_backward(dmid, unused, NULL, dy, act, wp, r0, N, C);
+    if (M > r1) cpu_matmul_backward(dmid + (size_t)r0 * N, unused, NULL, dy + (size_t)r1 * C, act, wp, M - r1, N, C);
+    memcpy(pre_rows, pre_in, (size_t)r0 * N * sizeof(float));
+    memcpy(pre_rows + (size_t)r0 * N, pre_in + (size_t)r1 * N, (size_t)(M - r1) * N * sizeof(float));
+    cpu_gelu_backward(rd, pre_rows, dmid, (size_t)rows * N);
+    size_t tiles = g->plan->kernels[K_FCPROJ_DGELU_BACKWARD].dims.grid[1];
+    dptr dwp = dup_x(g, wp, (size_t)C * N), dwt = dalloc(g, (size_t)N * C * g->xs), ddy = dup_x(g, dy, nx);
+    dptr dpin = dup_x(g, pre_in, nn), dd = dalloc(g, nn * g->xs), scratch = dalloc(g, tiles * N * 4), dbias = dup_x(g, b0, N);
+    rc = launch_transpose_fcproj(&g->ks, g->s, dwt, dwp, &err) ||
+         launch_fcproj_dgelu_backward(&g->ks, g->s, dd, scratch, ddy, dwt, dpin, &err) ||
+         launch_fc_bias_reduce(&g->ks, g->s, dbias, scratch, &err);
+    c = (Cmp){0, 0, ""};
+    double tol = 3e-2;   /* GELU' of a rounded product, as cuBLASLt's DGELU epilogue test */
+    if (!rc) {
+        down(g, gwt, dwt, (size_t)N * C);
+        cmp(&c, "fcproj weight transposed", gwt, wt, (size_t)N * C, 0.0);
+        down(g, got, dd, nn);
+        ref_bias(rb, b0, got, M, N);   /* the sums are of the stored gradient, all M rows */
+        cmp(&c, "dpre", CHECKED(got), rd, (size_t)rows * N, tol);
+        down(g, gb, dbias, N);
+        cmp(&c, "fc dbias", gb, rb, N, g->tol);
+    }
+    #undef CHECKED
+    finish(g, "fcproj_dgelu_backward (fcproj dinp + GELU backward + fc bias gradient, fused)", &c, &err, rc);
+    free(x); free(w); free(b); free(pre); free(act); free(got); free(wp); free(dy); free(pre_in); free(b0); free(dmid);
+    free(rd); free(unused); free(wt); free(gwt); free(rb); free(gb); free(pre_rows);
     dfree_all(g);
 }

@@ -117,6 +117,33 @@ void wl_attention_setup(Workload *w, G *g) {
     wbuf(w, g, rows, 1, 0);                                  /* 5 ddot */
 }
 
+/* ---- fc_gemm: the fused fc matmul with the GELU, then the fused fcproj dinp with the GELU backward and the fc bias
+   gradient (nothing to time where the kernels do not run: Hopper, 16 bits) ---- */
+const char *wl_fc_gemm_unavailable(const G *g) {
+    return fc_gemm_fits(&g->plan->model, &g->plan->step, atoi(g->plan->arch + 3))
+               ? NULL : "its kernels run on Hopper (sm_90) in bf16 or fp16 with n_embd a multiple of 8";
+}
+int wl_fc_gemm_run(Workload *w, G *g, Kernels *ks, Err *err) {
+    return launch_fc_gelu_forward(ks, g->s, P(w, 3), P(w, 4), P(w, 0), P(w, 1), P(w, 2), err) ||
+           launch_transpose_fcproj(ks, g->s, P(w, 7), P(w, 6), err) ||
+           launch_fcproj_dgelu_backward(ks, g->s, P(w, 8), P(w, 9), P(w, 5), P(w, 7), P(w, 3), err) ||
+           launch_fc_bias_reduce(ks, g->s, P(w, 10), P(w, 9), err) ? -1 : 0;
+}
+void wl_fc_gemm_setup(Workload *w, G *g) {
+    size_t BT = g->BT, C = g->C, tiles = (BT + 127) / 128;
+    wbuf(w, g, BT * C, 0, 1);                                /* 0 inp */
+    wbuf(w, g, 4 * C * C, 0, 1);                             /* 1 fc weight */
+    wbuf(w, g, 4 * C, 0, 1);                                 /* 2 fc bias */
+    out(w, wbuf(w, g, BT * 4 * C, 0, 0), "pre");            /* 3 */
+    out(w, wbuf(w, g, BT * 4 * C, 0, 0), "gelu");           /* 4 */
+    wbuf(w, g, BT * C, 0, 1);                                /* 5 dout */
+    wbuf(w, g, C * 4 * C, 0, 1);                             /* 6 fcproj weight */
+    out(w, wbuf(w, g, 4 * C * C, 0, 0), "fcproj weight transposed");   /* 7 */
+    out(w, wbuf(w, g, BT * 4 * C, 0, 0), "dpre");           /* 8 */
+    wbuf(w, g, tiles * 4 * C, 1, 0);                         /* 9 the fc bias gradient's partials */
+    out(w, wbuf(w, g, 4 * C, 0, 0), "fc dbias");            /* 10 */
+}
+
 /* ---- gelu: forward, and backward in place ---- */
 int wl_gelu_run(Workload *w, G *g, Kernels *ks, Err *err) {
     return launch_gelu_forward(ks, g->s, P(w, 1), P(w, 0), w->n, err) || launch_gelu_backward(ks, g->s, P(w, 2), P(w, 0), w->n, err)
@@ -224,6 +251,8 @@ int workload_setup(Workload *w, G *g, const char *family, const int *max_tun, ch
     w->family = family;
     const FamilyEntry *f = tune_family(family);
     if (!f) { snprintf(why, n, "no workload for the %s kernels in tune/families.c", family); return -1; }
+    const char *no = f->unavailable ? f->unavailable(g) : NULL;
+    if (no) { snprintf(why, n, "%s", no); return -1; }
     memcpy(w->max_tun, max_tun, sizeof w->max_tun);
     w->run = f->run;
     f->setup(w, g);

@@ -39,6 +39,16 @@ int op_gelu_backward_bias(Cuda *c, dptr dinout, dptr pre, dptr db, Err *err) {
            launch_bias_backward_reduce(&c->ks, c->s, db, scratch, OC, err) ? -1 : 0;
 }
 
+int op_fcproj_dgelu_backward(Cuda *c, dptr dpre, dptr dout, dptr W, dptr pre, Err *err) {
+    dptr wt = buf(c, BUF_FCPROJ_WT, 0);
+    return launch_transpose_fcproj(&c->ks, c->s, wt, W, err) ||
+           launch_fcproj_dgelu_backward(&c->ks, c->s, dpre, buf(c, BUF_FC_PARTIALS, 0), dout, wt, pre, err) ? -1 : 0;
+}
+
+int op_fc_bias_reduce(Cuda *c, dptr db, Err *err) {
+    return launch_fc_bias_reduce(&c->ks, c->s, db, buf(c, BUF_FC_PARTIALS, 0), err);
+}
+
 int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err) {
     return launch_gelu_forward(&c->ks, c->s, out, inp, (long long)c->plan->step.B * c->plan->step.T * 4 * c->C, err);
 }

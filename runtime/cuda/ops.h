@@ -109,6 +109,11 @@ int op_bias_backward(Cuda *c, dptr db, dptr dout, int OC, Err *err);
 int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err);
 /* dinout (B*T, 4C) *= GELU'(pre), and db (4C) += its column sums: the fc layer's GELU backward and bias gradient */
 int op_gelu_backward_bias(Cuda *c, dptr dinout, dptr pre, dptr db, Err *err);
+/* train.gelu = "fused" (templates/fc_gemm.cu): dpre (B*T, 4C) = (dout @ W) * GELU'(pre), W fcproj's (C, 4C) weight
+   (transposed first into BUF_FCPROJ_WT), with the fc bias gradient's partials into BUF_FC_PARTIALS; then db (4C) += their
+   sums */
+int op_fcproj_dgelu_backward(Cuda *c, dptr dpre, dptr dout, dptr W, dptr pre, Err *err);
+int op_fc_bias_reduce(Cuda *c, dptr db, Err *err);
 
 /* The plan's attention path: cuDNN (when asked, or for "auto" where it loads and takes the shape) or the flash
    template. Prints one line saying which, and why. "cudnn" that the config asks for and cannot be had is an error;

@@ -29,9 +29,11 @@ static int forward_layer(Cuda *c, int l, Err *err) {
     OP("layernorm forward", op_residual_layernorm(c, res2, ln2, buf(c, BUF_LN2_MEAN, l), buf(c, BUF_LN2_RSTD, l),
                                                   residual_in(c, l), tmp, PW(P_LN2W, l), PW(P_LN2B, l), err));
     /* fch = ln2 @ fcw^T + fcb, fchg = GELU(fch): one cuBLASLt call with the GELU epilogue, or (train.gelu kernel or
-       split) the bias epilogue and our kernel */
+       split) the bias epilogue and our kernel, or (fused) our matmul with both */
     dptr fch = buf(c, BUF_FCH, l);
-    if (gelu_forward_in_kernel(c->plan->gelu)) {
+    if (gelu_fused(c->plan->gelu)) {
+        OP("matmul fc+gelu", launch_fc_gelu_forward(&c->ks, c->s, fch, fchg, ln2, PW(P_FCW, l), PW(P_FCB, l), err));
+    } else if (gelu_forward_in_kernel(c->plan->gelu)) {
         OP("matmul fc", op_linear(c, MM_FC, fch, ln2, PW(P_FCW, l), PW(P_FCB, l), 0, err));
         OP("gelu forward", op_gelu_forward(c, fchg, fch, err));
     } else {
@@ -187,7 +189,7 @@ static int backward_layer(Cuda *c, int l, Err *err) {
     dptr m1 = buf(c, BUF_LN1_MEAN, l), r1 = buf(c, BUF_LN1_RSTD, l), m2 = buf(c, BUF_LN2_MEAN, l), r2 = buf(c, BUF_LN2_RSTD, l);
     dptr res2 = buf(c, BUF_RESIDUAL2, l), fch = buf(c, BUF_FCH, l), fchg = buf(c, BUF_FCH_GELU, l);
     dptr dres = buf(c, BUF_DRESIDUAL, 0), dfch = buf(c, BUF_DFCH, 0), datty = buf(c, BUF_DATTY, 0);
-    int gelu_kernel = gelu_backward_in_kernel(c->plan->gelu);
+    int gelu_kernel = gelu_backward_in_kernel(c->plan->gelu), fused = gelu_fused(c->plan->gelu);
     /* the side: the GELU output again (for the fcproj dW only), the fcproj weight and bias gradients */
     if (side_begin(c, err)) return -1;
     if (c->recompute >= 1) OP("gelu recompute", op_gelu_forward(c, fchg, fch, err));
@@ -196,12 +198,19 @@ static int backward_layer(Cuda *c, int l, Err *err) {
     OP("bias backward", op_bias_backward(c, GW(P_FCPROJB, l), dres, c->C, err));
     if (side_end(c, MARK_DRES, err)) return -1;
     /* dfch = (dresidual @ fcprojw) * GELU'(fch): the DGELU epilogue, or (train.gelu) the matmul, then our kernel,
-       which also sums the fc bias gradient; dfch is free once the layer above's fc gradients are in */
+       which also sums the fc bias gradient, or (fused) our matmul with both; dfch is free once the layer above's fc
+       gradients are in */
     if (wait_side(c, MARK_DFCH, err)) return -1;
-    OP(gelu_kernel ? "matmul bwd fcproj" : "matmul bwd fcproj+dgelu",
-       op_linear_backward_dinp(c, MM_FCPROJ_DINP, dfch, dres, PW(P_FCPROJW, l), 1.0f, gelu_kernel ? 0 : fch, err));
-    if (gelu_kernel) OP("gelu backward", op_gelu_backward_bias(c, dfch, fch, GW(P_FCB, l), err));
-    if (linear_layernorm_backward(c, "matmul bwd fc", MM_FC_DINP, MM_FC_DW, GW(P_FCW, l), gelu_kernel ? 0 : GW(P_FCB, l),
+    if (fused) {
+        OP("matmul bwd fcproj+dgelu", op_fcproj_dgelu_backward(c, dfch, dres, PW(P_FCPROJW, l), fch, err));
+        OP("bias backward", op_fc_bias_reduce(c, GW(P_FCB, l), err));
+    } else {
+        OP(gelu_kernel ? "matmul bwd fcproj" : "matmul bwd fcproj+dgelu",
+           op_linear_backward_dinp(c, MM_FCPROJ_DINP, dfch, dres, PW(P_FCPROJW, l), 1.0f, gelu_kernel ? 0 : fch, err));
+        if (gelu_kernel) OP("gelu backward", op_gelu_backward_bias(c, dfch, fch, GW(P_FCB, l), err));
+    }
+    if (linear_layernorm_backward(c, "matmul bwd fc", MM_FC_DINP, MM_FC_DW, GW(P_FCW, l),
+                                  gelu_kernel || fused ? 0 : GW(P_FCB, l),
                                   dfch, PW(P_FCW, l), ln2, res2, PW(P_LN2W, l), PW(P_LN2B, l), GW(P_LN2W, l),
                                   GW(P_LN2B, l), m2, r2, MARK_DFCH, err) ||
         weight_grads(c, "matmul bwd attproj", MM_ATTPROJ_DW, GW(P_ATTPROJW, l), GW(P_ATTPROJB, l), dres,

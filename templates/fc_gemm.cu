@@ -1,0 +1,239 @@
+// fc_gemm.cu: the fc-shaped matmuls of the training step with the GELU fused into them (train.gelu = "fused"), on
+// Hopper's warpgroup MMA (sm_90a, bf16 or fp16; elsewhere the kernels are empty and the plan never takes this path).
+// Both products are D (GEMM_M x GEMM_N) = A (GEMM_M x GEMM_K) B^T, rows of A and B with k contiguous, GEMM_M = B*T,
+// GEMM_N = 4C, GEMM_K = C:
+//   fc_gelu_forward        pre = inp @ weight^T + bias and out = GELU(pre) (weight: fc's (4C, C)); what cuBLASLt's
+//                          GELU_AUX_BIAS epilogue writes
+//   fcproj_dgelu_backward  dpre = (dout @ wt^T) * GELU'(pre) (wt: fcproj's (C, 4C) weight transposed, (4C, C)); what
+//                          cuBLASLt's DGELU epilogue writes, and the column sums of each 128-row tile of dpre, the fc
+//                          bias gradient's partials, into scratch (M_TILES x 4C floats)
+//   transpose_fcproj       wt = weight^T, so that the backward's B has k contiguous too
+//   fc_bias_reduce         dbias += the sums of the M_TILES partials of each column, in order
+// A block computes a 128 x TILE_N tile of D: two warpgroups, each 64 rows, wgmma m64nTILE_Nk16 with A and B from
+// shared memory (both K-major, swizzled, as the attention's S = Q K^T). The k dimension streams through STAGES
+// stages of 64 columns by cp.async: at k-block kb every thread waits for kb's copies, a barrier, then the copies of
+// kb + STAGES - 2 start (into the stage of kb - 2, whose products every warpgroup has seen finish), kb's four
+// products are issued and the warpgroup waits for kb - 1's. SM_BLOCKS blocks a multiprocessor: with two, one block's
+// epilogue (the GELU and the stores) runs while the other's products do. The epilogue works from the registers: a
+// thread holds two adjacent columns of rows g and g + 8 of each 8-column tile (common.cuh's accumulator layout); its
+// tensors go to and from global memory through shared memory (EPI_BYTES 16) or straight (4).
+// Fixed summation order everywhere: the same bits on every run.
+
+constexpr int GEMM_M = B * T, GEMM_N = 4 * C, GEMM_K = C;
+constexpr int BM = 128, BK = 64;
+constexpr int KBLOCKS = (GEMM_K + BK - 1) / BK;
+constexpr int ACC = TILE_N / 2;                      // a thread's accumulators
+constexpr int STAGE = (BM + TILE_N) * BK;            // elements of a stage: A's rows, then B's
+constexpr int CHUNK = 8;                             // 8-column tiles whose epilogue loads are issued together
+typedef Packed<floatX, 2> x2;
+
+#if HOPPER_WGMMA
+// ROWS rows (those at or past `rows` are zeros) of 64 columns from src (row pitch GEMM_K; columns at or past GEMM_K
+// are zeros: GEMM_K is a multiple of 8) into a swizzled tile
+template <int ROWS>
+__device__ __forceinline__ void load_tile(floatX *tile, const floatX *src, int rows, int k0) {
+#pragma unroll
+    for (int i = 0; i < ROWS * 8 / THREADS; i++) {
+        const int v = threadIdx.x + i * THREADS, r = v / 8, c = v % 8 * 8;
+        const bool ok = r < rows && k0 + c < GEMM_K;
+        cp_async16(tile + sw128(r, c), src + (ok ? (long long)r * GEMM_K + k0 + c : 0), ok);
+    }
+}
+
+// d = rows m0.. of a times rows n0.. of b, over the whole k: this warpgroup's 64 rows of the block's tile
+__device__ __forceinline__ void mainloop(float (&d)[ACC], const floatX *a, const floatX *b, int m0, int n0, floatX *smem) {
+    const int wg = threadIdx.x / WG_THREADS;
+    const floatX *ga = a + (long long)m0 * GEMM_K, *gb = b + (long long)n0 * GEMM_K;
+    auto stage = [&](int kb) { return smem + kb % STAGES * STAGE; };
+    auto load = [&](int kb) {                        // a group even when there is nothing left to load
+        if (kb < KBLOCKS) {
+            load_tile<BM>(stage(kb), ga, GEMM_M - m0, kb * BK);
+            load_tile<TILE_N>(stage(kb) + BM * BK, gb, GEMM_N - n0, kb * BK);
+        }
+        cp_async_commit();
+    };
+    for (int s = 0; s < STAGES - 2; s++) load(s);
+    for (int x = 0; x < ACC; x++) d[x] = 0.0f;
+    for (int kb = 0; kb < KBLOCKS; kb++) {
+        cp_async_wait<STAGES - 3>();                 // kb's copies are in (STAGES - 3 newer groups may still run)
+        fence_proxy_async();
+        __syncthreads();                             // for every thread; kb - 2's products are done everywhere
+        load(kb + STAGES - 2);
+        const floatX *sa = stage(kb) + wg * 64 * BK, *sb = stage(kb) + BM * BK;
+        wgmma_fence();
+        for (int kk = 0; kk < BK / 16; kk++) wgmma_ss<0>(d, desc_k(sa, kk), desc_k(sb, kk), 1);
+        wgmma_commit();
+        wgmma_wait<1>();                             // kb - 1's products are done; kb's run on
+    }
+    wgmma_wait<0>();
+    pin(d);
+}
+
+// The epilogue's tiles: with EPI_BYTES 16 a tensor's 128 x TILE_N tile goes through shared memory (the stages are free by
+// then; rows of TP elements, 16 bytes of padding: a warp's 4-byte accesses of 8 rows and 4 pairs of columns fall in
+// 32 banks), so that global memory sees whole 16-byte chunks of rows; with 4 each thread reads and writes its own pairs
+// of columns there (4-byte accesses, 8 rows a warp instruction).
+constexpr bool EPI_SMEM = EPI_BYTES == 16;
+constexpr int TP = TILE_N + 8;
+constexpr int CPR = TILE_N / 8;                      // 16-byte chunks of a tile's row
+// the tile t (pitch TP) -> rows m0.., columns n0.. of dst
+__device__ __forceinline__ void tile_store(floatX *dst, const floatX *t, int m0, int n0) {
+#pragma unroll
+    for (int i = 0; i < BM * CPR / THREADS; i++) {
+        const int v = threadIdx.x + i * THREADS, r = v / CPR, c = v % CPR * 8;
+        if (m0 + r < GEMM_M && n0 + c < GEMM_N)
+            *reinterpret_cast<uint4 *>(dst + (long long)(m0 + r) * GEMM_N + n0 + c) = *reinterpret_cast<const uint4 *>(t + r * TP + c);
+    }
+}
+// rows m0.., columns n0.. of src -> the tile t (zeros outside the matrix), by cp.async: the caller waits
+__device__ __forceinline__ void tile_load(floatX *t, const floatX *src, int m0, int n0) {
+#pragma unroll
+    for (int i = 0; i < BM * CPR / THREADS; i++) {
+        const int v = threadIdx.x + i * THREADS, r = v / CPR, c = v % CPR * 8;
+        const bool ok = m0 + r < GEMM_M && n0 + c < GEMM_N;
+        cp_async16(t + r * TP + c, src + (ok ? (long long)(m0 + r) * GEMM_N + n0 + c : 0), ok);
+    }
+    cp_async_commit();
+}
+
+// Where the thread's accumulators go: rows r and r + 8 (half 0, 1) of the block's tile, columns c + 8j and c + 8j + 1
+// of 8-column tile j (common.cuh's layout; warpgroup warp / 4 owns rows 64 (warp / 4)..), as offsets in the tile
+// (local) and in the matrix (global, -1 outside it).
+struct Place {
+    int r, c, lane, warp, m0, n0;
+    __device__ __forceinline__ Place(int m0_, int n0_) : m0(m0_), n0(n0_) {
+        lane = threadIdx.x % WARP_SIZE;
+        warp = threadIdx.x / WARP_SIZE;
+        r = 16 * warp + lane / 4;
+        c = lane % 4 * 2;
+    }
+    __device__ __forceinline__ int local(int j, int half) const { return (r + 8 * half) * TP + c + 8 * j; }
+    __device__ __forceinline__ long long global(int j, int half) const {
+        const int row = m0 + r + 8 * half, col = n0 + c + 8 * j;
+        return row < GEMM_M && col < GEMM_N ? (long long)row * GEMM_N + col : -1;
+    }
+};
+#endif
+
+static_assert(STAGES >= 3, "fc_gemm: STAGES of at least 3 (the copies of k-block kb + STAGES - 2 go where kb - 2 was)");
+
+KERNEL(fc_gelu_forward) {
+#if HOPPER_WGMMA
+    extern __shared__ __align__(16) unsigned char smem_bytes[];
+    floatX *smem = smem_1024(smem_bytes), *tpre = smem, *tout = smem + BM * TP;
+    const int n0 = blockIdx.x * TILE_N, m0 = blockIdx.y * BM;
+    float d[ACC];
+    mainloop(d, inp, weight, m0, n0, smem);
+    const Place p(m0, n0);
+    if (EPI_SMEM) __syncthreads();                   // every warpgroup is done with the stages
+#pragma unroll
+    for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
+        x2 bb[CHUNK];                                // the chunk's loads, all in flight before any is used
+        for (int j = 0; j < CHUNK; j++) {
+            const int col = n0 + p.c + 8 * (j0 + j);
+            bb[j] = col < GEMM_N ? load_vec<floatX, 2>(bias + col) : x2::zeros();
+        }
+#pragma unroll
+        for (int j = 0; j < CHUNK; j++)
+            for (int half = 0; half < 2; half++) {
+                x2 pv, ov;
+                for (int e = 0; e < 2; e++) {
+                    pv[e] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + e] + to_f(bb[j][e]));
+                    ov[e] = from_f<floatX>(gelu(to_f(pv[e])));   // of the stored pre-activation, as the backward reads it
+                }
+                if (EPI_SMEM) {
+                    store_vec<floatX, 2>(tpre + p.local(j0 + j, half), pv);
+                    store_vec<floatX, 2>(tout + p.local(j0 + j, half), ov);
+                } else if (const long long i = p.global(j0 + j, half); i >= 0) {
+                    store_vec<floatX, 2>(pre + i, pv);
+                    store_vec<floatX, 2>(out + i, ov);
+                }
+            }
+    }
+    if (EPI_SMEM) {
+        __syncthreads();
+        tile_store(pre, tpre, m0, n0);
+        tile_store(out, tout, m0, n0);
+    }
+#endif
+}
+
+KERNEL(fcproj_dgelu_backward) {
+#if HOPPER_WGMMA
+    extern __shared__ __align__(16) unsigned char smem_bytes[];
+    floatX *smem = smem_1024(smem_bytes), *tpre = smem, *tg = smem + BM * TP;
+    float *sums = reinterpret_cast<float *>(smem + 2 * BM * TP);   // [warp][TILE_N]
+    const int n0 = blockIdx.x * TILE_N, m0 = blockIdx.y * BM;
+    float d[ACC];
+    mainloop(d, dout, wt, m0, n0, smem);
+    const Place p(m0, n0);
+    __syncthreads();                                 // every warpgroup is done with the stages
+    if (EPI_SMEM) {
+        tile_load(tpre, pre, m0, n0);
+        cp_async_wait<0>();
+        __syncthreads();
+    }
+#pragma unroll
+    for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
+        x2 pre_v[CHUNK][2];                          // the chunk's pre-activations, all loads in flight before any is used
+        for (int j = 0; j < CHUNK; j++)
+            for (int half = 0; half < 2; half++) {
+                const long long i = p.global(j0 + j, half);
+                pre_v[j][half] = EPI_SMEM ? load_vec<floatX, 2>(tpre + p.local(j0 + j, half))
+                                 : i >= 0 ? load_vec<floatX, 2>(pre + i) : x2::zeros();
+            }
+#pragma unroll
+        for (int j = 0; j < CHUNK; j++) {
+            float s[2] = {0.0f, 0.0f};
+            for (int half = 0; half < 2; half++) {
+                const long long i = p.global(j0 + j, half);
+                x2 g;
+                for (int e = 0; e < 2; e++) {
+                    g[e] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + e] * gelu_grad(to_f(pre_v[j][half][e])));
+                    if (i >= 0) s[e] += to_f(g[e]);  // the sums are of the stored gradient
+                }
+                if (EPI_SMEM) store_vec<floatX, 2>(tg + p.local(j0 + j, half), g);
+                else if (i >= 0) store_vec<floatX, 2>(dpre + i, g);
+            }
+            for (int e = 0; e < 2; e++) {            // over the warp's 16 rows: the lanes of one column
+                for (int o = 4; o < WARP_SIZE; o <<= 1) s[e] += __shfl_xor_sync(FULL_MASK, s[e], o);
+                if (p.lane < 4) sums[p.warp * TILE_N + 8 * (j0 + j) + 2 * p.lane + e] = s[e];
+            }
+        }
+    }
+    __syncthreads();
+    if (EPI_SMEM) tile_store(dpre, tg, m0, n0);
+    for (int c = threadIdx.x; c < TILE_N; c += THREADS) {   // the warps' sums, in order
+        if (n0 + c >= GEMM_N) continue;
+        float t = 0.0f;
+        for (int w = 0; w < THREADS / WARP_SIZE; w++) t += sums[w * TILE_N + c];
+        scratch[(long long)blockIdx.y * GEMM_N + n0 + c] = t;
+    }
+#endif
+}
+
+// wt (4C, C) = weight (C, 4C)^T through a 32 x 32 tile in shared memory (a block of 256 threads, 8 rows a pass)
+KERNEL(transpose_fcproj) {
+    __shared__ floatX tile[32][33];
+    const int n0 = blockIdx.x * 32, k0 = blockIdx.y * 32, tx = threadIdx.x % 32, ty = threadIdx.x / 32;
+    for (int i = ty; i < 32; i += 8)
+        if (k0 + i < GEMM_K && n0 + tx < GEMM_N) tile[i][tx] = weight[(long long)(k0 + i) * GEMM_N + n0 + tx];
+    __syncthreads();
+    for (int i = ty; i < 32; i += 8)
+        if (n0 + i < GEMM_N && k0 + tx < GEMM_K) wt[(long long)(n0 + i) * GEMM_K + k0 + tx] = tile[tx][i];
+}
+
+// dbias[n] += the M_TILES partials of column n, in order (a thread a column, eight loads in flight)
+KERNEL(fc_bias_reduce) {
+    const int n = blockIdx.x * THREADS + threadIdx.x;
+    if (n >= GEMM_N) return;
+    float s = 0.0f;
+    int i = 0;
+    for (; i + 8 <= M_TILES; i += 8) {
+        float v[8];
+        for (int u = 0; u < 8; u++) v[u] = scratch[(long long)(i + u) * GEMM_N + n];
+        for (int u = 0; u < 8; u++) s += v[u];
+    }
+    for (; i < M_TILES; i++) s += scratch[(long long)i * GEMM_N + n];
+    dbias[n] = from_f<floatX>(to_f(dbias[n]) + s);
+}
