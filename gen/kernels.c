@@ -237,11 +237,11 @@ static LaunchDims gelu_dims(const KernelEnv *e, long long n) {
 }
 
 /* ---- fc_gemm.cu ---- */
-enum { FCG_TILE_N, FCG_STAGES, FCG_SM_BLOCKS, FCG_EPI_BYTES };
+enum { FCG_TILE_N, FCG_STAGES, FCG_SM_BLOCKS, FCG_EPI_BYTES, FCG_WARPGROUPS };
 enum { FCG_THREADS, FCG_MIN_BLOCKS, FCG_M_TILES };
 #define FCG_BM 128   /* rows of a block's tile: two warpgroups of 64 (templates/fc_gemm.cu) */
 static void fcg_derive(KernelEnv *e) {
-    e->derived[FCG_THREADS] = 256;
+    e->derived[FCG_THREADS] = 128LL * e->tun[FCG_WARPGROUPS];
     e->derived[FCG_MIN_BLOCKS] = e->tun[FCG_SM_BLOCKS];
     e->derived[FCG_M_TILES] = ceil_div_u(rows(e), FCG_BM);
 }
@@ -255,6 +255,12 @@ static long long fcg_epi_smem(const KernelEnv *e) {
 static const char *fcg_check(const KernelEnv *e, char *why, size_t n) {
     if (e->tun[FCG_EPI_BYTES] != 4 && e->tun[FCG_EPI_BYTES] != 16) {
         snprintf(why, n, "fc_gemm: EPI_BYTES is 4 or 16, not %d", e->tun[FCG_EPI_BYTES]);
+        return why;
+    }
+    if (e->tun[FCG_WARPGROUPS] == 3 && (e->tun[FCG_SM_BLOCKS] != 1 || e->tun[FCG_TILE_N] != 128)) {
+        /* 384 threads hold at most 168 registers a thread: TILE_N 256's accumulators spill there (ptxas, sm_90a), and
+           two blocks would leave 85 */
+        snprintf(why, n, "fc_gemm: WARPGROUPS 3 (a producer warpgroup) takes SM_BLOCKS 1 and TILE_N 128");
         return why;
     }
     if (fcg_epi_smem(e) > fcg_smem(e)) {
@@ -271,7 +277,7 @@ static const char *fcg_check(const KernelEnv *e, char *why, size_t n) {
 }
 static LaunchDims fcg_gemm(const KernelEnv *e, long long n) {
     (void)n;
-    LaunchDims d = dims(ceil_div_u(4 * e->C, e->tun[FCG_TILE_N]), e->derived[FCG_M_TILES], 256);
+    LaunchDims d = dims(ceil_div_u(4 * e->C, e->tun[FCG_TILE_N]), e->derived[FCG_M_TILES], (int)e->derived[FCG_THREADS]);
     d.smem = (unsigned)fcg_smem(e);
     return d;
 }
@@ -433,13 +439,15 @@ const FamilyDecl kernel_families[] = {
      STEP_BIT(STEP_TRAIN)},
     /* TILE_N, STAGES, SM_BLOCKS: the block's columns, its stages of k, its blocks a multiprocessor (two: the registers
        of 128 a thread, which TILE_N 256's accumulators alone would take); EPI_BYTES: the epilogue's global accesses, 16 (its
-       tensors through shared memory in 16-byte chunks of rows) or 4 (each thread's pairs of columns straight) */
+       tensors through shared memory in 16-byte chunks of rows) or 4 (each thread's pairs of columns straight);
+       WARPGROUPS: 2 (both load and compute) or 3 (a third only loads) */
     {"fc_gemm", "templates/fc_gemm.cu", "the fc matmul with the GELU, and the fcproj dinp with the GELU backward and "
      "the fc bias gradient (Hopper's wgmma; train.gelu = \"fused\")",
      {{"TILE_N", 128, {128, 256}, .min = 128, .max = 256, .multiple_of = 128},
       {"STAGES", 3, {3, 4, 5, 6}, .min = 3, .max = 8, .multiple_of = 1},
       {"SM_BLOCKS", 2, {1, 2}, .min = 1, .max = 2, .multiple_of = 1},
-      {"EPI_BYTES", 16, {4, 16}, .min = 4, .max = 16, .multiple_of = 4}},
+      {"EPI_BYTES", 16, {4, 16}, .min = 4, .max = 16, .multiple_of = 4},
+      {"WARPGROUPS", 2, {2, 3}, .min = 2, .max = 3, .multiple_of = 1}},
      {"THREADS", "MIN_BLOCKS", "M_TILES"}, fcg_derive, fcg_check,
      {{"fc_gelu_forward", {X(pre), X(out), CX(inp), CX(weight), CX(bias)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_gemm,
        "(ceil(4C / TILE_N), M_TILES = ceil(B*T / 128)): a block per 128 x TILE_N tile", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},

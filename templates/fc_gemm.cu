@@ -11,10 +11,12 @@
 //   fc_bias_reduce         dbias += the sums of the M_TILES partials of each column, in order
 // A block computes a 128 x TILE_N tile of D: two warpgroups, each 64 rows, wgmma m64nTILE_Nk16 with A and B from
 // shared memory (both K-major, swizzled, as the attention's S = Q K^T). The k dimension streams through STAGES
-// stages of 64 columns by cp.async: at k-block kb every thread waits for kb's copies, a barrier, then the copies of
-// kb + STAGES - 2 start (into the stage of kb - 2, whose products every warpgroup has seen finish), kb's four
-// products are issued and the warpgroup waits for kb - 1's. SM_BLOCKS blocks a multiprocessor: with two, one block's
-// epilogue (the GELU and the stores) runs while the other's products do. The epilogue works from the registers: a
+// stages of 64 columns by cp.async, loaded by the same two warpgroups (WARPGROUPS 2: at k-block kb every thread waits
+// for kb's copies, a barrier, then the copies of kb + STAGES - 2 start, into the stage of kb - 2, whose products every
+// warpgroup has seen finish) or by a third warpgroup that only loads (WARPGROUPS 3: mbarriers say when a stage is full
+// and when both consumers are done with it); kb's four products are issued and the warpgroup waits for kb - 1's.
+// SM_BLOCKS blocks a multiprocessor: with two, one block's epilogue (the GELU and the stores) runs while the other's
+// products do. The epilogue works from the registers: a
 // thread holds two adjacent columns of rows g and g + 8 of each 8-column tile (common.cuh's accumulator layout); its
 // tensors go to and from global memory through shared memory (EPI_BYTES 16) or straight (4).
 // Fixed summation order everywhere: the same bits on every run.
@@ -28,45 +30,118 @@ constexpr int CHUNK = 8;                             // 8-column tiles whose epi
 typedef Packed<floatX, 2> x2;
 
 #if HOPPER_WGMMA
+// GELU and GELU' through the special-function unit's tanh (tanh.approx.f32: relative error at most 2^-10.99, below the
+// 16-bit rounding that follows; one special-function operation an element where common.cuh's 16-bit GELU, through
+// the logistic function, takes two: the epilogue's 64 or 128 values a thread are bound by that unit)
+__device__ __forceinline__ float tanh_approx(float x) {
+    float r;
+    asm("tanh.approx.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ float gelu_tanh(float u) {
+    return 0.5f * u * (1.0f + tanh_approx(GELU_K * (u + 0.044715f * u * u * u)));
+}
+__device__ __forceinline__ float gelu_grad_tanh(float u) {
+    const float th = tanh_approx(GELU_K * (u + 0.044715f * u * u * u));
+    return 0.5f * (1.0f + th) + 0.5f * u * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * u * u);
+}
+
 // ROWS rows (those at or past `rows` are zeros) of 64 columns from src (row pitch GEMM_K; columns at or past GEMM_K
-// are zeros: GEMM_K is a multiple of 8) into a swizzled tile
-template <int ROWS>
-__device__ __forceinline__ void load_tile(floatX *tile, const floatX *src, int rows, int k0) {
+// are zeros: GEMM_K is a multiple of 8) into a swizzled tile, by the NT threads numbered tid
+template <int ROWS, int NT>
+__device__ __forceinline__ void load_tile(floatX *tile, const floatX *src, int rows, int k0, int tid) {
 #pragma unroll
-    for (int i = 0; i < ROWS * 8 / THREADS; i++) {
-        const int v = threadIdx.x + i * THREADS, r = v / 8, c = v % 8 * 8;
+    for (int i = 0; i < ROWS * 8 / NT; i++) {
+        const int v = tid + i * NT, r = v / 8, c = v % 8 * 8;
         const bool ok = r < rows && k0 + c < GEMM_K;
         cp_async16(tile + sw128(r, c), src + (ok ? (long long)r * GEMM_K + k0 + c : 0), ok);
     }
 }
 
-// d = rows m0.. of a times rows n0.. of b, over the whole k: this warpgroup's 64 rows of the block's tile
-__device__ __forceinline__ void mainloop(float (&d)[ACC], const floatX *a, const floatX *b, int m0, int n0, floatX *smem) {
+// mbarriers in shared memory (PTX ISA, "mbarrier"): init with the arrivals a phase expects; an arrival; the arrival of
+// this thread's cp.async copies once they have landed (noinc: it counts as one of the expected arrivals); a wait for
+// the phase of the given parity to complete
+__device__ __forceinline__ void mbar_init(u64 *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(u64 *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(b)) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_copies(u64 *b) {
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(b)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(u64 *b, int parity) {
+    asm volatile("{\n.reg .pred p;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT;\n}\n"
+                 ::"r"(smem_addr(b)), "r"(parity) : "memory");
+}
+// the two consumer warpgroups' own barrier (named barrier 1; a producer warpgroup, where there is one, is not in it)
+__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+
+// d = rows m0.. of a times rows n0.. of b, over the whole k: warpgroup wg's 64 rows of the block's tile. Returns 0 in
+// the producer warpgroup (WARPGROUPS 3), which has nothing more to do, else 1.
+__device__ __forceinline__ int mainloop(float (&d)[ACC], const floatX *a, const floatX *b, int m0, int n0, floatX *smem) {
     const int wg = threadIdx.x / WG_THREADS;
     const floatX *ga = a + (long long)m0 * GEMM_K, *gb = b + (long long)n0 * GEMM_K;
     auto stage = [&](int kb) { return smem + kb % STAGES * STAGE; };
-    auto load = [&](int kb) {                        // a group even when there is nothing left to load
-        if (kb < KBLOCKS) {
-            load_tile<BM>(stage(kb), ga, GEMM_M - m0, kb * BK);
-            load_tile<TILE_N>(stage(kb) + BM * BK, gb, GEMM_N - n0, kb * BK);
-        }
-        cp_async_commit();
-    };
-    for (int s = 0; s < STAGES - 2; s++) load(s);
-    for (int x = 0; x < ACC; x++) d[x] = 0.0f;
-    for (int kb = 0; kb < KBLOCKS; kb++) {
-        cp_async_wait<STAGES - 3>();                 // kb's copies are in (STAGES - 3 newer groups may still run)
-        fence_proxy_async();
-        __syncthreads();                             // for every thread; kb - 2's products are done everywhere
-        load(kb + STAGES - 2);
+    auto products = [&](int kb) {                    // kb's products issued, then kb - 1's awaited
         const floatX *sa = stage(kb) + wg * 64 * BK, *sb = stage(kb) + BM * BK;
         wgmma_fence();
         for (int kk = 0; kk < BK / 16; kk++) wgmma_ss<0>(d, desc_k(sa, kk), desc_k(sb, kk), 1);
         wgmma_commit();
-        wgmma_wait<1>();                             // kb - 1's products are done; kb's run on
+        wgmma_wait<1>();
+    };
+    for (int x = 0; x < ACC; x++) d[x] = 0.0f;
+    if constexpr (WARPGROUPS == 2) {
+        // every thread loads and computes: at k-block kb, kb's copies are awaited, a barrier, kb + STAGES - 2's copies
+        // start (where kb - 2 was, whose products every warpgroup has seen finish), kb's products are issued
+        auto load = [&](int kb) {                    // a group even when there is nothing left to load
+            if (kb < KBLOCKS) {
+                load_tile<BM, 256>(stage(kb), ga, GEMM_M - m0, kb * BK, threadIdx.x);
+                load_tile<TILE_N, 256>(stage(kb) + BM * BK, gb, GEMM_N - n0, kb * BK, threadIdx.x);
+            }
+            cp_async_commit();
+        };
+        for (int s = 0; s < STAGES - 2; s++) load(s);
+        for (int kb = 0; kb < KBLOCKS; kb++) {
+            cp_async_wait<STAGES - 3>();             // kb's copies are in (STAGES - 3 newer groups may still run)
+            fence_proxy_async();
+            __syncthreads();                         // for every thread; kb - 2's products are done everywhere
+            load(kb + STAGES - 2);
+            products(kb);
+        }
+    } else {
+        // warp-specialized: warpgroup 2 only loads, the two others only compute, in step through two mbarriers a
+        // stage: full (the producer's 128 threads' copies have landed) and empty (both consumers' products of it are
+        // done). The producer refills a stage once it is empty, STAGES k-blocks ahead of the products.
+        __shared__ u64 full[STAGES], empty[STAGES];
+        if (threadIdx.x == 0)
+            for (int s = 0; s < STAGES; s++) {
+                mbar_init(&full[s], WG_THREADS);
+                mbar_init(&empty[s], 2);
+            }
+        __syncthreads();
+        if (wg == 2) {
+            const int tid = threadIdx.x - 2 * WG_THREADS;
+            for (int kb = 0; kb < KBLOCKS; kb++) {
+                const int s = kb % STAGES;
+                if (kb >= STAGES) mbar_wait(&empty[s], (kb / STAGES - 1) & 1);
+                load_tile<BM, WG_THREADS>(stage(kb), ga, GEMM_M - m0, kb * BK, tid);
+                load_tile<TILE_N, WG_THREADS>(stage(kb) + BM * BK, gb, GEMM_N - n0, kb * BK, tid);
+                mbar_arrive_copies(&full[s]);
+            }
+            cp_async_wait<0>();
+            return 0;
+        }
+        for (int kb = 0; kb < KBLOCKS; kb++) {
+            mbar_wait(&full[kb % STAGES], (kb / STAGES) & 1);
+            fence_proxy_async();                     // the copies are visible to wgmma
+            products(kb);
+            if (kb > 0 && threadIdx.x % WG_THREADS == 0) mbar_arrive(&empty[(kb - 1) % STAGES]);
+        }
     }
     wgmma_wait<0>();
     pin(d);
+    return 1;
 }
 
 // The epilogue's tiles: with EPI_BYTES 16 a tensor's 128 x TILE_N tile goes through shared memory (the stages are free by
@@ -79,8 +154,8 @@ constexpr int CPR = TILE_N / 8;                      // 16-byte chunks of a tile
 // the tile t (pitch TP) -> rows m0.., columns n0.. of dst
 __device__ __forceinline__ void tile_store(floatX *dst, const floatX *t, int m0, int n0) {
 #pragma unroll
-    for (int i = 0; i < BM * CPR / THREADS; i++) {
-        const int v = threadIdx.x + i * THREADS, r = v / CPR, c = v % CPR * 8;
+    for (int i = 0; i < BM * CPR / 256; i++) {
+        const int v = threadIdx.x + i * 256, r = v / CPR, c = v % CPR * 8;
         if (m0 + r < GEMM_M && n0 + c < GEMM_N)
             *reinterpret_cast<uint4 *>(dst + (long long)(m0 + r) * GEMM_N + n0 + c) = *reinterpret_cast<const uint4 *>(t + r * TP + c);
     }
@@ -88,8 +163,8 @@ __device__ __forceinline__ void tile_store(floatX *dst, const floatX *t, int m0,
 // rows m0.., columns n0.. of src -> the tile t (zeros outside the matrix), by cp.async: the caller waits
 __device__ __forceinline__ void tile_load(floatX *t, const floatX *src, int m0, int n0) {
 #pragma unroll
-    for (int i = 0; i < BM * CPR / THREADS; i++) {
-        const int v = threadIdx.x + i * THREADS, r = v / CPR, c = v % CPR * 8;
+    for (int i = 0; i < BM * CPR / 256; i++) {
+        const int v = threadIdx.x + i * 256, r = v / CPR, c = v % CPR * 8;
         const bool ok = m0 + r < GEMM_M && n0 + c < GEMM_N;
         cp_async16(t + r * TP + c, src + (ok ? (long long)(m0 + r) * GEMM_N + n0 + c : 0), ok);
     }
@@ -115,7 +190,8 @@ struct Place {
 };
 #endif
 
-static_assert(STAGES >= 3, "fc_gemm: STAGES of at least 3 (the copies of k-block kb + STAGES - 2 go where kb - 2 was)");
+static_assert(STAGES >= 3 || WARPGROUPS == 3,
+              "fc_gemm: STAGES of at least 3 (the copies of k-block kb + STAGES - 2 go where kb - 2 was)");
 
 KERNEL(fc_gelu_forward) {
 #if HOPPER_WGMMA
@@ -123,9 +199,9 @@ KERNEL(fc_gelu_forward) {
     floatX *smem = smem_1024(smem_bytes), *tpre = smem, *tout = smem + BM * TP;
     const int n0 = blockIdx.x * TILE_N, m0 = blockIdx.y * BM;
     float d[ACC];
-    mainloop(d, inp, weight, m0, n0, smem);
+    if (!mainloop(d, inp, weight, m0, n0, smem)) return;
     const Place p(m0, n0);
-    if (EPI_SMEM) __syncthreads();                   // every warpgroup is done with the stages
+    if (EPI_SMEM) consumers_sync();                  // both are done with the stages
 #pragma unroll
     for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
         x2 bb[CHUNK];                                // the chunk's loads, all in flight before any is used
@@ -139,7 +215,7 @@ KERNEL(fc_gelu_forward) {
                 x2 pv, ov;
                 for (int e = 0; e < 2; e++) {
                     pv[e] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + e] + to_f(bb[j][e]));
-                    ov[e] = from_f<floatX>(gelu(to_f(pv[e])));   // of the stored pre-activation, as the backward reads it
+                    ov[e] = from_f<floatX>(gelu_tanh(to_f(pv[e])));   // of the stored pre-activation, as the backward reads it
                 }
                 if (EPI_SMEM) {
                     store_vec<floatX, 2>(tpre + p.local(j0 + j, half), pv);
@@ -151,7 +227,7 @@ KERNEL(fc_gelu_forward) {
             }
     }
     if (EPI_SMEM) {
-        __syncthreads();
+        consumers_sync();
         tile_store(pre, tpre, m0, n0);
         tile_store(out, tout, m0, n0);
     }
@@ -165,13 +241,13 @@ KERNEL(fcproj_dgelu_backward) {
     float *sums = reinterpret_cast<float *>(smem + 2 * BM * TP);   // [warp][TILE_N]
     const int n0 = blockIdx.x * TILE_N, m0 = blockIdx.y * BM;
     float d[ACC];
-    mainloop(d, dout, wt, m0, n0, smem);
+    if (!mainloop(d, dout, wt, m0, n0, smem)) return;
     const Place p(m0, n0);
-    __syncthreads();                                 // every warpgroup is done with the stages
+    consumers_sync();                                // both are done with the stages
     if (EPI_SMEM) {
         tile_load(tpre, pre, m0, n0);
         cp_async_wait<0>();
-        __syncthreads();
+        consumers_sync();
     }
 #pragma unroll
     for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
@@ -189,7 +265,7 @@ KERNEL(fcproj_dgelu_backward) {
                 const long long i = p.global(j0 + j, half);
                 x2 g;
                 for (int e = 0; e < 2; e++) {
-                    g[e] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + e] * gelu_grad(to_f(pre_v[j][half][e])));
+                    g[e] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + e] * gelu_grad_tanh(to_f(pre_v[j][half][e])));
                     if (i >= 0) s[e] += to_f(g[e]);  // the sums are of the stored gradient
                 }
                 if (EPI_SMEM) store_vec<floatX, 2>(tg + p.local(j0 + j, half), g);
@@ -201,12 +277,12 @@ KERNEL(fcproj_dgelu_backward) {
             }
         }
     }
-    __syncthreads();
+    consumers_sync();
     if (EPI_SMEM) tile_store(dpre, tg, m0, n0);
-    for (int c = threadIdx.x; c < TILE_N; c += THREADS) {   // the warps' sums, in order
+    for (int c = threadIdx.x; c < TILE_N; c += 256) {   // the warps' sums, in order
         if (n0 + c >= GEMM_N) continue;
         float t = 0.0f;
-        for (int w = 0; w < THREADS / WARP_SIZE; w++) t += sums[w * TILE_N + c];
+        for (int w = 0; w < 8; w++) t += sums[w * TILE_N + c];
         scratch[(long long)blockIdx.y * GEMM_N + n0 + c] = t;
     }
 #endif
@@ -225,7 +301,7 @@ KERNEL(transpose_fcproj) {
 
 // dbias[n] += the M_TILES partials of column n, in order (a thread a column, eight loads in flight)
 KERNEL(fc_bias_reduce) {
-    const int n = blockIdx.x * THREADS + threadIdx.x;
+    const int n = blockIdx.x * 256 + threadIdx.x;
     if (n >= GEMM_N) return;
     float s = 0.0f;
     int i = 0;

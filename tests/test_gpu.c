@@ -63,6 +63,12 @@ static const Variant variants[] = {
     {"gt-bf16-fused", {"name=gt-bf16-fused", "precision=bf16", "train.gelu=fused", "model.n_embd=160", "model.n_head=5",
                        "model.n_layer=2", "model.max_seq_len=100", "train.seq_len=100", "train.batch_size=2",
                        "train.total_batch_size=200", NULL}},
+    /* and in fp16 with the producer warpgroup (mbarriers between it and the products) and the epilogue's 4-byte
+       accesses straight from the registers: 128 rows (one tile), k = 256 (four k-blocks through three stages: one refilled) */
+    {"gt-fp16-fused", {"name=gt-fp16-fused", "precision=fp16", "train.gelu=fused", "model.n_embd=256", "model.n_head=4",
+                       "model.n_layer=2", "train.seq_len=64", "train.batch_size=2", "train.total_batch_size=128",
+                       "tune.fc_gemm.WARPGROUPS=3", "tune.fc_gemm.SM_BLOCKS=1", "tune.fc_gemm.STAGES=3",
+                       "tune.fc_gemm.EPI_BYTES=4", NULL}},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -119,6 +125,7 @@ VARIANT_TESTS(6, bf16_cudnn)
 VARIANT_TESTS(7, fp16_cudnn)
 VARIANT_TESTS(8, bf16_wgmma)
 VARIANT_TESTS(9, bf16_fused)
+VARIANT_TESTS(10, fp16_fused)
 
 /* Several plans of one model on the GPU (gen/plan.h): variant i's training plan and its one-row sampling plan,
    two CUDA backends in one process, the second on the first's weights, each with its own kernels (B baked in)
@@ -296,6 +303,7 @@ int main(int argc, char **argv) {
     RUN(test_build_fp16_cudnn);
     RUN(test_build_bf16_wgmma);
     RUN(test_build_bf16_fused);
+    RUN(test_build_fp16_fused);
     RUN(test_gpu_fp32);
     RUN(test_gpu_bf16);
     RUN(test_gpu_fp32_hs64);
@@ -306,6 +314,7 @@ int main(int argc, char **argv) {
     RUN(test_gpu_fp16_cudnn);
     RUN(test_gpu_bf16_wgmma);
     RUN(test_gpu_bf16_fused);
+    RUN(test_gpu_fp16_fused);
     RUN(test_gpu_forward_plan_fp32);
     RUN(test_gpu_forward_plan_bf16);
     RUN(test_gpu_forward_plan_bf16_cudnn);
