@@ -239,18 +239,25 @@ static LaunchDims gelu_dims(const KernelEnv *e, long long n) {
 /* ---- fc_gemm.cu ---- */
 enum { FCG_TILE_N, FCG_STAGES, FCG_SM_BLOCKS, FCG_EPI_BYTES, FCG_WARPGROUPS };
 enum { FCG_THREADS, FCG_MIN_BLOCKS, FCG_M_TILES };
-#define FCG_BM 128   /* rows of a block's tile: two warpgroups of 64 (templates/fc_gemm.cu) */
 static void fcg_derive(KernelEnv *e) {
     e->derived[FCG_THREADS] = 128LL * e->tun[FCG_WARPGROUPS];
     e->derived[FCG_MIN_BLOCKS] = e->tun[FCG_SM_BLOCKS];
-    e->derived[FCG_M_TILES] = ceil_div_u(rows(e), FCG_BM);
+    e->derived[FCG_M_TILES] = ceil_div_u(rows(e), FC_GEMM_TILE_ROWS);
 }
-/* STAGES stages of 64 columns of the block's rows of A and B, 16-bit, and 1 KiB to align them */
-static long long fcg_smem(const KernelEnv *e) { return (long long)e->tun[FCG_STAGES] * (FCG_BM + e->tun[FCG_TILE_N]) * 64 * 2 + 1024; }
-/* the epilogue's two tiles of 128 rows of TILE_N + 8 16-bit elements and the backward's column sums (8 warps), where
-   the stages were (templates/fc_gemm.cu) */
+/* the blocks of WARPGROUPS 3, which go through the tiles: a wave of the H200's (and H100 SXM's) 132 multiprocessors */
+#define FCG_GRID_BLOCKS 132
+static long long fcg_tiles(const KernelEnv *e) { return e->derived[FCG_M_TILES] * ceil_div_u(4 * e->C, e->tun[FCG_TILE_N]); }
+static long long fcg_stages_smem(const KernelEnv *e) { return (long long)e->tun[FCG_STAGES] * (FC_GEMM_TILE_ROWS + e->tun[FCG_TILE_N]) * 64 * 2; }
+/* the epilogue's two tiles of 128 rows of TILE_N + 8 16-bit elements (EPI_BYTES 16) and the backward's column sums (8
+   warps) (templates/fc_gemm.cu) */
 static long long fcg_epi_smem(const KernelEnv *e) {
-    return 2LL * FCG_BM * (e->tun[FCG_TILE_N] + 8) * 2 + 8LL * e->tun[FCG_TILE_N] * 4 + 1024;
+    return (e->tun[FCG_EPI_BYTES] == 16 ? 2LL * FC_GEMM_TILE_ROWS * (e->tun[FCG_TILE_N] + 8) * 2 : 0) + 8LL * e->tun[FCG_TILE_N] * 4;
+}
+/* STAGES stages of 64 columns of the block's rows of A and B, 16-bit; the epilogue's after them where the producer
+   loads the next tile's stages during it (WARPGROUPS 3), else where the stages were; 1 KiB to align them */
+static long long fcg_smem(const KernelEnv *e) {
+    long long st = fcg_stages_smem(e), epi = fcg_epi_smem(e);
+    return (e->tun[FCG_WARPGROUPS] == 3 ? st + epi : st > epi ? st : epi) + 1024;
 }
 static const char *fcg_check(const KernelEnv *e, char *why, size_t n) {
     if (e->tun[FCG_EPI_BYTES] != 4 && e->tun[FCG_EPI_BYTES] != 16) {
@@ -263,11 +270,6 @@ static const char *fcg_check(const KernelEnv *e, char *why, size_t n) {
         snprintf(why, n, "fc_gemm: WARPGROUPS 3 (a producer warpgroup) takes SM_BLOCKS 1 and TILE_N 128");
         return why;
     }
-    if (fcg_epi_smem(e) > fcg_smem(e)) {
-        snprintf(why, n, "fc_gemm: the epilogue's tiles (%lld bytes) do not fit where %d stages of TILE_N %d were (%lld)",
-                 fcg_epi_smem(e), e->tun[FCG_STAGES], e->tun[FCG_TILE_N], fcg_smem(e));
-        return why;
-    }
     /* a multiprocessor has 228 KiB of shared memory, of which each block takes 1 KiB for the system */
     if ((fcg_smem(e) + 1024) * e->tun[FCG_SM_BLOCKS] <= 228 * 1024 && fcg_smem(e) <= KERNEL_MAX_SMEM) return NULL;
     snprintf(why, n, "fc_gemm: %d stages of TILE_N %d take %lld bytes of shared memory a block, and %d blocks of them "
@@ -277,7 +279,8 @@ static const char *fcg_check(const KernelEnv *e, char *why, size_t n) {
 }
 static LaunchDims fcg_gemm(const KernelEnv *e, long long n) {
     (void)n;
-    LaunchDims d = dims(ceil_div_u(4 * e->C, e->tun[FCG_TILE_N]), e->derived[FCG_M_TILES], (int)e->derived[FCG_THREADS]);
+    long long tiles = fcg_tiles(e), blocks = e->tun[FCG_WARPGROUPS] == 3 ? min_ll(tiles, FCG_GRID_BLOCKS) : tiles;
+    LaunchDims d = dims(blocks, 1, (int)e->derived[FCG_THREADS]);
     d.smem = (unsigned)fcg_smem(e);
     return d;
 }
@@ -450,9 +453,10 @@ const FamilyDecl kernel_families[] = {
       {"WARPGROUPS", 2, {2, 3}, .min = 2, .max = 3, .multiple_of = 1}},
      {"THREADS", "MIN_BLOCKS", "M_TILES"}, fcg_derive, fcg_check,
      {{"fc_gelu_forward", {X(pre), X(out), CX(inp), CX(weight), CX(bias)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_gemm,
-       "(ceil(4C / TILE_N), M_TILES = ceil(B*T / 128)): a block per 128 x TILE_N tile", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},
+       "M_TILES * ceil(4C / TILE_N) tiles of 128 x TILE_N (M_TILES = ceil(B*T / 128)): a block each, or with WARPGROUPS 3 "
+       "132 blocks that go through them", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},
       {"fcproj_dgelu_backward", {X(dpre), F32(scratch), CX(dout), CX(wt), CX(pre)}, BOUNDS_DERIVED(FCG_THREADS), -1,
-       fcg_gemm, "(ceil(4C / TILE_N), M_TILES): a block per 128 x TILE_N tile", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},
+       fcg_gemm, "as fc_gelu_forward's", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},
       {"transpose_fcproj", {X(wt), CX(weight)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_transpose,
        "(ceil(4C / 32), ceil(C / 32)): a block per 32 x 32 tile", 0},
       {"fc_bias_reduce", {X(dbias), CF32(scratch)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_reduce,

@@ -115,9 +115,8 @@ void memory_plan(PlanMemory *mem, const Plan *plan) {
     place(&lo, BUF_BIAS_SCRATCH_SIDE, "bias_scratch_side", MEM_SCRATCH, side ? mem->buffers[BUF_BIAS_SCRATCH].bytes : 0, 0);
     place(&lo, BUF_NORM_PARTIALS, "norm_partials", MEM_SCRATCH, train ? (size_t)norm->grid[0] * 4 : 0, 0);
     int fused = train && gelu_fused(plan->gelu);
-    const LaunchDims *fc = &plan->kernels[K_FC_GELU_FORWARD].dims;   /* grid[1]: M_TILES, the 128-row tiles */
     place(&lo, BUF_FCPROJ_WT, "fcproj_wt", MEM_SCRATCH, fused ? 4 * C * C * x : 0, 0);
-    place(&lo, BUF_FC_PARTIALS, "fc_partials", MEM_SCRATCH, fused ? (size_t)fc->grid[1] * 4 * C * 4 : 0, 0);
+    place(&lo, BUF_FC_PARTIALS, "fc_partials", MEM_SCRATCH, fused ? (BT + FC_GEMM_TILE_ROWS - 1) / FC_GEMM_TILE_ROWS * 4 * C * 4 : 0, 0);
 
     place(&lo, BUF_INPUTS, "inputs", MEM_SCRATCH, BT * 4, 0);
     place(&lo, BUF_TARGETS, "targets", MEM_SCRATCH, logits && !decode ? BT * 4 : 0, 0);

@@ -28,6 +28,7 @@ constexpr int ACC = TILE_N / 2;                      // a thread's accumulators
 constexpr int STAGE = (BM + TILE_N) * BK;            // elements of a stage: A's rows, then B's
 constexpr int CHUNK = 8;                             // 8-column tiles whose epilogue loads are issued together
 typedef Packed<floatX, 2> x2;
+template <int V> struct Int { static constexpr int value = V; };
 
 #if HOPPER_WGMMA
 // GELU and GELU' through the special-function unit's tanh (tanh.approx.f32: relative error at most 2^-10.99, below the
@@ -77,12 +78,23 @@ __device__ __forceinline__ void mbar_wait(u64 *b, int parity) {
 // the two consumer warpgroups' own barrier (named barrier 1; a producer warpgroup, where there is one, is not in it)
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
-// d = rows m0.. of a times rows n0.. of b, over the whole k: warpgroup wg's 64 rows of the block's tile. Returns 0 in
-// the producer warpgroup (WARPGROUPS 3), which has nothing more to do, else 1.
-__device__ __forceinline__ int mainloop(float (&d)[ACC], const floatX *a, const floatX *b, int m0, int n0, floatX *smem) {
+constexpr int N_TILES = (GEMM_N + TILE_N - 1) / TILE_N, TILES = (int)M_TILES * N_TILES;   // tile t: rows (t / N_TILES)..
+
+// The product of tile t (rows m0 = 128 (t / N_TILES).. of a, rows n0 = TILE_N (t % N_TILES).. of b, the whole k) of
+// every tile the block has, each handed to epilogue(d, m0, n0, epi) in the two consumer warpgroups (warpgroup wg: rows
+// m0 + 64 wg..). WARPGROUPS 2: a block per tile, both warpgroups load and compute: at k-block kb, kb's copies are
+// awaited, a barrier, kb + STAGES - 2's copies start (where kb - 2 was, whose products every warpgroup has seen
+// finish), kb's products are issued; the epilogue's shared memory is the stages'. WARPGROUPS 3: GRID_BLOCKS blocks go
+// through the tiles t = blockIdx.x, + gridDim.x, ...; warpgroup 2 only loads, the two others only compute, in step
+// through two mbarriers a stage: full (the producer's 128 threads' copies have landed) and empty (both consumers'
+// products of it are done). The producer refills a stage once it is empty, STAGES k-blocks ahead of the products and
+// across tiles, so that the next tile's first stages load during this one's epilogue (which has shared memory of its
+// own after the stages).
+template <class Epilogue>
+__device__ __forceinline__ void gemm(const floatX *a, const floatX *b, floatX *smem, Epilogue epilogue) {
     const int wg = threadIdx.x / WG_THREADS;
-    const floatX *ga = a + (long long)m0 * GEMM_K, *gb = b + (long long)n0 * GEMM_K;
     auto stage = [&](int kb) { return smem + kb % STAGES * STAGE; };
+    float d[ACC];
     auto products = [&](int kb) {                    // kb's products issued, then kb - 1's awaited
         const floatX *sa = stage(kb) + wg * 64 * BK, *sb = stage(kb) + BM * BK;
         wgmma_fence();
@@ -90,29 +102,32 @@ __device__ __forceinline__ int mainloop(float (&d)[ACC], const floatX *a, const 
         wgmma_commit();
         wgmma_wait<1>();
     };
-    for (int x = 0; x < ACC; x++) d[x] = 0.0f;
+    auto load = [&](int kb, int t, int tid, auto nt) {   // k-block kb of tile t into stage kb, by nt threads
+        constexpr int NT = decltype(nt)::value;
+        const int m0 = t / N_TILES * BM, n0 = t % N_TILES * TILE_N, k0 = kb % KBLOCKS * BK;
+        load_tile<BM, NT>(stage(kb), a + (long long)m0 * GEMM_K, GEMM_M - m0, k0, tid);
+        load_tile<TILE_N, NT>(stage(kb) + BM * BK, b + (long long)n0 * GEMM_K, GEMM_N - n0, k0, tid);
+    };
     if constexpr (WARPGROUPS == 2) {
-        // every thread loads and computes: at k-block kb, kb's copies are awaited, a barrier, kb + STAGES - 2's copies
-        // start (where kb - 2 was, whose products every warpgroup has seen finish), kb's products are issued
-        auto load = [&](int kb) {                    // a group even when there is nothing left to load
-            if (kb < KBLOCKS) {
-                load_tile<BM, 256>(stage(kb), ga, GEMM_M - m0, kb * BK, threadIdx.x);
-                load_tile<TILE_N, 256>(stage(kb) + BM * BK, gb, GEMM_N - n0, kb * BK, threadIdx.x);
-            }
+        const int t = blockIdx.x;
+        for (int s = 0; s < STAGES - 2; s++) {       // a group even when there is nothing left to load
+            if (s < KBLOCKS) load(s, t, threadIdx.x, Int<256>());
             cp_async_commit();
-        };
-        for (int s = 0; s < STAGES - 2; s++) load(s);
+        }
+        for (int x = 0; x < ACC; x++) d[x] = 0.0f;
         for (int kb = 0; kb < KBLOCKS; kb++) {
             cp_async_wait<STAGES - 3>();             // kb's copies are in (STAGES - 3 newer groups may still run)
             fence_proxy_async();
             __syncthreads();                         // for every thread; kb - 2's products are done everywhere
-            load(kb + STAGES - 2);
+            if (kb + STAGES - 2 < KBLOCKS) load(kb + STAGES - 2, t, threadIdx.x, Int<256>());
+            cp_async_commit();
             products(kb);
         }
+        wgmma_wait<0>();
+        pin(d);
+        consumers_sync();                            // both are done with the stages: the epilogue's now
+        epilogue(d, t / N_TILES * BM, t % N_TILES * TILE_N, smem);
     } else {
-        // warp-specialized: warpgroup 2 only loads, the two others only compute, in step through two mbarriers a
-        // stage: full (the producer's 128 threads' copies have landed) and empty (both consumers' products of it are
-        // done). The producer refills a stage once it is empty, STAGES k-blocks ahead of the products.
         __shared__ u64 full[STAGES], empty[STAGES];
         if (threadIdx.x == 0)
             for (int s = 0; s < STAGES; s++) {
@@ -120,28 +135,32 @@ __device__ __forceinline__ int mainloop(float (&d)[ACC], const floatX *a, const 
                 mbar_init(&empty[s], 2);
             }
         __syncthreads();
+        int g = 0;                                   // the block's k-blocks so far, over its tiles
         if (wg == 2) {
-            const int tid = threadIdx.x - 2 * WG_THREADS;
-            for (int kb = 0; kb < KBLOCKS; kb++) {
-                const int s = kb % STAGES;
-                if (kb >= STAGES) mbar_wait(&empty[s], (kb / STAGES - 1) & 1);
-                load_tile<BM, WG_THREADS>(stage(kb), ga, GEMM_M - m0, kb * BK, tid);
-                load_tile<TILE_N, WG_THREADS>(stage(kb) + BM * BK, gb, GEMM_N - n0, kb * BK, tid);
-                mbar_arrive_copies(&full[s]);
-            }
+            for (int t = blockIdx.x; t < TILES; t += gridDim.x)
+                for (int kb = 0; kb < KBLOCKS; kb++, g++) {
+                    if (g >= STAGES) mbar_wait(&empty[g % STAGES], (g / STAGES - 1) & 1);
+                    load(g, t, threadIdx.x - 2 * WG_THREADS, Int<WG_THREADS>());
+                    mbar_arrive_copies(&full[g % STAGES]);
+                }
             cp_async_wait<0>();
-            return 0;
+            return;
         }
-        for (int kb = 0; kb < KBLOCKS; kb++) {
-            mbar_wait(&full[kb % STAGES], (kb / STAGES) & 1);
-            fence_proxy_async();                     // the copies are visible to wgmma
-            products(kb);
-            if (kb > 0 && threadIdx.x % WG_THREADS == 0) mbar_arrive(&empty[(kb - 1) % STAGES]);
+        for (int t = blockIdx.x; t < TILES; t += gridDim.x) {
+            for (int x = 0; x < ACC; x++) d[x] = 0.0f;
+            for (int kb = 0; kb < KBLOCKS; kb++, g++) {
+                mbar_wait(&full[g % STAGES], (g / STAGES) & 1);
+                fence_proxy_async();                 // the copies are visible to wgmma
+                products(g);
+                if (kb > 0 && threadIdx.x % WG_THREADS == 0) mbar_arrive(&empty[(g - 1) % STAGES]);
+            }
+            wgmma_wait<0>();
+            pin(d);
+            if (threadIdx.x % WG_THREADS == 0) mbar_arrive(&empty[(g - 1) % STAGES]);
+            consumers_sync();                        // both are done with the last tile's epilogue
+            epilogue(d, t / N_TILES * BM, t % N_TILES * TILE_N, smem + STAGES * STAGE);
         }
     }
-    wgmma_wait<0>();
-    pin(d);
-    return 1;
 }
 
 // The epilogue's tiles: with EPI_BYTES 16 a tensor's 128 x TILE_N tile goes through shared memory (the stages are free by
@@ -196,95 +215,91 @@ static_assert(STAGES >= 3 || WARPGROUPS == 3,
 KERNEL(fc_gelu_forward) {
 #if HOPPER_WGMMA
     extern __shared__ __align__(16) unsigned char smem_bytes[];
-    floatX *smem = smem_1024(smem_bytes), *tpre = smem, *tout = smem + BM * TP;
-    const int n0 = blockIdx.x * TILE_N, m0 = blockIdx.y * BM;
-    float d[ACC];
-    if (!mainloop(d, inp, weight, m0, n0, smem)) return;
-    const Place p(m0, n0);
-    if (EPI_SMEM) consumers_sync();                  // both are done with the stages
+    gemm(inp, weight, smem_1024(smem_bytes), [&](float (&d)[ACC], int m0, int n0, floatX *epi) {
+        floatX *tpre = epi, *tout = epi + BM * TP;
+        const Place p(m0, n0);
 #pragma unroll
-    for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
-        x2 bb[CHUNK];                                // the chunk's loads, all in flight before any is used
-        for (int j = 0; j < CHUNK; j++) {
-            const int col = n0 + p.c + 8 * (j0 + j);
-            bb[j] = col < GEMM_N ? load_vec<floatX, 2>(bias + col) : x2::zeros();
-        }
-#pragma unroll
-        for (int j = 0; j < CHUNK; j++)
-            for (int half = 0; half < 2; half++) {
-                x2 pv, ov;
-                for (int e = 0; e < 2; e++) {
-                    pv[e] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + e] + to_f(bb[j][e]));
-                    ov[e] = from_f<floatX>(gelu_tanh(to_f(pv[e])));   // of the stored pre-activation, as the backward reads it
-                }
-                if (EPI_SMEM) {
-                    store_vec<floatX, 2>(tpre + p.local(j0 + j, half), pv);
-                    store_vec<floatX, 2>(tout + p.local(j0 + j, half), ov);
-                } else if (const long long i = p.global(j0 + j, half); i >= 0) {
-                    store_vec<floatX, 2>(pre + i, pv);
-                    store_vec<floatX, 2>(out + i, ov);
-                }
+        for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
+            x2 bb[CHUNK];                            // the chunk's loads, all in flight before any is used
+            for (int j = 0; j < CHUNK; j++) {
+                const int col = n0 + p.c + 8 * (j0 + j);
+                bb[j] = col < GEMM_N ? load_vec<floatX, 2>(bias + col) : x2::zeros();
             }
-    }
-    if (EPI_SMEM) {
-        consumers_sync();
-        tile_store(pre, tpre, m0, n0);
-        tile_store(out, tout, m0, n0);
-    }
+#pragma unroll
+            for (int j = 0; j < CHUNK; j++)
+                for (int half = 0; half < 2; half++) {
+                    x2 pv, ov;
+                    for (int e = 0; e < 2; e++) {
+                        pv[e] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + e] + to_f(bb[j][e]));
+                        ov[e] = from_f<floatX>(gelu_tanh(to_f(pv[e])));   // of the stored pre-activation, as the backward reads it
+                    }
+                    if (EPI_SMEM) {
+                        store_vec<floatX, 2>(tpre + p.local(j0 + j, half), pv);
+                        store_vec<floatX, 2>(tout + p.local(j0 + j, half), ov);
+                    } else if (const long long i = p.global(j0 + j, half); i >= 0) {
+                        store_vec<floatX, 2>(pre + i, pv);
+                        store_vec<floatX, 2>(out + i, ov);
+                    }
+                }
+        }
+        if (EPI_SMEM) {
+            consumers_sync();
+            tile_store(pre, tpre, m0, n0);
+            tile_store(out, tout, m0, n0);
+        }
+    });
 #endif
 }
 
 KERNEL(fcproj_dgelu_backward) {
 #if HOPPER_WGMMA
     extern __shared__ __align__(16) unsigned char smem_bytes[];
-    floatX *smem = smem_1024(smem_bytes), *tpre = smem, *tg = smem + BM * TP;
-    float *sums = reinterpret_cast<float *>(smem + 2 * BM * TP);   // [warp][TILE_N]
-    const int n0 = blockIdx.x * TILE_N, m0 = blockIdx.y * BM;
-    float d[ACC];
-    if (!mainloop(d, dout, wt, m0, n0, smem)) return;
-    const Place p(m0, n0);
-    consumers_sync();                                // both are done with the stages
-    if (EPI_SMEM) {
-        tile_load(tpre, pre, m0, n0);
-        cp_async_wait<0>();
-        consumers_sync();
-    }
+    gemm(dout, wt, smem_1024(smem_bytes), [&](float (&d)[ACC], int m0, int n0, floatX *epi) {
+        floatX *tpre = epi, *tg = epi + BM * TP;
+        float *sums = reinterpret_cast<float *>(epi + (EPI_SMEM ? 2 * BM * TP : 0));   // [warp][TILE_N]
+        const Place p(m0, n0);
+        if (EPI_SMEM) {
+            tile_load(tpre, pre, m0, n0);
+            cp_async_wait<0>();
+            consumers_sync();
+        }
 #pragma unroll
-    for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
-        x2 pre_v[CHUNK][2];                          // the chunk's pre-activations, all loads in flight before any is used
-        for (int j = 0; j < CHUNK; j++)
-            for (int half = 0; half < 2; half++) {
-                const long long i = p.global(j0 + j, half);
-                pre_v[j][half] = EPI_SMEM ? load_vec<floatX, 2>(tpre + p.local(j0 + j, half))
-                                 : i >= 0 ? load_vec<floatX, 2>(pre + i) : x2::zeros();
-            }
-#pragma unroll
-        for (int j = 0; j < CHUNK; j++) {
-            float s[2] = {0.0f, 0.0f};
-            for (int half = 0; half < 2; half++) {
-                const long long i = p.global(j0 + j, half);
-                x2 g;
-                for (int e = 0; e < 2; e++) {
-                    g[e] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + e] * gelu_grad_tanh(to_f(pre_v[j][half][e])));
-                    if (i >= 0) s[e] += to_f(g[e]);  // the sums are of the stored gradient
+        for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
+            x2 pre_v[CHUNK][2];                      // the chunk's pre-activations, all loads in flight before any is used
+            for (int j = 0; j < CHUNK; j++)
+                for (int half = 0; half < 2; half++) {
+                    const long long i = p.global(j0 + j, half);
+                    pre_v[j][half] = EPI_SMEM ? load_vec<floatX, 2>(tpre + p.local(j0 + j, half))
+                                     : i >= 0 ? load_vec<floatX, 2>(pre + i) : x2::zeros();
                 }
-                if (EPI_SMEM) store_vec<floatX, 2>(tg + p.local(j0 + j, half), g);
-                else if (i >= 0) store_vec<floatX, 2>(dpre + i, g);
-            }
-            for (int e = 0; e < 2; e++) {            // over the warp's 16 rows: the lanes of one column
-                for (int o = 4; o < WARP_SIZE; o <<= 1) s[e] += __shfl_xor_sync(FULL_MASK, s[e], o);
-                if (p.lane < 4) sums[p.warp * TILE_N + 8 * (j0 + j) + 2 * p.lane + e] = s[e];
+#pragma unroll
+            for (int j = 0; j < CHUNK; j++) {
+                float s[2] = {0.0f, 0.0f};
+                for (int half = 0; half < 2; half++) {
+                    const long long i = p.global(j0 + j, half);
+                    x2 g;
+                    for (int e = 0; e < 2; e++) {
+                        g[e] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + e] * gelu_grad_tanh(to_f(pre_v[j][half][e])));
+                        if (i >= 0) s[e] += to_f(g[e]);   // the sums are of the stored gradient
+                    }
+                    if (EPI_SMEM) store_vec<floatX, 2>(tg + p.local(j0 + j, half), g);
+                    else if (i >= 0) store_vec<floatX, 2>(dpre + i, g);
+                }
+                for (int e = 0; e < 2; e++) {        // over the warp's 16 rows: the lanes of one column
+                    for (int o = 4; o < WARP_SIZE; o <<= 1) s[e] += __shfl_xor_sync(FULL_MASK, s[e], o);
+                    if (p.lane < 4) sums[p.warp * TILE_N + 8 * (j0 + j) + 2 * p.lane + e] = s[e];
+                }
             }
         }
-    }
-    consumers_sync();
-    if (EPI_SMEM) tile_store(dpre, tg, m0, n0);
-    for (int c = threadIdx.x; c < TILE_N; c += 256) {   // the warps' sums, in order
-        if (n0 + c >= GEMM_N) continue;
-        float t = 0.0f;
-        for (int w = 0; w < 8; w++) t += sums[w * TILE_N + c];
-        scratch[(long long)blockIdx.y * GEMM_N + n0 + c] = t;
-    }
+        consumers_sync();
+        if (EPI_SMEM) tile_store(dpre, tg, m0, n0);
+        for (int c = threadIdx.x; c < TILE_N; c += 256) {   // the warps' sums, in order
+            if (n0 + c >= GEMM_N) continue;
+            float t = 0.0f;
+            for (int w = 0; w < 8; w++) t += sums[w * TILE_N + c];
+            scratch[(long long)(m0 / BM) * GEMM_N + n0 + c] = t;
+        }
+    });
 #endif
 }
 

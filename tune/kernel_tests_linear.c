@@ -183,7 +183,7 @@ void kernel_test_fc_gemm(G *g) {
     memcpy(pre_rows, pre_in, (size_t)r0 * N * sizeof(float));
     memcpy(pre_rows + (size_t)r0 * N, pre_in + (size_t)r1 * N, (size_t)(M - r1) * N * sizeof(float));
     cpu_gelu_backward(rd, pre_rows, dmid, (size_t)rows * N);
-    size_t tiles = g->plan->kernels[K_FCPROJ_DGELU_BACKWARD].dims.grid[1];
+    size_t tiles = ((size_t)M + FC_GEMM_TILE_ROWS - 1) / FC_GEMM_TILE_ROWS;
     dptr dwp = dup_x(g, wp, (size_t)C * N), dwt = dalloc(g, (size_t)N * C * g->xs), ddy = dup_x(g, dy, nx);
     dptr dpin = dup_x(g, pre_in, nn), dd = dalloc(g, nn * g->xs), scratch = dalloc(g, tiles * N * 4), dbias = dup_x(g, b0, N);
     rc = launch_transpose_fcproj(&g->ks, g->s, dwt, dwp, &err) ||

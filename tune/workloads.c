@@ -130,7 +130,7 @@ int wl_fc_gemm_run(Workload *w, G *g, Kernels *ks, Err *err) {
            launch_fc_bias_reduce(ks, g->s, P(w, 10), P(w, 9), err) ? -1 : 0;
 }
 void wl_fc_gemm_setup(Workload *w, G *g) {
-    size_t BT = g->BT, C = g->C, tiles = (BT + 127) / 128;
+    size_t BT = g->BT, C = g->C, tiles = (BT + FC_GEMM_TILE_ROWS - 1) / FC_GEMM_TILE_ROWS;
     wbuf(w, g, BT * C, 0, 1);                                /* 0 inp */
     wbuf(w, g, 4 * C * C, 0, 1);                             /* 1 fc weight */
     wbuf(w, g, 4 * C, 0, 1);                                 /* 2 fc bias */
