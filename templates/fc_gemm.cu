@@ -14,11 +14,12 @@
 // stages of 64 columns by cp.async, loaded by the same two warpgroups (WARPGROUPS 2: at k-block kb every thread waits
 // for kb's copies, a barrier, then the copies of kb + STAGES - 2 start, into the stage of kb - 2, whose products every
 // warpgroup has seen finish) or by a third warpgroup that only loads (WARPGROUPS 3: mbarriers say when a stage is full
-// and when both consumers are done with it); kb's four products are issued and the warpgroup waits for kb - 1's.
-// SM_BLOCKS blocks a multiprocessor: with two, one block's epilogue (the GELU and the stores) runs while the other's
-// products do. The epilogue works from the registers: a
-// thread holds two adjacent columns of rows g and g + 8 of each 8-column tile (common.cuh's accumulator layout); its
-// tensors go to and from global memory through shared memory (EPI_BYTES 16) or straight (4).
+// and when both consumers are done with it; 132 persistent blocks, whose producer loads the next tile's stages during
+// this one's epilogue); kb's four products are issued and the warpgroup waits for kb - 1's. SM_BLOCKS blocks a
+// multiprocessor: with two, one block's epilogue (the GELU and the stores) runs while the other's products do. The
+// epilogue works from the registers: a thread holds two adjacent columns of rows g and g + 8 of each 8-column tile
+// (common.cuh's accumulator layout); its tensors go to and from global memory through shared memory (EPI_BYTES 16) or
+// straight (4). Measured on the H200: bench/RESULTS.md, "Issue 22, eleventh pass".
 // Fixed summation order everywhere: the same bits on every run.
 
 constexpr int GEMM_M = B * T, GEMM_N = 4 * C, GEMM_K = C;
