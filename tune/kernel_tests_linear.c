@@ -135,6 +135,12 @@ void kernel_test_linear(G *g) {
     dfree_all(g);
 }
 
+/* rows [0, r0) and [r1, M) of an (M, N) tensor h, packed together at its start (as the reference holds them): h */
+static float *checked_rows(float *h, int M, int N, int r0, int r1) {
+    memmove(h + (size_t)r0 * N, h + (size_t)r1 * N, (size_t)(M - r1) * N * sizeof(float));
+    return h;
+}
+
 /* templates/fc_gemm.cu (train.gelu = "fused") against the CPU: the fc matmul with its bias and the GELU, the fcproj
    weight's transpose, the fcproj dinp with the GELU backward, and the fc bias gradient from its partials. The kernels
    are specialized to all B*T rows; the CPU checks the first 256 and the last 128 of them (every 128-row tile computes
@@ -164,11 +170,9 @@ void kernel_test_fc_gemm(G *g) {
     cpu_gelu_forward(act, pre, (size_t)rows * N);
     int rc = launch_fc_gelu_forward(&g->ks, g->s, dpre, dact, dx, dw, db, &err);
     Cmp c = {0, 0, ""};
-    /* the checked rows of a downloaded (M, N) tensor, packed like the reference */
-    #define CHECKED(h) ((void)memmove((h) + (size_t)r0 * N, (h) + (size_t)r1 * N, (size_t)(M - r1) * N * sizeof(float)), (h))
     if (!rc) {
-        down(g, got, dpre, nn); cmp(&c, "pre-activation", CHECKED(got), pre, (size_t)rows * N, g->tol);
-        down(g, got, dact, nn); cmp(&c, "GELU", CHECKED(got), act, (size_t)rows * N, g->tol);
+        down(g, got, dpre, nn); cmp(&c, "pre-activation", checked_rows(got, M, N, r0, r1), pre, (size_t)rows * N, g->tol);
+        down(g, got, dact, nn); cmp(&c, "GELU", checked_rows(got, M, N, r0, r1), act, (size_t)rows * N, g->tol);
     }
     finish(g, "fc_gelu_forward (fc matmul + bias + GELU, fused)", &c, &err, rc);
 
@@ -196,11 +200,10 @@ void kernel_test_fc_gemm(G *g) {
         cmp(&c, "fcproj weight transposed", gwt, wt, (size_t)N * C, 0.0);
         down(g, got, dd, nn);
         ref_bias(rb, b0, got, M, N);   /* the sums are of the stored gradient, all M rows */
-        cmp(&c, "dpre", CHECKED(got), rd, (size_t)rows * N, tol);
+        cmp(&c, "dpre", checked_rows(got, M, N, r0, r1), rd, (size_t)rows * N, tol);
         down(g, gb, dbias, N);
         cmp(&c, "fc dbias", gb, rb, N, g->tol);
     }
-    #undef CHECKED
     finish(g, "fcproj_dgelu_backward (fcproj dinp + GELU backward + fc bias gradient, fused)", &c, &err, rc);
     free(x); free(w); free(b); free(pre); free(act); free(got); free(wp); free(dy); free(pre_in); free(b0); free(dmid);
     free(rd); free(unused); free(wt); free(gwt); free(rb); free(gb); free(pre_rows);
