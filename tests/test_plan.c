@@ -482,6 +482,19 @@ static void test_gelu_fused(void) {
     plan_set_gelu(&plan, GELU_FUSED, "test");
     CHECK(plan.memory.arena_bytes == fused_arena && plan.matmuls[MM_FC].per_step == 0,
           "plan_set_gelu: arena %zu against %zu", plan.memory.arena_bytes, fused_arena);
+    /* the family's constraints: a producer warpgroup takes one block a multiprocessor; stages that do not fit */
+    const char *two[] = {"train.gelu=fused", "tune.fc_gemm.WARPGROUPS=3", "tune.fc_gemm.SM_BLOCKS=2", NULL};
+    CHECK(make("configs/gpt2-124M.lua", two, &err) != 0 && strstr(err.msg, "WARPGROUPS 3"), "WARPGROUPS 3 with two blocks: %s",
+          err.msg);
+    const char *big[] = {"train.gelu=fused", "tune.fc_gemm.TILE_N=256", "tune.fc_gemm.STAGES=6", "tune.fc_gemm.SM_BLOCKS=1", NULL};
+    CHECK(make("configs/gpt2-124M.lua", big, &err) != 0 && strstr(err.msg, "shared memory"), "6 stages of TILE_N 256: %s",
+          err.msg);
+    const char *persistent[] = {"train.gelu=fused", "tune.fc_gemm.WARPGROUPS=3", "tune.fc_gemm.SM_BLOCKS=1", NULL};
+    if (make("configs/gpt2-124M.lua", persistent, &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(plan.kernels[K_FC_GELU_FORWARD].dims.grid[0] == 132 && plan.kernels[K_FC_GELU_FORWARD].dims.block == 384 &&
+          plan.kernels[K_FC_GELU_FORWARD].dims.grid[1] == 1, "WARPGROUPS 3: grid %u x %u, block %u (132 persistent blocks "
+          "of 384 expected)", plan.kernels[K_FC_GELU_FORWARD].dims.grid[0], plan.kernels[K_FC_GELU_FORWARD].dims.grid[1],
+          plan.kernels[K_FC_GELU_FORWARD].dims.block);
     const char *fp32[] = {"train.gelu=fused", "precision=fp32", NULL};
     CHECK(make("configs/gpt2-124M.lua", fp32, &err) != 0 && strstr(err.msg, "train.gelu") && strstr(err.msg, "fp32"),
           "fused in fp32: %s", err.msg);
