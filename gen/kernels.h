@@ -85,7 +85,7 @@ extern const FamilyDecl kernel_families[];
 
 /* the rows of templates/fc_gemm.cu's tiles (two warpgroups of 64): the fc bias gradient has a partial per such tile */
 #define FC_GEMM_TILE_ROWS 128
-/* 1 where templates/fc_gemm.cu's kernels run (train.gelu = "fused"): Hopper (sm 90), 16-bit, n_embd a multiple of 8 */
+/* 1 where templates/fc_gemm.cu's kernels run (train.gelu = "fused"): Hopper (sm 90), 16-bit */
 int  fc_gemm_fits(const GPT2Shape *model, const StepShape *step, int sm);
 /* The one vector-width rule: elements per access for rows of n elements, 128 bits when n allows it. */
 int  kernel_vec(int x128, long long n);

@@ -240,9 +240,8 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
         if (family_finalize(plan, i, err)) return -1;
     if (step->kind == STEP_TRAIN && cfg->train.gelu == GELU_AUTO) plan->gelu = gelu_auto(plan);
     if (gelu_fused(plan->gelu) && !fc_gemm_fits(&plan->model, &plan->step, atoi(plan->arch + 3)))
-        return err_set(err, "%s: train.gelu = \"fused\" runs on Hopper's wgmma in bf16 or fp16 with n_embd a multiple of 8 "
-                       "(here %s, %s, n_embd %d); use \"auto\"", cfg->path, plan->arch,
-                       precision_name(plan->step.precision), plan->model.n_embd);
+        return err_set(err, "%s: train.gelu = \"fused\" runs on Hopper's wgmma in bf16 or fp16 "
+                       "(here %s, %s); use \"auto\"", cfg->path, plan->arch, precision_name(plan->step.precision));
     if (step->kind == STEP_TRAIN && plan->attention == ATTN_AUTO) plan->attention = attention_auto(plan);
     plan->classifier_rows = classifier_rows(plan);
     matmuls_plan(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows, plan->gelu);

@@ -130,16 +130,18 @@ __device__ __forceinline__ void round_store(__half *out, float x, unsigned int) 
 // and one fast reciprocal (about 1e-6 from tanhf, far below a 16-bit rounding) in place of tanhf's long sequence,
 // which made the GELU backward arithmetic-bound. fp32 keeps tanhf, as the CPU reference does.
 constexpr float GELU_K = 0.7978845608028654f;   // sqrt(2/pi)
-#ifdef PRECISION_FP32
-__device__ __forceinline__ float gelu(float u) {
-    return 0.5f * u * (1.0f + tanhf(GELU_K * (u + 0.044715f * u * u * u)));
+// the tanh form itself, through the tanh given (tanhf here in fp32; the special-function unit's in fc_gemm.cu)
+template <class Tanh> __device__ __forceinline__ float gelu_with(float u, Tanh tanh_fn) {
+    return 0.5f * u * (1.0f + tanh_fn(GELU_K * (u + 0.044715f * u * u * u)));
 }
-__device__ __forceinline__ float gelu_grad(float u) {
-    const float z = GELU_K * (u + 0.044715f * u * u * u);
-    const float th = tanhf(z);
+template <class Tanh> __device__ __forceinline__ float gelu_grad_with(float u, Tanh tanh_fn) {
+    const float th = tanh_fn(GELU_K * (u + 0.044715f * u * u * u));
     const float sech2 = 1.0f - th * th;
     return 0.5f * (1.0f + th) + 0.5f * u * sech2 * GELU_K * (1.0f + 3.0f * 0.044715f * u * u);
 }
+#ifdef PRECISION_FP32
+__device__ __forceinline__ float gelu(float u) { return gelu_with(u, [](float z) { return tanhf(z); }); }
+__device__ __forceinline__ float gelu_grad(float u) { return gelu_grad_with(u, [](float z) { return tanhf(z); }); }
 #else
 // s = 0.5(1 + tanh z); exp(-2z) = inf gives s = 0
 __device__ __forceinline__ float gelu_sigmoid(float u) {

@@ -40,16 +40,11 @@ __device__ __forceinline__ float tanh_approx(float x) {
     asm("tanh.approx.f32 %0, %1;\n" : "=f"(r) : "f"(x));
     return r;
 }
-__device__ __forceinline__ float gelu_tanh(float u) {
-    return 0.5f * u * (1.0f + tanh_approx(GELU_K * (u + 0.044715f * u * u * u)));
-}
-__device__ __forceinline__ float gelu_grad_tanh(float u) {
-    const float th = tanh_approx(GELU_K * (u + 0.044715f * u * u * u));
-    return 0.5f * (1.0f + th) + 0.5f * u * (1.0f - th * th) * GELU_K * (1.0f + 3.0f * 0.044715f * u * u);
-}
+__device__ __forceinline__ float gelu_tanh(float u) { return gelu_with(u, [](float z) { return tanh_approx(z); }); }
+__device__ __forceinline__ float gelu_grad_tanh(float u) { return gelu_grad_with(u, [](float z) { return tanh_approx(z); }); }
 
 // ROWS rows (those at or past `rows` are zeros) of 64 columns from src (row pitch GEMM_K; columns at or past GEMM_K
-// are zeros: GEMM_K is a multiple of 8) into a swizzled tile, by the NT threads numbered tid
+// are zeros: GEMM_K = n_embd is a multiple of 32) into a swizzled tile, by the NT threads numbered tid
 template <int ROWS, int NT>
 __device__ __forceinline__ void load_tile(floatX *tile, const floatX *src, int rows, int k0, int tid) {
 #pragma unroll
@@ -85,7 +80,7 @@ constexpr int N_TILES = (GEMM_N + TILE_N - 1) / TILE_N, TILES = (int)M_TILES * N
 // every tile the block has, each handed to epilogue(d, m0, n0, epi) in the two consumer warpgroups (warpgroup wg: rows
 // m0 + 64 wg..). WARPGROUPS 2: a block per tile, both warpgroups load and compute: at k-block kb, kb's copies are
 // awaited, a barrier, kb + STAGES - 2's copies start (where kb - 2 was, whose products every warpgroup has seen
-// finish), kb's products are issued; the epilogue's shared memory is the stages'. WARPGROUPS 3: GRID_BLOCKS blocks go
+// finish), kb's products are issued; the epilogue's shared memory is the stages'. WARPGROUPS 3: the grid's blocks (132: gen/kernels.c) go
 // through the tiles t = blockIdx.x, + gridDim.x, ...; warpgroup 2 only loads, the two others only compute, in step
 // through two mbarriers a stage: full (the producer's 128 threads' copies have landed) and empty (both consumers'
 // products of it are done). The producer refills a stage once it is empty, STAGES k-blocks ahead of the products and

@@ -121,7 +121,7 @@ void wl_attention_setup(Workload *w, G *g) {
    gradient (nothing to time where the kernels do not run: Hopper, 16 bits) ---- */
 const char *wl_fc_gemm_unavailable(const G *g) {
     return fc_gemm_fits(&g->plan->model, &g->plan->step, atoi(g->plan->arch + 3))
-               ? NULL : "its kernels run on Hopper (sm_90) in bf16 or fp16 with n_embd a multiple of 8";
+               ? NULL : "its kernels run on Hopper (sm_90) in bf16 or fp16";
 }
 int wl_fc_gemm_run(Workload *w, G *g, Kernels *ks, Err *err) {
     return launch_fc_gelu_forward(ks, g->s, P(w, 3), P(w, 4), P(w, 0), P(w, 1), P(w, 2), err) ||
