@@ -1,15 +1,16 @@
 #!/bin/sh
 # bench/ncu_fc_gemm.sh: Nsight Compute on templates/fc_gemm.cu's two matmul kernels in a gpt2-124M training step
 # (train.gelu = "fused"), for each WARPGROUPS (2: both warpgroups load and compute, two blocks a multiprocessor; 3: a
-# producer warpgroup, one persistent block a multiprocessor): duration, throughput, issue rate, the stall reasons and
+# producer warpgroup issuing TMA copies, one persistent block a multiprocessor): duration, throughput, issue rate, the stall reasons and
 # the tensor pipe's use. Run from the repository root on the GPU machine with ./gpt2gen built; writes
-# build/ncu-logs/fc_gemm-wgN.txt and prints the lines that matter. SETS adds settings ("--set k=v ...").
+# build/ncu-logs/fc_gemm-wgN.txt and prints the lines that matter. SETS adds settings ("--set k=v ..."); WGS picks
+# the variants (default "2 3").
 cd "$(dirname "$0")/.." || exit 1
 NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 data=build/bench-data
 sh bench/random_data.sh "$data"
 mkdir -p build/ncu-logs
-for wg in 2 3; do
+for wg in ${WGS:-2 3}; do
     if [ $wg = 3 ]; then blocks=1; stages=4; else blocks=2; stages=3; fi
     log=build/ncu-logs/fc_gemm-wg$wg.txt
     rm -rf build/ncu-ckpt-$wg

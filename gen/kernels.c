@@ -248,10 +248,12 @@ static void fcg_derive(KernelEnv *e) {
 #define FCG_GRID_BLOCKS 132
 static long long fcg_tiles(const KernelEnv *e) { return e->derived[FCG_M_TILES] * ceil_div_u(4 * e->C, e->tun[FCG_TILE_N]); }
 static long long fcg_stages_smem(const KernelEnv *e) { return (long long)e->tun[FCG_STAGES] * (FC_GEMM_TILE_ROWS + e->tun[FCG_TILE_N]) * 64 * 2; }
-/* the epilogue's two tiles of 128 rows of TILE_N + 8 16-bit elements (EPI_BYTES 16) and the backward's column sums (8
-   warps) (templates/fc_gemm.cu) */
+/* the epilogue's tiles, 16-bit (EPI_BYTES 16): the forward's two of 128 rows x TILE_N columns (WARPGROUPS 3: x 128, in
+   passes), the backward's one of 128 x TILE_N; and the backward's column sums (8 warps) (templates/fc_gemm.cu) */
 static long long fcg_epi_smem(const KernelEnv *e) {
-    return (e->tun[FCG_EPI_BYTES] == 16 ? 2LL * FC_GEMM_TILE_ROWS * (e->tun[FCG_TILE_N] + 8) * 2 : 0) + 8LL * e->tun[FCG_TILE_N] * 4;
+    long long cols = e->tun[FCG_WARPGROUPS] == 3 ? 128 : e->tun[FCG_TILE_N];
+    long long tiles = 2 * cols > e->tun[FCG_TILE_N] ? 2 * cols : e->tun[FCG_TILE_N];
+    return (e->tun[FCG_EPI_BYTES] == 16 ? FC_GEMM_TILE_ROWS * tiles * 2 : 0) + 8LL * e->tun[FCG_TILE_N] * 4;
 }
 /* STAGES stages of 64 columns of the block's rows of A and B, 16-bit; the epilogue's after them where the producer
    loads the next tile's stages during it (WARPGROUPS 3), else where the stages were; 1 KiB to align them */
@@ -264,10 +266,10 @@ static const char *fcg_check(const KernelEnv *e, char *why, size_t n) {
         snprintf(why, n, "fc_gemm: EPI_BYTES is 4 or 16, not %d", e->tun[FCG_EPI_BYTES]);
         return why;
     }
-    if (e->tun[FCG_WARPGROUPS] == 3 && (e->tun[FCG_SM_BLOCKS] != 1 || e->tun[FCG_TILE_N] != 128)) {
-        /* 384 threads hold at most 168 registers a thread: TILE_N 256's accumulators spill there (ptxas, sm_90a), and
-           two blocks would leave 85 */
-        snprintf(why, n, "fc_gemm: WARPGROUPS 3 (a producer warpgroup) takes SM_BLOCKS 1 and TILE_N 128");
+    if (e->tun[FCG_WARPGROUPS] == 3 && (e->tun[FCG_SM_BLOCKS] != 1 || e->tun[FCG_EPI_BYTES] != 16)) {
+        /* 384 threads hold at most 168 registers a thread (two blocks would leave 85); the epilogue's tiles leave by
+           TMA stores from shared memory */
+        snprintf(why, n, "fc_gemm: WARPGROUPS 3 (a producer warpgroup with TMA) takes SM_BLOCKS 1 and EPI_BYTES 16");
         return why;
     }
     /* a multiprocessor has 228 KiB of shared memory, of which each block takes 1 KiB for the system */
@@ -374,6 +376,7 @@ static LaunchDims dec_advance(const KernelEnv *e, long long n) {
 #define CF32(n) {KP_CF32, #n}
 #define I32(n) {KP_I32, #n}
 #define U64(n) {KP_U64, #n}
+#define TMAP(n) {KP_TMAP, #n}
 #define CI32(n) {KP_CI32, #n}
 #define INT(n) {KP_INT, #n}
 #define I64(n) {KP_I64, #n}
@@ -444,19 +447,23 @@ const FamilyDecl kernel_families[] = {
     /* TILE_N, STAGES, SM_BLOCKS: the block's columns, its stages of k, its blocks a multiprocessor (two: the registers
        of 128 a thread, which TILE_N 256's accumulators alone would take); EPI_BYTES: the epilogue's global accesses, 16 (its
        tensors through shared memory in 16-byte chunks of rows) or 4 (each thread's pairs of columns straight);
-       WARPGROUPS: 2 (both load and compute) or 3 (a third only loads) */
+       WARPGROUPS: 2 (both load and compute) or 3 (a third only loads, by TMA, in persistent blocks; the tm_* maps of
+       the operands: runtime/cuda/linear.c). Defaults: the fastest variant at gpt2-124M and 350M on the H200
+       (bench/RESULTS.md, "Issue 22, twelfth pass": 1.32x and 1.24x the cp.async variant's time) */
     {"fc_gemm", "templates/fc_gemm.cu", "the fc matmul with the GELU, and the fcproj dinp with the GELU backward and "
      "the fc bias gradient (Hopper's wgmma; train.gelu = \"fused\")",
-     {{"TILE_N", 128, {128, 256}, .min = 128, .max = 256, .multiple_of = 128},
+     {{"TILE_N", 256, {128, 256}, .min = 128, .max = 256, .multiple_of = 128},
       {"STAGES", 3, {3, 4, 5, 6}, .min = 3, .max = 8, .multiple_of = 1},
-      {"SM_BLOCKS", 2, {1, 2}, .min = 1, .max = 2, .multiple_of = 1},
+      {"SM_BLOCKS", 1, {1, 2}, .min = 1, .max = 2, .multiple_of = 1},
       {"EPI_BYTES", 16, {4, 16}, .min = 4, .max = 16, .multiple_of = 4},
-      {"WARPGROUPS", 2, {2, 3}, .min = 2, .max = 3, .multiple_of = 1}},
+      {"WARPGROUPS", 3, {2, 3}, .min = 2, .max = 3, .multiple_of = 1}},
      {"THREADS", "MIN_BLOCKS", "M_TILES"}, fcg_derive, fcg_check,
-     {{"fc_gelu_forward", {X(pre), X(out), CX(inp), CX(weight), CX(bias)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_gemm,
+     {{"fc_gelu_forward", {X(pre), X(out), CX(inp), CX(weight), CX(bias), TMAP(tm_inp), TMAP(tm_weight), TMAP(tm_pre),
+                           TMAP(tm_out)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_gemm,
        "M_TILES * ceil(4C / TILE_N) tiles of 128 x TILE_N (M_TILES = ceil(B*T / 128)): a block each, or with WARPGROUPS 3 "
        "132 blocks that go through them", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},
-      {"fcproj_dgelu_backward", {X(dpre), F32(scratch), CX(dout), CX(wt), CX(pre)}, BOUNDS_DERIVED(FCG_THREADS), -1,
+      {"fcproj_dgelu_backward", {X(dpre), F32(scratch), CX(dout), CX(wt), CX(pre), TMAP(tm_dout), TMAP(tm_wt),
+                                 TMAP(tm_pre), TMAP(tm_dpre)}, BOUNDS_DERIVED(FCG_THREADS), -1,
        fcg_gemm, "as fc_gelu_forward's", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},
       {"transpose_fcproj", {X(wt), CX(weight)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_transpose,
        "(ceil(4C / 32), ceil(C / 32)): a block per 32 x 32 tile", 0},
@@ -570,6 +577,6 @@ const char *kernel_min_blocks_name(const FamilyDecl *f, const KernelDecl *k) {
 void kernel_param_cuda(const KernelParam *p, char *out, size_t n) {
     static const char *const types[] = {"floatX *", "const floatX *", "float *", "const float *", "int *",
                                         "const int *", "int ", "long long ", "float ",
-                                        "unsigned long long *"};
+                                        "unsigned long long *", "const __grid_constant__ TensorMap "};
     snprintf(out, n, "%s%s", types[p->type], p->name);
 }

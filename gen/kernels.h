@@ -19,7 +19,8 @@
 #define FAMILY_MAX_DERIVED 3
 
 /* parameter types: floatX pointers, fp32 pointers, int32 pointers (const or not), scalars, and uint64 pointers */
-typedef enum { KP_X, KP_CX, KP_F32, KP_CF32, KP_I32, KP_CI32, KP_INT, KP_I64, KP_FLOAT, KP_U64 } KernelParamType;
+typedef enum { KP_X, KP_CX, KP_F32, KP_CF32, KP_I32, KP_CI32, KP_INT, KP_I64, KP_FLOAT, KP_U64,
+               KP_TMAP /* a TMA tensor map (templates/common.cuh TensorMap), passed by value */ } KernelParamType;
 typedef struct { KernelParamType type; const char *name; } KernelParam;
 
 typedef struct {

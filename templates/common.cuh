@@ -7,6 +7,10 @@
 // No standard library: NVRTC has none.
 
 #define FULL_MASK 0xffffffffu
+
+// A TMA tensor map, CUDA's CUtensorMap (128 opaque bytes, 64-byte aligned): made on the host (runtime/cuda/linear.c,
+// fc_gemm_map) and passed by value to kernels that read or write global memory through the tensor memory accelerator
+struct __align__(64) TensorMap { unsigned long long opaque[16]; };
 #define WARP_SIZE 32
 
 // ---- reductions ----

@@ -11,16 +11,21 @@
 //   fc_bias_reduce         dbias += the sums of the M_TILES partials of each column, in order
 // A block computes a 128 x TILE_N tile of D: two warpgroups, each 64 rows, wgmma m64nTILE_Nk16 with A and B from
 // shared memory (both K-major, swizzled, as the attention's S = Q K^T). The k dimension streams through STAGES
-// stages of 64 columns by cp.async, loaded by the same two warpgroups (WARPGROUPS 2: at k-block kb every thread waits
-// for kb's copies, a barrier, then the copies of kb + STAGES - 2 start, into the stage of kb - 2, whose products every
-// warpgroup has seen finish) or by a third warpgroup that only loads (WARPGROUPS 3: mbarriers say when a stage is full
-// and when both consumers are done with it; 132 persistent blocks, whose producer loads the next tile's stages during
-// this one's epilogue); kb's four products are issued and the warpgroup waits for kb - 1's. SM_BLOCKS blocks a
-// multiprocessor: with two, one block's epilogue (the GELU and the stores) runs while the other's products do. The
-// epilogue works from the registers: a thread holds two adjacent columns of rows g and g + 8 of each 8-column tile
-// (common.cuh's accumulator layout); its tensors go to and from global memory through shared memory (EPI_BYTES 16) or
-// straight (4). Measured on the H200: bench/RESULTS.md, "Issue 22, eleventh pass".
-// Fixed summation order everywhere: the same bits on every run.
+// stages of 64 columns, loaded
+//   WARPGROUPS 2: by the same two warpgroups, by cp.async (at k-block kb every thread waits for kb's copies, a barrier,
+//                 then the copies of kb + STAGES - 2 start, into the stage of kb - 2, whose products every warpgroup has
+//                 seen finish); a block per tile, SM_BLOCKS blocks a multiprocessor: with two, one block's epilogue
+//                 runs while the other's products do;
+//   WARPGROUPS 3: by a third warpgroup, one thread of which issues TMA copies (the tensor maps tm_*: 128 x 64 boxes,
+//                 runtime/cuda/linear.c) on mbarriers that say when a stage is full and when both consumers are done
+//                 with it; 132 persistent blocks, whose producer loads the next tile's stages during this one's
+//                 epilogue, and the backward's tile of pre for the epilogue; the epilogue's tiles leave by TMA stores,
+//                 which run while the next tile's products do.
+// kb's four products are issued and the warpgroup waits for kb - 1's. The epilogue works from the registers: a thread
+// holds two adjacent columns of rows g and g + 8 of each 8-column tile (common.cuh's accumulator layout); its tensors
+// go to and from global memory through shared memory (EPI_BYTES 16: tiles of 64-column panels in the 128-byte swizzle,
+// whole 16-byte chunks of rows in global memory) or straight (4; WARPGROUPS 2 only). Measured on the H200:
+// bench/RESULTS.md, "Issue 22, eleventh pass" and after. Fixed summation order everywhere: the same bits on every run.
 
 constexpr int GEMM_M = B * T, GEMM_N = 4 * C, GEMM_K = C;
 constexpr int BM = 128, BK = 64;
@@ -28,8 +33,13 @@ constexpr int KBLOCKS = (GEMM_K + BK - 1) / BK;
 constexpr int ACC = TILE_N / 2;                      // a thread's accumulators
 constexpr int STAGE = (BM + TILE_N) * BK;            // elements of a stage: A's rows, then B's
 constexpr int CHUNK = 8;                             // 8-column tiles whose epilogue loads are issued together
+constexpr bool TMA = WARPGROUPS == 3;
+constexpr bool EPI_SMEM = EPI_BYTES == 16;
+// The forward's epilogue goes through its columns in passes of EPI_COLS (WARPGROUPS 3: 128, so that a pass's two tiles
+// fit beside the stages), the backward's in one (its tile of pre becomes dpre in place)
+constexpr int EPI_COLS = TMA ? 128 : TILE_N;
+constexpr int EPI_REGION = TMA ? 2 * BM * 128 : 2 * BM * TILE_N;   // elements: max(2 x BM x EPI_COLS, BM x TILE_N)
 typedef Packed<floatX, 2> x2;
-template <int V> struct Int { static constexpr int value = V; };
 
 #if HOPPER_WGMMA
 // GELU and GELU' through the special-function unit's tanh (tanh.approx.f32: relative error at most 2^-10.99, below the
@@ -44,52 +54,82 @@ __device__ __forceinline__ float gelu_tanh(float u) { return gelu_with(u, [](flo
 __device__ __forceinline__ float gelu_grad_tanh(float u) { return gelu_grad_with(u, [](float z) { return tanh_approx(z); }); }
 
 // ROWS rows (those at or past `rows` are zeros) of 64 columns from src (row pitch GEMM_K; columns at or past GEMM_K
-// are zeros: GEMM_K = n_embd is a multiple of 32) into a swizzled tile, by the NT threads numbered tid
-template <int ROWS, int NT>
-__device__ __forceinline__ void load_tile(floatX *tile, const floatX *src, int rows, int k0, int tid) {
+// are zeros: GEMM_K = n_embd is a multiple of 32) into a swizzled tile, by the 256 threads
+template <int ROWS>
+__device__ __forceinline__ void load_tile(floatX *tile, const floatX *src, int rows, int k0) {
 #pragma unroll
-    for (int i = 0; i < ROWS * 8 / NT; i++) {
-        const int v = tid + i * NT, r = v / 8, c = v % 8 * 8;
+    for (int i = 0; i < ROWS * 8 / 256; i++) {
+        const int v = threadIdx.x + i * 256, r = v / 8, c = v % 8 * 8;
         const bool ok = r < rows && k0 + c < GEMM_K;
         cp_async16(tile + sw128(r, c), src + (ok ? (long long)r * GEMM_K + k0 + c : 0), ok);
     }
 }
 
-// mbarriers in shared memory (PTX ISA, "mbarrier"): init with the arrivals a phase expects; an arrival; the arrival of
-// this thread's cp.async copies once they have landed (noinc: it counts as one of the expected arrivals); a wait for
-// the phase of the given parity to complete
+// mbarriers in shared memory (PTX ISA, "mbarrier"): init with the arrivals a phase expects (then a fence, so that the
+// TMA unit sees them initialized); an arrival; an arrival that also says how many bytes of TMA copies the phase waits
+// for; a wait for the phase of the given parity to complete
 __device__ __forceinline__ void mbar_init(u64 *b, int count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(b)), "r"(count) : "memory");
 }
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 __device__ __forceinline__ void mbar_arrive(u64 *b) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_addr(b)) : "memory");
 }
-__device__ __forceinline__ void mbar_arrive_copies(u64 *b) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(b)) : "memory");
+__device__ __forceinline__ void mbar_expect(u64 *b, int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(b)), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(u64 *b, int parity) {
     asm volatile("{\n.reg .pred p;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra WAIT;\n}\n"
                  ::"r"(smem_addr(b)), "r"(parity) : "memory");
 }
+// TMA (PTX ISA, "cp.async.bulk.tensor"): a box of 128 rows x 64 columns of a row-major matrix (the maps' box), at
+// column col and row row, into or from a tile of 128 such rows in the 128-byte swizzle (sw128); rows and columns
+// outside the matrix load as zeros (and count in the bytes the mbarrier waits for) and are not stored. The stores are
+// committed as a group; wait_read: their reads of shared memory are done; wait: they are complete.
+constexpr int BOX_ROWS = 128, BOX_BYTES = BOX_ROWS * 64 * 2;
+__device__ __forceinline__ void tma_load(floatX *dst, const TensorMap &map, int col, int row, u64 *bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"(smem_addr(dst)), "l"(&map), "r"(col), "r"(row), "r"(smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void tma_store(const TensorMap &map, const floatX *src, int col, int row) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];\n"
+                 ::"l"(&map), "r"(col), "r"(row), "r"(smem_addr(src)) : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void tma_store_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 // the two consumer warpgroups' own barrier (named barrier 1; a producer warpgroup, where there is one, is not in it)
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
 constexpr int N_TILES = (GEMM_N + TILE_N - 1) / TILE_N, TILES = (int)M_TILES * N_TILES;   // tile t: rows (t / N_TILES)..
 
-// The product of tile t (rows m0 = 128 (t / N_TILES).. of a, rows n0 = TILE_N (t % N_TILES).. of b, the whole k) of
-// every tile the block has, each handed to epilogue(d, m0, n0, epi) in the two consumer warpgroups (warpgroup wg: rows
-// m0 + 64 wg..). WARPGROUPS 2: a block per tile, both warpgroups load and compute: at k-block kb, kb's copies are
-// awaited, a barrier, kb + STAGES - 2's copies start (where kb - 2 was, whose products every warpgroup has seen
-// finish), kb's products are issued; the epilogue's shared memory is the stages'. WARPGROUPS 3: the grid's blocks (132: gen/kernels.c) go
-// through the tiles t = blockIdx.x, + gridDim.x, ...; warpgroup 2 only loads, the two others only compute, in step
-// through two mbarriers a stage: full (the producer's 128 threads' copies have landed) and empty (both consumers'
-// products of it are done). The producer refills a stage once it is empty, STAGES k-blocks ahead of the products and
-// across tiles, so that the next tile's first stages load during this one's epilogue (which has shared memory of its
-// own after the stages).
-template <class Epilogue>
-__device__ __forceinline__ void gemm(const floatX *a, const floatX *b, floatX *smem, Epilogue epilogue) {
+// The epilogue's shared memory: the forward's two tiles of 128 x EPI_COLS (pre and out) or the backward's one of 128 x
+// TILE_N (pre, which the producer loads with WARPGROUPS 3, overwritten by dpre), each in panels of 128 rows of 64
+// columns in the 128-byte swizzle (TMA's box; a warp's 4-byte accesses of 8 rows and 4 pairs of columns fall in 32
+// banks), then the backward's column sums. With WARPGROUPS 2 it is where the stages were; with 3 after them (the next
+// tile's stages load during the epilogue).
+struct Epi {
+    floatX *tile[2];
+    float *sums;                                     // [warp][TILE_N]
+    u64 *full, *empty;                               // WARPGROUPS 3, the backward: tile 0 (pre) loaded; read
+    int i;                                           // the block's tiles so far (the parity of full and empty)
+};
+__device__ __forceinline__ int slot(int r, int c) { return c / 64 * (BM * 64) + sw128(r, c % 64); }
+
+// Every tile's product (tile t: rows m0 = 128 (t / N_TILES).. of a, rows n0 = TILE_N (t % N_TILES).. of b, the whole
+// k), each handed to epilogue(d, m0, n0, epi) in the two consumer warpgroups (warpgroup wg: rows m0 + 64 wg..), after
+// before(n0) at the tile's start (whose loads the products hide). epi_in: the backward's map of pre (WARPGROUPS 3 loads
+// its tile for the epilogue), else null.
+template <class Before, class Epilogue>
+__device__ __forceinline__ void gemm(const floatX *a, const floatX *b, const TensorMap &ma, const TensorMap &mb,
+                                     const TensorMap *epi_in, unsigned char *smem_bytes, Before before, Epilogue epilogue) {
+    floatX *smem = smem_1024(smem_bytes);
     const int wg = threadIdx.x / WG_THREADS;
     auto stage = [&](int kb) { return smem + kb % STAGES * STAGE; };
+    Epi epi;
+    epi.tile[0] = smem + (TMA ? STAGES * STAGE : 0);
+    epi.tile[1] = epi.tile[0] + BM * EPI_COLS;
+    epi.sums = reinterpret_cast<float *>(epi.tile[0] + (EPI_SMEM ? EPI_REGION : 0));
     float d[ACC];
     auto products = [&](int kb) {                    // kb's products issued, then kb - 1's awaited
         const floatX *sa = stage(kb) + wg * 64 * BK, *sb = stage(kb) + BM * BK;
@@ -98,92 +138,123 @@ __device__ __forceinline__ void gemm(const floatX *a, const floatX *b, floatX *s
         wgmma_commit();
         wgmma_wait<1>();
     };
-    auto load = [&](int kb, int t, int tid, auto nt) {   // k-block kb of tile t into stage kb, by nt threads
-        constexpr int NT = decltype(nt)::value;
-        const int m0 = t / N_TILES * BM, n0 = t % N_TILES * TILE_N, k0 = kb % KBLOCKS * BK;
-        load_tile<BM, NT>(stage(kb), a + (long long)m0 * GEMM_K, GEMM_M - m0, k0, tid);
-        load_tile<TILE_N, NT>(stage(kb) + BM * BK, b + (long long)n0 * GEMM_K, GEMM_N - n0, k0, tid);
-    };
-    if constexpr (WARPGROUPS == 2) {
-        const int t = blockIdx.x;
+    if constexpr (!TMA) {
+        const int t = blockIdx.x, m0 = t / N_TILES * BM, n0 = t % N_TILES * TILE_N;
+        auto load = [&](int kb) {                    // k-block kb into its stage, by every thread
+            load_tile<BM>(stage(kb), a + (long long)m0 * GEMM_K, GEMM_M - m0, kb * BK);
+            load_tile<TILE_N>(stage(kb) + BM * BK, b + (long long)n0 * GEMM_K, GEMM_N - n0, kb * BK);
+        };
         for (int s = 0; s < STAGES - 2; s++) {       // a group even when there is nothing left to load
-            if (s < KBLOCKS) load(s, t, threadIdx.x, Int<256>());
+            if (s < KBLOCKS) load(s);
             cp_async_commit();
         }
+        before(n0);
         for (int x = 0; x < ACC; x++) d[x] = 0.0f;
         for (int kb = 0; kb < KBLOCKS; kb++) {
             cp_async_wait<STAGES - 3>();             // kb's copies are in (STAGES - 3 newer groups may still run)
             fence_proxy_async();
             __syncthreads();                         // for every thread; kb - 2's products are done everywhere
-            if (kb + STAGES - 2 < KBLOCKS) load(kb + STAGES - 2, t, threadIdx.x, Int<256>());
+            if (kb + STAGES - 2 < KBLOCKS) load(kb + STAGES - 2);
             cp_async_commit();
             products(kb);
         }
         wgmma_wait<0>();
         pin(d);
         consumers_sync();                            // both are done with the stages: the epilogue's now
-        epilogue(d, t / N_TILES * BM, t % N_TILES * TILE_N, smem);
+        epi.i = 0;
+        epilogue(d, m0, n0, epi);
     } else {
-        __shared__ u64 full[STAGES], empty[STAGES];
-        if (threadIdx.x == 0)
+        __shared__ u64 full[STAGES], empty[STAGES], epi_full, epi_empty;
+        if (threadIdx.x == 0) {
             for (int s = 0; s < STAGES; s++) {
-                mbar_init(&full[s], WG_THREADS);
+                mbar_init(&full[s], 1);
                 mbar_init(&empty[s], 2);
             }
+            mbar_init(&epi_full, 1);
+            mbar_init(&epi_empty, 1);
+            mbar_init_fence();
+        }
         __syncthreads();
-        int g = 0;                                   // the block's k-blocks so far, over its tiles
+        epi.full = &epi_full;
+        epi.empty = &epi_empty;
+        int g = 0, i = 0;                            // the block's k-blocks and tiles so far
         if (wg == 2) {
-            for (int t = blockIdx.x; t < TILES; t += gridDim.x)
-                for (int kb = 0; kb < KBLOCKS; kb++, g++) {
-                    if (g >= STAGES) mbar_wait(&empty[g % STAGES], (g / STAGES - 1) & 1);
-                    load(g, t, threadIdx.x - 2 * WG_THREADS, Int<WG_THREADS>());
-                    mbar_arrive_copies(&full[g % STAGES]);
+            if (threadIdx.x == 2 * WG_THREADS)       // one thread issues every copy
+                for (int t = blockIdx.x; t < TILES; t += gridDim.x, i++) {
+                    const int m0 = t / N_TILES * BM, n0 = t % N_TILES * TILE_N;
+                    for (int kb = 0; kb < KBLOCKS; kb++, g++) {
+                        u64 *bar = &full[g % STAGES];
+                        if (g >= STAGES) mbar_wait(&empty[g % STAGES], (g / STAGES - 1) & 1);
+                        mbar_expect(bar, STAGE * 2);
+                        tma_load(stage(g), ma, kb * BK, m0, bar);
+                        for (int h = 0; h < TILE_N / BOX_ROWS; h++)
+                            tma_load(stage(g) + (BM + h * BOX_ROWS) * BK, mb, kb * BK, n0 + h * BOX_ROWS, bar);
+                    }
+                    if (epi_in) {                    // after the tile's stages: the epilogue of tile i - 1 is long done
+                        if (i > 0) mbar_wait(&epi_empty, (i - 1) & 1);
+                        mbar_expect(&epi_full, BM * TILE_N * 2);
+                        for (int p = 0; p < TILE_N / 64; p++) tma_load(epi.tile[0] + p * BM * 64, *epi_in, n0 + 64 * p, m0, &epi_full);
+                    }
                 }
-            cp_async_wait<0>();
             return;
         }
-        for (int t = blockIdx.x; t < TILES; t += gridDim.x) {
+        for (int t = blockIdx.x; t < TILES; t += gridDim.x, i++) {
+            const int m0 = t / N_TILES * BM, n0 = t % N_TILES * TILE_N;
+            before(n0);
             for (int x = 0; x < ACC; x++) d[x] = 0.0f;
             for (int kb = 0; kb < KBLOCKS; kb++, g++) {
                 mbar_wait(&full[g % STAGES], (g / STAGES) & 1);
-                fence_proxy_async();                 // the copies are visible to wgmma
                 products(g);
                 if (kb > 0 && threadIdx.x % WG_THREADS == 0) mbar_arrive(&empty[(g - 1) % STAGES]);
             }
             wgmma_wait<0>();
             pin(d);
             if (threadIdx.x % WG_THREADS == 0) mbar_arrive(&empty[(g - 1) % STAGES]);
-            consumers_sync();                        // both are done with the last tile's epilogue
-            epilogue(d, t / N_TILES * BM, t % N_TILES * TILE_N, smem + STAGES * STAGE);
+            epi.i = i;
+            epilogue(d, m0, n0, epi);
         }
+        if (threadIdx.x == 0) tma_store_wait();      // the last tile's stores are complete before the block ends
     }
 }
 
-// The epilogue's tiles: with EPI_BYTES 16 a tensor's 128 x TILE_N tile goes through shared memory (the stages are free by
-// then; rows of TP elements, 16 bytes of padding: a warp's 4-byte accesses of 8 rows and 4 pairs of columns fall in
-// 32 banks), so that global memory sees whole 16-byte chunks of rows; with 4 each thread reads and writes its own pairs
-// of columns there (4-byte accesses, 8 rows a warp instruction).
-constexpr bool EPI_SMEM = EPI_BYTES == 16;
-constexpr int TP = TILE_N + 8;
-constexpr int CPR = TILE_N / 8;                      // 16-byte chunks of a tile's row
-// the tile t (pitch TP) -> rows m0.., columns n0.. of dst
-__device__ __forceinline__ void tile_store(floatX *dst, const floatX *t, int m0, int n0) {
+// The epilogue's first step (both warpgroups, threads 0..255): its output tiles are free (WARPGROUPS 3: the last TMA
+// stores have read them), and with WARPGROUPS 3 the backward's tile of pre has landed (load_in)
+__device__ __forceinline__ void epi_begin(const Epi &e, bool load_in) {
+    if (TMA) {
+        if (threadIdx.x == 0) tma_store_wait_read();
+        if (load_in) mbar_wait(e.full, e.i & 1);
+        consumers_sync();
+    }
+}
+// the tile t (W columns) of the epilogue's layout -> rows m0.., columns n0.. of dst: by TMA from thread 0 (WARPGROUPS 3;
+// map is dst's, the caller commits), else by every thread in 16-byte chunks
+template <int W>
+__device__ __forceinline__ void tile_store(floatX *dst, const TensorMap &map, const floatX *t, int m0, int n0) {
+    if (TMA) {
+        if (threadIdx.x == 0)
+            for (int p = 0; p < W / 64; p++) tma_store(map, t + p * BM * 64, n0 + 64 * p, m0);
+        return;
+    }
+    constexpr int CPR = W / 8;                       // 16-byte chunks of a tile's row
 #pragma unroll
     for (int i = 0; i < BM * CPR / 256; i++) {
         const int v = threadIdx.x + i * 256, r = v / CPR, c = v % CPR * 8;
         if (m0 + r < GEMM_M && n0 + c < GEMM_N)
-            *reinterpret_cast<uint4 *>(dst + (long long)(m0 + r) * GEMM_N + n0 + c) = *reinterpret_cast<const uint4 *>(t + r * TP + c);
+            *reinterpret_cast<uint4 *>(dst + (long long)(m0 + r) * GEMM_N + n0 + c) = *reinterpret_cast<const uint4 *>(t + slot(r, c));
     }
 }
-// rows m0.., columns n0.. of src -> the tile t (zeros outside the matrix), by cp.async: the caller waits
+// rows m0.., columns n0.. of src -> the tile t (TILE_N columns) of the epilogue's layout (zeros outside the matrix), by
+// cp.async and a wait (WARPGROUPS 2; with 3 the producer loads it)
 __device__ __forceinline__ void tile_load(floatX *t, const floatX *src, int m0, int n0) {
+    constexpr int CPR = TILE_N / 8;
 #pragma unroll
     for (int i = 0; i < BM * CPR / 256; i++) {
         const int v = threadIdx.x + i * 256, r = v / CPR, c = v % CPR * 8;
         const bool ok = m0 + r < GEMM_M && n0 + c < GEMM_N;
-        cp_async16(t + r * TP + c, src + (ok ? (long long)(m0 + r) * GEMM_N + n0 + c : 0), ok);
+        cp_async16(t + slot(r, c), src + (ok ? (long long)(m0 + r) * GEMM_N + n0 + c : 0), ok);
     }
     cp_async_commit();
+    cp_async_wait<0>();
 }
 
 // Where the thread's accumulators go: rows r and r + 8 (half 0, 1) of the block's tile, columns c + 8j and c + 8j + 1
@@ -197,7 +268,7 @@ struct Place {
         r = 16 * warp + lane / 4;
         c = lane % 4 * 2;
     }
-    __device__ __forceinline__ int local(int j, int half) const { return (r + 8 * half) * TP + c + 8 * j; }
+    __device__ __forceinline__ int local(int j, int half) const { return slot(r + 8 * half, c + 8 * j); }
     __device__ __forceinline__ long long global(int j, int half) const {
         const int row = m0 + r + 8 * half, col = n0 + c + 8 * j;
         return row < GEMM_M && col < GEMM_N ? (long long)row * GEMM_N + col : -1;
@@ -207,41 +278,55 @@ struct Place {
 
 static_assert(STAGES >= 3 || WARPGROUPS == 3,
               "fc_gemm: STAGES of at least 3 (the copies of k-block kb + STAGES - 2 go where kb - 2 was)");
+static_assert(!TMA || (EPI_SMEM && TILE_N % 128 == 0), "fc_gemm: WARPGROUPS 3 stores through shared memory (EPI_BYTES 16)");
 
 KERNEL(fc_gelu_forward) {
 #if HOPPER_WGMMA
     extern __shared__ __align__(16) unsigned char smem_bytes[];
-    gemm(inp, weight, smem_1024(smem_bytes), [&](float (&d)[ACC], int m0, int n0, floatX *epi) {
-        floatX *tpre = epi, *tout = epi + BM * TP;
+    __shared__ __align__(16) floatX bias_s[TMA ? TILE_N : 2];   // WARPGROUPS 3: the tile's bias, stored while the products run
+    auto before = [&](int n0) {                      // the last epilogue's reads of bias_s ended at its barrier
+        if (TMA)
+            for (int c = threadIdx.x * 8; c < TILE_N; c += 256 * 8)
+                store_vec<floatX, 8>(bias_s + c, n0 + c < GEMM_N ? load_vec<floatX, 8>(bias + n0 + c) : Packed<floatX, 8>::zeros());
+    };
+    gemm(inp, weight, tm_inp, tm_weight, nullptr, smem_bytes, before, [&](float (&d)[ACC], int m0, int n0, const Epi &e) {
+        floatX *tpre = e.tile[0], *tout = e.tile[1];
         const Place p(m0, n0);
 #pragma unroll
-        for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
-            x2 bb[CHUNK];                            // the chunk's loads, all in flight before any is used
-            for (int j = 0; j < CHUNK; j++) {
-                const int col = n0 + p.c + 8 * (j0 + j);
-                bb[j] = col < GEMM_N ? load_vec<floatX, 2>(bias + col) : x2::zeros();
-            }
+        for (int h = 0; h < TILE_N / EPI_COLS; h++) {   // the passes of EPI_COLS columns
+            epi_begin(e, false);
 #pragma unroll
-            for (int j = 0; j < CHUNK; j++)
-                for (int half = 0; half < 2; half++) {
-                    x2 pv, ov;
-                    for (int e = 0; e < 2; e++) {
-                        pv[e] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + e] + to_f(bb[j][e]));
-                        ov[e] = from_f<floatX>(gelu_tanh(to_f(pv[e])));   // of the stored pre-activation, as the backward reads it
-                    }
-                    if (EPI_SMEM) {
-                        store_vec<floatX, 2>(tpre + p.local(j0 + j, half), pv);
-                        store_vec<floatX, 2>(tout + p.local(j0 + j, half), ov);
-                    } else if (const long long i = p.global(j0 + j, half); i >= 0) {
-                        store_vec<floatX, 2>(pre + i, pv);
-                        store_vec<floatX, 2>(out + i, ov);
-                    }
+            for (int j0 = h * EPI_COLS / 8; j0 < (h + 1) * EPI_COLS / 8; j0 += CHUNK) {
+                x2 bc[CHUNK];                        // the chunk's bias (WARPGROUPS 2: all loads in flight before any is used)
+                for (int j = 0; j < CHUNK; j++) {
+                    const int c = p.c + 8 * (j0 + j);
+                    bc[j] = TMA ? load_vec<floatX, 2>(bias_s + c) : n0 + c < GEMM_N ? load_vec<floatX, 2>(bias + n0 + c) : x2::zeros();
                 }
-        }
-        if (EPI_SMEM) {
-            consumers_sync();
-            tile_store(pre, tpre, m0, n0);
-            tile_store(out, tout, m0, n0);
+#pragma unroll
+                for (int j = 0; j < CHUNK; j++)
+                    for (int half = 0; half < 2; half++) {
+                        x2 pv, ov;
+                        for (int v = 0; v < 2; v++) {
+                            pv[v] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + v] + to_f(bc[j][v]));
+                            ov[v] = from_f<floatX>(gelu_tanh(to_f(pv[v])));   // of the stored pre-activation, as the backward reads it
+                        }
+                        if (EPI_SMEM) {
+                            const int at = p.local(j0 + j - h * EPI_COLS / 8, half);
+                            store_vec<floatX, 2>(tpre + at, pv);
+                            store_vec<floatX, 2>(tout + at, ov);
+                        } else if (const long long i = p.global(j0 + j, half); i >= 0) {
+                            store_vec<floatX, 2>(pre + i, pv);
+                            store_vec<floatX, 2>(out + i, ov);
+                        }
+                    }
+            }
+            if (EPI_SMEM) {
+                if (TMA) fence_proxy_async();        // the tiles' writes are visible to the TMA stores
+                consumers_sync();
+                tile_store<EPI_COLS>(pre, tm_pre, tpre, m0, n0 + h * EPI_COLS);
+                tile_store<EPI_COLS>(out, tm_out, tout, m0, n0 + h * EPI_COLS);
+                if (TMA && threadIdx.x == 0) tma_store_commit();
+            }
         }
     });
 #endif
@@ -250,13 +335,12 @@ KERNEL(fc_gelu_forward) {
 KERNEL(fcproj_dgelu_backward) {
 #if HOPPER_WGMMA
     extern __shared__ __align__(16) unsigned char smem_bytes[];
-    gemm(dout, wt, smem_1024(smem_bytes), [&](float (&d)[ACC], int m0, int n0, floatX *epi) {
-        floatX *tpre = epi, *tg = epi + BM * TP;
-        float *sums = reinterpret_cast<float *>(epi + (EPI_SMEM ? 2 * BM * TP : 0));   // [warp][TILE_N]
+    gemm(dout, wt, tm_dout, tm_wt, &tm_pre, smem_bytes, [](int) {}, [&](float (&d)[ACC], int m0, int n0, const Epi &e) {
+        floatX *tpre = e.tile[0], *tg = e.tile[0];  // dpre overwrites pre in place (each thread its own elements)
         const Place p(m0, n0);
-        if (EPI_SMEM) {
+        epi_begin(e, true);
+        if (EPI_SMEM && !TMA) {
             tile_load(tpre, pre, m0, n0);
-            cp_async_wait<0>();
             consumers_sync();
         }
 #pragma unroll
@@ -274,26 +358,35 @@ KERNEL(fcproj_dgelu_backward) {
                 for (int half = 0; half < 2; half++) {
                     const long long i = p.global(j0 + j, half);
                     x2 g;
-                    for (int e = 0; e < 2; e++) {
-                        g[e] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + e] * gelu_grad_tanh(to_f(pre_v[j][half][e])));
-                        if (i >= 0) s[e] += to_f(g[e]);   // the sums are of the stored gradient
+                    for (int v = 0; v < 2; v++) {
+                        g[v] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + v] * gelu_grad_tanh(to_f(pre_v[j][half][v])));
+                        if (i >= 0) s[v] += to_f(g[v]);   // the sums are of the stored gradient
                     }
                     if (EPI_SMEM) store_vec<floatX, 2>(tg + p.local(j0 + j, half), g);
                     else if (i >= 0) store_vec<floatX, 2>(dpre + i, g);
                 }
-                for (int e = 0; e < 2; e++) {        // over the warp's 16 rows: the lanes of one column
-                    for (int o = 4; o < WARP_SIZE; o <<= 1) s[e] += __shfl_xor_sync(FULL_MASK, s[e], o);
-                    if (p.lane < 4) sums[p.warp * TILE_N + 8 * (j0 + j) + 2 * p.lane + e] = s[e];
+                for (int v = 0; v < 2; v++) {        // over the warp's 16 rows: the lanes of one column
+                    for (int o = 4; o < WARP_SIZE; o <<= 1) s[v] += __shfl_xor_sync(FULL_MASK, s[v], o);
+                    if (p.lane < 4) e.sums[p.warp * TILE_N + 8 * (j0 + j) + 2 * p.lane + v] = s[v];
                 }
             }
         }
+        if (TMA) fence_proxy_async();                // the tile's writes are visible to the TMA store
         consumers_sync();
-        if (EPI_SMEM) tile_store(dpre, tg, m0, n0);
+        if (EPI_SMEM) tile_store<TILE_N>(dpre, tm_dpre, tg, m0, n0);
+        if (TMA && threadIdx.x == 0) tma_store_commit();
         for (int c = threadIdx.x; c < TILE_N; c += 256) {   // the warps' sums, in order
             if (n0 + c >= GEMM_N) continue;
             float t = 0.0f;
-            for (int w = 0; w < 8; w++) t += sums[w * TILE_N + c];
+            for (int w = 0; w < 8; w++) t += e.sums[w * TILE_N + c];
             scratch[(long long)(m0 / BM) * GEMM_N + n0 + c] = t;
+        }
+        if (TMA) {
+            if (threadIdx.x == 0) {                  // the store has read the tile: the producer may load the next pre
+                tma_store_wait_read();
+                mbar_arrive(e.empty);
+            }
+            consumers_sync();                        // the sums are read before the next tile's epilogue writes them
         }
     });
 #endif

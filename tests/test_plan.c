@@ -482,10 +482,15 @@ static void test_gelu_fused(void) {
     plan_set_gelu(&plan, GELU_FUSED, "test");
     CHECK(plan.memory.arena_bytes == fused_arena && plan.matmuls[MM_FC].per_step == 0,
           "plan_set_gelu: arena %zu against %zu", plan.memory.arena_bytes, fused_arena);
-    /* the family's constraints: a producer warpgroup takes one block a multiprocessor; stages that do not fit */
+    /* the family's constraints: a producer warpgroup takes one block a multiprocessor and the epilogue through shared
+       memory; stages that do not fit */
     const char *two[] = {"train.gelu=fused", "tune.fc_gemm.WARPGROUPS=3", "tune.fc_gemm.SM_BLOCKS=2", NULL};
     CHECK(make("configs/gpt2-124M.lua", two, &err) != 0 && strstr(err.msg, "WARPGROUPS 3"), "WARPGROUPS 3 with two blocks: %s",
           err.msg);
+    const char *straight[] = {"train.gelu=fused", "tune.fc_gemm.WARPGROUPS=3", "tune.fc_gemm.SM_BLOCKS=1",
+                              "tune.fc_gemm.EPI_BYTES=4", NULL};
+    CHECK(make("configs/gpt2-124M.lua", straight, &err) != 0 && strstr(err.msg, "EPI_BYTES 16"),
+          "WARPGROUPS 3 with the epilogue's 4-byte accesses (its stores are TMA's, from shared memory): %s", err.msg);
     const char *big[] = {"train.gelu=fused", "tune.fc_gemm.TILE_N=256", "tune.fc_gemm.STAGES=6", "tune.fc_gemm.SM_BLOCKS=1", NULL};
     CHECK(make("configs/gpt2-124M.lua", big, &err) != 0 && strstr(err.msg, "shared memory"), "6 stages of TILE_N 256: %s",
           err.msg);

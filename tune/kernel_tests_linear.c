@@ -168,7 +168,7 @@ void kernel_test_fc_gemm(G *g) {
     if (M > r1) cpu_matmul_forward(pre + (size_t)r0 * N, x + (size_t)r1 * C, w, b, M - r1, C, N);
     quantize(g, pre, (size_t)rows * N);
     cpu_gelu_forward(act, pre, (size_t)rows * N);
-    int rc = launch_fc_gelu_forward(&g->ks, g->s, dpre, dact, dx, dw, db, &err);
+    int rc = fc_gemm_forward(&g->ks, g->s, dpre, dact, dx, dw, db, &err);
     Cmp c = {0, 0, ""};
     if (!rc) {
         down(g, got, dpre, nn); cmp(&c, "pre-activation", checked_rows(got, M, N, r0, r1), pre, (size_t)rows * N, g->tol);
@@ -191,7 +191,7 @@ void kernel_test_fc_gemm(G *g) {
     dptr dwp = dup_x(g, wp, (size_t)C * N), dwt = dalloc(g, (size_t)N * C * g->xs), ddy = dup_x(g, dy, nx);
     dptr dpin = dup_x(g, pre_in, nn), dd = dalloc(g, nn * g->xs), scratch = dalloc(g, tiles * N * 4), dbias = dup_x(g, b0, N);
     rc = launch_transpose_fcproj(&g->ks, g->s, dwt, dwp, &err) ||
-         launch_fcproj_dgelu_backward(&g->ks, g->s, dd, scratch, ddy, dwt, dpin, &err) ||
+         fc_gemm_backward(&g->ks, g->s, dd, scratch, ddy, dwt, dpin, &err) ||
          launch_fc_bias_reduce(&g->ks, g->s, dbias, scratch, &err);
     c = (Cmp){0, 0, ""};
     double tol = 3e-2;   /* GELU' of a rounded product, as cuBLASLt's DGELU epilogue test */

@@ -124,9 +124,9 @@ const char *wl_fc_gemm_unavailable(const G *g) {
                ? NULL : "its kernels run on Hopper (sm_90) in bf16 or fp16";
 }
 int wl_fc_gemm_run(Workload *w, G *g, Kernels *ks, Err *err) {
-    return launch_fc_gelu_forward(ks, g->s, P(w, 3), P(w, 4), P(w, 0), P(w, 1), P(w, 2), err) ||
+    return fc_gemm_forward(ks, g->s, P(w, 3), P(w, 4), P(w, 0), P(w, 1), P(w, 2), err) ||
            launch_transpose_fcproj(ks, g->s, P(w, 7), P(w, 6), err) ||
-           launch_fcproj_dgelu_backward(ks, g->s, P(w, 8), P(w, 9), P(w, 5), P(w, 7), P(w, 3), err) ||
+           fc_gemm_backward(ks, g->s, P(w, 8), P(w, 9), P(w, 5), P(w, 7), P(w, 3), err) ||
            launch_fc_bias_reduce(ks, g->s, P(w, 10), P(w, 9), err) ? -1 : 0;
 }
 void wl_fc_gemm_setup(Workload *w, G *g) {

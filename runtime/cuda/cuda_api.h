@@ -17,7 +17,7 @@
     X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy) X(cuEventQuery) \
     X(cuMemAllocHost) X(cuMemFreeHost) X(cuStreamWaitEvent) X(cuMemHostAlloc) X(cuMemHostGetDevicePointer) \
     X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) \
-    X(cuGraphDestroy)
+    X(cuGraphDestroy) X(cuTensorMapEncodeTiled)
 
 #define CUBLASLT_FUNCS(X) \
     X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtGetVersion) X(cublasLtGetStatusString) \

@@ -113,6 +113,10 @@ int op_gelu_backward_bias(Cuda *c, dptr dinout, dptr pre, dptr db, Err *err);
    (transposed first into BUF_FCPROJ_WT), with the fc bias gradient's partials into BUF_FC_PARTIALS; then db (4C) += their
    sums */
 int op_fcproj_dgelu_backward(Cuda *c, dptr dpre, dptr dout, dptr W, dptr pre, Err *err);
+/* templates/fc_gemm.cu's two products (launch_fc_gelu_forward, launch_fcproj_dgelu_backward) with the TMA maps of
+   their operands made from the pointers and the plan's shape; for the step, the tuner and the kernel tests */
+int fc_gemm_forward(Kernels *ks, CUstream s, dptr pre, dptr out, dptr inp, dptr W, dptr bias, Err *err);
+int fc_gemm_backward(Kernels *ks, CUstream s, dptr dpre, dptr scratch, dptr dout, dptr wt, dptr pre, Err *err);
 int op_fc_bias_reduce(Cuda *c, dptr db, Err *err);
 
 /* The plan's attention path: cuDNN (when asked, or for "auto" where it loads and takes the shape) or the flash

@@ -32,7 +32,7 @@ static int forward_layer(Cuda *c, int l, Err *err) {
        split) the bias epilogue and our kernel, or (fused) our matmul with both */
     dptr fch = buf(c, BUF_FCH, l);
     if (gelu_fused(c->plan->gelu)) {
-        OP("matmul fc+gelu", launch_fc_gelu_forward(&c->ks, c->s, fch, fchg, ln2, PW(P_FCW, l), PW(P_FCB, l), err));
+        OP("matmul fc+gelu", fc_gemm_forward(&c->ks, c->s, fch, fchg, ln2, PW(P_FCW, l), PW(P_FCB, l), err));
     } else if (gelu_forward_in_kernel(c->plan->gelu)) {
         OP("matmul fc", op_linear(c, MM_FC, fch, ln2, PW(P_FCW, l), PW(P_FCB, l), 0, err));
         OP("gelu forward", op_gelu_forward(c, fchg, fch, err));
