@@ -72,9 +72,11 @@ static int check_template(const PlanFamily *m, const char *body, Err *err) {
 /* The prelude's entry point of kernel k: a macro the template's KERNEL(name) expands to. */
 static void emit_entry(Buf *b, const FamilyDecl *f, const KernelDecl *k) {
     buf_printf(b, "// grid %s\n", k->geometry_doc);
-    const char *min_blocks = kernel_min_blocks_name(f, k);
-    buf_printf(b, "#define KERNEL_%s extern \"C\" __global__ void __launch_bounds__(%s%s%s) \\\n    %s(", k->name,
-               kernel_bounds_name(f, k), min_blocks ? ", " : "", min_blocks ? min_blocks : "", k->name);
+    const char *min_blocks = kernel_min_blocks_name(f, k), *cluster = kernel_cluster_name(f, k);
+    char cl[96] = "";
+    if (cluster) snprintf(cl, sizeof cl, " CLUSTER_DIMS(%s)", cluster);
+    buf_printf(b, "#define KERNEL_%s extern \"C\" __global__ void __launch_bounds__(%s%s%s)%s \\\n    %s(", k->name,
+               kernel_bounds_name(f, k), min_blocks ? ", " : "", min_blocks ? min_blocks : "", cl, k->name);
     for (int i = 0; i < KERNEL_MAX_PARAMS && k->params[i].name; i++) {
         char p[128];
         kernel_param_cuda(&k->params[i], p, sizeof p);
@@ -126,6 +128,9 @@ char *emit_family(const Plan *plan, const PlanFamily *m, Err *err) {
         buf_printf(&b, "constexpr long long %s = %lld;   // derived (gen/kernels.c)\n", f->derived_names[i], e->derived[i]);
     buf_printf(&b, "\n// ---- entry points, as gen/kernels.c declares them; the template writes KERNEL(name) { body }\n");
     buf_printf(&b, "#define KERNEL(name) KERNEL_##name\n");
+    buf_printf(&b, "// a kernel's thread-block cluster (gen/kernels.c: KernelDecl.cluster), where the GPU has clusters\n"
+                   "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n#define CLUSTER_DIMS(n) __cluster_dims__(n, 1, 1)\n"
+                   "#else\n#define CLUSTER_DIMS(n)\n#endif\n");
     for (int i = 0; i < n_kernels; i++) emit_entry(&b, f, &f->kernels[i]);
     /* #line makes NVRTC's errors name the template file and its own line numbers */
     char file[2048];

@@ -237,16 +237,18 @@ static LaunchDims gelu_dims(const KernelEnv *e, long long n) {
 }
 
 /* ---- fc_gemm.cu ---- */
-enum { FCG_TILE_N, FCG_STAGES, FCG_SM_BLOCKS, FCG_EPI_BYTES, FCG_WARPGROUPS };
-enum { FCG_THREADS, FCG_MIN_BLOCKS, FCG_M_TILES };
+enum { FCG_TILE_N, FCG_STAGES, FCG_SM_BLOCKS, FCG_EPI_BYTES, FCG_WARPGROUPS, FCG_CLUSTER, FCG_GRID };
+enum { FCG_THREADS, FCG_MIN_BLOCKS, FCG_M_TILES, FCG_CLUSTER_BLOCKS };
 static void fcg_derive(KernelEnv *e) {
     e->derived[FCG_THREADS] = 128LL * e->tun[FCG_WARPGROUPS];
     e->derived[FCG_MIN_BLOCKS] = e->tun[FCG_SM_BLOCKS];
+    e->derived[FCG_CLUSTER_BLOCKS] = e->tun[FCG_CLUSTER];
     e->derived[FCG_M_TILES] = ceil_div_u(rows(e), FC_GEMM_TILE_ROWS);
 }
-/* the blocks of WARPGROUPS 3, which go through the tiles: a wave of the H200's (and H100 SXM's) 132 multiprocessors */
-#define FCG_GRID_BLOCKS 132
-static long long fcg_tiles(const KernelEnv *e) { return e->derived[FCG_M_TILES] * ceil_div_u(4 * e->C, e->tun[FCG_TILE_N]); }
+/* the tiles, with CLUSTER > 1 counted in whole groups of CLUSTER row tiles (a cluster's blocks share B's tiles) */
+static long long fcg_tiles(const KernelEnv *e) {
+    return ceil_div_u(e->derived[FCG_M_TILES], e->tun[FCG_CLUSTER]) * e->tun[FCG_CLUSTER] * ceil_div_u(4 * e->C, e->tun[FCG_TILE_N]);
+}
 static long long fcg_stages_smem(const KernelEnv *e) { return (long long)e->tun[FCG_STAGES] * (FC_GEMM_TILE_ROWS + e->tun[FCG_TILE_N]) * 64 * 2; }
 /* the epilogue's tiles, 16-bit (EPI_BYTES 16): the forward's two of 128 rows x TILE_N columns (WARPGROUPS 3: x 128, in
    passes), the backward's one of 128 x TILE_N; and the backward's column sums (8 warps) (templates/fc_gemm.cu) */
@@ -272,6 +274,11 @@ static const char *fcg_check(const KernelEnv *e, char *why, size_t n) {
         snprintf(why, n, "fc_gemm: WARPGROUPS 3 (a producer warpgroup with TMA) takes SM_BLOCKS 1 and EPI_BYTES 16");
         return why;
     }
+    if (e->tun[FCG_CLUSTER] > 1 && (e->tun[FCG_WARPGROUPS] != 3 || e->tun[FCG_TILE_N] != 256)) {
+        /* each block of a pair multicasts one 128-row box of B's tile to both */
+        snprintf(why, n, "fc_gemm: CLUSTER 2 (B's tiles multicast by TMA to a pair of blocks) takes WARPGROUPS 3 and TILE_N 256");
+        return why;
+    }
     /* a multiprocessor has 228 KiB of shared memory, of which each block takes 1 KiB for the system */
     if ((fcg_smem(e) + 1024) * e->tun[FCG_SM_BLOCKS] <= 228 * 1024 && fcg_smem(e) <= KERNEL_MAX_SMEM) return NULL;
     snprintf(why, n, "fc_gemm: %d stages of TILE_N %d take %lld bytes of shared memory a block, and %d blocks of them "
@@ -281,7 +288,7 @@ static const char *fcg_check(const KernelEnv *e, char *why, size_t n) {
 }
 static LaunchDims fcg_gemm(const KernelEnv *e, long long n) {
     (void)n;
-    long long tiles = fcg_tiles(e), blocks = e->tun[FCG_WARPGROUPS] == 3 ? min_ll(tiles, FCG_GRID_BLOCKS) : tiles;
+    long long tiles = fcg_tiles(e), blocks = e->tun[FCG_WARPGROUPS] == 3 ? min_ll(tiles, e->tun[FCG_GRID]) : tiles;
     LaunchDims d = dims(blocks, 1, (int)e->derived[FCG_THREADS]);
     d.smem = (unsigned)fcg_smem(e);
     return d;
@@ -448,7 +455,11 @@ const FamilyDecl kernel_families[] = {
        of 128 a thread, which TILE_N 256's accumulators alone would take); EPI_BYTES: the epilogue's global accesses, 16 (its
        tensors through shared memory in 16-byte chunks of rows) or 4 (each thread's pairs of columns straight);
        WARPGROUPS: 2 (both load and compute) or 3 (a third only loads, by TMA, in persistent blocks; the tm_* maps of
-       the operands: runtime/cuda/linear.c). Defaults: the fastest variant at gpt2-124M and 350M on the H200
+       the operands: runtime/cuda/linear.c); CLUSTER: 1, or 2 (blocks in pairs on row tiles m and m + 1 of the same
+       columns: each loads half of B's tile and TMA multicasts it to both, so that L2 serves a third less; measured
+       slower on the H200); GRID:
+       the persistent blocks of WARPGROUPS 3 (132: a wave of the H200's multiprocessors; the tests take fewer, so that
+       each block goes through several tiles). Defaults: the fastest variant at gpt2-124M and 350M on the H200
        (bench/RESULTS.md, "Issue 22, twelfth pass": 1.32x and 1.24x the cp.async variant's time) */
     {"fc_gemm", "templates/fc_gemm.cu", "the fc matmul with the GELU, and the fcproj dinp with the GELU backward and "
      "the fc bias gradient (Hopper's wgmma; train.gelu = \"fused\")",
@@ -456,12 +467,14 @@ const FamilyDecl kernel_families[] = {
       {"STAGES", 3, {3, 4, 5, 6}, .min = 3, .max = 8, .multiple_of = 1},
       {"SM_BLOCKS", 1, {1, 2}, .min = 1, .max = 2, .multiple_of = 1},
       {"EPI_BYTES", 16, {4, 16}, .min = 4, .max = 16, .multiple_of = 4},
-      {"WARPGROUPS", 3, {2, 3}, .min = 2, .max = 3, .multiple_of = 1}},
-     {"THREADS", "MIN_BLOCKS", "M_TILES"}, fcg_derive, fcg_check,
+      {"WARPGROUPS", 3, {2, 3}, .min = 2, .max = 3, .multiple_of = 1},
+      {"CLUSTER", 1, {1, 2}, .min = 1, .max = 2, .multiple_of = 1},
+      {"GRID", 132, {132}, .min = 2, .max = 65536, .multiple_of = 2}},
+     {"THREADS", "MIN_BLOCKS", "M_TILES", "CLUSTER_BLOCKS"}, fcg_derive, fcg_check,
      {{"fc_gelu_forward", {X(pre), X(out), CX(inp), CX(weight), CX(bias), TMAP(tm_inp), TMAP(tm_weight), TMAP(tm_pre),
                            TMAP(tm_out)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_gemm,
        "M_TILES * ceil(4C / TILE_N) tiles of 128 x TILE_N (M_TILES = ceil(B*T / 128)): a block each, or with WARPGROUPS 3 "
-       "132 blocks that go through them", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},
+       "132 blocks that go through them (in clusters of CLUSTER)", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},
       {"fcproj_dgelu_backward", {X(dpre), F32(scratch), CX(dout), CX(wt), CX(pre), TMAP(tm_dout), TMAP(tm_wt),
                                  TMAP(tm_pre), TMAP(tm_dpre)}, BOUNDS_DERIVED(FCG_THREADS), -1,
        fcg_gemm, "as fc_gelu_forward's", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},
@@ -572,6 +585,12 @@ const char *kernel_bounds_name(const FamilyDecl *f, const KernelDecl *k) {
 }
 const char *kernel_min_blocks_name(const FamilyDecl *f, const KernelDecl *k) {
     return k->min_blocks >= FAMILY_MAX_TUNABLES ? f->derived_names[k->min_blocks - FAMILY_MAX_TUNABLES] : NULL;
+}
+const char *kernel_cluster_name(const FamilyDecl *f, const KernelDecl *k) {
+    if (k->min_blocks < FAMILY_MAX_TUNABLES) return NULL;
+    for (int i = 0; i < FAMILY_MAX_DERIVED && f->derived_names[i]; i++)
+        if (!strcmp(f->derived_names[i], "CLUSTER_BLOCKS")) return f->derived_names[i];
+    return NULL;
 }
 
 void kernel_param_cuda(const KernelParam *p, char *out, size_t n) {

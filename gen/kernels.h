@@ -16,7 +16,7 @@
 #define KERNEL_MAX_PARAMS 16
 #define FAMILY_MAX_TUNABLES 8
 #define FAMILY_MAX_KERNELS 8
-#define FAMILY_MAX_DERIVED 3
+#define FAMILY_MAX_DERIVED 4
 
 /* parameter types: floatX pointers, fp32 pointers, int32 pointers (const or not), scalars, and uint64 pointers */
 typedef enum { KP_X, KP_CX, KP_F32, KP_CF32, KP_I32, KP_CI32, KP_INT, KP_I64, KP_FLOAT, KP_U64,
@@ -54,7 +54,9 @@ typedef struct {
     LaunchDims (*geometry)(const KernelEnv *e, long long size);   /* size: that parameter's value */
     const char *geometry_doc;              /* the rule in words, for plan.txt and the launchers */
     /* BOUNDS_DERIVED(i): a derived constant as __launch_bounds__' second argument, the blocks a multiprocessor is to
-       hold at once (ptxas keeps the registers a thread to what lets them); 0: none */
+       hold at once (ptxas keeps the registers a thread to what lets them); 0: none. Where the family also derives
+       CLUSTER_BLOCKS, such a kernel runs in thread-block clusters of that many blocks along x (__cluster_dims__ on
+       sm_90 and later; its grid is a multiple of it) */
     int min_blocks;
 } KernelDecl;
 
@@ -103,6 +105,7 @@ int  tunable_allowed(const TunableDecl *t, int v);
 const char *kernel_bounds_name(const FamilyDecl *f, const KernelDecl *k);
 /* the name of k's min_blocks (a derived constant), or NULL where it has none */
 const char *kernel_min_blocks_name(const FamilyDecl *f, const KernelDecl *k);
+const char *kernel_cluster_name(const FamilyDecl *f, const KernelDecl *k);   /* "CLUSTER_BLOCKS", or NULL: no cluster */
 /* "a multiple of 32 from 32 to 1024" */
 void tunable_describe(const TunableDecl *t, char *out, size_t n);
 /* "floatX *out" / "const float *mean" / "int n_buckets" */

@@ -20,7 +20,10 @@
 //                 runtime/cuda/linear.c) on mbarriers that say when a stage is full and when both consumers are done
 //                 with it; 132 persistent blocks, whose producer loads the next tile's stages during this one's
 //                 epilogue, and the backward's tile of pre for the epilogue; the epilogue's tiles leave by TMA stores,
-//                 which run while the next tile's products do.
+//                 which run while the next tile's products do. CLUSTER 2: the blocks work in pairs (a thread-block
+//                 cluster) on row tiles m and m + 1 of the same columns; each loads half of B's tile and multicasts it
+//                 to both, so that L2 serves 32 KiB a k-block and block instead of 48 (measured slower: the pair
+//                 goes at the pace of its slower block).
 // kb's four products are issued and the warpgroup waits for kb - 1's. The epilogue works from the registers: a thread
 // holds two adjacent columns of rows g and g + 8 of each 8-column tile (common.cuh's accumulator layout); its tensors
 // go to and from global memory through shared memory (EPI_BYTES 16: tiles of 64-column panels in the 128-byte swizzle,
@@ -32,8 +35,10 @@ constexpr int BM = 128, BK = 64;
 constexpr int KBLOCKS = (GEMM_K + BK - 1) / BK;
 constexpr int ACC = TILE_N / 2;                      // a thread's accumulators
 constexpr int STAGE = (BM + TILE_N) * BK;            // elements of a stage: A's rows, then B's
-constexpr int CHUNK = 8;                             // 8-column tiles whose epilogue loads are issued together
 constexpr bool TMA = WARPGROUPS == 3;
+// 8-column tiles whose epilogue loads are issued together (from global memory, or with WARPGROUPS 3 from shared memory,
+// where fewer registers wait)
+constexpr int CHUNK = TMA ? 2 : 8;
 constexpr bool EPI_SMEM = EPI_BYTES == 16;
 // The forward's epilogue goes through its columns in passes of EPI_COLS (WARPGROUPS 3: 128, so that a pass's two tiles
 // fit beside the stages), the backward's in one (its tile of pre becomes dpre in place)
@@ -91,6 +96,23 @@ __device__ __forceinline__ void tma_load(floatX *dst, const TensorMap &map, int 
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                  ::"r"(smem_addr(dst)), "l"(&map), "r"(col), "r"(row), "r"(smem_addr(bar)) : "memory");
 }
+// the same box into the tile at the same offset in every block of the cluster named in mask, each block's mbarrier at
+// bar's offset told of its bytes
+__device__ __forceinline__ void tma_load_multicast(floatX *dst, const TensorMap &map, int col, int row, u64 *bar, int mask) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;\n"
+                 ::"r"(smem_addr(dst)), "l"(&map), "r"(col), "r"(row), "r"(smem_addr(bar)), "h"((unsigned short)mask) : "memory");
+}
+// thread-block clusters (PTX ISA, "barrier.cluster", %cluster_ctarank): this block's rank in its cluster; a barrier of
+// every thread of the cluster's blocks
+__device__ __forceinline__ int cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return (int)r;
+}
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
 __device__ __forceinline__ void tma_store(const TensorMap &map, const floatX *src, int col, int row) {
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];\n"
                  ::"l"(&map), "r"(col), "r"(row), "r"(smem_addr(src)) : "memory");
@@ -98,10 +120,24 @@ __device__ __forceinline__ void tma_store(const TensorMap &map, const floatX *sr
 __device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 __device__ __forceinline__ void tma_store_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 __device__ __forceinline__ void tma_store_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+// A stage's release by a consumer warpgroup: an arrival on its empty barrier in every block of the cluster (each
+// block's copies land in all of them)
+__device__ __forceinline__ void release(u64 *b) {
+    if (CLUSTER == 1) {
+        mbar_arrive(b);
+        return;
+    }
+    for (int r = 0; r < CLUSTER; r++) {
+        u32 remote;
+        asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(b)), "r"(r));
+        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+    }
+}
 // the two consumer warpgroups' own barrier (named barrier 1; a producer warpgroup, where there is one, is not in it)
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
 
-constexpr int N_TILES = (GEMM_N + TILE_N - 1) / TILE_N, TILES = (int)M_TILES * N_TILES;   // tile t: rows (t / N_TILES)..
+constexpr int N_TILES = (GEMM_N + TILE_N - 1) / TILE_N;
+constexpr int GROUPS = ((int)M_TILES + CLUSTER - 1) / CLUSTER * N_TILES;   // CLUSTER row tiles and a column tile
 
 // The epilogue's shared memory: the forward's two tiles of 128 x EPI_COLS (pre and out) or the backward's one of 128 x
 // TILE_N (pre, which the producer loads with WARPGROUPS 3, overwritten by dpre), each in panels of 128 rows of 64
@@ -117,8 +153,8 @@ struct Epi {
 __device__ __forceinline__ int slot(int r, int c) { return c / 64 * (BM * 64) + sw128(r, c % 64); }
 
 // Every tile's product (tile t: rows m0 = 128 (t / N_TILES).. of a, rows n0 = TILE_N (t % N_TILES).. of b, the whole
-// k), each handed to epilogue(d, m0, n0, epi) in the two consumer warpgroups (warpgroup wg: rows m0 + 64 wg..), after
-// before(n0) at the tile's start (whose loads the products hide). epi_in: the backward's map of pre (WARPGROUPS 3 loads
+// k), each handed to epilogue(d, m0, n0, epi) in the two consumer warpgroups (warpgroup wg: rows m0 + 64 wg..);
+// before(n0) runs before the tile's products, whose time hides its loads. epi_in: the backward's map of pre (WARPGROUPS 3 loads
 // its tile for the epilogue), else null.
 template <class Before, class Epilogue>
 __device__ __forceinline__ void gemm(const floatX *a, const floatX *b, const TensorMap &ma, const TensorMap &mb,
@@ -165,30 +201,42 @@ __device__ __forceinline__ void gemm(const floatX *a, const floatX *b, const Ten
         epilogue(d, m0, n0, epi);
     } else {
         __shared__ u64 full[STAGES], empty[STAGES], epi_full, epi_empty;
+        const int rank = CLUSTER > 1 ? cluster_rank() : 0;
         if (threadIdx.x == 0) {
             for (int s = 0; s < STAGES; s++) {
                 mbar_init(&full[s], 1);
-                mbar_init(&empty[s], 2);
+                mbar_init(&empty[s], 2 * CLUSTER);  // both consumers of every block whose copies land here
             }
             mbar_init(&epi_full, 1);
             mbar_init(&epi_empty, 1);
             mbar_init_fence();
         }
-        __syncthreads();
+        if (CLUSTER > 1) cluster_sync();             // the pair's barriers are initialized before either signals them
+        else __syncthreads();
         epi.full = &epi_full;
         epi.empty = &epi_empty;
+        // the block's tiles: group q of CLUSTER row tiles and one column tile, q = the cluster's index, + the clusters,
+        // ...; the block takes row tile q / N_TILES * CLUSTER + rank (past the matrix where M_TILES is not a multiple
+        // of CLUSTER: zeros loaded, nothing stored)
+        const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
+        auto m0_of = [&](int q) { return (q / N_TILES * CLUSTER + rank) * BM; };
         int g = 0, i = 0;                            // the block's k-blocks and tiles so far
         if (wg == 2) {
             if (threadIdx.x == 2 * WG_THREADS)       // one thread issues every copy
-                for (int t = blockIdx.x; t < TILES; t += gridDim.x, i++) {
-                    const int m0 = t / N_TILES * BM, n0 = t % N_TILES * TILE_N;
+                for (int q = first; q < GROUPS; q += step, i++) {
+                    const int m0 = m0_of(q), n0 = q % N_TILES * TILE_N;
                     for (int kb = 0; kb < KBLOCKS; kb++, g++) {
                         u64 *bar = &full[g % STAGES];
                         if (g >= STAGES) mbar_wait(&empty[g % STAGES], (g / STAGES - 1) & 1);
                         mbar_expect(bar, STAGE * 2);
                         tma_load(stage(g), ma, kb * BK, m0, bar);
-                        for (int h = 0; h < TILE_N / BOX_ROWS; h++)
-                            tma_load(stage(g) + (BM + h * BOX_ROWS) * BK, mb, kb * BK, n0 + h * BOX_ROWS, bar);
+                        if (CLUSTER > 1) {           // this block's box of B's tile, into every block of the cluster
+                            const int r0 = rank * BOX_ROWS;
+                            tma_load_multicast(stage(g) + (BM + r0) * BK, mb, kb * BK, n0 + r0, bar, (1 << CLUSTER) - 1);
+                        } else {
+                            for (int h = 0; h < TILE_N / BOX_ROWS; h++)
+                                tma_load(stage(g) + (BM + h * BOX_ROWS) * BK, mb, kb * BK, n0 + h * BOX_ROWS, bar);
+                        }
                     }
                     if (epi_in) {                    // after the tile's stages: the epilogue of tile i - 1 is long done
                         if (i > 0) mbar_wait(&epi_empty, (i - 1) & 1);
@@ -196,24 +244,32 @@ __device__ __forceinline__ void gemm(const floatX *a, const floatX *b, const Ten
                         for (int p = 0; p < TILE_N / 64; p++) tma_load(epi.tile[0] + p * BM * 64, *epi_in, n0 + 64 * p, m0, &epi_full);
                     }
                 }
-            return;
-        }
-        for (int t = blockIdx.x; t < TILES; t += gridDim.x, i++) {
-            const int m0 = t / N_TILES * BM, n0 = t % N_TILES * TILE_N;
-            before(n0);
+        } else {
+            int freed = 0;                           // k-blocks whose stages are released
+            auto release_to = [&](int last) {        // the stages of k-blocks freed..last
+                for (; freed <= last; freed++)
+                    if (threadIdx.x % WG_THREADS == 0) release(&empty[freed % STAGES]);
+            };
+            if (first < GROUPS) before(first % N_TILES * TILE_N);
             for (int x = 0; x < ACC; x++) d[x] = 0.0f;
-            for (int kb = 0; kb < KBLOCKS; kb++, g++) {
-                mbar_wait(&full[g % STAGES], (g / STAGES) & 1);
-                products(g);
-                if (kb > 0 && threadIdx.x % WG_THREADS == 0) mbar_arrive(&empty[(g - 1) % STAGES]);
+            for (int q = first; q < GROUPS; q += step, i++) {
+                const int m0 = m0_of(q), n0 = q % N_TILES * TILE_N, next = q + step;
+                for (int kb = 0; kb < KBLOCKS; kb++, g++) {
+                    mbar_wait(&full[g % STAGES], (g / STAGES) & 1);
+                    products(g);
+                    release_to(g - 1);
+                }
+                wgmma_wait<0>();
+                pin(d);
+                release_to(g - 1);
+                epi.i = i;
+                epilogue(d, m0, n0, epi);
+                for (int x = 0; x < ACC; x++) d[x] = 0.0f;
+                if (next < GROUPS) before(next % N_TILES * TILE_N);   // after the epilogue (it reads what before stored)
             }
-            wgmma_wait<0>();
-            pin(d);
-            if (threadIdx.x % WG_THREADS == 0) mbar_arrive(&empty[(g - 1) % STAGES]);
-            epi.i = i;
-            epilogue(d, m0, n0, epi);
+            if (threadIdx.x == 0) tma_store_wait();  // the last tile's stores are complete before the block ends
         }
-        if (threadIdx.x == 0) tma_store_wait();      // the last tile's stores are complete before the block ends
+        if (CLUSTER > 1) cluster_sync();             // no block ends while the other may still signal its barriers
     }
 }
 
@@ -376,7 +432,7 @@ KERNEL(fcproj_dgelu_backward) {
         if (EPI_SMEM) tile_store<TILE_N>(dpre, tm_dpre, tg, m0, n0);
         if (TMA && threadIdx.x == 0) tma_store_commit();
         for (int c = threadIdx.x; c < TILE_N; c += 256) {   // the warps' sums, in order
-            if (n0 + c >= GEMM_N) continue;
+            if (n0 + c >= GEMM_N || m0 >= GEMM_M) continue;   // a cluster's block past the matrix has no partials
             float t = 0.0f;
             for (int w = 0; w < 8; w++) t += e.sums[w * TILE_N + c];
             scratch[(long long)(m0 / BM) * GEMM_N + n0 + c] = t;

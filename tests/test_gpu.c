@@ -60,11 +60,13 @@ static const Variant variants[] = {
                        "tune.attention.Q_TILE=128", NULL}},
     /* the GELU fused into our own fc-shaped matmuls (train.gelu = "fused": templates/fc_gemm.cu, Hopper only), at the
        family's defaults (a producer warpgroup's TMA copies on mbarriers, persistent blocks, 256-column tiles, the
-       forward's epilogue in two passes, the tiles stored by TMA): 200 rows (the second 128-row tile partial: zeros
-       loaded, rows not stored), k = n_embd = 160 (the third 64-column k-block partial) */
+       forward's epilogue in two passes, the tiles stored by TMA) in pairs of blocks that multicast B's tiles
+       (CLUSTER 2), 4 persistent blocks (each through 3 pairs of tiles): 300 rows (the third 128-row tile partial:
+       zeros loaded, rows not stored; the second pair's second block wholly past the matrix), k = n_embd = 160 (the
+       third 64-column k-block partial) */
     {"gt-bf16-fused", {"name=gt-bf16-fused", "precision=bf16", "train.gelu=fused", "model.n_embd=160", "model.n_head=5",
-                       "model.n_layer=2", "model.max_seq_len=100", "train.seq_len=100", "train.batch_size=2",
-                       "train.total_batch_size=200", NULL}},
+                       "model.n_layer=2", "model.max_seq_len=100", "train.seq_len=100", "train.batch_size=3",
+                       "train.total_batch_size=300", "tune.fc_gemm.CLUSTER=2", "tune.fc_gemm.GRID=4", NULL}},
     /* and in fp16 with both warpgroups loading by cp.async, two blocks a multiprocessor and the epilogue's 4-byte
        accesses straight from the registers: 128 rows (one tile), k = 256 (four k-blocks through three stages: one
        refilled) */
@@ -72,6 +74,12 @@ static const Variant variants[] = {
                        "model.n_layer=2", "train.seq_len=64", "train.batch_size=2", "train.total_batch_size=128",
                        "tune.fc_gemm.WARPGROUPS=2", "tune.fc_gemm.SM_BLOCKS=2", "tune.fc_gemm.TILE_N=128",
                        "tune.fc_gemm.STAGES=3", "tune.fc_gemm.EPI_BYTES=4", NULL}},
+    /* and in fp16 at the family's defaults with 4 persistent blocks, each through 2 of the 2 x 4 tiles of 128 x 256: 200
+       rows (the second tile partial), k = 256 (four k-blocks through three stages: one refilled) */
+    {"gt-fp16-fused-persistent", {"name=gt-fp16-fused-persistent", "precision=fp16", "train.gelu=fused",
+                                  "model.n_embd=256", "model.n_head=4", "model.n_layer=2", "model.max_seq_len=100",
+                                  "train.seq_len=100", "train.batch_size=2", "train.total_batch_size=200",
+                                  "tune.fc_gemm.GRID=4", NULL}},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -129,6 +137,7 @@ VARIANT_TESTS(7, fp16_cudnn)
 VARIANT_TESTS(8, bf16_wgmma)
 VARIANT_TESTS(9, bf16_fused)
 VARIANT_TESTS(10, fp16_fused)
+VARIANT_TESTS(11, fp16_fused_persistent)
 
 /* Several plans of one model on the GPU (gen/plan.h): variant i's training plan and its one-row sampling plan,
    two CUDA backends in one process, the second on the first's weights, each with its own kernels (B baked in)
@@ -307,6 +316,7 @@ int main(int argc, char **argv) {
     RUN(test_build_bf16_wgmma);
     RUN(test_build_bf16_fused);
     RUN(test_build_fp16_fused);
+    RUN(test_build_fp16_fused_persistent);
     RUN(test_gpu_fp32);
     RUN(test_gpu_bf16);
     RUN(test_gpu_fp32_hs64);
@@ -318,6 +328,7 @@ int main(int argc, char **argv) {
     RUN(test_gpu_bf16_wgmma);
     RUN(test_gpu_bf16_fused);
     RUN(test_gpu_fp16_fused);
+    RUN(test_gpu_fp16_fused_persistent);
     RUN(test_gpu_forward_plan_fp32);
     RUN(test_gpu_forward_plan_bf16);
     RUN(test_gpu_forward_plan_bf16_cudnn);

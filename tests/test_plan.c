@@ -89,10 +89,12 @@ static void test_prelude(void) {
         }
         for (const KernelDecl *k = m->decl->kernels; k < m->decl->kernels + FAMILY_MAX_KERNELS && k->name; k++) {
             char sig[1024];
-            const char *min_blocks = kernel_min_blocks_name(m->decl, k);
-            int len = snprintf(sig, sizeof sig, "#define KERNEL_%s extern \"C\" __global__ void __launch_bounds__(%s%s%s) \\\n    %s(",
+            const char *min_blocks = kernel_min_blocks_name(m->decl, k), *cluster = kernel_cluster_name(m->decl, k);
+            char cl[96] = "";
+            if (cluster) snprintf(cl, sizeof cl, " CLUSTER_DIMS(%s)", cluster);
+            int len = snprintf(sig, sizeof sig, "#define KERNEL_%s extern \"C\" __global__ void __launch_bounds__(%s%s%s)%s \\\n    %s(",
                                k->name, kernel_bounds_name(m->decl, k), min_blocks ? ", " : "", min_blocks ? min_blocks : "",
-                               k->name);
+                               cl, k->name);
             for (int p = 0; p < KERNEL_MAX_PARAMS && k->params[p].name; p++) {
                 char one[128];
                 kernel_param_cuda(&k->params[p], one, sizeof one);
@@ -500,6 +502,15 @@ static void test_gelu_fused(void) {
           plan.kernels[K_FC_GELU_FORWARD].dims.grid[1] == 1, "WARPGROUPS 3: grid %u x %u, block %u (132 persistent blocks "
           "of 384 expected)", plan.kernels[K_FC_GELU_FORWARD].dims.grid[0], plan.kernels[K_FC_GELU_FORWARD].dims.grid[1],
           plan.kernels[K_FC_GELU_FORWARD].dims.block);
+    const char *pair128[] = {"train.gelu=fused", "tune.fc_gemm.CLUSTER=2", "tune.fc_gemm.TILE_N=128", NULL};
+    CHECK(make("configs/gpt2-124M.lua", pair128, &err) != 0 && strstr(err.msg, "CLUSTER 2"), "CLUSTER 2 with TILE_N 128: %s",
+          err.msg);
+    /* pairs of blocks on row tiles m, m + 1: 3 row tiles (300 rows) and 640 / 256 = 3 column tiles make 2 x 3 pairs */
+    const char *pairs[] = {"train.gelu=fused", "tune.fc_gemm.CLUSTER=2", "model.n_embd=160", "model.n_head=5",
+                           "train.batch_size=3", "train.seq_len=100", "train.total_batch_size=300", NULL};
+    if (make("configs/gpt2-124M.lua", pairs, &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(plan.kernels[K_FC_GELU_FORWARD].dims.grid[0] == 12, "CLUSTER 2 at 300 rows: grid %u (12 blocks expected)",
+          plan.kernels[K_FC_GELU_FORWARD].dims.grid[0]);
     const char *fp32[] = {"train.gelu=fused", "precision=fp32", NULL};
     CHECK(make("configs/gpt2-124M.lua", fp32, &err) != 0 && strstr(err.msg, "train.gelu") && strstr(err.msg, "fp32"),
           "fused in fp32: %s", err.msg);
