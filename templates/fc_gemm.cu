@@ -18,7 +18,7 @@
 //                 runs while the other's products do;
 //   WARPGROUPS 3: by a third warpgroup, one thread of which issues TMA copies (the tensor maps tm_*: 128 x 64 boxes,
 //                 runtime/cuda/linear.c) on mbarriers that say when a stage is full and when both consumers are done
-//                 with it; 132 persistent blocks, whose producer loads the next tile's stages during this one's
+//                 with it; GRID (132) persistent blocks, whose producer loads the next tile's stages during this one's
 //                 epilogue, and the backward's tile of pre for the epilogue; the epilogue's tiles leave by TMA stores,
 //                 which run while the next tile's products do. CLUSTER 2: the blocks work in pairs (a thread-block
 //                 cluster) on row tiles m and m + 1 of the same columns; each loads half of B's tile and multicasts it
@@ -91,7 +91,7 @@ __device__ __forceinline__ void mbar_wait(u64 *b, int parity) {
 // column col and row row, into or from a tile of 128 such rows in the 128-byte swizzle (sw128); rows and columns
 // outside the matrix load as zeros (and count in the bytes the mbarrier waits for) and are not stored. The stores are
 // committed as a group; wait_read: their reads of shared memory are done; wait: they are complete.
-constexpr int BOX_ROWS = 128, BOX_BYTES = BOX_ROWS * 64 * 2;
+constexpr int BOX_ROWS = 128;
 __device__ __forceinline__ void tma_load(floatX *dst, const TensorMap &map, int col, int row, u64 *bar) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
                  ::"r"(smem_addr(dst)), "l"(&map), "r"(col), "r"(row), "r"(smem_addr(bar)) : "memory");
@@ -154,8 +154,8 @@ __device__ __forceinline__ int slot(int r, int c) { return c / 64 * (BM * 64) + 
 
 // Every tile's product (tile t: rows m0 = 128 (t / N_TILES).. of a, rows n0 = TILE_N (t % N_TILES).. of b, the whole
 // k), each handed to epilogue(d, m0, n0, epi) in the two consumer warpgroups (warpgroup wg: rows m0 + 64 wg..);
-// before(n0) runs before the tile's products, whose time hides its loads. epi_in: the backward's map of pre (WARPGROUPS 3 loads
-// its tile for the epilogue), else null.
+// before(n0) runs before the tile's products, whose time hides its loads. epi_in: the backward's map of pre
+// (WARPGROUPS 3 loads its tile for the epilogue), else null.
 template <class Before, class Epilogue>
 __device__ __forceinline__ void gemm(const floatX *a, const floatX *b, const TensorMap &ma, const TensorMap &mb,
                                      const TensorMap *epi_in, unsigned char *smem_bytes, Before before, Epilogue epilogue) {
