@@ -339,15 +339,20 @@ static_assert(!TMA || (EPI_SMEM && TILE_N % 128 == 0), "fc_gemm: WARPGROUPS 3 st
 KERNEL(fc_gelu_forward) {
 #if HOPPER_WGMMA
     extern __shared__ __align__(16) unsigned char smem_bytes[];
-    __shared__ __align__(16) floatX bias_s[TMA ? TILE_N : 2];   // WARPGROUPS 3: the tile's bias, stored while the products run
-    auto before = [&](int n0) {                      // the last epilogue's reads of bias_s ended at its barrier
-        if (TMA)
+    // WARPGROUPS 3: the tile's bias, copied by cp.async while the products run (no thread waits for it before its
+    // products; the epilogue waits); the last epilogue's reads of bias_s ended at its barrier
+    __shared__ __align__(16) floatX bias_s[TMA ? TILE_N : 8];
+    auto before = [&](int n0) {
+        if (TMA) {
             for (int c = threadIdx.x * 8; c < TILE_N; c += 256 * 8)
-                store_vec<floatX, 8>(bias_s + c, n0 + c < GEMM_N ? load_vec<floatX, 8>(bias + n0 + c) : Packed<floatX, 8>::zeros());
+                cp_async16(bias_s + c, bias + (n0 + c < GEMM_N ? n0 + c : 0), n0 + c < GEMM_N);
+            cp_async_commit();
+        }
     };
     gemm(inp, weight, tm_inp, tm_weight, nullptr, smem_bytes, before, [&](float (&d)[ACC], int m0, int n0, const Epi &e) {
         floatX *tpre = e.tile[0], *tout = e.tile[1];
         const Place p(m0, n0);
+        if (TMA) cp_async_wait<0>();                 // the bias (the barrier of epi_begin shows it to every thread)
 #pragma unroll
         for (int h = 0; h < TILE_N / EPI_COLS; h++) {   // the passes of EPI_COLS columns
             epi_begin(e, false);
