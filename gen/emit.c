@@ -128,7 +128,7 @@ char *emit_family(const Plan *plan, const PlanFamily *m, Err *err) {
         buf_printf(&b, "constexpr long long %s = %lld;   // derived (gen/kernels.c)\n", f->derived_names[i], e->derived[i]);
     buf_printf(&b, "\n// ---- entry points, as gen/kernels.c declares them; the template writes KERNEL(name) { body }\n");
     buf_printf(&b, "#define KERNEL(name) KERNEL_##name\n");
-    buf_printf(&b, "// a kernel's thread-block cluster (gen/kernels.c: KernelDecl.cluster), where the GPU has clusters\n"
+    buf_printf(&b, "// a kernel's thread-block cluster (gen/kernels.c: a family that derives CLUSTER_BLOCKS), where the GPU has them\n"
                    "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n#define CLUSTER_DIMS(n) __cluster_dims__(n, 1, 1)\n"
                    "#else\n#define CLUSTER_DIMS(n)\n#endif\n");
     for (int i = 0; i < n_kernels; i++) emit_entry(&b, f, &f->kernels[i]);

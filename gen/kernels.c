@@ -457,9 +457,8 @@ const FamilyDecl kernel_families[] = {
        WARPGROUPS: 2 (both load and compute) or 3 (a third only loads, by TMA, in persistent blocks; the tm_* maps of
        the operands: runtime/cuda/linear.c); CLUSTER: 1, or 2 (blocks in pairs on row tiles m and m + 1 of the same
        columns: each loads half of B's tile and TMA multicasts it to both, so that L2 serves a third less; measured
-       slower on the H200); GRID:
-       the persistent blocks of WARPGROUPS 3 (132: a wave of the H200's multiprocessors; the tests take fewer, so that
-       each block goes through several tiles). Defaults: the fastest variant at gpt2-124M and 350M on the H200
+       slower on the H200); GRID: the persistent blocks of WARPGROUPS 3 (132: a wave of the H200's multiprocessors;
+       the tests take fewer, so that each block goes through several tiles). Defaults: the fastest variant at gpt2-124M and 350M on the H200
        (bench/RESULTS.md, "Issue 22, twelfth pass": 1.32x and 1.24x the cp.async variant's time) */
     {"fc_gemm", "templates/fc_gemm.cu", "the fc matmul with the GELU, and the fcproj dinp with the GELU backward and "
      "the fc bias gradient (Hopper's wgmma; train.gelu = \"fused\")",
@@ -474,7 +473,7 @@ const FamilyDecl kernel_families[] = {
      {{"fc_gelu_forward", {X(pre), X(out), CX(inp), CX(weight), CX(bias), TMAP(tm_inp), TMAP(tm_weight), TMAP(tm_pre),
                            TMAP(tm_out)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_gemm,
        "M_TILES * ceil(4C / TILE_N) tiles of 128 x TILE_N (M_TILES = ceil(B*T / 128)): a block each, or with WARPGROUPS 3 "
-       "132 blocks that go through them (in clusters of CLUSTER)", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},
+       "GRID blocks that go through them (in clusters of CLUSTER)", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},
       {"fcproj_dgelu_backward", {X(dpre), F32(scratch), CX(dout), CX(wt), CX(pre), TMAP(tm_dout), TMAP(tm_wt),
                                  TMAP(tm_pre), TMAP(tm_dpre)}, BOUNDS_DERIVED(FCG_THREADS), -1,
        fcg_gemm, "as fc_gelu_forward's", BOUNDS_DERIVED(FCG_MIN_BLOCKS)},

@@ -18,7 +18,8 @@
 #define FAMILY_MAX_KERNELS 8
 #define FAMILY_MAX_DERIVED 4
 
-/* parameter types: floatX pointers, fp32 pointers, int32 pointers (const or not), scalars, and uint64 pointers */
+/* parameter types: floatX pointers, fp32 pointers, int32 pointers (const or not), scalars, uint64 pointers, and TMA
+   tensor maps */
 typedef enum { KP_X, KP_CX, KP_F32, KP_CF32, KP_I32, KP_CI32, KP_INT, KP_I64, KP_FLOAT, KP_U64,
                KP_TMAP /* a TMA tensor map (templates/common.cuh TensorMap), passed by value */ } KernelParamType;
 typedef struct { KernelParamType type; const char *name; } KernelParam;
