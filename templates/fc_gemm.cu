@@ -397,11 +397,11 @@ KERNEL(fcproj_dgelu_backward) {
 #if HOPPER_WGMMA
     extern __shared__ __align__(16) unsigned char smem_bytes[];
     gemm(dout, wt, tm_dout, tm_wt, &tm_pre, smem_bytes, [](int) {}, [&](float (&d)[ACC], int m0, int n0, const Epi &e) {
-        floatX *tpre = e.tile[0], *tg = e.tile[0];  // dpre overwrites pre in place (each thread its own elements)
+        floatX *tile = e.tile[0];                    // pre, overwritten by dpre in place (each thread its own elements)
         const Place p(m0, n0);
         epi_begin(e, true);
         if (EPI_SMEM && !TMA) {
-            tile_load(tpre, pre, m0, n0);
+            tile_load(tile, pre, m0, n0);
             consumers_sync();
         }
 #pragma unroll
@@ -410,7 +410,7 @@ KERNEL(fcproj_dgelu_backward) {
             for (int j = 0; j < CHUNK; j++)
                 for (int half = 0; half < 2; half++) {
                     const long long i = p.global(j0 + j, half);
-                    pre_v[j][half] = EPI_SMEM ? load_vec<floatX, 2>(tpre + p.local(j0 + j, half))
+                    pre_v[j][half] = EPI_SMEM ? load_vec<floatX, 2>(tile + p.local(j0 + j, half))
                                      : i >= 0 ? load_vec<floatX, 2>(pre + i) : x2::zeros();
                 }
 #pragma unroll
@@ -423,7 +423,7 @@ KERNEL(fcproj_dgelu_backward) {
                         g[v] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + v] * gelu_grad_tanh(to_f(pre_v[j][half][v])));
                         if (i >= 0) s[v] += to_f(g[v]);   // the sums are of the stored gradient
                     }
-                    if (EPI_SMEM) store_vec<floatX, 2>(tg + p.local(j0 + j, half), g);
+                    if (EPI_SMEM) store_vec<floatX, 2>(tile + p.local(j0 + j, half), g);
                     else if (i >= 0) store_vec<floatX, 2>(dpre + i, g);
                 }
                 for (int v = 0; v < 2; v++) {        // over the warp's 16 rows: the lanes of one column
@@ -434,7 +434,7 @@ KERNEL(fcproj_dgelu_backward) {
         }
         if (TMA) fence_proxy_async();                // the tile's writes are visible to the TMA store
         consumers_sync();
-        if (EPI_SMEM) tile_store<TILE_N>(dpre, tm_dpre, tg, m0, n0);
+        if (EPI_SMEM) tile_store<TILE_N>(dpre, tm_dpre, tile, m0, n0);
         if (TMA && threadIdx.x == 0) tma_store_commit();
         for (int c = threadIdx.x; c < TILE_N; c += 256) {   // the warps' sums, in order
             if (n0 + c >= GEMM_N || m0 >= GEMM_M) continue;   // a cluster's block past the matrix has no partials
