@@ -237,7 +237,7 @@ static LaunchDims gelu_dims(const KernelEnv *e, long long n) {
 }
 
 /* ---- fc_gemm.cu ---- */
-enum { FCG_TILE_N, FCG_STAGES, FCG_SM_BLOCKS, FCG_EPI_BYTES, FCG_WARPGROUPS, FCG_CLUSTER, FCG_GRID };
+enum { FCG_TILE_N, FCG_STAGES, FCG_SM_BLOCKS, FCG_EPI_BYTES, FCG_WARPGROUPS, FCG_CLUSTER, FCG_GRID, FCG_TILE_WARPGROUPS };
 enum { FCG_THREADS, FCG_MIN_BLOCKS, FCG_M_TILES, FCG_CLUSTER_BLOCKS };
 static void fcg_derive(KernelEnv *e) {
     e->derived[FCG_THREADS] = 128LL * e->tun[FCG_WARPGROUPS];
@@ -250,12 +250,14 @@ static long long fcg_tiles(const KernelEnv *e) {
     return ceil_div_u(e->derived[FCG_M_TILES], e->tun[FCG_CLUSTER]) * e->tun[FCG_CLUSTER] * ceil_div_u(4 * e->C, e->tun[FCG_TILE_N]);
 }
 static long long fcg_stages_smem(const KernelEnv *e) { return (long long)e->tun[FCG_STAGES] * (FC_GEMM_TILE_ROWS + e->tun[FCG_TILE_N]) * 64 * 2; }
-/* the epilogue's tiles, 16-bit (EPI_BYTES 16): the forward's two of 128 rows x TILE_N columns (WARPGROUPS 3: x 128, in
-   passes), the backward's one of 128 x TILE_N; and the backward's column sums (8 warps) (templates/fc_gemm.cu) */
+/* an epilogue's tiles, 16-bit (EPI_BYTES 16): the forward's two of 128 rows x TILE_N columns (WARPGROUPS 3: x 128, in
+   passes; TILE_WARPGROUPS 1: x 64), the backward's one of 128 x TILE_N, for each epilogue that may run at once (two
+   with TILE_WARPGROUPS 1); and the backward's column sums (8 warps) (templates/fc_gemm.cu) */
 static long long fcg_epi_smem(const KernelEnv *e) {
-    long long cols = e->tun[FCG_WARPGROUPS] == 3 ? 128 : e->tun[FCG_TILE_N];
+    int pingpong = e->tun[FCG_TILE_WARPGROUPS] == 1;
+    long long cols = pingpong ? 64 : e->tun[FCG_WARPGROUPS] == 3 ? 128 : e->tun[FCG_TILE_N];
     long long tiles = 2 * cols > e->tun[FCG_TILE_N] ? 2 * cols : e->tun[FCG_TILE_N];
-    return (e->tun[FCG_EPI_BYTES] == 16 ? FC_GEMM_TILE_ROWS * tiles * 2 : 0) + 8LL * e->tun[FCG_TILE_N] * 4;
+    return (e->tun[FCG_EPI_BYTES] == 16 ? (pingpong ? 2 : 1) * FC_GEMM_TILE_ROWS * tiles * 2 : 0) + 8LL * e->tun[FCG_TILE_N] * 4;
 }
 /* STAGES stages of 64 columns of the block's rows of A and B, 16-bit; the epilogue's after them where the producer
    loads the next tile's stages during it (WARPGROUPS 3), else where the stages were; 1 KiB to align them */
@@ -277,6 +279,17 @@ static const char *fcg_check(const KernelEnv *e, char *why, size_t n) {
     if (e->tun[FCG_CLUSTER] > 1 && (e->tun[FCG_WARPGROUPS] != 3 || e->tun[FCG_TILE_N] != 256)) {
         /* each block of a pair multicasts one 128-row box of B's tile to both */
         snprintf(why, n, "fc_gemm: CLUSTER 2 (B's tiles multicast by TMA to a pair of blocks) takes WARPGROUPS 3 and TILE_N 256");
+        return why;
+    }
+    if (e->tun[FCG_TILE_WARPGROUPS] == 1 &&
+        (e->tun[FCG_WARPGROUPS] != 3 || e->tun[FCG_TILE_N] != 128 || e->tun[FCG_CLUSTER] != 1)) {
+        /* each consumer warpgroup holds a whole 128-row tile's accumulators: 128 a thread at TILE_N 128 */
+        snprintf(why, n, "fc_gemm: TILE_WARPGROUPS 1 (each consumer warpgroup a tile of its own) takes WARPGROUPS 3, "
+                 "TILE_N 128 and CLUSTER 1");
+        return why;
+    }
+    if (e->tun[FCG_TILE_WARPGROUPS] != 1 && e->tun[FCG_TILE_WARPGROUPS] != 2) {
+        snprintf(why, n, "fc_gemm: TILE_WARPGROUPS is 1 or 2, not %d", e->tun[FCG_TILE_WARPGROUPS]);
         return why;
     }
     /* a multiprocessor has 228 KiB of shared memory, of which each block takes 1 KiB for the system */
@@ -458,7 +471,9 @@ const FamilyDecl kernel_families[] = {
        the operands: runtime/cuda/linear.c); CLUSTER: 1, or 2 (blocks in pairs on row tiles m and m + 1 of the same
        columns: each loads half of B's tile and TMA multicasts it to both, so that L2 serves a third less; measured
        slower on the H200); GRID: the persistent blocks of WARPGROUPS 3 (132: a wave of the H200's multiprocessors;
-       the tests take fewer, so that each block goes through several tiles). Defaults: the fastest variant at gpt2-124M and 350M on the H200
+       the tests take fewer, so that each block goes through several tiles); TILE_WARPGROUPS: the consumer warpgroups
+       of a tile with WARPGROUPS 3, 2 (64 rows each) or 1 (each a whole tile of its own, the two in turn, so that one's
+       epilogue runs while the other's products do; TILE_N 128). Defaults: the fastest variant at gpt2-124M and 350M on the H200
        (bench/RESULTS.md, "Issue 22, twelfth pass": 1.32x and 1.24x the cp.async variant's time) */
     {"fc_gemm", "templates/fc_gemm.cu", "the fc matmul with the GELU, and the fcproj dinp with the GELU backward and "
      "the fc bias gradient (Hopper's wgmma; train.gelu = \"fused\")",
@@ -468,7 +483,8 @@ const FamilyDecl kernel_families[] = {
       {"EPI_BYTES", 16, {4, 16}, .min = 4, .max = 16, .multiple_of = 4},
       {"WARPGROUPS", 3, {2, 3}, .min = 2, .max = 3, .multiple_of = 1},
       {"CLUSTER", 1, {1, 2}, .min = 1, .max = 2, .multiple_of = 1},
-      {"GRID", 132, {132}, .min = 2, .max = 65536, .multiple_of = 2}},
+      {"GRID", 132, {132}, .min = 2, .max = 65536, .multiple_of = 2},
+      {"TILE_WARPGROUPS", 2, {1, 2}, .min = 1, .max = 2, .multiple_of = 1}},
      {"THREADS", "MIN_BLOCKS", "M_TILES", "CLUSTER_BLOCKS"}, fcg_derive, fcg_check,
      {{"fc_gelu_forward", {X(pre), X(out), CX(inp), CX(weight), CX(bias), TMAP(tm_inp), TMAP(tm_weight), TMAP(tm_pre),
                            TMAP(tm_out)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_gemm,

@@ -23,8 +23,11 @@
 //                 which run while the next tile's products do. CLUSTER 2: the blocks work in pairs (a thread-block
 //                 cluster) on row tiles m and m + 1 of the same columns; each loads half of B's tile and multicasts it
 //                 to both, so that L2 serves 32 KiB a k-block and block instead of 48 (measured slower: the pair
-//                 goes at the pace of its slower block).
-// kb's four products are issued and the warpgroup waits for kb - 1's. The epilogue works from the registers: a thread
+//                 goes at the pace of its slower block). TILE_WARPGROUPS 1 ("pingpong"; TILE_N 128): each consumer
+//                 warpgroup computes whole 128 x 128 tiles (two m64n128k16 a k-step), the two taking the block's tiles
+//                 in turn, so that one's epilogue runs while the other's products do; the producer gives 128 of its
+//                 registers a thread to them (setmaxnreg).
+// kb's products are issued and the warpgroup waits for kb - 1's. The epilogue works from the registers: a thread
 // holds two adjacent columns of rows g and g + 8 of each 8-column tile (common.cuh's accumulator layout); its tensors
 // go to and from global memory through shared memory (EPI_BYTES 16: tiles of 64-column panels in the 128-byte swizzle,
 // whole 16-byte chunks of rows in global memory) or straight (4; WARPGROUPS 2 only). Measured on the H200:
@@ -33,17 +36,25 @@
 constexpr int GEMM_M = B * T, GEMM_N = 4 * C, GEMM_K = C;
 constexpr int BM = 128, BK = 64;
 constexpr int KBLOCKS = (GEMM_K + BK - 1) / BK;
-constexpr int ACC = TILE_N / 2;                      // a thread's accumulators
+// TILE_WARPGROUPS 1 (WARPGROUPS 3 only, "pingpong"): each consumer warpgroup computes whole 128-row tiles of its own,
+// the two taking the block's tiles in turn, so that one's epilogue runs while the other's products do; 2: both compute
+// each tile, 64 rows each. MH: the 64-row halves of a consumer warpgroup's rows (one wgmma of each a k-step).
+constexpr bool PP = TILE_WARPGROUPS == 1;
+constexpr int MH = PP ? 2 : 1;
+constexpr int EPI_GROUPS = PP ? 2 : 1;              // the epilogues that may run at once, each with its own shared memory
+constexpr int EPI_THREADS = PP ? 128 : 256;        // an epilogue's threads
+constexpr int ACC = TILE_N / 2;                      // a thread's accumulators of a 64-row half
 constexpr int STAGE = (BM + TILE_N) * BK;            // elements of a stage: A's rows, then B's
 constexpr bool TMA = WARPGROUPS == 3;
 // 8-column tiles whose epilogue loads are issued together (from global memory, or with WARPGROUPS 3 from shared memory,
 // where fewer registers wait)
-constexpr int CHUNK = TMA ? 2 : 8;
+constexpr int CHUNK = PP ? 4 : TMA ? 2 : 8;
 constexpr bool EPI_SMEM = EPI_BYTES == 16;
 // The forward's epilogue goes through its columns in passes of EPI_COLS (WARPGROUPS 3: 128, so that a pass's two tiles
-// fit beside the stages), the backward's in one (its tile of pre becomes dpre in place)
-constexpr int EPI_COLS = TMA ? 128 : TILE_N;
-constexpr int EPI_REGION = TMA ? 2 * BM * 128 : 2 * BM * TILE_N;   // elements: max(2 x BM x EPI_COLS, BM x TILE_N)
+// fit beside the stages; 64 with TILE_WARPGROUPS 1, whose two epilogues each have their own), the backward's in one
+// (its tile of pre becomes dpre in place)
+constexpr int EPI_COLS = PP ? 64 : TMA ? 128 : TILE_N;
+constexpr int EPI_REGION = BM * (2 * EPI_COLS > TILE_N ? 2 * EPI_COLS : TILE_N);   // elements, an epilogue's
 typedef Packed<floatX, 2> x2;
 
 #if HOPPER_WGMMA
@@ -133,46 +144,61 @@ __device__ __forceinline__ void release(u64 *b) {
         asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
     }
 }
-// the two consumer warpgroups' own barrier (named barrier 1; a producer warpgroup, where there is one, is not in it)
-__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+// A thread's index among its epilogue's threads, and their barrier: the two consumer warpgroups' (named barrier 1), or
+// with TILE_WARPGROUPS 1 the thread's warpgroup's (barrier 1 + its index); a producer warpgroup is in none
+__device__ __forceinline__ int etid() { return PP ? threadIdx.x % WG_THREADS : threadIdx.x; }
+__device__ __forceinline__ void epi_sync() {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(PP ? 1 + (int)threadIdx.x / WG_THREADS : 1), "n"(EPI_THREADS) : "memory");
+}
 
 constexpr int N_TILES = (GEMM_N + TILE_N - 1) / TILE_N;
 constexpr int GROUPS = ((int)M_TILES + CLUSTER - 1) / CLUSTER * N_TILES;   // CLUSTER row tiles and a column tile
 
-// The epilogue's shared memory: the forward's two tiles of 128 x EPI_COLS (pre and out) or the backward's one of 128 x
+// An epilogue's shared memory: the forward's two tiles of 128 x EPI_COLS (pre and out) or the backward's one of 128 x
 // TILE_N (pre, which the producer loads with WARPGROUPS 3, overwritten by dpre), each in panels of 128 rows of 64
 // columns in the 128-byte swizzle (TMA's box; a warp's 4-byte accesses of 8 rows and 4 pairs of columns fall in 32
-// banks), then the backward's column sums. With WARPGROUPS 2 it is where the stages were; with 3 after them (the next
-// tile's stages load during the epilogue).
+// banks); after the EPI_GROUPS epilogues' tiles, the backward's column sums (8 warps in all). With WARPGROUPS 2 it is
+// where the stages were; with 3 after them (the next tile's stages load during the epilogue).
 struct Epi {
     floatX *tile[2];
-    float *sums;                                     // [warp][TILE_N]
+    float *sums;                                     // [warp of the epilogue][TILE_N]
     u64 *full, *empty;                               // WARPGROUPS 3, the backward: tile 0 (pre) loaded; read
-    int i;                                           // the block's tiles so far (the parity of full and empty)
+    int i;                                           // the epilogue's tiles so far (the parity of full and empty)
 };
 __device__ __forceinline__ int slot(int r, int c) { return c / 64 * (BM * 64) + sw128(r, c % 64); }
 
 // Every tile's product (tile t: rows m0 = 128 (t / N_TILES).. of a, rows n0 = TILE_N (t % N_TILES).. of b, the whole
-// k), each handed to epilogue(d, m0, n0, epi) in the two consumer warpgroups (warpgroup wg: rows m0 + 64 wg..);
-// before(n0) runs before the tile's products, whose time hides its loads. epi_in: the backward's map of pre
-// (WARPGROUPS 3 loads its tile for the epilogue), else null.
+// k), each handed to epilogue(d, m0, n0, epi) in its consumer warpgroups (TILE_WARPGROUPS 2: both, warpgroup wg rows
+// m0 + 64 wg..; 1: the block's tiles in turn, each all 128 rows, half mh rows m0 + 64 mh..); before(n0) runs before
+// the tile's products, whose time hides its loads. epi_in: the backward's map of pre (WARPGROUPS 3 loads its tile for
+// the epilogue), else null.
 template <class Before, class Epilogue>
 __device__ __forceinline__ void gemm(const floatX *a, const floatX *b, const TensorMap &ma, const TensorMap &mb,
                                      const TensorMap *epi_in, unsigned char *smem_bytes, Before before, Epilogue epilogue) {
     floatX *smem = smem_1024(smem_bytes);
-    const int wg = threadIdx.x / WG_THREADS;
+    const int wg = threadIdx.x / WG_THREADS, eg = PP && wg < 2 ? wg : 0;   // eg: the thread's epilogue
     auto stage = [&](int kb) { return smem + kb % STAGES * STAGE; };
+    floatX *const epi_base = smem + (TMA ? STAGES * STAGE : 0);
     Epi epi;
-    epi.tile[0] = smem + (TMA ? STAGES * STAGE : 0);
+    epi.tile[0] = epi_base + eg * EPI_REGION;
     epi.tile[1] = epi.tile[0] + BM * EPI_COLS;
-    epi.sums = reinterpret_cast<float *>(epi.tile[0] + (EPI_SMEM ? EPI_REGION : 0));
-    float d[ACC];
+    epi.sums = reinterpret_cast<float *>(epi_base + (EPI_SMEM ? EPI_GROUPS * EPI_REGION : 0)) + eg * (EPI_THREADS / WARP_SIZE) * TILE_N;
+    float d[MH][ACC];
+    auto zero = [&]() {
+        for (int h = 0; h < MH; h++)
+            for (int x = 0; x < ACC; x++) d[h][x] = 0.0f;
+    };
     auto products = [&](int kb) {                    // kb's products issued, then kb - 1's awaited
-        const floatX *sa = stage(kb) + wg * 64 * BK, *sb = stage(kb) + BM * BK;
+        const floatX *sb = stage(kb) + BM * BK;
         wgmma_fence();
-        for (int kk = 0; kk < BK / 16; kk++) wgmma_ss<0>(d, desc_k(sa, kk), desc_k(sb, kk), 1);
+        for (int kk = 0; kk < BK / 16; kk++)
+            for (int h = 0; h < MH; h++) wgmma_ss<0>(d[h], desc_k(stage(kb) + (PP ? h : wg) * 64 * BK, kk), desc_k(sb, kk), 1);
         wgmma_commit();
         wgmma_wait<1>();
+    };
+    auto done = [&]() {                              // every product is done
+        wgmma_wait<0>();
+        for (int h = 0; h < MH; h++) pin(d[h]);
     };
     if constexpr (!TMA) {
         const int t = blockIdx.x, m0 = t / N_TILES * BM, n0 = t % N_TILES * TILE_N;
@@ -185,7 +211,7 @@ __device__ __forceinline__ void gemm(const floatX *a, const floatX *b, const Ten
             cp_async_commit();
         }
         before(n0);
-        for (int x = 0; x < ACC; x++) d[x] = 0.0f;
+        zero();
         for (int kb = 0; kb < KBLOCKS; kb++) {
             cp_async_wait<STAGES - 3>();             // kb's copies are in (STAGES - 3 newer groups may still run)
             fence_proxy_async();
@@ -194,36 +220,45 @@ __device__ __forceinline__ void gemm(const floatX *a, const floatX *b, const Ten
             cp_async_commit();
             products(kb);
         }
-        wgmma_wait<0>();
-        pin(d);
-        consumers_sync();                            // both are done with the stages: the epilogue's now
+        done();
+        epi_sync();                                  // both are done with the stages: the epilogue's now
         epi.i = 0;
         epilogue(d, m0, n0, epi);
     } else {
-        __shared__ u64 full[STAGES], empty[STAGES], epi_full, epi_empty;
+        // turn (TILE_WARPGROUPS 1): consumer warpgroup e has waited for every stage of its tile. The other waits for
+        // that before it waits for its next tile's first stage: a wait by parity is only right while the phase waited
+        // for is the barrier's next to complete, and the other's tile's k-blocks come before it in the ring (so too
+        // the mainloops take turns, one warpgroup's products running while the other's epilogue does)
+        __shared__ u64 full[STAGES], empty[STAGES], epi_full[EPI_GROUPS], epi_empty[EPI_GROUPS], turn[EPI_GROUPS];
         const int rank = CLUSTER > 1 ? cluster_rank() : 0;
         if (threadIdx.x == 0) {
             for (int s = 0; s < STAGES; s++) {
                 mbar_init(&full[s], 1);
-                mbar_init(&empty[s], 2 * CLUSTER);  // both consumers of every block whose copies land here
+                mbar_init(&empty[s], (PP ? 1 : 2) * CLUSTER);   // the stage's consumers in every block whose copies land here
             }
-            mbar_init(&epi_full, 1);
-            mbar_init(&epi_empty, 1);
+            for (int e = 0; e < EPI_GROUPS; e++) {
+                mbar_init(&epi_full[e], 1);
+                mbar_init(&epi_empty[e], 1);
+                mbar_init(&turn[e], WG_THREADS);
+            }
             mbar_init_fence();
         }
         if (CLUSTER > 1) cluster_sync();             // the pair's barriers are initialized before either signals them
         else __syncthreads();
-        epi.full = &epi_full;
-        epi.empty = &epi_empty;
+        epi.full = &epi_full[eg];
+        epi.empty = &epi_empty[eg];
         // the block's tiles: group q of CLUSTER row tiles and one column tile, q = the cluster's index, + the clusters,
         // ...; the block takes row tile q / N_TILES * CLUSTER + rank (past the matrix where M_TILES is not a multiple
-        // of CLUSTER: zeros loaded, nothing stored)
+        // of CLUSTER: zeros loaded, nothing stored). Its i-th tile's k-blocks are the i KBLOCKS.. of the stages' ring;
+        // with TILE_WARPGROUPS 1 it goes to epilogue i % 2, as that epilogue's (i / 2)-th.
         const int first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
         auto m0_of = [&](int q) { return (q / N_TILES * CLUSTER + rank) * BM; };
-        int g = 0, i = 0;                            // the block's k-blocks and tiles so far
+        // the producer's registers to the consumers (PTX ISA, "setmaxnreg"): 40 + 2 x 232 = 3 x 168, the 384 threads' share
+        // of the 64K the launch bounds give them
         if (wg == 2) {
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
             if (threadIdx.x == 2 * WG_THREADS)       // one thread issues every copy
-                for (int q = first; q < GROUPS; q += step, i++) {
+                for (int q = first, i = 0, g = 0; q < GROUPS; q += step, i++) {
                     const int m0 = m0_of(q), n0 = q % N_TILES * TILE_N;
                     for (int kb = 0; kb < KBLOCKS; kb++, g++) {
                         u64 *bar = &full[g % STAGES];
@@ -238,56 +273,71 @@ __device__ __forceinline__ void gemm(const floatX *a, const floatX *b, const Ten
                                 tma_load(stage(g) + (BM + h * BOX_ROWS) * BK, mb, kb * BK, n0 + h * BOX_ROWS, bar);
                         }
                     }
-                    if (epi_in) {                    // after the tile's stages: the epilogue of tile i - 1 is long done
-                        if (i > 0) mbar_wait(&epi_empty, (i - 1) & 1);
-                        mbar_expect(&epi_full, BM * TILE_N * 2);
-                        for (int p = 0; p < TILE_N / 64; p++) tma_load(epi.tile[0] + p * BM * 64, *epi_in, n0 + 64 * p, m0, &epi_full);
+                    // the backward's tile of pre for the epilogue, after the tile's stages: the epilogue's last tile
+                    // is long done (with TILE_WARPGROUPS 1 before them measured slower: the producer then waits for
+                    // tile i - 2's epilogue before it loads any of tile i's stages)
+                    if (epi_in) {
+                        const int e = i % EPI_GROUPS, j = i / EPI_GROUPS;
+                        if (j > 0) mbar_wait(&epi_empty[e], (j - 1) & 1);
+                        mbar_expect(&epi_full[e], BM * TILE_N * 2);
+                        for (int p = 0; p < TILE_N / 64; p++)
+                            tma_load(epi_base + e * EPI_REGION + p * BM * 64, *epi_in, n0 + 64 * p, m0, &epi_full[e]);
                     }
                 }
         } else {
-            int freed = 0;                           // k-blocks whose stages are released
-            auto release_to = [&](int last) {        // the stages of k-blocks freed..last
-                for (; freed <= last; freed++)
-                    if (threadIdx.x % WG_THREADS == 0) release(&empty[freed % STAGES]);
-            };
-            if (first < GROUPS) before(first % N_TILES * TILE_N);
-            for (int x = 0; x < ACC; x++) d[x] = 0.0f;
-            for (int q = first; q < GROUPS; q += step, i++) {
-                const int m0 = m0_of(q), n0 = q % N_TILES * TILE_N, next = q + step;
+            asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+            const int i0 = PP ? wg : 0, di = PP ? 2 : 1;   // the block's tiles this warpgroup computes: i0, i0 + di, ..
+            if (first + i0 * step < GROUPS) before((first + i0 * step) % N_TILES * TILE_N);
+            zero();
+            for (int i = i0; first + i * step < GROUPS; i += di) {
+                const int q = first + i * step, m0 = m0_of(q), n0 = q % N_TILES * TILE_N, next = q + di * step;
+                int g = i * KBLOCKS, freed = g;      // freed: the first k-block whose stage is not released
+                auto release_to = [&](int last) {    // the stages of k-blocks freed..last
+                    for (; freed <= last; freed++)
+                        if (threadIdx.x % WG_THREADS == 0) release(&empty[freed % STAGES]);
+                };
+                if (PP && i > 0) mbar_wait(&turn[1 - wg], (i - 1) / 2 & 1);   // the other's tile i - 1
                 for (int kb = 0; kb < KBLOCKS; kb++, g++) {
                     mbar_wait(&full[g % STAGES], (g / STAGES) & 1);
                     products(g);
                     release_to(g - 1);
+                    // the backward: once the last epilogue's TMA store has read its tile, the producer may load the
+                    // next tile of pre there (waited for here, after this tile's first products are issued, and not
+                    // at the epilogue's end, where the warpgroup would wait with nothing to do)
+                    if (epi_in && kb == 0 && i > i0 && etid() == 0) {
+                        tma_store_wait_read();
+                        mbar_arrive(epi.empty);
+                    }
                 }
-                wgmma_wait<0>();
-                pin(d);
+                if (PP) mbar_arrive(&turn[wg]);
+                done();
                 release_to(g - 1);
-                epi.i = i;
+                epi.i = i / di;
                 epilogue(d, m0, n0, epi);
-                for (int x = 0; x < ACC; x++) d[x] = 0.0f;
+                zero();
                 if (next < GROUPS) before(next % N_TILES * TILE_N);   // after the epilogue (it reads what before stored)
             }
-            if (threadIdx.x == 0) tma_store_wait();  // the last tile's stores are complete before the block ends
+            if (etid() == 0) tma_store_wait();       // the epilogue's last stores are complete before the block ends
         }
         if (CLUSTER > 1) cluster_sync();             // no block ends while the other may still signal its barriers
     }
 }
 
-// The epilogue's first step (both warpgroups, threads 0..255): its output tiles are free (WARPGROUPS 3: the last TMA
-// stores have read them), and with WARPGROUPS 3 the backward's tile of pre has landed (load_in)
+// The epilogue's first step (its threads): its output tiles are free (WARPGROUPS 3: the last TMA stores have read
+// them), and with WARPGROUPS 3 the backward's tile of pre has landed (load_in)
 __device__ __forceinline__ void epi_begin(const Epi &e, bool load_in) {
     if (TMA) {
-        if (threadIdx.x == 0) tma_store_wait_read();
+        if (etid() == 0) tma_store_wait_read();
         if (load_in) mbar_wait(e.full, e.i & 1);
-        consumers_sync();
+        epi_sync();
     }
 }
-// the tile t (W columns) of the epilogue's layout -> rows m0.., columns n0.. of dst: by TMA from thread 0 (WARPGROUPS 3;
-// map is dst's, the caller commits), else by every thread in 16-byte chunks
+// the tile t (W columns) of the epilogue's layout -> rows m0.., columns n0.. of dst: by TMA from the epilogue's thread 0
+// (WARPGROUPS 3; map is dst's, the caller commits), else by every thread in 16-byte chunks
 template <int W>
 __device__ __forceinline__ void tile_store(floatX *dst, const TensorMap &map, const floatX *t, int m0, int n0) {
     if (TMA) {
-        if (threadIdx.x == 0)
+        if (etid() == 0)
             for (int p = 0; p < W / 64; p++) tma_store(map, t + p * BM * 64, n0 + 64 * p, m0);
         return;
     }
@@ -313,20 +363,21 @@ __device__ __forceinline__ void tile_load(floatX *t, const floatX *src, int m0, 
     cp_async_wait<0>();
 }
 
-// Where the thread's accumulators go: rows r and r + 8 (half 0, 1) of the block's tile, columns c + 8j and c + 8j + 1
-// of 8-column tile j (common.cuh's layout; warpgroup warp / 4 owns rows 64 (warp / 4)..), as offsets in the tile
-// (local) and in the matrix (global, -1 outside it).
+// Where the thread's accumulators go: rows r + 64 mh and r + 64 mh + 8 (half 0, 1) of the block's tile, columns c + 8j
+// and c + 8j + 1 of 8-column tile j (common.cuh's layout; warp is the thread's among its epilogue's: with TILE_WARPGROUPS
+// 2 warpgroup warp / 4 owns rows 64 (warp / 4).., with 1 each warp its 16 rows of both halves), as offsets in the
+// tile (local) and in the matrix (global, -1 outside it).
 struct Place {
     int r, c, lane, warp, m0, n0;
     __device__ __forceinline__ Place(int m0_, int n0_) : m0(m0_), n0(n0_) {
         lane = threadIdx.x % WARP_SIZE;
-        warp = threadIdx.x / WARP_SIZE;
+        warp = etid() / WARP_SIZE;
         r = 16 * warp + lane / 4;
         c = lane % 4 * 2;
     }
-    __device__ __forceinline__ int local(int j, int half) const { return slot(r + 8 * half, c + 8 * j); }
-    __device__ __forceinline__ long long global(int j, int half) const {
-        const int row = m0 + r + 8 * half, col = n0 + c + 8 * j;
+    __device__ __forceinline__ int local(int mh, int j, int half) const { return slot(r + 64 * mh + 8 * half, c + 8 * j); }
+    __device__ __forceinline__ long long global(int mh, int j, int half) const {
+        const int row = m0 + r + 64 * mh + 8 * half, col = n0 + c + 8 * j;
         return row < GEMM_M && col < GEMM_N ? (long long)row * GEMM_N + col : -1;
     }
 };
@@ -335,21 +386,23 @@ struct Place {
 static_assert(STAGES >= 3 || WARPGROUPS == 3,
               "fc_gemm: STAGES of at least 3 (the copies of k-block kb + STAGES - 2 go where kb - 2 was)");
 static_assert(!TMA || (EPI_SMEM && TILE_N % 128 == 0), "fc_gemm: WARPGROUPS 3 stores through shared memory (EPI_BYTES 16)");
+static_assert(!PP || (TMA && TILE_N == 128 && CLUSTER == 1), "fc_gemm: TILE_WARPGROUPS 1 takes WARPGROUPS 3, TILE_N 128, CLUSTER 1");
 
 KERNEL(fc_gelu_forward) {
 #if HOPPER_WGMMA
     extern __shared__ __align__(16) unsigned char smem_bytes[];
-    // WARPGROUPS 3: the tile's bias, copied by cp.async while the products run (no thread waits for it before its
-    // products; the epilogue waits); the last epilogue's reads of bias_s ended at its barrier
-    __shared__ __align__(16) floatX bias_s[TMA ? TILE_N : 8];
+    // WARPGROUPS 3: the tile's bias (each epilogue's own), copied by cp.async while the products run (no thread waits
+    // for it before its products; the epilogue waits); the last epilogue's reads of it ended at its barrier
+    __shared__ __align__(16) floatX bias_s[TMA ? EPI_GROUPS * TILE_N : 8];
+    floatX *const bs = bias_s + (PP && threadIdx.x < 2 * WG_THREADS ? threadIdx.x / WG_THREADS * TILE_N : 0);
     auto before = [&](int n0) {
         if (TMA) {
-            for (int c = threadIdx.x * 8; c < TILE_N; c += 256 * 8)
-                cp_async16(bias_s + c, bias + (n0 + c < GEMM_N ? n0 + c : 0), n0 + c < GEMM_N);
+            for (int c = etid() * 8; c < TILE_N; c += EPI_THREADS * 8)
+                cp_async16(bs + c, bias + (n0 + c < GEMM_N ? n0 + c : 0), n0 + c < GEMM_N);
             cp_async_commit();
         }
     };
-    gemm(inp, weight, tm_inp, tm_weight, nullptr, smem_bytes, before, [&](float (&d)[ACC], int m0, int n0, const Epi &e) {
+    gemm(inp, weight, tm_inp, tm_weight, nullptr, smem_bytes, before, [&](float (&d)[MH][ACC], int m0, int n0, const Epi &e) {
         floatX *tpre = e.tile[0], *tout = e.tile[1];
         const Place p(m0, n0);
         if (TMA) cp_async_wait<0>();                 // the bias (the barrier of epi_begin shows it to every thread)
@@ -361,32 +414,33 @@ KERNEL(fc_gelu_forward) {
                 x2 bc[CHUNK];                        // the chunk's bias (WARPGROUPS 2: all loads in flight before any is used)
                 for (int j = 0; j < CHUNK; j++) {
                     const int c = p.c + 8 * (j0 + j);
-                    bc[j] = TMA ? load_vec<floatX, 2>(bias_s + c) : n0 + c < GEMM_N ? load_vec<floatX, 2>(bias + n0 + c) : x2::zeros();
+                    bc[j] = TMA ? load_vec<floatX, 2>(bs + c) : n0 + c < GEMM_N ? load_vec<floatX, 2>(bias + n0 + c) : x2::zeros();
                 }
 #pragma unroll
                 for (int j = 0; j < CHUNK; j++)
-                    for (int half = 0; half < 2; half++) {
-                        x2 pv, ov;
-                        for (int v = 0; v < 2; v++) {
-                            pv[v] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + v] + to_f(bc[j][v]));
-                            ov[v] = from_f<floatX>(gelu_tanh(to_f(pv[v])));   // of the stored pre-activation, as the backward reads it
+                    for (int mh = 0; mh < MH; mh++)
+                        for (int half = 0; half < 2; half++) {
+                            x2 pv, ov;
+                            for (int v = 0; v < 2; v++) {
+                                pv[v] = from_f<floatX>(d[mh][4 * (j0 + j) + 2 * half + v] + to_f(bc[j][v]));
+                                ov[v] = from_f<floatX>(gelu_tanh(to_f(pv[v])));   // of the stored pre-activation, as the backward reads it
+                            }
+                            if (EPI_SMEM) {
+                                const int at = p.local(mh, j0 + j - h * EPI_COLS / 8, half);
+                                store_vec<floatX, 2>(tpre + at, pv);
+                                store_vec<floatX, 2>(tout + at, ov);
+                            } else if (const long long i = p.global(mh, j0 + j, half); i >= 0) {
+                                store_vec<floatX, 2>(pre + i, pv);
+                                store_vec<floatX, 2>(out + i, ov);
+                            }
                         }
-                        if (EPI_SMEM) {
-                            const int at = p.local(j0 + j - h * EPI_COLS / 8, half);
-                            store_vec<floatX, 2>(tpre + at, pv);
-                            store_vec<floatX, 2>(tout + at, ov);
-                        } else if (const long long i = p.global(j0 + j, half); i >= 0) {
-                            store_vec<floatX, 2>(pre + i, pv);
-                            store_vec<floatX, 2>(out + i, ov);
-                        }
-                    }
             }
             if (EPI_SMEM) {
                 if (TMA) fence_proxy_async();        // the tiles' writes are visible to the TMA stores
-                consumers_sync();
+                epi_sync();
                 tile_store<EPI_COLS>(pre, tm_pre, tpre, m0, n0 + h * EPI_COLS);
                 tile_store<EPI_COLS>(out, tm_out, tout, m0, n0 + h * EPI_COLS);
-                if (TMA && threadIdx.x == 0) tma_store_commit();
+                if (TMA && etid() == 0) tma_store_commit();
             }
         }
     });
@@ -396,59 +450,56 @@ KERNEL(fc_gelu_forward) {
 KERNEL(fcproj_dgelu_backward) {
 #if HOPPER_WGMMA
     extern __shared__ __align__(16) unsigned char smem_bytes[];
-    gemm(dout, wt, tm_dout, tm_wt, &tm_pre, smem_bytes, [](int) {}, [&](float (&d)[ACC], int m0, int n0, const Epi &e) {
+    gemm(dout, wt, tm_dout, tm_wt, &tm_pre, smem_bytes, [](int) {}, [&](float (&d)[MH][ACC], int m0, int n0, const Epi &e) {
         floatX *tile = e.tile[0];                    // pre, overwritten by dpre in place (each thread its own elements)
         const Place p(m0, n0);
         epi_begin(e, true);
         if (EPI_SMEM && !TMA) {
             tile_load(tile, pre, m0, n0);
-            consumers_sync();
+            epi_sync();
         }
 #pragma unroll
         for (int j0 = 0; j0 < TILE_N / 8; j0 += CHUNK) {
-            x2 pre_v[CHUNK][2];                      // the chunk's pre-activations, all loads in flight before any is used
+            x2 pre_v[CHUNK][MH][2];                  // the chunk's pre-activations, all loads in flight before any is used
             for (int j = 0; j < CHUNK; j++)
-                for (int half = 0; half < 2; half++) {
-                    const long long i = p.global(j0 + j, half);
-                    pre_v[j][half] = EPI_SMEM ? load_vec<floatX, 2>(tile + p.local(j0 + j, half))
-                                     : i >= 0 ? load_vec<floatX, 2>(pre + i) : x2::zeros();
-                }
+                for (int mh = 0; mh < MH; mh++)
+                    for (int half = 0; half < 2; half++) {
+                        const long long i = p.global(mh, j0 + j, half);
+                        pre_v[j][mh][half] = EPI_SMEM ? load_vec<floatX, 2>(tile + p.local(mh, j0 + j, half))
+                                             : i >= 0 ? load_vec<floatX, 2>(pre + i) : x2::zeros();
+                    }
 #pragma unroll
             for (int j = 0; j < CHUNK; j++) {
                 float s[2] = {0.0f, 0.0f};
-                for (int half = 0; half < 2; half++) {
-                    const long long i = p.global(j0 + j, half);
-                    x2 g;
-                    for (int v = 0; v < 2; v++) {
-                        g[v] = from_f<floatX>(d[4 * (j0 + j) + 2 * half + v] * gelu_grad_tanh(to_f(pre_v[j][half][v])));
-                        if (i >= 0) s[v] += to_f(g[v]);   // the sums are of the stored gradient
+                for (int mh = 0; mh < MH; mh++)
+                    for (int half = 0; half < 2; half++) {
+                        const long long i = p.global(mh, j0 + j, half);
+                        x2 g;
+                        for (int v = 0; v < 2; v++) {
+                            g[v] = from_f<floatX>(d[mh][4 * (j0 + j) + 2 * half + v] * gelu_grad_tanh(to_f(pre_v[j][mh][half][v])));
+                            if (i >= 0) s[v] += to_f(g[v]);   // the sums are of the stored gradient
+                        }
+                        if (EPI_SMEM) store_vec<floatX, 2>(tile + p.local(mh, j0 + j, half), g);
+                        else if (i >= 0) store_vec<floatX, 2>(dpre + i, g);
                     }
-                    if (EPI_SMEM) store_vec<floatX, 2>(tile + p.local(j0 + j, half), g);
-                    else if (i >= 0) store_vec<floatX, 2>(dpre + i, g);
-                }
-                for (int v = 0; v < 2; v++) {        // over the warp's 16 rows: the lanes of one column
+                for (int v = 0; v < 2; v++) {        // over the warp's rows: the lanes of one column
                     for (int o = 4; o < WARP_SIZE; o <<= 1) s[v] += __shfl_xor_sync(FULL_MASK, s[v], o);
                     if (p.lane < 4) e.sums[p.warp * TILE_N + 8 * (j0 + j) + 2 * p.lane + v] = s[v];
                 }
             }
         }
         if (TMA) fence_proxy_async();                // the tile's writes are visible to the TMA store
-        consumers_sync();
+        epi_sync();
         if (EPI_SMEM) tile_store<TILE_N>(dpre, tm_dpre, tile, m0, n0);
-        if (TMA && threadIdx.x == 0) tma_store_commit();
-        for (int c = threadIdx.x; c < TILE_N; c += 256) {   // the warps' sums, in order
+        if (TMA && etid() == 0) tma_store_commit();
+        for (int c = etid(); c < TILE_N; c += EPI_THREADS) {   // the warps' sums, in order
             if (n0 + c >= GEMM_N || m0 >= GEMM_M) continue;   // a cluster's block past the matrix has no partials
             float t = 0.0f;
-            for (int w = 0; w < 8; w++) t += e.sums[w * TILE_N + c];
+            for (int w = 0; w < EPI_THREADS / WARP_SIZE; w++) t += e.sums[w * TILE_N + c];
             scratch[(long long)(m0 / BM) * GEMM_N + n0 + c] = t;
         }
-        if (TMA) {
-            if (threadIdx.x == 0) {                  // the store has read the tile: the producer may load the next pre
-                tma_store_wait_read();
-                mbar_arrive(e.empty);
-            }
-            consumers_sync();                        // the sums are read before the next tile's epilogue writes them
-        }
+        // (WARPGROUPS 3: the sums are read before the next tile's epilogue writes them, as its first barrier says;
+        // the producer is told when the tile is read in gemm)
     });
 #endif
 }

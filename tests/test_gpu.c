@@ -80,6 +80,15 @@ static const Variant variants[] = {
                                   "model.n_embd=256", "model.n_head=4", "model.n_layer=2", "model.max_seq_len=100",
                                   "train.seq_len=100", "train.batch_size=2", "train.total_batch_size=200",
                                   "tune.fc_gemm.GRID=4", NULL}},
+    /* and in bf16 with each consumer warpgroup on whole 128 x 128 tiles of its own, the two in turn (TILE_WARPGROUPS 1):
+       300 rows and 1792 columns make 3 x 14 tiles, through 8 persistent blocks (6 tiles for some, 5 for others: the
+       second warpgroup with one tile fewer than the first in some), k = 448 (each tile's 7 k-blocks through 3 stages:
+       the other warpgroup's tile's k-blocks lie between a warpgroup's tiles in the ring, and each stage goes through
+       several phases a tile) */
+    {"gt-bf16-fused-pingpong", {"name=gt-bf16-fused-pingpong", "precision=bf16", "train.gelu=fused", "model.n_embd=448",
+                                "model.n_head=7", "model.n_layer=2", "model.max_seq_len=100", "train.seq_len=100",
+                                "train.batch_size=3", "train.total_batch_size=300", "tune.fc_gemm.TILE_WARPGROUPS=1",
+                                "tune.fc_gemm.TILE_N=128", "tune.fc_gemm.STAGES=3", "tune.fc_gemm.GRID=8", NULL}},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -138,6 +147,7 @@ VARIANT_TESTS(8, bf16_wgmma)
 VARIANT_TESTS(9, bf16_fused)
 VARIANT_TESTS(10, fp16_fused)
 VARIANT_TESTS(11, fp16_fused_persistent)
+VARIANT_TESTS(12, bf16_fused_pingpong)
 
 /* Several plans of one model on the GPU (gen/plan.h): variant i's training plan and its one-row sampling plan,
    two CUDA backends in one process, the second on the first's weights, each with its own kernels (B baked in)
@@ -317,6 +327,7 @@ int main(int argc, char **argv) {
     RUN(test_build_bf16_fused);
     RUN(test_build_fp16_fused);
     RUN(test_build_fp16_fused_persistent);
+    RUN(test_build_bf16_fused_pingpong);
     RUN(test_gpu_fp32);
     RUN(test_gpu_bf16);
     RUN(test_gpu_fp32_hs64);
@@ -329,6 +340,7 @@ int main(int argc, char **argv) {
     RUN(test_gpu_bf16_fused);
     RUN(test_gpu_fp16_fused);
     RUN(test_gpu_fp16_fused_persistent);
+    RUN(test_gpu_bf16_fused_pingpong);
     RUN(test_gpu_forward_plan_fp32);
     RUN(test_gpu_forward_plan_bf16);
     RUN(test_gpu_forward_plan_bf16_cudnn);

@@ -505,6 +505,23 @@ static void test_gelu_fused(void) {
     const char *pair128[] = {"train.gelu=fused", "tune.fc_gemm.CLUSTER=2", "tune.fc_gemm.TILE_N=128", NULL};
     CHECK(make("configs/gpt2-124M.lua", pair128, &err) != 0 && strstr(err.msg, "CLUSTER 2"), "CLUSTER 2 with TILE_N 128: %s",
           err.msg);
+    /* a tile for each consumer warpgroup: 128 x 128 only, on TMA, no clusters; its two epilogues' shared memory */
+    const char *pp256[] = {"train.gelu=fused", "tune.fc_gemm.TILE_WARPGROUPS=1", NULL};
+    CHECK(make("configs/gpt2-124M.lua", pp256, &err) != 0 && strstr(err.msg, "TILE_WARPGROUPS 1"),
+          "TILE_WARPGROUPS 1 with TILE_N 256: %s", err.msg);
+    const char *pp2[] = {"train.gelu=fused", "tune.fc_gemm.TILE_WARPGROUPS=1", "tune.fc_gemm.TILE_N=128",
+                         "tune.fc_gemm.WARPGROUPS=2", "tune.fc_gemm.SM_BLOCKS=2", NULL};
+    CHECK(make("configs/gpt2-124M.lua", pp2, &err) != 0 && strstr(err.msg, "TILE_WARPGROUPS 1"),
+          "TILE_WARPGROUPS 1 with WARPGROUPS 2: %s", err.msg);
+    const char *pp5[] = {"train.gelu=fused", "tune.fc_gemm.TILE_WARPGROUPS=1", "tune.fc_gemm.TILE_N=128",
+                         "tune.fc_gemm.STAGES=5", NULL};
+    CHECK(make("configs/gpt2-124M.lua", pp5, &err) != 0 && strstr(err.msg, "shared memory"),
+          "TILE_WARPGROUPS 1 with 5 stages (5 x 32 KiB and two epilogues of 32 KiB): %s", err.msg);
+    const char *pp[] = {"train.gelu=fused", "tune.fc_gemm.TILE_WARPGROUPS=1", "tune.fc_gemm.TILE_N=128",
+                        "tune.fc_gemm.STAGES=4", NULL};
+    if (make("configs/gpt2-124M.lua", pp, &err)) { CHECK(0, "%s", err.msg); return; }
+    CHECK(plan.kernels[K_FC_GELU_FORWARD].dims.smem == 4 * 32768 + 2 * 32768 + 8 * 128 * 4 + 1024,
+          "TILE_WARPGROUPS 1, 4 stages: %u bytes of shared memory", plan.kernels[K_FC_GELU_FORWARD].dims.smem);
     /* pairs of blocks on row tiles m, m + 1: 3 row tiles (300 rows) and 640 / 256 = 3 column tiles make 2 x 3 pairs */
     const char *pairs[] = {"train.gelu=fused", "tune.fc_gemm.CLUSTER=2", "model.n_embd=160", "model.n_head=5",
                            "train.batch_size=3", "train.seq_len=100", "train.total_batch_size=300", NULL};
