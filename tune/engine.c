@@ -128,6 +128,9 @@ static int run(Tuner *t, Err *err) {
     if (sweep_kernels_compile(t, err)) return -1;
     sweep_matmuls(t);   /* the matmuls first: most of the step's time */
     sweep_kernels(t);
+    if (t->lost[0])   /* the variant's failure is recorded (a later tune skips it); nothing after it was measured */
+        return err_set(err, "%s, which broke the GPU's context: the tune stops here (the database keeps what was "
+                       "measured before and that variant's failure); run it again to measure the rest", t->lost);
     /* the tuned plan, as a build will see it: the database's best records applied */
     Plan *tuned = xmalloc(sizeof *tuned);
     *tuned = t->plan;

@@ -152,8 +152,12 @@ static void sweep_family(Tuner *t, int i) {
                 size_t len = strlen(rejects);
                 snprintf(rejects + len, sizeof rejects - len, "  rejected %s %s: %s: %.200s\n", fam, name, status, err.msg);
             }
+            Err probe;
+            if (!strcmp(status, "launch") && gpu_wait(&t->g, &probe))   /* a fault: every later call would fail too */
+                snprintf(t->lost, sizeof t->lost, "%s variant %.200s: %.300s", fam, name, err.msg);
         }
         tuner_progress(t, fam, name, &r, old != NULL);
+        if (t->lost[0]) break;
         if (strcmp(r.status, "ok")) { rejected++; continue; }
         ok++;
         if (j == 0) default_us = r.us;
@@ -161,6 +165,10 @@ static void sweep_family(Tuner *t, int i) {
     }
     free(ref);
     dfree_all(&t->g);
+    if (t->lost[0]) {
+        fprintf(t->rep, "kernel %-12s stopped: %s broke the GPU's context\n%s", fam, t->lost, rejects);
+        return;
+    }
     if (best < 0 || default_us <= 0) {
         fprintf(t->rep, "kernel %-12s no variant could be timed; default kept\n%s", fam, rejects);
         return;
@@ -184,6 +192,7 @@ void sweep_kernels(Tuner *t) {
     for (int k = 0; k < t->plan.n_families; k++) {
         int i = order[k];
         if (!tuner_matches(t, t->plan.families[i].decl->family)) continue;
+        if (t->lost[0]) break;
         sweep_family(t, i);
         fflush(t->rep);
     }

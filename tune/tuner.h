@@ -29,6 +29,7 @@ typedef struct {
     TuneDb db;
     double t0;
     int done, total, over_budget, failed;
+    char lost[600];                      /* what broke the GPU's context (an error every later call returns), or "" */
     G g;
     Flush flush;
     FamilyVariants fv[PLAN_MAX_FAMILIES];
