@@ -6,8 +6,9 @@
 #   model-test  `gpt2gen test` at MODEL with the fused path (every kernel at the model's B and T)
 #   tune   the fc_gemm family's variants and the cuBLASLt matmuls they replace, at MODEL (default 124M), into a
 #          scratch tuning database (the real one is left alone)
-#   steps  whole steps of the fused path against the same build's default GELU path (bench/bench.sh, NO_TORCH=1
-#          unless TORCH=1), at MODELS (default "124M 350M")
+#   steps  whole steps of the fused path at the family's defaults against the same build's cuBLASLt epilogues and GELU
+#          kernels, and the fused path with a tile for each consumer warpgroup (pingpong: TILE_WARPGROUPS 1, TILE_N
+#          128, STAGES 4) (bench/bench.sh, NO_TORCH=1 unless TORCH=1), at MODELS (default "124M 350M")
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
 PARTS=${PARTS:-"tests tune steps model-test"}
@@ -32,9 +33,10 @@ for part in $PARTS; do
     steps)
         printf '#!/bin/sh\nexec ./gpt2gen "$@" --set train.gelu=%s\n' epilogue > build/gelu-epilogue.sh
         printf '#!/bin/sh\nexec ./gpt2gen "$@" --set train.gelu=%s\n' kernel > build/gelu-kernel.sh
-        chmod +x build/gelu-epilogue.sh build/gelu-kernel.sh
+        printf '#!/bin/sh\nexec ./gpt2gen "$@" --set train.gelu=fused --set tune.fc_gemm.TILE_WARPGROUPS=1 --set tune.fc_gemm.TILE_N=128 --set tune.fc_gemm.STAGES=4\n' > build/gelu-pingpong.sh
+        chmod +x build/gelu-epilogue.sh build/gelu-kernel.sh build/gelu-pingpong.sh
         if [ -n "$TORCH" ]; then no_torch=; else no_torch=1; fi
         NO_TORCH=$no_torch STEPS=${STEPS:-20} NO_PROFILE=1 ATTENTIONS=flash MODELS="${MODELS:-124M 350M}" \
-            BUILDS="epilog=build/gelu-epilogue.sh kernel=build/gelu-kernel.sh" SETS="--set train.gelu=fused" sh bench/bench.sh ;;
+            BUILDS="epilog=build/gelu-epilogue.sh kernel=build/gelu-kernel.sh pingpg=build/gelu-pingpong.sh" SETS="--set train.gelu=fused" sh bench/bench.sh ;;
     esac
 done
