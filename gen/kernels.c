@@ -288,10 +288,6 @@ static const char *fcg_check(const KernelEnv *e, char *why, size_t n) {
                  "TILE_N 128 and CLUSTER 1");
         return why;
     }
-    if (e->tun[FCG_TILE_WARPGROUPS] != 1 && e->tun[FCG_TILE_WARPGROUPS] != 2) {
-        snprintf(why, n, "fc_gemm: TILE_WARPGROUPS is 1 or 2, not %d", e->tun[FCG_TILE_WARPGROUPS]);
-        return why;
-    }
     /* a multiprocessor has 228 KiB of shared memory, of which each block takes 1 KiB for the system */
     if ((fcg_smem(e) + 1024) * e->tun[FCG_SM_BLOCKS] <= 228 * 1024 && fcg_smem(e) <= KERNEL_MAX_SMEM) return NULL;
     snprintf(why, n, "fc_gemm: %d stages of TILE_N %d take %lld bytes of shared memory a block, and %d blocks of them "
