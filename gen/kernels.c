@@ -469,8 +469,9 @@ const FamilyDecl kernel_families[] = {
        slower on the H200); GRID: the persistent blocks of WARPGROUPS 3 (132: a wave of the H200's multiprocessors;
        the tests take fewer, so that each block goes through several tiles); TILE_WARPGROUPS: the consumer warpgroups
        of a tile with WARPGROUPS 3, 2 (64 rows each) or 1 (each a whole tile of its own, the two in turn, so that one's
-       epilogue runs while the other's products do; TILE_N 128). Defaults: the fastest variant at gpt2-124M and 350M on the H200
-       (bench/RESULTS.md, "Issue 22, twelfth pass": 1.32x and 1.24x the cp.async variant's time) */
+       epilogue runs while the other's products do; TILE_N 128). Defaults: the fastest variant at gpt2-350M on the H200 and
+       at 124M but for TILE_WARPGROUPS 1 (bench/RESULTS.md, "Issue 22, twelfth pass": 1.32x and 1.24x the cp.async
+       variant's time; "thirteenth pass": pingpong 4-5% faster at 124M, level at 350M, no faster in whole steps) */
     {"fc_gemm", "templates/fc_gemm.cu", "the fc matmul with the GELU, and the fcproj dinp with the GELU backward and "
      "the fc bias gradient (Hopper's wgmma; train.gelu = \"fused\")",
      {{"TILE_N", 256, {128, 256}, .min = 128, .max = 256, .multiple_of = 128},
