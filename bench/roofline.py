@@ -27,6 +27,7 @@ import os
 import re
 import statistics
 import sys
+import time
 
 # Model shapes by name: layers, heads, channels, and the batch bench/bench.sh runs them at (T = 1024).
 MODELS = {
@@ -46,7 +47,8 @@ LN_BWD_BLOCKS = 512  # layernorm_backward's blocks: min(ceil(B*T / 8), 512), eac
 # ---------------------------------------------------------------------------------------------------------------
 
 def measure_ceilings(runs=10, warmup=3):
-    """The bf16 matmul ceiling (TFLOP/s) at 8192^3 and at m=65536 k=768 n=3072, and the copy bandwidth (TB/s)."""
+    """The bf16 matmul ceiling (TFLOP/s) at 8192^3 (also sustained for seconds) and at m=65536 k=768 n=3072, and the
+    copy bandwidth (TB/s)."""
     try:
         import torch
     except ImportError:
@@ -78,7 +80,32 @@ def measure_ceilings(runs=10, warmup=3):
         del a, b, out
         return 2.0 * m * n * k / (ms * 1e-3) / 1e12
 
+    def sustained_tflops(n=8192, warm_s=2.0, timed_s=2.0):
+        """The 8192^3 matmul back to back for warm_s seconds (long enough for the GPU to reach its power cap and lower
+        its clock, as a training step's does), then timed for timed_s: the ceiling a whole step can hold."""
+        a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+        b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+        out = torch.empty(n, n, device=dev, dtype=torch.bfloat16)
+        t0 = time.time()
+        while time.time() - t0 < warm_s:
+            for _ in range(10):
+                torch.matmul(a, b, out=out)
+            torch.cuda.synchronize()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        count, t0 = 0, time.time()
+        start.record()
+        while time.time() - t0 < timed_s:
+            for _ in range(10):
+                torch.matmul(a, b, out=out)
+            count += 10
+            torch.cuda.synchronize()
+        stop.record()
+        stop.synchronize()
+        del a, b, out
+        return 2.0 * n * n * n * count / (start.elapsed_time(stop) * 1e-3) / 1e12
+
     tflops = matmul_tflops(8192, 8192, 8192)
+    sustained = sustained_tflops()
     tflops_gpt2 = matmul_tflops(65536, 768, 3072)
     nbytes = 2 << 30   # 2 GiB
     src = torch.ones(nbytes, device=dev, dtype=torch.uint8)
@@ -87,6 +114,7 @@ def measure_ceilings(runs=10, warmup=3):
     tbps = 2.0 * nbytes / (ms * 1e-3) / 1e12   # read once, written once
     del src, dst
     return dict(matmul_tflops=tflops, matmul_tflops_gpt2_shape=tflops_gpt2, bandwidth_tbps=tbps,
+                matmul_tflops_sustained=sustained,
                 source="measured: torch %s on %s (median of %d after %d warm-up)"
                        % (torch.__version__, torch.cuda.get_device_name(0), runs, warmup))
 
@@ -365,6 +393,14 @@ def markdown(prof, rows, ceil, s, log_name):
                % (floor_sum, "" if not unknown_ms else " (unknown ops' %.2f ms left out)" % unknown_ms,
                   prof["total"], tok / (prof["total"] * 1e-3), tok, floor_sum, tok / (floor_sum * 1e-3),
                   prof["total"] / floor_sum))
+    sus = ceil.get("matmul_tflops_sustained")
+    if sus:   # the step runs at the GPU's power cap, where the matmul ceiling is lower than in a short run
+        sus_rows = [r for r in roofline_rows(prof, work_table(s), dict(ceil, matmul_tflops=sus)) if r["floor_ms"] is not None]
+        sus_sum = sum(r["floor_ms"] for r in sus_rows)
+        out.append("At the sustained matmul ceiling (%.0f TFLOP/s: the 8192^3 matmul after 2 s back to back, where the "
+                   "GPU holds its power cap by lowering its clock, as it does in a training step) the sum of floors "
+                   "is %.2f ms: %.0f tok/s (%.2fx the profile's rate)."
+                   % (sus, sus_sum, tok / (sus_sum * 1e-3), prof["total"] / sus_sum))
     att = [r for r in known if "floor_fa3_ms" in r]
     if att:
         fa3_sum = floor_sum + sum(r["floor_fa3_ms"] - r["floor_ms"] for r in att)

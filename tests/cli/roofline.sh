@@ -69,4 +69,14 @@ print("qkv floor %.2f ms, classifier floor %.2f ms, floors %.2f ms" % (qkv["floo
 PY
 if [ $? -eq 0 ]; then ok roofline_floors "$(python3 -c "import json; d = json.load(open('$WORK/rows.json')); print('sum of floors %.2f ms of %.2f' % (d['floor_sum_ms'], d['total_ms']))")"
 else fail roofline_floors "see $out"; fi
+# a sustained ceiling (the power cap's; measured ceilings have it, a file may give it): its sum of floors is the one
+# a run at that ceiling computes
+printf '{"matmul_tflops": 790, "bandwidth_tbps": 4.3, "matmul_tflops_sustained": 395, "source": "test"}\n' > "$WORK/ceil.json"
+python3 bench/roofline.py --ceilings "$WORK/ceil.json" --model 124M --classifier-chunks 8 "$WORK/after.log" > "$WORK/sus.md" 2>&1 &&
+    python3 bench/roofline.py --ceilings 395,4.3 --model 124M --classifier-chunks 8 --json "$WORK/rows395.json" \
+        "$WORK/after.log" > /dev/null 2>&1
+got=$(sed -n 's/.*At the sustained matmul ceiling (395 TFLOP\/s.* the sum of floors is \([0-9.]*\) ms.*/\1/p' "$WORK/sus.md")
+want=$(python3 -c "import json; print('%.2f' % json.load(open('$WORK/rows395.json'))['floor_sum_ms'])" 2>/dev/null)
+if [ -n "$got" ] && [ "$got" = "$want" ]; then ok roofline_sustained "sum of floors at 395 TFLOP/s: $got ms"
+else fail roofline_sustained "the sustained line says '$got', floors at 395 TFLOP/s sum to '$want' ($WORK/sus.md)"; fi
 finish
