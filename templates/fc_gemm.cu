@@ -447,6 +447,37 @@ KERNEL(fc_gelu_forward) {
 #endif
 }
 
+// The column sums s[N] (s[2j + v]: column 8j + v of the 8-column tiles, the thread's pair of each) over the warp's 8
+// rows of lanes that hold the same columns (lane % 4 alike), into out[8j + v] (out: the first column of this lane's
+// pairs). A reduce-scatter by halves: at each of the lane bits 16, 8, 4 a lane keeps half of its sums (the upper
+// where its bit is set) and adds the partner's of that half (one sum left: it adds the partner's), so the N sums
+// take N/2 + N/4 + N/8 shuffles (at least one a bit), where summing each over the 8 lanes took 3N. Values are
+// selected, not indexed, so the array stays in registers. Fixed order: the same bits on every run.
+template <int N> __device__ __forceinline__ void sum_rows(float (&s)[N], float *out, int lane) {
+    int base = 0, n = N, same = 0;           // this lane's sums are s[0 .. n-1], those of indices base ..; the lane bits
+                                             // of partners that hold the same sums
+#pragma unroll
+    for (int o = 16; o >= 4; o >>= 1) {
+        const bool up = lane & o;
+        if (n > 1) {
+            n /= 2;
+#pragma unroll
+            for (int k = 0; k < N / 2; k++)
+                if (k < n) {
+                    const float send = up ? s[k] : s[k + n], keep = up ? s[k + n] : s[k];
+                    s[k] = keep + __shfl_xor_sync(FULL_MASK, send, o);
+                }
+            if (up) base += n;
+        } else {
+            s[0] += __shfl_xor_sync(FULL_MASK, s[0], o);
+            same |= o;
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < N; k++)
+        if (k < n && (lane & same) == 0) out[8 * ((base + k) / 2) + (base + k) % 2] = s[k];
+}
+
 KERNEL(fcproj_dgelu_backward) {
 #if HOPPER_WGMMA
     extern __shared__ __align__(16) unsigned char smem_bytes[];
@@ -468,25 +499,23 @@ KERNEL(fcproj_dgelu_backward) {
                         pre_v[j][mh][half] = EPI_SMEM ? load_vec<floatX, 2>(tile + p.local(mh, j0 + j, half))
                                              : i >= 0 ? load_vec<floatX, 2>(pre + i) : x2::zeros();
                     }
+            float s[2 * CHUNK];                      // the thread's column sums of the chunk: s[2j + v], column c + 8j + v
 #pragma unroll
             for (int j = 0; j < CHUNK; j++) {
-                float s[2] = {0.0f, 0.0f};
+                s[2 * j] = s[2 * j + 1] = 0.0f;
                 for (int mh = 0; mh < MH; mh++)
                     for (int half = 0; half < 2; half++) {
                         const long long i = p.global(mh, j0 + j, half);
                         x2 g;
                         for (int v = 0; v < 2; v++) {
                             g[v] = from_f<floatX>(d[mh][4 * (j0 + j) + 2 * half + v] * gelu_grad_tanh(to_f(pre_v[j][mh][half][v])));
-                            if (i >= 0) s[v] += to_f(g[v]);   // the sums are of the stored gradient
+                            if (i >= 0) s[2 * j + v] += to_f(g[v]);   // the sums are of the stored gradient
                         }
                         if (EPI_SMEM) store_vec<floatX, 2>(tile + p.local(mh, j0 + j, half), g);
                         else if (i >= 0) store_vec<floatX, 2>(dpre + i, g);
                     }
-                for (int v = 0; v < 2; v++) {        // over the warp's rows: the lanes of one column
-                    for (int o = 4; o < WARP_SIZE; o <<= 1) s[v] += __shfl_xor_sync(FULL_MASK, s[v], o);
-                    if (p.lane < 4) e.sums[p.warp * TILE_N + 8 * (j0 + j) + 2 * p.lane + v] = s[v];
-                }
             }
+            sum_rows(s, e.sums + p.warp * TILE_N + 8 * j0 + p.c, p.lane);
         }
         if (TMA) fence_proxy_async();                // the tile's writes are visible to the TMA store
         epi_sync();
