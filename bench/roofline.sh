@@ -49,19 +49,21 @@ profile() {
 
 # chunks of the classifier per micro-step, from the plan the last run built (1 for a build without them)
 chunks() { c=$(sed -n 's/^classifier logits of [0-9]* rows at a time, \([0-9]*\) chunks.*/\1/p' build/gpt2-$1/plan.txt 2>/dev/null | head -1); echo ${c:-1}; }
+# train.recompute of the training plan the last run built (gpt2-350M.lua sets 2; 1 is the default)
+recompute() { r=$(sed -n 's/^precision .*recompute=\([0-9]\).*/\1/p' build/gpt2-$1/plan.txt 2>/dev/null | head -1); echo ${r:-1}; }
 
 for model in $MODELS; do
     case $model in 124M) B=64 ;; 350M) B=32 ;; 774M) B=16 ;; *) B=8 ;; esac
     compare=""
     if [ -n "$GPT2GEN" ]; then
         other=$logs/roofline-$model-other
-        if profile "$GPT2GEN" $model $B "$other.log" && roofline $model "$other.log" "$other" --classifier-chunks $(chunks $model); then
+        if profile "$GPT2GEN" $model $B "$other.log" && roofline $model "$other.log" "$other" --classifier-chunks $(chunks $model) --recompute $(recompute $model); then
             compare="--compare $other.log"
         fi
     fi
     log=$logs/roofline-$model
     profile ./gpt2gen $model $B "$log.log" || continue
-    roofline $model "$log.log" "$log" --classifier-chunks $(chunks $model) $compare || continue
+    roofline $model "$log.log" "$log" --classifier-chunks $(chunks $model) --recompute $(recompute $model) $compare || continue
     echo "== roofline of a gpt2-$model micro-step, B=$B, attention=$ATTENTION ($log.md)"
     cat "$log.md"
     echo
