@@ -353,7 +353,9 @@ def fmt_calls(c):
     return "-" if c is None else ("%d" % c if abs(c - round(c)) < 1e-9 else "%.3g" % c)
 
 
-def markdown(prof, rows, ceil, s, log_name):
+def markdown(prof, rows, work_of, ceil, s, log_name):
+    """The table of rows; work_of: the work table they came from (work_table(s)), for the floors at the sustained
+    ceiling."""
     out = []
     tok = s["B"] * s["T"]
     g = ceil.get("matmul_tflops_gpt2_shape")
@@ -395,7 +397,7 @@ def markdown(prof, rows, ceil, s, log_name):
                   prof["total"] / floor_sum))
     sus = ceil.get("matmul_tflops_sustained")
     if sus:   # the step runs at the GPU's power cap, where the matmul ceiling is lower than in a short run
-        sus_rows = [r for r in roofline_rows(prof, work_table(s), dict(ceil, matmul_tflops=sus)) if r["floor_ms"] is not None]
+        sus_rows = [r for r in roofline_rows(prof, work_of, dict(ceil, matmul_tflops=sus)) if r["floor_ms"] is not None]
         sus_sum = sum(r["floor_ms"] for r in sus_rows)
         out.append("At the sustained matmul ceiling (%.0f TFLOP/s: the 8192^3 matmul after 2 s back to back, where the "
                    "GPU holds its power cap by lowering its clock, as it does in a training step) the sum of floors "
@@ -480,7 +482,7 @@ def main():
             f.write("\n")
     work = work_table(s)
     rows = roofline_rows(prof, work, ceil)
-    print(markdown(prof, rows, ceil, s, os.path.basename(a.log)))
+    print(markdown(prof, rows, work, ceil, s, os.path.basename(a.log)))
     if before is not None:
         print()
         print(compare_markdown(before, prof, rows, roofline_rows(before, work, ceil), os.path.basename(a.compare),
