@@ -1,4 +1,6 @@
 // attention.cu: causal self-attention without the (T,T) scores, FlashAttention-2 style.
+// Longer than a C file may be, on purpose: its kernels share one tile layout, fragment maps and pipeline, and read
+// better whole than split across files that must agree on every constant (docs/kernels-and-tuning.md).
 // Layouts are the training step's: qkv (B,T,3C), each token's row q|k|v with head h at columns h*HS of each
 // third; out and dout (B,T,C); stats (B,NH,T) fp32, the natural-log log-sum-exp of each query row's scaled
 // scores, stats = log sum_{j<=i} exp(q_i.k_j / sqrt(HS)) (the same convention as the cuDNN path, so that

@@ -1,4 +1,6 @@
 // decode.cu: generation, one token per row against the key/value cache, and the draw of the next token.
+// Longer than a C file may be, on purpose: its kernels share one tile layout, fragment maps and pipeline, and read
+// better whole than split across files that must agree on every constant (docs/kernels-and-tuning.md).
 //   decode_embed              out[b,:] = wte[tokens[b],:] + wpe[pos,:]                 (the decode plan has T = 1)
 //   kv_append                 kcache[b,h,pos+t,:] = k of qkv[b,t] head h, vcache likewise with v (the cache of one
 //                             layer: (B, NH, maxT, HS); T is the plan's: 1 for decode, the prompt for a prefill)

@@ -1,5 +1,7 @@
 // fc_gemm.cu: the fc-shaped matmuls of the training step with the GELU fused into them (train.gelu = "fused"), on
 // Hopper's warpgroup MMA (sm_90a, bf16 or fp16; elsewhere the kernels are empty and the plan never takes this path).
+// Longer than a C file may be, on purpose: its kernels share one tile layout, fragment maps and pipeline, and read
+// better whole than split across files that must agree on every constant (docs/kernels-and-tuning.md).
 // Both products are D (GEMM_M x GEMM_N) = A (GEMM_M x GEMM_K) B^T, rows of A and B with k contiguous, GEMM_M = B*T,
 // GEMM_N = 4C, GEMM_K = C:
 //   fc_gelu_forward        pre = inp @ weight^T + bias and out = GELU(pre) (weight: fc's (4C, C)); what cuBLASLt's
