@@ -31,7 +31,7 @@ peak_mem() {   # runs "$@" while sampling the GPU every 0.2 s: the max memory (M
 }
 # "MHZ W": the mean SM clock and power over the samples of $1.smi where the GPU was busy (utilization >= 90%: the
 # steps, not the start-up); the H200 holds its power near the 700 W cap there by lowering the clock, so a faster
-# step can run at a lower clock (bench/RESULTS.md, "Issue 22, fourteenth pass")
+# step can run at a lower clock (docs/kernels-and-tuning.md, "The step is power-bound")
 clocks_power() {
     awk -F', *' '$4 >= 90 { n++; c += $2; p += $3 } END { if (n) printf "%d %d", c / n, p / n; else print "0 0" }' "$1.smi"
 }

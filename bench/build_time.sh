@@ -2,7 +2,7 @@
 # Build time of the generator: a cold build of a config (empty CUBIN cache) and a warm one (nothing
 # changed), each the best of 3. Usage: bench/build_time.sh [CONFIG.lua] [ARCH]
 # The peer is llm.c's own nvcc build, 15 s (+151 s for its cuDNN unit) on the same 2-core machine, as
-# measured there (bench/RESULTS.md); our targets: cold < 10 s, warm < 0.5 s.
+# measured there (docs/kernels-and-tuning.md, "The build"); our targets: cold < 10 s, warm < 0.5 s.
 cd "$(dirname "$0")/.." || exit 1
 cfg=${1:-configs/gpt2-124M.lua}; arch=${2:-sm_90}
 [ -x ./gpt2gen ] || make -s gpt2gen || exit 1

@@ -1,5 +1,5 @@
 """bench/matmul_shapes.py: what cuBLAS (through PyTorch, bf16) reaches at the training step's matmul shapes, and what
-the GELU epilogue costs there: the ceiling an own GEMM with the GELU fused would have to beat (bench/RESULTS.md).
+the GELU epilogue costs there: the ceiling an own GEMM with the GELU fused must beat (docs/kernels-and-tuning.md).
 Run on the GPU machine: python3 bench/matmul_shapes.py [--model 124M|350M] [--batch B]. Times are CUDA events over
 50 runs after 10 warm-up runs; TFLOP/s count 2*m*n*k."""
 import argparse

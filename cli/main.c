@@ -33,7 +33,7 @@ static const char *USAGE =
     "  -h, --help           show help (also `gpt2gen <command> --help`)\n"
     "  --version            show the version\n"
     "\n"
-    "Run `make test` for the test suite. README.md documents the config contract.\n";
+    "Run `make test` for the test suite. docs/config.md documents every config key.\n";
 
 /* A standard stream the caller closed (`>&-`) is opened on /dev/null, so that the first file gpt2gen opens does
    not take its number and get what is printed (tests/cli/survive.sh: run.lock did). */
@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) { fputs(USAGE, stdout); return 0; }
     if (!strcmp(cmd, "--version")) { printf("gpt2gen %s\n", VERSION); return 0; }
-    /* the environment, read and checked once (README.md's "Environment variables"), then passed down */
+    /* the environment, read and checked once (docs/environment.md), then passed down */
     static Env env;
     Err err;
     if (env_read(&env, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }

@@ -1,6 +1,6 @@
 /* env: every environment variable gpt2gen reads, read and checked once at start (cli/main.c) into one Env that
  * is passed down (the build's, the backend's and the training loop's options); nothing else calls getenv.
- * README.md's "Environment variables" lists them with what each accepts. */
+ * docs/environment.md lists them with what each accepts. */
 #ifndef GPT2GEN_ENV_H
 #define GPT2GEN_ENV_H
 #include "common/err.h"

@@ -8,7 +8,7 @@
    not waited on. NULL + err on failure (errno ENOENT when there is no such file). */
 char *read_file(const char *path, size_t *len, Err *err);
 /* The same, refusing a file over max bytes before reading any of it: err names the file, its size and the limit
-   (errno EFBIG). Every file gpt2gen reads has such a limit (README.md, "Limits of the files gpt2gen reads"). */
+   (errno EFBIG). Every file gpt2gen reads has such a limit (docs/data.md, "Limits of the files gpt2gen reads"). */
 char *read_file_max(const char *path, size_t max, size_t *len, Err *err);
 /* The same for path relative to the folder dirfd (AT_FDCWD: the working folder), refusing files over max
    bytes (0: no limit). */

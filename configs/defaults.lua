@@ -10,7 +10,7 @@ train = {
 -- llm.c's FineWeb shards (its dev/data/fineweb.py) and tokenizer file. For your own text:
 --   gpt2gen prepare my_texts/ corpus.jsonl -o data/mine
 -- then --set 'data.train=data/mine/train_*.bin' --set 'data.val=data/mine/val_*.bin'
--- --set data.tokenizer=data/mine/tokenizer.bin (README.md, "Data for the GPT-2 configs", also says how
+-- --set data.tokenizer=data/mine/tokenizer.bin (docs/data.md, "Data for the GPT-2 configs", also says how
 -- to make FineWeb's and TinyStories'). Without validation shards, training goes on without validation.
 data = { train = "data/fineweb10B/fineweb_train_*.bin", val = "data/fineweb10B/fineweb_val_*.bin",
          tokenizer = "data/gpt2_tokenizer.bin" }

@@ -1,5 +1,5 @@
 -- GPT-2 large, 774M parameters (d36).
--- Data: defaults.lua's (llm.c's FineWeb shards); README.md, "Data for the GPT-2 configs", says how to make
+-- Data: defaults.lua's (llm.c's FineWeb shards); docs/data.md, "Data for the GPT-2 configs", says how to make
 -- them, or a data set of your own text with gpt2gen prepare.
 base "defaults.lua"
 name = "gpt2-774M"

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* What a build guarantees (README, "Commands"):
+/* What a build guarantees (docs/architecture.md):
    - One build of a name at a time. A build holds an flock on build/<name>/.lock from its start to its end;
      another build of that name says "waiting for another build of <name> (pid N)" once and waits, at most
      $GPT2GEN_LOCK_TIMEOUT seconds (default 600), then fails naming the holder. The lock ends with its process,

@@ -20,7 +20,7 @@ static const char *template_file(const char *template_path, char *out, size_t ca
     return out;
 }
 
-/* the most a template may hold (README.md, "Limits of the files gpt2gen reads") */
+/* the most a template may hold (docs/data.md, "Limits of the files gpt2gen reads") */
 enum { TEMPLATE_FILE_MAX = 4 << 20 };
 
 char *template_load(const char *template_path, Err *err) {

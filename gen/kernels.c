@@ -90,8 +90,8 @@ static const char *ln_check(const KernelEnv *e, char *why, size_t n) {
    Else, in 16 bits, backward blocks of 128 threads, 512 threads a multiprocessor (four blocks, 128 registers a
    thread: the 512 blocks in one wave): `gpt2gen tune` at gpt2-124M on the H200, 330.8 us a workload at the declared
    defaults (256 threads, two blocks a multiprocessor by ptxas' own 99 registers, two waves) against 276.5 (1.20x),
-   and 291.1 at 256 threads held to 512 a multiprocessor; the best of every block size at 512 (bench/RESULTS.md,
-   "ninth pass"). At gpt2-350M's BWD_SUMS 2 the declared defaults are within 1% of the best. */
+   and 291.1 at 256 threads held to 512 a multiprocessor; the best of every block size at 512
+   (docs/kernels-and-tuning.md). At gpt2-350M's BWD_SUMS 2 the declared defaults are within 1% of the best. */
 static void ln_shape_defaults(const KernelEnv *e, int *tun) {
     if (ln_values(e) > 24) {
         tun[LN_BWD_SUMS] = 2;
@@ -120,7 +120,7 @@ enum { BIAS_BLOCK, BIAS_ROW_SPLITS };
 enum { BIAS_MIN_BLOCKS };
 /* the partial sums' blocks a multiprocessor holds at once: 1024 threads (at most 64 registers a thread), so that
    enough rows' loads are in flight (ptxas' own choice, 96 registers at 256 threads, held 512 threads: 2.45 TB/s in
-   the GELU backward at gpt2-350M, 3.53 at 1024; bench/RESULTS.md, "ninth pass") */
+   the GELU backward at gpt2-350M, 3.53 at 1024; docs/kernels-and-tuning.md, "LayerNorm and the bias gradients") */
 static void bias_derive(KernelEnv *e) { e->derived[BIAS_MIN_BLOCKS] = blocks_for(1024, e->tun[BIAS_BLOCK]); }
 static LaunchDims bias_partial(const KernelEnv *e, long long OC) {
     return dims(ceil_div_u(OC, WARP * kernel_vec(e->x128, e->C)), e->tun[BIAS_ROW_SPLITS], e->tun[BIAS_BLOCK]);
@@ -190,7 +190,7 @@ static const char *att_check(const KernelEnv *e, char *why, size_t n) {
     else return NULL;
     return why;
 }
-/* Measured on the H200 at gpt2-124M's shape (bench/RESULTS.md): warps of 32 rows and tiles of 128 rows, where
+/* Measured at gpt2-124M's shape (docs/kernels-and-tuning.md): warps of 32 rows and tiles of 128 rows, where
    the registers hold a warp's 32 rows (tensor cores, head size at most 64) and T fills such tiles. On Hopper at head
    size 64 both directions on wgmma (B=64 T=1024 NH=12, bf16): the forward with two warpgroups a block and 64-row key
    tiles, 0.356 ms (one warpgroup 0.377, 128-row key tiles 0.411) against mma.sync's 0.485; the backward (64-row
@@ -470,8 +470,8 @@ const FamilyDecl kernel_families[] = {
        the tests take fewer, so that each block goes through several tiles); TILE_WARPGROUPS: the consumer warpgroups
        of a tile with WARPGROUPS 3, 2 (64 rows each) or 1 (each a whole tile of its own, the two in turn, so that one's
        epilogue runs while the other's products do; TILE_N 128). Defaults: the fastest variant at gpt2-350M on the H200 and
-       at 124M but for TILE_WARPGROUPS 1 (bench/RESULTS.md, "Issue 22, twelfth pass": 1.32x and 1.24x the cp.async
-       variant's time; "thirteenth pass": pingpong 4-5% faster at 124M, level at 350M, no faster in whole steps) */
+       at 124M but for TILE_WARPGROUPS 1 (docs/kernels-and-tuning.md, "The GELU and the fc matmuls": 1.32x and 1.24x
+       the cp.async variant's time; pingpong 4-5% faster at 124M, level at 350M, no faster in whole steps) */
     {"fc_gemm", "templates/fc_gemm.cu", "the fc matmul with the GELU, and the fcproj dinp with the GELU backward and "
      "the fc bias gradient (Hopper's wgmma; train.gelu = \"fused\")",
      {{"TILE_N", 256, {128, 256}, .min = 128, .max = 256, .multiple_of = 128},
@@ -495,12 +495,12 @@ const FamilyDecl kernel_families[] = {
       {"fc_bias_reduce", {X(dbias), CF32(scratch)}, BOUNDS_DERIVED(FCG_THREADS), -1, fcg_reduce,
        "ceil(4C / 256): a thread per column", 0}}, NULL,
      STEP_BIT(STEP_TRAIN)},
-    /* BLOCK_SIZE 256: the fastest of the candidates at gpt2-124M and 350M on the H200 (bench/RESULTS.md,
-       "Autotuning sweeps": 1.56x the old default of 1024). CHUNK_ROWS: logits are made for that many rows at a time; its
+    /* BLOCK_SIZE 256: the fastest of the candidates at gpt2-124M and 350M on the H200 (docs/kernels-and-tuning.md,
+       "The classifier": 1.56x the old default of 1024). CHUNK_ROWS: logits are made for that many rows at a time; its
        one candidate keeps kernel sweeps off it, since what it changes is the matmuls' shape and the memory (the
        whole step measures it: bench/roofline.sh). UNROLL: the loads a thread has in flight where the row is read
        twice (longer than 16 packets a thread); 4 measured fastest at gpt2-124M on the H200, 4.62 ms a micro-step
-       against 4.84 with 2 (bench/RESULTS.md, "Issue 22, fourth pass") */
+       against 4.84 with 2 (docs/kernels-and-tuning.md, "The classifier") */
     {"classifier", "templates/classifier.cu", "softmax + cross-entropy + dlogits in one pass, a chunk of rows at a time",
      {{"BLOCK_SIZE", 256, {128, 256, 512, 1024}, BLOCK_SIZE_RULE},
       {"CHUNK_ROWS", 8192, {8192}, .min = 1, .max = 1 << 24, .multiple_of = 1},

@@ -112,7 +112,7 @@ static void apply_shape_defaults(Plan *plan, PlanFamily *m) {
 }
 
 /* train.gelu = "auto" without a tuning database's choice: where the training step's GELU runs, by shape. Measured on
-   the H200 (bench/RESULTS.md, "Closer to the floor"; whole steps, bf16, T=1024): at C = 768 (gpt2-124M, B=64) the
+   the H200 (docs/kernels-and-tuning.md; whole steps, bf16, T=1024): at C = 768 (gpt2-124M, B=64) the
    epilogues 113.7 ms a step, our kernels 116.6; at C = 1024 (gpt2-350M, B=32) the epilogues 162.2, our kernels 158.2.
    `gpt2gen tune` times both at the config's own shape (tune/gelu_path.c). */
 static GeluPath gelu_auto(const Plan *plan) {
@@ -121,7 +121,7 @@ static GeluPath gelu_auto(const Plan *plan) {
 
 /* attention = "auto" for a training step, before a tuning database's choice: the template where both its directions
    run on Hopper's wgmma (the sm_90 default at head size 64 in 16 bits), measured faster than cuDNN's there (H200,
-   gpt2-124M's shape, ms a layer: 0.356 + 1.011 against 0.327 + 1.137; bench/RESULTS.md, "Issue 22, seventh pass");
+   gpt2-124M's shape, ms a layer: 0.356 + 1.011 against 0.327 + 1.137; docs/kernels-and-tuning.md, "Attention");
    else (ATTN_AUTO) cuDNN where it loads (runtime/cuda/attention.c). A forward alone stays with cuDNN, whose forward
    is the faster one. `gpt2gen tune` times both paths at the config's own shape (tune/attention_path.c). */
 static AttentionPath attention_auto(const Plan *plan) {

@@ -61,7 +61,7 @@ typedef struct Plan {
        it with atomics (train.deterministic = false); every other step has no backward and says 1 */
     int deterministic;
     /* a decode step's linears: templates/decode.cu's decode_linear, which streams each weight once for the rows
-       (faster at B <= PLAN_DECODE_LINEAR_ROWS on the H200: bench/RESULTS.md), else the plan's cuBLASLt matmuls */
+       (faster at B <= PLAN_DECODE_LINEAR_ROWS: docs/kernels-and-tuning.md), else the plan's cuBLASLt matmuls */
     int decode_linear;
     /* the training step's GELU (config.h, GeluPath): GELU_EPILOGUE or GELU_KERNEL, and who chose it: "config", or
        "auto" (plan.c, gelu_auto: by shape, from measurements); every other step has it in the epilogue */

@@ -221,7 +221,7 @@ static int run_file(Eval *ev, const char *path) {
     snprintf(ev->files[ev->depth], CONFIG_PATH_MAX, "%s", path);
     dirname_of(path, ev->dirs[ev->depth], CONFIG_PATH_MAX);
     ev->depth++;
-    /* the file's size is checked before it is read (README.md, "Limits of the files gpt2gen reads") */
+    /* the file's size is checked before it is read (docs/data.md, "Limits of the files gpt2gen reads") */
     Err err;
     size_t n = 0;
     char *text = read_file_max(path, CONFIG_FILE_MAX, &n, &err), chunk[CONFIG_PATH_MAX + 1];

@@ -154,8 +154,8 @@ static char *db_text(TuneDb *db, size_t *len, FILE *msgs) {
     db->oversized = !db->missing && stat(db->path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > TUNE_DB_MAX_BYTES;
     if (!msgs) return NULL;
     if (db->oversized)
-        fprintf(msgs, "tune db %s: %lld bytes, past the tuning database's limit of %u MiB (README.md, \"Tuning\"); "
-                "ignored, default variants (remove it: `gpt2gen tune` makes a new one)\n", db->path,
+        fprintf(msgs, "tune db %s: %lld bytes, past the tuning database's limit of %u MiB (docs/kernels-and-tuning.md);"
+                " ignored, default variants (remove it: `gpt2gen tune` makes a new one)\n", db->path,
                 (long long)st.st_size, TUNE_DB_MAX_BYTES >> 20);
     else fprintf(msgs, "tune db %s: %s; default variants (run `gpt2gen tune` to make it)\n", db->path,
                  db->missing ? "not found" : err.msg);
@@ -218,7 +218,7 @@ int tune_db_append(const TuneDb *db, const TuneRecord *r, Err *err) {
 int tune_db_rewrite(const TuneDb *db, Err *err) {
     AtomicFile af;
     if (atomic_open(&af, db->path, err)) return -1;
-    fprintf(af.f, "# gpt2gen tuning database (README.md, \"Tuning\"): one record per line, written by `gpt2gen tune`\n");
+    fprintf(af.f, "# gpt2gen tuning database (docs/kernels-and-tuning.md): one record per line, by `gpt2gen tune`\n");
     char line[2048];
     unsigned char *keep = tune_db_newest(db);
     for (int i = 0; i < db->n; i++) {

@@ -20,7 +20,7 @@
 #include "gen/plan.h"
 #include <stdio.h>
 
-#define TUNE_DB_MAX_BYTES (4u << 20)   /* README.md, "Tuning" */
+#define TUNE_DB_MAX_BYTES (4u << 20)   /* docs/kernels-and-tuning.md, "Tuning" */
 #define TUNE_DB_SAY_CORRUPT 5          /* corrupt lines reported one by one; more: one line for the file */
 #define TUNE_KEY_FIELDS 9
 #define TUNE_FIELD_MAX 160

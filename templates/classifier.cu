@@ -4,8 +4,8 @@
 //                       on the padded columns. One block per row; pass 1 is an online max/sum, pass 2 writes.
 //                       The row stays in registers between the passes (up to 16 packets per thread), so it
 //                       is read from memory once. (Up to 32, at 256 threads a row of 50304 bf16 logits, spilled:
-//                       3.5x slower on the H200, bench/RESULTS.md.) A longer row is read twice, UNROLL packets
-//                       a thread at a time, so that that many loads are in flight.
+//                       3.5x slower on the H200, docs/kernels-and-tuning.md.) A longer row is read twice,
+//                       UNROLL packets a thread at a time, so that that many loads are in flight.
 // Pass 1 takes each packet's max first and rescales the running sum once a packet: one exponential per value.
 
 constexpr int VEC = VEC_Vp;

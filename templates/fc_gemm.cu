@@ -33,7 +33,7 @@
 // holds two adjacent columns of rows g and g + 8 of each 8-column tile (common.cuh's accumulator layout); its tensors
 // go to and from global memory through shared memory (EPI_BYTES 16: tiles of 64-column panels in the 128-byte swizzle,
 // whole 16-byte chunks of rows in global memory) or straight (4; WARPGROUPS 2 only). Measured on the H200:
-// bench/RESULTS.md, "Issue 22, eleventh pass" and after. Fixed summation order everywhere: the same bits on every run.
+// docs/kernels-and-tuning.md, "The GELU and the fc matmuls". A fixed summation order: the same bits every run.
 
 constexpr int GEMM_M = B * T, GEMM_N = 4 * C, GEMM_K = C;
 constexpr int BM = 128, BK = 64;

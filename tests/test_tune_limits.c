@@ -1,4 +1,4 @@
-/* test_tune_limits: the tuning database's bounds (README.md, "Tuning"): a file past its size limit is refused at
+/* test_tune_limits: the tuning database's bounds (docs/kernels-and-tuning.md): a file past its size limit is refused at
    once with one message and ignored; a full-size file loads in linear time, and a rewrite drops the records newer
    ones supersede; a binary file gets one message, not one per line; a CRLF line is a record and a control byte
    is not; and a record is used only when it passed (status=ok) with every field inside its domain (a cuBLASLt

@@ -30,7 +30,7 @@ typedef struct CudnnAttention CudnnAttention;
    has every engine config tried printed on stderr (env NULL: the defaults).
    deterministic: the backward writes dQ directly, keeping dP in a (B,NH,T,T) 16-bit workspace, so equal inputs
    give equal bits; 0: it accumulates dQ with atomics in a (B,NH,T,HS) fp32 buffer inside the workspace (faster,
-   less memory, the last bits differ from run to run: train.deterministic, README). */
+   less memory, the last bits differ from run to run: train.deterministic, docs/config.md). */
 CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, int deterministic, const Env *env,
                                      char *why, size_t why_n);
 size_t cudnn_attention_workspace_bytes(const CudnnAttention *a); /* what the larger of the two plans needs */

@@ -42,10 +42,10 @@ static void make_hint(const char *pattern, char *out, size_t n) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - pattern) : 1, slash ? pattern : ".");
     if (!strncmp(base, "train_", 6) || !strncmp(base, "val_", 4))
-        snprintf(out, n, "make them with `gpt2gen prepare FILE... -o %s`; README.md, \"Data sets\"", err_show(dir));
+        snprintf(out, n, "make them with `gpt2gen prepare FILE... -o %s`; docs/data.md", err_show(dir));
     else
         snprintf(out, n, "`gpt2gen prepare FILE... -o DIR` makes DIR/train_*.bin and DIR/val_*.bin for data.train and "
-                 "data.val; llm.c's dev/data scripts make FineWeb's and TinyStories'; README.md, \"Data sets\"");
+                 "data.val; llm.c's dev/data scripts make FineWeb's and TinyStories'; docs/data.md");
 }
 
 int dataloader_no_shards(const char *pattern) {

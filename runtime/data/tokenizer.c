@@ -174,7 +174,7 @@ static void fill_vocab(Tokenizer *t, const uint8_t *blob, const Span *where, int
     t->offset[nranks + 1] = at + (uint32_t)(sizeof eot_text - 1);
 }
 
-/* the most a tokenizer file or a ranks file may hold, checked before reading (README.md, "Limits of the files
+/* the most a tokenizer file or a ranks file may hold, checked before reading (docs/data.md, "Limits of the files
    gpt2gen reads"); GPT-2's are under 2 MiB */
 enum { TOKENIZER_FILE_MAX = 16 << 20 };
 

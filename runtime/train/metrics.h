@@ -2,7 +2,7 @@
  * with Jansson (json_t objects, dumped compact in the order their keys were set). Strings go through
  * metrics_text, so each line is JSON whatever a path, a name or the sampled text holds; numbers through
  * metrics_real, so a NaN or an infinity is null (JSON has neither). Each line is appended whole or not at all
- * (README, "Training"): a write that fails is taken back, reported once, and the records after it are dropped
+ * (docs/training.md): a write that fails is taken back, reported once, and the records after it are dropped
  * while training goes on. */
 #ifndef GPT2GEN_METRICS_H
 #define GPT2GEN_METRICS_H

@@ -1,4 +1,4 @@
-/* plot: the SVG of one or more runs, drawn from their metrics.jsonl (README, "Plots"). Training rewrites
+/* plot: the SVG of one or more runs, drawn from their metrics.jsonl (docs/training.md, "Plots"). Training rewrites
  * <checkpoint.dir>/plot.svg after each validation (and evaluation) and at the end; `gpt2gen plot` overlays runs.
  *
  * Reading (plot_read). Each line of metrics.jsonl is a JSON object (read with Jansson). "step" records give the

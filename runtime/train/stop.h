@@ -1,4 +1,4 @@
-/* stop: what ends a run early without losing it (README, "Training"): Ctrl-C and SIGTERM ask the training loop
+/* stop: what ends a run early without losing it (docs/training.md): Ctrl-C and SIGTERM ask the training loop
  * to save and stop at the next step (every rank at the same one: runtime/train/train.c), and a standard output
  * that can no longer be written is given up while training goes on. */
 #ifndef GPT2GEN_STOP_H

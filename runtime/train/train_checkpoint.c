@@ -1,5 +1,5 @@
 /* train_checkpoint: a run's checkpoints: the save of every rank's parts (with several ranks, the marker last), and
-   the start from a resume state, checkpoint.init or fresh weights. See runtime/train/train.h and README "Training". */
+   the start from a resume state, checkpoint.init or fresh weights. See runtime/train/train.h and docs/training.md. */
 #include "runtime/train/train_run.h"
 #include "common/files.h"
 #include "runtime/checkpoint.h"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Plots (README, "Plots"; runtime/train/plot.h): a short CPU run keeps <run>/plot.svg (rewritten at each
+# Plots (docs/training.md, "Plots"; runtime/train/plot.h): a short CPU run keeps <run>/plot.svg (rewritten at each
 # validation, never left half-written), whose every series holds exactly the values of metrics.jsonl, drawn as an
 # affine map of them; `gpt2gen plot` overlays two runs (one series per run in each panel, names that need XML
 # escaping kept); a long series is decimated to its buckets' lowest and highest points; a resumed run's repeated

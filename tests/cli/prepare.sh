@@ -72,7 +72,7 @@ with open("big.txt", "w", encoding="utf-8") as f:
     for _ in range(20): f.write(text(100))
 
 def blank_docs(t):
-    """README's rule: runs of blank lines (only spaces, tabs, CR, VT, FF) separate documents."""
+    """docs/data.md's rule: runs of blank lines (only spaces, tabs, CR, VT, FF) separate documents."""
     docs, cur = [], ""
     for line in re.findall(r"[^\n]*\n|[^\n]+$", t):
         if line.rstrip("\n").strip(" \t\r\v\f") == "":

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Output that survives (README, "Training"): a closed standard output (a pipe, or none at all) does not stop
+# Output that survives (docs/training.md): a closed standard output (a pipe, or none at all) does not stop
 # training; SIGTERM saves and exits 130 like Ctrl-C, also with a process per rank (the ranks agree on the step);
 # metrics.jsonl takes each record whole or not at all, a write error is one message and training goes on, and a
 # torn last line left by a run that stopped mid-write is repaired by the next run. The full disk is /dev/full,
