@@ -60,12 +60,14 @@ all: $(BIN)
 $(BIN): $(OBJ_DIR)/cli/main.o $(LIB_OBJ)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(ALL_LIBS)
 
-# The kernel declarations (gen/kernels.c) give the kernel ids and the runtime's typed launchers.
+# The kernel declarations (gen/kernels.c, with the rules they name: gen/kernel_rules.c) give the kernel ids and the
+# runtime's typed launchers.
 GEN_H     := build/gen/kernel_ids.h build/gen/kernel_launch.h
 
-build/tools/kernel_launchers: tools/kernel_launchers.c gen/kernels.c gen/kernels.h gen/config.h common/gpt2.h common/err.h
+KERNEL_DECLS := gen/kernels.c gen/kernel_rules.c
+build/tools/kernel_launchers: tools/kernel_launchers.c $(KERNEL_DECLS) gen/kernels.h gen/kernel_rules.h gen/config.h common/gpt2.h common/err.h
 	@mkdir -p $(dir $@)
-	$(CC) $(NEED_CFLAGS) $(CFLAGS) -o $@ tools/kernel_launchers.c gen/kernels.c
+	$(CC) $(NEED_CFLAGS) $(CFLAGS) -o $@ tools/kernel_launchers.c $(KERNEL_DECLS)
 
 build/gen/kernel_ids.h: build/tools/kernel_launchers
 	@mkdir -p $(dir $@)

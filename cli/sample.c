@@ -185,43 +185,105 @@ static int on_step(void *ctx, int step, const int32_t *tok) {
     return 0;
 }
 
-static int run(const SampleArgs *a, Err *err) {
-    GPT2Shape shape;
-    int is_bf16;
-    if (checkpoint_read_header(a->checkpoint, &shape, &is_bf16, err)) return EXIT_FAIL;
+/* The tokenizer (--tokenizer, else the one beside the checkpoint): its ids must be the model's */
+static int open_tokenizer(const SampleArgs *a, const GPT2Shape *shape, Tokenizer *tok, Err *err) {
     char tbuf[CONFIG_PATH_MAX];
     const char *tpath = cli_pick_tokenizer(a->tokenizer, a->checkpoint, tbuf, sizeof tbuf);
     const char *why = file_missing_why(tpath);
     if (*why)
         return err_set(err, "no tokenizer at %s (%s): give --tokenizer FILE (llm.c's tokenizer file, or a tiktoken ranks "
-                       "file such as data/gpt2.tiktoken)", err_show(tpath), why), EXIT_FAIL;
+                       "file such as data/gpt2.tiktoken)", err_show(tpath), why);
+    if (tokenizer_load_any(tok, tpath, err)) return -1;
+    if (tok->vocab_size > shape->vocab_size) {
+        err_set(err, "%s: %d tokens, more than the model's vocab_size %d (%s): not this model's tokenizer", tpath,
+                tok->vocab_size, shape->vocab_size, a->checkpoint);
+        tokenizer_free(tok);
+        return -1;
+    }
+    return 0;
+}
+
+/* The new tokens to draw after a prompt of n tokens: --tokens, else as many as fit, at most 256; -1 + err where
+   they do not fit in the model's context of maxT positions */
+static long tokens_wanted(const SampleArgs *a, int n, int maxT, Err *err) {
+    int room = maxT - n;
+    long want = a->tokens > 0 ? a->tokens : room < 256 ? room : 256;
+    if (room < 1)
+        return err_set(err, "the prompt is %d tokens: it fills the model's context of %d positions (maxT of %s) and "
+                       "leaves no room for a new token", n, maxT, a->checkpoint);
+    if (n + want > maxT)
+        return err_set(err, "the prompt is %d tokens and --tokens asks for %ld more: %ld positions, more than the "
+                       "model's context of %d (maxT of %s); at most %d new tokens fit", n, want, n + want, maxT,
+                       a->checkpoint, room);
+    return want;
+}
+
+/* Several rows printed, each once all are done (one row was printed as it came), and the speed on stderr (with
+   --stats, a JSON line too). drawn: steps tokens of each row, row-interleaved; n: the prompt's tokens. */
+static void report(const SampleArgs *a, const Sampler *s, Out *o, const int32_t *drawn, int steps, int n,
+                   const char *text, size_t len, const SampleStats *st, const char *prec) {
+    int R = o->rows;
+    if (R == 1) utf8_stream_flush(&o->us, stdout);
+    for (int b = 0; R > 1 && b < R; b++) {   /* several rows: each when all are done */
+        if (b) printf("\n---\n");
+        if (a->echo && b) fwrite(text, 1, len, stdout);
+        for (int i = 0; i < steps && (a->ignore_eot || drawn[(size_t)i * R + b] != o->eot); i++)
+            put_text(o, drawn[(size_t)i * R + b]);
+        utf8_stream_flush(&o->us, stdout);
+    }
+    printf("\n");
+    fflush(stdout);
+    double tps = st->decode_ms > 0 ? R * st->tokens / (st->decode_ms / 1e3) : 0;
+    fprintf(stderr, "gpt2gen sample: %d row%s, prompt of %d token%s (prefill %.1f ms), %d tokens each in %.1f ms: %.0f "
+            "tokens/s, %s backend, %s%s\n", R, R == 1 ? "" : "s", n, n == 1 ? "" : "s", st->prefill_ms, st->tokens,
+            st->decode_ms, tps,
+            s->decode->name, !strcmp(s->decode->name, "cpu") ? "fp32" : prec, a->no_cache ? ", no cache" : "");
+    if (a->stats) {   /* one JSON object, through Jansson */
+        json_t *js = json_pack("{s:i,s:i,s:i,s:o,s:i,s:o,s:o,s:s,s:b}", "rows", R, "prompt_tokens", n, "prefill_tokens",
+                               st->prefill_tokens, "prefill_ms", metrics_real("%.3f", st->prefill_ms), "tokens", st->tokens,
+                               "decode_ms", metrics_real("%.3f", st->decode_ms), "tok_per_s", metrics_real("%.1f", tps),
+                               "backend", s->decode->name, "cache", !a->no_cache);
+        char *line = js ? metrics_dump(js) : NULL;
+        fprintf(stderr, "sample-stats %s\n", line ? line : "{}");
+        free(line);
+        json_decref(js);
+    }
+}
+
+/* --batch rows of want tokens drawn after the prompt's ids, and reported: 0, else EXIT_FAIL (err set) */
+static int generate(const SampleArgs *a, Sampler *s, const Tokenizer *tok, const TokenVec *ids, long want,
+                    const char *text, size_t len, const char *prec, Err *err) {
+    int R = (int)a->batch, n = (int)ids->n;
+    uint64_t *rng = xmalloc((size_t)R * sizeof *rng);
+    for (int b = 0; b < R; b++) rng[b] = sample_row_seed(a->seed, b);
+    int32_t *drawn = xmalloc((size_t)want * R * sizeof *drawn);
+    Out o = {tok, R, tok->eot, a->ignore_eot, R == 1, xcalloc((size_t)R, 1), {{0}, 0}};
+    SampleSettings ss = {(float)a->temperature, (int)a->top_k, (float)a->top_p};
+    SampleStats st;
+    int eot = a->ignore_eot ? -1 : tok->eot;
+    int steps = a->no_cache ? sampler_generate_uncached(s, ids->data, n, (int)want, &ss, rng, eot, drawn, on_step, &o, &st, err)
+                            : sampler_generate(s, ids->data, n, (int)want, &ss, rng, eot, drawn, on_step, &o, &st, err);
+    if (steps >= 0) report(a, s, &o, drawn, steps, n, text, len, &st, prec);
+    free(rng); free(drawn); free(o.ended);
+    return steps >= 0 ? 0 : EXIT_FAIL;
+}
+
+static int run(const SampleArgs *a, Err *err) {
+    GPT2Shape shape;
+    int is_bf16;
+    if (checkpoint_read_header(a->checkpoint, &shape, &is_bf16, err)) return EXIT_FAIL;
     Tokenizer tok;
-    if (tokenizer_load_any(&tok, tpath, err)) return EXIT_FAIL;
+    if (open_tokenizer(a, &shape, &tok, err)) return EXIT_FAIL;
     int rc = EXIT_FAIL;
     Config *cfg = xcalloc(1, sizeof *cfg);
     char *text = NULL;
     TokenVec ids = {0};
     Sampler *s = xcalloc(1, sizeof *s);
-    if (tok.vocab_size > shape.vocab_size) {
-        err_set(err, "%s: %d tokens, more than the model's vocab_size %d (%s): not this model's tokenizer", tpath,
-                tok.vocab_size, shape.vocab_size, a->checkpoint);
-        goto done;
-    }
     size_t len;
     if (!(text = read_prompt(a, &len, err)) || tokenizer_encode(&tok, text, len, &ids, err)) goto done;
     if (ids.n == 0) tokvec_push(&ids, tok.eot);   /* no prompt: the model starts after end-of-text */
-    int n = (int)ids.n, maxT = shape.max_seq_len, room = maxT - n;
-    long want = a->tokens > 0 ? a->tokens : room < 256 ? room : 256;
-    if (room < 1) {
-        err_set(err, "the prompt is %d tokens: it fills the model's context of %d positions (maxT of %s) and leaves no "
-                "room for a new token", n, maxT, a->checkpoint);
-        goto done;
-    }
-    if (n + want > maxT) {
-        err_set(err, "the prompt is %d tokens and --tokens asks for %ld more: %ld positions, more than the model's "
-                "context of %d (maxT of %s); at most %d new tokens fit", n, want, n + want, maxT, a->checkpoint, room);
-        goto done;
-    }
+    long want = tokens_wanted(a, (int)ids.n, shape.max_seq_len, err);
+    if (want < 0) goto done;
     const char *prec = a->precision ? a->precision : is_bf16 ? "bf16" : "fp32";
     if (cli_checkpoint_config(cfg, &shape, prec, a->checkpoint, err)) goto done;
     char arch[16];
@@ -233,45 +295,7 @@ static int run(const SampleArgs *a, Err *err) {
         fwrite(text, 1, len, stdout);
         fflush(stdout);
     }
-    int R = (int)a->batch;
-    uint64_t *rng = xmalloc((size_t)R * sizeof *rng);
-    for (int b = 0; b < R; b++) rng[b] = sample_row_seed(a->seed, b);
-    int32_t *drawn = xmalloc((size_t)want * R * sizeof *drawn);
-    Out o = {&tok, R, tok.eot, a->ignore_eot, R == 1, xcalloc((size_t)R, 1), {{0}, 0}};
-    SampleSettings ss = {(float)a->temperature, (int)a->top_k, (float)a->top_p};
-    SampleStats st;
-    int eot = a->ignore_eot ? -1 : tok.eot;
-    int steps = a->no_cache ? sampler_generate_uncached(s, ids.data, n, (int)want, &ss, rng, eot, drawn, on_step, &o, &st, err)
-                            : sampler_generate(s, ids.data, n, (int)want, &ss, rng, eot, drawn, on_step, &o, &st, err);
-    if (steps >= 0) {
-        if (R == 1) utf8_stream_flush(&o.us, stdout);
-        for (int b = 0; R > 1 && b < R; b++) {   /* several rows: each when all are done */
-            if (b) printf("\n---\n");
-            if (a->echo && b) fwrite(text, 1, len, stdout);
-            for (int i = 0; i < steps && (a->ignore_eot || drawn[(size_t)i * R + b] != tok.eot); i++)
-                put_text(&o, drawn[(size_t)i * R + b]);
-            utf8_stream_flush(&o.us, stdout);
-        }
-        printf("\n");
-        fflush(stdout);
-        double tps = st.decode_ms > 0 ? R * st.tokens / (st.decode_ms / 1e3) : 0;
-        fprintf(stderr, "gpt2gen sample: %d row%s, prompt of %d token%s (prefill %.1f ms), %d tokens each in %.1f ms: %.0f "
-                "tokens/s, %s backend, %s%s\n", R, R == 1 ? "" : "s", n, n == 1 ? "" : "s", st.prefill_ms, st.tokens,
-                st.decode_ms, tps,
-                s->decode->name, !strcmp(s->decode->name, "cpu") ? "fp32" : prec, a->no_cache ? ", no cache" : "");
-        if (a->stats) {   /* one JSON object, through Jansson */
-            json_t *js = json_pack("{s:i,s:i,s:i,s:o,s:i,s:o,s:o,s:s,s:b}", "rows", R, "prompt_tokens", n, "prefill_tokens",
-                                   st.prefill_tokens, "prefill_ms", metrics_real("%.3f", st.prefill_ms), "tokens", st.tokens,
-                                   "decode_ms", metrics_real("%.3f", st.decode_ms), "tok_per_s", metrics_real("%.1f", tps),
-                                   "backend", s->decode->name, "cache", !a->no_cache);
-            char *line = js ? metrics_dump(js) : NULL;
-            fprintf(stderr, "sample-stats %s\n", line ? line : "{}");
-            free(line);
-            json_decref(js);
-        }
-        rc = 0;
-    }
-    free(rng); free(drawn); free(o.ended);
+    rc = generate(a, s, &tok, &ids, want, text, len, prec, err);
 done:
     sampler_close(s);
     free(s); free(cfg); free(text);

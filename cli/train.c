@@ -212,6 +212,67 @@ static int check_run_dir(Config *cfg, int *fresh, int again) {
     return 0;
 }
 
+/* Started by mpirun or srun (or our own launcher, le->world > 1): the launcher's world is train.num_gpus, set as one
+   more --set. 0, else the exit code of a usage error (printed). */
+static int launcher_world(Args *a, const LaunchEnv *le, const char *backend, int cpu_processes, int again) {
+    static char world_set[32];
+    if (le->world > 1) {
+        if (a->gpus && a->gpus != le->world) {
+            fprintf(stderr, "gpt2gen: --gpus %d, but %s started %d processes: leave --gpus out under a launcher\n",
+                    a->gpus, le->how, le->world);
+            return EXIT_USAGE;
+        }
+        if (!strcmp(backend, "cpu") && !cpu_processes) {
+            fprintf(stderr, "gpt2gen: %s started %d processes: several processes train on GPUs only\n", le->how, le->world);
+            return EXIT_USAGE;
+        }
+        snprintf(world_set, sizeof world_set, "train.num_gpus=%d", le->world);
+        if (a->n_sets == ARGS_MAX_SETS) { fprintf(stderr, "gpt2gen train: too many --set options\n"); return EXIT_USAGE; }
+        a->sets[a->n_sets++] = world_set;
+    }
+    if (again && le->world > 1) {   /* each process would decide on its own, while rank 0 removes files */
+        fprintf(stderr, "gpt2gen train: --again: under %s, pass --resume or --fresh\n", le->how);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* One process trains: on the GPU or the CPU (--backend, or auto: the GPU where there is one), one rank or several
+   ranks emulated on the CPU. */
+static int train_here(Args *a, Config *cfg, Plan *plan, Plan *sample, const char *backend, int fresh) {
+    Err err;
+    int rc;
+    char arch[16];
+    /* several ranks in one process run only as the CPU emulation, asked for by name */
+    /* a config limit, as the others are: exit code 2 */
+    if (train_check_ranks(cfg, backend, 1, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
+    int gpu = strcmp(backend, "cpu") && cuda_device_arch(0, arch, &err) == 0;
+    if (!strcmp(backend, "auto")) {
+        if (gpu) backend = "cuda";
+        else if (cfg->attention == ATTN_CUDNN) {   /* asked for by name: no quiet fallback to the CPU */
+            fprintf(stderr, "gpt2gen: %s: attention = \"cudnn\" needs the CUDA backend: %s\n", cfg->path, err.msg);
+            return EXIT_FAIL;
+        } else { printf("%s: training on the CPU backend (fp32)\n", err.msg); backend = "cpu"; }
+    }
+    if (!strcmp(backend, "cuda")) {   /* asked for by name: no GPU is one message, before anything is built */
+        Err why;
+        if (cuda_backend_built(&why)) { fprintf(stderr, "gpt2gen: --backend cuda: %s\n", why.msg); return EXIT_FAIL; }
+        if (!gpu) { fprintf(stderr, "gpt2gen: --backend cuda: %s\n", err.msg); return EXIT_FAIL; }
+    }
+    a->no_arch_note = !gpu;   /* the CPU backend runs no kernels: an arch would say nothing */
+    if ((rc = args_plan(a, cfg, plan, sample))) return rc;
+    if (!strcmp(backend, "cuda")) {
+        /* the kernels must be for this GPU: a config's or --arch's other target is rebuilt for it */
+        if (gpu && strcmp(arch, plan->arch)) {
+            printf("note: building for GPU 0's %s instead of %s\n", arch, plan->arch);
+            if ((rc = args_make_plans(a, cfg, arch, plan, sample))) return rc;
+        }
+        if (args_build_plans(a, plan, sample, a->quiet, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
+    }
+    TrainOptions opt = {backend, a->quiet, 0, 1, 0, NULL, a->env, NULL, fresh};
+    return train_run(cfg, plan, sample, &opt);
+}
+
 int cmd_train(int argc, char **argv) {
     /* a closed standard output (`| head`, a dead tee or ssh session) fails its writes instead of killing the run
        (runtime/train/train.c gives it up and trains on); the ranks' processes inherit this */
@@ -235,25 +296,7 @@ int cmd_train(int argc, char **argv) {
     /* started by mpirun or srun (or our own launcher): the launcher's world is train.num_gpus */
     const LaunchEnv le = a.env->launch;
     int cpu_processes = a.env->cpu_processes;
-    static char world_set[32];
-    if (le.world > 1) {
-        if (a.gpus && a.gpus != le.world) {
-            fprintf(stderr, "gpt2gen: --gpus %d, but %s started %d processes: leave --gpus out under a launcher\n",
-                    a.gpus, le.how, le.world);
-            return EXIT_USAGE;
-        }
-        if (!strcmp(backend, "cpu") && !cpu_processes) {
-            fprintf(stderr, "gpt2gen: %s started %d processes: several processes train on GPUs only\n", le.how, le.world);
-            return EXIT_USAGE;
-        }
-        snprintf(world_set, sizeof world_set, "train.num_gpus=%d", le.world);
-        if (a.n_sets == ARGS_MAX_SETS) { fprintf(stderr, "gpt2gen train: too many --set options\n"); return EXIT_USAGE; }
-        a.sets[a.n_sets++] = world_set;
-    }
-    if (again && le.world > 1) {   /* each process would decide on its own, while rank 0 removes files */
-        fprintf(stderr, "gpt2gen train: --again: under %s, pass --resume or --fresh\n", le.how);
-        return EXIT_USAGE;
-    }
+    if ((rc = launcher_world(&a, &le, backend, cpu_processes, again))) return rc;
     /* --gpus N asks for GPUs: whether there are N is the first thing to say (the config's checks depend on N) */
     static CudaProbe probe = {.count = -1};
     int processes = strcmp(backend, "cpu") || cpu_processes;   /* several ranks: a process each */
@@ -270,34 +313,6 @@ int cmd_train(int argc, char **argv) {
     if (le.world > 1) return train_launched(&a, &le, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda", fresh);
     if (cfg.train.num_gpus > 1 && processes)
         return train_local(&a, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda", &probe, fresh);
-    char arch[16];
-    /* several ranks in one process run only as the CPU emulation, asked for by name */
-    /* a config limit, as the others are: exit code 2 */
-    if (train_check_ranks(&cfg, backend, 1, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
-    int gpu = strcmp(backend, "cpu") && cuda_device_arch(0, arch, &err) == 0;
-    if (!strcmp(backend, "auto")) {
-        if (gpu) backend = "cuda";
-        else if (cfg.attention == ATTN_CUDNN) {   /* asked for by name: no quiet fallback to the CPU */
-            fprintf(stderr, "gpt2gen: %s: attention = \"cudnn\" needs the CUDA backend: %s\n", cfg.path, err.msg);
-            return EXIT_FAIL;
-        } else { printf("%s: training on the CPU backend (fp32)\n", err.msg); backend = "cpu"; }
-    }
-    if (!strcmp(backend, "cuda")) {   /* asked for by name: no GPU is one message, before anything is built */
-        Err why;
-        if (cuda_backend_built(&why)) { fprintf(stderr, "gpt2gen: --backend cuda: %s\n", why.msg); return EXIT_FAIL; }
-        if (!gpu) { fprintf(stderr, "gpt2gen: --backend cuda: %s\n", err.msg); return EXIT_FAIL; }
-    }
-    a.no_arch_note = !gpu;   /* the CPU backend runs no kernels: an arch would say nothing */
-    if ((rc = args_plan(&a, &cfg, &plan, &sample))) return rc;
-    if (!strcmp(backend, "cuda")) {
-        /* the kernels must be for this GPU: a config's or --arch's other target is rebuilt for it */
-        if (gpu && strcmp(arch, plan.arch)) {
-            printf("note: building for GPU 0's %s instead of %s\n", arch, plan.arch);
-            if ((rc = args_make_plans(&a, &cfg, arch, &plan, &sample))) return rc;
-        }
-        if (args_build_plans(&a, &plan, &sample, a.quiet, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
-    }
-    TrainOptions opt = {backend, a.quiet, 0, 1, 0, NULL, a.env, NULL, fresh};
-    return train_run(&cfg, &plan, &sample, &opt);
+    return train_here(&a, &cfg, &plan, &sample, backend, fresh);
 }
 

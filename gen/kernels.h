@@ -8,7 +8,8 @@
  * From this come: the entry points in the generated source (the prelude defines KERNEL_<name> as the
  * extern "C" signature; the template writes `KERNEL(name) { body }`), the typed launchers of the runtime
  * (build/gen/kernel_launch.h, written by tools/kernel_launchers.c), the plan's launch geometry and the GPU
- * tests' coverage check. Adding a kernel = its declaration here + its body in the template. */
+ * tests' coverage check. Adding a kernel = its declaration (gen/kernels.c; its geometry rule, where no family's
+ * rule fits, in gen/kernel_rules.c) + its body in the template. */
 #ifndef GPT2GEN_KERNELS_H
 #define GPT2GEN_KERNELS_H
 #include "gen/step.h"

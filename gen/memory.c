@@ -12,7 +12,14 @@ const char *memory_category_name(MemCategory c) { return category_names[c]; }
 
 static size_t align_up(size_t x) { return (x + MEM_ALIGN - 1) & ~(size_t)(MEM_ALIGN - 1); }
 
-typedef struct { PlanMemory *mem; size_t end; } Layout;
+/* The arena as it is laid out, and the sizes of the step it is for */
+typedef struct {
+    PlanMemory *mem;
+    size_t end;
+    const Plan *plan;
+    size_t x, B, T, C, NH, BT;          /* bytes of a floatX; the step's shape */
+    int train, decode, logits;          /* a training step; a decode step; a step that computes logits */
+} Layout;
 
 /* a buffer of its own at the end of the arena */
 static void place(Layout *lo, BufferId id, const char *name, MemCategory cat, size_t bytes, size_t layer_bytes) {
@@ -29,16 +36,31 @@ static void place(Layout *lo, BufferId id, const char *name, MemCategory cat, si
     }
 }
 
-void memory_plan(PlanMemory *mem, const Plan *plan) {
-    memset(mem, 0, sizeof *mem);
-    Layout lo = {mem, 0};
+/* The parameters, their gradients and the optimizer's state. Several ranks: the parameters and gradients padded
+   to equal shards for the collectives; under ZeRO-1 a rank keeps the AdamW state and master weights of its shard
+   only (common/gpt2.h, ranks_shard) */
+static void place_weights(Layout *lo) {
+    const StepShape *st = &lo->plan->step;
+    size_t sizes[NUM_PARAM_TENSORS];
+    size_t np = gpt2_param_sizes(&lo->plan->model, sizes, NULL), x = lo->x;
+    int train = lo->train;
+    int world = train ? st->ranks : 1;
+    size_t npad = world > 1 ? ranks_padded(np, world) : np;
+    size_t nopt = !train ? 0 : world > 1 && st->zero_stage == 1 ? npad / (size_t)world : np;
+    place(lo, BUF_PARAMS, "params", MEM_PARAMS, st->shared_weights ? 0 : npad * x, 0);
+    place(lo, BUF_GRADS, "grads", MEM_GRADS, train ? npad * x : 0, 0);
+    place(lo, BUF_ADAM_M, "adam_m", MEM_OPTIMIZER, nopt * 4, 0);
+    place(lo, BUF_ADAM_V, "adam_v", MEM_OPTIMIZER, nopt * 4, 0);
+    place(lo, BUF_MASTER, "master_weights", MEM_OPTIMIZER, st->master_weights ? nopt * 4 : 0, 0);
+}
+
+/* The activations, layer by layer where the backward needs them */
+static void place_activations(Layout *lo) {
+    const Plan *plan = lo->plan;
     const GPT2Shape *s = &plan->model;
     const StepShape *st = &plan->step;
-    size_t sizes[NUM_PARAM_TENSORS];
-    size_t np = gpt2_param_sizes(s, sizes, NULL);
-    size_t x = st->precision == PREC_FP32 ? 4 : 2;
-    size_t B = st->B, T = st->T, C = s->n_embd, NH = s->n_head, Vp = s->padded_vocab_size, BT = B * T;
-    int train = st->kind == STEP_TRAIN, decode = st->kind == STEP_DECODE, logits = !st->fills_cache;
+    size_t x = lo->x, B = lo->B, T = lo->T, C = lo->C, NH = lo->NH, Vp = s->padded_vocab_size, BT = lo->BT;
+    int train = lo->train, decode = lo->decode, logits = lo->logits;
     /* a forward keeps nothing for a backward: one layer's activations serve every layer (layer l reads layer
        l-1's output before it writes its own, runtime/cuda/step.c) */
     size_t L = train ? (size_t)s->n_layer : 1;
@@ -46,52 +68,40 @@ void memory_plan(PlanMemory *mem, const Plan *plan) {
     size_t ln_layers = rec >= 2 ? 1 : L, gelu_layers = rec >= 1 ? 1 : L;
     size_t ln_stride = rec >= 2 ? 0 : BT * C * x, gelu_stride = rec >= 1 ? 0 : BT * 4 * C * x;
     size_t lstride = train ? 1 : 0;   /* multiplies the bytes between layers */
-
-    /* several ranks: the parameters and gradients padded to equal shards for the collectives; under ZeRO-1 a
-       rank keeps the AdamW state and master weights of its shard only (common/gpt2.h, ranks_shard) */
-    int world = train ? st->ranks : 1;
-    size_t npad = world > 1 ? ranks_padded(np, world) : np;
-    size_t nopt = !train ? 0 : world > 1 && st->zero_stage == 1 ? npad / (size_t)world : np;
-    place(&lo, BUF_PARAMS, "params", MEM_PARAMS, st->shared_weights ? 0 : npad * x, 0);
-    place(&lo, BUF_GRADS, "grads", MEM_GRADS, train ? npad * x : 0, 0);
-    place(&lo, BUF_ADAM_M, "adam_m", MEM_OPTIMIZER, nopt * 4, 0);
-    place(&lo, BUF_ADAM_V, "adam_v", MEM_OPTIMIZER, nopt * 4, 0);
-    place(&lo, BUF_MASTER, "master_weights", MEM_OPTIMIZER, st->master_weights ? nopt * 4 : 0, 0);
-
-    place(&lo, BUF_ENCODED, "encoded", MEM_ACTIVATIONS, BT * C * x, 0);
-    place(&lo, BUF_LN1, "ln1", MEM_ACTIVATIONS, ln_layers * BT * C * x, ln_stride);
-    place(&lo, BUF_LN1_MEAN, "ln1_mean", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
-    place(&lo, BUF_LN1_RSTD, "ln1_rstd", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
-    place(&lo, BUF_QKV, "qkv", MEM_ACTIVATIONS, L * BT * 3 * C * x, lstride * BT * 3 * C * x);
-    place(&lo, BUF_ATTY, "atty", MEM_ACTIVATIONS, L * BT * C * x, lstride * BT * C * x);
+    place(lo, BUF_ENCODED, "encoded", MEM_ACTIVATIONS, BT * C * x, 0);
+    place(lo, BUF_LN1, "ln1", MEM_ACTIVATIONS, ln_layers * BT * C * x, ln_stride);
+    place(lo, BUF_LN1_MEAN, "ln1_mean", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
+    place(lo, BUF_LN1_RSTD, "ln1_rstd", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
+    place(lo, BUF_QKV, "qkv", MEM_ACTIVATIONS, L * BT * 3 * C * x, lstride * BT * 3 * C * x);
+    place(lo, BUF_ATTY, "atty", MEM_ACTIVATIONS, L * BT * C * x, lstride * BT * C * x);
     /* attention keeps no (B,NH,T,T) scores: only each row's log-sum-exp, for the backward */
-    place(&lo, BUF_ATT_STATS, "att_stats", MEM_ACTIVATIONS, L * B * NH * T * 4, lstride * B * NH * T * 4);
-    place(&lo, BUF_RESIDUAL2, "residual2", MEM_ACTIVATIONS, L * BT * C * x, lstride * BT * C * x);
-    place(&lo, BUF_LN2, "ln2", MEM_ACTIVATIONS, ln_layers * BT * C * x, ln_stride);
-    place(&lo, BUF_LN2_MEAN, "ln2_mean", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
-    place(&lo, BUF_LN2_RSTD, "ln2_rstd", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
-    place(&lo, BUF_FCH, "fch", MEM_ACTIVATIONS, L * BT * 4 * C * x, lstride * BT * 4 * C * x);
-    place(&lo, BUF_FCH_GELU, "fch_gelu", MEM_ACTIVATIONS, gelu_layers * BT * 4 * C * x, gelu_stride);
-    place(&lo, BUF_RESIDUAL3, "residual3", MEM_ACTIVATIONS, L * BT * C * x, lstride * BT * C * x);
-    place(&lo, BUF_LNF, "lnf", MEM_ACTIVATIONS, BT * C * x, 0);
-    place(&lo, BUF_LNF_MEAN, "lnf_mean", MEM_ACTIVATIONS, BT * 4, 0);
-    place(&lo, BUF_LNF_RSTD, "lnf_rstd", MEM_ACTIVATIONS, BT * 4, 0);
+    place(lo, BUF_ATT_STATS, "att_stats", MEM_ACTIVATIONS, L * B * NH * T * 4, lstride * B * NH * T * 4);
+    place(lo, BUF_RESIDUAL2, "residual2", MEM_ACTIVATIONS, L * BT * C * x, lstride * BT * C * x);
+    place(lo, BUF_LN2, "ln2", MEM_ACTIVATIONS, ln_layers * BT * C * x, ln_stride);
+    place(lo, BUF_LN2_MEAN, "ln2_mean", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
+    place(lo, BUF_LN2_RSTD, "ln2_rstd", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
+    place(lo, BUF_FCH, "fch", MEM_ACTIVATIONS, L * BT * 4 * C * x, lstride * BT * 4 * C * x);
+    place(lo, BUF_FCH_GELU, "fch_gelu", MEM_ACTIVATIONS, gelu_layers * BT * 4 * C * x, gelu_stride);
+    place(lo, BUF_RESIDUAL3, "residual3", MEM_ACTIVATIONS, L * BT * C * x, lstride * BT * C * x);
+    place(lo, BUF_LNF, "lnf", MEM_ACTIVATIONS, BT * C * x, 0);
+    place(lo, BUF_LNF_MEAN, "lnf_mean", MEM_ACTIVATIONS, BT * 4, 0);
+    place(lo, BUF_LNF_RSTD, "lnf_rstd", MEM_ACTIVATIONS, BT * 4, 0);
     /* the logits of one chunk of rows (runtime/cuda/classifier.c); a prefill keeps none: the decode step computes the
        prompt's last position */
-    place(&lo, BUF_LOGITS, "logits", MEM_ACTIVATIONS, logits ? (size_t)plan->classifier_rows * Vp * x : 0, 0);
-    place(&lo, BUF_LOSSES, "losses", MEM_ACTIVATIONS, logits && !decode ? BT * 4 : 0, 0);
+    place(lo, BUF_LOGITS, "logits", MEM_ACTIVATIONS, logits ? (size_t)plan->classifier_rows * Vp * x : 0, 0);
+    place(lo, BUF_LOSSES, "losses", MEM_ACTIVATIONS, logits && !decode ? BT * 4 : 0, 0);
+}
 
-    place(&lo, BUF_TMP, "tmp", MEM_SCRATCH, BT * C * x, 0);
-    place(&lo, BUF_DRESIDUAL, "dresidual", MEM_SCRATCH, train ? BT * C * x : 0, 0);
-    place(&lo, BUF_DLN, "dln", MEM_SCRATCH, train ? BT * C * x : 0, 0);
-
-    /* Buffers of the layers' backward only: nothing reads them before the classifier's backward has consumed
-       the dlogits, so they lie inside the logits buffer when they fit there. */
+/* Buffers of the layers' backward only: nothing reads them before the classifier's backward has consumed the
+   dlogits, so they lie inside the logits buffer when they fit there. */
+static void place_backward(Layout *lo) {
+    PlanMemory *mem = lo->mem;
+    size_t x = lo->x, B = lo->B, T = lo->T, C = lo->C, NH = lo->NH, BT = lo->BT;
     static const struct { BufferId id; const char *name; } bwd[] = {{BUF_ATT_DDOT, "att_ddot"}, {BUF_DFCH, "dfch"},
         {BUF_DATTY, "datty"}, {BUF_DQKV, "dqkv"}};
     enum { N_BWD = sizeof bwd / sizeof bwd[0] };
     size_t bwd_bytes[N_BWD] = {B * NH * T * 4, BT * 4 * C * x, BT * C * x, BT * 3 * C * x};
-    if (!train) memset(bwd_bytes, 0, sizeof bwd_bytes);
+    if (!lo->train) memset(bwd_bytes, 0, sizeof bwd_bytes);
     size_t need = 0;
     for (int i = 0; i < N_BWD; i++) need = align_up(need) + bwd_bytes[i];
     if (need <= mem->buffers[BUF_LOGITS].bytes) {
@@ -102,37 +112,70 @@ void memory_plan(PlanMemory *mem, const Plan *plan) {
             off = b->offset + bwd_bytes[i];
         }
     } else {
-        for (int i = 0; i < N_BWD; i++) place(&lo, bwd[i].id, bwd[i].name, MEM_SCRATCH, bwd_bytes[i], 0);
+        for (int i = 0; i < N_BWD; i++) place(lo, bwd[i].id, bwd[i].name, MEM_SCRATCH, bwd_bytes[i], 0);
     }
+}
 
+/* The kernels' scratch buffers of a training step, and the batch */
+static void place_scratch(Layout *lo) {
+    const Plan *plan = lo->plan;
+    PlanMemory *mem = lo->mem;
+    size_t x = lo->x, C = lo->C, BT = lo->BT;
+    int train = lo->train, decode = lo->decode, logits = lo->logits;
     const LaunchDims *ln_bwd = &plan->kernels[K_LAYERNORM_BACKWARD].dims;
     const LaunchDims *bias = &plan->kernels[K_BIAS_BACKWARD_PARTIAL].dims;   /* grid[1]: the row splits */
     const LaunchDims *norm = &plan->kernels[K_GLOBAL_NORM_SQUARED].dims;
-    place(&lo, BUF_LN_SCRATCH, "ln_scratch", MEM_SCRATCH, train ? (size_t)ln_bwd->grid[0] * 2 * C * 4 : 0, 0);
-    place(&lo, BUF_BIAS_SCRATCH, "bias_scratch", MEM_SCRATCH, train ? (size_t)bias->grid[1] * 4 * C * 4 : 0, 0);
+    place(lo, BUF_LN_SCRATCH, "ln_scratch", MEM_SCRATCH, train ? (size_t)ln_bwd->grid[0] * 2 * C * 4 : 0, 0);
+    place(lo, BUF_BIAS_SCRATCH, "bias_scratch", MEM_SCRATCH, train ? (size_t)bias->grid[1] * 4 * C * 4 : 0, 0);
     /* the side stream's own bias scratch and cuBLASLt workspace (Plan.streams 2: runtime/cuda/step.c) */
     int side = train && plan->streams == 2;
-    place(&lo, BUF_BIAS_SCRATCH_SIDE, "bias_scratch_side", MEM_SCRATCH, side ? mem->buffers[BUF_BIAS_SCRATCH].bytes : 0, 0);
-    place(&lo, BUF_NORM_PARTIALS, "norm_partials", MEM_SCRATCH, train ? (size_t)norm->grid[0] * 4 : 0, 0);
+    place(lo, BUF_BIAS_SCRATCH_SIDE, "bias_scratch_side", MEM_SCRATCH, side ? mem->buffers[BUF_BIAS_SCRATCH].bytes : 0, 0);
+    place(lo, BUF_NORM_PARTIALS, "norm_partials", MEM_SCRATCH, train ? (size_t)norm->grid[0] * 4 : 0, 0);
     int fused = train && gelu_fused(plan->gelu);
-    place(&lo, BUF_FCPROJ_WT, "fcproj_wt", MEM_SCRATCH, fused ? 4 * C * C * x : 0, 0);
-    place(&lo, BUF_FC_PARTIALS, "fc_partials", MEM_SCRATCH, fused ? (BT + FC_GEMM_TILE_ROWS - 1) / FC_GEMM_TILE_ROWS * 4 * C * 4 : 0, 0);
+    place(lo, BUF_FCPROJ_WT, "fcproj_wt", MEM_SCRATCH, fused ? 4 * C * C * x : 0, 0);
+    place(lo, BUF_FC_PARTIALS, "fc_partials", MEM_SCRATCH, fused ? (BT + FC_GEMM_TILE_ROWS - 1) / FC_GEMM_TILE_ROWS * 4 * C * 4 : 0, 0);
 
-    place(&lo, BUF_INPUTS, "inputs", MEM_SCRATCH, BT * 4, 0);
-    place(&lo, BUF_TARGETS, "targets", MEM_SCRATCH, logits && !decode ? BT * 4 : 0, 0);
+    place(lo, BUF_INPUTS, "inputs", MEM_SCRATCH, BT * 4, 0);
+    place(lo, BUF_TARGETS, "targets", MEM_SCRATCH, logits && !decode ? BT * 4 : 0, 0);
     /* the encoder backward's buckets of positions by token */
-    place(&lo, BUF_BUCKET_TOKEN, "bucket_token", MEM_SCRATCH, train ? BT * 4 : 0, 0);
-    place(&lo, BUF_BUCKET_START, "bucket_start", MEM_SCRATCH, train ? (BT + 1) * 4 : 0, 0);
-    place(&lo, BUF_POSITIONS, "positions", MEM_SCRATCH, train ? BT * 4 : 0, 0);
+    place(lo, BUF_BUCKET_TOKEN, "bucket_token", MEM_SCRATCH, train ? BT * 4 : 0, 0);
+    place(lo, BUF_BUCKET_START, "bucket_start", MEM_SCRATCH, train ? (BT + 1) * 4 : 0, 0);
+    place(lo, BUF_POSITIONS, "positions", MEM_SCRATCH, train ? BT * 4 : 0, 0);
+}
 
+/* The decode step's key/value cache and its scratch, and the cuBLASLt workspaces */
+static void place_decode(Layout *lo) {
+    const Plan *plan = lo->plan;
+    const GPT2Shape *s = &plan->model;
+    const StepShape *st = &plan->step;
+    size_t x = lo->x, B = lo->B, C = lo->C, NH = lo->NH;
+    int decode = lo->decode, side = lo->train && plan->streams == 2;
     size_t cache = decode ? (size_t)s->n_layer * B * s->max_seq_len * C * x : 0;
     const LaunchDims *att = &plan->kernels[K_DECODE_ATTENTION].dims;   /* (KV_SPLITS, NH, B) */
-    place(&lo, BUF_KCACHE, "kcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);
-    place(&lo, BUF_VCACHE, "vcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);
-    place(&lo, BUF_ATT_PARTIAL, "att_partial", MEM_SCRATCH, decode ? (size_t)att->grid[0] * NH * B * (C / NH + 2) * 4 : 0, 0);
-    place(&lo, BUF_DECODE_POS, "decode_pos", MEM_SCRATCH, decode || st->fills_cache ? 4 : 0, 0);
-    place(&lo, BUF_RNG, "rng", MEM_SCRATCH, decode ? B * 8 : 0, 0);
-    place(&lo, BUF_CUBLASLT_WORKSPACE, "cublaslt_workspace", MEM_WORKSPACE, CUBLASLT_WORKSPACE_BYTES, 0);
-    place(&lo, BUF_CUBLASLT_WORKSPACE_SIDE, "cublaslt_workspace_side", MEM_WORKSPACE, side ? CUBLASLT_WORKSPACE_BYTES : 0, 0);
+    place(lo, BUF_KCACHE, "kcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);
+    place(lo, BUF_VCACHE, "vcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);
+    place(lo, BUF_ATT_PARTIAL, "att_partial", MEM_SCRATCH, decode ? (size_t)att->grid[0] * NH * B * (C / NH + 2) * 4 : 0, 0);
+    place(lo, BUF_DECODE_POS, "decode_pos", MEM_SCRATCH, decode || st->fills_cache ? 4 : 0, 0);
+    place(lo, BUF_RNG, "rng", MEM_SCRATCH, decode ? B * 8 : 0, 0);
+    place(lo, BUF_CUBLASLT_WORKSPACE, "cublaslt_workspace", MEM_WORKSPACE, CUBLASLT_WORKSPACE_BYTES, 0);
+    place(lo, BUF_CUBLASLT_WORKSPACE_SIDE, "cublaslt_workspace_side", MEM_WORKSPACE, side ? CUBLASLT_WORKSPACE_BYTES : 0, 0);
+}
+
+void memory_plan(PlanMemory *mem, const Plan *plan) {
+    memset(mem, 0, sizeof *mem);
+    const StepShape *st = &plan->step;
+    size_t B = st->B, T = st->T;
+    Layout lo = {mem, 0, plan, st->precision == PREC_FP32 ? 4 : 2, B, T, plan->model.n_embd, plan->model.n_head, B * T,
+                 st->kind == STEP_TRAIN, st->kind == STEP_DECODE, !st->fills_cache};
+    place_weights(&lo);
+    place_activations(&lo);
+    size_t x = lo.x, C = lo.C, BT = lo.BT;
+    int train = lo.train;
+    place(&lo, BUF_TMP, "tmp", MEM_SCRATCH, BT * C * x, 0);
+    place(&lo, BUF_DRESIDUAL, "dresidual", MEM_SCRATCH, train ? BT * C * x : 0, 0);
+    place(&lo, BUF_DLN, "dln", MEM_SCRATCH, train ? BT * C * x : 0, 0);
+    place_backward(&lo);
+    place_scratch(&lo);
+    place_decode(&lo);
     mem->arena_bytes = align_up(lo.end);
 }

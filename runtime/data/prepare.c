@@ -9,8 +9,9 @@
  * the shards strictly in the order they were filled. So the shards are the same whatever the number of
  * threads, and memory is the ring: a few chunks per thread, and one shard per split.
  * The data set is written into a temporary folder and swapped in whole (dataset_dir.h): on any failure
- * the output folder stays as it was. */
+ * the output folder stays as it was. The chunks and the threads that encode them are prepare_pool.c's. */
 #include "runtime/data/prepare.h"
+#include "runtime/data/prepare_pool.h"
 #include "runtime/data/corpus.h"
 #include "runtime/data/dataset_dir.h"
 #include "runtime/data/documents.h"
@@ -71,119 +72,6 @@ static int writer_add(ShardWriter *w, const int32_t *ids, size_t n, Err *err) {
     return 0;
 }
 
-/* ---------- chunks of work ---------- */
-
-/* Text of one document, or of a part of one, in a chunk. */
-typedef struct {
-    size_t off, len;
-    size_t tok_end;          /* the chunk's ids up to the end of this one's, once encoded */
-    int    input;            /* which input it came from (for the per-input counts) */
-    unsigned char val;       /* its split */
-    unsigned char starts;    /* the document starts here: the end-of-text token first */
-} Seg;
-
-enum { SLOT_FREE, SLOT_FILLED, SLOT_DONE };
-
-typedef struct {
-    char     *text;
-    size_t    len, cap;
-    Seg      *segs;
-    int       nseg, segcap;
-    TokenVec  ids;
-    int       state;
-    int       failed;
-    Err       err;
-} Chunk;
-
-static void chunk_append(Chunk *c, const char *s, size_t n) {
-    if (c->len + n > c->cap) {
-        while (c->cap < c->len + n) c->cap = c->cap ? c->cap * 2 : PREPARE_CHUNK_BYTES + 4096;
-        c->text = realloc(c->text, c->cap);
-        if (!c->text) { fprintf(stderr, "out of host memory for %zu bytes of text\n", c->cap); abort(); }
-    }
-    memcpy(c->text + c->len, s, n);
-    c->len += n;
-}
-
-static void chunk_add_seg(Chunk *c, Seg s) {
-    if (c->nseg == c->segcap) {
-        c->segcap = c->segcap ? c->segcap * 2 : 256;
-        c->segs = realloc(c->segs, (size_t)c->segcap * sizeof *c->segs);
-        if (!c->segs) { fprintf(stderr, "out of host memory for %d documents\n", c->segcap); abort(); }
-    }
-    c->segs[c->nseg++] = s;
-}
-
-static void chunk_encode(const Tokenizer *tok, Chunk *c) {
-    c->ids.n = 0;
-    for (int i = 0; i < c->nseg && !c->failed; i++) {
-        Seg *s = &c->segs[i];
-        if (s->starts) tokvec_push(&c->ids, tok->eot);
-        if (tokenizer_encode(tok, c->text + s->off, s->len, &c->ids, &c->err)) c->failed = 1;
-        s->tok_end = c->ids.n;
-    }
-}
-
-/* ---------- the ring of chunks and its threads ---------- */
-
-typedef struct {
-    const Tokenizer *tok;
-    Chunk           *slots;
-    int              nslots, nthreads, stop, started;
-    long             filled, taken, written;   /* chunks handed to the workers, taken by them, written out */
-    pthread_t       *threads;
-    pthread_mutex_t  mu;
-    pthread_cond_t   work, done;
-} Pool;
-
-static void *worker(void *arg) {
-    Pool *p = arg;
-    pthread_mutex_lock(&p->mu);
-    for (;;) {
-        while (!p->stop && p->taken == p->filled) pthread_cond_wait(&p->work, &p->mu);
-        if (p->stop) break;
-        Chunk *c = &p->slots[p->taken++ % p->nslots];
-        pthread_mutex_unlock(&p->mu);
-        chunk_encode(p->tok, c);
-        pthread_mutex_lock(&p->mu);
-        c->state = SLOT_DONE;
-        pthread_cond_broadcast(&p->done);
-    }
-    pthread_mutex_unlock(&p->mu);
-    return NULL;
-}
-
-/* threads 1: no workers, the reading thread encodes each chunk as it is filled. */
-static int pool_start(Pool *p, const Tokenizer *tok, int threads, Err *err) {
-    *p = (Pool){.tok = tok, .nthreads = threads > 1 ? threads : 0};
-    p->nslots = p->nthreads ? 2 * p->nthreads + 2 : 1;
-    p->slots = xcalloc((size_t)p->nslots, sizeof *p->slots);
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->work, NULL);
-    pthread_cond_init(&p->done, NULL);
-    p->threads = xcalloc((size_t)p->nthreads + 1, sizeof *p->threads);
-    for (; p->started < p->nthreads; p->started++)
-        if (pthread_create(&p->threads[p->started], NULL, worker, p))
-            return err_set(err, "cannot start encoding thread %d of %d", p->started + 1, p->nthreads);
-    return 0;
-}
-
-static void pool_stop(Pool *p) {
-    pthread_mutex_lock(&p->mu);
-    p->stop = 1;
-    pthread_cond_broadcast(&p->work);
-    pthread_mutex_unlock(&p->mu);
-    for (int i = 0; i < p->started; i++) pthread_join(p->threads[i], NULL);
-    for (int i = 0; i < p->nslots; i++) {
-        free(p->slots[i].text); free(p->slots[i].segs); tokvec_free(&p->slots[i].ids);
-    }
-    free(p->slots);
-    free(p->threads);
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->work);
-    pthread_cond_destroy(&p->done);
-}
-
 /* ---------- the run ---------- */
 
 typedef struct { size_t files, docs, tokens; } InputCount;
@@ -194,8 +82,8 @@ typedef struct {
     ShardWriter        val, train;
     unsigned long long val_millionths;   /* the validation fraction */
     size_t             docs, val_docs;   /* documents started, over all inputs */
-    Pool               pool;
-    Chunk             *cur;              /* the chunk being filled */
+    PreparePool        pool;
+    PrepareChunk      *cur;              /* the chunk being filled */
     /* the document being read */
     size_t             doc_off;          /* where its text in cur starts */
     size_t             doc_scan;         /* cur->text[doc_off..doc_scan) is whitespace, while it has not started */
@@ -230,32 +118,32 @@ int prepare_cut_is_safe(const char *text, size_t len, size_t at) {
 /* Writes chunk seq, the oldest not yet written, once it is encoded (waiting for it when wait is set).
    1 when it was not done (and wait was not set), 0 when written, -1 + err. */
 static int write_oldest(Prepare *p, int wait, Err *err) {
-    Pool *pl = &p->pool;
-    Chunk *c = &pl->slots[pl->written % pl->nslots];
+    PreparePool *pl = &p->pool;
+    PrepareChunk *c = &pl->slots[pl->written % pl->nslots];
     pthread_mutex_lock(&pl->mu);
-    while (wait && c->state != SLOT_DONE) pthread_cond_wait(&pl->done, &pl->mu);
-    int done = c->state == SLOT_DONE;
+    while (wait && c->state != PREPARE_SLOT_DONE) pthread_cond_wait(&pl->done, &pl->mu);
+    int done = c->state == PREPARE_SLOT_DONE;
     pthread_mutex_unlock(&pl->mu);
     if (!done) return 1;
     if (c->failed) return err_set(err, "%s", c->err.msg);
     size_t at = 0;
     for (int i = 0; i < c->nseg; i++) {
-        Seg *s = &c->segs[i];
+        PrepareSeg *s = &c->segs[i];
         if (writer_add(s->val ? &p->val : &p->train, c->ids.data + at, s->tok_end - at, err)) return -1;
         p->counts[s->input].tokens += s->tok_end - at;
         at = s->tok_end;
     }
-    c->state = SLOT_FREE;
+    c->state = PREPARE_SLOT_FREE;
     pl->written++;
     return 0;
 }
 
 /* The next chunk to fill, writing the oldest one first when every slot is taken. */
 static int next_chunk(Prepare *p, Err *err) {
-    Pool *pl = &p->pool;
+    PreparePool *pl = &p->pool;
     while (pl->filled - pl->written >= pl->nslots)
         if (write_oldest(p, 1, err)) return -1;
-    Chunk *c = &pl->slots[pl->filled % pl->nslots];
+    PrepareChunk *c = &pl->slots[pl->filled % pl->nslots];
     c->len = 0;
     c->nseg = 0;
     c->failed = 0;
@@ -266,16 +154,16 @@ static int next_chunk(Prepare *p, Err *err) {
 /* Hands the current chunk over (to a worker, or encodes it here), writes what is done, and starts the
    next chunk. */
 static int submit_chunk(Prepare *p, Err *err) {
-    Pool *pl = &p->pool;
-    Chunk *c = p->cur;
+    PreparePool *pl = &p->pool;
+    PrepareChunk *c = p->cur;
     if (c->nseg == 0) { c->len = 0; return 0; }
     if (pl->nthreads == 0) {
-        chunk_encode(&p->tok, c);
-        c->state = SLOT_DONE;
+        prepare_chunk_encode(&p->tok, c);
+        c->state = PREPARE_SLOT_DONE;
         pl->filled++;
     } else {
         pthread_mutex_lock(&pl->mu);
-        c->state = SLOT_FILLED;
+        c->state = PREPARE_SLOT_FILLED;
         pl->filled++;
         pthread_cond_signal(&pl->work);
         pthread_mutex_unlock(&pl->mu);
@@ -297,7 +185,7 @@ static void doc_reset(Prepare *p) {
 /* A long document: when its text in the chunk holds a safe cut, the part before it goes with this chunk
    and the rest starts the next. */
 static int try_cut(Prepare *p, Err *err) {
-    Chunk *c = p->cur;
+    PrepareChunk *c = p->cur;
     size_t lo = p->doc_off + 1 > p->cut_from ? p->doc_off + 1 : p->cut_from, at = c->len - 1;
     while (at > lo && !prepare_cut_is_safe(c->text, c->len, at - 1)) at--;
     if (at <= lo) { p->cut_from = c->len > 1 ? c->len - 1 : 0; return 0; }
@@ -309,11 +197,11 @@ static int try_cut(Prepare *p, Err *err) {
         if (!p->carry) { fprintf(stderr, "out of host memory for %zu bytes of text\n", rest); abort(); }
     }
     memcpy(p->carry, c->text + at, rest);
-    chunk_add_seg(c, (Seg){.off = p->doc_off, .len = at - p->doc_off, .input = p->input, .val = (unsigned char)p->doc_val,
+    prepare_chunk_add_seg(c, (PrepareSeg){.off = p->doc_off, .len = at - p->doc_off, .input = p->input, .val = (unsigned char)p->doc_val,
                            .starts = (unsigned char)!p->continued});
     c->len = at;
     if (submit_chunk(p, err)) return -1;
-    chunk_append(p->cur, p->carry, rest);
+    prepare_chunk_append(p->cur, p->carry, rest);
     p->doc_off = 0;
     p->doc_scan = p->cur->len;
     p->cut_from = 0;
@@ -331,8 +219,8 @@ static int is_val_document(size_t d, unsigned long long millionths) {
 /* DocSink: more text of the current document. */
 static int doc_text(void *ctx, const char *s, size_t n, Err *err) {
     Prepare *p = ctx;
-    Chunk *c = p->cur;
-    chunk_append(c, s, n);
+    PrepareChunk *c = p->cur;
+    prepare_chunk_append(c, s, n);
     if (!p->started) {
         while (p->doc_scan < c->len && isspace((unsigned char)c->text[p->doc_scan])) p->doc_scan++;
         if (p->doc_scan == c->len) return 0;
@@ -347,9 +235,9 @@ static int doc_text(void *ctx, const char *s, size_t n, Err *err) {
 /* DocSink: the document ended. Blank ones leave nothing. */
 static int doc_end(void *ctx, Err *err) {
     Prepare *p = ctx;
-    Chunk *c = p->cur;
+    PrepareChunk *c = p->cur;
     if (p->started)
-        chunk_add_seg(c, (Seg){.off = p->doc_off, .len = c->len - p->doc_off, .input = p->input, .val = (unsigned char)p->doc_val,
+        prepare_chunk_add_seg(c, (PrepareSeg){.off = p->doc_off, .len = c->len - p->doc_off, .input = p->input, .val = (unsigned char)p->doc_val,
                                .starts = (unsigned char)!p->continued});
     else c->len = p->doc_off;
     if (c->len >= PREPARE_CHUNK_BYTES && submit_chunk(p, err)) return -1;
@@ -515,9 +403,9 @@ int prepare_run(const PrepareArgs *a, Err *err) {
     p.counts = xcalloc((size_t)a->n_inputs, sizeof *p.counts);
     p.val = (ShardWriter){.dir = out.tmp, .split = "val", .cap = a->shard_tokens};
     p.train = (ShardWriter){.dir = out.tmp, .split = "train", .cap = a->shard_tokens};
-    int rc = pool_start(&p.pool, &p.tok, a->threads, err);
+    int rc = prepare_pool_start(&p.pool, &p.tok, a->threads, err);
     if (rc == 0) rc = read_all(&p, &list, err);
-    pool_stop(&p.pool);
+    prepare_pool_stop(&p.pool);
     if (p.reported) {
         if (p.tty) fputs("\r\033[K", stderr);
         else if (rc == 0) report_progress(&p, 1);

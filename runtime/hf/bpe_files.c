@@ -130,6 +130,41 @@ static int write_json(const char *path, json_t *o, size_t flags, Err *err) {
     return rc;
 }
 
+/* merges.txt: one line per merge, "left right"; longest: the most bytes of a token */
+static int write_merges(const Tokenizer *tok, const char *dir, int32_t (*pairs)[2], int m, size_t longest, Err *err) {
+    char path[4200], *a = xmalloc(2 * longest + 1), *b = xmalloc(2 * longest + 1);
+    size_t cap = 64 + (size_t)m * (4 * longest + 2), len = 0;
+    char *text = xmalloc(cap);
+    len += (size_t)snprintf(text, cap, "#version: 0.2\n");
+    for (int k = 0; k < m; k++) {
+        size_t na = encode_token(tok, pairs[k][0], a), nb = encode_token(tok, pairs[k][1], b);
+        memcpy(text + len, a, na); len += na;
+        text[len++] = ' ';
+        memcpy(text + len, b, nb); len += nb;
+        text[len++] = '\n';
+    }
+    snprintf(path, sizeof path, "%s/merges.txt", dir);
+    int rc = write_file_atomic(path, text, len, err);
+    free(text); free(a); free(b);
+    return rc;
+}
+
+/* tokenizer_config.json: GPT-2's tokenizer class and special tokens */
+static int write_config(const char *dir, int max_len, Err *err) {
+    char path[4200];
+    json_t *c = json_object();
+    json_object_set_new(c, "tokenizer_class", json_string("GPT2Tokenizer"));
+    json_object_set_new(c, "model_max_length", json_integer(max_len));
+    json_object_set_new(c, "bos_token", json_string("<|endoftext|>"));
+    json_object_set_new(c, "eos_token", json_string("<|endoftext|>"));
+    json_object_set_new(c, "unk_token", json_string("<|endoftext|>"));
+    json_object_set_new(c, "add_prefix_space", json_false());
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    int rc = write_json(path, c, JSON_INDENT(2), err);
+    json_decref(c);
+    return rc;
+}
+
 int bpe_write_files(const Tokenizer *tok, const char *dir, int max_len, char *note, size_t notelen, Err *err) {
     if (tok->vocab_size != GPT2_VOCAB || tok->eot != GPT2_EOT) {
         snprintf(note, notelen, "the tokenizer has %d tokens and end-of-text %d, not GPT-2's %d and %d", tok->vocab_size,
@@ -146,7 +181,7 @@ int bpe_write_files(const Tokenizer *tok, const char *dir, int max_len, char *no
         tokenizer_decode(tok, id, &n);
         if (n > longest) longest = n;
     }
-    char *a = xmalloc(2 * longest + 1), *b = xmalloc(2 * longest + 1);
+    char *a = xmalloc(2 * longest + 1);
     json_t *vocab = json_object();
     int rc = 0;
     if (m < 0) {
@@ -166,34 +201,9 @@ int bpe_write_files(const Tokenizer *tok, const char *dir, int max_len, char *no
         snprintf(path, sizeof path, "%s/vocab.json", dir);
         rc = write_json(path, vocab, JSON_COMPACT, err);
     }
-    if (!rc) {   /* merges.txt: one line per merge, "left right" */
-        size_t cap = 64 + (size_t)m * (4 * longest + 2), len = 0;
-        char *text = xmalloc(cap);
-        len += (size_t)snprintf(text, cap, "#version: 0.2\n");
-        for (int k = 0; k < m; k++) {
-            size_t na = encode_token(tok, pairs[k][0], a), nb = encode_token(tok, pairs[k][1], b);
-            memcpy(text + len, a, na); len += na;
-            text[len++] = ' ';
-            memcpy(text + len, b, nb); len += nb;
-            text[len++] = '\n';
-        }
-        snprintf(path, sizeof path, "%s/merges.txt", dir);
-        rc = write_file_atomic(path, text, len, err);
-        free(text);
-    }
-    if (!rc) {
-        json_t *c = json_object();
-        json_object_set_new(c, "tokenizer_class", json_string("GPT2Tokenizer"));
-        json_object_set_new(c, "model_max_length", json_integer(max_len));
-        json_object_set_new(c, "bos_token", json_string("<|endoftext|>"));
-        json_object_set_new(c, "eos_token", json_string("<|endoftext|>"));
-        json_object_set_new(c, "unk_token", json_string("<|endoftext|>"));
-        json_object_set_new(c, "add_prefix_space", json_false());
-        snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-        rc = write_json(path, c, JSON_INDENT(2), err);
-        json_decref(c);
-    }
+    if (!rc) rc = write_merges(tok, dir, pairs, m, longest, err);
+    if (!rc) rc = write_config(dir, max_len, err);
     json_decref(vocab);
-    free(pairs); free(merged); free(a); free(b);
+    free(pairs); free(merged); free(a);
     return rc;
 }

@@ -134,18 +134,54 @@ static int supervise(const pid_t *pids, int n, double grace_s) {
     return failed ? EXIT_FAIL : stopped ? 130 : EXIT_OK;
 }
 
-int launch_local(int n, double grace_s, size_t len, LaunchMakeId make_id, void *ctx, int *rank, void *id, Err *err) {
-    if (n < 1 || n > LAUNCH_MAX_RANKS) return err_set(err, "cannot launch %d ranks: 1 to %d on one node", n, LAUNCH_MAX_RANKS);
-    int (*fds)[2] = xmalloc((size_t)n * sizeof *fds);
-    pid_t *pids = xcalloc((size_t)n, sizeof *pids);
+/* A pipe a rank, for the ID; -1 + err (none left open) */
+static int open_pipes(int (*fds)[2], int n, Err *err) {
     for (int i = 0; i < n; i++) fds[i][0] = fds[i][1] = -1;
     for (int i = 0; i < n; i++)
         if (pipe2(fds[i], O_CLOEXEC) != 0) {
             err_set(err, "cannot launch %d ranks: pipe: %s", n, strerror(errno));
             close_pipes(fds, n);
-            free(fds); free(pids);
             return -1;
         }
+    return 0;
+}
+
+/* The parent, once the n children run: the ID made and written to each one's pipe, then the children supervised
+   (Ctrl-C is theirs meanwhile). The parent's exit code. */
+static int hand_id(pid_t *pids, int (*fds)[2], int n, double grace_s, size_t len, LaunchMakeId make_id, void *ctx,
+                   void *id, Err *err) {
+    struct sigaction ign, old_int, old_pipe;
+    memset(&ign, 0, sizeof ign);
+    sigemptyset(&ign.sa_mask);
+    ign.sa_handler = SIG_IGN;
+    /* Ctrl-C is the children's: they save and exit 130. Unblocked, as a blocked signal is kept even when ignored. */
+    sigaction(SIGINT, &ign, &old_int);
+    sigset_t just_int;
+    sigemptyset(&just_int);
+    sigaddset(&just_int, SIGINT);
+    sigprocmask(SIG_UNBLOCK, &just_int, NULL);
+    for (int i = 0; i < n; i++) close_fd(&fds[i][0]);
+    int code;
+    if (make_id(id, len, ctx, err) != 0) {
+        fprintf(stderr, "gpt2gen: %s\n", err->msg);
+        kill_and_reap(pids, n);          /* killed before their pipes close, so they print nothing */
+        close_pipes(fds, n);
+        code = EXIT_FAIL;
+    } else {
+        sigaction(SIGPIPE, &ign, &old_pipe);   /* a child already gone: supervise names it */
+        for (int i = 0; i < n; i++) { write_all(fds[i][1], id, len); close_fd(&fds[i][1]); }
+        sigaction(SIGPIPE, &old_pipe, NULL);
+        code = supervise(pids, n, grace_s);
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    return code;
+}
+
+int launch_local(int n, double grace_s, size_t len, LaunchMakeId make_id, void *ctx, int *rank, void *id, Err *err) {
+    if (n < 1 || n > LAUNCH_MAX_RANKS) return err_set(err, "cannot launch %d ranks: 1 to %d on one node", n, LAUNCH_MAX_RANKS);
+    int (*fds)[2] = xmalloc((size_t)n * sizeof *fds);
+    pid_t *pids = xcalloc((size_t)n, sizeof *pids);
+    if (open_pipes(fds, n, err)) { free(fds); free(pids); return -1; }
     /* SIGINT, SIGTERM and SIGCHLD wait, blocked, until the parent is ready for them; a child puts back the
        caller's mask and SIGCHLD. SIGCHLD is the default while we supervise, so exited children stay to be reaped. */
     sigset_t block, old_mask;
@@ -154,12 +190,10 @@ int launch_local(int n, double grace_s, size_t len, LaunchMakeId make_id, void *
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGCHLD);
     sigprocmask(SIG_BLOCK, &block, &old_mask);
-    struct sigaction dfl, ign, old_chld, old_int, old_pipe;
+    struct sigaction dfl, old_chld;
     memset(&dfl, 0, sizeof dfl);
     sigemptyset(&dfl.sa_mask);
     dfl.sa_handler = SIG_DFL;
-    ign = dfl;
-    ign.sa_handler = SIG_IGN;
     sigaction(SIGCHLD, &dfl, &old_chld);
     fflush(NULL);
     pid_t parent = getpid();
@@ -181,26 +215,7 @@ int launch_local(int n, double grace_s, size_t len, LaunchMakeId make_id, void *
             return -1;
         }
     }
-    /* Ctrl-C is the children's: they save and exit 130. Unblocked, as a blocked signal is kept even when ignored. */
-    sigaction(SIGINT, &ign, &old_int);
-    sigset_t just_int;
-    sigemptyset(&just_int);
-    sigaddset(&just_int, SIGINT);
-    sigprocmask(SIG_UNBLOCK, &just_int, NULL);
-    for (int i = 0; i < n; i++) close_fd(&fds[i][0]);
-    int code;
-    if (make_id(id, len, ctx, err) != 0) {
-        fprintf(stderr, "gpt2gen: %s\n", err->msg);
-        kill_and_reap(pids, n);          /* killed before their pipes close, so they print nothing */
-        close_pipes(fds, n);
-        code = EXIT_FAIL;
-    } else {
-        sigaction(SIGPIPE, &ign, &old_pipe);   /* a child already gone: supervise names it */
-        for (int i = 0; i < n; i++) { write_all(fds[i][1], id, len); close_fd(&fds[i][1]); }
-        sigaction(SIGPIPE, &old_pipe, NULL);
-        code = supervise(pids, n, grace_s);
-    }
-    sigaction(SIGINT, &old_int, NULL);
+    int code = hand_id(pids, fds, n, grace_s, len, make_id, ctx, id, err);
     sigaction(SIGCHLD, &old_chld, NULL);
     sigprocmask(SIG_SETMASK, &old_mask, NULL);
     free(fds); free(pids);

@@ -1,7 +1,7 @@
-/* train: the training loop (runtime/train/train.h): the ranks this process drives, the step, validation, samples and
-   progress; checkpoints and the start of a run are train_checkpoint.c's. */
+/* train: the training loop (runtime/train/train.h): the step over the ranks this process drives, validation,
+   samples and progress; opening and closing a run is train_open.c's, checkpoints and the start from one
+   train_checkpoint.c's. */
 #include "runtime/train/train.h"
-#include "runtime/ranks/launch.h"
 #include "runtime/train/train_run.h"
 #include "common/clock.h"
 #include "common/files.h"
@@ -14,47 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-enum { EVAL_ROWS = 32 };   /* eval.hellaswag's completions per forward */
-
-Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo ri, const Env *env, Err *err) {
-    BackendOptions o = {plan, ri.device, 0, 0, NULL, env, NULL};
-    if (ri.world > 1 && plan->step.zero_stage == 1) {
-        size_t sizes[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&plan->model, sizes, NULL);
-        ranks_shard(n, ri.world, ri.rank, &o.opt_offset, &o.opt_count);
-        if (o.opt_count == 0) {
-            err_set(err, "%s: train.num_gpus = %d: more ranks than parameters", plan->config_path, ri.world);
-            return NULL;
-        }
-    }
-    return backend_create(&o, which, err);
-}
-
-int train_check_ranks(const Config *c, const char *backend, int procs, Err *err) {
-    int n = c->train.num_gpus;
-    if (procs > 1) {
-        if (n != procs)
-            return err_set(err, "%s: train.num_gpus = %d, but %d processes were started: they must agree (--gpus N sets "
-                           "both)", c->path, n, procs);
-        return 0;
-    }
-    if (n > 1 && strcmp(backend, "cpu"))
-        return err_set(err, "%s: train.num_gpus = %d: several GPUs train as one process per GPU: start it with `gpt2gen "
-                       "train --gpus %d`, mpirun or srun, or emulate %d ranks in one process with --backend cpu",
-                       c->path, n, n, n);
-    if (n > TRAIN_MAX_EMULATED_RANKS)
-        return err_set(err, "%s: train.num_gpus = %d: the CPU backend emulates at most %d ranks", c->path, n, TRAIN_MAX_EMULATED_RANKS);
-    return 0;
-}
-
-int train_check_tokenizer(const Config *c, Err *err) {
-    if (!strcmp(c->data.tokenizer, "none") || c->eval.sample_every <= 0) return 0;
-    const char *why = c->data.tokenizer[0] ? file_missing_why(c->data.tokenizer) : "empty";
-    if (!*why) return 0;   /* there: tokenizer_load checks it */
-    return err_set(err, "%s: data.tokenizer: %s: %s; samples (eval.sample_every) print their text through it: name the "
-                   "tokenizer file (`make data` and `gpt2gen prepare` write one beside the shards), or set data.tokenizer "
-                   "= \"none\" to print token ids", c->path, c->data.tokenizer[0] ? err_show(c->data.tokenizer) : "\"\"", why);
-}
 
 /* ---------------------------------------------------------------- the run's pieces */
 
@@ -144,130 +103,6 @@ static int eval_choices(Run *r, int step, Err *err) {
                   json_integer(res.correct), "accuracy", metrics_real("%.6f", res.accuracy), NULL);
     evalresult_free(&res);
     return 0;
-}
-
-/* The tokenizer, for samples: its ids must be the model's (a larger one could sample or start from an id the
-   model does not have). data.tokenizer = "none": samples print as token ids. A missing file is an error where
-   samples need it (train_check_tokenizer), and goes unsaid where nothing samples. */
-static int open_tokenizer(Run *r, Err *err) {
-    const Config *c = r->cfg;
-    if (train_check_tokenizer(c, err)) return -1;
-    if (!strcmp(c->data.tokenizer, "none") || *file_missing_why(c->data.tokenizer)) return 0;
-    if (tokenizer_load(&r->tok, c->data.tokenizer, err)) return -1;
-    r->has_tok = 1;
-    if (r->tok.vocab_size > c->model.vocab_size)
-        return err_set(err, "%s: %d tokens, more than the model's vocab_size %d: not this model's tokenizer",
-                       c->data.tokenizer, r->tok.vocab_size, c->model.vocab_size);
-    return 0;
-}
-
-/* Everything a run checks before its first step: the run directory (rundir_open, by rank 0's process), every
-   shard's header, the tokenizer, the metrics log (rank 0); then the backends, and the ranks joined. */
-static int open_run(Run *r, const Config *c, const Plan *plan, const Plan *sample, const TrainOptions *opt, Err *err) {
-    memset(r, 0, sizeof *r);
-    r->dir.lock_fd = -1;
-    r->cfg = c;
-    r->world = c->train.num_gpus;
-    int procs = opt->procs > 1 ? opt->procs : 1;
-    r->first = procs > 1 ? opt->rank : 0;
-    r->local = procs > 1 ? 1 : r->world;
-    r->lead = r->first == 0;
-    if (train_check_ranks(c, opt->backend, procs, err)) return -1;
-    r->quiet = opt->quiet || !r->lead;
-    r->sample_rng = (uint64_t)c->train.seed * 31 + 7;
-    size_t sizes[NUM_PARAM_TENSORS];
-    GPT2Shape shape = config_shape(c);
-    r->num_params = gpt2_param_sizes(&shape, sizes, NULL);
-    int B = plan->step.B, T = plan->step.T;   /* the training plan's step */
-    /* rank 0 holds the folder's lock and checks it; the others write their state shards into it */
-    int mode = c->checkpoint.resume ? RUNDIR_RESUME : opt->fresh ? RUNDIR_FRESH : RUNDIR_NEW;
-    if (r->lead && rundir_open(&r->dir, c->checkpoint.dir, mode, err)) return -1;
-    if (!r->lead) snprintf(r->dir.dir, sizeof r->dir.dir, "%s", c->checkpoint.dir);
-    r->rk = xcalloc((size_t)r->local, sizeof *r->rk);
-    r->train = &r->rk[0].train;
-    r->has_val = c->eval.val_every > 0 && c->eval.val_batches > 0;
-    if (!c->data.train[0])
-        return err_set(err, "data.train is empty: name the training shards, e.g. data/NAME/train_*.bin "
-                       "(`gpt2gen prepare FILE... -o data/NAME` makes them)");
-    int no_val = r->has_val && dataloader_no_shards(c->data.val);   /* no validation set: train without one */
-    if (no_val) r->has_val = 0;
-    for (int k = 0; k < r->local; k++) {
-        RankRun *q = &r->rk[k];
-        int rank = r->first + k;
-        /* a loader that failed to open holds nothing, and close_run closes loaders up to the first unopened one */
-        if (dataloader_open(&q->train, c->data.train, B, T, rank, r->world, 1, (unsigned long)c->train.seed, c->model.vocab_size, err)) return -1;
-        if (r->has_val && dataloader_open(&q->val, c->data.val, B, T, rank, r->world, 0, 0, c->model.vocab_size, err)) {
-            dataloader_close(&q->train);
-            return -1;
-        }
-        r->opened = k + 1;
-    }
-    if (no_val && r->lead) {
-        if (c->data.val[0]) printf("note: no validation set (%s matches no shards): training without validation\n", err_show(c->data.val));
-        else printf("note: no validation set (data.val is empty): training without validation\n");
-    }
-    if (open_tokenizer(r, err) || (r->lead && metrics_open(&r->metrics, c->checkpoint.dir, err))) return -1;
-    loss_scale_init(&r->scaler, c->precision == PREC_FP16, c->train.loss_scale, c->train.loss_scale_interval);
-    const Env *env = env_or_defaults(opt->env);
-    r->overflow_hook = env->test_overflow;
-    if (loss_scale_hook_check(r->overflow_hook, err)) return -1;
-    for (int k = 0; k < r->local; k++) {
-        RankRun *q = &r->rk[k];
-        RankInfo ri = {r->first + k, r->world, procs > 1 ? opt->device : 0};
-        if (!(q->be = train_make_rank_backend(plan, opt->backend, ri, env, err))) return -1;
-        if (r->world > 1 && (!q->be->grad_buffer || !q->be->param_buffer || !q->be->grad_sumsq))
-            return err_set(err, "the %s backend cannot run as one of several ranks yet", q->be->name);
-        q->inputs = xmalloc((size_t)B * T * sizeof(int32_t));
-        q->targets = xmalloc((size_t)B * T * sizeof(int32_t));
-    }
-    r->be = r->rk[0].be;
-    /* rank 0 samples through its own decode plan's cache, on the training weights */
-    if (r->lead && c->eval.sample_every > 0) {
-        r->sampler = xcalloc(1, sizeof *r->sampler);
-        if (sampler_open(r->sampler, c, sample, 1, r->be, r->be->name, plan->arch, procs > 1 ? opt->device : 0, env, err))
-            return -1;
-    }
-    /* and evaluates eval.hellaswag, through its own forward plan on the training weights */
-    if (r->lead && c->eval.hellaswag[0]) {
-        if (evalset_load(&r->evalset, c->eval.hellaswag, err)) return -1;
-        r->evaluator = xcalloc(1, sizeof *r->evaluator);
-        if (evaluator_open(r->evaluator, c, &r->evalset, EVAL_ROWS, r->be, r->be->name, plan->arch,
-                           procs > 1 ? opt->device : 0, env, err))
-            return -1;
-    }
-    r->eval_inputs = xmalloc((size_t)B * T * sizeof(int32_t));
-    r->eval_targets = xmalloc((size_t)B * T * sizeof(int32_t));
-    if (procs == 1) return (r->comm = comm_emulated_create(r->world, err)) ? 0 : -1;
-    if (!r->be->make_comm) return err_set(err, "the %s backend cannot run as one of several processes", r->be->name);
-    r->comm = r->be->make_comm(r->be, opt->comm_id, r->world, r->first, env->nccl_timeout, err);
-    if (r->comm && opt->id_file) launch_id_file_remove(opt->id_file);   /* every rank has read it */
-    r->overlap = r->comm && r->comm->reduce_ranges_avg && env->comm_overlap;
-    return r->comm ? 0 : -1;
-}
-
-static void close_run(Run *r) {
-    if (r->comm) r->comm->destroy(r->comm);   /* NCCL's runs on the backend's GPU: first */
-    if (r->sampler) sampler_close(r->sampler);   /* it runs on rank 0's weights: before that backend */
-    free(r->sampler);
-    if (r->evaluator) {   /* so does this */
-        evaluator_close(r->evaluator);
-        evalset_free(&r->evalset);
-    }
-    free(r->evaluator);
-    for (int k = 0; r->rk && k < r->local; k++) {
-        RankRun *q = &r->rk[k];
-        if (q->be) q->be->destroy(q->be);
-        if (k < r->opened) dataloader_close(&q->train);
-        if (k < r->opened && r->has_val) dataloader_close(&q->val);
-        free(q->inputs);
-        free(q->targets);
-    }
-    free(r->rk);
-    if (r->has_tok) tokenizer_free(&r->tok);
-    metrics_close(&r->metrics);
-    free(r->eval_inputs);
-    free(r->eval_targets);
-    rundir_close(&r->dir);
 }
 
 /* Gradients averaged over the ranks, and the global norm of the averaged gradients (unscaled by nothing:
@@ -367,6 +202,112 @@ static int train_step(Run *r, int step, float *loss_out, float *norm_out, float 
     return update_all(r, lr, clip_factor / S, step + 1 - r->scaler.skipped, err);
 }
 
+/* How far a run got: the steps trained and timed, the last step saved */
+typedef struct {
+    double timed;                        /* seconds of the timed steps (all but the first, which pays for warm-up) */
+    int timed_steps, trained, last_saved, resumed_at;
+} Progress;
+
+/* The line and the metrics record that say what the run trains, from step on */
+static void announce(Run *r, int step) {
+    const Config *c = r->cfg;
+    char ranks[96] = "";
+    if (r->world > 1 && r->local > 1) snprintf(ranks, sizeof ranks, " x %d ranks emulated in one process (ZeRO-%d)", r->world, c->train.zero_stage);
+    else if (r->world > 1) snprintf(ranks, sizeof ranks, " x %d %s, a process each (%s, ZeRO-%d)", r->world,
+                                    strcmp(r->be->name, "cpu") ? "GPUs" : "ranks", r->comm->name, c->train.zero_stage);
+    printf("training %s on %s%s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", c->name,
+           r->be->name, ranks, r->num_params / 1e6, c->train.steps, c->train.total_batch_size, c->train.batch_size,
+           c->train.seq_len, c->train.grad_accum, precision_name(c->precision));
+    metrics_event(&r->metrics, "start", "config", metrics_text(c->name, strlen(c->name)), "backend",
+                  metrics_text(r->be->name, strlen(r->be->name)), "step", json_integer(step), "steps",
+                  json_integer(c->train.steps), "params", json_integer((json_int_t)r->num_params), NULL);
+}
+
+/* What is due at step before it trains: validation, a sample, eval.hellaswag, the plot and the checkpoint (when
+   stop is set, or at the last step, whatever checkpoint.every says). */
+static int at_step(Run *r, int step, int last, int stop, Progress *p, Err *err) {
+    const Config *c = r->cfg;
+    int rc;
+    if (r->has_val && (step % c->eval.val_every == 0 || last)) {
+        float vl;
+        if ((rc = validate_loss(r, &vl, err))) return rc;
+        printf("step %5d | val loss %.4f\n", step, vl);
+        metrics_event(&r->metrics, "val", "step", json_integer(step), "val_loss", metrics_real("%.6f", vl), NULL);
+    }
+    if (r->lead && c->eval.sample_every > 0 && step > 0 && (step % c->eval.sample_every == 0 || last))
+        if ((rc = sample_text(r, step, err))) return rc;
+    if (r->evaluator && eval_due(c, step, last) && (rc = eval_choices(r, step, err))) return rc;
+    /* plot.svg (rank 0, a log in a file) after each validation and evaluation (the last step's: at the end) */
+    if (r->metrics.regular && !last && ((r->has_val && step % c->eval.val_every == 0) || (r->evaluator && eval_due(c, step, 0))))
+        plot_refresh(c->checkpoint.dir);
+    if (step > 0 && (last || (c->checkpoint.every > 0 && step % c->checkpoint.every == 0) || stop)) {
+        if ((rc = run_save_checkpoint(r, step, err))) return rc;
+        p->last_saved = step;
+    }
+    return 0;
+}
+
+/* A trained step's line (unless quiet) and its record in metrics.jsonl; mean_dt, the mean time of a step so far,
+   gives the ETA. */
+static void log_step(Run *r, int step, float loss, float norm, float lr, int skipped, double dt, double mean_dt) {
+    const Config *c = r->cfg;
+    double tok_s = c->train.total_batch_size / dt;
+    char eta[32];
+    format_duration(mean_dt * (c->train.steps - step - 1), eta, sizeof eta);
+    /* fp16: the loss scale the next step uses; a skipped step says so, with the halved scale */
+    char scale_txt[96] = "";
+    if (skipped) snprintf(scale_txt, sizeof scale_txt, " | skipped (gradient overflow), loss scale now %.0f", r->scaler.scale);
+    else if (r->scaler.enabled) snprintf(scale_txt, sizeof scale_txt, " | scale %.0f", r->scaler.scale);
+    if (!r->quiet)
+        printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | ETA %s%s\n", step + 1,
+               c->train.steps, loss, lr, norm, dt * 1e3, tok_s, eta, scale_txt);
+    json_t *rec = metrics_record("step", "step", json_integer(step + 1), "loss", metrics_real("%.6f", loss), "lr",
+                                 metrics_real("%.6e", lr), "norm", metrics_real("%.6f", norm), "ms",
+                                 metrics_real("%.3f", dt * 1e3), "tok_s", metrics_real("%.1f", tok_s), NULL);
+    if (r->scaler.enabled) {   /* a power of two: an integer */
+        json_object_set_new(rec, "loss_scale", json_integer((json_int_t)r->scaler.scale));
+        json_object_set_new(rec, "skipped", json_boolean(skipped));
+    }
+    metrics_write(&r->metrics, rec);
+    stop_check_stdout(&r->stdout_gone, r->lead ? r->metrics.path : "rank 0's metrics.jsonl");
+}
+
+/* The steps from step on, to train.steps or a stop: 0, 130 when stopped, else the failure (err set) */
+static int train_steps(Run *r, int step, Progress *p, Err *err) {
+    const Config *c = r->cfg;
+    int rc = 0;
+    for (; step <= c->train.steps; step++) {
+        int last = step == c->train.steps;
+        /* whether to save and stop at this step, taken once: a signal that comes later counts at the next step.
+           One process per rank: Ctrl-C or SIGTERM reaches them at different moments (or only some of them); they
+           agree, and stop at the same step. */
+        int stop = stop_requested() != 0;
+        if (r->local < r->world) {
+            if ((rc = run_agree(r, stop, &stop, err))) break;
+            if (stop) stop_by_other_rank();
+        }
+        /* a resumed run already validated, sampled and saved at its first step before it stopped */
+        if (step != p->resumed_at && (rc = at_step(r, step, last, stop, p, err))) break;
+        if (last) break;
+        if (stop) {
+            if (p->last_saved == step || step == p->resumed_at)   /* a resumed run's first step is saved already */
+                printf("stopped at step %d %s: checkpoint saved; continue with --resume\n", step, stop_reason());
+            else printf("stopped at step %d %s: no step trained yet, nothing to save\n", step, stop_reason());
+            rc = 130;
+            break;
+        }
+        double t0 = now_seconds();
+        float loss = 0, norm = 0, lr = 0;
+        int skipped = 0;
+        if ((rc = train_step(r, step, &loss, &norm, &lr, &skipped, err))) break;
+        p->trained++;
+        double dt = now_seconds() - t0;
+        if (step > 0 || c->train.steps == 1) { p->timed += dt; p->timed_steps++; }   /* the first step pays for warm-up */
+        log_step(r, step, loss, norm, lr, skipped, dt, p->timed_steps ? p->timed / p->timed_steps : dt);
+    }
+    return rc;
+}
+
 int train_run(const Config *c, const Plan *plan, const Plan *sample, const TrainOptions *opt) {
     Run r;
     Err err;
@@ -378,113 +319,41 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
         fprintf(stderr, "gpt2gen: %scannot silence stdout\n", who);
         return EXIT_FAIL;
     }
-    if (open_run(&r, c, plan, sample, opt, &err) || (step = run_initial_state(&r, &err)) < 0) {
+    if (run_open(&r, c, plan, sample, opt, &err) || (step = run_initial_state(&r, &err)) < 0) {
         fprintf(stderr, "gpt2gen: %s%s\n", who, err.msg);
         if (r.comm && r.comm->broken) _exit(EXIT_FAIL);
         rundir_discard(&r.dir);   /* a folder this run created holds nothing to keep: it goes again */
-        close_run(&r);
+        run_close(&r);
         return EXIT_FAIL;
     }
     if (c->checkpoint.resume && step >= c->train.steps) {   /* resumed at its last step: nothing to train */
         printf("%s: the run is finished (step %d of %d): nothing to do (raise train.steps to train on)\n",
                c->checkpoint.dir, step, c->train.steps);
-        close_run(&r);
+        run_close(&r);
         return 0;
     }
     GPT2Shape shape = config_shape(c);
-    char ranks[96] = "";
-    if (r.world > 1 && r.local > 1) snprintf(ranks, sizeof ranks, " x %d ranks emulated in one process (ZeRO-%d)", r.world, c->train.zero_stage);
-    else if (r.world > 1) snprintf(ranks, sizeof ranks, " x %d %s, a process each (%s, ZeRO-%d)", r.world,
-                                   strcmp(r.be->name, "cpu") ? "GPUs" : "ranks", r.comm->name, c->train.zero_stage);
-    printf("training %s on %s%s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", c->name,
-           r.be->name, ranks, r.num_params / 1e6, c->train.steps, c->train.total_batch_size, c->train.batch_size,
-           c->train.seq_len, c->train.grad_accum, precision_name(c->precision));
-    metrics_event(&r.metrics, "start", "config", metrics_text(c->name, strlen(c->name)), "backend",
-                  metrics_text(r.be->name, strlen(r.be->name)), "step", json_integer(step), "steps",
-                  json_integer(c->train.steps), "params", json_integer((json_int_t)r.num_params), NULL);
+    announce(&r, step);
     stop_signals(1);
-    double timed = 0;
-    int timed_steps = 0, trained = 0, last_saved = -1, resumed_at = step > 0 ? step : -1;
-    for (; step <= c->train.steps; step++) {
-        int last = step == c->train.steps;
-        /* whether to save and stop at this step, taken once: a signal that comes later counts at the next step.
-           One process per rank: Ctrl-C or SIGTERM reaches them at different moments (or only some of them); they
-           agree, and stop at the same step. */
-        int stop = stop_requested() != 0;
-        if (r.local < r.world) {
-            if ((rc = run_agree(&r, stop, &stop, &err))) break;
-            if (stop) stop_by_other_rank();
-        }
-        /* a resumed run already validated, sampled and saved at its first step before it stopped */
-        int evals = step != resumed_at;
-        if (evals && r.has_val && (step % c->eval.val_every == 0 || last)) {
-            float vl;
-            if ((rc = validate_loss(&r, &vl, &err))) break;
-            printf("step %5d | val loss %.4f\n", step, vl);
-            metrics_event(&r.metrics, "val", "step", json_integer(step), "val_loss", metrics_real("%.6f", vl), NULL);
-        }
-        if (evals && r.lead && c->eval.sample_every > 0 && step > 0 && (step % c->eval.sample_every == 0 || last))
-            if ((rc = sample_text(&r, step, &err))) break;
-        if (evals && r.evaluator && eval_due(c, step, last) && (rc = eval_choices(&r, step, &err))) break;
-        /* plot.svg (rank 0, a log in a file) after each validation and evaluation (the last step's: at the end) */
-        if (r.metrics.regular && evals && !last && ((r.has_val && step % c->eval.val_every == 0) || (r.evaluator && eval_due(c, step, 0))))
-            plot_refresh(c->checkpoint.dir);
-        if (evals && step > 0 && (last || (c->checkpoint.every > 0 && step % c->checkpoint.every == 0) || stop)) {
-            if ((rc = run_save_checkpoint(&r, step, &err))) break;
-            last_saved = step;
-        }
-        if (last) break;
-        if (stop) {
-            if (last_saved == step || step == resumed_at)   /* a resumed run's first step is saved already */
-                printf("stopped at step %d %s: checkpoint saved; continue with --resume\n", step, stop_reason());
-            else printf("stopped at step %d %s: no step trained yet, nothing to save\n", step, stop_reason());
-            rc = 130;
-            break;
-        }
-        double t0 = now_seconds();
-        float loss = 0, norm = 0, lr = 0;
-        int skipped = 0;
-        if ((rc = train_step(&r, step, &loss, &norm, &lr, &skipped, &err))) break;
-        trained++;
-        double dt = now_seconds() - t0;
-        if (step > 0 || c->train.steps == 1) { timed += dt; timed_steps++; }   /* the first step pays for warm-up */
-        double tok_s = c->train.total_batch_size / dt;
-        char eta[32];
-        format_duration((timed_steps ? timed / timed_steps : dt) * (c->train.steps - step - 1), eta, sizeof eta);
-        /* fp16: the loss scale the next step uses; a skipped step says so, with the halved scale */
-        char scale_txt[96] = "";
-        if (skipped) snprintf(scale_txt, sizeof scale_txt, " | skipped (gradient overflow), loss scale now %.0f", r.scaler.scale);
-        else if (r.scaler.enabled) snprintf(scale_txt, sizeof scale_txt, " | scale %.0f", r.scaler.scale);
-        if (!r.quiet)
-            printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | ETA %s%s\n", step + 1,
-                   c->train.steps, loss, lr, norm, dt * 1e3, tok_s, eta, scale_txt);
-        json_t *rec = metrics_record("step", "step", json_integer(step + 1), "loss", metrics_real("%.6f", loss), "lr",
-                                     metrics_real("%.6e", lr), "norm", metrics_real("%.6f", norm), "ms",
-                                     metrics_real("%.3f", dt * 1e3), "tok_s", metrics_real("%.1f", tok_s), NULL);
-        if (r.scaler.enabled) {   /* a power of two: an integer */
-            json_object_set_new(rec, "loss_scale", json_integer((json_int_t)r.scaler.scale));
-            json_object_set_new(rec, "skipped", json_boolean(skipped));
-        }
-        metrics_write(&r.metrics, rec);
-        stop_check_stdout(&r.stdout_gone, r.lead ? r.metrics.path : "rank 0's metrics.jsonl");
-    }
+    Progress p = {.last_saved = -1, .resumed_at = step > 0 ? step : -1};
+    rc = train_steps(&r, step, &p, &err);
     if (rc && rc != 130) fprintf(stderr, "gpt2gen: %s%s\n", who, err.msg);
     if (rc && r.comm && r.comm->broken) {
         /* the other ranks are gone or stuck: end without waiting on the GPU (the checkpoints on disk are whole) */
         fflush(stdout);
         _exit(EXIT_FAIL);
     }
-    else if (timed_steps > 0) {
-        double tok_s = c->train.total_batch_size * timed_steps / timed;
-        printf("done: %d step%s, mean %.1f ms/step, %.0f tok/s, %.2f TFLOP/s%s\n", trained, trained == 1 ? "" : "s",
-               timed / timed_steps * 1e3,
-               tok_s, tok_s * gpt2_flops_per_token(&shape, c->train.seq_len) / 1e12, last_saved >= 0 ? "" : " (no checkpoint written)");
+    else if (p.timed_steps > 0) {
+        double tok_s = c->train.total_batch_size * p.timed_steps / p.timed;
+        printf("done: %d step%s, mean %.1f ms/step, %.0f tok/s, %.2f TFLOP/s%s\n", p.trained, p.trained == 1 ? "" : "s",
+               p.timed / p.timed_steps * 1e3,
+               tok_s, tok_s * gpt2_flops_per_token(&shape, c->train.seq_len) / 1e12, p.last_saved >= 0 ? "" : " (no checkpoint written)");
     }
     /* failed or stopped before a step was trained: a folder this run created holds nothing to keep, and goes */
-    int discard = rc && trained == 0 && last_saved < 0 && r.dir.made[0];
+    int discard = rc && p.trained == 0 && p.last_saved < 0 && r.dir.made[0];
     if (r.metrics.regular && !discard) plot_refresh(c->checkpoint.dir);   /* whatever the run got to (rank 0's log: a file) */
     stop_signals(0);
     if (discard) rundir_discard(&r.dir);
-    close_run(&r);
+    run_close(&r);
     return rc == 130 ? 130 : rc ? EXIT_FAIL : 0;
 }

@@ -1,5 +1,5 @@
 /* train_run: the state of one training run (runtime/train/train.c) as the files that implement it share it; not an
-   interface for anyone else. train.c runs the loop and the step, train_checkpoint.c saves checkpoints and
+   interface for anyone else. train_open.c opens and closes it, train.c runs the loop and the step, train_checkpoint.c saves checkpoints and
    resumes from them. */
 #ifndef GPT2GEN_TRAIN_RUN_H
 #define GPT2GEN_TRAIN_RUN_H
@@ -52,6 +52,11 @@ typedef struct {
     int overlapped;                      /* this step's averaging was started by the backward */
 } Run;
 
+/* Everything a run checks before its first step: the run directory (rundir_open, by rank 0's process), every
+   shard's header, the tokenizer, the metrics log (rank 0); then the backends, and the ranks joined. On an error,
+   what was opened is still for run_close. */
+int run_open(Run *r, const Config *c, const Plan *plan, const Plan *sample, const TrainOptions *opt, Err *err);
+void run_close(Run *r);
 /* Every rank's word: *any = 1 when any rank's flag is set. Also a barrier: it returns when every rank has asked. */
 int run_agree(Run *r, int flag, int *any, Err *err);
 /* Saves the checkpoint of step (every rank calls it at the same step). */
