@@ -10,8 +10,9 @@
 #   pool_add PART NAME MODE GIB SECONDS CMD
 #                            MODE par or alone; GIB its GPU memory at its peak (an estimate; 0: none); SECONDS how
 #                            long it takes on its own (an estimate: the longest start first); CMD for sh -c
-#   pool_run                 runs them all, printing each job's result lines as it ends; a summary row per job
-#                            (pool_row, which the caller defines: NAME OK FAIL SKIP SECONDS NOTE)
+#   pool_run                 runs them all, printing each job's result lines as it ends; then a summary row per
+#                            job, in the order they were added (pool_row, which the caller defines: NAME OK FAIL
+#                            SKIP SECONDS NOTE)
 #   pool_parts_report        the wall time of each part (its first start to its last end) and its jobs' time
 # A job ends as a failure when it prints no "RESULT p f s" line, exits non-zero with no failure counted, or runs
 # past its time (POOL_TIMEOUT seconds, default 450); a job whose log says it ran out of GPU memory, and that
@@ -124,7 +125,7 @@ pool_done() {
     if [ -n "$oom" ] && [ -n "$bad" ] && case "$POOL_OOM_SKIP" in *" $part "*) true ;; *) false ;; esac; then
         echo "== $part/$name ($dt s, $log)"
         skip "$name" "does not fit this GPU's memory, run alone (see $log)"
-        pool_row "$name" 0 0 1 "$dt" "does not fit"
+        pool_keep_row "$did" "$name" 0 0 1 "$dt" "does not fit"
         return
     fi
     if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then   # timeout's: the lines it printed count, and one failure
@@ -140,8 +141,11 @@ pool_done() {
         grep -E '^(ok|FAIL|skip) ' "$log"
         tally "$name" "$log" "$rc"
     fi
-    pool_row "$name" "$TALLY_P" "$TALLY_F" "$TALLY_S" "$dt" "$TALLY_NOTE"
+    pool_keep_row "$did" "$name" "$TALLY_P" "$TALLY_F" "$TALLY_S" "$dt" "$TALLY_NOTE"
 }
+
+# a job's row, kept until pool_run writes them all (pool_row) in the order the jobs were added
+pool_keep_row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$POOL_DIR/rows"; }
 
 # the queue's jobs of MODE, the longest (by its estimate) first
 pool_ids() { awk -v m="$1" '$4 == m { print $6, $1 }' "$POOL_DIR/queue" | sort -rn -s -k1,1 | awk '{ print $2 }'; }
@@ -149,7 +153,7 @@ pool_ids() { awk -v m="$1" '$4 == m { print $6, $1 }' "$POOL_DIR/queue" | sort -
 pool_not_started() {   # ID: counted as a skip, the deadline having passed
     set -- $(awk -v id="$1" '$1 == id' "$POOL_DIR/queue")
     skip "$3" "not started: POOL_DEADLINE ($POOL_DEADLINE s) reached"
-    pool_row "$3" 0 0 1 0 "not started (deadline)"
+    pool_keep_row "$1" "$3" 0 0 1 0 "not started (deadline)"
 }
 pool_past_deadline() { [ "$POOL_DEADLINE" -gt 0 ] && [ $((POOL_DEADLINE - $(pool_now))) -le "${POOL_DEADLINE_MARGIN:-10}" ]; }
 
@@ -175,6 +179,9 @@ pool_run() {
         awk -v id="$aid" '$1 == id { $4 = "alone" } { print }' "$POOL_DIR/queue" > "$POOL_DIR/queue.new" && mv "$POOL_DIR/queue.new" "$POOL_DIR/queue"
         POOL_ALONE=1; pool_start "$aid"
         while [ -n "$POOL_RUNNING" ]; do sleep 0.5; pool_reap; done
+    done
+    sort -n -k1,1 "$POOL_DIR/rows" 2>/dev/null | while IFS="$(printf '\t')" read -r rid name p f s dt note; do
+        pool_row "$name" "$p" "$f" "$s" "$dt" "$note"
     done
     rm -rf "$POOL_DIR"
     trap - INT TERM
