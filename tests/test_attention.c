@@ -129,13 +129,14 @@ static void flash_tiles(const char *precision, int B, int T, int NH, int HS, con
 }
 static void flash_shape(const char *precision, int B, int T, int NH, int HS) { flash_tiles(precision, B, T, NH, HS, NULL); }
 
-/* gpt2-124M's attention with other tile sizes than the defaults: correct too, and their times beside the defaults'
-   (a hand sweep until the autotuner does it) */
+/* gpt2-124M's attention with other tile sizes than the defaults: the forward on mma.sync with warps of 32 rows (no
+   other test has them), and the backward on mma.sync (BWD_INNER=32 takes the shape defaults' BWD_TILE 128 and
+   BWD_WARP_ROWS 32: what a GPU before Hopper runs at this shape). BWD_TILE=128 BWD_INNER=32 and BWD_WARP_ROWS=32
+   BWD_INNER=32, with or without the other, are those same tiles; the two forwards and backwards together, each
+   tested here alone. */
 static void test_flash_tiles_gpt2_124m(void) {
     static const char *const tiles[] = {"Q_TILE=128 Q_WARP_ROWS=32", "Q_TILE=128 Q_WARP_ROWS=32 KV_TILE=32",
-                                        "Q_TILE=64 Q_WARP_ROWS=32", "BWD_INNER=32", "BWD_TILE=128 BWD_INNER=32",
-                                        "BWD_WARP_ROWS=32 BWD_INNER=32", "BWD_TILE=128 BWD_WARP_ROWS=32 BWD_INNER=32",
-                                        "Q_TILE=128 Q_WARP_ROWS=32 BWD_TILE=128 BWD_WARP_ROWS=32 BWD_INNER=32"};
+                                        "Q_TILE=64 Q_WARP_ROWS=32", "BWD_INNER=32"};
     for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
         flash_tiles("bf16", 64, 1024, 12, 64, tiles[i]);
         if (check_cur_skipped) return;
@@ -152,20 +153,23 @@ static void test_flash_backward_tiles_odd_t(void) {
         if (check_cur_skipped) return;
         flash_tiles("fp16", 1, 300, 2, 128, tiles[i]);
     }
-    /* a warp per 32 rows (head size 64 only: see gen/kernels.c) */
+    /* a warp per 32 rows (head size 64 only: see gen/kernels.c); in bf16 at T=200 the shape defaults give the first
+       BWD_TILE 128, the tiles of tiles[1] above at the same shape: not twice */
     static const char *const tiles32[] = {"BWD_WARP_ROWS=32 BWD_INNER=32", "BWD_TILE=128 BWD_WARP_ROWS=32 BWD_INNER=16",
                                           "BWD_TILE=32 BWD_WARP_ROWS=32 BWD_INNER=32"};
     for (size_t i = 0; i < sizeof tiles32 / sizeof tiles32[0]; i++) {
-        flash_tiles("bf16", 2, 200, 3, 64, tiles32[i]);
-        if (check_cur_skipped) return;
         flash_tiles("fp16", 1, 300, 2, 64, tiles32[i]);
+        if (check_cur_skipped) return;
+        if (i > 0) flash_tiles("bf16", 2, 200, 3, 64, tiles32[i]);
         flash_tiles("fp32", 1, 100, 2, 64, tiles32[i]);
     }
 }
 
 /* The forward and backward on Hopper's wgmma (FWD_SM, BWD_SM 90, head size 64): the forward with one, two and three
    warpgroups a block and key tiles of 64 and 128 rows, the backward pipelined; T a multiple of 64 and not (partial
-   tiles), and a single tile (T = 64); gpt2-124M's shape last, for its time beside the defaults' */
+   tiles), and a single tile (T = 64). tiles[1] at T = 2048 is sm_90's default there (test_flash_fp16_b1_t2048_h2_hs64
+   runs it), and gpt2-124M's shape adds no path to these (its time beside the defaults' is `gpt2gen tune`'s to
+   measure). */
 static void test_flash_wgmma(void) {
     static const char *const tiles[] = {"FWD_SM=90 BWD_SM=90", "FWD_SM=90 BWD_SM=90 Q_TILE=128",
                                         "FWD_SM=90 KV_TILE=128", "FWD_SM=90 Q_TILE=192"};
@@ -174,18 +178,20 @@ static void test_flash_wgmma(void) {
         if (check_cur_skipped) return;
         flash_tiles("fp16", 1, 300, 2, 64, tiles[i]);
         flash_tiles("bf16", 1, 64, 2, 64, tiles[i]);
-        flash_tiles("fp16", 1, 2048, 2, 64, tiles[i]);
-        flash_tiles("bf16", 64, 1024, 12, 64, tiles[i]);
+        if (i != 1) flash_tiles("fp16", 1, 2048, 2, 64, tiles[i]);
     }
 }
 
 #define SHAPE(prec, B, T, NH, HS) \
     static void test_flash_##prec##_b##B##_t##T##_h##NH##_hs##HS(void) { flash_shape(#prec, B, T, NH, HS); }
+/* The shapes at their default tiles. Not here: gpt2-124M's (B=64 T=1024 NH=12, bf16), which `gpt2gen test
+   configs/gpt2-124M.lua` runs (tests/gpu.sh), and in fp16 takes the kernels of fp16's T=2048 here; and T=2048 at head
+   size 128, the tiles and full tiles of T=1024's. */
 #define SHAPES(X, prec) \
     X(prec, 1, 64, 2, 64) X(prec, 2, 100, 3, 64) X(prec, 3, 200, 2, 128) X(prec, 4, 256, 4, 128) \
-    X(prec, 2, 1024, 2, 128) X(prec, 1, 2048, 2, 64) X(prec, 1, 2048, 1, 128) X(prec, 64, 1024, 12, 64)
+    X(prec, 2, 1024, 2, 128) X(prec, 1, 2048, 2, 64)
 #define OTHER_PRECISIONS(X) \
-    X(fp16, 2, 100, 3, 64) X(fp16, 4, 256, 4, 128) X(fp16, 1, 2048, 2, 64) X(fp16, 64, 1024, 12, 64) \
+    X(fp16, 2, 100, 3, 64) X(fp16, 4, 256, 4, 128) X(fp16, 1, 2048, 2, 64) \
     X(fp32, 2, 100, 3, 64) X(fp32, 1, 256, 2, 128)
 SHAPES(SHAPE, bf16)
 OTHER_PRECISIONS(SHAPE)

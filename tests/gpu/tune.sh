@@ -1,7 +1,7 @@
 #!/bin/sh
 # `gpt2gen tune` on the GPU (run by tests/gpu.sh, i.e. `make test-gpu`), on a small config in bf16 and fp32, with
-# its own tuning database: the tune finishes and reports every family and matmul, and times the GELU's three paths
-# (train.gelu), whose first losses agree; its tuned training step
+# its own tuning database: the tune finishes and reports every family and matmul, and times the GELU's paths
+# (train.gelu: four on Hopper in 16 bits, else three), whose first losses agree; its tuned training step
 # matches the untuned one (the tune itself holds the first three losses to the precision's tolerance: its line
 # "ok tuned step matches the untuned one"); `gpt2gen test` then builds from the database (its one line says so)
 # and every chosen variant passes the per-kernel regression tests; a second tune resumes from the database
@@ -12,6 +12,7 @@ cd "$ROOT" || exit 1
 export NCCL_NVLS_ENABLE=0
 export GPT2GEN_TUNE_DB="$WORK/tune-db.txt"
 if ! nvidia-smi >/dev/null 2>&1; then skip gpu_tune "no GPU here"; finish; fi
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i 0 2>/dev/null | head -1)
 for prec in ${TUNE_PRECISIONS:-bf16 fp32}; do
     log="$WORK/tune-$prec.log"
     "$GPT2GEN" tune configs/tiny.lua --set precision=$prec --budget 120 > "$log" 2> "$WORK/tune-$prec.err"; rc=$?
@@ -19,12 +20,15 @@ for prec in ${TUNE_PRECISIONS:-bf16 fp32}; do
     if [ $rc -eq 0 ] && [ "$fams" -ge 8 ] && [ "$mms" -ge 15 ] && [ -f build/tiny/tune_report.txt ]; then
         ok "tune_tiny_$prec" "$fams families, $mms matmuls, $(grep '^tune took' "$log")"
     else fail "tune_tiny_$prec" "rc=$rc, $fams families, $mms matmuls: $(tail -5 "$WORK/tune-$prec.err") $(tail -3 "$log")"; fi
-    # train.gelu = "auto": the three paths timed as whole steps, the fastest recorded (gelu_path.c)
-    gl=$(grep '^gelu path: epilogues [0-9.]* ms/step, kernels [0-9.]*, split (kernel forward, epilogue backward) [0-9.]*:' "$log")
-    # the kernel and split paths compute the same step: their first losses agree with the epilogues' (else rejected)
+    # train.gelu = "auto": the four paths timed as whole steps, the fastest recorded (tune/gelu_path.c); "fused"
+    # (our fc matmuls with the GELU) runs on Hopper in 16 bits only, elsewhere its time is printed as -1.00
+    fused='[0-9.]*'
+    [ "$prec" = fp32 ] || [ "$cc" != 9.0 ] && fused='-1\.00'
+    gl=$(grep "^gelu path: epilogues [0-9.]* ms/step, kernels [0-9.]*, split (kernel forward, epilogue backward) [0-9.]*, fused $fused:" "$log")
+    # the other paths compute the same step: their first losses agree with the epilogues' (else rejected)
     rejected=$(grep '^gelu path: path=[a-z]* rejected' "$log")
     if [ -n "$gl" ] && [ -z "$rejected" ] && grep -q '^best gelu path path=' "$GPT2GEN_TUNE_DB"; then ok "gelu_path_timed_$prec" "$gl"
-    else fail "gelu_path_timed_$prec" "no gelu path line in $log, or no best record, or $rejected: $(grep -i gelu "$log" | head -3)"; fi
+    else fail "gelu_path_timed_$prec" "no gelu path line with 'fused $fused' (GPU compute capability $cc) in $log, or no best record, or $rejected: $(grep '^gelu path' "$log" | head -5) $(grep '^tune \[.*gelu' "$WORK/tune-$prec.err" | head -4)"; fi
     line=$(grep 'tuned step matches the untuned one' "$log")
     case "$line" in ok*) ok "tuned_step_matches_$prec" "$(grep '^step ' "$log" | sed 's/  */ /g'); ${line#ok }" ;;
                     *) fail "tuned_step_matches_$prec" "${line:-no such line in $log}" ;; esac
