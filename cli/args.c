@@ -1,7 +1,7 @@
 /* args: what the config commands (build, train, test) share: their options, the config and the plan. */
 #include "cli/commands.h"
 #include "gen/build.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "common/files.h"
 #include <errno.h>
 #include <stdio.h>

@@ -4,7 +4,7 @@
 #include "cli/commands.h"
 #include "common/clock.h"
 #include "runtime/checkpoint.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "runtime/eval/evaluate.h"
 #include <errno.h>
 #include <jansson.h>

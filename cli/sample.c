@@ -4,7 +4,7 @@
 #include "common/files.h"
 #include "common/gpt2.h"
 #include "runtime/checkpoint.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/sample/sampler.h"
 #include "runtime/train/metrics.h"

@@ -2,7 +2,7 @@
 #include "cli/commands.h"
 #include "gen/build.h"
 #include "common/files.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "runtime/ranks/comm_socket.h"
 #include "runtime/ranks/launch.h"
 #include "runtime/train/rundir.h"

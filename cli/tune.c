@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "tune/tune.h"
 #include "common/files.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -16,7 +16,7 @@
 #include "gen/config.h"
 #include "gen/plan.h"
 #include "runtime/cuda/cuda_api.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "runtime/cuda/cudnn_attention.h"
 #include "tune/kernel_tests.h"
 #include <math.h>

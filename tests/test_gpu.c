@@ -12,7 +12,7 @@
 #include "gen/build.h"
 #include "gen/config.h"
 #include "gen/plan.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "tune/kernel_tests.h"
 #include "tests/golden.h"
 

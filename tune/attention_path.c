@@ -1,7 +1,7 @@
 /* attention_path: cuDNN's fused attention against the template with its tuned tiles, forward and backward on the
    attention workload, for attention = "auto" (see tuner.h). */
 #include "tune/tuner.h"
-#include "runtime/cuda/ops.h"
+#include "runtime/cuda/tune_api.h"
 #include <stdlib.h>
 #include <string.h>
 

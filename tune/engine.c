@@ -2,7 +2,7 @@
    best records applied, the tuned build and step, the report. */
 #include "tune/tuner.h"
 #include "gen/build.h"
-#include "runtime/cuda/tune_env.h"
+#include "runtime/cuda/tune_api.h"
 #include "common/clock.h"
 #include <fnmatch.h>
 #include <math.h>

@@ -4,14 +4,8 @@
 #ifndef GPT2GEN_HARNESS_H
 #define GPT2GEN_HARNESS_H
 #include "tune/report.h"
-#include "runtime/cuda/device.h"
-#include "runtime/cuda/kernels.h"
-#include "runtime/cuda/matmul.h"
-#include "gen/plan.h"
-#include "kernel_launch.h"
+#include "runtime/cuda/tune_api.h"
 #include <stdint.h>
-
-typedef CUdeviceptr dptr;
 
 typedef struct {
     CudaDevice dev;

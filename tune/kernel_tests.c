@@ -5,7 +5,7 @@
 #include "tune/kernel_tests.h"
 #include "tune/families.h"
 #include "tune/report.h"
-#include "runtime/cuda/ops.h"
+#include "runtime/cuda/tune_api.h"
 #include <stdio.h>
 #include <string.h>
 

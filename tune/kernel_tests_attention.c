@@ -2,7 +2,7 @@
    and their timing (see families.h). */
 #include "tune/families.h"
 #include "tune/attention_ref.h"
-#include "runtime/cuda/ops.h"
+#include "runtime/cuda/tune_api.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

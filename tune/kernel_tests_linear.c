@@ -1,7 +1,7 @@
 /* kernel_tests_linear: the linear layers: the plan's cuBLASLt matmuls and their epilogues, and the bias family's
    gradient kernels, against the CPU reference (see families.h). */
 #include "tune/families.h"
-#include "runtime/cuda/ops.h"
+#include "runtime/cuda/tune_api.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "kernel_ids.h"
 #include <stdio.h>

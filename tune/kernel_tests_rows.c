@@ -1,8 +1,7 @@
 /* kernel_tests_rows: the tests of the families that work row by row or element by element (encoder, layernorm,
    gelu, classifier), each against the CPU reference op (runtime/cpu/cpu_ops.h); see families.h. */
 #include "tune/families.h"
-#include "runtime/cuda/cuda_backend.h"
-#include "runtime/cuda/ops.h"
+#include "runtime/cuda/tune_api.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "common/rng.h"
 #include <stdio.h>

@@ -3,7 +3,7 @@
 #ifndef GPT2GEN_TUNE_MEASURE_H
 #define GPT2GEN_TUNE_MEASURE_H
 #include "tune/workloads.h"
-#include "runtime/cuda/matmul.h"
+#include "runtime/cuda/tune_api.h"
 
 /* the buffer written before each timed run so that no run finds its inputs in L2 (twice the L2's size) */
 typedef struct { dptr p; size_t bytes; CUevent e[2]; } Flush;

@@ -4,7 +4,7 @@
 #include "tune/tune.h"
 #include "tune/kernel_tests.h"
 #include "tune/report.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include <stdio.h>
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* step_test: a full training step of the CUDA backend against the CPU backend (loss, every gradient, the
    norm, an AdamW update, a second forward, logits, determinism), and the backend's memory against the plan's. */
 #include "tune/harness.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/tune_api.h"
 #include "runtime/backend.h"
 #include "common/rng.h"
 #include <math.h>

@@ -1,7 +1,7 @@
 /* sweep_matmuls: cuBLASLt's first heuristic algorithms for every matmul of the plan, each held against the first
    one's output and timed (see tuner.h). */
 #include "tune/tuner.h"
-#include "runtime/cuda/ops.h"
+#include "runtime/cuda/tune_api.h"
 #include <stdlib.h>
 #include <string.h>
 

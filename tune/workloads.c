@@ -1,8 +1,7 @@
 /* workloads: every kernel family's kernels once, at the config's shapes (see workloads.h); tune/families.c
    registers each family's. */
 #include "tune/families.h"
-#include "runtime/cuda/cuda_backend.h"
-#include "runtime/cuda/ops.h"
+#include "runtime/cuda/tune_api.h"
 #include "common/rng.h"
 #include <math.h>
 #include <stdlib.h>

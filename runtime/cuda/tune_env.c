@@ -1,6 +1,5 @@
-/* tune_env: the machine part of the tuning database's keys (see tune_env.h). */
-#include "runtime/cuda/tune_env.h"
-#include "runtime/cuda/cuda_backend.h"
+/* tune_env: the machine part of the tuning database's keys (runtime/gpu.h, tune_env_probe). */
+#include "runtime/gpu.h"
 #include "runtime/cuda/cuda_api.h"
 #include "gen/nvrtc.h"
 #include <dlfcn.h>
