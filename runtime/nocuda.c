@@ -38,6 +38,7 @@ void cuda_pick_arch(const char *explicit_arch, const char *config_arch, char arc
 int tune_env_probe(TuneEnv *key, char *cublaslt, size_t n, const Env *e, Err *err) {
     e = env_or_defaults(e);
     memset(key, 0, sizeof *key);
+    key->templates = e->templates;
     snprintf(cublaslt, n, "none");
     if (!e->tune_env) return err_set(err, "%s", NO_CUDA_MSG);
     snprintf(key->gpu, sizeof key->gpu, "none");

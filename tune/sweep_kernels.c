@@ -31,7 +31,7 @@ int sweep_kernels_compile(Tuner *t, Err *err) {
             *t->scratch = t->plan;
             flat[k].name = t->plan.families[i].decl->family;
             if (plan_set_tunables(t->scratch, i, fv[i].v[j].v, "tune-db", &e) == 0)
-                fv[i].sources[j] = emit_family(t->scratch, &t->scratch->families[i], &e);
+                fv[i].sources[j] = emit_family(t->scratch, &t->scratch->families[i], env_or_defaults(t->o.env)->templates, &e);
             flat[k].source = fv[i].sources[j] ? fv[i].sources[j] : "#error the variant could not be emitted\n";
             flat[k].source_path = t->plan.families[i].source_path;
             flat[k].arch = t->plan.arch;

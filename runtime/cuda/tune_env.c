@@ -20,6 +20,7 @@ static void cudnn_version(const char *name, char *out, size_t n) {
 int tune_env_probe(TuneEnv *key, char *cublaslt, size_t n, const Env *e, Err *err) {
     e = env_or_defaults(e);
     memset(key, 0, sizeof *key);
+    key->templates = e->templates;
     snprintf(cublaslt, n, "none");
     const char *hook = e->tune_env;
     Err why;
