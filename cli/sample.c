@@ -7,7 +7,7 @@
 #include "runtime/gpu.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/sample/sampler.h"
-#include "runtime/train/metrics.h"
+#include "common/metrics_json.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>

@@ -15,6 +15,7 @@
 #include "runtime/cuda/tune_api.h"   /* dptr, the device, kernels, matmuls, cuDNN; the ops tune/ also runs */
 #include "runtime/cuda/arena.h"
 #include "runtime/cuda/profile.h"
+#include "runtime/sample/sampling.h"   /* DecodeRun, SampleSettings: Backend.decode's */
 /* the side stream's marks (runtime/cuda/step.c): the events the compute stream waits for before it overwrites what
    the side reads (dresidual, dfch, dqkv), and the side's end */
 typedef enum { MARK_DRES, MARK_DFCH, MARK_DQKV, MARK_DONE, NUM_MARKS } SideMark;
