@@ -1,7 +1,7 @@
 /* args: what the config commands (build, train, test) share: their options, the config and the plan. */
 #include "cli/commands.h"
 #include "gen/build.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "common/files.h"
 #include <errno.h>
 #include <stdio.h>
@@ -31,14 +31,10 @@ static int int_option(const char *cmd, const char *opt, const char *arg, int max
     return 0;
 }
 
-static const Env *args_env;
-void args_use_env(const Env *env) { args_env = env; }
-const Env *args_used_env(void) { return args_env; }
-
 /* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
-int args_parse(int argc, char **argv, Args *a, const char *cmd) {
+int args_parse(int argc, char **argv, const Env *env, Args *a, const char *cmd) {
     memset(a, 0, sizeof *a);
-    a->env = env_or_defaults(args_env);
+    a->env = env_or_defaults(env);
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         int takes_value = !strcmp(s, "--set") || !strcmp(s, "--arch") || !strcmp(s, "-j") || !strcmp(s, "--backend") ||
@@ -128,11 +124,6 @@ static void applied_list(const TuneApplied *ap, char *out, size_t n) {
     }
 }
 
-/* args_use_tune_env's: the machine as a child process saw it, in a process that must not start CUDA */
-static const TuneEnv *given_env;
-static const char *given_cublaslt;
-void args_use_tune_env(const TuneEnv *env, const char *cublaslt) { given_env = env; given_cublaslt = cublaslt; }
-
 void args_tune_db(const Args *a, Plan *plan, Plan *sample) {
     const char *path = tune_db_path(a->env);
     if (a->no_tune_db) {
@@ -142,7 +133,7 @@ void args_tune_db(const Args *a, Plan *plan, Plan *sample) {
     TuneEnv env;
     char cublaslt[32];
     Err err;
-    if (given_env) { env = *given_env; snprintf(cublaslt, sizeof cublaslt, "%s", given_cublaslt); }
+    if (a->machine) { env = *a->machine; snprintf(cublaslt, sizeof cublaslt, "%s", a->machine_cublaslt); }
     else if (tune_env_probe(&env, cublaslt, sizeof cublaslt, a->env, &err)) {   /* without a GPU, a missing database goes unsaid */
         if (!a->quiet && file_exists(path))
             printf("tune db %s: not used (its entries are per GPU: %s); default variants\n", path, err.msg);
@@ -169,11 +160,11 @@ void args_tune_db(const Args *a, Plan *plan, Plan *sample) {
     tune_db_free(&db);
 }
 
-int args_build(int argc, char **argv, const char *cmd, const char *usage, Config *cfg, Plan *plan, Plan *sample,
+int args_build(int argc, char **argv, const Env *env, const char *cmd, const char *usage, Config *cfg, Plan *plan, Plan *sample,
                int *done) {
     Args a;
     *done = 0;
-    int rc = args_parse(argc, argv, &a, cmd);
+    int rc = args_parse(argc, argv, env, &a, cmd);
     if (rc) return rc;
     if (a.help) { fputs(usage, stdout); *done = 1; return 0; }
     if ((rc = args_load_and_plan(&a, cfg, plan, sample))) return rc;

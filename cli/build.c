@@ -26,9 +26,9 @@ static const char *BUILD_USAGE =
     "                    chose for this config on this GPU, and says so in one line\n"
     "  -q                print nothing on success\n";
 
-int cmd_build(int argc, char **argv) {
+int cmd_build(int argc, char **argv, const Env *env) {
     static Config cfg;
     static Plan plan, sample;
     int done;
-    return args_build(argc, argv, "build", BUILD_USAGE, &cfg, &plan, &sample, &done);
+    return args_build(argc, argv, env, "build", BUILD_USAGE, &cfg, &plan, &sample, &done);
 }

@@ -8,13 +8,13 @@
 #include "gen/tune_db.h"
 #include "runtime/backend.h"
 
-int cmd_build(int argc, char **argv);     /* argv[0] is the command's name */
-int cmd_train(int argc, char **argv);
-int cmd_test(int argc, char **argv);
+int cmd_build(int argc, char **argv, const Env *env);   /* argv[0] is the command's name; env: main read it once */
+int cmd_train(int argc, char **argv, const Env *env);
+int cmd_test(int argc, char **argv, const Env *env);
 int cmd_prepare(int argc, char **argv);
-int cmd_tune(int argc, char **argv);
-int cmd_sample(int argc, char **argv);
-int cmd_eval(int argc, char **argv);
+int cmd_tune(int argc, char **argv, const Env *env);
+int cmd_sample(int argc, char **argv, const Env *env);
+int cmd_eval(int argc, char **argv, const Env *env);
 int cmd_export(int argc, char **argv);   /* cli/hf.c: Hugging Face folders */
 int cmd_import(int argc, char **argv);
 int cmd_plot(int argc, char **argv);     /* cli/plot.c: the SVG of runs */
@@ -47,16 +47,14 @@ typedef struct {
     int help;
     int gpus;            /* --gpus N (0: not given); it sets train.num_gpus = N */
     char gpus_set[32];   /* that --set */
-    const Env *env;      /* the environment (common/env.h), as args_use_env gave it */
+    const Env *env;      /* the environment (common/env.h), as main read it (never NULL) */
+    const TuneEnv *machine;        /* this machine as a child process probed it (cli/train.c), for args_tune_db; */
+    const char *machine_cublaslt;  /* NULL: args_tune_db probes it (in a process that may start CUDA) */
 } Args;
 
-/* The environment every Args carries (read once by main). */
-void args_use_env(const Env *env);
-/* the environment args_use_env gave (NULL before it) */
-const Env *args_used_env(void);
 
 /* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
-int args_parse(int argc, char **argv, Args *a, const char *cmd);
+int args_parse(int argc, char **argv, const Env *env, Args *a, const char *cmd);
 /* Loads the config and makes its plans (args_plan). Errors here are the user's input: the message is printed and
    the result is 2. */
 int args_load_and_plan(const Args *a, Config *cfg, Plan *plan, Plan *sample);
@@ -72,10 +70,8 @@ int args_build_plans(const Args *a, const Plan *plan, const Plan *sample, int qu
    reported and ignored. The database's choices are the plans' (an attention path only for attention = "auto"):
    the config is never changed. */
 void args_tune_db(const Args *a, Plan *plan, Plan *sample);
-/* args_tune_db keys the database with this machine as given (probed by a child process) instead of probing it. */
-void args_use_tune_env(const TuneEnv *env, const char *cublaslt);
 /* parse, load, plan, generate and compile (the sampling plan too where sample is not NULL); usage is printed for
    --help (*done set, returns 0). */
-int args_build(int argc, char **argv, const char *cmd, const char *usage, Config *cfg, Plan *plan, Plan *sample,
+int args_build(int argc, char **argv, const Env *env, const char *cmd, const char *usage, Config *cfg, Plan *plan, Plan *sample,
                int *done);
 #endif

@@ -4,7 +4,7 @@
 #include "cli/commands.h"
 #include "common/clock.h"
 #include "runtime/checkpoint.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "runtime/eval/evaluate.h"
 #include <errno.h>
 #include <jansson.h>
@@ -39,6 +39,7 @@ typedef struct {
     const char *checkpoint, *data, *backend, *precision, *arch;
     long rows;
     int json, help;
+    const Env *env;   /* main's */
 } EvalArgs;
 
 static int usage_error(const char *fmt, const char *a) {
@@ -137,7 +138,7 @@ static int run(const EvalArgs *a, Err *err) {
     if (cli_checkpoint_config(cfg, &shape, prec, a->checkpoint, err)) goto done;
     char arch[16];
     cli_pick_arch(a->backend, a->arch, arch);
-    if (evaluator_open(&e, cfg, &set, (int)a->rows, NULL, a->backend, arch, 0, args_used_env(), err)) goto done;
+    if (evaluator_open(&e, cfg, &set, (int)a->rows, NULL, a->backend, arch, 0, a->env, err)) goto done;
     Backend *be = evaluator_backend(&e);
     if (cli_load_weights(be, a->checkpoint, err)) goto done;
     Progress p = {now_seconds(), now_seconds(), isatty(2), 0};
@@ -159,10 +160,11 @@ done:
     return rc;
 }
 
-int cmd_eval(int argc, char **argv) {
+int cmd_eval(int argc, char **argv, const Env *env) {
     EvalArgs a;
     int rc = parse(argc, argv, &a);
     if (rc) return rc;
+    a.env = env;
     if (a.help) { fputs(EVAL_USAGE, stdout); return 0; }
     Err err = {{0}};
     rc = run(&a, &err);

@@ -1,7 +1,6 @@
 /* gpt2gen: the command line. Picks the command; each lives in cli/<command>.c. */
 #include "cli/commands.h"
 #include "common/env.h"
-#include "gen/emit.h"
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -53,20 +52,18 @@ int main(int argc, char **argv) {
     static Env env;
     Err err;
     if (env_read(&env, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
-    args_use_env(&env);
-    template_dir_use(env.templates);
-    if (!strcmp(cmd, "build")) return cmd_build(argc - 1, argv + 1);
-    if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1);
-    if (!strcmp(cmd, "test")) return cmd_test(argc - 1, argv + 1);
+    if (!strcmp(cmd, "build")) return cmd_build(argc - 1, argv + 1, &env);
+    if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1, &env);
+    if (!strcmp(cmd, "test")) return cmd_test(argc - 1, argv + 1, &env);
     if (!strcmp(cmd, "prepare")) return cmd_prepare(argc - 1, argv + 1);
-    if (!strcmp(cmd, "tune")) return cmd_tune(argc - 1, argv + 1);
-    if (!strcmp(cmd, "sample")) return cmd_sample(argc - 1, argv + 1);
-    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tune")) return cmd_tune(argc - 1, argv + 1, &env);
+    if (!strcmp(cmd, "sample")) return cmd_sample(argc - 1, argv + 1, &env);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1, &env);
     if (!strcmp(cmd, "export")) return cmd_export(argc - 1, argv + 1);
     if (!strcmp(cmd, "import")) return cmd_import(argc - 1, argv + 1);
     if (!strcmp(cmd, "plot")) return cmd_plot(argc - 1, argv + 1);
     size_t n = strlen(cmd);
-    if (n > 4 && !strcmp(cmd + n - 4, ".lua")) return cmd_train(argc, argv);   /* gpt2gen CONFIG.lua */
+    if (n > 4 && !strcmp(cmd + n - 4, ".lua")) return cmd_train(argc, argv, &env);   /* gpt2gen CONFIG.lua */
     fprintf(stderr, "gpt2gen: unknown command '%s' (see gpt2gen --help)\n", err_show(cmd));
     return EXIT_USAGE;
 }

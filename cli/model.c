@@ -3,7 +3,7 @@
 #include "cli/commands.h"
 #include "common/files.h"
 #include "runtime/checkpoint.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

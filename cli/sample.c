@@ -4,10 +4,10 @@
 #include "common/files.h"
 #include "common/gpt2.h"
 #include "runtime/checkpoint.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/sample/sampler.h"
-#include "runtime/train/metrics.h"
+#include "common/metrics_json.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -57,6 +57,7 @@ typedef struct {
     long top_k, batch;
     unsigned long long seed;
     int echo, ignore_eot, no_cache, stats, help;
+    const Env *env;   /* main's */
 } SampleArgs;
 
 static int usage_error(const char *fmt, const char *a, const char *b) {
@@ -288,7 +289,7 @@ static int run(const SampleArgs *a, Err *err) {
     if (cli_checkpoint_config(cfg, &shape, prec, a->checkpoint, err)) goto done;
     char arch[16];
     cli_pick_arch(a->backend, a->arch, arch);
-    if (sampler_open(s, cfg, NULL, (int)a->batch, NULL, a->backend, arch, 0, args_used_env(), err)) goto done;
+    if (sampler_open(s, cfg, NULL, (int)a->batch, NULL, a->backend, arch, 0, a->env, err)) goto done;
     Backend *w = sampler_backend(s);
     if (cli_load_weights(w, a->checkpoint, err)) goto done;
     if (a->echo) {
@@ -304,10 +305,11 @@ done:
     return rc;
 }
 
-int cmd_sample(int argc, char **argv) {
+int cmd_sample(int argc, char **argv, const Env *env) {
     SampleArgs a;
     int rc = parse(argc, argv, &a);
     if (rc) return rc;
+    a.env = env;
     if (a.help) { fputs(SAMPLE_USAGE, stdout); return 0; }
     Err err = {{0}};
     rc = run(&a, &err);

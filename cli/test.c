@@ -13,11 +13,11 @@ static const char *TEST_USAGE =
     "(exit code 0); the compile step still runs. The kernels are the tuned ones where the tuning database has them\n"
     "(as `gpt2gen build`; --no-tune-db: the default variants).\n";
 
-int cmd_test(int argc, char **argv) {
+int cmd_test(int argc, char **argv, const Env *env) {
     static Config cfg;
     static Plan plan, decode;
     int done;
-    int rc = args_build(argc, argv, "test", TEST_USAGE, &cfg, &plan, &decode, &done);
+    int rc = args_build(argc, argv, env, "test", TEST_USAGE, &cfg, &plan, &decode, &done);
     if (rc || done) return rc;
-    return tune_test(&cfg, &plan, &decode, args_used_env()) ? EXIT_FAIL : 0;
+    return tune_test(&cfg, &plan, &decode, env) ? EXIT_FAIL : 0;
 }

@@ -2,7 +2,7 @@
 #include "cli/commands.h"
 #include "gen/build.h"
 #include "common/files.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "runtime/ranks/comm_socket.h"
 #include "runtime/ranks/launch.h"
 #include "runtime/train/rundir.h"
@@ -109,7 +109,7 @@ static int train_local(Args *a, Config *cfg, Plan *plan, Plan *sample, const cha
         snprintf(what, sizeof what, "train.num_gpus = %d", n);
         if ((rc = have_gpus(p, n, what, a->env))) return rc;
         if (!a->arch) a->arch = p->arch;   /* GPU 0's, as the one-process path does */
-        if (p->key_ok) args_use_tune_env(&p->key, p->cublaslt);
+        if (p->key_ok) { a->machine = &p->key; a->machine_cublaslt = p->cublaslt; }
     }
     if ((rc = args_plan(a, cfg, plan, sample))) return rc;
     if (!cpu && (nccl_load(a->env, NULL, &err) || args_build_plans(a, plan, sample, a->quiet, &err))) {
@@ -273,7 +273,7 @@ static int train_here(Args *a, Config *cfg, Plan *plan, Plan *sample, const char
     return train_run(cfg, plan, sample, &opt);
 }
 
-int cmd_train(int argc, char **argv) {
+int cmd_train(int argc, char **argv, const Env *env) {
     /* a closed standard output (`| head`, a dead tee or ssh session) fails its writes instead of killing the run
        (runtime/train/train.c gives it up and trains on); the ranks' processes inherit this */
     signal(SIGPIPE, SIG_IGN);
@@ -282,7 +282,7 @@ int cmd_train(int argc, char **argv) {
     Args a;
     int fresh, again;
     train_options(&argc, argv, &fresh, &again);
-    int rc = args_parse(argc, argv, &a, "train");
+    int rc = args_parse(argc, argv, env, &a, "train");
     if (rc) return rc;
     if (a.help) { fputs(TRAIN_USAGE, stdout); return 0; }
     const char *backend = a.backend ? a.backend : "auto";

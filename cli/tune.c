@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "tune/tune.h"
 #include "common/files.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +72,7 @@ static void write_report(const TuneReport *rep, const Plan *plan) {
     else printf("report: %s\n", path);
 }
 
-int cmd_tune(int argc, char **argv) {
+int cmd_tune(int argc, char **argv, const Env *env) {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* the report and progress (stderr) in the order they come, in a log of both */
     static Config cfg;
     static Plan plan;
@@ -80,7 +80,7 @@ int cmd_tune(int argc, char **argv) {
     Args a;
     int rc = tune_options(&o, &argc, argv);
     if (rc) return rc;
-    if ((rc = args_parse(argc, argv, &a, "tune"))) return rc;
+    if ((rc = args_parse(argc, argv, env, &a, "tune"))) return rc;
     if (a.help) { fputs(TUNE_USAGE, stdout); return 0; }
     a.untuned = 1;
     char arch[16];

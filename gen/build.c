@@ -300,7 +300,7 @@ static int run_locked(const Places *p, const Env *env, int threads, CompileJob *
     const PlanFamily *fams[BUILD_MAX_PLANS * PLAN_MAX_FAMILIES];
     int n = job_list(p, owner, fams);
     for (int j = 0; j < n; j++) {
-        sources[j] = emit_family(owner[j], fams[j], err);
+        sources[j] = emit_family(owner[j], fams[j], env_or_defaults(env)->templates, err);
         if (!sources[j] || path_under(src_paths[j], p, p->failed, fams[j]->source_path, err)) return -1;
         jobs[j].name = fams[j]->decl->family;
         jobs[j].source = sources[j];

@@ -8,13 +8,10 @@
 
 #define COMMON_TEMPLATE "templates/common.cuh"
 
-static const char *template_dir;
-void template_dir_use(const char *dir) { template_dir = dir; }
-
 /* The file a template is read from: <dir>/<its base name> under GPT2GEN_TEMPLATES, else its own path (the copy
    embedded in the binary); the #line directives name it, so that NVRTC's errors point at the file read. */
-static const char *template_file(const char *template_path, char *out, size_t cap) {
-    const char *dir = template_dir, *base = strrchr(template_path, '/');
+static const char *template_file(const char *dir, const char *template_path, char *out, size_t cap) {
+    const char *base = strrchr(template_path, '/');
     if (!dir || !*dir) return template_path;
     snprintf(out, cap, "%s/%s", dir, base ? base + 1 : template_path);
     return out;
@@ -23,9 +20,9 @@ static const char *template_file(const char *template_path, char *out, size_t ca
 /* the most a template may hold (docs/data.md, "Limits of the files gpt2gen reads") */
 enum { TEMPLATE_FILE_MAX = 4 << 20 };
 
-char *template_load(const char *template_path, Err *err) {
+char *template_load(const char *dir, const char *template_path, Err *err) {
     char buf[2048];
-    const char *path = template_file(template_path, buf, sizeof buf);
+    const char *path = template_file(dir, template_path, buf, sizeof buf);
     if (path != template_path) return read_file_max(path, TEMPLATE_FILE_MAX, NULL, err);
     for (const EmbeddedFile *f = gpt2gen_templates; f->path; f++)
         if (!strcmp(f->path, template_path)) return xstrdup(f->text);
@@ -85,12 +82,12 @@ static void emit_entry(Buf *b, const FamilyDecl *f, const KernelDecl *k) {
     buf_printf(b, ")\n");
 }
 
-char *emit_family(const Plan *plan, const PlanFamily *m, Err *err) {
+char *emit_family(const Plan *plan, const PlanFamily *m, const char *dir, Err *err) {
     const FamilyDecl *f = m->decl;
     Precision prec = plan->step.precision;
-    char *common = template_load(COMMON_TEMPLATE, err);
+    char *common = template_load(dir, COMMON_TEMPLATE, err);
     if (!common) return NULL;
-    char *body = template_load(f->template_path, err);
+    char *body = template_load(dir, f->template_path, err);
     if (!body || check_template(m, body, err)) { free(common); free(body); return NULL; }
     int n_kernels = 0;
     while (n_kernels < FAMILY_MAX_KERNELS && f->kernels[n_kernels].name) n_kernels++;
@@ -134,9 +131,9 @@ char *emit_family(const Plan *plan, const PlanFamily *m, Err *err) {
     for (int i = 0; i < n_kernels; i++) emit_entry(&b, f, &f->kernels[i]);
     /* #line makes NVRTC's errors name the template file and its own line numbers */
     char file[2048];
-    buf_printf(&b, "\n// ---- %s\n#line 1 \"%s\"\n%s", COMMON_TEMPLATE, template_file(COMMON_TEMPLATE, file, sizeof file), common);
+    buf_printf(&b, "\n// ---- %s\n#line 1 \"%s\"\n%s", COMMON_TEMPLATE, template_file(dir, COMMON_TEMPLATE, file, sizeof file), common);
     if (b.s[b.len - 1] != '\n') buf_printf(&b, "\n");
-    buf_printf(&b, "\n// ---- %s\n#line 1 \"%s\"\n%s", f->template_path, template_file(f->template_path, file, sizeof file), body);
+    buf_printf(&b, "\n// ---- %s\n#line 1 \"%s\"\n%s", f->template_path, template_file(dir, f->template_path, file, sizeof file), body);
     if (b.s[b.len - 1] != '\n') buf_printf(&b, "\n");
     free(common);
     free(body);

@@ -280,13 +280,13 @@ static void key_env(TuneKey *k, const TuneEnv *env, const Plan *plan) {
 }
 
 /* the first 16 hex digits of the SHA-256 of the texts a module is made of (its template and common.cuh) */
-static void template_hash(const char *template_path, char *out, size_t n) {
+static void template_hash(const char *dir, const char *template_path, char *out, size_t n) {
     const char *paths[2] = {"templates/common.cuh", template_path};
     Sha256 s;
     sha256_init(&s);
     for (int i = 0; i < 2; i++) {
         Err err;
-        char *t = template_load(paths[i], &err);
+        char *t = template_load(dir, paths[i], &err);
         if (t) { sha256_update(&s, t, strlen(t)); free(t); }
         else sha256_update(&s, "missing", 7);
     }
@@ -302,7 +302,7 @@ static void shape_of(const Plan *p, char *out, size_t n) {
 
 void tune_key_kernel(TuneKey *k, const TuneEnv *env, const Plan *plan, int fam) {
     key_env(k, env, plan);
-    template_hash(plan->families[fam].decl->template_path, k->f[6], TUNE_FIELD_MAX);
+    template_hash(env->templates, plan->families[fam].decl->template_path, k->f[6], TUNE_FIELD_MAX);
     shape_of(plan, k->f[7], TUNE_FIELD_MAX);
 }
 

@@ -28,8 +28,9 @@ extern const char *const tune_key_names[TUNE_KEY_FIELDS];   /* gpu arch driver c
 
 /* What a record is keyed by, as strings (no spaces). */
 typedef struct { char f[TUNE_KEY_FIELDS][TUNE_FIELD_MAX]; } TuneKey;
-/* The machine part of a key: the GPU and the library versions ("none" where one is missing). */
-typedef struct { char gpu[TUNE_FIELD_MAX], arch[16], driver[32], cuda[32], nvrtc[32], cudnn[32]; } TuneEnv;
+/* The machine part of a key: the GPU and the library versions ("none" where one is missing); and where the
+   templates whose text a kernel's key hashes are read from (GPT2GEN_TEMPLATES; NULL: the built-in ones). */
+typedef struct { char gpu[TUNE_FIELD_MAX], arch[16], driver[32], cuda[32], nvrtc[32], cudnn[32]; const char *templates; } TuneEnv;
 
 typedef struct {
     char record[16], what[16], name[48], variant[256], status[16];

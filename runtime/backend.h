@@ -9,24 +9,11 @@
 #include "common/err.h"
 #include "common/gpt2.h"
 #include "gen/plan.h"
-#include "runtime/sample/sampling.h"
 
 typedef struct Backend Backend;
 typedef struct Comm Comm;            /* runtime/ranks/ranks.h */
+typedef struct DecodeRun DecodeRun;  /* runtime/sample/sampling.h: the arguments of one Backend.decode */
 
-/* One call of a decode plan's backend (Backend.decode): steps tokens per row, each against the row's key/value cache. */
-typedef struct {
-    const int32_t *tokens;   /* B: each row's token at position pos */
-    int pos;                 /* the cache holds positions 0..pos-1 of every row: a prefill's, or earlier steps' */
-    int steps;               /* 1..maxT-pos: step i feeds position pos+i and draws each row's token for pos+i+1 */
-    SampleSettings s;
-    uint64_t *rng;           /* B generator states (runtime/sample/sampling.h), advanced by the draws */
-    int32_t *drawn;          /* steps*B: drawn[i*B+b] is row b's token drawn at step i (its input at step i+1) */
-    /* called as each step's tokens are known, in order (NULL: not called); non-zero stops the call after step i
-       (on the GPU, steps already queued behind it run, and their tokens are dropped) */
-    int (*on_step)(void *ctx, int i, const int32_t *row_tokens);
-    void *ctx;
-} DecodeRun;
 struct Backend {
     const char *name;                 /* "cpu" or "cuda" */
     const Plan *plan;                 /* what it runs: plan->model, plan->step (B, T, ...) */

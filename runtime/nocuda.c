@@ -1,8 +1,9 @@
-/* nocuda: the CUDA backend's public functions (runtime/cuda/cuda_backend.h, cuda_backend_create) in a gpt2gen built
+/* nocuda: the CUDA backend's public functions (runtime/gpu.h, and cuda_backend_create) in a gpt2gen built
    without the CUDA toolkit's headers (the Makefile leaves runtime/cuda/ out and builds this file instead, with
    GPT2GEN_NO_CUDA naming the header it did not find). Each says so: the CPU backend is the only one, automatic
    choices pick it, and asking for the GPU is one clear error. */
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
+#include "runtime/backend.h"
 #include "gen/nvrtc.h"
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +38,7 @@ void cuda_pick_arch(const char *explicit_arch, const char *config_arch, char arc
 int tune_env_probe(TuneEnv *key, char *cublaslt, size_t n, const Env *e, Err *err) {
     e = env_or_defaults(e);
     memset(key, 0, sizeof *key);
+    key->templates = e->templates;
     snprintf(cublaslt, n, "none");
     if (!e->tune_env) return err_set(err, "%s", NO_CUDA_MSG);
     snprintf(key->gpu, sizeof key->gpu, "none");

@@ -2,7 +2,7 @@
    tests/test_tune.c: cuDNN's and tune/'s GPU declarations), in a gpt2gen built without them (the Makefile builds
    it under that test's name, TEST_NAME). It skips, saying why, so that `make test` runs on such a machine. */
 #include "tune/report.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 
 #ifndef TEST_NAME
 #define TEST_NAME "this test"

@@ -16,7 +16,7 @@
 #include "gen/config.h"
 #include "gen/plan.h"
 #include "runtime/cuda/cuda_api.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "runtime/cuda/cudnn_attention.h"
 #include "tune/kernel_tests.h"
 #include <math.h>
@@ -123,7 +123,7 @@ static void flash_tiles(const char *precision, int B, int T, int NH, int HS, con
         SKIP("FWD_SM or BWD_SM 90 (wgmma) needs a Hopper GPU (sm_90); this machine's arch is %s", arch);
     if (plan_make_train(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, NULL, &err)) { CHECK(0, "build: %s", err.msg); return; }
     if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
-    int failed = gpu_attention_test_run(&cfg, &plan, NULL);
+    int failed = kernel_tests_attention_run(&cfg, &plan, NULL);
     if (failed < 0) SKIP("no GPU (see the line above)");
     CHECK(failed == 0, "%d attention test(s) failed for %s (see the FAIL lines above)", failed, cfg.name);
 }

@@ -6,7 +6,7 @@
    the precision's tolerance. And the reader refuses malformed files, naming the field. */
 #include "tests/check.h"
 #include "runtime/eval/evaluate.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "common/files.h"
 #include "common/rng.h"
 #include <math.h>

@@ -189,7 +189,7 @@ static int load_tokenizer(const char *path, Err *err) {
 /* The tuning database, loaded and applied to the tiny config's plan: never fails, so a mutant is "rejected" when a
    line was corrupt or the file refused; every record it kept formats back to a line that parses to the same. */
 static Plan tune_base;
-static const TuneEnv tune_env = {"NVIDIA_H200", "sm_90", "13000", "13000", "13.0", "91400"};
+static const TuneEnv tune_env = {"NVIDIA_H200", "sm_90", "13000", "13000", "13.0", "91400", NULL};
 static int load_tune_db(const char *path, Err *err) {
     TuneDb db;
     tune_db_load(&db, path, NULL);

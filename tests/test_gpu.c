@@ -12,7 +12,7 @@
 #include "gen/build.h"
 #include "gen/config.h"
 #include "gen/plan.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "tune/kernel_tests.h"
 #include "tests/golden.h"
 
@@ -126,7 +126,7 @@ static void gpu_variant(int i) {
     if (!built[i]) SKIP("%s did not build", variants[i].name);
     char why[512];
     if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
-    int failed = gpu_test_run(&cfgs[i], &plans[i], NULL), f2 = failed < 0 ? 0 : gpu_test_run(&cfgs[i], &decodes[i], NULL);
+    int failed = kernel_tests_run(&cfgs[i], &plans[i], NULL), f2 = failed < 0 ? 0 : kernel_tests_run(&cfgs[i], &decodes[i], NULL);
     if (failed < 0 || f2 < 0) SKIP("no GPU (see the line above)");
     failed += f2;
     CHECK(failed == 0, "%d GPU test(s) failed for %s (see the FAIL lines above)", failed, variants[i].name);

@@ -75,7 +75,7 @@ static void test_prelude(void) {
     if (make("configs/tiny.lua", sets, &err)) { CHECK(0, "%s", err.msg); return; }
     for (int i = 0; i < plan.n_families; i++) {
         const PlanFamily *m = &plan.families[i];
-        char *src = emit_family(&plan, m, &err);
+        char *src = emit_family(&plan, m, NULL, &err);
         if (!src) { CHECK(0, "%s: %s", m->decl->family, err.msg); continue; }
         char want[512];
         snprintf(want, sizeof want, "constexpr int C = %d;", cfg.model.n_embd);
@@ -281,13 +281,12 @@ static void test_template_checks(void) {
     if (make("configs/tiny.lua", NULL, &err)) { CHECK(0, "%s", err.msg); return; }
     const PlanFamily *gelu = NULL;
     for (int i = 0; i < plan.n_families; i++) if (!strcmp(plan.families[i].decl->family, "gelu")) gelu = &plan.families[i];
-    char *text = template_load("templates/gelu.cu", &err), path[512], common[512];
+    char *text = template_load(NULL, "templates/gelu.cu", &err), path[512], common[512];
     snprintf(path, sizeof path, "%s/gelu.cu", dir);
     snprintf(common, sizeof common, "%s/common.cuh", dir);
-    char *ctext = template_load("templates/common.cuh", &err);
+    char *ctext = template_load(NULL, "templates/common.cuh", &err);
     FILE *f = fopen(common, "w");
     if (f) { fputs(ctext, f); fclose(f); }
-    template_dir_use(dir);
     static const char *const edits[][3] = {{"KERNEL(gelu_backward)", "__global__ void gelu_backward_x()", "KERNEL(gelu_backward)"},
                                            {"KERNEL(gelu_forward)", "extern \"C\" __global__ void extra() {}\nKERNEL(gelu_forward)", "own"}};
     for (int e = 0; e < 2; e++) {
@@ -297,11 +296,10 @@ static void test_template_checks(void) {
         if (!f) { CHECK(0, "cannot write %s", path); break; }
         fprintf(f, "%.*s%s%s", (int)(at - text), text, edits[e][1], at + strlen(edits[e][0]));
         fclose(f);
-        char *src = emit_family(&plan, gelu, &err);
+        char *src = emit_family(&plan, gelu, dir, &err);
         CHECK(!src && strstr(err.msg, "templates/gelu.cu") && strstr(err.msg, edits[e][2]), "edit %d: %s", e, src ? "accepted" : err.msg);
         free(src);
     }
-    template_dir_use(NULL);
     unlink(path);
     unlink(common);
     rmdir(dir);

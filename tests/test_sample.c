@@ -5,7 +5,7 @@
    the draw's rule (runtime/sample/sampling.h): greedy, temperature, top-k, top-p, seeds, end-of-text. */
 #include "tests/check.h"
 #include "runtime/sample/sampler.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include "common/rng.h"
 #include <math.h>
 #include <stdio.h>

@@ -385,15 +385,15 @@ static void test_gelu_path_is_the_plans(void) {
 static void test_steps_agree(void) {
     const float a[3] = {10.0f, 9.5f, 9.0f};
     double worst, tol;
-    CHECK(steps_agree(PREC_FP32, a, a, &worst, &tol) && worst == 0 && tol == 1e-4, "equal losses: worst %g, tol %g", worst, tol);
+    CHECK(measure_steps_agree(PREC_FP32, a, a, &worst, &tol) && worst == 0 && tol == 1e-4, "equal losses: worst %g, tol %g", worst, tol);
     const float near32[3] = {10.0f, 9.5f + 9.5f * 5e-5f, 9.0f}, far32[3] = {10.0f, 9.5f, 9.0f + 9.0f * 3e-4f};
-    CHECK(steps_agree(PREC_FP32, a, near32, &worst, &tol) && fabs(worst - 5e-5) < 1e-6, "fp32 5e-5 apart: worst %g", worst);
-    CHECK(!steps_agree(PREC_FP32, a, far32, &worst, &tol), "fp32 3e-4 apart agreed (worst %g)", worst);
+    CHECK(measure_steps_agree(PREC_FP32, a, near32, &worst, &tol) && fabs(worst - 5e-5) < 1e-6, "fp32 5e-5 apart: worst %g", worst);
+    CHECK(!measure_steps_agree(PREC_FP32, a, far32, &worst, &tol), "fp32 3e-4 apart agreed (worst %g)", worst);
     const float near16[3] = {10.0f * (1 + 1.5e-3f), 9.5f, 9.0f}, far16[3] = {10.0f, 9.5f * (1 - 3e-3f), 9.0f};
-    CHECK(steps_agree(PREC_BF16, a, near16, &worst, &tol) && tol == 2e-3, "bf16 1.5e-3 apart: worst %g, tol %g", worst, tol);
-    CHECK(!steps_agree(PREC_FP16, a, far16, &worst, &tol), "fp16 3e-3 apart agreed (worst %g)", worst);
+    CHECK(measure_steps_agree(PREC_BF16, a, near16, &worst, &tol) && tol == 2e-3, "bf16 1.5e-3 apart: worst %g, tol %g", worst, tol);
+    CHECK(!measure_steps_agree(PREC_FP16, a, far16, &worst, &tol), "fp16 3e-3 apart agreed (worst %g)", worst);
     const float nan3[3] = {10.0f, NAN, 9.0f};
-    CHECK(!steps_agree(PREC_BF16, a, nan3, &worst, &tol) && !steps_agree(PREC_BF16, nan3, a, &worst, &tol),
+    CHECK(!measure_steps_agree(PREC_BF16, a, nan3, &worst, &tol) && !measure_steps_agree(PREC_BF16, nan3, a, &worst, &tol),
           "a NaN loss agreed (worst %g)", worst);
 }
 
@@ -401,11 +401,11 @@ static void test_steps_agree(void) {
    tolerance accepts, whatever finite values follow */
 static void test_relerr_keeps_nan(void) {
     const float ref[4] = {1.0f, -2.0f, 4.0f, 0.5f}, got[4] = {1.0f, -2.0f, 4.04f, 0.5f};
-    double e = relerr(got, ref, 4);
+    double e = harness_relerr(got, ref, 4);
     CHECK(fabs(e - 0.01) < 1e-6, "relerr %g, expected 0.04 / 4 = 0.01", e);
     const float first[4] = {NAN, -2.0f, 4.0f, 0.5f}, middle[4] = {1.0f, NAN, 4.04f, 0.5f};
-    CHECK(isnan(relerr(first, ref, 4)) && isnan(relerr(middle, ref, 4)), "a NaN was lost: %g, %g", relerr(first, ref, 4),
-          relerr(middle, ref, 4));
+    CHECK(isnan(harness_relerr(first, ref, 4)) && isnan(harness_relerr(middle, ref, 4)), "a NaN was lost: %g, %g", harness_relerr(first, ref, 4),
+          harness_relerr(middle, ref, 4));
     /* and the CPU tests' running worst (tests/check.h) */
     double w = worse(worse(worse(0, 0.5), NAN), 2.0);
     CHECK(isnan(w) && worse(worse(0, 0.5), 0.25) == 0.5, "worse: %g after a NaN", w);

@@ -12,7 +12,7 @@
 static Config cfg;
 static Plan plan;
 static char dir[64], path[128];
-static const TuneEnv ENV = {"NVIDIA_H200", "sm_90", "13000", "13000", "13.0", "91400"};
+static const TuneEnv ENV = {"NVIDIA_H200", "sm_90", "13000", "13000", "13.0", "91400", NULL};
 
 /* the tiny config with sets (NULL-terminated, or NULL) and its training plan */
 static inline int make(const char *const *sets, Err *err) {

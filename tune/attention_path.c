@@ -1,14 +1,14 @@
 /* attention_path: cuDNN's fused attention against the template with its tuned tiles, forward and backward on the
    attention workload, for attention = "auto" (see tuner.h). */
 #include "tune/tuner.h"
-#include "runtime/cuda/ops.h"
+#include "runtime/cuda/tune_api.h"
 #include <stdlib.h>
 #include <string.h>
 
 /* times both paths on kernels img of plan (the default ones, with the tuned attention module); the faster correct one
    becomes the database's best record */
 static void time_paths(Tuner *t, const Plan *plan, char *const *img) {
-    G *g = &t->g;
+    Harness *g = &t->g;
     TuneKey key;
     tune_key_attention(&key, &t->env, &t->plan);
     char why[1024] = "";
@@ -29,16 +29,16 @@ static void time_paths(Tuner *t, const Plan *plan, char *const *img) {
     size_t n[2] = {0, 0};
     workload_setup(&w, g, "attention", max_tun, why, sizeof why);
     size_t wsb = cudnn_attention_workspace_bytes(cd);
-    dptr ws = wsb ? dalloc(g, wsb) : 0;
+    dptr ws = wsb ? harness_dalloc(g, wsb) : 0;
     if (kernels_load_images(&ks, plan, &g->dev, img, &err) == 0) {
         ks.sync_each = 0;
         for (int p = 0; p < 2; p++) {   /* 0: the template, 1: cuDNN */
             w.cudnn = p ? cd : NULL;
             w.cudnn_ws = p ? ws : 0;
             WlRun wr = {&w, g, &ks};
-            if (workload_fill(&w, g, &err) || w.run(&w, g, &ks, &err) || gpu_wait(g, &err) ||
+            if (workload_fill(&w, g, &err) || w.run(&w, g, &ks, &err) || harness_wait(g, &err) ||
                 !(out[p] = workload_sample(&w, g, &n[p], &err)) ||
-                time_median(g, &t->flush, tuner_run_workload, &wr, &us[p], &err))
+                measure_median(g, &t->flush, tuner_run_workload, &wr, &us[p], &err))
                 us[p] = -1;
             TuneRecord r;
             r.us = us[p];
@@ -65,7 +65,7 @@ static void time_paths(Tuner *t, const Plan *plan, char *const *img) {
     free(out[0]);
     free(out[1]);
     cudnn_attention_close(cd);
-    dfree_all(g);
+    harness_dfree_all(g);
 }
 
 /* the plan's attention module, or -1 */
@@ -75,7 +75,7 @@ static int attention_module(const Plan *plan) {
     return -1;
 }
 
-void sweep_attention_path(Tuner *t, Plan *tuned, TuneApplied *ap) {
+void attention_path_sweep(Tuner *t, Plan *tuned, TuneApplied *ap) {
     char *img[PLAN_MAX_FAMILIES];   /* the default kernels' CUBINs, with the tuned attention module's */
     memcpy(img, t->img, sizeof img);
     int ai = attention_module(tuned);

@@ -2,7 +2,7 @@
    best records applied, the tuned build and step, the report. */
 #include "tune/tuner.h"
 #include "gen/build.h"
-#include "runtime/cuda/tune_env.h"
+#include "runtime/cuda/tune_api.h"
 #include "common/clock.h"
 #include <fnmatch.h>
 #include <math.h>
@@ -58,7 +58,7 @@ void tuner_record(Tuner *t, TuneRecord *r, const char *rec, const char *what, co
 double tuner_rel_diff(const float *a, const float *ref, size_t n, size_t *nonfinite) {
     *nonfinite = 0;
     for (size_t i = 0; i < n; i++) *nonfinite += !isfinite(a[i]);
-    return relerr(a, ref, n);
+    return harness_relerr(a, ref, n);
 }
 
 int tuner_run_workload(void *ctx, Err *err) {
@@ -70,7 +70,7 @@ int tuner_run_workload(void *ctx, Err *err) {
 static int compare_steps(Tuner *t, double before, const float *lb, double after, const float *la, int twice) {
     const Config *cfg = t->cfg;
     double worst, tol;
-    int ok = steps_agree(cfg->precision, lb, la, &worst, &tol);
+    int ok = measure_steps_agree(cfg->precision, lb, la, &worst, &tol);
     fprintf(t->rep, "step           untuned %.2f ms -> tuned %.2f ms  %.3fx  (B=%d T=%d, %s, mean of 10 steps after 2 warm-up%s)\n",
             before, after, before / after, cfg->train.batch_size, cfg->train.seq_len, precision_name(cfg->precision),
             twice ? "; each the faster of two timings" : "");
@@ -87,8 +87,8 @@ static int time_steps_again(Tuner *t, const Plan *tuned, double *before, double 
     BuildStats st;
     Err e;
     fprintf(stderr, "tune: the tuned step was slower (%.2f against %.2f ms): timing both again\n", *after, *before);
-    int rc = build_run(&t->plan, t->o.jobs, 1, t->o.env, &st, &e) || step_time(&t->plan, t->o.env, 10, &before2, l2, &e);
-    rc = rc || build_run(tuned, t->o.jobs, 1, t->o.env, &st, &e) || step_time(tuned, t->o.env, 10, &after2, l2, &e);
+    int rc = build_run(&t->plan, t->o.jobs, 1, t->o.env, &st, &e) || measure_step_time(&t->plan, t->o.env, 10, &before2, l2, &e);
+    rc = rc || build_run(tuned, t->o.jobs, 1, t->o.env, &st, &e) || measure_step_time(tuned, t->o.env, 10, &after2, l2, &e);
     if (rc) return err_set(err, "timing the steps again: %s", e.msg);
     *before = fmin(*before, before2);
     *after = fmin(*after, after2);
@@ -107,7 +107,7 @@ static int tuned_step(Tuner *t, const Plan *tuned, double before, const float *l
     Err e;
     if (build_run(tuned, t->o.jobs, 1, t->o.env, &st, &e)) return err_set(err, "building the tuned kernels: %s", e.msg);
     fprintf(stderr, "tune: timing the tuned step\n");
-    if (step_time(tuned, t->o.env, 10, &after, la, &e)) return err_set(err, "tuned step: %s", e.msg);
+    if (measure_step_time(tuned, t->o.env, 10, &after, la, &e)) return err_set(err, "tuned step: %s", e.msg);
     int twice = after > before * 1.03;
     if (twice && time_steps_again(t, tuned, &before, &after, err)) return -1;
     if (compare_steps(t, before, lb, after, la, twice)) t->failed++;
@@ -121,7 +121,7 @@ static int run(Tuner *t, Err *err) {
     Err e;
     if (build_run(&t->plan, t->o.jobs, 1, t->o.env, &st, err)) return -1;
     fprintf(stderr, "tune: timing the untuned step\n");
-    if (step_time(&t->plan, t->o.env, 10, &before, lb, &e)) return err_set(err, "untuned step: %s", e.msg);
+    if (measure_step_time(&t->plan, t->o.env, 10, &before, lb, &e)) return err_set(err, "untuned step: %s", e.msg);
     sweep_kernels_list(t);
     for (int i = 0; i < MM_COUNT; i++) t->total += tuner_matches(t, t->plan.matmuls[i].name) ? t->o.algos : 0;
     t->total += tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto") ? 3 : 0;   /* three whole steps */
@@ -137,8 +137,8 @@ static int run(Tuner *t, Err *err) {
     TuneApplied ap;
     tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &ap, stderr);
     if (tuner_matches(t, "attention-path") && t->cfg->precision != PREC_FP32 && !strcmp(t->plan.attention_origin, "auto"))
-        sweep_attention_path(t, tuned, &ap);
-    if (tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto")) sweep_gelu_path(t, tuned, &ap);
+        attention_path_sweep(t, tuned, &ap);
+    if (tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto")) gelu_path_sweep(t, tuned, &ap);
     if (tune_db_rewrite(&t->db, &e)) fprintf(stderr, "gpt2gen tune: %s\n", e.msg);
     int rc = tuned_step(t, tuned, before, lb, err);   /* the database's attention path is tuned's own */
     free(tuned);
@@ -182,8 +182,8 @@ int tune_run(const Config *cfg, const Plan *plan, const TuneOptions *opt, TuneRe
     else if (harness_open(&t->g, cfg, &t->plan, opt->env))
         err_set(err, "GPU 0 could not be opened");
     else {
-        if (flush_open(&t->flush, &t->g, err) == 0) rc = run_reported(t, rep, err);
-        flush_close(&t->flush);
+        if (measure_flush_open(&t->flush, &t->g, err) == 0) rc = run_reported(t, rep, err);
+        measure_flush_close(&t->flush);
         cuda_device_close(&t->g.dev);
     }
     free(t);

@@ -9,12 +9,12 @@
 
 typedef struct {
     const char *family;                                       /* NULL ends the table */
-    void (*setup)(Workload *w, G *g);                         /* the workload's buffers (w->max_tun set) */
-    int  (*run)(Workload *w, G *g, Kernels *ks, Err *err);    /* the workload's kernels, once */
-    void (*test)(G *g);                                       /* the family's GPU tests, one report line each */
+    void (*setup)(Workload *w, Harness *g);                         /* the workload's buffers (w->max_tun set) */
+    int  (*run)(Workload *w, Harness *g, Kernels *ks, Err *err);    /* the workload's kernels, once */
+    void (*test)(Harness *g);                                       /* the family's GPU tests, one report line each */
     /* NULL where the family's kernels run wherever the plan has them, else why they do not run here (NULL when
        they do): the tuner then has nothing to time */
-    const char *(*unavailable)(const G *g);
+    const char *(*unavailable)(const Harness *g);
 } FamilyEntry;
 
 /* every family's entry, in the order `gpt2gen test` runs their tests */
@@ -23,41 +23,41 @@ extern const FamilyEntry tune_families[];
 const FamilyEntry *tune_family(const char *family);
 
 /* the workloads (tune/workloads.c) */
-void wl_encoder_setup(Workload *w, G *g);
-int  wl_encoder_run(Workload *w, G *g, Kernels *ks, Err *err);
-void wl_layernorm_setup(Workload *w, G *g);
-int  wl_layernorm_run(Workload *w, G *g, Kernels *ks, Err *err);
-void wl_bias_setup(Workload *w, G *g);
-int  wl_bias_run(Workload *w, G *g, Kernels *ks, Err *err);
-void wl_attention_setup(Workload *w, G *g);
-int  wl_attention_run(Workload *w, G *g, Kernels *ks, Err *err);
-void wl_gelu_setup(Workload *w, G *g);
-int  wl_gelu_run(Workload *w, G *g, Kernels *ks, Err *err);
-void wl_fc_gemm_setup(Workload *w, G *g);
-const char *wl_fc_gemm_unavailable(const G *g);
-int  wl_fc_gemm_run(Workload *w, G *g, Kernels *ks, Err *err);
-void wl_classifier_setup(Workload *w, G *g);
-int  wl_classifier_run(Workload *w, G *g, Kernels *ks, Err *err);
-void wl_grad_norm_setup(Workload *w, G *g);
-int  wl_grad_norm_run(Workload *w, G *g, Kernels *ks, Err *err);
-void wl_adamw_setup(Workload *w, G *g);
-int  wl_adamw_run(Workload *w, G *g, Kernels *ks, Err *err);
-void wl_decode_setup(Workload *w, G *g);
-int  wl_decode_run(Workload *w, G *g, Kernels *ks, Err *err);
+void wl_encoder_setup(Workload *w, Harness *g);
+int  wl_encoder_run(Workload *w, Harness *g, Kernels *ks, Err *err);
+void wl_layernorm_setup(Workload *w, Harness *g);
+int  wl_layernorm_run(Workload *w, Harness *g, Kernels *ks, Err *err);
+void wl_bias_setup(Workload *w, Harness *g);
+int  wl_bias_run(Workload *w, Harness *g, Kernels *ks, Err *err);
+void wl_attention_setup(Workload *w, Harness *g);
+int  wl_attention_run(Workload *w, Harness *g, Kernels *ks, Err *err);
+void wl_gelu_setup(Workload *w, Harness *g);
+int  wl_gelu_run(Workload *w, Harness *g, Kernels *ks, Err *err);
+void wl_fc_gemm_setup(Workload *w, Harness *g);
+const char *wl_fc_gemm_unavailable(const Harness *g);
+int  wl_fc_gemm_run(Workload *w, Harness *g, Kernels *ks, Err *err);
+void wl_classifier_setup(Workload *w, Harness *g);
+int  wl_classifier_run(Workload *w, Harness *g, Kernels *ks, Err *err);
+void wl_grad_norm_setup(Workload *w, Harness *g);
+int  wl_grad_norm_run(Workload *w, Harness *g, Kernels *ks, Err *err);
+void wl_adamw_setup(Workload *w, Harness *g);
+int  wl_adamw_run(Workload *w, Harness *g, Kernels *ks, Err *err);
+void wl_decode_setup(Workload *w, Harness *g);
+int  wl_decode_run(Workload *w, Harness *g, Kernels *ks, Err *err);
 
 /* the tests: tune/kernel_tests_rows.c (encoder, layernorm, gelu, classifier), tune/kernel_tests_linear.c (the plan's
    cuBLASLt matmuls and the bias kernels), tune/kernel_tests_attention.c, tune/kernel_tests_optimizer.c (adamw, norm),
    tune/kernel_tests_decode.c (decode: embedding, cache append, split attention, the draw) */
-void kernel_test_encoder(G *g);
-void kernel_test_layernorm(G *g);
-void kernel_test_linear(G *g);
-void kernel_test_attention(G *g);
-void kernel_test_gelu(G *g);
-void kernel_test_fc_gemm(G *g);   /* tune/kernel_tests_linear.c: templates/fc_gemm.cu, skipped where it does not run */
-void kernel_test_classifier(G *g);
-void kernel_test_adamw(G *g);
-void kernel_test_grad_norm(G *g);
-void kernel_test_decode(G *g);
+void kernel_test_encoder(Harness *g);
+void kernel_test_layernorm(Harness *g);
+void kernel_test_linear(Harness *g);
+void kernel_test_attention(Harness *g);
+void kernel_test_gelu(Harness *g);
+void kernel_test_fc_gemm(Harness *g);   /* tune/kernel_tests_linear.c: templates/fc_gemm.cu, skipped where it does not run */
+void kernel_test_classifier(Harness *g);
+void kernel_test_adamw(Harness *g);
+void kernel_test_grad_norm(Harness *g);
+void kernel_test_decode(Harness *g);
 /* both attention paths against the fp64 reference and each other; timing: also a timing line per path */
-void attention_tests(G *g, int timing);
+void kernel_test_attention_paths(Harness *g, int timing);
 #endif

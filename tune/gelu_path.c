@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void sweep_gelu_path(Tuner *t, Plan *tuned, TuneApplied *ap) {
+void gelu_path_sweep(Tuner *t, Plan *tuned, TuneApplied *ap) {
     enum { NPATHS = 4 };
     static const GeluPath paths[NPATHS] = {GELU_EPILOGUE, GELU_KERNEL, GELU_SPLIT, GELU_FUSED};
     static const char *const variants[NPATHS] = {"path=epilogue", "path=kernel", "path=split", "path=fused"};
@@ -30,7 +30,7 @@ void sweep_gelu_path(Tuner *t, Plan *tuned, TuneApplied *ap) {
         tune_db_apply(&t->db, &t->env, q, t->cublaslt, &unused, NULL);
         Err err;
         TuneRecord r = {0};
-        if (step_time(q, t->o.env, 10, &ms[p], losses[p], &err)) {
+        if (measure_step_time(q, t->o.env, 10, &ms[p], losses[p], &err)) {
             fprintf(t->rep, "gelu path %s: %s\n", variants[p], err.msg);
             ms[p] = -1;
         }
@@ -43,7 +43,7 @@ void sweep_gelu_path(Tuner *t, Plan *tuned, TuneApplied *ap) {
     int ref = ms[0] > 0 ? 0 : 1;
     for (int p = 0; p < NPATHS; p++) {
         double worst, tol;
-        if (p != ref && ms[p] > 0 && ms[ref] > 0 && !steps_agree(t->cfg->precision, losses[ref], losses[p], &worst, &tol)) {
+        if (p != ref && ms[p] > 0 && ms[ref] > 0 && !measure_steps_agree(t->cfg->precision, losses[ref], losses[p], &worst, &tol)) {
             fprintf(t->rep, "gelu path: %s rejected: its first 3 losses differ from %s's by %.2e (relative, tolerance "
                     "%.0e)\n", variants[p], variants[ref], worst, tol);
             ms[p] = -1;

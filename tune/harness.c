@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* ---- reporting: one line per test through tune/report.h, named "<config>/<test>" ---- */
-void report_as(G *g, ReportKind kind, const char *name, const char *fmt, ...) {
+void harness_report(Harness *g, ReportKind kind, const char *name, const char *fmt, ...) {
     char full[512];
     snprintf(full, sizeof full, "%s/%s", g->cfg->name, name);
     va_list ap;
@@ -19,7 +19,7 @@ void report_as(G *g, ReportKind kind, const char *name, const char *fmt, ...) {
 }
 
 /* ---- memory ---- */
-dptr dalloc(G *g, size_t bytes) {
+dptr harness_dalloc(Harness *g, size_t bytes) {
     dptr p = 0;
     if (g->nalloc == 64 || cu.cuMemAlloc(&p, bytes ? bytes : 16) != CUDA_SUCCESS) {
         fprintf(stderr, "kernel_tests: cannot allocate %zu bytes on the GPU\n", bytes);
@@ -29,24 +29,24 @@ dptr dalloc(G *g, size_t bytes) {
     g->allocs[g->nalloc++] = p;
     return p;
 }
-void dfree_all(G *g) {
+void harness_dfree_all(Harness *g) {
     for (int i = 0; i < g->nalloc; i++) cu.cuMemFree(g->allocs[i]);
     g->nalloc = 0;
 }
-float *hbuf(size_t n) { return xcalloc(n ? n : 1, sizeof(float)); }
+float *harness_hbuf(size_t n) { return xcalloc(n ? n : 1, sizeof(float)); }
 
 /* rounds to what floatX can hold, so that GPU and CPU see the same inputs */
-void quantize(G *g, float *x, size_t n) {
+void harness_quantize(Harness *g, float *x, size_t n) {
     if (g->xs == 2)
         for (size_t i = 0; i < n; i++) x[i] = x16_round(g->prec == PREC_FP16, x[i]);
 }
-float *hrand(G *g, size_t n, float scale) {
-    float *x = hbuf(n);
+float *harness_hrand(Harness *g, size_t n, float scale) {
+    float *x = harness_hbuf(n);
     for (size_t i = 0; i < n; i++) x[i] = scale * (2.0f * rng_uniform(&g->rng) - 1.0f);
-    quantize(g, x, n);
+    harness_quantize(g, x, n);
     return x;
 }
-int up(G *g, dptr d, const float *h, size_t n) {   /* floatX */
+int harness_up(Harness *g, dptr d, const float *h, size_t n) {   /* floatX */
     if (g->xs == 4) return cu.cuMemcpyHtoD(d, h, n * 4) == CUDA_SUCCESS ? 0 : -1;
     uint16_t *t = xmalloc(n * 2);
     x16_from_f32_array(g->prec == PREC_FP16, t, h, n);
@@ -54,7 +54,7 @@ int up(G *g, dptr d, const float *h, size_t n) {   /* floatX */
     free(t);
     return rc;
 }
-int down(G *g, float *h, dptr d, size_t n) {
+int harness_down(Harness *g, float *h, dptr d, size_t n) {
     if (g->xs == 4) return cu.cuMemcpyDtoH(h, d, n * 4) == CUDA_SUCCESS ? 0 : -1;
     uint16_t *t = xmalloc(n * 2);
     int rc = cu.cuMemcpyDtoH(t, d, n * 2) == CUDA_SUCCESS ? 0 : -1;
@@ -62,19 +62,19 @@ int down(G *g, float *h, dptr d, size_t n) {
     free(t);
     return rc;
 }
-dptr dup_x(G *g, const float *h, size_t n) {        /* new floatX device copy */
-    dptr d = dalloc(g, n * g->xs);
-    if (d) up(g, d, h, n);
+dptr harness_dup_x(Harness *g, const float *h, size_t n) {        /* new floatX device copy */
+    dptr d = harness_dalloc(g, n * g->xs);
+    if (d) harness_up(g, d, h, n);
     return d;
 }
-dptr dup_raw(G *g, const void *h, size_t bytes) {
-    dptr d = dalloc(g, bytes);
+dptr harness_dup_raw(Harness *g, const void *h, size_t bytes) {
+    dptr d = harness_dalloc(g, bytes);
     if (d) cu.cuMemcpyHtoD(d, h, bytes);
     return d;
 }
 
 /* max |got - ref| relative to max |ref| */
-double relerr(const float *got, const float *ref, size_t n) {
+double harness_relerr(const float *got, const float *ref, size_t n) {
     double emax = 0, rmax = 0;
     for (size_t i = 0; i < n; i++) {
         double e = fabs((double)got[i] - ref[i]);
@@ -85,32 +85,32 @@ double relerr(const float *got, const float *ref, size_t n) {
 }
 
 /* One comparison inside a test: records the worst error; a failure names the tensor. */
-void cmp(Cmp *c, const char *tensor, const float *got, const float *ref, size_t n, double tol) {
-    cmp_value(c, tensor, relerr(got, ref, n), 0, tol);
+void harness_cmp(HarnessCmp *c, const char *tensor, const float *got, const float *ref, size_t n, double tol) {
+    harness_cmp_value(c, tensor, harness_relerr(got, ref, n), 0, tol);
 }
-void cmp_value(Cmp *c, const char *tensor, double e, size_t nonfinite, double tol) {
+void harness_cmp_value(HarnessCmp *c, const char *tensor, double e, size_t nonfinite, double tol) {
     if (isnan(e) || e > c->worst) c->worst = e;
     if (c->bad) return;
     if (nonfinite) { c->bad = 1; snprintf(c->what, sizeof c->what, "%s: %zu values are not finite", tensor, nonfinite); }
     else if (!(e <= tol)) { c->bad = 1; snprintf(c->what, sizeof c->what, "%s: max error %.3g > %.1g", tensor, e, tol); }
 }
-void finish(G *g, const char *name, Cmp *c, Err *err, int launch_rc) {
-    if (launch_rc) fail(g, name, "%s", err->msg);
-    else if (c->bad) fail(g, name, "%s", c->what);
-    else ok(g, name, "max err %.2e", c->worst);
+void harness_finish(Harness *g, const char *name, HarnessCmp *c, Err *err, int launch_rc) {
+    if (launch_rc) harness_fail(g, name, "%s", err->msg);
+    else if (c->bad) harness_fail(g, name, "%s", c->what);
+    else harness_ok(g, name, "max err %.2e", c->worst);
 }
 
 /* waits for the stream after matmuls (kernel launches synchronize themselves: sync_each) */
-int gpu_wait(G *g, Err *err) { return cuda_device_sync(&g->dev, "waiting for the GPU", err); }
+int harness_wait(Harness *g, Err *err) { return cuda_device_sync(&g->dev, "waiting for the GPU", err); }
 
-/* the G of cfg and plan, on GPU 0: -1 and a skip line when there is none */
-int harness_open(G *g, const Config *cfg, const struct Plan *plan, const Env *env) {
+/* the Harness of cfg and plan, on GPU 0: -1 and a skip line when there is none */
+int harness_open(Harness *g, const Config *cfg, const struct Plan *plan, const Env *env) {
     memset(g, 0, sizeof *g);
     g->cfg = cfg;
     g->plan = plan;
     g->env = env;
     Err err = {{0}};
-    if (cuda_device_open(&g->dev, 0, &err)) { skip(g, "gpu", "%s", err.msg); return -1; }
+    if (cuda_device_open(&g->dev, 0, &err)) { harness_skip(g, "gpu", "%s", err.msg); return -1; }
     g->s = g->dev.compute;
     const GPT2Shape *m = &plan->model;
     g->prec = plan->step.precision;
@@ -123,14 +123,14 @@ int harness_open(G *g, const Config *cfg, const struct Plan *plan, const Env *en
     return 0;
 }
 
-int dfill(G *g, dptr d, size_t n, int f32, float scale, uint64_t seed) {
+int harness_dfill(Harness *g, dptr d, size_t n, int f32, float scale, uint64_t seed) {
     size_t es = f32 ? 4 : g->xs, block = n < ((size_t)1 << 22) ? n : (size_t)1 << 22;
     if (!n) return 0;
     float *h = xmalloc(block * sizeof(float));
     for (size_t i = 0; i < block; i++) h[i] = scale * (2.0f * rng_uniform(&seed) - 1.0f);
     int rc = 0;
     if (f32 || g->xs == 4) rc = cu.cuMemcpyHtoD(d, h, block * 4) != CUDA_SUCCESS;
-    else rc = up(g, d, h, block);
+    else rc = harness_up(g, d, h, block);
     free(h);
     for (size_t done = block; done < n && !rc;) {   /* doubling copies of what is there */
         size_t k = done < n - done ? done : n - done;

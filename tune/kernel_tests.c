@@ -5,13 +5,13 @@
 #include "tune/kernel_tests.h"
 #include "tune/families.h"
 #include "tune/report.h"
-#include "runtime/cuda/ops.h"
+#include "runtime/cuda/tune_api.h"
 #include <stdio.h>
 #include <string.h>
 
 /* Every kernel of the plan's families must have run in the tests above (or in a test skipped at this size): a
    kernel added without a test fails here. */
-static void check_coverage(G *g) {
+static void check_coverage(Harness *g) {
     char missing[1024] = "";
     int skipped = 0, n = 0;
     for (int id = 0; id < g->plan->n_kernels; id++) skipped += g->skipped[id];
@@ -23,8 +23,8 @@ static void check_coverage(G *g) {
             snprintf(missing + len, sizeof missing - len, "%s%s", len ? ", " : "", g->plan->kernels[id].decl->name);
         }
     }
-    if (missing[0]) fail(g, "coverage", "declared kernels no test launched: %s", missing);
-    else ok(g, "coverage", "all %d kernels of the plan's families tested%s", n, skipped ? ", some in skipped tests" : "");
+    if (missing[0]) harness_fail(g, "coverage", "declared kernels no test launched: %s", missing);
+    else harness_ok(g, "coverage", "all %d kernels of the plan's families tested%s", n, skipped ? ", some in skipped tests" : "");
 }
 
 static int plan_has(const Plan *plan, const char *family) {
@@ -33,34 +33,34 @@ static int plan_has(const Plan *plan, const char *family) {
     return 0;
 }
 
-static int setup(G *g, Err *err) {
+static int setup(Harness *g, Err *err) {
     if (kernels_load(&g->ks, g->plan, &g->dev, g->env, err)) return -1;
     g->ks.sync_each = 1;
     if (cuda_check(cu.cuMemAlloc(&g->workspace, CUBLASLT_WORKSPACE_BYTES), "cuBLASLt workspace", err)) return -1;
     return matmuls_init(&g->mm, g->plan->matmuls, MM_COUNT, g->prec, g->workspace, CUBLASLT_WORKSPACE_BYTES, err);
 }
 
-int gpu_attention_test_run(const Config *cfg, const struct Plan *plan, const Env *env) {
-    static G g;
+int kernel_tests_attention_run(const Config *cfg, const struct Plan *plan, const Env *env) {
+    static Harness g;
     if (harness_open(&g, cfg, plan, env)) return -1;
     int failed0 = report_failed_count();
     Err err = {{0}};
-    if (kernels_load(&g.ks, plan, &g.dev, env, &err)) fail(&g, "setup", "%s", err.msg);
+    if (kernels_load(&g.ks, plan, &g.dev, env, &err)) harness_fail(&g, "setup", "%s", err.msg);
     else {
         g.ks.sync_each = 1;
-        attention_tests(&g, 1);
+        kernel_test_attention_paths(&g, 1);
     }
     kernels_unload(&g.ks);
     cuda_device_close(&g.dev);
     return report_failed_count() - failed0;
 }
 
-int gpu_test_run(const Config *cfg, const struct Plan *plan, const Env *env) {
-    static G g;   /* large; one test run at a time */
+int kernel_tests_run(const Config *cfg, const struct Plan *plan, const Env *env) {
+    static Harness g;   /* large; one test run at a time */
     if (harness_open(&g, cfg, plan, env)) return -1;
     Err err = {{0}};
     int failed0 = report_failed_count();
-    if (setup(&g, &err)) fail(&g, "setup", "%s", err.msg);
+    if (setup(&g, &err)) harness_fail(&g, "setup", "%s", err.msg);
     else {
         printf("== %s, plan %s: %s, B=%d T=%d C=%d NH=%d L=%d on %s (sm_%d%d)\n", cfg->name, plan->name,
                precision_name(plan->step.precision), g.B, g.T, g.C, g.NH, g.L, g.dev.name, g.dev.cc_major, g.dev.cc_minor);
@@ -69,9 +69,9 @@ int gpu_test_run(const Config *cfg, const struct Plan *plan, const Env *env) {
             if (plan_has(plan, f->family)) f->test(&g);
         check_coverage(&g);
         if (plan->step.kind == STEP_TRAIN) {
-            test_train_step(&g);
-            test_two_streams(&g);
-            test_graph(&g);
+            step_test_train(&g);
+            step_test_two_streams(&g);
+            step_test_graph(&g);
         }
     }
     matmuls_destroy(&g.mm);
@@ -85,9 +85,9 @@ int gpu_test_run(const Config *cfg, const struct Plan *plan, const Env *env) {
 }
 
 int tune_test(const Config *cfg, const struct Plan *plan, const struct Plan *decode, const Env *env) {
-    int failed = gpu_test_run(cfg, plan, env);
+    int failed = kernel_tests_run(cfg, plan, env);
     if (failed >= 0 && decode) {
-        int f2 = gpu_test_run(cfg, decode, env);
+        int f2 = kernel_tests_run(cfg, decode, env);
         failed = f2 < 0 ? failed : failed + f2;
     }
     return report_summary() || failed > 0 ? -1 : 0;   /* "RESULT p f s", as every test program ends */

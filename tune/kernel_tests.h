@@ -12,7 +12,7 @@ struct Plan;
    -1 when there is no GPU (the reason printed as a "skip" line). */
 /* plan's kernel tests (the families it has; the training step's test for a training plan); the failures, or -1
    without a GPU */
-int gpu_test_run(const Config *cfg, const struct Plan *plan, const Env *env);
+int kernel_tests_run(const Config *cfg, const struct Plan *plan, const Env *env);
 /* Only the attention kernels (against the fp64 reference on sampled heads), and their timing. */
-int gpu_attention_test_run(const Config *cfg, const struct Plan *plan, const Env *env);
+int kernel_tests_attention_run(const Config *cfg, const struct Plan *plan, const Env *env);
 #endif

@@ -1,194 +1,193 @@
 /* kernel_tests_rows: the tests of the families that work row by row or element by element (encoder, layernorm,
    gelu, classifier), each against the CPU reference op (runtime/cpu/cpu_ops.h); see families.h. */
 #include "tune/families.h"
-#include "runtime/cuda/cuda_backend.h"
-#include "runtime/cuda/ops.h"
+#include "runtime/cuda/tune_api.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "common/rng.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-void kernel_test_encoder(G *g) {
+void kernel_test_encoder(Harness *g) {
     size_t BT = g->BT, C = g->C;
     int32_t *tok = xmalloc(BT * 4);
     for (size_t i = 0; i < BT; i++) tok[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)(i % 3 ? g->V : 64));   /* repeats */
-    float *wte = hrand(g, (size_t)g->Vp * C, 1.0f), *wpe = hrand(g, (size_t)g->maxT * C, 1.0f);
-    float *ref = hbuf(BT * C), *got = hbuf(BT * C);
+    float *wte = harness_hrand(g, (size_t)g->Vp * C, 1.0f), *wpe = harness_hrand(g, (size_t)g->maxT * C, 1.0f);
+    float *ref = harness_hbuf(BT * C), *got = harness_hbuf(BT * C);
     Err err = {{0}};
-    dptr dtok = dup_raw(g, tok, BT * 4), dwte = dup_x(g, wte, (size_t)g->Vp * C), dwpe = dup_x(g, wpe, (size_t)g->maxT * C);
-    dptr dout = dalloc(g, BT * C * g->xs);
+    dptr dtok = harness_dup_raw(g, tok, BT * 4), dwte = harness_dup_x(g, wte, (size_t)g->Vp * C), dwpe = harness_dup_x(g, wpe, (size_t)g->maxT * C);
+    dptr dout = harness_dalloc(g, BT * C * g->xs);
     int rc = launch_encoder_forward(&g->ks, g->s, dout, dtok, dwte, dwpe, &err);
     cpu_encoder_forward(ref, tok, wte, wpe, g->B, g->T, (int)C);
-    quantize(g, ref, BT * C);
-    Cmp c = {0, 0, ""};
-    if (!rc) { down(g, got, dout, BT * C); cmp(&c, "out", got, ref, BT * C, g->tol); }
-    finish(g, "encoder_forward", &c, &err, rc);
+    harness_quantize(g, ref, BT * C);
+    HarnessCmp c = {0, 0, ""};
+    if (!rc) { harness_down(g, got, dout, BT * C); harness_cmp(&c, "out", got, ref, BT * C, g->tol); }
+    harness_finish(g, "encoder_forward", &c, &err, rc);
 
     /* backward: wpe and wte, accumulating onto random gradients; twice, for determinism */
-    float *d = hrand(g, BT * C, 1.0f);
-    float *gwte = hrand(g, (size_t)g->Vp * C, 1.0f), *gwpe = hrand(g, (size_t)g->maxT * C, 1.0f);
+    float *d = harness_hrand(g, BT * C, 1.0f);
+    float *gwte = harness_hrand(g, (size_t)g->Vp * C, 1.0f), *gwpe = harness_hrand(g, (size_t)g->maxT * C, 1.0f);
     float *rwte = xmalloc((size_t)g->Vp * C * 4), *rwpe = xmalloc((size_t)g->maxT * C * 4);
     memcpy(rwte, gwte, (size_t)g->Vp * C * 4);
     memcpy(rwpe, gwpe, (size_t)g->maxT * C * 4);
     cpu_encoder_backward(rwte, rwpe, d, tok, g->B, g->T, (int)C);
     int32_t *count = xmalloc(((size_t)g->Vp + 1) * 4), *btok = xmalloc(BT * 4), *bstart = xmalloc((BT + 1) * 4), *pos = xmalloc(BT * 4);
     int nb = cuda_encoder_buckets(tok, (int)BT, g->Vp, count, btok, bstart, pos);
-    dptr dd = dup_x(g, d, BT * C), dbt = dup_raw(g, btok, BT * 4), dbs = dup_raw(g, bstart, (BT + 1) * 4), dpos = dup_raw(g, pos, BT * 4);
-    float *got_wte = hbuf((size_t)g->Vp * C), *got_wpe = hbuf((size_t)g->maxT * C), *again = hbuf((size_t)g->Vp * C);
-    c = (Cmp){0, 0, ""};
+    dptr dd = harness_dup_x(g, d, BT * C), dbt = harness_dup_raw(g, btok, BT * 4), dbs = harness_dup_raw(g, bstart, (BT + 1) * 4), dpos = harness_dup_raw(g, pos, BT * 4);
+    float *got_wte = harness_hbuf((size_t)g->Vp * C), *got_wpe = harness_hbuf((size_t)g->maxT * C), *again = harness_hbuf((size_t)g->Vp * C);
+    c = (HarnessCmp){0, 0, ""};
     rc = 0;
     for (int rep = 0; rep < 2 && !rc; rep++) {
-        up(g, dwte, gwte, (size_t)g->Vp * C);
-        up(g, dwpe, gwpe, (size_t)g->maxT * C);
+        harness_up(g, dwte, gwte, (size_t)g->Vp * C);
+        harness_up(g, dwpe, gwpe, (size_t)g->maxT * C);
         rc = launch_encoder_backward_wpe(&g->ks, g->s, dwpe, dd, &err) ||
              launch_encoder_backward_wte(&g->ks, g->s, dwte, dd, dbt, dbs, dpos, nb, &err);
-        if (!rc) down(g, rep ? again : got_wte, dwte, (size_t)g->Vp * C);
+        if (!rc) harness_down(g, rep ? again : got_wte, dwte, (size_t)g->Vp * C);
     }
     if (!rc) {
-        down(g, got_wpe, dwpe, (size_t)g->maxT * C);
-        cmp(&c, "dwte", got_wte, rwte, (size_t)g->Vp * C, g->tol);
-        cmp(&c, "dwpe", got_wpe, rwpe, (size_t)g->maxT * C, g->tol);
+        harness_down(g, got_wpe, dwpe, (size_t)g->maxT * C);
+        harness_cmp(&c, "dwte", got_wte, rwte, (size_t)g->Vp * C, g->tol);
+        harness_cmp(&c, "dwpe", got_wpe, rwpe, (size_t)g->maxT * C, g->tol);
         if (memcmp(got_wte, again, (size_t)g->Vp * C * 4) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "dwte differs between two runs"); }
     }
-    finish(g, "encoder_backward (deterministic)", &c, &err, rc);
+    harness_finish(g, "encoder_backward (deterministic)", &c, &err, rc);
     free(tok); free(wte); free(wpe); free(ref); free(got); free(d); free(gwte); free(gwpe); free(rwte); free(rwpe);
     free(count); free(btok); free(bstart); free(pos); free(got_wte); free(got_wpe); free(again);
-    dfree_all(g);
+    harness_dfree_all(g);
 }
 
-void kernel_test_layernorm(G *g) {
+void kernel_test_layernorm(Harness *g) {
     size_t N = g->BT, C = g->C;
-    float *x = hrand(g, N * C, 2.0f), *x2 = hrand(g, N * C, 2.0f), *w = hrand(g, C, 1.0f), *b = hrand(g, C, 1.0f);
+    float *x = harness_hrand(g, N * C, 2.0f), *x2 = harness_hrand(g, N * C, 2.0f), *w = harness_hrand(g, C, 1.0f), *b = harness_hrand(g, C, 1.0f);
     for (size_t i = 0; i < N * C; i++) x[i] += 0.5f * (float)(i % 7);   /* a non-zero mean per row */
-    quantize(g, x, N * C);
-    float *ref = hbuf(N * C), *mean = hbuf(N), *rstd = hbuf(N), *got = hbuf(N * C), *gm = hbuf(N), *gr = hbuf(N);
+    harness_quantize(g, x, N * C);
+    float *ref = harness_hbuf(N * C), *mean = harness_hbuf(N), *rstd = harness_hbuf(N), *got = harness_hbuf(N * C), *gm = harness_hbuf(N), *gr = harness_hbuf(N);
     Err err = {{0}};
-    dptr dx = dup_x(g, x, N * C), dx2 = dup_x(g, x2, N * C), dw = dup_x(g, w, C), db = dup_x(g, b, C);
-    dptr dout = dalloc(g, N * C * g->xs), dmean = dalloc(g, N * 4), drstd = dalloc(g, N * 4), dres = dalloc(g, N * C * g->xs);
+    dptr dx = harness_dup_x(g, x, N * C), dx2 = harness_dup_x(g, x2, N * C), dw = harness_dup_x(g, w, C), db = harness_dup_x(g, b, C);
+    dptr dout = harness_dalloc(g, N * C * g->xs), dmean = harness_dalloc(g, N * 4), drstd = harness_dalloc(g, N * 4), dres = harness_dalloc(g, N * C * g->xs);
     cpu_layernorm_forward(ref, mean, rstd, x, w, b, (int)N, (int)C);
-    quantize(g, ref, N * C);
+    harness_quantize(g, ref, N * C);
     int rc = launch_layernorm_forward(&g->ks, g->s, dout, dmean, drstd, dx, dw, db, &err);
-    Cmp c = {0, 0, ""};
+    HarnessCmp c = {0, 0, ""};
     if (!rc) {
-        down(g, got, dout, N * C);
+        harness_down(g, got, dout, N * C);
         cu.cuMemcpyDtoH(gm, dmean, N * 4);
         cu.cuMemcpyDtoH(gr, drstd, N * 4);
-        cmp(&c, "out", got, ref, N * C, g->tol);
-        cmp(&c, "mean", gm, mean, N, 1e-5);
-        cmp(&c, "rstd", gr, rstd, N, 1e-5);
+        harness_cmp(&c, "out", got, ref, N * C, g->tol);
+        harness_cmp(&c, "mean", gm, mean, N, 1e-5);
+        harness_cmp(&c, "rstd", gr, rstd, N, 1e-5);
     }
-    finish(g, "layernorm_forward", &c, &err, rc);
+    harness_finish(g, "layernorm_forward", &c, &err, rc);
 
     /* residual + LayerNorm: the LayerNorm of the residual as stored */
-    float *res = hbuf(N * C);
+    float *res = harness_hbuf(N * C);
     for (size_t i = 0; i < N * C; i++) res[i] = x[i] + x2[i];
-    quantize(g, res, N * C);
+    harness_quantize(g, res, N * C);
     cpu_layernorm_forward(ref, mean, rstd, res, w, b, (int)N, (int)C);
-    quantize(g, ref, N * C);
+    harness_quantize(g, ref, N * C);
     rc = launch_fused_residual_layernorm_forward(&g->ks, g->s, dres, dout, dmean, drstd, dx, dx2, dw, db, &err);
-    c = (Cmp){0, 0, ""};
+    c = (HarnessCmp){0, 0, ""};
     if (!rc) {
-        down(g, got, dres, N * C);
-        cmp(&c, "residual", got, res, N * C, g->tol);
-        down(g, got, dout, N * C);
-        cmp(&c, "out", got, ref, N * C, g->tol);
+        harness_down(g, got, dres, N * C);
+        harness_cmp(&c, "residual", got, res, N * C, g->tol);
+        harness_down(g, got, dout, N * C);
+        harness_cmp(&c, "out", got, ref, N * C, g->tol);
         cu.cuMemcpyDtoH(gr, drstd, N * 4);
-        cmp(&c, "rstd", gr, rstd, N, 1e-5);
+        harness_cmp(&c, "rstd", gr, rstd, N, 1e-5);
     }
-    finish(g, "fused_residual_layernorm_forward", &c, &err, rc);
+    harness_finish(g, "fused_residual_layernorm_forward", &c, &err, rc);
 
     /* backward: dinp, dweight, dbias accumulate onto random values; twice, for determinism, the second time also
        making the LayerNorm output again (recompute=2), which must leave the gradients as they were */
     cpu_layernorm_forward(ref, mean, rstd, x, w, b, (int)N, (int)C);
-    quantize(g, ref, N * C);
-    float *dy = hrand(g, N * C, 1.0f), *dinp0 = hrand(g, N * C, 1.0f), *dw0 = hrand(g, C, 1.0f), *db0 = hrand(g, C, 1.0f);
+    harness_quantize(g, ref, N * C);
+    float *dy = harness_hrand(g, N * C, 1.0f), *dinp0 = harness_hrand(g, N * C, 1.0f), *dw0 = harness_hrand(g, C, 1.0f), *db0 = harness_hrand(g, C, 1.0f);
     float *rdinp = xmalloc(N * C * 4), *rdw = xmalloc(C * 4), *rdb = xmalloc(C * 4);
     memcpy(rdinp, dinp0, N * C * 4); memcpy(rdw, dw0, C * 4); memcpy(rdb, db0, C * 4);
     cpu_layernorm_backward(rdinp, rdw, rdb, dy, x, w, mean, rstd, (int)N, (int)C);
     size_t parts = g->plan->kernels[K_LAYERNORM_BACKWARD].dims.grid[0];
-    dptr ddy = dup_x(g, dy, N * C), ddinp = dalloc(g, N * C * g->xs), ddw = dalloc(g, C * g->xs), ddb = dalloc(g, C * g->xs);
-    dptr scratch = dalloc(g, parts * 2 * C * 4), dlo = dalloc(g, N * C * g->xs);
+    dptr ddy = harness_dup_x(g, dy, N * C), ddinp = harness_dalloc(g, N * C * g->xs), ddw = harness_dalloc(g, C * g->xs), ddb = harness_dalloc(g, C * g->xs);
+    dptr scratch = harness_dalloc(g, parts * 2 * C * 4), dlo = harness_dalloc(g, N * C * g->xs);
     cu.cuMemcpyHtoD(dmean, mean, N * 4);
     cu.cuMemcpyHtoD(drstd, rstd, N * 4);
-    float *gdw = hbuf(C), *gdb = hbuf(C), *again = hbuf(N * C), *dw_again = hbuf(C), *db_again = hbuf(C);
+    float *gdw = harness_hbuf(C), *gdb = harness_hbuf(C), *again = harness_hbuf(N * C), *dw_again = harness_hbuf(C), *db_again = harness_hbuf(C);
     rc = 0;
     for (int rep = 0; rep < 2 && !rc; rep++) {
-        up(g, ddinp, dinp0, N * C); up(g, ddw, dw0, C); up(g, ddb, db0, C);
+        harness_up(g, ddinp, dinp0, N * C); harness_up(g, ddw, dw0, C); harness_up(g, ddb, db0, C);
         rc = launch_layernorm_backward(&g->ks, g->s, ddinp, scratch, rep ? dlo : 0, ddy, dx, dw, db, dmean, drstd, &err) ||
              launch_layernorm_backward_reduce(&g->ks, g->s, ddw, ddb, scratch, &err);
         if (!rc) {
-            down(g, rep ? again : got, ddinp, N * C);
-            down(g, rep ? dw_again : gdw, ddw, C);
-            down(g, rep ? db_again : gdb, ddb, C);
+            harness_down(g, rep ? again : got, ddinp, N * C);
+            harness_down(g, rep ? dw_again : gdw, ddw, C);
+            harness_down(g, rep ? db_again : gdb, ddb, C);
         }
     }
-    c = (Cmp){0, 0, ""};
+    c = (HarnessCmp){0, 0, ""};
     if (!rc) {
-        cmp(&c, "dinp", got, rdinp, N * C, g->tol);
-        cmp(&c, "dweight", gdw, rdw, C, g->tol);
-        cmp(&c, "dbias", gdb, rdb, C, g->tol);
-        down(g, res, dlo, N * C);
-        cmp(&c, "out made again", res, ref, N * C, g->tol);
+        harness_cmp(&c, "dinp", got, rdinp, N * C, g->tol);
+        harness_cmp(&c, "dweight", gdw, rdw, C, g->tol);
+        harness_cmp(&c, "dbias", gdb, rdb, C, g->tol);
+        harness_down(g, res, dlo, N * C);
+        harness_cmp(&c, "out made again", res, ref, N * C, g->tol);
         const char *differs = memcmp(got, again, N * C * 4) ? "dinp" : memcmp(gdw, dw_again, C * 4) ? "dweight"
                             : memcmp(gdb, db_again, C * 4) ? "dbias" : NULL;
         if (differs && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "%s differs between two runs", differs); }
     }
-    finish(g, "layernorm_backward (deterministic)", &c, &err, rc);
+    harness_finish(g, "layernorm_backward (deterministic)", &c, &err, rc);
     free(x); free(x2); free(w); free(b); free(ref); free(mean); free(rstd); free(got); free(gm); free(gr); free(res);
     free(dy); free(dinp0); free(dw0); free(db0); free(rdinp); free(rdw); free(rdb); free(gdw); free(gdb); free(again); free(dw_again); free(db_again);
-    dfree_all(g);
+    harness_dfree_all(g);
 }
 
-void kernel_test_gelu(G *g) {
+void kernel_test_gelu(Harness *g) {
     long long n = (long long)g->BT * 4 * g->C;
-    float *x = hrand(g, (size_t)n, 4.0f), *ref = hbuf((size_t)n), *got = hbuf((size_t)n), *dy = hrand(g, (size_t)n, 1.0f);
+    float *x = harness_hrand(g, (size_t)n, 4.0f), *ref = harness_hbuf((size_t)n), *got = harness_hbuf((size_t)n), *dy = harness_hrand(g, (size_t)n, 1.0f);
     cpu_gelu_forward(ref, x, (size_t)n);
-    quantize(g, ref, (size_t)n);
+    harness_quantize(g, ref, (size_t)n);
     Err err = {{0}};
-    dptr dx = dup_x(g, x, (size_t)n), dout = dalloc(g, (size_t)n * g->xs), ddy = dup_x(g, dy, (size_t)n);
+    dptr dx = harness_dup_x(g, x, (size_t)n), dout = harness_dalloc(g, (size_t)n * g->xs), ddy = harness_dup_x(g, dy, (size_t)n);
     int rc = launch_gelu_forward(&g->ks, g->s, dout, dx, n, &err);
-    Cmp c = {0, 0, ""};
-    if (!rc) { down(g, got, dout, (size_t)n); cmp(&c, "out", got, ref, (size_t)n, g->tol); }
-    finish(g, "gelu_forward", &c, &err, rc);
+    HarnessCmp c = {0, 0, ""};
+    if (!rc) { harness_down(g, got, dout, (size_t)n); harness_cmp(&c, "out", got, ref, (size_t)n, g->tol); }
+    harness_finish(g, "gelu_forward", &c, &err, rc);
     memset(ref, 0, (size_t)n * 4);
     cpu_gelu_backward(ref, x, dy, (size_t)n);
     rc = launch_gelu_backward(&g->ks, g->s, ddy, dx, n, &err);
-    c = (Cmp){0, 0, ""};
-    if (!rc) { down(g, got, ddy, (size_t)n); cmp(&c, "dinp", got, ref, (size_t)n, g->tol); }
-    finish(g, "gelu_backward", &c, &err, rc);
+    c = (HarnessCmp){0, 0, ""};
+    if (!rc) { harness_down(g, got, ddy, (size_t)n); harness_cmp(&c, "dinp", got, ref, (size_t)n, g->tol); }
+    harness_finish(g, "gelu_backward", &c, &err, rc);
     free(x); free(ref); free(got); free(dy);
-    dfree_all(g);
+    harness_dfree_all(g);
 }
 
-void kernel_test_classifier(G *g) {
+void kernel_test_classifier(Harness *g) {
     /* the kernel runs over a chunk of rows (the family's CHUNK, at most B*T); the first N hold random logits and
        are checked (host memory stays small on the big configs), the rest are zeros */
     int R = g->plan->classifier_rows, N = R < 128 ? R : 128, V = g->V, Vp = g->Vp;
-    float *logits = hrand(g, (size_t)N * Vp, 4.0f), *losses = hbuf(N), *dl = hbuf((size_t)N * Vp), *got = hbuf((size_t)N * Vp), *gl = hbuf(N);
+    float *logits = harness_hrand(g, (size_t)N * Vp, 4.0f), *losses = harness_hbuf(N), *dl = harness_hbuf((size_t)N * Vp), *got = harness_hbuf((size_t)N * Vp), *gl = harness_hbuf(N);
     int32_t *tg = xcalloc((size_t)g->BT, 4);
     for (int i = 0; i < g->BT; i++) tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)V);
     float dloss = 1.0f / g->BT;
     cpu_softmax_crossentropy(losses, dl, logits, tg, dloss, N, V, Vp);
     Err err = {{0}};
-    dptr dlog = dalloc(g, (size_t)R * Vp * g->xs), dloss_d = dalloc(g, (size_t)R * 4), dtg = dup_raw(g, tg, (size_t)R * 4);
-    up(g, dlog, logits, (size_t)N * Vp);
+    dptr dlog = harness_dalloc(g, (size_t)R * Vp * g->xs), dloss_d = harness_dalloc(g, (size_t)R * 4), dtg = harness_dup_raw(g, tg, (size_t)R * 4);
+    harness_up(g, dlog, logits, (size_t)N * Vp);
     int rc = launch_classifier_forward(&g->ks, g->s, dloss_d, dlog, dtg, dloss, 0, &err);
-    Cmp c = {0, 0, ""};
+    HarnessCmp c = {0, 0, ""};
     if (!rc) {
         cu.cuMemcpyDtoH(gl, dloss_d, (size_t)N * 4);
-        down(g, got, dlog, (size_t)N * Vp);
-        cmp(&c, "losses", gl, losses, N, g->tol);
-        cmp(&c, "logits untouched", got, logits, (size_t)N * Vp, 0);
+        harness_down(g, got, dlog, (size_t)N * Vp);
+        harness_cmp(&c, "losses", gl, losses, N, g->tol);
+        harness_cmp(&c, "logits untouched", got, logits, (size_t)N * Vp, 0);
     }
     if (!rc) rc = launch_classifier_forward(&g->ks, g->s, dloss_d, dlog, dtg, dloss, 1, &err);
     if (!rc) {
         cu.cuMemcpyDtoH(gl, dloss_d, (size_t)N * 4);
-        down(g, got, dlog, (size_t)N * Vp);
-        cmp(&c, "losses", gl, losses, N, g->tol);
-        cmp(&c, "dlogits", got, dl, (size_t)N * Vp, g->tol);
+        harness_down(g, got, dlog, (size_t)N * Vp);
+        harness_cmp(&c, "losses", gl, losses, N, g->tol);
+        harness_cmp(&c, "dlogits", got, dl, (size_t)N * Vp, g->tol);
     }
-    finish(g, "classifier_forward (softmax, cross-entropy, dlogits)", &c, &err, rc);
+    harness_finish(g, "classifier_forward (softmax, cross-entropy, dlogits)", &c, &err, rc);
     free(logits); free(losses); free(dl); free(got); free(gl); free(tg);
-    dfree_all(g);
+    harness_dfree_all(g);
 }

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int flush_open(Flush *f, G *g, Err *err) {
+int measure_flush_open(MeasureFlush *f, Harness *g, Err *err) {
     memset(f, 0, sizeof *f);
     int l2 = 0;
     cu.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, g->dev.dev);
@@ -18,7 +18,7 @@ int flush_open(Flush *f, G *g, Err *err) {
     return 0;
 }
 
-void flush_close(Flush *f) {
+void measure_flush_close(MeasureFlush *f) {
     if (f->p) cu.cuMemFree(f->p);
     for (int i = 0; i < 2; i++)
         if (f->e[i]) cu.cuEventDestroy(f->e[i]);
@@ -30,7 +30,7 @@ static int cmp_double(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-int time_median(G *g, Flush *f, TimedRun run, void *ctx, double *us, Err *err) {
+int measure_median(Harness *g, MeasureFlush *f, MeasureRun run, void *ctx, double *us, Err *err) {
     enum { WARMUP = 2, MIN_REPS = 5, MAX_REPS = 50 };
     double t[MAX_REPS], spent = 0;
     int n = 0;
@@ -58,7 +58,7 @@ static Backend *step_backend(const Plan *plan, const Env *env, Err *err) {
     return cuda_backend_create(&opt, err);
 }
 
-int step_time(const Plan *plan, const Env *env, int steps, double *ms, float losses[3], Err *err) {
+int measure_step_time(const Plan *plan, const Env *env, int steps, double *ms, float losses[3], Err *err) {
     GPT2Shape shape = plan->model;
     int B = plan->step.B, T = plan->step.T;
     Backend *be = step_backend(plan, env, err);
@@ -93,7 +93,7 @@ int step_time(const Plan *plan, const Env *env, int steps, double *ms, float los
     return rc;
 }
 
-int steps_agree(Precision p, const float a[3], const float b[3], double *worst, double *tol) {
+int measure_steps_agree(Precision p, const float a[3], const float b[3], double *worst, double *tol) {
     *tol = p == PREC_FP32 ? 1e-4 : 2e-3;
     *worst = 0;
     for (int i = 0; i < 3; i++) {

@@ -4,7 +4,7 @@
 #include "tune/tune.h"
 #include "tune/kernel_tests.h"
 #include "tune/report.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include <stdio.h>
 #include <string.h>
 
@@ -19,7 +19,7 @@ int tune_run(const Config *cfg, const Plan *plan, const TuneOptions *opt, TuneRe
 void tune_report_free(TuneReport *rep) { rep->text = NULL; }
 
 /* the skip line the GPU tests print without a GPU ("<config>/gpu"); -1 */
-int gpu_test_run(const Config *cfg, const struct Plan *plan, const Env *env) {
+int kernel_tests_run(const Config *cfg, const struct Plan *plan, const Env *env) {
     (void)plan; (void)env;
     Err why;
     cuda_backend_built(&why);
@@ -29,12 +29,12 @@ int gpu_test_run(const Config *cfg, const struct Plan *plan, const Env *env) {
     return -1;
 }
 
-int gpu_attention_test_run(const Config *cfg, const struct Plan *plan, const Env *env) {
-    return gpu_test_run(cfg, plan, env);
+int kernel_tests_attention_run(const Config *cfg, const struct Plan *plan, const Env *env) {
+    return kernel_tests_run(cfg, plan, env);
 }
 
 int tune_test(const Config *cfg, const Plan *plan, const Plan *decode, const Env *env) {
     (void)decode;
-    gpu_test_run(cfg, plan, env);
+    kernel_tests_run(cfg, plan, env);
     return report_summary() ? -1 : 0;
 }

@@ -1,7 +1,7 @@
 /* step_test: a full training step of the CUDA backend against the CPU backend (loss, every gradient, the
    norm, an AdamW update, a second forward, logits, determinism), and the backend's memory against the plan's. */
 #include "tune/harness.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/tune_api.h"
 #include "runtime/backend.h"
 #include "common/rng.h"
 #include <math.h>
@@ -11,43 +11,43 @@
 
 /* The one place the step test says what backends it creates: g's plan on g's GPU (the CPU backend keeps fp32,
    whatever the plan's precision). */
-static BackendOptions backend_options(const G *g) {
+static BackendOptions backend_options(const Harness *g) {
     BackendOptions opt = {g->plan, g->dev.ordinal, 0, 0, NULL, g->env, NULL};
     return opt;
 }
 
-void test_train_step(G *g) {
+void step_test_train(Harness *g) {
     const Config *cfg = g->cfg;
     GPT2Shape shape = config_shape(cfg);
     size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS];
     size_t np = gpt2_param_sizes(&shape, sz, off);
     double flops = 6.0 * (double)np * g->BT;
-    if (flops > 3e12) { skip(g, "train_step", "the CPU backend would take too long here (%.0f GFLOP per step); the small configs cover it", flops / 1e9); return; }
+    if (flops > 3e12) { harness_skip(g, "train_step", "the CPU backend would take too long here (%.0f GFLOP per step); the small configs cover it", flops / 1e9); return; }
     BackendOptions opt = backend_options(g), copt = backend_options(g);
     Err err = {{0}};
     size_t free0 = 0, free1 = 0, total = 0;
     cu.cuMemGetInfo(&free0, &total);
     Backend *gb = cuda_backend_create(&opt, &err);
-    if (!gb) { fail(g, "train_step", "%s", err.msg); return; }
+    if (!gb) { harness_fail(g, "train_step", "%s", err.msg); return; }
     /* the backend allocates what the plan says: its arena is the plan's, and nothing big besides it */
     cu.cuMemGetInfo(&free1, &total);
     size_t arena = cuda_backend_arena_bytes(gb), planned = g->plan->memory.arena_bytes, used = free0 - free1;
-    if (arena != planned) fail(g, "plan memory", "the backend's arena is %zu bytes, the plan's %zu", arena, planned);
+    if (arena != planned) harness_fail(g, "plan memory", "the backend's arena is %zu bytes, the plan's %zu", arena, planned);
     else if (used < planned || used - planned > ((size_t)64 << 20))
-        fail(g, "plan memory", "creating the backend took %zu bytes of GPU memory, the plan says %zu (+ at most 64 MiB of "
+        harness_fail(g, "plan memory", "creating the backend took %zu bytes of GPU memory, the plan says %zu (+ at most 64 MiB of "
              "modules and cuBLASLt handles)", used, planned);
-    else ok(g, "plan memory", "arena %zu bytes = plan; backend took %.1f MiB more", arena, (used - planned) / 1048576.0);
+    else harness_ok(g, "plan memory", "arena %zu bytes = plan; backend took %.1f MiB more", arena, (used - planned) / 1048576.0);
     Backend *cb = cpu_backend_create(&copt, &err);
-    if (!cb) { fail(g, "train_step", "CPU backend: %s", err.msg); gb->destroy(gb); return; }
-    float *params = hbuf(np), *pc = hbuf(np), *pg = hbuf(np), *gc = hbuf(np), *gg = hbuf(np), *gg2 = hbuf(np);
+    if (!cb) { harness_fail(g, "train_step", "CPU backend: %s", err.msg); gb->destroy(gb); return; }
+    float *params = harness_hbuf(np), *pc = harness_hbuf(np), *pg = harness_hbuf(np), *gc = harness_hbuf(np), *gg = harness_hbuf(np), *gg2 = harness_hbuf(np);
     gpt2_init_params(&shape, params, 1337);
-    quantize(g, params, np);
+    harness_quantize(g, params, np);
     int32_t *in = xmalloc((size_t)g->BT * 4), *tg = xmalloc((size_t)g->BT * 4);
     for (int i = 0; i < g->BT; i++) { in[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V); tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V); }
     int bf = g->xs == 2;
     double tol_loss = bf ? 1e-2 : 1e-5, tol_grad = bf ? 1e-1 : 1e-3;
     float lc = 0, lg = 0, nc = 0, ng = 0, lc2 = 0, lg2 = 0;
-    Cmp c = {0, 0, ""};
+    HarnessCmp c = {0, 0, ""};
     int rc = gb->set_params(gb, params, &err) || cb->set_params(cb, params, &err) ||
              gb->zero_grad(gb, &err) || cb->zero_grad(cb, &err) ||
              gb->forward_backward(gb, in, tg, 1.0f, &lg, &err) || cb->forward(cb, in, tg, &lc, &err) ||
@@ -57,27 +57,27 @@ void test_train_step(G *g) {
     double worst_grad = 0;
     const char *worst_name = "";
     if (!rc) {
-        cmp(&c, "loss", &lg, &lc, 1, tol_loss);
+        harness_cmp(&c, "loss", &lg, &lc, 1, tol_loss);
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
             size_t n = sz[i];
             if (i == P_WTE) n = (size_t)shape.vocab_size * shape.n_embd;
             char nm[64];
             snprintf(nm, sizeof nm, "d%s", gpt2_param_names[i]);
-            double e = relerr(gg + off[i], gc + off[i], n);
+            double e = harness_relerr(gg + off[i], gc + off[i], n);
             if (isnan(e) || e > worst_grad) { worst_grad = e; worst_name = gpt2_param_names[i]; }
-            cmp(&c, nm, gg + off[i], gc + off[i], n, tol_grad);
+            harness_cmp(&c, nm, gg + off[i], gc + off[i], n, tol_grad);
         }
-        cmp(&c, "grad norm", &ng, &nc, 1, bf ? 5e-2 : 1e-4);
+        harness_cmp(&c, "grad norm", &ng, &nc, 1, bf ? 5e-2 : 1e-4);
     }
     if (!rc) {
         printf("     %s/train_step: loss gpu %.6f cpu %.6f; grad norm gpu %.6f cpu %.6f; worst gradient d%s %.2e\n", cfg->name, lg, lc,
                ng, nc, worst_name, worst_grad);
-        finish(g, "train_step forward+backward vs CPU backend", &c, &err, 0);
+        harness_finish(g, "train_step forward+backward vs CPU backend", &c, &err, 0);
     } else {
-        finish(g, "train_step forward+backward vs CPU backend", &c, &err, rc);
+        harness_finish(g, "train_step forward+backward vs CPU backend", &c, &err, rc);
     }
     /* update, then a second forward */
-    c = (Cmp){0, 0, ""};
+    c = (HarnessCmp){0, 0, ""};
     if (!rc) {
         rc = gb->update(gb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, &err) || cb->update(cb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, &err) ||
              gb->get_params(gb, pg, &err) || cb->get_params(cb, pc, &err) ||
@@ -101,23 +101,23 @@ void test_train_step(G *g) {
                 snprintf(c.what, sizeof c.what, "params after AdamW: %zu weights more than 2.5 lr off, %zu more than lr/2 (of %zu)", out, far, np);
             }
             if (worst / lr_t > c.worst) c.worst = worst / lr_t;
-            cmp(&c, "loss after the step", &lg2, &lc2, 1, tol_loss);
+            harness_cmp(&c, "loss after the step", &lg2, &lc2, 1, tol_loss);
             if (!(lg2 < lg) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "loss did not go down: %.6f -> %.6f", lg, lg2); }
             /* logits for sampling: a forward without targets */
-            float *lgpu = hbuf((size_t)g->V), *lcpu = hbuf((size_t)g->V);
+            float *lgpu = harness_hbuf((size_t)g->V), *lcpu = harness_hbuf((size_t)g->V);
             if (gb->forward(gb, in, NULL, NULL, &err) || cb->forward(cb, in, NULL, NULL, &err) ||
                 gb->get_logits(gb, g->B - 1, g->T - 1, lgpu, &err) || cb->get_logits(cb, g->B - 1, g->T - 1, lcpu, &err)) rc = -1;
-            else cmp(&c, "logits", lgpu, lcpu, (size_t)g->V, bf ? 3e-2 : 1e-4);
+            else harness_cmp(&c, "logits", lgpu, lcpu, (size_t)g->V, bf ? 3e-2 : 1e-4);
             free(lgpu); free(lcpu);
             printf("     %s/train_step: after one AdamW step, loss gpu %.6f cpu %.6f\n", cfg->name, lg2, lc2);
         }
-        if (!c.bad && !rc) ok(g, "train_step AdamW update, second forward, logits vs CPU backend", "max param diff %.2f lr", c.worst);
-        else finish(g, "train_step AdamW update, second forward, logits vs CPU backend", &c, &err, rc);
+        if (!c.bad && !rc) harness_ok(g, "train_step AdamW update, second forward, logits vs CPU backend", "max param diff %.2f lr", c.worst);
+        else harness_finish(g, "train_step AdamW update, second forward, logits vs CPU backend", &c, &err, rc);
     }
     /* determinism: the same step twice gives the same bits, whether the logits are made once (forward_backward, what
        training runs) or again in the backward (forward, then backward); with train.deterministic = false the same
        loss and gradients within the precision's tolerance (cuDNN's dQ by atomics: the sums' order varies) */
-    c = (Cmp){0, 0, ""};
+    c = (HarnessCmp){0, 0, ""};
     if (!rc) {
         const int det = cfg->train.deterministic;
         float l1 = 0, l2 = 0;
@@ -125,8 +125,8 @@ void test_train_step(G *g) {
              gb->zero_grad(gb, &err) || gb->forward(gb, in, tg, &l2, &err) || gb->backward(gb, 1.0f, &err) || gb->get_grads(gb, gg2, &err);
         if (!rc && l1 != l2) { c.bad = 1; snprintf(c.what, sizeof c.what, "forward_backward and forward + backward gave different losses"); }
         if (!rc && det && memcmp(gg, gg2, np * 4) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "forward_backward and forward + backward gave different gradients"); }
-        if (!rc && !det) cmp(&c, "gradients, forward_backward against forward + backward", gg2, gg, np, bf ? 3e-2 : 1e-3);
-        finish(g, det ? "train_step deterministic (forward_backward = forward + backward, same bits)"
+        if (!rc && !det) harness_cmp(&c, "gradients, forward_backward against forward + backward", gg2, gg, np, bf ? 3e-2 : 1e-3);
+        harness_finish(g, det ? "train_step deterministic (forward_backward = forward + backward, same bits)"
                       : "train_step, dQ by atomics (forward_backward = forward + backward within the tolerance)", &c, &err, rc);
     }
     free(params); free(pc); free(pg); free(gc); free(gg); free(gg2); free(in); free(tg);
@@ -138,16 +138,16 @@ void test_train_step(G *g) {
    time: a large model's two arenas need not fit), the same parameters, n micro-steps of gradient accumulation on
    inputs of their own with grad scales scale[k]; the losses of every micro-step and the accumulated gradients
    compared bit for bit. runs[v]: the micro-steps each backend replayed from its CUDA graph. */
-static void same_bits(G *g, const Plan *variant, const float *scale, int n, long runs[2], Cmp *c,
+static void same_bits(Harness *g, const Plan *variant, const float *scale, int n, long runs[2], HarnessCmp *c,
                       Err *err, int *rc) {
     GPT2Shape shape = config_shape(g->cfg);
     size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&shape, sz, NULL);
     BackendOptions opt[2] = {backend_options(g), backend_options(g)};
     opt[1].plan = variant;
     enum { MAX_MICRO = 4 };
-    float *params = hbuf(np), *grads[2] = {hbuf(np), hbuf(np)}, loss[2][MAX_MICRO] = {{0}};
+    float *params = harness_hbuf(np), *grads[2] = {harness_hbuf(np), harness_hbuf(np)}, loss[2][MAX_MICRO] = {{0}};
     gpt2_init_params(&shape, params, 4321);
-    quantize(g, params, np);
+    harness_quantize(g, params, np);
     int32_t *in[MAX_MICRO], *tg = xmalloc((size_t)g->BT * 4);
     for (int k = 0; k < n; k++) {
         in[k] = xmalloc((size_t)g->BT * 4);
@@ -163,7 +163,7 @@ static void same_bits(G *g, const Plan *variant, const float *scale, int n, long
         if (be) runs[v] = cuda_backend_graph_runs(be);
         if (be) be->destroy(be);
     }
-    *c = (Cmp){0, 0, ""};
+    *c = (HarnessCmp){0, 0, ""};
     if (!*rc && memcmp(loss[0], loss[1], sizeof loss[0])) { c->bad = 1; snprintf(c->what, sizeof c->what, "the losses differ"); }
     if (!*rc && !c->bad && memcmp(grads[0], grads[1], np * 4)) {
         size_t n_diff = 0;
@@ -181,21 +181,21 @@ static void same_bits(G *g, const Plan *variant, const float *scale, int n, long
    and the bits differ (where the timing lets the race show: a test of the large configs, run by `gpt2gen test`,
    gives it the most room). Both plans replay the second micro-step from their CUDA graphs where Plan.graph is set,
    as training does. GPU against GPU: every size. */
-void test_two_streams(G *g) {
+void step_test_two_streams(Harness *g) {
     const char *name = "train_step on two streams = one stream (two micro-steps accumulated, same bits)";
-    if (g->plan->streams != 2) { skip(g, name, "the plan has one stream (train.streams = 1)"); return; }
-    if (!g->cfg->train.deterministic) { skip(g, name, "train.deterministic = false: cuDNN's dQ by atomics varies run to run"); return; }
+    if (g->plan->streams != 2) { harness_skip(g, name, "the plan has one stream (train.streams = 1)"); return; }
+    if (!g->cfg->train.deterministic) { harness_skip(g, name, "train.deterministic = false: cuDNN's dQ by atomics varies run to run"); return; }
     static Plan one;
     one = *g->plan;
     one.streams = 1;
     memory_plan(&one.memory, &one);
     const float scale[] = {0.5f, 0.5f};
     long runs[2] = {0, 0};
-    Cmp c;
+    HarnessCmp c;
     Err err = {{0}};
     int rc;
     same_bits(g, &one, scale, 2, runs, &c, &err, &rc);
-    finish(g, name, &c, &err, rc);
+    harness_finish(g, name, &c, &err, rc);
 }
 
 /* The micro-step as a CUDA graph (Plan.graph) against the same plan op by op: four micro-steps accumulated, on four
@@ -203,17 +203,17 @@ void test_two_streams(G *g) {
    runs op by op, the second is recorded and run, the third replays that graph, the fourth is recorded again (its
    alpha differs). The same bits, and the graph ran three times (a graph that silently fell back to launching op by
    op would pass the comparison). */
-void test_graph(G *g) {
+void step_test_graph(Harness *g) {
     const char *name = "train_step as a CUDA graph = op by op (four micro-steps, recorded twice, same bits)";
-    if (!g->plan->graph) { skip(g, name, "the plan launches op by op (train.cuda_graph = false)"); return; }
-    if (!g->cfg->train.deterministic) { skip(g, name, "train.deterministic = false: cuDNN's dQ by atomics varies run to run"); return; }
-    if (g->env && g->env->sync) { skip(g, name, "GPT2GEN_SYNC checks each launch, which a graph does not"); return; }
+    if (!g->plan->graph) { harness_skip(g, name, "the plan launches op by op (train.cuda_graph = false)"); return; }
+    if (!g->cfg->train.deterministic) { harness_skip(g, name, "train.deterministic = false: cuDNN's dQ by atomics varies run to run"); return; }
+    if (g->env && g->env->sync) { harness_skip(g, name, "GPT2GEN_SYNC checks each launch, which a graph does not"); return; }
     static Plan eager;
     eager = *g->plan;
     eager.graph = 0;
     const float scale[] = {0.5f, 0.5f, 0.5f, 0.25f};
     long runs[2] = {0, 0};
-    Cmp c;
+    HarnessCmp c;
     Err err = {{0}};
     int rc;
     same_bits(g, &eager, scale, 4, runs, &c, &err, &rc);
@@ -222,5 +222,5 @@ void test_graph(G *g) {
         snprintf(c.what, sizeof c.what, "micro-steps replayed from a graph: %ld with the graph (3 expected), %ld op by op",
                  runs[0], runs[1]);
     }
-    finish(g, name, &c, &err, rc);
+    harness_finish(g, name, &c, &err, rc);
 }

@@ -31,7 +31,7 @@ int sweep_kernels_compile(Tuner *t, Err *err) {
             *t->scratch = t->plan;
             flat[k].name = t->plan.families[i].decl->family;
             if (plan_set_tunables(t->scratch, i, fv[i].v[j].v, "tune-db", &e) == 0)
-                fv[i].sources[j] = emit_family(t->scratch, &t->scratch->families[i], &e);
+                fv[i].sources[j] = emit_family(t->scratch, &t->scratch->families[i], env_or_defaults(t->o.env)->templates, &e);
             flat[k].source = fv[i].sources[j] ? fv[i].sources[j] : "#error the variant could not be emitted\n";
             flat[k].source_path = t->plan.families[i].source_path;
             flat[k].arch = t->plan.arch;
@@ -74,7 +74,7 @@ static float *run_variant(Tuner *t, int fam, const TuneVariant *v, const char *c
     img[fam] = (char *)cubin;
     if (kernels_load_images(ks, t->scratch, &t->g.dev, img, err)) return NULL;
     ks->sync_each = 0;
-    if (workload_fill(w, &t->g, err) || w->run(w, &t->g, ks, err) || gpu_wait(&t->g, err)) return NULL;
+    if (workload_fill(w, &t->g, err) || w->run(w, &t->g, ks, err) || harness_wait(&t->g, err)) return NULL;
     return workload_sample(w, &t->g, n, err);
 }
 
@@ -98,7 +98,7 @@ static const char *measure_variant(Tuner *t, int i, int j, Workload *w, const fl
                  t->g.tol, bad);
     } else {
         WlRun wr = {w, &t->g, &ks};
-        if (time_median(&t->g, &t->flush, tuner_run_workload, &wr, us, err)) status = "launch";
+        if (measure_median(&t->g, &t->flush, tuner_run_workload, &wr, us, err)) status = "launch";
     }
     free(got);
     kernels_unload(&ks);
@@ -131,7 +131,7 @@ static void sweep_family(Tuner *t, int i) {
     if (!ref) {
         fprintf(t->rep, "kernel %-12s the default variant %s fails: %s; not tuned\n", fam, dname, err.msg);
         t->failed++;
-        dfree_all(&t->g);
+        harness_dfree_all(&t->g);
         return;
     }
     double best_us = -1, default_us = -1;
@@ -153,7 +153,7 @@ static void sweep_family(Tuner *t, int i) {
                 snprintf(rejects + len, sizeof rejects - len, "  rejected %s %s: %s: %.200s\n", fam, name, status, err.msg);
             }
             Err probe;
-            if (!strcmp(status, "launch") && gpu_wait(&t->g, &probe))   /* a fault: every later call would fail too */
+            if (!strcmp(status, "launch") && harness_wait(&t->g, &probe))   /* a fault: every later call would fail too */
                 snprintf(t->lost, sizeof t->lost, "%s variant %.200s: %.300s", fam, name, err.msg);
         }
         tuner_progress(t, fam, name, &r, old != NULL);
@@ -164,7 +164,7 @@ static void sweep_family(Tuner *t, int i) {
         if (best < 0 || r.us < best_us) { best = j; best_us = r.us; }
     }
     free(ref);
-    dfree_all(&t->g);
+    harness_dfree_all(&t->g);
     if (t->lost[0]) {
         fprintf(t->rep, "kernel %-12s stopped: %s broke the GPU's context\n%s", fam, t->lost, rejects);
         return;

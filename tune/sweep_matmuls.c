@@ -1,7 +1,7 @@
 /* sweep_matmuls: cuBLASLt's first heuristic algorithms for every matmul of the plan, each held against the first
    one's output and timed (see tuner.h). */
 #include "tune/tuner.h"
-#include "runtime/cuda/ops.h"
+#include "runtime/cuda/tune_api.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,17 +16,17 @@ static size_t layout_elems(int rows, int cols, int batch, long long stride) {
 }
 
 /* a workload of the matmul's buffers, for their fill and sampling only: D (buffer 0) is the output */
-static void matmul_buffers(Workload *w, G *g, const PlanMatmul *m) {
+static void matmul_buffers(Workload *w, Harness *g, const PlanMatmul *m) {
     size_t nA = layout_elems(m->transA ? m->k : m->m, m->transA ? m->m : m->k, m->batch, m->strideA);
     size_t nB = layout_elems(m->transB ? m->n : m->k, m->transB ? m->k : m->n, m->batch, m->strideB);
     size_t nD = layout_elems(m->m, m->n, m->batch, m->strideD);
     memset(w, 0, sizeof *w);
     w->family = m->name;
-    w->b[0] = (WlBuf){dalloc(g, nD * g->xs), nD, 0, 0.5f, 11};
-    w->b[1] = (WlBuf){dalloc(g, nA * g->xs), nA, 0, 0.5f, 12};
-    w->b[2] = (WlBuf){dalloc(g, nB * g->xs), nB, 0, 0.5f, 13};
-    w->b[3] = (WlBuf){m->bias ? dalloc(g, (size_t)m->m * g->xs) : 0, m->bias ? (size_t)m->m : 0, 0, 0.5f, 14};
-    w->b[4] = (WlBuf){m->epilogue != EPI_NONE ? dalloc(g, nD * g->xs) : 0, m->epilogue != EPI_NONE ? nD : 0, 0, 1.0f, 15};
+    w->b[0] = (WlBuf){harness_dalloc(g, nD * g->xs), nD, 0, 0.5f, 11};
+    w->b[1] = (WlBuf){harness_dalloc(g, nA * g->xs), nA, 0, 0.5f, 12};
+    w->b[2] = (WlBuf){harness_dalloc(g, nB * g->xs), nB, 0, 0.5f, 13};
+    w->b[3] = (WlBuf){m->bias ? harness_dalloc(g, (size_t)m->m * g->xs) : 0, m->bias ? (size_t)m->m : 0, 0, 0.5f, 14};
+    w->b[4] = (WlBuf){m->epilogue != EPI_NONE ? harness_dalloc(g, nD * g->xs) : 0, m->epilogue != EPI_NONE ? nD : 0, 0, 1.0f, 15};
     w->n_bufs = 5;
     w->out[w->n_out++] = (WlOut){0, 0, "D"};
 }
@@ -35,7 +35,7 @@ static void sweep_matmul(Tuner *t, Matmuls *mm, int id) {
     const PlanMatmul *m = &t->plan.matmuls[id];
     TuneKey key;
     tune_key_matmul(&key, &t->env, &t->plan, id, t->cublaslt);
-    G *g = &t->g;
+    Harness *g = &t->g;
     cublasLtMatmulAlgo_t algos[MATMUL_MAX_CANDIDATES];
     int n_algos = 0;
     Err err = {{0}};
@@ -67,7 +67,7 @@ static void sweep_matmul(Tuner *t, Matmuls *mm, int id) {
             const char *status = "ok";
             double us = 0;
             float *got = NULL;
-            if (workload_fill(&w, g, &err) || mm_run(&r, &err) || gpu_wait(g, &err) || !(got = workload_sample(&w, g, &n, &err)))
+            if (workload_fill(&w, g, &err) || mm_run(&r, &err) || harness_wait(g, &err) || !(got = workload_sample(&w, g, &n, &err)))
                 status = "launch";
             else if (j == 0) { ref = got; nref = n; got = NULL; }
             else {
@@ -80,7 +80,7 @@ static void sweep_matmul(Tuner *t, Matmuls *mm, int id) {
             }
             free(got);
             if (old) us = old->us;   /* the default, run again only for the reference output */
-            else if (!strcmp(status, "ok") && time_median(g, &t->flush, mm_run, &r, &us, &err)) status = "launch";
+            else if (!strcmp(status, "ok") && measure_median(g, &t->flush, mm_run, &r, &us, &err)) status = "launch";
             if (j == 0 && strcmp(status, "ok")) {
                 fprintf(t->rep, "matmul %-18s cuBLASLt's first heuristic fails: %s; not tuned\n", m->name, err.msg);
                 t->failed++;
@@ -100,7 +100,7 @@ static void sweep_matmul(Tuner *t, Matmuls *mm, int id) {
     }
     free(ref);
     matmul_use_algo(mm, id, &algos[0]);
-    dfree_all(g);
+    harness_dfree_all(g);
     if (best < 0 || default_us <= 0) return;
     TuneRecord rec;
     tuner_record(t, &rec, "best", "matmul", m->name, bname, "ok", best_us, default_us, &key);

@@ -30,8 +30,8 @@ typedef struct {
     double t0;
     int done, total, over_budget, failed;
     char lost[600];                      /* what broke the GPU's context (an error every later call returns), or "" */
-    G g;
-    Flush flush;
+    Harness g;
+    MeasureFlush flush;
     FamilyVariants fv[PLAN_MAX_FAMILIES];
     char *img[PLAN_MAX_FAMILIES];         /* the default variant's CUBIN of each module */
     FILE *rep;                           /* the report */
@@ -51,8 +51,8 @@ void tuner_record(Tuner *t, TuneRecord *r, const char *rec, const char *what, co
 /* relerr of a against ref, and how many of a are not finite */
 double tuner_rel_diff(const float *a, const float *ref, size_t n, size_t *nonfinite);
 
-/* a workload's run as a TimedRun */
-typedef struct { Workload *w; G *g; Kernels *ks; } WlRun;
+/* a workload's run as a MeasureRun */
+typedef struct { Workload *w; Harness *g; Kernels *ks; } WlRun;
 int  tuner_run_workload(void *ctx, Err *err);
 
 /* tune/sweep_kernels.c: each module's variants (those of the families the globs match, else the default alone),
@@ -66,8 +66,8 @@ void sweep_kernels_free(Tuner *t);
 void sweep_matmuls(Tuner *t);
 /* tune/attention_path.c: for attention = "auto" in bf16/fp16, cuDNN against the template with tuned's tiles; the
    choice applied to tuned (as the database's best records are) */
-void sweep_attention_path(Tuner *t, Plan *tuned, TuneApplied *ap);
+void attention_path_sweep(Tuner *t, Plan *tuned, TuneApplied *ap);
 /* tune/gelu_path.c: for train.gelu = "auto", whole steps with the GELU in the epilogues, in our kernels and split; the
    fastest (whose losses agree) becomes the database's choice, applied to tuned */
-void sweep_gelu_path(Tuner *t, Plan *tuned, TuneApplied *ap);
+void gelu_path_sweep(Tuner *t, Plan *tuned, TuneApplied *ap);
 #endif

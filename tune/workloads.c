@@ -1,39 +1,38 @@
 /* workloads: every kernel family's kernels once, at the config's shapes (see workloads.h); tune/families.c
    registers each family's. */
 #include "tune/families.h"
-#include "runtime/cuda/cuda_backend.h"
-#include "runtime/cuda/ops.h"
+#include "runtime/cuda/tune_api.h"
 #include "common/rng.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int wbuf(Workload *w, G *g, size_t n, int f32, float scale) {
+static int wbuf(Workload *w, Harness *g, size_t n, int f32, float scale) {
     WlBuf *b = &w->b[w->n_bufs];
     b->n = n;
     b->f32 = f32;
     b->scale = scale;
     b->seed = 0x9e3779b97f4a7c15ull * (uint64_t)(w->n_bufs + 1);
-    b->p = dalloc(g, n * (f32 ? 4 : g->xs));
+    b->p = harness_dalloc(g, n * (f32 ? 4 : g->xs));
     return w->n_bufs++;
 }
 /* a buffer filled once, here, from host data (token ids, buckets): not refilled */
-static int fixed(Workload *w, G *g, const void *h, size_t bytes) {
+static int fixed(Workload *w, Harness *g, const void *h, size_t bytes) {
     WlBuf *b = &w->b[w->n_bufs];
     memset(b, 0, sizeof *b);
-    b->p = dup_raw(g, h, bytes);
+    b->p = harness_dup_raw(g, h, bytes);
     return w->n_bufs++;
 }
 static void out(Workload *w, int b, const char *name) { w->out[w->n_out++] = (WlOut){b, 0, name}; }
 static dptr P(const Workload *w, int i) { return w->b[i].p; }
 
 /* ---- encoder: forward, backward into wpe and wte ---- */
-int wl_encoder_run(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_encoder_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     return launch_encoder_forward(ks, g->s, P(w, 0), P(w, 1), P(w, 2), P(w, 3), err) ||
            launch_encoder_backward_wpe(ks, g->s, P(w, 6), P(w, 4), err) ||
            launch_encoder_backward_wte(ks, g->s, P(w, 5), P(w, 4), P(w, 7), P(w, 8), P(w, 9), w->n_buckets, err) ? -1 : 0;
 }
-void wl_encoder_setup(Workload *w, G *g) {
+void wl_encoder_setup(Workload *w, Harness *g) {
     size_t BT = g->BT, C = g->C;
     int32_t *tok = xmalloc(BT * 4), *count = xmalloc(((size_t)g->Vp + 1) * 4), *bt = xmalloc(BT * 4),
             *bs = xmalloc((BT + 1) * 4), *pos = xmalloc(BT * 4);
@@ -54,7 +53,7 @@ void wl_encoder_setup(Workload *w, G *g) {
 }
 
 /* ---- layernorm: forward, residual + forward, backward and its reduction ---- */
-int wl_layernorm_run(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_layernorm_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     return launch_layernorm_forward(ks, g->s, P(w, 4), P(w, 5), P(w, 6), P(w, 0), P(w, 2), P(w, 3), err) ||
            launch_fused_residual_layernorm_forward(ks, g->s, P(w, 7), P(w, 4), P(w, 5), P(w, 6), P(w, 0), P(w, 1), P(w, 2),
                                                    P(w, 3), err) ||
@@ -62,7 +61,7 @@ int wl_layernorm_run(Workload *w, G *g, Kernels *ks, Err *err) {
                                      err) ||
            launch_layernorm_backward_reduce(ks, g->s, P(w, 10), P(w, 11), P(w, 12), err) ? -1 : 0;
 }
-void wl_layernorm_setup(Workload *w, G *g) {
+void wl_layernorm_setup(Workload *w, Harness *g) {
     size_t N = g->BT, C = g->C;
     wbuf(w, g, N * C, 0, 2); wbuf(w, g, N * C, 0, 2);         /* 0, 1: inputs */
     wbuf(w, g, C, 0, 1); wbuf(w, g, C, 0, 1);                 /* 2, 3: weight, bias */
@@ -79,7 +78,7 @@ void wl_layernorm_setup(Workload *w, G *g) {
 
 /* ---- matmul: the bias gradients of the three widths of the model, and the GELU backward with the fc bias
    gradient (in place: repeated for timing, its values drift, which leaves the bytes and the work as they are) ---- */
-int wl_bias_run(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_bias_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     for (int i = 0; i < 3; i++) {
         int OC = (i == 0 ? 1 : i == 1 ? 3 : 4) * g->C;
         if (launch_bias_backward_partial(ks, g->s, P(w, 1), P(w, 0), OC, err) ||
@@ -89,7 +88,7 @@ int wl_bias_run(Workload *w, G *g, Kernels *ks, Err *err) {
     return launch_gelu_backward_bias_partial(ks, g->s, P(w, 1), P(w, 5), P(w, 6), 4 * g->C, err) ||
            launch_bias_backward_reduce(ks, g->s, P(w, 7), P(w, 1), 4 * g->C, err) ? -1 : 0;
 }
-void wl_bias_setup(Workload *w, G *g) {
+void wl_bias_setup(Workload *w, Harness *g) {
     size_t C = g->C;
     wbuf(w, g, (size_t)g->BT * 4 * C, 0, 1);                 /* 0 dout */
     wbuf(w, g, (size_t)w->max_tun[1] * 4 * C, 1, 0);         /* 1 scratch: ROW_SPLITS rows */
@@ -102,12 +101,12 @@ void wl_bias_setup(Workload *w, G *g) {
 }
 
 /* ---- attention: forward and backward (the template, or cuDNN) ---- */
-int wl_attention_run(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_attention_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     return attention_forward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 1), P(w, 2), P(w, 0), err) ||
            attention_backward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 4), P(w, 0), P(w, 1), P(w, 3), P(w, 2), P(w, 5), err)
                ? -1 : 0;
 }
-void wl_attention_setup(Workload *w, G *g) {
+void wl_attention_setup(Workload *w, Harness *g) {
     size_t BT = g->BT, C = g->C, rows = (size_t)g->B * g->NH * g->T;
     wbuf(w, g, BT * 3 * C, 0, 1);                            /* 0 qkv */
     out(w, wbuf(w, g, BT * C, 0, 0), "out");                 /* 1 */
@@ -119,17 +118,17 @@ void wl_attention_setup(Workload *w, G *g) {
 
 /* ---- fc_gemm: the fused fc matmul with the GELU, then the fused fcproj dinp with the GELU backward and the fc bias
    gradient (nothing to time where the kernels do not run: Hopper, 16 bits) ---- */
-const char *wl_fc_gemm_unavailable(const G *g) {
+const char *wl_fc_gemm_unavailable(const Harness *g) {
     return fc_gemm_fits(&g->plan->model, &g->plan->step, atoi(g->plan->arch + 3))
                ? NULL : "its kernels run on Hopper (sm_90) in bf16 or fp16";
 }
-int wl_fc_gemm_run(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_fc_gemm_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     return fc_gemm_forward(ks, g->s, P(w, 3), P(w, 4), P(w, 0), P(w, 1), P(w, 2), err) ||
            launch_transpose_fcproj(ks, g->s, P(w, 7), P(w, 6), err) ||
            fc_gemm_backward(ks, g->s, P(w, 8), P(w, 9), P(w, 5), P(w, 7), P(w, 3), err) ||
            launch_fc_bias_reduce(ks, g->s, P(w, 10), P(w, 9), err) ? -1 : 0;
 }
-void wl_fc_gemm_setup(Workload *w, G *g) {
+void wl_fc_gemm_setup(Workload *w, Harness *g) {
     size_t BT = g->BT, C = g->C, tiles = (BT + FC_GEMM_TILE_ROWS - 1) / FC_GEMM_TILE_ROWS;
     wbuf(w, g, BT * C, 0, 1);                                /* 0 inp */
     wbuf(w, g, 4 * C * C, 0, 1);                             /* 1 fc weight */
@@ -145,11 +144,11 @@ void wl_fc_gemm_setup(Workload *w, G *g) {
 }
 
 /* ---- gelu: forward, and backward in place ---- */
-int wl_gelu_run(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_gelu_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     return launch_gelu_forward(ks, g->s, P(w, 1), P(w, 0), w->n, err) || launch_gelu_backward(ks, g->s, P(w, 2), P(w, 0), w->n, err)
                ? -1 : 0;
 }
-void wl_gelu_setup(Workload *w, G *g) {
+void wl_gelu_setup(Workload *w, Harness *g) {
     w->n = (long long)g->BT * 4 * g->C;
     wbuf(w, g, (size_t)w->n, 0, 4);
     out(w, wbuf(w, g, (size_t)w->n, 0, 0), "out");
@@ -157,7 +156,7 @@ void wl_gelu_setup(Workload *w, G *g) {
 }
 
 /* ---- classifier: losses and dlogits over every row, a chunk of rows (the variant's CHUNK) per launch ---- */
-int wl_classifier_run(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_classifier_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     size_t R = (size_t)ks->plan->classifier_rows;
     for (size_t r0 = 0; r0 < (size_t)g->BT; r0 += R)
         if (launch_classifier_forward(ks, g->s, P(w, 2) + r0 * 4, P(w, 0) + r0 * g->Vp * g->xs, P(w, 1) + r0 * 4,
@@ -165,7 +164,7 @@ int wl_classifier_run(Workload *w, G *g, Kernels *ks, Err *err) {
             return -1;
     return 0;
 }
-void wl_classifier_setup(Workload *w, G *g) {
+void wl_classifier_setup(Workload *w, Harness *g) {
     int32_t *tg = xmalloc((size_t)g->BT * 4);
     uint64_t seed = 7;
     for (int i = 0; i < g->BT; i++) tg[i] = (int32_t)(rng_next(&seed) % (uint64_t)g->V);
@@ -176,26 +175,26 @@ void wl_classifier_setup(Workload *w, G *g) {
 }
 
 /* ---- norm: the squared norm of as many values as the model has parameters ---- */
-static size_t num_params(G *g) {
+static size_t num_params(Harness *g) {
     GPT2Shape s = config_shape(g->cfg);
     size_t sz[NUM_PARAM_TENSORS];
     return gpt2_param_sizes(&s, sz, NULL);
 }
-int wl_grad_norm_run(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_grad_norm_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     return launch_global_norm_squared(ks, g->s, P(w, 1), P(w, 0), w->n, err);
 }
-void wl_grad_norm_setup(Workload *w, G *g) {
+void wl_grad_norm_setup(Workload *w, Harness *g) {
     w->n = (long long)num_params(g);
     wbuf(w, g, (size_t)w->n, 0, 0.01f);
     w->out[w->n_out++] = (WlOut){wbuf(w, g, (size_t)w->max_tun[1], 1, 0), 1, "sum of partials"};
 }
 
 /* ---- adamw: one update of as many parameters as the model has ---- */
-int wl_adamw_run(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_adamw_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     return launch_adamw_update(ks, g->s, P(w, 0), g->xs == 2 ? P(w, 1) : 0, P(w, 2), P(w, 3), P(w, 4), w->n, 0, 1e-3f, 0.9f,
                                0.95f, 0.271f, 0.143f, 1e-8f, 0.1f, 1.0f, err);
 }
-void wl_adamw_setup(Workload *w, G *g) {
+void wl_adamw_setup(Workload *w, Harness *g) {
     w->n = (long long)num_params(g);
     size_t n = (size_t)w->n;
     out(w, wbuf(w, g, n, 0, 1), "params");
@@ -209,7 +208,7 @@ void wl_adamw_setup(Workload *w, G *g) {
    whole cache (every split works), a draw with every filter (temperature 0.8, top-k 40, top-p 0.95), the advance of
    a position of its own (the others stay at maxT - T however often the workload runs), the qkv linear of the rows
    ---- */
-int wl_decode_run(Workload *w, G *g, Kernels *ks, Err *err) {
+int wl_decode_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     return launch_decode_embed(ks, g->s, P(w, 0), P(w, 1), P(w, 2), P(w, 3), P(w, 4), err) ||
            launch_kv_append(ks, g->s, P(w, 5), P(w, 6), P(w, 7), P(w, 4), err) ||
            launch_decode_attention(ks, g->s, P(w, 8), P(w, 7), P(w, 5), P(w, 6), P(w, 4), err) ||
@@ -218,7 +217,7 @@ int wl_decode_run(Workload *w, G *g, Kernels *ks, Err *err) {
            launch_decode_advance(ks, g->s, P(w, 14), err) ||
            launch_decode_linear(ks, g->s, P(w, 17), P(w, 9), P(w, 15), P(w, 16), 3 * g->C, g->C, 0, err) ? -1 : 0;
 }
-void wl_decode_setup(Workload *w, G *g) {
+void wl_decode_setup(Workload *w, Harness *g) {
     size_t B = g->B, C = g->C, cache = B * g->NH * g->maxT * g->HS;
     /* partial: as many splits as the smallest KV_CHUNK allowed (16) makes */
     size_t splits = ((size_t)g->maxT + 15) / 16, part = B * g->NH * splits * (g->HS + 2);
@@ -246,7 +245,7 @@ void wl_decode_setup(Workload *w, G *g) {
     free(tok);
 }
 
-int workload_setup(Workload *w, G *g, const char *family, const int *max_tun, char *why, size_t n) {
+int workload_setup(Workload *w, Harness *g, const char *family, const int *max_tun, char *why, size_t n) {
     memset(w, 0, sizeof *w);
     w->family = family;
     const FamilyEntry *f = tune_family(family);
@@ -259,24 +258,24 @@ int workload_setup(Workload *w, G *g, const char *family, const int *max_tun, ch
     return 0;
 }
 
-int workload_fill(Workload *w, G *g, Err *err) {
+int workload_fill(Workload *w, Harness *g, Err *err) {
     for (int i = 0; i < w->n_bufs; i++) {
         WlBuf *b = &w->b[i];
         if (!b->n) continue;   /* fixed data */
         int rc = b->scale == 0 ? cu.cuMemsetD8(b->p, 0, b->n * (b->f32 ? 4 : g->xs)) != CUDA_SUCCESS
-                               : dfill(g, b->p, b->n, b->f32, b->scale, b->seed);
+                               : harness_dfill(g, b->p, b->n, b->f32, b->scale, b->seed);
         if (rc) return err_set(err, "filling the %s workload's buffer %d (%zu elements) failed", w->family, i, b->n);
     }
     return 0;
 }
 
 /* fp32 copies of n elements at element offset off of buffer b */
-static int fetch(G *g, const WlBuf *b, size_t off, size_t n, float *h) {
+static int fetch(Harness *g, const WlBuf *b, size_t off, size_t n, float *h) {
     if (b->f32) return cu.cuMemcpyDtoH(h, b->p + off * 4, n * 4) == CUDA_SUCCESS ? 0 : -1;
-    return down(g, h, b->p + off * g->xs, n);
+    return harness_down(g, h, b->p + off * g->xs, n);
 }
 
-float *workload_sample(Workload *w, G *g, size_t *n, Err *err) {
+float *workload_sample(Workload *w, Harness *g, size_t *n, Err *err) {
     const size_t whole = (size_t)1 << 22, window = (size_t)1 << 18;
     size_t total = 0;
     for (int i = 0; i < w->n_out; i++) {

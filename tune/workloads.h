@@ -24,15 +24,15 @@ typedef struct Workload {
     int n_buckets;                        /* encoder */
     struct CudnnAttention *cudnn;         /* attention: cuDNN's path instead of the template (NULL: the template) */
     dptr cudnn_ws;
-    int (*run)(struct Workload *w, G *g, Kernels *ks, Err *err);
+    int (*run)(struct Workload *w, Harness *g, Kernels *ks, Err *err);
 } Workload;
 
 /* The workload of family for g's config; max_tun: the largest value of each tunable over the variants to run
    (scratch buffers are sized for them). -1 when the family has none (why says so). */
-int  workload_setup(Workload *w, G *g, const char *family, const int *max_tun, char *why, size_t n);
+int  workload_setup(Workload *w, Harness *g, const char *family, const int *max_tun, char *why, size_t n);
 /* Fills every buffer from its seed (the same inputs for every variant). */
-int  workload_fill(Workload *w, G *g, Err *err);
+int  workload_fill(Workload *w, Harness *g, Err *err);
 /* A sample of the outputs as fp32: whole buffers up to 2^22 elements, else 16 evenly spaced windows of 2^18;
    sums as one value. *n gets the count; the caller frees. */
-float *workload_sample(Workload *w, G *g, size_t *n, Err *err);
+float *workload_sample(Workload *w, Harness *g, size_t *n, Err *err);
 #endif

@@ -2,6 +2,7 @@
    that fills the cache (cpu_internal.h). The forward's layers (cpu_forward_rows) on B rows of one position, whose
    attention runs over the cached positions; the CUDA backend's decode is held to this. */
 #include "runtime/cpu/cpu_internal.h"
+#include "runtime/sample/sampling.h"   /* DecodeRun, sample_draw */
 #include <string.h>
 
 void cpu_prefill_fill(Backend *be) {

@@ -1,5 +1,5 @@
 #include "runtime/cuda/cuda_api.h"
-#include "runtime/cuda/cuda_backend.h"
+#include "runtime/gpu.h"
 #include <stdio.h>
 #include <dlfcn.h>
 #include <string.h>

@@ -42,11 +42,11 @@ extern CublasLt lt;     /* valid after cublaslt_open() succeeded */
 /* Loads the driver library (once per process) and initializes it. Without a driver: -1 and
    "no GPU (libcuda.so.1: cannot open shared object file: ...)", dlerror's words. */
 int  cuda_driver_load(Err *err);
-/* cuda_driver_present: runtime/cuda/cuda_backend.h (public, for the tests) */
+/* cuda_driver_present: runtime/gpu.h (public, for the tests) */
 int  cublaslt_open(Err *err);
 /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" */
 const char *cuda_err_string(CUresult r, char *buf, size_t n);
 /* 0 when r is CUDA_SUCCESS; else -1 and err = "what: <the error>" */
 int  cuda_check(CUresult r, const char *what, Err *err);
-/* cuda_device_arch and cuda_pick_arch: runtime/cuda/cuda_backend.h (public) */
+/* cuda_device_arch and cuda_pick_arch: runtime/gpu.h (public) */
 #endif

@@ -1,6 +1,5 @@
 /* cuda_backend: the Backend (runtime/backend.h) on one GPU: creation from the plan, and parameters,
    gradients, logits and optimizer state to and from the host. The ops are in the files ops.h lists. */
-#include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/ops.h"
 #include "runtime/cuda/nccl.h"
 #include "common/fp16.h"

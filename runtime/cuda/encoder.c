@@ -1,6 +1,5 @@
 /* encoder: token + position embedding on the GPU, and its deterministic backward (templates/encoder.cu). */
 #include "runtime/cuda/ops.h"
-#include "runtime/cuda/cuda_backend.h"
 #include <string.h>
 
 int op_encoder_forward(Cuda *c, Err *err) {

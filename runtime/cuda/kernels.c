@@ -20,7 +20,7 @@ static int compile_images(const Plan *plan, const Env *env, CompileJob *jobs, Er
     int n = plan->n_families, rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         const PlanFamily *m = &plan->families[i];
-        char *src = emit_family(plan, m, err);
+        char *src = emit_family(plan, m, env_or_defaults(env)->templates, err);
         if (!src) rc = -1;
         jobs[i] = (CompileJob){.name = m->decl->family, .source = src, .source_path = m->source_path, .arch = plan->arch};
     }

@@ -10,7 +10,8 @@
  * wait for the other ranks), the Comm is marked broken, and err says what happened and on which rank. */
 #ifndef GPT2GEN_NCCL_H
 #define GPT2GEN_NCCL_H
-#include "runtime/cuda/cuda_backend.h"   /* nccl_load, nccl_unique_id, NCCL_ID_BYTES: what the command line uses */
+#include "runtime/backend.h"
+#include "runtime/gpu.h"   /* nccl_load, nccl_unique_id, NCCL_ID_BYTES: what the command line uses */
 #include "runtime/ranks/ranks.h"
 
 /* Joins the world as rank on the CUDA backend be's GPU; returns when every rank has joined (or err). */

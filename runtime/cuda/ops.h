@@ -12,17 +12,10 @@
  * stream (step.c); the ops of the step follow docs/model.md, "The model". */
 #ifndef GPT2GEN_CUDA_OPS_H
 #define GPT2GEN_CUDA_OPS_H
-#include "runtime/backend.h"
+#include "runtime/cuda/tune_api.h"   /* dptr, the device, kernels, matmuls, cuDNN; the ops tune/ also runs */
 #include "runtime/cuda/arena.h"
-#include "runtime/cuda/cudnn_attention.h"
-#include "runtime/cuda/device.h"
-#include "runtime/cuda/kernels.h"
-#include "runtime/cuda/matmul.h"
 #include "runtime/cuda/profile.h"
-#include "gen/plan.h"
-#include "kernel_launch.h"
-
-typedef CUdeviceptr dptr;
+#include "runtime/sample/sampling.h"   /* DecodeRun, SampleSettings: Backend.decode's */
 /* the side stream's marks (runtime/cuda/step.c): the events the compute stream waits for before it overwrites what
    the side reads (dresidual, dfch, dqkv), and the side's end */
 typedef enum { MARK_DRES, MARK_DFCH, MARK_DQKV, MARK_DONE, NUM_MARKS } SideMark;
@@ -113,10 +106,6 @@ int op_gelu_backward_bias(Cuda *c, dptr dinout, dptr pre, dptr db, Err *err);
    (transposed first into BUF_FCPROJ_WT), with the fc bias gradient's partials into BUF_FC_PARTIALS; then db (4C) += their
    sums */
 int op_fcproj_dgelu_backward(Cuda *c, dptr dpre, dptr dout, dptr W, dptr pre, Err *err);
-/* templates/fc_gemm.cu's two products (launch_fc_gelu_forward, launch_fcproj_dgelu_backward) with the TMA maps of
-   their operands made from the pointers and the plan's shape; for the step, the tuner and the kernel tests */
-int fc_gemm_forward(Kernels *ks, CUstream s, dptr pre, dptr out, dptr inp, dptr W, dptr bias, Err *err);
-int fc_gemm_backward(Kernels *ks, CUstream s, dptr dpre, dptr scratch, dptr dout, dptr wt, dptr pre, Err *err);
 int op_fc_bias_reduce(Cuda *c, dptr db, Err *err);
 
 /* The plan's attention path: cuDNN (when asked, or for "auto" where it loads and takes the shape) or the flash
@@ -124,11 +113,6 @@ int op_fc_bias_reduce(Cuda *c, dptr db, Err *err);
    the tuning database's choice that cannot serve here gives way to the other path, with a note. */
 int  attention_open(Cuda *c, Err *err);
 void attention_close(Cuda *c);
-/* one forward / backward of either path (cudnn NULL: the template) on explicit buffers; ddot: (B,NH,T) fp32 scratch */
-int attention_forward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr out, dptr stats, dptr qkv,
-                      Err *err);
-int attention_backward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr dqkv, dptr qkv, dptr out,
-                       dptr dout, dptr stats, dptr ddot, Err *err);
 int op_attention(Cuda *c, int l, Err *err);                    /* qkv[l] -> atty[l], keeping att_stats[l] */
 int op_attention_backward(Cuda *c, int l, Err *err);           /* datty -> dqkv */
 

@@ -1,6 +1,5 @@
-/* tune_env: the machine part of the tuning database's keys (see tune_env.h). */
-#include "runtime/cuda/tune_env.h"
-#include "runtime/cuda/cuda_backend.h"
+/* tune_env: the machine part of the tuning database's keys (runtime/gpu.h, tune_env_probe). */
+#include "runtime/gpu.h"
 #include "runtime/cuda/cuda_api.h"
 #include "gen/nvrtc.h"
 #include <dlfcn.h>
@@ -21,6 +20,7 @@ static void cudnn_version(const char *name, char *out, size_t n) {
 int tune_env_probe(TuneEnv *key, char *cublaslt, size_t n, const Env *e, Err *err) {
     e = env_or_defaults(e);
     memset(key, 0, sizeof *key);
+    key->templates = e->templates;
     snprintf(cublaslt, n, "none");
     const char *hook = e->tune_env;
     Err why;

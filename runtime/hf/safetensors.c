@@ -89,9 +89,10 @@ static int parse_entry(const StFile *f, const char *name, const json_t *e, StTen
     return 0;
 }
 
-static const StFile *sort_file;   /* qsort's context: st_open runs one sort at a time */
-static int by_begin(const void *a, const void *b) {
-    const StTensor *x = &sort_file->t[*(const int *)a], *y = &sort_file->t[*(const int *)b];
+/* qsort_r's order of tensor indices of file ctx: by their first byte */
+static int by_begin(const void *a, const void *b, void *ctx) {
+    const StFile *f = ctx;
+    const StTensor *x = &f->t[*(const int *)a], *y = &f->t[*(const int *)b];
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 
@@ -100,8 +101,7 @@ static int check_overlap(StFile *f, Err *err) {
     int *idx = xmalloc((size_t)(f->n ? f->n : 1) * sizeof *idx), m = 0;
     for (int i = 0; i < f->n; i++)
         if (f->t[i].end > f->t[i].begin) idx[m++] = i;
-    sort_file = f;
-    qsort(idx, (size_t)m, sizeof *idx, by_begin);
+    qsort_r(idx, (size_t)m, sizeof *idx, by_begin, f);
     int rc = 0;
     for (int i = 1; i < m && !rc; i++) {
         const StTensor *p = &f->t[idx[i - 1]], *q = &f->t[idx[i]];

@@ -8,6 +8,7 @@
 #ifndef GPT2GEN_SAMPLER_H
 #define GPT2GEN_SAMPLER_H
 #include "runtime/backend.h"
+#include "runtime/sample/sampling.h"
 
 typedef struct {
     int prompt_tokens, prefill_tokens, tokens;   /* tokens: steps run per row */

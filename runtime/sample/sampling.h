@@ -31,4 +31,19 @@ static inline uint32_t sample_key(float f) {
 }
 /* row's generator state for seed: rows of one seed draw independent streams */
 uint64_t sample_row_seed(uint64_t seed, int row);
+
+/* One call of a decode plan's backend (Backend.decode, runtime/backend.h): steps tokens per row, each against the
+   row's key/value cache, each drawn by the rule above with settings s. */
+typedef struct DecodeRun {
+    const int32_t *tokens;   /* B: each row's token at position pos */
+    int pos;                 /* the cache holds positions 0..pos-1 of every row: a prefill's, or earlier steps' */
+    int steps;               /* 1..maxT-pos: step i feeds position pos+i and draws each row's token for pos+i+1 */
+    SampleSettings s;
+    uint64_t *rng;           /* B generator states (sample_row_seed), advanced by the draws */
+    int32_t *drawn;          /* steps*B: drawn[i*B+b] is row b's token drawn at step i (its input at step i+1) */
+    /* called as each step's tokens are known, in order (NULL: not called); non-zero stops the call after step i
+       (on the GPU, steps already queued behind it run, and their tokens are dropped) */
+    int (*on_step)(void *ctx, int i, const int32_t *row_tokens);
+    void *ctx;
+} DecodeRun;
 #endif

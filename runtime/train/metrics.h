@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <jansson.h>
 #include "common/err.h"
+#include "common/metrics_json.h"   /* metrics_dump, metrics_real, metrics_text: the records' JSON */
 
 /* All zero is a log that is not open (ranks other than 0 keep none): metrics_write writes nothing. */
 typedef struct {
@@ -31,18 +32,4 @@ json_t *metrics_record(const char *event, ...) __attribute__((sentinel));
 /* metrics_write(m, metrics_record(event, ...)) */
 void metrics_event(Metrics *m, const char *event, ...) __attribute__((sentinel));
 void metrics_close(Metrics *m);
-
-/* The line metrics_write writes for record, without its end of line: compact, keys in the order they were set,
-   numbers with up to 15 significant digits (so a metrics_real prints back as its format printed it). malloc'd;
-   NULL where Jansson cannot dump it. */
-char *metrics_dump(const json_t *record);
-/* v as its printf format fmt (of one double, e.g. "%.6f") prints it, as a JSON number; null where v is not
-   finite (JSON has no NaN or infinity). */
-json_t *metrics_real(const char *fmt, double v);
-/* The n bytes at bytes as a JSON string: valid UTF-8 as it is, each byte that is not part of valid UTF-8 as
-   U+FFFD (NUL and control bytes are kept: the dump escapes them). */
-json_t *metrics_text(const void *bytes, size_t n);
-/* Those bytes with each one that is not part of valid UTF-8 replaced by U+FFFD, NUL-terminated; *len (where not
-   NULL) gets the length. malloc'd. */
-char *utf8_clean(const void *bytes, size_t n, size_t *len);
 #endif

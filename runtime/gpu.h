@@ -1,11 +1,14 @@
-/* cuda_backend: the CUDA backend's public interface beyond runtime/backend.h (cuda_backend_create is declared
-   there): what the command line needs of the GPUs (their arch, this machine's tuning key, NCCL's id) and what the
-   tests read of the backend. Everything else in runtime/cuda/ is the backend's own. */
-#ifndef GPT2GEN_CUDA_BACKEND_H
-#define GPT2GEN_CUDA_BACKEND_H
+/* gpu: the GPUs as the command line and the tests see them, whichever way gpt2gen was built: whether it has the
+   CUDA backend, the GPUs' arch, this machine's tuning database key, NCCL's id for ranks as processes. Implemented
+   in runtime/cuda/ (cuda_api.c, tune_env.c, nccl.c), or by runtime/nocuda.c in a gpt2gen built without the CUDA
+   toolkit's headers, where each says so. cuda_backend_create is runtime/backend.h's; everything else under
+   runtime/cuda/ is the backend's own (tune/ reaches it through runtime/cuda/tune_api.h). */
+#ifndef GPT2GEN_GPU_H
+#define GPT2GEN_GPU_H
 #include "common/env.h"
-#include "runtime/backend.h"
-#include "runtime/cuda/tune_env.h"   /* tune_env_probe: this machine as the tuning database keys it */
+#include "common/err.h"
+#include "gen/tune_db.h"
+#include <stddef.h>
 
 /* ---- the GPUs */
 /* 0 where this gpt2gen has the CUDA backend; -1 and err saying so where it was built without the CUDA toolkit's
@@ -30,6 +33,15 @@ typedef struct {
 } CudaProbe;
 void cuda_probe(CudaProbe *p, const Env *env);
 
+/* ---- this machine as the tuning database keys it (gen/tune_db.h; runtime/cuda/tune_env.c): GPU 0's name and arch,
+   the driver's CUDA version, the CUDA headers gpt2gen was built with, NVRTC, cuDNN (loaded as
+   runtime/cuda/cudnn_attention.c loads it, "none" without it) and cuBLASLt. The test hook GPT2GEN_TUNE_ENV
+   ("gpu=NVIDIA_H200 arch=sm_90 ...") replaces the fields it names, and stands in for a GPU where there is none (the
+   CPU tests use it). */
+/* Fills key and cublaslt ("13.1.0", or "none"), with env's GPT2GEN_TUNE_ENV and GPT2GEN_CUDNN_LIBRARY (NULL: the
+   defaults); -1 and err when there is no GPU and no test hook. */
+int tune_env_probe(TuneEnv *key, char *cublaslt, size_t n, const Env *env, Err *err);
+
 /* ---- NCCL (runtime/cuda/nccl.c), for ranks as processes: Backend.make_comm joins them */
 enum { NCCL_ID_BYTES = 128 };
 /* Loads NCCL (once per process; env's GPT2GEN_NCCL_LIBRARY, default libnccl.so.2), without touching the GPU: -1
@@ -40,13 +52,10 @@ int nccl_load(const Env *env, int *version, Err *err);
    live until every rank has joined; so a launcher forks its children first). */
 int nccl_unique_id(void *id, Err *err);
 
-/* ---- for the tests */
+/* ---- what the tests read of a backend that cuda_backend_create made (0 without the CUDA backend) */
+struct Backend;
 /* GPU memory the backend holds in its arena, bytes */
-size_t cuda_backend_arena_bytes(Backend *be);
+size_t cuda_backend_arena_bytes(struct Backend *be);
 /* training micro-steps replayed from the CUDA graph so far (Plan.graph) */
-long cuda_backend_graph_runs(Backend *be);
-/* Groups the n positions of inp by token for the deterministic wte backward: bucket j is token[j], its
-   positions are positions[start[j] .. start[j+1]) in increasing order. count needs Vp+1 entries, token and
-   positions n, start n+1. Returns the number of buckets. */
-int cuda_encoder_buckets(const int32_t *inp, int n, int Vp, int32_t *count, int32_t *token, int32_t *start, int32_t *positions);
+long cuda_backend_graph_runs(struct Backend *be);
 #endif
