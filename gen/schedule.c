@@ -125,7 +125,7 @@ static void weight_grads(Bwd *k, const char *name, int dw_id, SchedRef dW, Sched
 /* The backward of a linear layer that reads a LayerNorm's output, then of that LayerNorm */
 typedef struct {
     const char *name;
-    int dinp_id, dw_id;
+    int dinp_id, dw_id, out;   /* out: the layer's output features (its bias gradient's columns) */
     SchedRef dW, db, dout, W, ln, inp, inp_first, lnw, lnb, dlnw, dlnb, mean, rstd;   /* inp_first: the first layer's */
     SideMark mark;     /* the side's mark of dout's readers */
 } LinearLn;
@@ -133,7 +133,7 @@ typedef struct {
 /* dln = dout @ W, dW += dout^T ln, db; dresidual += LN'(dln). At recompute=2 ln is not kept: the LayerNorm backward
    makes it again (from inp and the saved mean and rstd) and the dW matmul runs after it; else first. */
 static void linear_layernorm_backward(Bwd *k, const LinearLn *x) {
-    int OC = k->p->matmuls[x->dinp_id].k, rec2 = k->p->step.recompute >= 2;
+    int OC = x->out, rec2 = k->p->step.recompute >= 2;
     SchedRef dres = BUF(BUF_DRESIDUAL, AT_0), dln = BUF(BUF_DLN, AT_0);
     if (!rec2) weight_grads(k, x->name, x->dw_id, x->dW, x->db, x->dout, x->ln, OC, x->mark);
     add(k->b, OP_MATMUL_DINP, ON_EVERY, x->name, x->dinp_id, ARGS(dln, x->dout, x->W, NONE));
@@ -163,7 +163,7 @@ static void backward_mlp(Bwd *k) {
     wait_side(k->b, k->side, MARK_DFCH);
     if (fused) {
         add(k->b, OP_FCPROJ_DGELU, ON_EVERY, name, -1, ARGS(dfch, dres, w, fch));
-        add(k->b, OP_FC_BIAS_REDUCE, ON_EVERY, "bias backward", -1, ARGS(GRD(P_FCB, AT_L)));
+        add(k->b, OP_FC_BIAS_REDUCE, ON_EVERY, "bias backward", -1, ARGS(GRD(P_FCB, AT_L), dfch));
         return;
     }
     add(k->b, OP_MATMUL_DINP, ON_EVERY, name, MM_FCPROJ_DINP, ARGS(dfch, dres, w, gelu_kernel ? NONE : fch));
@@ -174,7 +174,7 @@ static void backward_block(Bwd *k) {
     int folded = gelu_backward_in_kernel(k->p->gelu) || gelu_fused(k->p->gelu);   /* the fc bias gradient is in */
     SchedRef dres = BUF(BUF_DRESIDUAL, AT_0);
     backward_mlp(k);
-    linear_layernorm_backward(k, &(LinearLn){"matmul bwd fc", MM_FC_DINP, MM_FC_DW, GRD(P_FCW, AT_L),
+    linear_layernorm_backward(k, &(LinearLn){"matmul bwd fc", MM_FC_DINP, MM_FC_DW, 4 * k->p->model.n_embd, GRD(P_FCW, AT_L),
         folded ? NONE : GRD(P_FCB, AT_L), BUF(BUF_DFCH, AT_0), PAR(P_FCW, AT_L), BUF(BUF_LN2, AT_L),
         BUF(BUF_RESIDUAL2, AT_L), NONE, PAR(P_LN2W, AT_L), PAR(P_LN2B, AT_L), GRD(P_LN2W, AT_L), GRD(P_LN2B, AT_L),
         BUF(BUF_LN2_MEAN, AT_L), BUF(BUF_LN2_RSTD, AT_L), MARK_DFCH});
@@ -186,7 +186,7 @@ static void backward_block(Bwd *k) {
     add(k->b, OP_ATTENTION_BACKWARD, ON_EVERY, "attention backward", -1,
         ARGS(BUF(BUF_DQKV, AT_0), BUF(BUF_QKV, AT_L), BUF(BUF_ATTY, AT_L), BUF(BUF_DATTY, AT_0),
              BUF(BUF_ATT_STATS, AT_L), BUF(BUF_ATT_DDOT, AT_0)));
-    linear_layernorm_backward(k, &(LinearLn){"matmul bwd qkv", MM_QKV_DINP, MM_QKV_DW, GRD(P_QKVW, AT_L),
+    linear_layernorm_backward(k, &(LinearLn){"matmul bwd qkv", MM_QKV_DINP, MM_QKV_DW, 3 * k->p->model.n_embd, GRD(P_QKVW, AT_L),
         GRD(P_QKVB, AT_L), BUF(BUF_DQKV, AT_0), PAR(P_QKVW, AT_L), BUF(BUF_LN1, AT_L), BUF(BUF_RESIDUAL3, AT_PREV),
         BUF(BUF_ENCODED, AT_0), PAR(P_LN1W, AT_L), PAR(P_LN1B, AT_L), GRD(P_LN1W, AT_L), GRD(P_LN1B, AT_L),
         BUF(BUF_LN1_MEAN, AT_L), BUF(BUF_LN1_RSTD, AT_L), MARK_DQKV});

@@ -44,7 +44,7 @@ typedef enum {
     OP_GELU_BACKWARD_BIAS,  /* dinout *= GELU'(pre), db += its column sums: dinout, pre, db */
     OP_FCPROJ_DGELU,        /* the fused fcproj dinp: dpre = (dout @ W) * GELU'(pre), the fc bias gradient's partials:
                                                                     dpre, dout, W, pre */
-    OP_FC_BIAS_REDUCE,      /* db += those partials' sums:          db */
+    OP_FC_BIAS_REDUCE,      /* db += those partials' sums (the column sums of dpre: the CPU's meaning): db, dpre */
     OP_ATTENTION_BACKWARD,  /* dqkv = attention'(dout):             dqkv, qkv, out, dout, stats, ddot */
     OP_ENCODER_BACKWARD,    /* dwte, dwpe += from dout:             dwte, dwpe, dout, inputs */
     OP_GRAD_READY,          /* the block's layer's gradients (head and tail: the rest's) are final: the backend's

@@ -28,6 +28,10 @@ void cpu_matmul_forward(float *out, const float *inp, const float *weight, const
 /* dinp[N,C] += dout @ weight; dweight[OC,C] += dout^T @ inp; dbias[OC] += column sums of dout (may be NULL). */
 void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                          const float *weight, int N, int C, int OC);
+/* its three parts, the same sums: dinp += dout @ weight; dweight += dout^T @ inp; dbias += column sums of dout */
+void cpu_matmul_backward_dinp(float *dinp, const float *dout, const float *weight, int N, int C, int OC);
+void cpu_matmul_backward_dw(float *dweight, const float *dout, const float *inp, int N, int C, int OC);
+void cpu_bias_backward(float *dbias, const float *dout, int N, int OC);
 
 /* Causal self-attention per head. qkv (B,T,3C) is q|k|v with heads contiguous inside each; out (B,T,C);
    preatt and att (B,NH,T,T) hold the scaled scores and the softmax (entries above the diagonal are 0). */

@@ -61,6 +61,8 @@ int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float
    scratch. Same kernels, same sums: the gradients are the bits of one stream. The schedule's fork, mark and wait ops
    (gen/schedule.c) say where; step_ops.c runs them, as no-ops without the side stream. */
 int step_open(Cuda *c, Err *err) {
+    if (!c->plan->schedule.forward.block.n)
+        return err_set(err, "plan %s has no schedule (gen/schedule.h: schedule_make)", c->plan->name);
     c->bias_scratch = buf(c, BUF_BIAS_SCRATCH, 0);
     if (c->plan->streams < 2 || c->prof.on) return 0;
     if (cuda_check(cu.cuStreamCreate(&c->side, CU_STREAM_DEFAULT), "creating the side stream", err) ||
