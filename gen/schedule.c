@@ -8,6 +8,7 @@
    by the LayerNorm backward, so their side piece follows it. */
 #include "gen/schedule.h"
 #include "gen/plan.h"
+#include "kernel_ids.h"
 #include <stdlib.h>
 
 #define BUF(id, at) ((SchedRef){REF_BUF, (id), (at)})
@@ -22,9 +23,17 @@ static SchedOp *add(SchedList *list, int kind, int when, const char *name, int m
         abort();
     }
     SchedOp *op = &list->ops[list->n++];
-    *op = (SchedOp){(uint8_t)kind, (uint8_t)when, SCHED_NO_MARK, (int8_t)mm, 0, name, {{0}}};
+    *op = (SchedOp){(uint8_t)kind, (uint8_t)when, SCHED_NO_MARK, (int8_t)mm, -1, NULL, 0, name, {{0}}};
     for (int i = 0; i < n; i++) op->arg[i] = args[i];
     return op;
+}
+
+/* an OP_KERNEL op: kernel id on the arguments, n its scalar parameter */
+static void add_kernel(SchedList *list, int when, const char *name, int id, long long n, const SchedRef *args, int na) {
+    SchedOp *op = add(list, OP_KERNEL, when, name, -1, args, na);
+    op->kernel_id = (int16_t)id;
+    op->kernel = kernel_decl(id, NULL);
+    op->n = n;
 }
 
 /* ---- the forward ---------------------------------------------------------------------------------------- */
@@ -51,7 +60,7 @@ static void forward_fc(SchedList *b, const Plan *p) {
         add(b, OP_FC_GELU, ON_EVERY, "matmul fc+gelu", -1, ARGS(fch, fchg, ln2, w, bias));
     } else if (gelu_forward_in_kernel(p->gelu)) {
         add(b, OP_MATMUL, ON_EVERY, "matmul fc", MM_FC, ARGS(fch, ln2, w, bias, NONE));
-        add(b, OP_GELU, ON_EVERY, "gelu forward", -1, ARGS(fchg, fch));
+        add_kernel(b, ON_EVERY, "gelu forward", K_GELU_FORWARD, 4LL * p->step.B * p->step.T * p->model.n_embd, ARGS(fchg, fch));
     } else {
         add(b, OP_MATMUL, ON_EVERY, "matmul fc+gelu", MM_FC, ARGS(fchg, ln2, w, bias, fch));
     }
@@ -156,7 +165,9 @@ static void backward_mlp(Bwd *k) {
     int gelu_kernel = gelu_backward_in_kernel(k->p->gelu), fused = gelu_fused(k->p->gelu);
     const char *name = gelu_kernel ? "matmul bwd fcproj" : "matmul bwd fcproj+dgelu";
     fork_side(k);
-    if (k->p->step.recompute >= 1) add(k->b, OP_GELU, ON_EVERY, "gelu recompute", -1, ARGS(fchg, fch));
+    if (k->p->step.recompute >= 1)
+        add_kernel(k->b, ON_EVERY, "gelu recompute", K_GELU_FORWARD, 4LL * k->p->step.B * k->p->step.T * k->p->model.n_embd,
+                   ARGS(fchg, fch));
     add(k->b, OP_MATMUL_DW, ON_EVERY, name, MM_FCPROJ_DW, ARGS(GRD(P_FCPROJW, AT_L), dres, fchg));
     add(k->b, OP_BIAS_BACKWARD, ON_EVERY, "bias backward", -1, ARGS(GRD(P_FCPROJB, AT_L), dres))->n = k->p->model.n_embd;
     mark_side(k->b, k->side, MARK_DRES);
@@ -247,7 +258,7 @@ int schedule_run_phase(const SchedPhase *ph, int L, SchedRunFn run, void *ctx, E
 static const struct { const char *name; unsigned writes; } kinds[OP_KINDS] = {
     [OP_ENCODER] = {"encoder", 1}, [OP_DECODE_EMBED] = {"decode embed", 1}, [OP_LAYERNORM] = {"layernorm", 7},
     [OP_RESIDUAL_LAYERNORM] = {"residual+layernorm", 15}, [OP_MATMUL] = {"matmul", 1 | 16},
-    [OP_FC_GELU] = {"fc+gelu", 3}, [OP_GELU] = {"gelu", 1}, [OP_KV_APPEND] = {"kv append", 3},
+    [OP_FC_GELU] = {"fc+gelu", 3}, [OP_KERNEL] = {"kernel", 1}, [OP_KV_APPEND] = {"kv append", 3},
     [OP_ATTENTION] = {"attention", 3}, [OP_DECODE_ATTENTION] = {"decode attention", 7 | 32},
     [OP_ZERO] = {"zero", 1}, [OP_LAYERNORM_BACKWARD] = {"layernorm backward", 7 | 256},
     [OP_MATMUL_DINP] = {"matmul dinp", 1}, [OP_MATMUL_DW] = {"matmul dW", 1}, [OP_BIAS_BACKWARD] = {"bias backward", 1},
@@ -270,8 +281,9 @@ static void write_list(FILE *f, const char *what, const SchedList *list, const P
     static const char *const marks[] = {"dresidual", "dfch", "dqkv", "done", "-"};
     for (int i = 0; i < list->n; i++) {
         const SchedOp *op = &list->ops[i];
-        fprintf(f, "%-14s %-26s %-20s", i ? "" : what, op->name, kinds[op->kind].name);
+        fprintf(f, "%-16s %-24s %-19s", i ? "" : what, op->name, kinds[op->kind].name);
         if (op->mm >= 0) fprintf(f, " matmul %s:", p->matmuls[op->mm].name);
+        if (op->kernel) fprintf(f, " %s:", op->kernel->name);
         if (op->kind == OP_MARK || op->kind == OP_WAIT || (op->kind == OP_GRAD_READY && op->mark != SCHED_NO_MARK))
             fprintf(f, " mark %s", marks[op->mark]);
         for (int w = 1; w >= 0; w--) {   /* what it writes, then what it reads */

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "common/err.h"
+#include "gen/kernels.h"
 #include "gen/matmuls.h"
 #include "gen/memory.h"
 
@@ -29,7 +30,10 @@ typedef enum {
                                                                     out, inp, W, bias-, aux- */
     OP_FC_GELU,             /* the fused fc (train.gelu "fused"): pre = inp @ W^T + b, out = GELU(pre):
                                                                     pre, out, inp, W, b */
-    OP_GELU,                /* out = GELU(inp):                     out, inp */
+    OP_KERNEL,              /* one declared kernel (gen/kernels.c), launched as declared: its pointer parameters
+                               from the arguments in order, its scalar one (the size) n; the CPU runs the function
+                               cpu_ops.c registers under the kernel's name (cpu_kernel_find). An elementwise op needs
+                               no kind of its own: docs/adding-an-op.md */
     OP_KV_APPEND,           /* the layer's keys and values at positions pos..: kcache, vcache, qkv, pos */
     OP_ATTENTION,           /* causal attention:                    out, stats, qkv */
     OP_DECODE_ATTENTION,    /* one query per row against the cache, which it appends first:
@@ -80,7 +84,9 @@ typedef struct {
     uint8_t when;           /* SchedWhen (block ops; head and tail ops run always) */
     uint8_t mark;           /* OP_MARK, OP_WAIT, OP_GRAD_READY: SideMark */
     int8_t mm;              /* the MatmulId that runs it, or -1 */
-    long long n;            /* OP_ZERO: elements; OP_BIAS_BACKWARD: columns */
+    int16_t kernel_id;      /* OP_KERNEL: the kernel's id (K_* of kernel_ids.h, an index into Plan.kernels), else -1 */
+    const KernelDecl *kernel;   /* OP_KERNEL: its declaration, else NULL */
+    long long n;            /* OP_ZERO: elements; OP_BIAS_BACKWARD: columns; OP_KERNEL: the scalar parameter */
     const char *name;       /* what it is, for the profile and plan.txt: "matmul qkv" */
     SchedRef arg[SCHED_MAX_ARGS];
 } SchedOp;

@@ -9,11 +9,12 @@
 #include "tests/check.h"
 #include "gen/plan.h"
 #include "gen/schedule.h"
+#include "kernel_ids.h"
 #include <stdlib.h>
 
 typedef struct { int space, id, layer; } Ref;   /* a SchedRef with its layer resolved */
 typedef struct {
-    int kind, mm, mark;
+    int kind, mm, mark, kernel_id;
     long long n;
     const char *name;
     Ref a[SCHED_MAX_ARGS];
@@ -27,7 +28,7 @@ static Trace got, want;
 static void emit(Trace *t, int kind, int mm, const char *name, long long n, int mark, const Ref *a, int na) {
     if (t->n == (int)(sizeof t->calls / sizeof t->calls[0])) { fprintf(stderr, "trace full\n"); exit(1); }
     Call *c = &t->calls[t->n++];
-    *c = (Call){kind, mm, mark, n, name, {{0}}};
+    *c = (Call){kind, mm, mark, -1, n, name, {{0}}};
     for (int i = 0; i < na; i++) c->a[i] = a[i];
 }
 
@@ -39,6 +40,15 @@ static int record(void *ctx, const SchedOp *op, int l, Err *err) {
         if (op->arg[i].space != REF_NONE)
             a[i] = (Ref){op->arg[i].space, op->arg[i].id, schedule_layer(&op->arg[i], l, plan.model.n_layer)};
     emit(ctx, op->kind, op->mm, op->name, op->n, op->mark, a, SCHED_MAX_ARGS);
+    ((Trace *)ctx)->calls[((Trace *)ctx)->n - 1].kernel_id = op->kernel_id;
+    if (op->kind == OP_KERNEL) {   /* as many pointer arguments as the declaration has pointer parameters */
+        int ptrs = 0, refs = 0;
+        for (int i = 0; i < KERNEL_MAX_PARAMS && op->kernel->params[i].name; i++)
+            ptrs += op->kernel->params[i].type != KP_INT && op->kernel->params[i].type != KP_I64;
+        while (refs < SCHED_MAX_ARGS && op->arg[refs].space != REF_NONE) refs++;
+        CHECK(ptrs == refs && op->kernel == plan.kernels[op->kernel_id].decl, "%s: %d arguments for kernel %s's %d pointers",
+              op->name, refs, op->kernel->name, ptrs);
+    }
     return 0;
 }
 
@@ -51,6 +61,13 @@ static int record(void *ctx, const SchedOp *op, int l, Err *err) {
     emit(&want, kind, mm, name, 0, SCHED_NO_MARK, (const Ref[]){__VA_ARGS__}, (int)(sizeof((const Ref[]){__VA_ARGS__}) / sizeof(Ref)))
 #define CALL_N(kind, name, n, ...) \
     emit(&want, kind, -1, name, n, SCHED_NO_MARK, (const Ref[]){__VA_ARGS__}, (int)(sizeof((const Ref[]){__VA_ARGS__}) / sizeof(Ref)))
+
+/* op_gelu_forward(c, out, inp): launch_gelu_forward(out, inp, n = B*T*4C) */
+static void gelu_forward(const char *name, Ref out, Ref inp) {
+    emit(&want, OP_KERNEL, -1, name, 4LL * plan.step.B * plan.step.T * plan.model.n_embd, SCHED_NO_MARK,
+         (const Ref[]){out, inp}, 2);
+    want.calls[want.n - 1].kernel_id = K_GELU_FORWARD;
+}
 
 static int side(void) { return plan.streams >= 2; }
 static void side_begin(void) { if (side()) emit(&want, OP_FORK, -1, "fork", 0, SCHED_NO_MARK, NULL, 0); }
@@ -79,7 +96,7 @@ static void old_forward_layer(int l) {
         CALL(OP_FC_GELU, -1, "matmul fc+gelu", B(BUF_FCH, l), B(BUF_FCH_GELU, l), B(BUF_LN2, l), P(P_FCW, l), P(P_FCB, l));
     } else if (gelu_forward_in_kernel(plan.gelu)) {
         CALL(OP_MATMUL, MM_FC, "matmul fc", B(BUF_FCH, l), B(BUF_LN2, l), P(P_FCW, l), P(P_FCB, l), N0);
-        CALL(OP_GELU, -1, "gelu forward", B(BUF_FCH_GELU, l), B(BUF_FCH, l));
+        gelu_forward("gelu forward", B(BUF_FCH_GELU, l), B(BUF_FCH, l));
     } else {
         CALL(OP_MATMUL, MM_FC, "matmul fc+gelu", B(BUF_FCH_GELU, l), B(BUF_LN2, l), P(P_FCW, l), P(P_FCB, l), B(BUF_FCH, l));
     }
@@ -127,7 +144,7 @@ static void old_backward_layer(int l) {
     Ref dres = B(BUF_DRESIDUAL, 0), dfch = B(BUF_DFCH, 0), fch = B(BUF_FCH, l), fchg = B(BUF_FCH_GELU, l);
     int gelu_kernel = gelu_backward_in_kernel(plan.gelu), fused = gelu_fused(plan.gelu), C = plan.model.n_embd;
     side_begin();
-    if (plan.step.recompute >= 1) CALL(OP_GELU, -1, "gelu recompute", fchg, fch);
+    if (plan.step.recompute >= 1) gelu_forward("gelu recompute", fchg, fch);
     CALL(OP_MATMUL_DW, MM_FCPROJ_DW, gelu_kernel ? "matmul bwd fcproj" : "matmul bwd fcproj+dgelu", G(P_FCPROJW, l), dres,
          fchg);
     CALL_N(OP_BIAS_BACKWARD, "bias backward", C, G(P_FCPROJB, l), dres);
@@ -176,13 +193,14 @@ static void old_embed_backward(void) {
 
 /* ---- comparing ---- */
 static void describe(char *out, size_t n, const Call *c) {
-    int k = snprintf(out, n, "%s [%s] mm %d mark %d n %lld:", c->name, schedule_kind_name(c->kind), c->mm, c->mark, c->n);
+    int k = snprintf(out, n, "%s [%s] mm %d kernel %d mark %d n %lld:", c->name, schedule_kind_name(c->kind), c->mm,
+                     c->kernel_id, c->mark, c->n);
     for (int i = 0; i < SCHED_MAX_ARGS && k < (int)n; i++)
         k += snprintf(out + k, n - k, " %d.%d.%d", c->a[i].space, c->a[i].id, c->a[i].layer);
 }
 
 static int same(const Call *a, const Call *b) {
-    if (a->kind != b->kind || a->mm != b->mm || a->mark != b->mark || a->n != b->n || strcmp(a->name, b->name)) return 0;
+    if (a->kind != b->kind || a->mm != b->mm || a->kernel_id != b->kernel_id || a->mark != b->mark || a->n != b->n || strcmp(a->name, b->name)) return 0;
     return !memcmp(a->a, b->a, sizeof a->a);
 }
 

@@ -393,3 +393,17 @@ void cpu_adamw(float *params, const float *grads, float *m, float *v, size_t n, 
         params[i] -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * params[i]);
     }
 }
+
+/* ---------------------------------------------------------------------------------------------------- */
+/* the declared kernels the schedule launches as they are, by name (cpu_ops.h, cpu_kernel_find) */
+static void kernel_gelu_forward(float *const *a, long long n) { cpu_gelu_forward(a[0], a[1], (size_t)n); }
+
+static const struct { const char *kernel; CpuKernelFn fn; } cpu_kernels[] = {
+    {"gelu_forward", kernel_gelu_forward},
+};
+
+CpuKernelFn cpu_kernel_find(const char *kernel) {
+    for (size_t i = 0; i < sizeof cpu_kernels / sizeof cpu_kernels[0]; i++)
+        if (!strcmp(cpu_kernels[i].kernel, kernel)) return cpu_kernels[i].fn;
+    return NULL;
+}

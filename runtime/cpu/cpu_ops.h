@@ -53,6 +53,12 @@ void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t 
 
 void cpu_residual_forward(float *out, const float *a, const float *b, size_t n);
 
+/* The CPU's meaning of a declared kernel (gen/kernels.c) that the schedule launches as it is (OP_KERNEL,
+   gen/schedule.h): its pointer parameters in order (fp32 arrays here), its scalar one n. cpu_ops.c registers one per
+   kernel name; NULL where there is none. */
+typedef void (*CpuKernelFn)(float *const *a, long long n);
+CpuKernelFn cpu_kernel_find(const char *kernel);
+
 /* Per row i of logits (N,Vp), of which the first V columns are real: losses[i] = -log softmax(row)[target].
    With dlogits, writes (softmax - onehot(target)) * dloss there, and 0 on the padded columns V..Vp-1;
    dlogits may be logits itself (in place). */

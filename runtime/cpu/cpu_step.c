@@ -102,7 +102,7 @@ static void forward_op(Backend *be, const SchedOp *op, float *const *a) {
         cpu_matmul_forward(a[0], a[2], a[3], a[4], N, C, 4 * C);
         cpu_gelu_forward(a[1], a[0], (size_t)N * 4 * C);
         return;
-    case OP_GELU: cpu_gelu_forward(a[0], a[1], (size_t)N * 4 * C); return;
+    case OP_KERNEL: cpu_kernel_find(op->kernel->name)(a, op->n); return;   /* found: cpu_run_op */
     case OP_KV_APPEND: cpu_kv_append(a[0], a[1], a[2], c->pos, B, T, C, NH, s->max_seq_len); return;
     case OP_ATTENTION: cpu_attention_forward(a[0], c->a.preatt, a[1], a[2], B, T, C, NH); return;
     case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv: the rows' one position appended, then attended over */
@@ -150,6 +150,9 @@ static void backward_op(Backend *be, const SchedOp *op, float *const *a) {
 int cpu_run_op(void *ctx, const SchedOp *op, int l, Err *err) {
     Backend *be = ctx;
     if (op->kind >= OP_KINDS) return err_set(err, "cpu backend: no op of kind %d", op->kind);
+    if (op->kind == OP_KERNEL && !cpu_kernel_find(op->kernel->name))
+        return err_set(err, "cpu backend: %s: no CPU op for kernel %s (runtime/cpu/cpu_ops.c, cpu_kernels)", op->name,
+                       op->kernel->name);
     if (op->kind == OP_GRAD_READY)   /* part l: the block's layer, or (-1) the rest */
         return be->grad_ready ? be->grad_ready(be->grad_ready_ctx, l, err) : 0;
     float *a[SCHED_MAX_ARGS];

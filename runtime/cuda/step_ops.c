@@ -41,6 +41,26 @@ static int wait_side(Cuda *c, SideMark mark, Err *err) {
     return cuda_check(cu.cuStreamWaitEvent(c->dev.compute, c->ev_mark[mark], 0), "waiting for the side stream", err);
 }
 
+/* OP_KERNEL: the kernel as its declaration says, as its generated launcher (kernel_launch.h) would: each pointer
+   parameter from the next argument, the scalar one from n, and the grid by the size parameter */
+static int launch_declared(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
+    const KernelDecl *k = op->kernel;
+    void *args[KERNEL_MAX_PARAMS];
+    dptr ptr[KERNEL_MAX_PARAMS];
+    long long n = op->n;
+    int n32 = (int)op->n, used = 0;
+    for (int i = 0; i < KERNEL_MAX_PARAMS && k->params[i].name; i++) {
+        KernelParamType t = k->params[i].type;
+        if (t == KP_INT) args[i] = &n32;
+        else if (t == KP_I64) args[i] = &n;
+        else if (t == KP_FLOAT || t == KP_TMAP || used == SCHED_MAX_ARGS)
+            return err_set(err, "%s: kernel %s's parameter %s cannot come from the schedule", op->name, k->name,
+                           k->params[i].name);
+        else { ptr[i] = a[used++]; args[i] = &ptr[i]; }
+    }
+    return kernels_launch(&c->ks, op->kernel_id, c->s, k->size_param >= 0 ? n : 0, args, err);
+}
+
 /* the ops of the forward and of the embeddings' backward */
 static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
     const char *name = op->name;
@@ -53,7 +73,7 @@ static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
         return 0;
     case OP_MATMUL: OP(name, op_linear(c, op->mm, a[0], a[1], a[2], a[3], a[4], err)); return 0;
     case OP_FC_GELU: OP(name, fc_gemm_forward(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], err)); return 0;
-    case OP_GELU: OP(name, op_gelu_forward(c, a[0], a[1], err)); return 0;
+    case OP_KERNEL: OP(name, launch_declared(c, op, a, err)); return 0;
     case OP_KV_APPEND: OP(name, launch_kv_append(&c->ks, c->s, a[0], a[1], a[2], a[3], err)); return 0;
     case OP_ATTENTION:
         OP(name, attention_forward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, a[0], a[1], a[2], err));
