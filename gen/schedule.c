@@ -270,6 +270,18 @@ static const struct { const char *name; unsigned writes; } kinds[OP_KINDS] = {
 
 const char *schedule_kind_name(int kind) { return kind >= 0 && kind < OP_KINDS ? kinds[kind].name : "?"; }
 
+/* OP_KERNEL: the arguments its declaration writes (the pointers not declared const) */
+static unsigned kernel_writes(const KernelDecl *k) {
+    unsigned w = 0;
+    for (int i = 0, j = 0; i < KERNEL_MAX_PARAMS && k->params[i].name; i++) {
+        KernelParamType t = k->params[i].type;
+        if (t == KP_INT || t == KP_I64 || t == KP_FLOAT || t == KP_TMAP) continue;
+        if (t == KP_X || t == KP_F32 || t == KP_I32 || t == KP_U64) w |= 1u << j;
+        j++;
+    }
+    return w;
+}
+
 static void write_ref(FILE *f, const SchedRef *r, const Plan *p) {
     static const char *const at[] = {"", "[l]", "[l+1]", "[l-1]", "[L-1]"};
     const char *name = r->space == REF_BUF ? p->memory.buffers[r->id].name : gpt2_param_names[r->id];
@@ -286,10 +298,11 @@ static void write_list(FILE *f, const char *what, const SchedList *list, const P
         if (op->kernel) fprintf(f, " %s:", op->kernel->name);
         if (op->kind == OP_MARK || op->kind == OP_WAIT || (op->kind == OP_GRAD_READY && op->mark != SCHED_NO_MARK))
             fprintf(f, " mark %s", marks[op->mark]);
+        unsigned writes = op->kernel ? kernel_writes(op->kernel) : kinds[op->kind].writes;
         for (int w = 1; w >= 0; w--) {   /* what it writes, then what it reads */
             int any = 0;
             for (int a = 0; a < SCHED_MAX_ARGS; a++)
-                if (op->arg[a].space != REF_NONE && !!(kinds[op->kind].writes >> a & 1) == w) {
+                if (op->arg[a].space != REF_NONE && !!(writes >> a & 1) == w) {
                     if (!any++) fprintf(f, w ? " writes" : " reads");
                     write_ref(f, &op->arg[a], p);
                 }
