@@ -246,6 +246,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->classifier_rows = classifier_rows(plan);
     matmuls_plan(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows, plan->gelu);
     memory_plan(&plan->memory, plan);
+    schedule_make(&plan->schedule, plan);
     return 0;
 }
 
@@ -254,6 +255,7 @@ void plan_set_gelu(Plan *plan, GeluPath gelu, const char *origin) {
     plan->gelu_origin = origin;
     matmuls_set_gelu(plan->matmuls, &plan->model, &plan->step, gelu);
     memory_plan(&plan->memory, plan);   /* the fused path's scratch */
+    schedule_make(&plan->schedule, plan);
 }
 
 int plan_make_train(Plan *plan, const Config *cfg, const char *arch, Err *err) {
@@ -434,6 +436,7 @@ static void write_section(FILE *f, const Plan *p) {
     write_families(f, p);
     write_matmuls(f, p);
     write_memory(f, p);
+    schedule_write(f, p);
 }
 
 int plan_write(const Plan *const *plans, int n, Err *err) {

@@ -11,6 +11,7 @@
 #include "gen/kernels.h"
 #include "gen/matmuls.h"
 #include "gen/memory.h"
+#include "gen/schedule.h"
 #include "gen/step.h"
 
 #define PLAN_MAX_FAMILIES 16
@@ -83,6 +84,7 @@ typedef struct Plan {
     PlanKernel kernels[PLAN_MAX_KERNELS];
     PlanMatmul matmuls[MM_COUNT];
     PlanMemory memory;
+    OpSchedule schedule;    /* the step as ops (gen/schedule.h): what the backends run, in order */
 } Plan;
 
 /* Builds the plan called name for step, the model of cfg, and arch (e.g. "sm_90"). Tunables come from the

@@ -1,5 +1,5 @@
-/* plans: the plans the CPU tests run backends of. The CPU backend reads a plan's model and step shape only, so a
-   test's plan needs no config: test_plan() makes one of a shape, and keeps it (reachable, for the leak checker)
+/* plans: the plans the CPU tests run backends of. The CPU backend reads a plan's model, step shape and schedule
+   (gen/schedule.h) only, so a test's plan needs no config: test_plan() makes one of a shape, and keeps it (reachable, for the leak checker)
    for as long as the program runs, as a backend needs its plan to outlive it. */
 #ifndef GPT2GEN_TEST_PLANS_H
 #define GPT2GEN_TEST_PLANS_H
@@ -19,6 +19,7 @@ static inline const Plan *test_plan_shared(const GPT2Shape *s, StepKind kind, in
     snprintf(p->name, sizeof p->name, "%s", kind == STEP_TRAIN ? "train" : "forward");
     p->model = *s;
     p->step = (StepShape){kind, B, T, PREC_FP32, 0, 0, 1, 0, 1, shared_weights, 0};
+    schedule_make(&p->schedule, p);   /* the step's ops, as plan_make makes them */
     test_plans_made[test_plans_n++] = p;
     return p;
 }

@@ -1,8 +1,9 @@
 /* cpu_backend: the Backend interface (runtime/backend.h) over the fp32 reference ops in cpu_ops.c.
  * fp32 throughout: the plan's precision is ignored, this backend is the reference the others are held to; of the
  * plan it reads the model and the step shape only.
- * Forward keeps every activation the backward needs; the backward walks the layers in reverse with a few
- * one-layer gradient buffers, accumulating into the parameter gradients. A forward plan's backend has no
+ * The forward and the backward are the plan's schedule (gen/schedule.h), run by cpu_step.c: the forward keeps every
+ * activation the backward needs; the backward walks the layers in reverse with a few one-layer gradient buffers,
+ * accumulating into the parameter gradients. A forward plan's backend has no
  * gradients, no optimizer state and no backward, and with shared weights no parameters of its own. */
 #include <math.h>
 #include <stdlib.h>
@@ -21,11 +22,10 @@ static void acts_alloc(Acts *a, const GPT2Shape *s, int B, int T) {
     a->qkv = falloc(L * BT * 3 * C);
     a->atty = falloc(L * BT * C);
     a->preatt = falloc(att); a->att = falloc(L * att);
-    a->attproj = falloc(L * BT * C);
+    a->tmp = falloc(BT * C);
     a->residual2 = falloc(L * BT * C);
     a->ln2 = falloc(L * BT * C); a->ln2_mean = falloc(L * BT); a->ln2_rstd = falloc(L * BT);
     a->fch = falloc(L * BT * 4 * C); a->fch_gelu = falloc(L * BT * 4 * C);
-    a->fcproj = falloc(L * BT * C);
     a->residual3 = falloc(L * BT * C);
     a->lnf = falloc(BT * C); a->lnf_mean = falloc(BT); a->lnf_rstd = falloc(BT);
     a->logits = falloc(BT * s->padded_vocab_size);
@@ -56,53 +56,6 @@ static int check_tokens(const Backend *be, const int32_t *tok, const char *what,
     return 0;
 }
 
-static void forward_layer(Backend *be, int l, const float *x_in) {
-    Cpu *c = impl(be);
-    Acts *a = &c->a;
-    int B = be->plan->step.B, T = be->plan->step.T, C = be->plan->model.n_embd, NH = be->plan->model.n_head, N = B * T;
-    size_t nc = (size_t)N * C, att = (size_t)B * NH * T * T;
-    float *ln1 = a->ln1 + l * nc, *qkv = a->qkv + l * 3 * nc, *atty = a->atty + l * nc;
-    float *attm = a->att + l * att;
-    float *attproj = a->attproj + l * nc, *res2 = a->residual2 + l * nc, *ln2 = a->ln2 + l * nc;
-    float *fch = a->fch + l * 4 * nc, *fch_gelu = a->fch_gelu + l * 4 * nc;
-    float *fcproj = a->fcproj + l * nc, *res3 = a->residual3 + l * nc;
-
-    cpu_layernorm_forward(ln1, a->ln1_mean + (size_t)l * N, a->ln1_rstd + (size_t)l * N, x_in,
-                          c->p[P_LN1W] + l * C, c->p[P_LN1B] + l * C, N, C);
-    cpu_matmul_forward(qkv, ln1, c->p[P_QKVW] + (size_t)l * 3 * C * C, c->p[P_QKVB] + l * 3 * C, N, C, 3 * C);
-    if (be->plan->step.kind == STEP_DECODE) {   /* the rows' one position against their cache, appended first */
-        const GPT2Shape *s = &be->plan->model;
-        size_t layer = (size_t)B * s->max_seq_len * C;
-        cpu_kv_append(c->kcache + l * layer, c->vcache + l * layer, qkv, c->pos, B, 1, C, NH, s->max_seq_len);
-        cpu_attention_cached(atty, qkv, c->kcache + l * layer, c->vcache + l * layer, c->pos, B, 1, C, NH, s->max_seq_len);
-    } else
-        cpu_attention_forward(atty, a->preatt, attm, qkv, B, T, C, NH);
-    cpu_matmul_forward(attproj, atty, c->p[P_ATTPROJW] + (size_t)l * C * C, c->p[P_ATTPROJB] + l * C, N, C, C);
-    cpu_residual_forward(res2, x_in, attproj, nc);
-    cpu_layernorm_forward(ln2, a->ln2_mean + (size_t)l * N, a->ln2_rstd + (size_t)l * N, res2,
-                          c->p[P_LN2W] + l * C, c->p[P_LN2B] + l * C, N, C);
-    cpu_matmul_forward(fch, ln2, c->p[P_FCW] + (size_t)l * 4 * C * C, c->p[P_FCB] + l * 4 * C, N, C, 4 * C);
-    cpu_gelu_forward(fch_gelu, fch, 4 * nc);
-    cpu_matmul_forward(fcproj, fch_gelu, c->p[P_FCPROJW] + (size_t)l * 4 * C * C, c->p[P_FCPROJB] + l * C, N, 4 * C, C);
-    cpu_residual_forward(res3, res2, fcproj, nc);
-}
-
-void cpu_forward_rows(Backend *be) {
-    Cpu *c = impl(be);
-    Acts *a = &c->a;
-    int C = be->plan->model.n_embd, L = be->plan->model.n_layer, N = be->plan->step.B * be->plan->step.T;
-    for (int l = 0; l < L; l++)
-        forward_layer(be, l, l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * N * C);
-    if (c->cache_of) {   /* a prefill: the keys and values are what it is for */
-        cpu_prefill_fill(be);
-        return;
-    }
-    const float *x = a->residual3 + (size_t)(L - 1) * N * C;
-    cpu_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, c->p[P_LNFW], c->p[P_LNFB], N, C);
-    cpu_matmul_forward(a->logits, a->lnf, c->p[P_WTE], NULL, N, C, be->plan->model.padded_vocab_size);
-    c->have_forward = 1;
-}
-
 static int cpu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err) {
     Cpu *c = impl(be);
     Acts *a = &c->a;
@@ -114,9 +67,10 @@ static int cpu_forward(Backend *be, const int32_t *inputs, const int32_t *target
     c->have_targets = targets != NULL;
     if (targets) memcpy(c->targets, targets, (size_t)N * sizeof(int32_t));
 
-    cpu_encoder_forward(a->encoded, inputs, c->p[P_WTE], c->p[P_WPE], B, T, C);
-    cpu_forward_rows(be);
-    if (c->cache_of) return 0;   /* a prefill: no logits */
+    if (cpu_run_phase(be, &be->plan->schedule.forward, err)) return -1;
+    if (c->cache_of) return 0;   /* a prefill: the keys and values are what it is for, no logits */
+    cpu_matmul_forward(a->logits, a->lnf, c->p[P_WTE], NULL, N, C, Vp);
+    c->have_forward = 1;
     if (!targets) return 0;
     cpu_softmax_crossentropy(a->losses, NULL, a->logits, targets, 0.0f, N, V, Vp);
     double sum = 0.0;
@@ -128,45 +82,11 @@ static int cpu_forward(Backend *be, const int32_t *inputs, const int32_t *target
 /* ---------------------------------------------------------------------------------------------------- */
 static void zero(float *p, size_t n) { memset(p, 0, n * sizeof(float)); }
 
-/* On entry d->dres holds the gradient of the layer's output; on return, that of its input x_in. */
-static void backward_layer(Backend *be, int l, const float *x_in) {
-    Cpu *c = impl(be);
-    Acts *a = &c->a;
-    Grads *d = &c->d;
-    int B = be->plan->step.B, T = be->plan->step.T, C = be->plan->model.n_embd, NH = be->plan->model.n_head, N = B * T;
-    size_t nc = (size_t)N * C, att = (size_t)B * NH * T * T;
-    size_t w3 = (size_t)l * 3 * C * C, w1 = (size_t)l * C * C, w4 = (size_t)l * 4 * C * C;
-
-    /* MLP: x_out = res2 + fcproj(gelu(fc(ln2(res2)))) */
-    zero(d->dfch_gelu, 4 * nc);
-    cpu_matmul_backward(d->dfch_gelu, c->g[P_FCPROJW] + w4, c->g[P_FCPROJB] + l * C, d->dres,
-                        a->fch_gelu + l * 4 * nc, c->p[P_FCPROJW] + w4, N, 4 * C, C);
-    zero(d->dfch, 4 * nc);
-    cpu_gelu_backward(d->dfch, a->fch + l * 4 * nc, d->dfch_gelu, 4 * nc);
-    zero(d->dln, nc);
-    cpu_matmul_backward(d->dln, c->g[P_FCW] + w4, c->g[P_FCB] + l * 4 * C, d->dfch, a->ln2 + l * nc,
-                        c->p[P_FCW] + w4, N, C, 4 * C);
-    cpu_layernorm_backward(d->dres, c->g[P_LN2W] + l * C, c->g[P_LN2B] + l * C, d->dln, a->residual2 + l * nc,
-                           c->p[P_LN2W] + l * C, a->ln2_mean + (size_t)l * N, a->ln2_rstd + (size_t)l * N, N, C);
-    /* attention: res2 = x_in + attproj(attn(qkv(ln1(x_in)))) */
-    zero(d->datty, nc);
-    cpu_matmul_backward(d->datty, c->g[P_ATTPROJW] + w1, c->g[P_ATTPROJB] + l * C, d->dres, a->atty + l * nc,
-                        c->p[P_ATTPROJW] + w1, N, C, C);
-    zero(d->dqkv, 3 * nc);
-    cpu_attention_backward(d->dqkv, d->dpreatt, d->datt, d->datty, a->qkv + l * 3 * nc, a->att + l * att,
-                           B, T, C, NH);
-    zero(d->dln, nc);
-    cpu_matmul_backward(d->dln, c->g[P_QKVW] + w3, c->g[P_QKVB] + l * 3 * C, d->dqkv, a->ln1 + l * nc,
-                        c->p[P_QKVW] + w3, N, C, 3 * C);
-    cpu_layernorm_backward(d->dres, c->g[P_LN1W] + l * C, c->g[P_LN1B] + l * C, d->dln, x_in,
-                           c->p[P_LN1W] + l * C, a->ln1_mean + (size_t)l * N, a->ln1_rstd + (size_t)l * N, N, C);
-}
-
 static int cpu_backward(Backend *be, float grad_scale, Err *err) {
     Cpu *c = impl(be);
     Acts *a = &c->a;
     Grads *d = &c->d;
-    int B = be->plan->step.B, T = be->plan->step.T, C = be->plan->model.n_embd, L = be->plan->model.n_layer, N = B * T;
+    int N = be->plan->step.B * be->plan->step.T, C = be->plan->model.n_embd;
     int V = be->plan->model.vocab_size, Vp = be->plan->model.padded_vocab_size;
     if (!c->have_forward || !c->have_targets)
         return err_set(err, "cpu backend: backward needs a forward with targets first");
@@ -175,15 +95,9 @@ static int cpu_backward(Backend *be, float grad_scale, Err *err) {
     cpu_softmax_crossentropy(a->losses, d->dlogits, a->logits, c->targets, grad_scale / (float)N, N, V, Vp);
     zero(d->dln, (size_t)N * C);
     cpu_matmul_backward(d->dln, c->g[P_WTE], NULL, d->dlogits, a->lnf, c->p[P_WTE], N, C, Vp);
-    zero(d->dres, (size_t)N * C);
-    cpu_layernorm_backward(d->dres, c->g[P_LNFW], c->g[P_LNFB], d->dln, a->residual3 + (size_t)(L - 1) * N * C,
-                           c->p[P_LNFW], a->lnf_mean, a->lnf_rstd, N, C);
-    for (int l = L - 1; l >= 0; l--) {
-        backward_layer(be, l, l == 0 ? a->encoded : a->residual3 + (size_t)(l - 1) * N * C);
-        if (be->grad_ready && be->grad_ready(be->grad_ready_ctx, l, err)) return -1;
-    }
-    cpu_encoder_backward(c->g[P_WTE], c->g[P_WPE], d->dres, c->inputs, B, T, C);
-    return be->grad_ready ? be->grad_ready(be->grad_ready_ctx, GRAD_PART_REST, err) : 0;
+    /* then from d(loss)/d(lnf) down through the layers, and the embeddings */
+    return cpu_run_phase(be, &be->plan->schedule.backward, err) ||
+           cpu_run_list(be, &be->plan->schedule.embed_backward, err) ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------- */
@@ -313,6 +227,8 @@ static int check_options(const BackendOptions *o, Err *err) {
     const GPT2Shape *s = &o->plan->model;
     const StepShape *st = &o->plan->step;
     if (st->B < 1 || st->T < 1) return err_set(err, "cpu backend: B=%d, T=%d, expected both >= 1", st->B, st->T);
+    if (!o->plan->schedule.forward.block.n)
+        return err_set(err, "cpu backend: plan %s has no schedule (gen/schedule.h: schedule_make)", o->plan->name);
     if (s->n_layer < 1 || s->n_head < 1 || s->n_embd < 1 || s->vocab_size < 1)
         return err_set(err, "cpu backend: n_layer=%d, n_head=%d, n_embd=%d, vocab_size=%d, expected all >= 1",
                        s->n_layer, s->n_head, s->n_embd, s->vocab_size);

@@ -1,5 +1,5 @@
-/* cpu_internal: the CPU backend's state, shared by cpu_backend.c (creation, forward, backward, optimizer) and
-   cpu_decode.c (the decode step against the key/value cache, and the prefill that fills it). */
+/* cpu_internal: the CPU backend's state, shared by cpu_backend.c (creation, forward, backward, optimizer),
+   cpu_step.c (the plan's schedule, op by op) and cpu_decode.c (the decode steps against the key/value cache). */
 #ifndef GPT2GEN_CPU_INTERNAL_H
 #define GPT2GEN_CPU_INTERNAL_H
 #include "runtime/backend.h"
@@ -13,11 +13,10 @@ typedef struct {
     float *atty;                             /* (L,BT,C) attention output before the projection */
     float *preatt;                           /* (B,NH,T,T) scores: scratch, the backward needs only att */
     float *att;                              /* (L,B,NH,T,T) */
-    float *attproj;                          /* (L,BT,C) */
+    float *tmp;                              /* (BT,C) the attention's and the MLP's projection, before the residual */
     float *residual2;                        /* (L,BT,C) x after attention */
     float *ln2, *ln2_mean, *ln2_rstd;        /* (L,BT,C), (L,BT), (L,BT) */
     float *fch, *fch_gelu;                   /* (L,BT,4C) */
-    float *fcproj;                           /* (L,BT,C) */
     float *residual3;                        /* (L,BT,C) x after the MLP: the layer's output */
     float *lnf, *lnf_mean, *lnf_rstd;        /* (BT,C), (BT), (BT) */
     float *logits;                           /* (BT,Vp) */
@@ -30,7 +29,7 @@ typedef struct {
     float *dln, *datty;                      /* (BT,C) */
     float *dqkv;                             /* (BT,3C) */
     float *dpreatt, *datt;                   /* (B,NH,T,T) scratch */
-    float *dfch, *dfch_gelu;                 /* (BT,4C) */
+    float *dfch, *dfch_gelu;                 /* (BT,4C); dfch_gelu: the GELU backward's scratch */
     float *dlogits;                          /* (BT,Vp) */
 } Grads;
 
@@ -51,10 +50,11 @@ typedef struct {
 
 static inline Cpu *impl(Backend *be) { return (Cpu *)be->impl; }
 
-/* the layers from a->encoded, then the logits (a decode step: its layers against the cache at c->pos; a prefill:
-   the cache filled instead of the logits) */
-void cpu_forward_rows(Backend *be);
-/* a prefill's forward: every layer's keys and values of its T positions into the cache of c->cache_of */
-void cpu_prefill_fill(Backend *be);
+/* The plan's schedule (gen/schedule.h) on the CPU (cpu_step.c): one op (ctx: the Backend), a phase (the forward: from
+   c->inputs, or a decode step's tokens at c->pos, to the final LayerNorm, a decode step's to the logits, a prefill's
+   keys and values into its decode backend's cache; the backward), a head or tail list. */
+int  cpu_run_op(void *ctx, const SchedOp *op, int l, Err *err);
+int  cpu_run_phase(Backend *be, const SchedPhase *ph, Err *err);
+int  cpu_run_list(Backend *be, const SchedList *list, Err *err);
 int  cpu_decode(Backend *be, DecodeRun *run, Err *err);
 #endif

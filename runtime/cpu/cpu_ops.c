@@ -113,16 +113,27 @@ void cpu_matmul_forward(float *out, const float *inp, const float *weight, const
     free(wt);
 }
 
-void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
-                         const float *weight, int N, int C, int OC) {
+void cpu_matmul_backward_dinp(float *dinp, const float *dout, const float *weight, int N, int C, int OC) {
     gemm_acc(dinp, (Strided){dout, (size_t)OC, 1}, weight, N, OC, C);   /* dinp[N,C] += dout[N,OC] @ weight[OC,C] */
+}
+
+void cpu_matmul_backward_dw(float *dweight, const float *dout, const float *inp, int N, int C, int OC) {
     gemm_acc(dweight, (Strided){dout, 1, (size_t)OC}, inp, OC, N, C);   /* dweight[OC,C] += dout^T @ inp[N,C] */
-    if (!dbias) return;
+}
+
+void cpu_bias_backward(float *dbias, const float *dout, int N, int OC) {
     enum { CHUNK = 64 };
 #pragma omp parallel for schedule(static)
     for (int o0 = 0; o0 < OC; o0 += CHUNK)
         for (int n = 0; n < N; n++)
             for (int o = o0; o < imin(o0 + CHUNK, OC); o++) dbias[o] += dout[(size_t)n * OC + o];
+}
+
+void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
+                         const float *weight, int N, int C, int OC) {
+    cpu_matmul_backward_dinp(dinp, dout, weight, N, C, OC);
+    cpu_matmul_backward_dw(dweight, dout, inp, N, C, OC);
+    if (dbias) cpu_bias_backward(dbias, dout, N, OC);
 }
 
 /* ---------------------------------------------------------------------------------------------------- */
@@ -381,4 +392,18 @@ void cpu_adamw(float *params, const float *grads, float *m, float *v, size_t n, 
         float mhat = m[i] / bc1, vhat = v[i] / bc2;
         params[i] -= lr * (mhat / (sqrtf(vhat) + eps) + weight_decay * params[i]);
     }
+}
+
+/* ---------------------------------------------------------------------------------------------------- */
+/* the declared kernels the schedule launches as they are, by name (cpu_ops.h, cpu_kernel_find) */
+static void kernel_gelu_forward(float *const *a, long long n) { cpu_gelu_forward(a[0], a[1], (size_t)n); }
+
+static const struct { const char *kernel; CpuKernelFn fn; } cpu_kernels[] = {
+    {"gelu_forward", kernel_gelu_forward},
+};
+
+CpuKernelFn cpu_kernel_find(const char *kernel) {
+    for (size_t i = 0; i < sizeof cpu_kernels / sizeof cpu_kernels[0]; i++)
+        if (!strcmp(cpu_kernels[i].kernel, kernel)) return cpu_kernels[i].fn;
+    return NULL;
 }

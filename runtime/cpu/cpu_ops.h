@@ -28,6 +28,10 @@ void cpu_matmul_forward(float *out, const float *inp, const float *weight, const
 /* dinp[N,C] += dout @ weight; dweight[OC,C] += dout^T @ inp; dbias[OC] += column sums of dout (may be NULL). */
 void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                          const float *weight, int N, int C, int OC);
+/* its three parts, the same sums: dinp += dout @ weight; dweight += dout^T @ inp; dbias += column sums of dout */
+void cpu_matmul_backward_dinp(float *dinp, const float *dout, const float *weight, int N, int C, int OC);
+void cpu_matmul_backward_dw(float *dweight, const float *dout, const float *inp, int N, int C, int OC);
+void cpu_bias_backward(float *dbias, const float *dout, int N, int OC);
 
 /* Causal self-attention per head. qkv (B,T,3C) is q|k|v with heads contiguous inside each; out (B,T,C);
    preatt and att (B,NH,T,T) hold the scaled scores and the softmax (entries above the diagonal are 0). */
@@ -48,6 +52,12 @@ void cpu_gelu_forward(float *out, const float *inp, size_t n);
 void cpu_gelu_backward(float *dinp, const float *inp, const float *dout, size_t n);
 
 void cpu_residual_forward(float *out, const float *a, const float *b, size_t n);
+
+/* The CPU's meaning of a declared kernel (gen/kernels.c) that the schedule launches as it is (OP_KERNEL,
+   gen/schedule.h): its pointer parameters in order (fp32 arrays here), its scalar one n. cpu_ops.c registers one per
+   kernel name; NULL where there is none. */
+typedef void (*CpuKernelFn)(float *const *a, long long n);
+CpuKernelFn cpu_kernel_find(const char *kernel);
 
 /* Per row i of logits (N,Vp), of which the first V columns are real: losses[i] = -log softmax(row)[target].
    With dlogits, writes (softmax - onehot(target)) * dloss there, and 0 on the padded columns V..Vp-1;

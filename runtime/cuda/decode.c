@@ -34,9 +34,7 @@ void decode_close(Cuda *c) {
 /* one step's work on the stream: everything reads the position and the tokens from device memory */
 static int step_ops(Cuda *c, const SampleSettings *s, Err *err) {
     dptr pos = buf(c, BUF_DECODE_POS, 0), tokens = buf(c, BUF_INPUTS, 0), logits = buf(c, BUF_LOGITS, 0);
-    OP("decode embed", launch_decode_embed(&c->ks, c->s, buf(c, BUF_ENCODED, 0), tokens, PW(P_WTE, 0), PW(P_WPE, 0), pos, err));
-    if (cu_forward_layers(c, err)) return -1;
-    OP("matmul classifier", op_linear(c, MM_CLASSIFIER, logits, buf(c, BUF_LNF, 0), PW(P_WTE, 0), 0, 0, err));
+    if (cu_run_phase(c, NULL, &c->plan->schedule.forward, err)) return -1;   /* the embedding, layers and logits */
     OP("sample", launch_sample_tokens(&c->ks, c->s, tokens, c->d_drawn, buf(c, BUF_RNG, 0), pos, logits, s->temperature,
                                       s->top_k, s->top_p, err));
     OP("decode advance", launch_decode_advance(&c->ks, c->s, pos, err));

@@ -5,7 +5,8 @@
  *   attention.c  causal attention without the T x T scores: cuDNN's flash attention or our template
  *   classifier.c logits, losses, dlogits and their matmuls, a chunk of rows at a time
  *   optimizer.c  zero_grad, global gradient norm, AdamW (Backend methods)
- *   step.c       the schedule of one forward and one backward (Backend methods)
+ *   step.c       a forward and a backward: the plan's schedule run around the host's work (Backend methods)
+ *   step_ops.c   one op of the schedule (gen/schedule.h) by its kind, and the backward's side stream
  *   decode.c     a decode plan's step against the key/value cache, replayed as a CUDA graph (Backend.decode)
  *   cuda_backend.c  creation, parameters and state to and from the host
  * Every op runs on the stream c->s: the device's compute stream, or for the backward's weight gradients the side
@@ -16,9 +17,8 @@
 #include "runtime/cuda/arena.h"
 #include "runtime/cuda/profile.h"
 #include "runtime/sample/sampling.h"   /* DecodeRun, SampleSettings: Backend.decode's */
-/* the side stream's marks (runtime/cuda/step.c): the events the compute stream waits for before it overwrites what
-   the side reads (dresidual, dfch, dqkv), and the side's end */
-typedef enum { MARK_DRES, MARK_DFCH, MARK_DQKV, MARK_DONE, NUM_MARKS } SideMark;
+#include "gen/plan.h"
+#include "kernel_launch.h"
 #define DECODE_IN_FLIGHT 8   /* decode steps queued ahead of the one whose tokens the host waits for */
 
 typedef struct {
@@ -133,9 +133,16 @@ int   op_classifier_logits(Cuda *c, int k, Err *err);
 #define DLOGITS_UNIT_FP16 32768.0f
 static inline float dlogits_unit(const Cuda *c) { return c->prec == PREC_FP16 ? DLOGITS_UNIT_FP16 : 1.0f / (float)(c->plan->step.B * c->plan->step.T); }
 
-/* the layers of a forward (and of a decode step), from BUF_ENCODED to the final LayerNorm's output BUF_LNF; with a
-   cache, each layer's keys and values go into it at the position BUF_DECODE_POS holds */
-int cu_forward_layers(Cuda *c, Err *err);
+/* The plan's schedule (gen/schedule.h) on the GPU (step_ops.c): cu_run_op runs one op by its kind (ctx: a CuRun;
+   be, for the grad_ready of a training backward, may be NULL), cu_run_phase a phase (the forward: a decode plan's
+   from its tokens to the logits, any other's from BUF_INPUTS to BUF_LNF, with a prefill's keys and values into
+   the cache; the backward), cu_run_list a head or tail list. cu_use_stream: the ops go on the compute stream
+   (side 0) or the side stream, each with its own cuBLASLt workspace and bias scratch. */
+typedef struct { Cuda *c; Backend *be; } CuRun;
+int  cu_run_op(void *ctx, const SchedOp *op, int l, Err *err);
+int  cu_run_phase(Cuda *c, Backend *be, const SchedPhase *ph, Err *err);
+int  cu_run_list(Cuda *c, Backend *be, const SchedList *list, Err *err);
+void cu_use_stream(Cuda *c, int side);
 /* the backward's side stream and events where the plan has two streams and the profile is off; step_close also
    frees the micro-step's graph (step.c) */
 int  step_open(Cuda *c, Err *err);
