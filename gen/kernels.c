@@ -116,12 +116,12 @@ const FamilyDecl kernel_families[] = {
       {"fc_bias_reduce", {X(dbias), CF32(scratch)}, BOUNDS_DERIVED(FCG_THREADS), -1, kernel_fcg_reduce,
        "ceil(4C / 256): a thread per column", 0}}, NULL,
      STEP_BIT(STEP_TRAIN)},
-    /* BLOCK_SIZE 256: the fastest of the candidates at gpt2-124M and 350M on the H200 (bench/RESULTS.md,
-       "Autotuning sweeps": 1.56x the old default of 1024). CHUNK_ROWS: logits are made for that many rows at a time; its
+    /* BLOCK_SIZE 256: the fastest of the candidates at gpt2-124M and 350M on the H200 (docs/kernels-and-tuning.md,
+       "The classifier": 1.56x the old default of 1024). CHUNK_ROWS: logits are made for that many rows at a time; its
        one candidate keeps kernel sweeps off it, since what it changes is the matmuls' shape and the memory (the
        whole step measures it: bench/roofline.sh). UNROLL: the loads a thread has in flight where the row is read
        twice (longer than 16 packets a thread); 4 measured fastest at gpt2-124M on the H200, 4.62 ms a micro-step
-       against 4.84 with 2 (bench/RESULTS.md, "Issue 22, fourth pass") */
+       against 4.84 with 2 (docs/kernels-and-tuning.md, "The classifier") */
     {"classifier", "templates/classifier.cu", "softmax + cross-entropy + dlogits in one pass, a chunk of rows at a time",
      {{"BLOCK_SIZE", 256, {128, 256, 512, 1024}, BLOCK_SIZE_RULE},
       {"CHUNK_ROWS", 8192, {8192}, .min = 1, .max = 1 << 24, .multiple_of = 1},
