@@ -43,23 +43,23 @@ int config_validate(Config *c, Err *err) {
     if (c->model.vocab_size > 65536)
         return err_set(err, "%s: model.vocab_size: %d does not fit the uint16 token shards (at most 65536)", f, c->model.vocab_size);
     c->model.padded_vocab_size = (c->model.vocab_size + 127) / 128 * 128;
-    if (c->train.seq_len == 0) c->train.seq_len = c->model.max_seq_len;
-    if (c->train.seq_len > c->model.max_seq_len)
-        return err_set(err, "%s: train.seq_len: %d is larger than model.max_seq_len %d", f, c->train.seq_len, c->model.max_seq_len);
+    if (c->run.train.seq_len == 0) c->run.train.seq_len = c->model.max_seq_len;
+    if (c->run.train.seq_len > c->model.max_seq_len)
+        return err_set(err, "%s: train.seq_len: %d is larger than model.max_seq_len %d", f, c->run.train.seq_len, c->model.max_seq_len);
 
-    uint64_t B = (uint64_t)c->train.batch_size, T = (uint64_t)c->train.seq_len, G = (uint64_t)c->train.num_gpus;
+    uint64_t B = (uint64_t)c->run.train.batch_size, T = (uint64_t)c->run.train.seq_len, G = (uint64_t)c->run.train.num_gpus;
     uint64_t tokens = mul_sat(mul_sat(B, T), G);
     if (tokens > INT_MAX)
         return err_set(err, "%s: train.batch_size: batch_size*seq_len*num_gpus = %d*%d*%d is out of range: at most %d tokens per micro-step",
-                       f, c->train.batch_size, c->train.seq_len, c->train.num_gpus, INT_MAX);
-    if (c->train.total_batch_size == 0) c->train.total_batch_size = (long)tokens;
-    if (c->train.total_batch_size % (long)tokens)
+                       f, c->run.train.batch_size, c->run.train.seq_len, c->run.train.num_gpus, INT_MAX);
+    if (c->run.train.total_batch_size == 0) c->run.train.total_batch_size = (long)tokens;
+    if (c->run.train.total_batch_size % (long)tokens)
         return err_set(err, "%s: train.total_batch_size: %ld is not a multiple of batch_size*seq_len*num_gpus = %d*%d*%d = %ld",
-                       f, c->train.total_batch_size, c->train.batch_size, c->train.seq_len, c->train.num_gpus, (long)tokens);
-    if (c->train.total_batch_size / (long)tokens > INT_MAX)
+                       f, c->run.train.total_batch_size, c->run.train.batch_size, c->run.train.seq_len, c->run.train.num_gpus, (long)tokens);
+    if (c->run.train.total_batch_size / (long)tokens > INT_MAX)
         return err_set(err, "%s: train.total_batch_size: %ld is out of range: at most %ld (batch_size*seq_len*num_gpus = %ld tokens, "
-                       "times at most %d accumulation steps)", f, c->train.total_batch_size, (long)tokens * INT_MAX, (long)tokens, INT_MAX);
-    c->train.grad_accum = (int)(c->train.total_batch_size / (long)tokens);
+                       "times at most %d accumulation steps)", f, c->run.train.total_batch_size, (long)tokens * INT_MAX, (long)tokens, INT_MAX);
+    c->run.train.grad_accum = (int)(c->run.train.total_batch_size / (long)tokens);
 
     /* the parameter count (common/gpt2.c) and a bound on a micro-step's activations and scratch (gen/memory.c) */
     uint64_t L = (uint64_t)c->model.n_layer, C = (uint64_t)c->model.n_embd, NH = (uint64_t)c->model.n_head;
@@ -76,24 +76,24 @@ int config_validate(Config *c, Err *err) {
     uint64_t step_bytes = mul_sat(4, add_sat(mul_sat(L + 2, layer_bytes), mul_sat(BT, Vp)));
     if (step_bytes > MAX_STEP_BYTES)
         return err_set(err, "%s: train.batch_size: batch_size=%d, seq_len=%d with n_layer=%d, n_head=%d, n_embd=%d need %.3g bytes "
-                       "of activations per micro-step: out of range: at most %.3g (1 PiB)", f, c->train.batch_size, c->train.seq_len,
+                       "of activations per micro-step: out of range: at most %.3g (1 PiB)", f, c->run.train.batch_size, c->run.train.seq_len,
                        c->model.n_layer, c->model.n_head, c->model.n_embd, (double)step_bytes, (double)MAX_STEP_BYTES);
 
-    if (c->train.final_lr_frac > 1) return err_set(err, "%s: train.final_lr_frac: expected a number in [0, 1], got %g", f, c->train.final_lr_frac);
-    if (c->train.beta1 >= 1 || c->train.beta2 >= 1) return err_set(err, "%s: train.beta1/beta2: expected numbers in [0, 1)", f);
-    if (!config_loss_scale_valid(c->train.loss_scale))
-        return err_set(err, "%s: train.loss_scale: expected a power of two from 1 to 2^24 = %.0f, got %g", f, LOSS_SCALE_MAX, c->train.loss_scale);
-    if (c->precision == PREC_FP16 && !c->train.master_weights)
+    if (c->run.train.final_lr_frac > 1) return err_set(err, "%s: train.final_lr_frac: expected a number in [0, 1], got %g", f, c->run.train.final_lr_frac);
+    if (c->run.train.beta1 >= 1 || c->run.train.beta2 >= 1) return err_set(err, "%s: train.beta1/beta2: expected numbers in [0, 1)", f);
+    if (!config_loss_scale_valid(c->run.train.loss_scale))
+        return err_set(err, "%s: train.loss_scale: expected a power of two from 1 to 2^24 = %.0f, got %g", f, LOSS_SCALE_MAX, c->run.train.loss_scale);
+    if (c->model.precision == PREC_FP16 && !c->run.train.master_weights)
         return err_set(err, "%s: train.master_weights: precision fp16 needs true: AdamW keeps the weights in fp32 and rounds them "
                        "to fp16 to nearest; without that fp32 copy, updates below half an fp16 step would be lost", f);
-    if (c->train.recompute > 2) return err_set(err, "%s: train.recompute: expected 0 (none), 1 (GELU) or 2 (GELU and LayerNorm), got %d", f, c->train.recompute);
+    if (c->run.train.recompute > 2) return err_set(err, "%s: train.recompute: expected 0 (none), 1 (GELU) or 2 (GELU and LayerNorm), got %d", f, c->run.train.recompute);
     /* samples start after end-of-text and run through the key/value cache: the model's context bounds them */
-    if (c->eval.sample_tokens > c->model.max_seq_len)
+    if (c->run.eval.sample_tokens > c->model.max_seq_len)
         return err_set(err, "%s: eval.sample_tokens: %d is more than the model's context, model.max_seq_len %d", f,
-                       c->eval.sample_tokens, c->model.max_seq_len);
-    if (c->arch[0] && !config_arch_valid(c->arch))
-        return err_set(err, "%s: arch: expected \"sm_XX\" with XX >= 70 (e.g. \"sm_90\"), got \"%s\"", f, c->arch);
-    if (!c->checkpoint.dir[0]) snprintf(c->checkpoint.dir, sizeof c->checkpoint.dir, "runs/%s", c->name);   /* name < 128 */
+                       c->run.eval.sample_tokens, c->model.max_seq_len);
+    if (c->run.arch[0] && !config_arch_valid(c->run.arch))
+        return err_set(err, "%s: arch: expected \"sm_XX\" with XX >= 70 (e.g. \"sm_90\"), got \"%s\"", f, c->run.arch);
+    if (!c->run.checkpoint.dir[0]) snprintf(c->run.checkpoint.dir, sizeof c->run.checkpoint.dir, "runs/%s", c->name);   /* name < 128 */
     return 0;
 }
 
