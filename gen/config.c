@@ -10,6 +10,8 @@
 #include "common/files.h"
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---------------------------------------------------------------- the schema */
@@ -18,6 +20,7 @@ const char *const PRECISIONS[] = {"fp32", "bf16", "fp16", NULL};
 const char *const ATTENTIONS[] = {"auto", "cudnn", "flash", NULL};
 static const char *const SCHEDULES[] = {"cosine", "linear", "constant", "wsd", NULL};
 static const char *const GELU_PATHS[] = {"auto", "epilogue", "kernel", "split", "fused", NULL};
+static const char *const ARCHITECTURES[] = {"gpt2", NULL};   /* ModelArchitecture, index = value */
 
 #define F_INT(sec, k, d, mn, mx) {#k, VAL_INT, offsetof(Config, sec.k), sizeof(((Config *)0)->sec.k), d, NULL, mn, mx}
 #define F_NUM(sec, k, d, mn)  {#k, VAL_NUM, offsetof(Config, sec.k), 0, d, NULL, mn, 0}
@@ -28,6 +31,7 @@ static const char *const GELU_PATHS[] = {"auto", "epilogue", "kernel", "split", 
    (gen/config_validate.c). train.steps stops one short of INT_MAX: the training loop counts up to it, inclusive,
    in an int. */
 static const Field MODEL_FIELDS[] = {
+    {"architecture", VAL_ENUM, offsetof(Config, model.architecture), 0, "gpt2", ARCHITECTURES, 0, 0},
     F_INT(model, n_layer, NULL, 1, INT_MAX), F_INT(model, n_head, NULL, 1, INT_MAX), F_INT(model, n_embd, NULL, 1, INT_MAX),
     F_INT(model, max_seq_len, "1024", 1, INT_MAX), F_INT(model, vocab_size, "50257", 2, INT_MAX), {0}};
 static const Field TRAIN_FIELDS[] = {
@@ -83,8 +87,49 @@ int config_tunable(const Config *cfg, const char *family, const char *name, int 
     return dflt;
 }
 
-GPT2Shape config_shape(const Config *cfg) {
-    GPT2Shape s = {cfg->model.max_seq_len, cfg->model.vocab_size, cfg->model.padded_vocab_size,
-                   cfg->model.n_layer, cfg->model.n_head, cfg->model.n_embd};
-    return s;
+GPT2Shape config_shape(const Config *cfg) { return model_spec_shape(&cfg->model); }
+
+int precision_parse(const char *name, Precision *p) {
+    for (int i = 0; PRECISIONS[i]; i++)
+        if (!strcmp(PRECISIONS[i], name)) { *p = (Precision)i; return 0; }
+    return -1;
+}
+
+/* ---------------------------------------------------------------- a Config without a config file */
+
+/* The field's default text into the Config at base (a key the schema gives a default). */
+static void field_default(char *base, const Field *f) {
+    char *at = base + f->off;
+    switch (f->kind) {
+    case VAL_INT:
+        if (f->size == sizeof(int)) *(int *)at = (int)strtoll(f->dflt, NULL, 10);
+        else *(long *)at = strtol(f->dflt, NULL, 10);
+        break;
+    case VAL_NUM: *(double *)at = strtod(f->dflt, NULL); break;
+    case VAL_STR: snprintf(at, f->size, "%s", f->dflt); break;
+    case VAL_BOOL: *(int *)at = !strcmp(f->dflt, "true"); break;
+    case VAL_ENUM:
+        for (int i = 0; f->choices[i]; i++)
+            if (!strcmp(f->choices[i], f->dflt)) *(int *)at = i;
+        break;
+    }
+}
+
+void run_spec_defaults(RunSpec *run) {
+    Config c;   /* only its run part is read */
+    memset(&c, 0, sizeof c);
+    for (const Section *s = SECTIONS; s->name; s++)
+        for (const Field *f = s->fields; f->key; f++)
+            if (f->dflt && f->off >= offsetof(Config, run)) field_default((char *)&c, f);
+    c.run.attention = ATTN_AUTO;
+    *run = c.run;
+}
+
+int config_from_specs(Config *cfg, const char *name, const char *path, const ModelSpec *m, const RunSpec *run, Err *err) {
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->name, sizeof cfg->name, "%s", name);
+    snprintf(cfg->path, sizeof cfg->path, "%s", path);
+    cfg->model = *m;
+    cfg->run = *run;
+    return config_validate(cfg, err);
 }

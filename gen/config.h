@@ -113,6 +113,23 @@ int  config_arch_valid(const char *arch);
 int  config_loss_scale_valid(double x);
 /* The model shape the config describes. */
 GPT2Shape config_shape(const Config *cfg);
+
+/* ModelSpec's checks, one function for a config's model and a checkpoint header's: the shapes the templates
+   take, the vocabulary the token shards hold, the parameter count; fills padded_vocab_size. Messages start with
+   where (the config file, or what names the checkpoint) and name the key. */
+int  model_spec_validate(ModelSpec *m, const char *where, Err *err);
+/* The model a checkpoint's header says (its shape, in precision), through model_spec_validate. */
+int  model_spec_from_header(ModelSpec *m, const GPT2Shape *header, Precision precision, const char *where, Err *err);
+GPT2Shape model_spec_shape(const ModelSpec *m);
+const char *model_architecture_name(ModelArchitecture a);
+/* The name's precision into *p; -1 when it names none. */
+int  precision_parse(const char *name, Precision *p);
+/* Every RunSpec key at its default (the schema's, gen/config.c), as a config that sets none has it before
+   config_from_specs derives the rest. */
+void run_spec_defaults(RunSpec *run);
+/* A Config of model m (validated already) run as run says, called name, from path (a checkpoint, for
+   messages): the values derived and checked as config_load does. */
+int  config_from_specs(Config *cfg, const char *name, const char *path, const ModelSpec *m, const RunSpec *run, Err *err);
 /* The value of a tunable from the config, or dflt when the config does not set it. */
 int  config_tunable(const Config *cfg, const char *family, const char *name, int dflt);
 /* Writes the config, fully resolved with defaults, as Lua (for build/<name>/config.lua). */

@@ -105,6 +105,14 @@ static IntRead read_int64(lua_State *L, int idx, long long *v) {
     return INT_OK;
 }
 
+/* Pushes the field's default (its text, as a value of its kind). */
+static void push_default(lua_State *L, const Field *f) {
+    if (f->kind == VAL_STR || f->kind == VAL_ENUM) lua_pushstring(L, f->dflt);
+    else if (f->kind == VAL_BOOL) lua_pushboolean(L, !strcmp(f->dflt, "true"));
+    else if (f->kind == VAL_INT) lua_pushinteger(L, strtoll(f->dflt, NULL, 10));
+    else lua_pushnumber(L, strtod(f->dflt, NULL));
+}
+
 /* Stores the value at stack top (or the default text when absent) into the field, and pops it. section is
    NULL for a top-level key. */
 static int read_field(lua_State *L, Config *cfg, const char *section, const Field *f, Err *err) {
@@ -112,14 +120,10 @@ static int read_field(lua_State *L, Config *cfg, const char *section, const Fiel
     const char *file = cfg->path;
     if (section) snprintf(where, sizeof where, "%s.%s", section, f->key);
     else snprintf(where, sizeof where, "%s", f->key);
-    int present = !lua_isnil(L, -1);
-    if (!present) {
+    if (lua_isnil(L, -1)) {
         if (!f->dflt) return err_set(err, "%s: %s: missing; expected a positive integer", file, where);
         lua_pop(L, 1);
-        if (f->kind == VAL_STR || f->kind == VAL_ENUM) lua_pushstring(L, f->dflt);
-        else if (f->kind == VAL_BOOL) lua_pushboolean(L, !strcmp(f->dflt, "true"));
-        else if (f->kind == VAL_INT) lua_pushinteger(L, strtoll(f->dflt, NULL, 10));
-        else lua_pushnumber(L, strtod(f->dflt, NULL));
+        push_default(L, f);
     }
     describe_value(L, -1, got, sizeof got);
     switch (f->kind) {
