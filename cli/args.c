@@ -98,7 +98,7 @@ int args_load_and_plan(const Args *a, Config *cfg, Plan *plan, Plan *sample) {
 int args_plan(const Args *a, const Config *cfg, Plan *plan, Plan *sample) {
     char arch[16];
     const char *note;
-    cuda_pick_arch(a->arch, cfg->arch, arch, &note);
+    cuda_pick_arch(a->arch, cfg->run.arch, arch, &note);
     if (!config_arch_valid(arch)) { fprintf(stderr, "gpt2gen: arch: expected sm_XX with XX >= 70, got '%s'\n", err_show(arch)); return EXIT_USAGE; }
     if (!a->quiet && !a->no_arch_note && strcmp(note, "--arch") && strcmp(note, "config")) printf("arch %s (%s)\n", arch, note);
     return args_make_plans(a, cfg, arch, plan, sample);

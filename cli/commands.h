@@ -20,7 +20,8 @@ int cmd_import(int argc, char **argv);
 int cmd_plot(int argc, char **argv);     /* cli/plot.c: the SVG of runs */
 
 /* The commands that take a checkpoint (cli/model.c). The config of the checkpoint's model (its header's shape, in
-   precision): a generated Lua file through the same checks as any config; errors name the checkpoint. */
+   precision: a ModelSpec through the same checks as a config's, gen/config.h) with a default RunSpec; errors name
+   the checkpoint. */
 int cli_checkpoint_config(Config *cfg, const GPT2Shape *shape, const char *precision, const char *checkpoint, Err *err);
 /* The tokenizer file: given (--tokenizer) when not NULL, else tokenizer.bin or gpt2_tokenizer.bin beside the
    checkpoint, else the default data set's (data/fortunes/tokenizer.bin); buf holds the path made. */

@@ -4,11 +4,9 @@
 #include "common/files.h"
 #include "runtime/checkpoint.h"
 #include "runtime/gpu.h"
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* the tokenizer file: --tokenizer, else one beside the checkpoint, else the default data set's */
 const char *cli_pick_tokenizer(const char *given, const char *checkpoint, char *buf, size_t n) {
@@ -23,28 +21,24 @@ const char *cli_pick_tokenizer(const char *given, const char *checkpoint, char *
     return "data/fortunes/tokenizer.bin";
 }
 
-/* The config of the checkpoint's model: a generated Lua file through the same checks as any config. */
+/* The config of the checkpoint's model: its header's ModelSpec, run with the defaults, one row of the model's
+   context and no samples during training (a command that takes a checkpoint trains nothing). */
 int cli_checkpoint_config(Config *cfg, const GPT2Shape *s, const char *precision, const char *checkpoint, Err *err) {
-    char path[] = "/tmp/gpt2gen-model-XXXXXX.lua";
-    int fd = mkstemps(path, 4);
-    if (fd < 0) return err_set(err, "%s: cannot create a temporary file: %s", path, strerror(errno));
-    FILE *f = fdopen(fd, "w");
-    if (!f) { close(fd); unlink(path); return err_set(err, "%s: cannot write", path); }
-    fprintf(f, "name = \"sample\"\nprecision = \"%s\"\n", precision);
-    fprintf(f, "model = { n_layer = %d, n_head = %d, n_embd = %d, max_seq_len = %d, vocab_size = %d }\n", s->n_layer,
-            s->n_head, s->n_embd, s->max_seq_len, s->vocab_size);
-    fprintf(f, "train = { batch_size = 1, seq_len = %d }\neval = { sample_every = 0, sample_tokens = 1 }\n", s->max_seq_len);
-    int bad = fclose(f) != 0;
-    int rc = bad ? err_set(err, "%s: cannot write", path) : config_load(cfg, path, NULL, 0, err);
-    unlink(path);
-    if (rc && !bad) {   /* the message names the generated file: name the checkpoint whose header it holds */
-        Err why = *err;
-        const char *at = strstr(why.msg, path);
-        err_set(err, "%s: its model cannot run here: %s", checkpoint, at ? at + strlen(path) + 2 : why.msg);
-    }
-    return rc;
+    Precision p;
+    if (precision_parse(precision, &p))
+        return err_set(err, "%s: precision: expected one of fp32, bf16, fp16, got \"%s\"", checkpoint, err_show(precision));
+    char where[CONFIG_PATH_MAX + 64];
+    snprintf(where, sizeof where, "%s: its model cannot run here", err_show(checkpoint));
+    ModelSpec m;
+    if (model_spec_from_header(&m, s, p, where, err)) return -1;
+    RunSpec run;
+    run_spec_defaults(&run);
+    run.train.batch_size = 1;
+    run.train.seq_len = m.max_seq_len;
+    run.eval.sample_every = 0;
+    run.eval.sample_tokens = 1;
+    return config_from_specs(cfg, "sample", checkpoint, &m, &run, err);
 }
-
 
 void cli_pick_arch(const char *backend, const char *given, char arch[16]) {
     snprintf(arch, 16, "sm_90");

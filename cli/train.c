@@ -103,7 +103,7 @@ static int make_id(void *id, size_t len, void *ctx, Err *err) {
    the CPU backend, joined through runtime/ranks/comm_socket.h instead of the ranks emulated in one process. */
 static int train_local(Args *a, Config *cfg, Plan *plan, Plan *sample, const char *backend, CudaProbe *p, int fresh) {
     Err err;
-    int n = cfg->train.num_gpus, cpu = !strcmp(backend, "cpu"), rc;
+    int n = cfg->run.train.num_gpus, cpu = !strcmp(backend, "cpu"), rc;
     if (!cpu) {
         char what[64];
         snprintf(what, sizeof what, "train.num_gpus = %d", n);
@@ -135,8 +135,8 @@ static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan,
     char path[RUNDIR_PATH_MAX];
     double timeout = a->env->nccl_timeout;
     static unsigned char id[NCCL_ID_BYTES];
-    if ((!cpu && nccl_load(a->env, NULL, &err)) || mkdir_p(cfg->checkpoint.dir, &err) ||
-        launch_id_file_path(le, a->env->nccl_id_file, cfg->checkpoint.dir, path, sizeof path, &err)) {
+    if ((!cpu && nccl_load(a->env, NULL, &err)) || mkdir_p(cfg->run.checkpoint.dir, &err) ||
+        launch_id_file_path(le, a->env->nccl_id_file, cfg->run.checkpoint.dir, path, sizeof path, &err)) {
         fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg);
         return EXIT_FAIL;
     }
@@ -187,25 +187,25 @@ static void train_options(int *argc, char **argv, int *fresh, int *again) {
    (as --resume) and starts a finished one over (as --fresh), and says which. The run folder's lock and its checks
    come later (runtime/train/rundir.h), and hold whatever happens in between. */
 static int check_run_dir(Config *cfg, int *fresh, int again) {
-    if (*fresh && cfg->checkpoint.resume) {
+    if (*fresh && cfg->run.checkpoint.resume) {
         fprintf(stderr, "gpt2gen train: --fresh starts over and --resume (checkpoint.resume) continues: pass one of them\n");
         return EXIT_USAGE;
     }
-    int newest, held = rundir_held(cfg->checkpoint.dir, &newest);
-    if (!held || cfg->checkpoint.resume || *fresh) return 0;
-    const char *dir = cfg->checkpoint.dir;
+    int newest, held = rundir_held(cfg->run.checkpoint.dir, &newest);
+    if (!held || cfg->run.checkpoint.resume || *fresh) return 0;
+    const char *dir = cfg->run.checkpoint.dir;
     char what[128];
-    rundir_held_text(held, newest, cfg->train.steps, what, sizeof what);
-    if (again && newest >= cfg->train.steps) {
+    rundir_held_text(held, newest, cfg->run.train.steps, what, sizeof what);
+    if (again && newest >= cfg->run.train.steps) {
         printf("%s holds a finished run (%s): starting over (--resume with a larger train.steps trains on instead)\n",
                err_show(dir), what);
         *fresh = 1;
     } else if (again) {
         printf("%s holds an unfinished run (%s): continuing it (--fresh starts over instead)\n", err_show(dir), what);
-        cfg->checkpoint.resume = 1;
+        cfg->run.checkpoint.resume = 1;
     } else {
         Err err;
-        rundir_refuse(err_show(dir), held, newest, cfg->train.steps, &err);
+        rundir_refuse(err_show(dir), held, newest, cfg->run.train.steps, &err);
         fprintf(stderr, "gpt2gen: %s\n", err.msg);
         return EXIT_FAIL;
     }
@@ -249,7 +249,7 @@ static int train_here(Args *a, Config *cfg, Plan *plan, Plan *sample, const char
     int gpu = strcmp(backend, "cpu") && cuda_device_arch(0, arch, &err) == 0;
     if (!strcmp(backend, "auto")) {
         if (gpu) backend = "cuda";
-        else if (cfg->attention == ATTN_CUDNN) {   /* asked for by name: no quiet fallback to the CPU */
+        else if (cfg->run.attention == ATTN_CUDNN) {   /* asked for by name: no quiet fallback to the CPU */
             fprintf(stderr, "gpt2gen: %s: attention = \"cudnn\" needs the CUDA backend: %s\n", cfg->path, err.msg);
             return EXIT_FAIL;
         } else { printf("%s: training on the CPU backend (fp32)\n", err.msg); backend = "cpu"; }
@@ -311,7 +311,7 @@ int cmd_train(int argc, char **argv, const Env *env) {
     if (train_check_tokenizer(&cfg, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     if ((rc = check_run_dir(&cfg, &fresh, again))) return rc;
     if (le.world > 1) return train_launched(&a, &le, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda", fresh);
-    if (cfg.train.num_gpus > 1 && processes)
+    if (cfg.run.train.num_gpus > 1 && processes)
         return train_local(&a, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda", &probe, fresh);
     return train_here(&a, &cfg, &plan, &sample, backend, fresh);
 }

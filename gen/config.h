@@ -1,5 +1,6 @@
-/* config: a Lua 5.4 config file, evaluated in a sandbox, read into one plain struct, validated once.
-   Every later stage trusts a Config that config_load returned. */
+/* config: a Lua 5.4 config file, evaluated in a sandbox, read into two plain structs (ModelSpec: the model, as a
+   checkpoint's header also says it; RunSpec: how it is run), validated once. Every later stage trusts a Config
+   that config_load returned, and a ModelSpec that model_spec_from_header returned. */
 #ifndef GPT2GEN_CONFIG_H
 #define GPT2GEN_CONFIG_H
 #include "common/err.h"
@@ -35,16 +36,20 @@ typedef struct {
     int  values[16];
 } ConfigTunable;
 
+/* ModelSpec: the model, everything a checkpoint's header also says (model_spec_from_header). */
+typedef enum { MODEL_GPT2 = 0 } ModelArchitecture;
 typedef struct {
-    char name[128];
-    char path[CONFIG_PATH_MAX];           /* the config file it came from */
-    struct {
-        int n_layer, n_head, n_embd;
-        int max_seq_len;                  /* default 1024 */
-        int vocab_size;                   /* default 50257 */
-        int padded_vocab_size;            /* derived: vocab_size rounded up to a multiple of 128 */
-    } model;
+    ModelArchitecture architecture;       /* model.architecture: "gpt2" (the only one today) */
+    int n_layer, n_head, n_embd;
+    int max_seq_len;                      /* default 1024 */
+    int vocab_size;                       /* default 50257 */
+    int padded_vocab_size;                /* derived: vocab_size rounded up to a multiple of 128 */
     Precision precision;                  /* default bf16 */
+} ModelSpec;
+
+/* RunSpec: how the model is run: training, evaluation, data, checkpoints, sampling, and the choices the plans
+   start from (attention and GELU paths, tunables, the GPU arch). */
+typedef struct {
     AttentionPath attention;              /* default auto */
     struct {
         int batch_size, seq_len;          /* micro-batch B and T */
@@ -83,6 +88,14 @@ typedef struct {
     int n_tunables;
     ConfigTunable tunables[CONFIG_MAX_TUNABLES];
     char arch[16];                        /* e.g. "sm_90"; empty: the GPU's, or sm_90 without one */
+} RunSpec;
+
+/* A config file read: its name and path, the model and how it is run. */
+typedef struct {
+    char name[128];
+    char path[CONFIG_PATH_MAX];           /* the config file it came from */
+    ModelSpec model;
+    RunSpec run;
 } Config;
 
 /* Loads and validates path, then applies overrides ("train.steps=100", ...), in the sandbox (gen/sandbox.h).
@@ -100,6 +113,23 @@ int  config_arch_valid(const char *arch);
 int  config_loss_scale_valid(double x);
 /* The model shape the config describes. */
 GPT2Shape config_shape(const Config *cfg);
+
+/* ModelSpec's checks, one function for a config's model and a checkpoint header's: the shapes the templates
+   take, the vocabulary the token shards hold, the parameter count; fills padded_vocab_size. Messages start with
+   where (the config file, or what names the checkpoint) and name the key. */
+int  model_spec_validate(ModelSpec *m, const char *where, Err *err);
+/* The model a checkpoint's header says (its shape, in precision), through model_spec_validate. */
+int  model_spec_from_header(ModelSpec *m, const GPT2Shape *header, Precision precision, const char *where, Err *err);
+GPT2Shape model_spec_shape(const ModelSpec *m);
+const char *model_architecture_name(ModelArchitecture a);
+/* The name's precision into *p; -1 when it names none. */
+int  precision_parse(const char *name, Precision *p);
+/* Every RunSpec key at its default (the schema's, gen/config.c), as a config that sets none has it before
+   config_from_specs derives the rest. */
+void run_spec_defaults(RunSpec *run);
+/* A Config of model m (validated already) run as run says, called name, from path (a checkpoint, for
+   messages): the values derived and checked as config_load does. */
+int  config_from_specs(Config *cfg, const char *name, const char *path, const ModelSpec *m, const RunSpec *run, Err *err);
 /* The value of a tunable from the config, or dflt when the config does not set it. */
 int  config_tunable(const Config *cfg, const char *family, const char *name, int dflt);
 /* Writes the config, fully resolved with defaults, as Lua (for build/<name>/config.lua). */

@@ -105,6 +105,14 @@ static IntRead read_int64(lua_State *L, int idx, long long *v) {
     return INT_OK;
 }
 
+/* Pushes the field's default (its text, as a value of its kind). */
+static void push_default(lua_State *L, const Field *f) {
+    if (f->kind == VAL_STR || f->kind == VAL_ENUM) lua_pushstring(L, f->dflt);
+    else if (f->kind == VAL_BOOL) lua_pushboolean(L, !strcmp(f->dflt, "true"));
+    else if (f->kind == VAL_INT) lua_pushinteger(L, strtoll(f->dflt, NULL, 10));
+    else lua_pushnumber(L, strtod(f->dflt, NULL));
+}
+
 /* Stores the value at stack top (or the default text when absent) into the field, and pops it. section is
    NULL for a top-level key. */
 static int read_field(lua_State *L, Config *cfg, const char *section, const Field *f, Err *err) {
@@ -112,14 +120,10 @@ static int read_field(lua_State *L, Config *cfg, const char *section, const Fiel
     const char *file = cfg->path;
     if (section) snprintf(where, sizeof where, "%s.%s", section, f->key);
     else snprintf(where, sizeof where, "%s", f->key);
-    int present = !lua_isnil(L, -1);
-    if (!present) {
+    if (lua_isnil(L, -1)) {
         if (!f->dflt) return err_set(err, "%s: %s: missing; expected a positive integer", file, where);
         lua_pop(L, 1);
-        if (f->kind == VAL_STR || f->kind == VAL_ENUM) lua_pushstring(L, f->dflt);
-        else if (f->kind == VAL_BOOL) lua_pushboolean(L, !strcmp(f->dflt, "true"));
-        else if (f->kind == VAL_INT) lua_pushinteger(L, strtoll(f->dflt, NULL, 10));
-        else lua_pushnumber(L, strtod(f->dflt, NULL));
+        push_default(L, f);
     }
     describe_value(L, -1, got, sizeof got);
     switch (f->kind) {
@@ -232,14 +236,14 @@ static int read_tune(lua_State *L, Config *cfg, Err *err) {
     while (lua_next(L, -2)) {
         if (lua_type(L, -2) != LUA_TSTRING || !lua_istable(L, -1))
             return err_set(err, "%s: tune: expected family = { NAME = value or {candidates} } entries", file);
-        char family[sizeof cfg->tunables[0].family], where[128];
+        char family[sizeof cfg->run.tunables[0].family], where[128];
         if (copy_string(L, -2, family, sizeof family, file, "tune: a family name", err)) return -1;
         snprintf(where, sizeof where, "tune.%s", family);
         if (plain_table(L, -1, file, where, err)) return -1;
         lua_pushnil(L);
         while (lua_next(L, -2)) {
-            if (cfg->n_tunables == CONFIG_MAX_TUNABLES) return err_set(err, "%s: tune: more than %d tunables", file, CONFIG_MAX_TUNABLES);
-            ConfigTunable *t = &cfg->tunables[cfg->n_tunables];
+            if (cfg->run.n_tunables == CONFIG_MAX_TUNABLES) return err_set(err, "%s: tune: more than %d tunables", file, CONFIG_MAX_TUNABLES);
+            ConfigTunable *t = &cfg->run.tunables[cfg->run.n_tunables];
             if (lua_type(L, -2) != LUA_TSTRING)
                 return err_set(err, "%s: tune.%s: expected NAME = value entries with string names, like BLOCK_SIZE = 256", file, family);
             memcpy(t->family, family, sizeof family);
@@ -266,7 +270,7 @@ static int read_tune(lua_State *L, Config *cfg, Err *err) {
                 t->n_values = (int)n;
             } else ok = 0;
             if (!ok) return err_set(err, "%s: %s: expected a positive integer or a list of 1 to 16 of them", file, where);
-            cfg->n_tunables++;
+            cfg->run.n_tunables++;
             lua_pop(L, 1);
         }
         lua_pop(L, 1);
@@ -325,14 +329,14 @@ int config_read(lua_State *L, void *ud, Err *err) {
     int given;
     if (check_keys(L, cfg->path, "", TOP_KEYS, err)) return -1;
     if (read_name(L, cfg, err)) return -1;
-    if (read_top_string(L, cfg, "arch", cfg->arch, sizeof cfg->arch, &given, err)) return -1;
+    if (read_top_string(L, cfg, "arch", cfg->run.arch, sizeof cfg->run.arch, &given, err)) return -1;
     int has_model = raw_field(L, -1, "model") == LUA_TTABLE;
     lua_pop(L, 1);
     if (!has_model) return err_set(err, "%s: model: missing; expected model = { n_layer = ..., n_head = ..., n_embd = ... }", cfg->path);
-    Field prec = {"precision", VAL_ENUM, offsetof(Config, precision), 0, "bf16", PRECISIONS, 0, 0};
+    Field prec = {"precision", VAL_ENUM, offsetof(Config, model.precision), 0, "bf16", PRECISIONS, 0, 0};
     raw_field(L, -1, "precision");
     if (read_field(L, cfg, NULL, &prec, err)) return -1;
-    Field attn = {"attention", VAL_ENUM, offsetof(Config, attention), 0, "auto", ATTENTIONS, 0, 0};
+    Field attn = {"attention", VAL_ENUM, offsetof(Config, run.attention), 0, "auto", ATTENTIONS, 0, 0};
     raw_field(L, -1, "attention");
     if (read_field(L, cfg, NULL, &attn, err)) return -1;
     for (const Section *s = SECTIONS; s->name; s++)

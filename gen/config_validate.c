@@ -1,6 +1,7 @@
 /* config_validate: the checks across a config's fields once its values are read (gen/config_read.c), and the
  * values derived from them (the padded vocabulary, seq_len, total_batch_size and the accumulation steps, the
- * checkpoint folder); the arch and loss scale rules that others check too. */
+ * checkpoint folder); the arch and loss scale rules that others check too. The model's own checks are
+ * gen/config_model.c's. */
 #include "gen/config.h"
 #include "gen/config_internal.h"
 #include <ctype.h>
@@ -25,76 +26,66 @@ int config_arch_valid(const char *arch) {
 static uint64_t mul_sat(uint64_t a, uint64_t b) { uint64_t r; return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r; }
 static uint64_t add_sat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
-#define MAX_PARAMS     (1ull << 40)   /* parameters (1.1e12) */
 #define MAX_STEP_BYTES (1ull << 50)   /* one micro-step's activations (1 PiB) */
 
-/* The sizes every later stage computes in 64 bits (the parameter count, the plan's memory in gen/memory.c) and
-   in int (a micro-batch's tokens, the accumulation steps) are checked here without overflow, so none of them
-   wraps. */
-int config_validate(Config *c, Err *err) {
+/* The batch: seq_len and total_batch_size derived, the accumulation steps, and the sizes every later stage
+   computes in int (a micro-batch's tokens, the accumulation steps) and in 64 bits (the plan's memory in
+   gen/memory.c: a bound on a micro-step's activations and scratch), checked without overflow. */
+static int validate_batch(Config *c, Err *err) {
     const char *f = c->path;
-    if (c->model.n_embd % c->model.n_head)
-        return err_set(err, "%s: model.n_embd: %d is not divisible by model.n_head %d", f, c->model.n_embd, c->model.n_head);
-    int hs = c->model.n_embd / c->model.n_head;
-    if (hs % 8 || hs > 256)
-        return err_set(err, "%s: model: head size n_embd/n_head = %d is not supported; the templates need a multiple of 8, at most 256", f, hs);
-    if (c->model.n_embd % 32)
-        return err_set(err, "%s: model.n_embd: %d is not supported; the templates need a multiple of 32", f, c->model.n_embd);
-    if (c->model.vocab_size > 65536)
-        return err_set(err, "%s: model.vocab_size: %d does not fit the uint16 token shards (at most 65536)", f, c->model.vocab_size);
-    c->model.padded_vocab_size = (c->model.vocab_size + 127) / 128 * 128;
-    if (c->train.seq_len == 0) c->train.seq_len = c->model.max_seq_len;
-    if (c->train.seq_len > c->model.max_seq_len)
-        return err_set(err, "%s: train.seq_len: %d is larger than model.max_seq_len %d", f, c->train.seq_len, c->model.max_seq_len);
-
-    uint64_t B = (uint64_t)c->train.batch_size, T = (uint64_t)c->train.seq_len, G = (uint64_t)c->train.num_gpus;
+    if (c->run.train.seq_len == 0) c->run.train.seq_len = c->model.max_seq_len;
+    if (c->run.train.seq_len > c->model.max_seq_len)
+        return err_set(err, "%s: train.seq_len: %d is larger than model.max_seq_len %d", f, c->run.train.seq_len, c->model.max_seq_len);
+    uint64_t B = (uint64_t)c->run.train.batch_size, T = (uint64_t)c->run.train.seq_len, G = (uint64_t)c->run.train.num_gpus;
     uint64_t tokens = mul_sat(mul_sat(B, T), G);
     if (tokens > INT_MAX)
         return err_set(err, "%s: train.batch_size: batch_size*seq_len*num_gpus = %d*%d*%d is out of range: at most %d tokens per micro-step",
-                       f, c->train.batch_size, c->train.seq_len, c->train.num_gpus, INT_MAX);
-    if (c->train.total_batch_size == 0) c->train.total_batch_size = (long)tokens;
-    if (c->train.total_batch_size % (long)tokens)
+                       f, c->run.train.batch_size, c->run.train.seq_len, c->run.train.num_gpus, INT_MAX);
+    if (c->run.train.total_batch_size == 0) c->run.train.total_batch_size = (long)tokens;
+    if (c->run.train.total_batch_size % (long)tokens)
         return err_set(err, "%s: train.total_batch_size: %ld is not a multiple of batch_size*seq_len*num_gpus = %d*%d*%d = %ld",
-                       f, c->train.total_batch_size, c->train.batch_size, c->train.seq_len, c->train.num_gpus, (long)tokens);
-    if (c->train.total_batch_size / (long)tokens > INT_MAX)
+                       f, c->run.train.total_batch_size, c->run.train.batch_size, c->run.train.seq_len, c->run.train.num_gpus, (long)tokens);
+    if (c->run.train.total_batch_size / (long)tokens > INT_MAX)
         return err_set(err, "%s: train.total_batch_size: %ld is out of range: at most %ld (batch_size*seq_len*num_gpus = %ld tokens, "
-                       "times at most %d accumulation steps)", f, c->train.total_batch_size, (long)tokens * INT_MAX, (long)tokens, INT_MAX);
-    c->train.grad_accum = (int)(c->train.total_batch_size / (long)tokens);
-
-    /* the parameter count (common/gpt2.c) and a bound on a micro-step's activations and scratch (gen/memory.c) */
+                       "times at most %d accumulation steps)", f, c->run.train.total_batch_size, (long)tokens * INT_MAX, (long)tokens, INT_MAX);
+    c->run.train.grad_accum = (int)(c->run.train.total_batch_size / (long)tokens);
     uint64_t L = (uint64_t)c->model.n_layer, C = (uint64_t)c->model.n_embd, NH = (uint64_t)c->model.n_head;
-    uint64_t Vp = (uint64_t)c->model.padded_vocab_size, maxT = (uint64_t)c->model.max_seq_len;
-    uint64_t per_layer = add_sat(mul_sat(12, mul_sat(C, C)), mul_sat(13, C));
-    uint64_t params = add_sat(mul_sat(Vp + maxT + 2, C), mul_sat(L, per_layer));
-    if (params > MAX_PARAMS)
-        return err_set(err, "%s: model: n_layer=%d, n_embd=%d, vocab_size=%d, max_seq_len=%d give %.3g parameters: out of range: "
-                       "at most %.3g", f, c->model.n_layer, c->model.n_embd, c->model.vocab_size, c->model.max_seq_len,
-                       (double)params, (double)MAX_PARAMS);
-    uint64_t BT = mul_sat(B, T);
+    uint64_t Vp = (uint64_t)c->model.padded_vocab_size, BT = mul_sat(B, T);
     uint64_t att = mul_sat(mul_sat(B, NH), mul_sat(T, T));
     uint64_t layer_bytes = add_sat(mul_sat(BT, add_sat(mul_sat(32, C), 32)), mul_sat(2, att));
     uint64_t step_bytes = mul_sat(4, add_sat(mul_sat(L + 2, layer_bytes), mul_sat(BT, Vp)));
     if (step_bytes > MAX_STEP_BYTES)
         return err_set(err, "%s: train.batch_size: batch_size=%d, seq_len=%d with n_layer=%d, n_head=%d, n_embd=%d need %.3g bytes "
-                       "of activations per micro-step: out of range: at most %.3g (1 PiB)", f, c->train.batch_size, c->train.seq_len,
+                       "of activations per micro-step: out of range: at most %.3g (1 PiB)", f, c->run.train.batch_size, c->run.train.seq_len,
                        c->model.n_layer, c->model.n_head, c->model.n_embd, (double)step_bytes, (double)MAX_STEP_BYTES);
+    return 0;
+}
 
-    if (c->train.final_lr_frac > 1) return err_set(err, "%s: train.final_lr_frac: expected a number in [0, 1], got %g", f, c->train.final_lr_frac);
-    if (c->train.beta1 >= 1 || c->train.beta2 >= 1) return err_set(err, "%s: train.beta1/beta2: expected numbers in [0, 1)", f);
-    if (!config_loss_scale_valid(c->train.loss_scale))
-        return err_set(err, "%s: train.loss_scale: expected a power of two from 1 to 2^24 = %.0f, got %g", f, LOSS_SCALE_MAX, c->train.loss_scale);
-    if (c->precision == PREC_FP16 && !c->train.master_weights)
+/* The optimizer, precision and sampling rules, the arch, and the checkpoint folder's default. */
+static int validate_run(Config *c, Err *err) {
+    const char *f = c->path;
+    if (c->run.train.final_lr_frac > 1) return err_set(err, "%s: train.final_lr_frac: expected a number in [0, 1], got %g", f, c->run.train.final_lr_frac);
+    if (c->run.train.beta1 >= 1 || c->run.train.beta2 >= 1) return err_set(err, "%s: train.beta1/beta2: expected numbers in [0, 1)", f);
+    if (!config_loss_scale_valid(c->run.train.loss_scale))
+        return err_set(err, "%s: train.loss_scale: expected a power of two from 1 to 2^24 = %.0f, got %g", f, LOSS_SCALE_MAX, c->run.train.loss_scale);
+    if (c->model.precision == PREC_FP16 && !c->run.train.master_weights)
         return err_set(err, "%s: train.master_weights: precision fp16 needs true: AdamW keeps the weights in fp32 and rounds them "
                        "to fp16 to nearest; without that fp32 copy, updates below half an fp16 step would be lost", f);
-    if (c->train.recompute > 2) return err_set(err, "%s: train.recompute: expected 0 (none), 1 (GELU) or 2 (GELU and LayerNorm), got %d", f, c->train.recompute);
+    if (c->run.train.recompute > 2) return err_set(err, "%s: train.recompute: expected 0 (none), 1 (GELU) or 2 (GELU and LayerNorm), got %d", f, c->run.train.recompute);
     /* samples start after end-of-text and run through the key/value cache: the model's context bounds them */
-    if (c->eval.sample_tokens > c->model.max_seq_len)
+    if (c->run.eval.sample_tokens > c->model.max_seq_len)
         return err_set(err, "%s: eval.sample_tokens: %d is more than the model's context, model.max_seq_len %d", f,
-                       c->eval.sample_tokens, c->model.max_seq_len);
-    if (c->arch[0] && !config_arch_valid(c->arch))
-        return err_set(err, "%s: arch: expected \"sm_XX\" with XX >= 70 (e.g. \"sm_90\"), got \"%s\"", f, c->arch);
-    if (!c->checkpoint.dir[0]) snprintf(c->checkpoint.dir, sizeof c->checkpoint.dir, "runs/%s", c->name);   /* name < 128 */
+                       c->run.eval.sample_tokens, c->model.max_seq_len);
+    if (c->run.arch[0] && !config_arch_valid(c->run.arch))
+        return err_set(err, "%s: arch: expected \"sm_XX\" with XX >= 70 (e.g. \"sm_90\"), got \"%s\"", f, c->run.arch);
+    if (!c->run.checkpoint.dir[0]) snprintf(c->run.checkpoint.dir, sizeof c->run.checkpoint.dir, "runs/%s", c->name);   /* name < 128 */
     return 0;
+}
+
+/* The model's checks are model_spec_validate's (gen/config_model.c), which a checkpoint's header goes through too. */
+int config_validate(Config *c, Err *err) {
+    if (model_spec_validate(&c->model, c->path, err)) return -1;
+    return validate_batch(c, err) || validate_run(c, err) ? -1 : 0;
 }
 
 int config_loss_scale_valid(double x) {

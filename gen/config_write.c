@@ -74,8 +74,8 @@ static int tunable_order(const void *a, const void *b) {
    config must give the same text. */
 static void write_tune(FILE *f, const Config *c) {
     const ConfigTunable *order[CONFIG_MAX_TUNABLES];
-    int n = c->n_tunables < CONFIG_MAX_TUNABLES ? c->n_tunables : CONFIG_MAX_TUNABLES;
-    for (int i = 0; i < n; i++) order[i] = &c->tunables[i];
+    int n = c->run.n_tunables < CONFIG_MAX_TUNABLES ? c->run.n_tunables : CONFIG_MAX_TUNABLES;
+    for (int i = 0; i < n; i++) order[i] = &c->run.tunables[i];
     qsort(order, (size_t)n, sizeof order[0], tunable_order);
     fprintf(f, "tune = {\n");
     for (int i = 0; i < n; i++) {
@@ -96,10 +96,10 @@ static void write_tune(FILE *f, const Config *c) {
 void config_write_lua(const Config *c, FILE *f) {
     fprintf(f, "-- %s, resolved with every default (written by gpt2gen)\n", c->name);
     fputs("name = ", f); write_lua_string(f, c->name);
-    fputs("\nprecision = ", f); write_lua_string(f, precision_name(c->precision));
-    fputs("\nattention = ", f); write_lua_string(f, attention_name(c->attention));
+    fputs("\nprecision = ", f); write_lua_string(f, precision_name(c->model.precision));
+    fputs("\nattention = ", f); write_lua_string(f, attention_name(c->run.attention));
     fputs("\n", f);
-    if (c->arch[0]) { fputs("arch = ", f); write_lua_string(f, c->arch); fputs("\n", f); }
+    if (c->run.arch[0]) { fputs("arch = ", f); write_lua_string(f, c->run.arch); fputs("\n", f); }
     for (const Section *s = SECTIONS; s->name; s++) write_section(f, c, s);
     write_tune(f, c);
 }

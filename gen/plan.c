@@ -29,8 +29,8 @@ static void list_tunables(const FamilyDecl *f, char *out, size_t n) {
 
 /* The config's tune table: each entry names a family and one of its tunables, with allowed values. */
 static int apply_config_tunables(Plan *plan, const Config *cfg, Err *err) {
-    for (int i = 0; i < cfg->n_tunables; i++) {
-        const ConfigTunable *ct = &cfg->tunables[i];
+    for (int i = 0; i < cfg->run.n_tunables; i++) {
+        const ConfigTunable *ct = &cfg->run.tunables[i];
         PlanFamily *m = NULL;
         for (int j = 0; j < plan->n_families; j++)
             if (!strcmp(plan->families[j].decl->family, ct->family)) m = &plan->families[j];
@@ -203,16 +203,16 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->step = *step;
     snprintf(plan->config_name, sizeof plan->config_name, "%s", cfg->name);
     snprintf(plan->config_path, sizeof plan->config_path, "%s", cfg->path);
-    plan->attention = cfg->attention;
-    plan->attention_origin = cfg->attention == ATTN_AUTO ? "auto" : "config";
-    plan->deterministic = step->kind != STEP_TRAIN || cfg->train.deterministic;
+    plan->attention = cfg->run.attention;
+    plan->attention_origin = cfg->run.attention == ATTN_AUTO ? "auto" : "config";
+    plan->deterministic = step->kind != STEP_TRAIN || cfg->run.train.deterministic;
     plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS;
-    plan->streams = step->kind == STEP_TRAIN ? cfg->train.streams : 1;
-    plan->graph = step->kind == STEP_TRAIN && cfg->train.cuda_graph;
+    plan->streams = step->kind == STEP_TRAIN ? cfg->run.train.streams : 1;
+    plan->graph = step->kind == STEP_TRAIN && cfg->run.train.cuda_graph;
     plan->gelu = GELU_EPILOGUE;   /* a forward's: the gelu kernels are the training step's (gen/kernels.c) */
     plan->gelu_origin = "auto";
-    if (step->kind == STEP_TRAIN && cfg->train.gelu != GELU_AUTO) {
-        plan->gelu = cfg->train.gelu;
+    if (step->kind == STEP_TRAIN && cfg->run.train.gelu != GELU_AUTO) {
+        plan->gelu = cfg->run.train.gelu;
         plan->gelu_origin = "config";
     }
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
@@ -238,7 +238,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     }
     for (int i = 0; i < plan->n_families; i++)
         if (family_finalize(plan, i, err)) return -1;
-    if (step->kind == STEP_TRAIN && cfg->train.gelu == GELU_AUTO) plan->gelu = gelu_auto(plan);
+    if (step->kind == STEP_TRAIN && cfg->run.train.gelu == GELU_AUTO) plan->gelu = gelu_auto(plan);
     if (gelu_fused(plan->gelu) && !fc_gemm_fits(&plan->model, &plan->step, atoi(plan->arch + 3)))
         return err_set(err, "%s: train.gelu = \"fused\" runs on Hopper's wgmma in bf16 or fp16 "
                        "(here %s, %s); use \"auto\"", cfg->path, plan->arch, precision_name(plan->step.precision));
@@ -278,21 +278,21 @@ int plan_make_prefill(Plan *plan, const Config *cfg, int B, int T, int shared_we
 }
 
 StepShape step_train(const Config *c) {
-    return (StepShape){STEP_TRAIN, c->train.batch_size, c->train.seq_len, c->precision, c->train.recompute,
-                       c->precision != PREC_FP32 && c->train.master_weights, c->train.num_gpus, c->train.zero_stage,
-                       c->train.grad_accum, 0, 0};
+    return (StepShape){STEP_TRAIN, c->run.train.batch_size, c->run.train.seq_len, c->model.precision, c->run.train.recompute,
+                       c->model.precision != PREC_FP32 && c->run.train.master_weights, c->run.train.num_gpus, c->run.train.zero_stage,
+                       c->run.train.grad_accum, 0, 0};
 }
 
 StepShape step_forward(const Config *c, int B, int T, int shared_weights) {
-    return (StepShape){STEP_FORWARD, B, T, c->precision, 0, 0, 1, 0, 1, shared_weights, 0};
+    return (StepShape){STEP_FORWARD, B, T, c->model.precision, 0, 0, 1, 0, 1, shared_weights, 0};
 }
 
 StepShape step_decode(const Config *c, int B, int shared_weights) {
-    return (StepShape){STEP_DECODE, B, 1, c->precision, 0, 0, 1, 0, 1, shared_weights, 0};
+    return (StepShape){STEP_DECODE, B, 1, c->model.precision, 0, 0, 1, 0, 1, shared_weights, 0};
 }
 
 StepShape step_prefill(const Config *c, int B, int T, int shared_weights) {
-    return (StepShape){STEP_FORWARD, B, T, c->precision, 0, 0, 1, 0, 1, shared_weights, 1};
+    return (StepShape){STEP_FORWARD, B, T, c->model.precision, 0, 0, 1, 0, 1, shared_weights, 1};
 }
 
 const char *step_kind_name(StepKind k) { return k == STEP_TRAIN ? "train" : k == STEP_FORWARD ? "forward" : "decode"; }

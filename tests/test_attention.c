@@ -117,8 +117,8 @@ static void flash_tiles(const char *precision, int B, int T, int NH, int HS, con
     char arch[16], why[512];
     const char *note;
     if (config_load(&cfg, "configs/tiny.lua", setp, n, &err)) { CHECK(0, "config: %s", err.msg); return; }
-    cfg.eval.sample_tokens = T / 2 > 0 ? T / 2 : 1;
-    cuda_pick_arch(NULL, cfg.arch, arch, &note);
+    cfg.run.eval.sample_tokens = T / 2 > 0 ? T / 2 : 1;
+    cuda_pick_arch(NULL, cfg.run.arch, arch, &note);
     if (tune && strstr(tune, "_SM=90") && strcmp(arch, "sm_90"))
         SKIP("FWD_SM or BWD_SM 90 (wgmma) needs a Hopper GPU (sm_90); this machine's arch is %s", arch);
     if (plan_make_train(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, NULL, &err)) { CHECK(0, "build: %s", err.msg); return; }

@@ -51,13 +51,13 @@ static void clear_tail(char *s, size_t size) {
 }
 
 static void clear_tails(Config *c) {
-    clear_tail(c->name, sizeof c->name); clear_tail(c->arch, sizeof c->arch);
-    clear_tail(c->data.train, sizeof c->data.train); clear_tail(c->data.val, sizeof c->data.val);
-    clear_tail(c->data.tokenizer, sizeof c->data.tokenizer);
-    clear_tail(c->checkpoint.dir, sizeof c->checkpoint.dir); clear_tail(c->checkpoint.init, sizeof c->checkpoint.init);
-    for (int i = 0; i < c->n_tunables; i++) {
-        clear_tail(c->tunables[i].family, sizeof c->tunables[i].family);
-        clear_tail(c->tunables[i].name, sizeof c->tunables[i].name);
+    clear_tail(c->name, sizeof c->name); clear_tail(c->run.arch, sizeof c->run.arch);
+    clear_tail(c->run.data.train, sizeof c->run.data.train); clear_tail(c->run.data.val, sizeof c->run.data.val);
+    clear_tail(c->run.data.tokenizer, sizeof c->run.data.tokenizer);
+    clear_tail(c->run.checkpoint.dir, sizeof c->run.checkpoint.dir); clear_tail(c->run.checkpoint.init, sizeof c->run.checkpoint.init);
+    for (int i = 0; i < c->run.n_tunables; i++) {
+        clear_tail(c->run.tunables[i].family, sizeof c->run.tunables[i].family);
+        clear_tail(c->run.tunables[i].name, sizeof c->run.tunables[i].name);
     }
 }
 
@@ -66,22 +66,22 @@ static void same_config(const char *what, const Config *a, const Config *b) {
 #define SAME_STR(f) CHECK(strcmp(a->f, b->f) == 0, "%s: " #f " \"%s\" came back as \"%s\"", what, a->f, b->f)
 #define SAME_INT(f) CHECK(a->f == b->f, "%s: " #f " %ld came back as %ld", what, (long)a->f, (long)b->f)
 #define SAME_NUM(f) CHECK(memcmp(&a->f, &b->f, sizeof(double)) == 0, "%s: " #f " %.17g came back as %.17g", what, a->f, b->f)
-    SAME_STR(name); SAME_STR(arch);
+    SAME_STR(name); SAME_STR(run.arch);
     SAME_INT(model.n_layer); SAME_INT(model.n_head); SAME_INT(model.n_embd); SAME_INT(model.max_seq_len);
     SAME_INT(model.vocab_size); SAME_INT(model.padded_vocab_size);
-    SAME_INT(precision); SAME_INT(attention);
-    SAME_INT(train.batch_size); SAME_INT(train.seq_len); SAME_INT(train.total_batch_size); SAME_INT(train.steps);
-    SAME_NUM(train.lr); SAME_INT(train.schedule); SAME_INT(train.warmup); SAME_NUM(train.final_lr_frac);
-    SAME_NUM(train.weight_decay); SAME_NUM(train.grad_clip); SAME_NUM(train.beta1); SAME_NUM(train.beta2);
-    SAME_NUM(train.eps); SAME_INT(train.seed); SAME_INT(train.recompute); SAME_INT(train.deterministic); SAME_INT(train.master_weights);
-    SAME_INT(train.overfit_batch); SAME_INT(train.grad_accum); SAME_INT(train.num_gpus); SAME_INT(train.zero_stage);
-    SAME_INT(train.streams);
-    SAME_INT(train.cuda_graph);
-    SAME_STR(data.train); SAME_STR(data.val); SAME_STR(data.tokenizer);
-    SAME_INT(eval.val_every); SAME_INT(eval.val_batches); SAME_INT(eval.sample_every); SAME_INT(eval.sample_tokens);
-    SAME_NUM(eval.temperature);
-    SAME_STR(checkpoint.dir); SAME_INT(checkpoint.every); SAME_STR(checkpoint.init); SAME_INT(checkpoint.resume);
-    SAME_INT(n_tunables);
+    SAME_INT(model.precision); SAME_INT(run.attention);
+    SAME_INT(run.train.batch_size); SAME_INT(run.train.seq_len); SAME_INT(run.train.total_batch_size); SAME_INT(run.train.steps);
+    SAME_NUM(run.train.lr); SAME_INT(run.train.schedule); SAME_INT(run.train.warmup); SAME_NUM(run.train.final_lr_frac);
+    SAME_NUM(run.train.weight_decay); SAME_NUM(run.train.grad_clip); SAME_NUM(run.train.beta1); SAME_NUM(run.train.beta2);
+    SAME_NUM(run.train.eps); SAME_INT(run.train.seed); SAME_INT(run.train.recompute); SAME_INT(run.train.deterministic); SAME_INT(run.train.master_weights);
+    SAME_INT(run.train.overfit_batch); SAME_INT(run.train.grad_accum); SAME_INT(run.train.num_gpus); SAME_INT(run.train.zero_stage);
+    SAME_INT(run.train.streams);
+    SAME_INT(run.train.cuda_graph);
+    SAME_STR(run.data.train); SAME_STR(run.data.val); SAME_STR(run.data.tokenizer);
+    SAME_INT(run.eval.val_every); SAME_INT(run.eval.val_batches); SAME_INT(run.eval.sample_every); SAME_INT(run.eval.sample_tokens);
+    SAME_NUM(run.eval.temperature);
+    SAME_STR(run.checkpoint.dir); SAME_INT(run.checkpoint.every); SAME_STR(run.checkpoint.init); SAME_INT(run.checkpoint.resume);
+    SAME_INT(run.n_tunables);
 #undef SAME_STR
 #undef SAME_INT
 #undef SAME_NUM
@@ -93,11 +93,11 @@ static void same_config(const char *what, const Config *a, const Config *b) {
     memcpy(y.path, x.path, sizeof y.path);
     clear_tails(&x);
     clear_tails(&y);
-    int n = x.n_tunables < y.n_tunables ? x.n_tunables : y.n_tunables;
-    qsort(x.tunables, (size_t)x.n_tunables, sizeof x.tunables[0], tunable_cmp);
-    qsort(y.tunables, (size_t)y.n_tunables, sizeof y.tunables[0], tunable_cmp);
+    int n = x.run.n_tunables < y.run.n_tunables ? x.run.n_tunables : y.run.n_tunables;
+    qsort(x.run.tunables, (size_t)x.run.n_tunables, sizeof x.run.tunables[0], tunable_cmp);
+    qsort(y.run.tunables, (size_t)y.run.n_tunables, sizeof y.run.tunables[0], tunable_cmp);
     for (int i = 0; i < n; i++) {
-        const ConfigTunable *s = &x.tunables[i], *t = &y.tunables[i];
+        const ConfigTunable *s = &x.run.tunables[i], *t = &y.run.tunables[i];
         CHECK(memcmp(s, t, sizeof *s) == 0, "%s: tunable %s.%s (%d values, first %d) came back as %s.%s (%d values, first %d)",
               what, s->family, s->name, s->n_values, s->values[0], t->family, t->name, t->n_values, t->values[0]);
     }
@@ -153,7 +153,7 @@ static void test_short_numbers(void) {
                           "\n  temperature = 0.7,\n", "\n  grad_clip = 1,\n"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         CHECK(strstr(text, want[i]), "the written config lacks '%.*s': %s", (int)strlen(want[i]) - 2, want[i] + 1, text);
-    CHECK(c.train.lr == 6e-4 && c.train.weight_decay == 0.1, "lr %.17g, weight_decay %.17g", c.train.lr, c.train.weight_decay);
+    CHECK(c.run.train.lr == 6e-4 && c.run.train.weight_decay == 0.1, "lr %.17g, weight_decay %.17g", c.run.train.lr, c.run.train.weight_decay);
     free(text);
 }
 
@@ -193,7 +193,7 @@ static void test_tunables_of_one_family(void) {
     char *text = NULL;
     round_trip("tiny + 8 tunables", "configs/tiny.lua", TUNE_SETS, N_TUNE_SETS, &c, &text);
     if (!text) return;
-    CHECK(c.n_tunables == N_TUNE_SETS, "%d tunables read, expected %d", c.n_tunables, N_TUNE_SETS);
+    CHECK(c.run.n_tunables == N_TUNE_SETS, "%d tunables read, expected %d", c.run.n_tunables, N_TUNE_SETS);
     CHECK(count_of(text, "layernorm = {") == 1 && count_of(text, "bias = {") == 1 && count_of(text, "attention = {") == 1,
           "a family's tunables are not in one table (the text is on stderr)");
     CHECK(strstr(text, "  layernorm = { BLOCK_SIZE = 512, BWD_BLOCK_SIZE = 256 },\n")
@@ -255,12 +255,12 @@ static void test_strings_round_trip(void) {
     char *text = round_trip_text("strings with quotes and backslashes", ODD_CONFIG, &c);
     if (!text) return;
     /* the config read what it says (so the round trip above had something to carry) */
-    CHECK(!strcmp(c.data.train, "data/\"quoted\" dir\\with\\backslashes\\train_*.bin"), "data.train read as %s", c.data.train);
-    CHECK(!strcmp(c.data.val, "it's\\\".bin"), "data.val read as %s", c.data.val);
-    CHECK(!strcmp(c.data.tokenizer, "tok\tab\nnewline\001" "2digit\177del \xc3\xbc"), "data.tokenizer read as %s", c.data.tokenizer);
-    CHECK(!strcmp(c.checkpoint.dir, "runs/\"x\"\\") && !strcmp(c.checkpoint.init, "a]]b[[c\\\\d"), "checkpoint %s %s",
-          c.checkpoint.dir, c.checkpoint.init);
-    CHECK(c.train.final_lr_frac == 0 && signbit(c.train.final_lr_frac), "final_lr_frac read as %g", c.train.final_lr_frac);
+    CHECK(!strcmp(c.run.data.train, "data/\"quoted\" dir\\with\\backslashes\\train_*.bin"), "data.train read as %s", c.run.data.train);
+    CHECK(!strcmp(c.run.data.val, "it's\\\".bin"), "data.val read as %s", c.run.data.val);
+    CHECK(!strcmp(c.run.data.tokenizer, "tok\tab\nnewline\001" "2digit\177del \xc3\xbc"), "data.tokenizer read as %s", c.run.data.tokenizer);
+    CHECK(!strcmp(c.run.checkpoint.dir, "runs/\"x\"\\") && !strcmp(c.run.checkpoint.init, "a]]b[[c\\\\d"), "checkpoint %s %s",
+          c.run.checkpoint.dir, c.run.checkpoint.init);
+    CHECK(c.run.train.final_lr_frac == 0 && signbit(c.run.train.final_lr_frac), "final_lr_frac read as %g", c.run.train.final_lr_frac);
     CHECK(config_tunable(&c, "odd family", "end", 0) == 3 && config_tunable(&c, "odd family", "_x9", 0) == 4, "odd tunable keys");
     CHECK(strstr(text, "\n  [\"odd family\"] = { [\"A-B\"] = {1, 2}, _x9 = 4, [\"end\"] = 3 },\n"), "keys that are not Lua names, "
           "written otherwise (the text is on stderr)");
@@ -281,10 +281,10 @@ static void test_strings_cannot_break_out(void) {
     static Config c;
     char *text = round_trip_text("strings that try to break out", INJECT_CONFIG, &c);
     if (!text) return;
-    CHECK(!strcmp(c.data.train, "x\" os = 1 --") && !strcmp(c.data.val, "]] name = \"evil\" --[[")
-          && !strcmp(c.data.tokenizer, "\n name = \"evil\"\n--") && !strcmp(c.checkpoint.dir, "\\\" .. error(1) .. \"")
-          && !strcmp(c.checkpoint.init, "%s%n\r\x1b" "0"), "the strings were read as %s | %s | %s | %s | %s", c.data.train, c.data.val,
-          c.data.tokenizer, c.checkpoint.dir, c.checkpoint.init);
+    CHECK(!strcmp(c.run.data.train, "x\" os = 1 --") && !strcmp(c.run.data.val, "]] name = \"evil\" --[[")
+          && !strcmp(c.run.data.tokenizer, "\n name = \"evil\"\n--") && !strcmp(c.run.checkpoint.dir, "\\\" .. error(1) .. \"")
+          && !strcmp(c.run.checkpoint.init, "%s%n\r\x1b" "0"), "the strings were read as %s | %s | %s | %s | %s", c.run.data.train, c.run.data.val,
+          c.run.data.tokenizer, c.run.checkpoint.dir, c.run.checkpoint.init);
     CHECK(config_tunable(&c, "a\"] = 1 } os = { [\"", "\n name = 1 --", 0) == 8, "the tunable with the odd names was not read back");
     CHECK(!strstr(text, "\nos =") && !strstr(text, "\n name = \"evil\""), "the written text breaks out (it is on stderr)");
     if (check_cur_failed) fprintf(stderr, "%s", text);
@@ -354,9 +354,9 @@ static void test_range_edges(void) {
     int rc = load_text(SMALL_MODEL "train = { steps = 2147483646, seed = math.maxinteger, total_batch_size = 128 * 2147483647 }\n"
                        "eval = { val_every = 2147483647 }\n", &c, &err);
     CHECK(rc == 0, "%s", err.msg);
-    if (rc == 0) CHECK(c.train.steps == INT_MAX - 1 && c.train.seed == LONG_MAX && c.train.grad_accum == INT_MAX
-                       && c.train.total_batch_size == 128L * INT_MAX && c.eval.val_every == INT_MAX,
-                       "steps %d seed %ld grad_accum %d", c.train.steps, c.train.seed, c.train.grad_accum);
+    if (rc == 0) CHECK(c.run.train.steps == INT_MAX - 1 && c.run.train.seed == LONG_MAX && c.run.train.grad_accum == INT_MAX
+                       && c.run.train.total_batch_size == 128L * INT_MAX && c.run.eval.val_every == INT_MAX,
+                       "steps %d seed %ld grad_accum %d", c.run.train.steps, c.run.train.seed, c.run.train.grad_accum);
     static const Refusal BAD[] = {
         {"train = { steps = 2147483647 }", "train.steps: 2147483647 is out of range: at most 2147483646"},
         {"train = { total_batch_size = 128 * 2147483648 }", "train.total_batch_size: 274877906944 is out of range: at most 274877906816"},
@@ -377,12 +377,12 @@ static void test_loss_scale_keys(void) {
     static Config c;
     Err err;
     int rc = load_text(SMALL_MODEL "precision = 'fp16'\n", &c, &err);
-    CHECK(rc == 0 && c.train.loss_scale == 65536 && c.train.loss_scale_interval == 1000 && c.train.master_weights,
-          "defaults: %s loss_scale %g interval %d", rc ? err.msg : "", c.train.loss_scale, c.train.loss_scale_interval);
+    CHECK(rc == 0 && c.run.train.loss_scale == 65536 && c.run.train.loss_scale_interval == 1000 && c.run.train.master_weights,
+          "defaults: %s loss_scale %g interval %d", rc ? err.msg : "", c.run.train.loss_scale, c.run.train.loss_scale_interval);
     rc = load_text(SMALL_MODEL "train = { loss_scale = 2^24, loss_scale_interval = 1 }\n", &c, &err);
-    CHECK(rc == 0 && c.train.loss_scale == 16777216 && c.train.loss_scale_interval == 1, "2^24: %s", rc ? err.msg : "");
+    CHECK(rc == 0 && c.run.train.loss_scale == 16777216 && c.run.train.loss_scale_interval == 1, "2^24: %s", rc ? err.msg : "");
     rc = load_text(SMALL_MODEL "train = { loss_scale = 1 }\n", &c, &err);
-    CHECK(rc == 0 && c.train.loss_scale == 1, "1: %s", rc ? err.msg : "");
+    CHECK(rc == 0 && c.run.train.loss_scale == 1, "1: %s", rc ? err.msg : "");
     static const Refusal BAD[] = {
         {"train = { loss_scale = 3 }", "train.loss_scale: expected a power of two from 1 to 2^24 = 16777216, got 3"},
         {"train = { loss_scale = 2^24 + 2 }", "train.loss_scale: expected a power of two from 1 to 2^24 = 16777216, got 1.67772e+07"},
@@ -403,11 +403,11 @@ static void test_attention_key(void) {
     static Config c;
     Err err;
     int rc = load_text(SMALL_MODEL, &c, &err);
-    CHECK(rc == 0 && c.attention == ATTN_AUTO, "default: %s %d", rc ? err.msg : "", (int)c.attention);
+    CHECK(rc == 0 && c.run.attention == ATTN_AUTO, "default: %s %d", rc ? err.msg : "", (int)c.run.attention);
     rc = load_text(SMALL_MODEL "attention = 'cudnn'\n", &c, &err);
-    CHECK(rc == 0 && c.attention == ATTN_CUDNN, "cudnn: %s", rc ? err.msg : "");
+    CHECK(rc == 0 && c.run.attention == ATTN_CUDNN, "cudnn: %s", rc ? err.msg : "");
     rc = load_text(SMALL_MODEL "attention = 'flash'\n", &c, &err);
-    CHECK(rc == 0 && c.attention == ATTN_FLASH, "flash: %s", rc ? err.msg : "");
+    CHECK(rc == 0 && c.run.attention == ATTN_FLASH, "flash: %s", rc ? err.msg : "");
     static const Refusal BAD[] = {
         {"attention = 'fast'", "attention: expected one of auto, cudnn, flash, got \"fast\""},
         {"attention = 1", "attention: expected one of auto, cudnn, flash, got 1"},

@@ -105,7 +105,7 @@ static void build_variant(int i) {
     if (config_load(&cfgs[i], "configs/tiny.lua", v->sets, n, &err)) { CHECK(0, "config: %s", err.msg); return; }
     char arch[16];
     const char *note;
-    cuda_pick_arch(NULL, cfgs[i].arch, arch, &note);
+    cuda_pick_arch(NULL, cfgs[i].run.arch, arch, &note);
     for (int k = 0; k < n; k++)
         if ((strstr(v->sets[k], "_SM=90") || !strcmp(v->sets[k], "train.gelu=fused")) && strcmp(arch, "sm_90"))
             SKIP("%s: Hopper's wgmma (FWD_SM and BWD_SM 90, train.gelu = \"fused\") needs a Hopper GPU (sm_90); this "
@@ -235,7 +235,7 @@ static void golden_gpu(const char *precision, double loss_tol, double norm_tol, 
     const char *note;
     Backend *be = NULL;
     if (config_load(&cfg, "configs/tiny.lua", setp, n, &err)) { CHECK(0, "config: %s", err.msg); goto out; }
-    cuda_pick_arch(NULL, cfg.arch, arch, &note);
+    cuda_pick_arch(NULL, cfg.run.arch, arch, &note);
     if (plan_make_train(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, NULL, &err)) { CHECK(0, "build: %s", err.msg); goto out; }
     if (!cuda_driver_present(why, sizeof why)) { MARK_SKIPPED("%s", why); goto out; }
     BackendOptions o = {&plan, 0, 0, 0, NULL, NULL, NULL};
@@ -243,7 +243,7 @@ static void golden_gpu(const char *precision, double loss_tol, double norm_tol, 
     if (!be) { CHECK(0, "%s", err.msg); goto out; }
     CHECK_OK(be->set_params(be, params, &err), &err);
     LossScaler ls;
-    loss_scale_init(&ls, cfg.precision == PREC_FP16, cfg.train.loss_scale, cfg.train.loss_scale_interval);
+    loss_scale_init(&ls, cfg.model.precision == PREC_FP16, cfg.run.train.loss_scale, cfg.run.train.loss_scale_interval);
     GoldenRun r = golden_run_steps(be, &g, &ls);
     CHECK(r.ok, "%s", r.why);
     printf("  %s: worst |loss - fp32 reference| %.2e, grad norm %.2e relative, final weight norms %.2e relative; "
@@ -283,7 +283,7 @@ static void test_gpu_fp16_overflow(void) {
     for (size_t k = 0; k < BT; k++) { in[k] = (int32_t)(k * 7919 % (size_t)shape.vocab_size); tg[k] = (int32_t)((k * 104729 + 1) % (size_t)shape.vocab_size); }
     gpt2_init_params(&shape, p0, 1337);
     LossScaler ls;
-    loss_scale_init(&ls, 1, c->train.loss_scale, c->train.loss_scale_interval);
+    loss_scale_init(&ls, 1, c->run.train.loss_scale, c->run.train.loss_scale_interval);
     float loss0 = 0, loss1 = 0, clean_norm = 0, bad_norm = 0, norm = 0;
     int rc = be->set_params(be, p0, &err) || be->zero_grad(be, &err) || be->forward(be, in, tg, &loss0, &err) ||
              be->backward(be, ls.scale, &err) || be->grad_norm(be, &clean_norm, &err);
@@ -293,7 +293,7 @@ static void test_gpu_fp16_overflow(void) {
          be->grad_norm(be, &bad_norm, &err);
     LossScaleVerdict v = loss_scale_after(&ls, bad_norm);
     CHECK(!rc, "%s", err.msg);
-    CHECK(v == LOSS_SCALE_SKIP && ls.scale == (float)(c->train.loss_scale / 2) && ls.skipped == 1,
+    CHECK(v == LOSS_SCALE_SKIP && ls.scale == (float)(c->run.train.loss_scale / 2) && ls.skipped == 1,
           "overflow (norm %f): verdict %d, scale %.0f, %d skipped; expected a skip and the scale halved", bad_norm, (int)v, ls.scale, ls.skipped);
     rc = rc || be->get_params(be, p1, &err);
     CHECK(!rc && !memcmp(p0, p1, n * 4), "the weights changed across a skipped step");
@@ -308,7 +308,7 @@ static void test_gpu_fp16_overflow(void) {
     rc = rc || be->update(be, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f / S, 1, &err) || be->forward(be, in, tg, &loss1, &err);
     CHECK(!rc && loss1 < loss0, "the loss did not fall after the recovered step: %f -> %f (%s)", loss0, loss1, rc ? err.msg : "");
     printf("  overflow: norm %f -> skipped, scale %.0f -> %.0f; then norm %f (full scale: %f), loss %.6f -> %.6f\n", bad_norm,
-           c->train.loss_scale, S, norm, clean_norm, loss0, loss1);
+           c->run.train.loss_scale, S, norm, clean_norm, loss0, loss1);
     be->destroy(be);
     free(p0); free(p1); free(in); free(tg);
 }

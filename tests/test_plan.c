@@ -311,7 +311,7 @@ static void test_template_checks(void) {
    them all; the categories add up; sizes follow the model. For every ready config and recompute level. */
 static void check_memory(const char *what) {
     const PlanMemory *mem = &plan.memory;
-    size_t x = cfg.precision == PREC_FP32 ? 4 : 2, B = cfg.train.batch_size, T = cfg.train.seq_len, C = cfg.model.n_embd;
+    size_t x = cfg.model.precision == PREC_FP32 ? 4 : 2, B = cfg.run.train.batch_size, T = cfg.run.train.seq_len, C = cfg.model.n_embd;
     size_t L = cfg.model.n_layer, NH = cfg.model.n_head, Vp = cfg.model.padded_vocab_size;
     GPT2Shape s = config_shape(&cfg);
     size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&s, sz, NULL), cats[MEM_CATEGORIES] = {0};
@@ -337,7 +337,7 @@ static void check_memory(const char *what) {
     for (int c = 0; c < MEM_CATEGORIES; c++)
         CHECK(cats[c] == mem->category_bytes[c], "%s: category %s adds up to %zu, the plan says %zu", what,
               memory_category_name(c), cats[c], mem->category_bytes[c]);
-    size_t master = cfg.precision != PREC_FP32 && cfg.train.master_weights ? np * 4 : 0;
+    size_t master = cfg.model.precision != PREC_FP32 && cfg.run.train.master_weights ? np * 4 : 0;
     CHECK(mem->buffers[BUF_PARAMS].bytes == np * x && mem->buffers[BUF_GRADS].bytes == np * x, "%s: parameters", what);
     CHECK(mem->category_bytes[MEM_OPTIMIZER] == np * 8 + master, "%s: optimizer state", what);
     CHECK(mem->buffers[BUF_ATT_STATS].bytes == L * B * NH * T * 4, "%s: att_stats, a float per query row", what);
@@ -350,10 +350,10 @@ static void check_memory(const char *what) {
     size_t R = (size_t)plan.classifier_rows;
     CHECK(R >= 1 && (B * T) % R == 0 && mem->buffers[BUF_LOGITS].bytes == R * Vp * x, "%s: logits of a chunk of %zu rows",
           what, R);
-    size_t ln_layers = cfg.train.recompute >= 2 ? 1 : L, gelu_layers = cfg.train.recompute >= 1 ? 1 : L;
-    CHECK(mem->buffers[BUF_LN1].bytes == ln_layers * B * T * C * x, "%s: ln1 for recompute=%d", what, cfg.train.recompute);
+    size_t ln_layers = cfg.run.train.recompute >= 2 ? 1 : L, gelu_layers = cfg.run.train.recompute >= 1 ? 1 : L;
+    CHECK(mem->buffers[BUF_LN1].bytes == ln_layers * B * T * C * x, "%s: ln1 for recompute=%d", what, cfg.run.train.recompute);
     CHECK(mem->buffers[BUF_FCH_GELU].bytes == gelu_layers * B * T * 4 * C * x, "%s: fch_gelu for recompute=%d", what,
-          cfg.train.recompute);
+          cfg.run.train.recompute);
     CHECK(mem->buffers[BUF_LN_SCRATCH].bytes == (size_t)plan.kernels[K_LAYERNORM_BACKWARD].dims.grid[0] * 2 * C * 4,
           "%s: ln_scratch follows layernorm_backward's grid", what);
 }

@@ -18,7 +18,7 @@ static Plan train, one_row;
 /* tests/configs/micro.lua: B=4 rows of T=32; the forward plan: one row of 32, on the training weights */
 static int make_plans(Err *err) {
     if (config_load(&cfg, "tests/configs/micro.lua", NULL, 0, err) || plan_make_train(&train, &cfg, "sm_90", err)) return -1;
-    StepShape s = step_forward(&cfg, 1, cfg.train.seq_len, 1);
+    StepShape s = step_forward(&cfg, 1, cfg.run.train.seq_len, 1);
     return plan_make(&one_row, &cfg, "eval", &s, "sm_90", err);
 }
 
@@ -98,7 +98,7 @@ static void test_forward_plan_memory(void) {
     Err err = {{0}};
     if (make_plans(&err)) { CHECK(0, "%s", err.msg); return; }
     const PlanMemory *f = &one_row.memory, *t = &train.memory;
-    size_t L = (size_t)cfg.model.n_layer, C = (size_t)cfg.model.n_embd, Tn = (size_t)cfg.train.seq_len;
+    size_t L = (size_t)cfg.model.n_layer, C = (size_t)cfg.model.n_embd, Tn = (size_t)cfg.run.train.seq_len;
     CHECK(f->category_bytes[MEM_PARAMS] == 0 && f->category_bytes[MEM_GRADS] == 0 && f->category_bytes[MEM_OPTIMIZER] == 0,
           "forward plan: %zu bytes of parameters, %zu of gradients, %zu of optimizer state", f->category_bytes[MEM_PARAMS],
           f->category_bytes[MEM_GRADS], f->category_bytes[MEM_OPTIMIZER]);

@@ -134,7 +134,7 @@ static void test_zero1_state_is_a_shard(void) {
     float *p = xmalloc(n * sizeof(float)), *p0 = xmalloc(n * sizeof(float)), *p1 = xmalloc(n * sizeof(float));
     GPT2Shape shape = config_shape(&c0);
     gpt2_init_params(&shape, p, 5);
-    int B = c0.train.batch_size, T = c0.train.seq_len;
+    int B = c0.run.train.batch_size, T = c0.run.train.seq_len;
     int32_t *in = xmalloc((size_t)B * T * sizeof(int32_t)), *tg = xmalloc((size_t)B * T * sizeof(int32_t));
     for (int i = 0; i < B * T; i++) { in[i] = (i * 7) % 500; tg[i] = (i * 13 + 1) % 500; }
     Backend *be[2] = {whole, part};

@@ -314,7 +314,7 @@ static void test_attention_path_is_the_plans(void) {
     CHECK(ap.attention && plan.attention == ATTN_FLASH && !strcmp(plan.attention_origin, "tuning database"),
           "the plan's attention path is %s (%s), not the database's flash", attention_name(plan.attention),
           plan.attention_origin);
-    CHECK(cfg.attention == ATTN_AUTO, "the database's path was written into the config (%s)", attention_name(cfg.attention));
+    CHECK(cfg.run.attention == ATTN_AUTO, "the database's path was written into the config (%s)", attention_name(cfg.run.attention));
     const char *cudnn[] = {"precision=bf16", "attention=cudnn", NULL};
     CHECK_OK(make(cudnn, &err), &err);
     tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);

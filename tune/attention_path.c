@@ -12,7 +12,7 @@ static void time_paths(Tuner *t, const Plan *plan, char *const *img) {
     TuneKey key;
     tune_key_attention(&key, &t->env, &t->plan);
     char why[1024] = "";
-    CudnnAttention *cd = cudnn_attention_open(g->B, g->T, g->NH, g->HS, t->cfg->precision, t->cfg->train.deterministic,
+    CudnnAttention *cd = cudnn_attention_open(g->B, g->T, g->NH, g->HS, t->cfg->model.precision, t->cfg->run.train.deterministic,
                                               t->o.env, why, sizeof why);
     if (!cd) {
         fprintf(t->rep, "attention path: the flash template (cuDNN: %s)\n", why);

@@ -70,9 +70,9 @@ int tuner_run_workload(void *ctx, Err *err) {
 static int compare_steps(Tuner *t, double before, const float *lb, double after, const float *la, int twice) {
     const Config *cfg = t->cfg;
     double worst, tol;
-    int ok = measure_steps_agree(cfg->precision, lb, la, &worst, &tol);
+    int ok = measure_steps_agree(cfg->model.precision, lb, la, &worst, &tol);
     fprintf(t->rep, "step           untuned %.2f ms -> tuned %.2f ms  %.3fx  (B=%d T=%d, %s, mean of 10 steps after 2 warm-up%s)\n",
-            before, after, before / after, cfg->train.batch_size, cfg->train.seq_len, precision_name(cfg->precision),
+            before, after, before / after, cfg->run.train.batch_size, cfg->run.train.seq_len, precision_name(cfg->model.precision),
             twice ? "; each the faster of two timings" : "");
     fprintf(t->rep, "%s tuned step matches the untuned one: losses of 3 steps differ by at most %.2e (tolerance %.0e)\n",
             ok ? "ok" : "FAIL", worst, tol);
@@ -136,7 +136,7 @@ static int run(Tuner *t, Err *err) {
     *tuned = t->plan;
     TuneApplied ap;
     tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &ap, stderr);
-    if (tuner_matches(t, "attention-path") && t->cfg->precision != PREC_FP32 && !strcmp(t->plan.attention_origin, "auto"))
+    if (tuner_matches(t, "attention-path") && t->cfg->model.precision != PREC_FP32 && !strcmp(t->plan.attention_origin, "auto"))
         attention_path_sweep(t, tuned, &ap);
     if (tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto")) gelu_path_sweep(t, tuned, &ap);
     if (tune_db_rewrite(&t->db, &e)) fprintf(stderr, "gpt2gen tune: %s\n", e.msg);
@@ -153,7 +153,7 @@ static int run_reported(Tuner *t, TuneReport *rep, Err *err) {
     t->scratch = xmalloc(sizeof *t->scratch);
     t->rep = open_memstream(&rep->text, &rep->len);
     fprintf(t->rep, "# gpt2gen tune %s on %s (%s), %s, B=%d T=%d; database %s\n", cfg->path, t->env.gpu, t->env.arch,
-            precision_name(cfg->precision), cfg->train.batch_size, cfg->train.seq_len, tune_db_path(t->o.env));
+            precision_name(cfg->model.precision), cfg->run.train.batch_size, cfg->run.train.seq_len, tune_db_path(t->o.env));
     int rc = run(t, err);
     fprintf(t->rep, "tune took %.0f s%s\n", now_seconds() - t->t0, t->over_budget ? " (budget reached: some variants not measured)" : "");
     fclose(t->rep);

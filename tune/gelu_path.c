@@ -43,7 +43,7 @@ void gelu_path_sweep(Tuner *t, Plan *tuned, TuneApplied *ap) {
     int ref = ms[0] > 0 ? 0 : 1;
     for (int p = 0; p < NPATHS; p++) {
         double worst, tol;
-        if (p != ref && ms[p] > 0 && ms[ref] > 0 && !measure_steps_agree(t->cfg->precision, losses[ref], losses[p], &worst, &tol)) {
+        if (p != ref && ms[p] > 0 && ms[ref] > 0 && !measure_steps_agree(t->cfg->model.precision, losses[ref], losses[p], &worst, &tol)) {
             fprintf(t->rep, "gelu path: %s rejected: its first 3 losses differ from %s's by %.2e (relative, tolerance "
                     "%.0e)\n", variants[p], variants[ref], worst, tol);
             ms[p] = -1;

@@ -87,7 +87,7 @@ void step_test_train(Harness *g) {
                allow 2.5 lr everywhere, but at most 1% of the weights more than lr/2 apart; a 16-bit model without
                master weights also rounds stochastically (one bf16 step) */
             const double lr_t = 1e-4;
-            int sr = bf && !cfg->train.master_weights;
+            int sr = bf && !cfg->run.train.master_weights;
             size_t far = 0, out = 0;
             double worst = 0;
             for (size_t i = 0; i < np; i++) {
@@ -119,7 +119,7 @@ void step_test_train(Harness *g) {
        loss and gradients within the precision's tolerance (cuDNN's dQ by atomics: the sums' order varies) */
     c = (HarnessCmp){0, 0, ""};
     if (!rc) {
-        const int det = cfg->train.deterministic;
+        const int det = cfg->run.train.deterministic;
         float l1 = 0, l2 = 0;
         rc = gb->zero_grad(gb, &err) || gb->forward_backward(gb, in, tg, 1.0f, &l1, &err) || gb->get_grads(gb, gg, &err) ||
              gb->zero_grad(gb, &err) || gb->forward(gb, in, tg, &l2, &err) || gb->backward(gb, 1.0f, &err) || gb->get_grads(gb, gg2, &err);
@@ -184,7 +184,7 @@ static void same_bits(Harness *g, const Plan *variant, const float *scale, int n
 void step_test_two_streams(Harness *g) {
     const char *name = "train_step on two streams = one stream (two micro-steps accumulated, same bits)";
     if (g->plan->streams != 2) { harness_skip(g, name, "the plan has one stream (train.streams = 1)"); return; }
-    if (!g->cfg->train.deterministic) { harness_skip(g, name, "train.deterministic = false: cuDNN's dQ by atomics varies run to run"); return; }
+    if (!g->cfg->run.train.deterministic) { harness_skip(g, name, "train.deterministic = false: cuDNN's dQ by atomics varies run to run"); return; }
     static Plan one;
     one = *g->plan;
     one.streams = 1;
@@ -206,7 +206,7 @@ void step_test_two_streams(Harness *g) {
 void step_test_graph(Harness *g) {
     const char *name = "train_step as a CUDA graph = op by op (four micro-steps, recorded twice, same bits)";
     if (!g->plan->graph) { harness_skip(g, name, "the plan launches op by op (train.cuda_graph = false)"); return; }
-    if (!g->cfg->train.deterministic) { harness_skip(g, name, "train.deterministic = false: cuDNN's dQ by atomics varies run to run"); return; }
+    if (!g->cfg->run.train.deterministic) { harness_skip(g, name, "train.deterministic = false: cuDNN's dQ by atomics varies run to run"); return; }
     if (g->env && g->env->sync) { harness_skip(g, name, "GPT2GEN_SYNC checks each launch, which a graph does not"); return; }
     static Plan eager;
     eager = *g->plan;

@@ -113,7 +113,7 @@ void sweep_matmuls(Tuner *t) {
     dptr ws = 0;
     Err err = {{0}};
     if (cuda_check(cu.cuMemAlloc(&ws, CUBLASLT_WORKSPACE_BYTES), "cuBLASLt workspace", &err) ||
-        matmuls_init(&mm, t->plan.matmuls, MM_COUNT, t->cfg->precision, ws, CUBLASLT_WORKSPACE_BYTES, &err)) {
+        matmuls_init(&mm, t->plan.matmuls, MM_COUNT, t->cfg->model.precision, ws, CUBLASLT_WORKSPACE_BYTES, &err)) {
         fprintf(t->rep, "matmuls: %s; not tuned\n", err.msg);
         t->failed++;
         if (ws) cu.cuMemFree(ws);
