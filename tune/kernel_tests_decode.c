@@ -77,88 +77,129 @@ static void cmp_caches(Harness *g, HarnessCmp *c, const char *when, int pos, flo
     harness_cmp(c, what, got, vc, n, 0);
 }
 
-/* kv_append, then decode_attention + decode_attention_combine (with the last position of the cache spoiled: the
-   attention reads it from qkv, the combine writes it), at a few positions: 0, one whose length ends inside the first
-   split, the middle and maxT - T (every split holds positions); those with pos + T <= maxT */
-static void test_attention(Harness *g) {
-    size_t B = g->B, T = g->T, C = g->C, NH = g->NH, HS = g->HS, maxT = g->maxT;
-    size_t ncache = B * NH * maxT * HS, nqkv = B * T * 3 * C;
-    int splits = (int)g->plan->kernels[K_DECODE_ATTENTION].dims.grid[0], chunk = decode_tunable(g, "KV_CHUNK");
-    if (chunk <= 0) chunk = g->maxT;
-    size_t part = (size_t)HS + 2, npart = B * NH * (size_t)splits * part;
-    float *qkv = harness_hrand(g, nqkv, 2.0f), *kc = harness_hrand(g, ncache, 1.0f), *vc = harness_hrand(g, ncache, 1.0f);
-    float *got = harness_hbuf(ncache), *ref = harness_hbuf(B * C), *out = harness_hbuf(B * C), *again = harness_hbuf(B * C), *hp = harness_hbuf(npart);
-    Err err = {{0}};
-    dptr dqkv = harness_dup_x(g, qkv, nqkv), dk = harness_dup_x(g, kc, ncache), dv = harness_dup_x(g, vc, ncache);
-    dptr dpos = harness_dalloc(g, 4), dpart = harness_dalloc(g, npart * 4), dout = harness_dalloc(g, B * C * g->xs);
-    int last = (int)(maxT - T), cand[4] = {0, chunk - (int)T - 1, last / 2, last}, tried[4], n = 0;
+/* what test_attention works on: the host's and the device's buffers and the split geometry */
+typedef struct {
+    size_t ncache, npart, part;
+    int splits, chunk;
+    float *qkv, *kc, *vc, *got, *ref, *out, *again, *hp;
+    dptr dqkv, dk, dv, dpos, dpart, dout;
+} AttnTest;
+
+/* the positions tried: 0, one whose length ends inside the first split, the middle and maxT - T, without the
+   duplicates and those past maxT - T; returns how many */
+static int attention_positions(const Harness *g, int chunk, int tried[4]) {
+    int last = g->maxT - g->T, cand[4] = {0, chunk - g->T - 1, last / 2, last}, n = 0;
     if (cand[1] < 1) cand[1] = 1;
     for (int i = 0; i < 4; i++) {
         int dupl = cand[i] < 0 || cand[i] > last;
         for (int j = 0; j < n; j++) dupl |= tried[j] == cand[i];
         if (!dupl) tried[n++] = cand[i];
     }
-    HarnessCmp ca = {0, 0, ""}, cd = {0, 0, ""};
-    int rc = 0;
-    for (int i = 0; i < n && !rc; i++) {
-        int pos = tried[i], len = pos + (int)T;
-        char what[96];
-        rc = set_pos(dpos, pos) || launch_kv_append(&g->ks, g->s, dk, dv, dqkv, dpos, &err) ? -1 : 0;
-        if (rc) break;
-        cpu_kv_append(kc, vc, qkv, pos, (int)B, (int)T, (int)C, (int)NH, (int)maxT);
-        cmp_caches(g, &ca, "", pos, got, dk, dv, kc, vc, ncache);
+    return n;
+}
 
-        cu.cuMemsetD8(dpart, 0xff, npart * 4);   /* NaNs: every split must write its part */
-        /* NaNs at the last position too: the attention reads the row's last token from qkv, and the combine writes
-           it into the cache (a decode step has no kv_append) */
-        for (size_t bh = 0; bh < B * NH; bh++) {
-            size_t at = (bh * maxT + (size_t)len - 1) * HS * g->xs;
-            cu.cuMemsetD8(dk + at, 0xff, HS * g->xs);
-            cu.cuMemsetD8(dv + at, 0xff, HS * g->xs);
-        }
-        rc = launch_decode_attention(&g->ks, g->s, dpart, dqkv, dk, dv, dpos, &err) ||
-             launch_decode_attention_combine(&g->ks, g->s, dout, dk, dv, dpart, dqkv, dpos, &err) ? -1 : 0;
-        if (rc) break;
-        cmp_caches(g, &ca, " after the combine", pos, got, dk, dv, kc, vc, ncache);
-        harness_down(g, out, dout, B * C);
-        cpu_attention_cached(ref, qkv, kc, vc, pos, (int)B, (int)T, (int)C, (int)NH, (int)maxT);
-        harness_quantize(g, ref, B * C);
-        size_t nonfinite = 0;
-        for (size_t j = 0; j < B * C; j++) nonfinite += !isfinite(out[j]);
-        snprintf(what, sizeof what, "out (pos %d, length %d, %d of %d splits)", pos, len, (len + chunk - 1) / chunk, splits);
-        harness_cmp_value(&cd, what, harness_relerr(out, ref, B * C), nonfinite, g->tol);
-        /* the splits past the length: m = -3e38, l = 0, acc = 0 */
-        cu.cuMemcpyDtoH(hp, dpart, npart * 4);
-        for (size_t bh = 0; bh < B * NH; bh++)
-            for (int s = 0; s < splits; s++) {
-                const float *p = hp + (bh * (size_t)splits + (size_t)s) * part;
-                int empty = s * chunk >= len, okp = 1;
-                if (empty) {
-                    okp = p[0] == -3.0e38f;
-                    for (size_t d = 1; d < part; d++) okp &= p[d] == 0.0f;
-                } else {
-                    for (size_t d = 0; d < part; d++) okp &= isfinite(p[d]) != 0;
-                    okp &= p[1] >= 1.0f;   /* the split's max contributes exp(0) */
-                }
-                if (!okp) failed(&cd, "partial of row %zu head %zu split %d (pos %d): %s", bh / NH, bh % NH, s, pos,
-                                 empty ? "an empty split is not (-3e38, 0, 0...)" : "not finite, or l < 1");
+/* the splits' partials (m, l, acc...) of every row and head: those past the length (-3e38, 0, 0...), the others finite
+   with l >= 1 */
+static void check_partials(const Harness *g, const AttnTest *t, HarnessCmp *cd, int pos, int len) {
+    size_t B = g->B, NH = g->NH;
+    for (size_t bh = 0; bh < B * NH; bh++)
+        for (int s = 0; s < t->splits; s++) {
+            const float *p = t->hp + (bh * (size_t)t->splits + (size_t)s) * t->part;
+            int empty = s * t->chunk >= len, okp = 1;
+            if (empty) {
+                okp = p[0] == -3.0e38f;
+                for (size_t d = 1; d < t->part; d++) okp &= p[d] == 0.0f;
+            } else {
+                for (size_t d = 0; d < t->part; d++) okp &= isfinite(p[d]) != 0;
+                okp &= p[1] >= 1.0f;   /* the split's max contributes exp(0) */
             }
-        /* deterministic: the same bits again */
-        rc = launch_decode_attention(&g->ks, g->s, dpart, dqkv, dk, dv, dpos, &err) ||
-             launch_decode_attention_combine(&g->ks, g->s, dout, dk, dv, dpart, dqkv, dpos, &err) ? -1 : 0;
-        if (rc) break;
-        harness_down(g, again, dout, B * C);
-        if (memcmp(out, again, B * C * sizeof(float))) failed(&cd, "a second run (pos %d) gave other values: not deterministic", pos);
+            if (!okp) failed(cd, "partial of row %zu head %zu split %d (pos %d): %s", bh / NH, bh % NH, s, pos,
+                             empty ? "an empty split is not (-3e38, 0, 0...)" : "not finite, or l < 1");
+        }
+}
+
+static int launch_attention(Harness *g, const AttnTest *t, Err *err) {
+    return launch_decode_attention(&g->ks, g->s, t->dpart, t->dqkv, t->dk, t->dv, t->dpos, err) ||
+           launch_decode_attention_combine(&g->ks, g->s, t->dout, t->dk, t->dv, t->dpart, t->dqkv, t->dpos, err) ? -1 : 0;
+}
+
+/* the attention at one position after its kv_append: the output against the host's, the partials, and the same bits
+   again on a second run */
+static int attention_run(Harness *g, AttnTest *t, HarnessCmp *ca, HarnessCmp *cd, int pos, Err *err) {
+    size_t B = g->B, T = g->T, C = g->C, NH = g->NH, HS = g->HS, maxT = g->maxT;
+    int len = pos + (int)T;
+    char what[96];
+    cu.cuMemsetD8(t->dpart, 0xff, t->npart * 4);   /* NaNs: every split must write its part */
+    /* NaNs at the last position too: the attention reads the row's last token from qkv, and the combine writes
+       it into the cache (a decode step has no kv_append) */
+    for (size_t bh = 0; bh < B * NH; bh++) {
+        size_t at = (bh * maxT + (size_t)len - 1) * HS * g->xs;
+        cu.cuMemsetD8(t->dk + at, 0xff, HS * g->xs);
+        cu.cuMemsetD8(t->dv + at, 0xff, HS * g->xs);
     }
+    if (launch_attention(g, t, err)) return -1;
+    cmp_caches(g, ca, " after the combine", pos, t->got, t->dk, t->dv, t->kc, t->vc, t->ncache);
+    harness_down(g, t->out, t->dout, B * C);
+    cpu_attention_cached(t->ref, t->qkv, t->kc, t->vc, pos, (int)B, (int)T, (int)C, (int)NH, (int)maxT);
+    harness_quantize(g, t->ref, B * C);
+    size_t nonfinite = 0;
+    for (size_t j = 0; j < B * C; j++) nonfinite += !isfinite(t->out[j]);
+    snprintf(what, sizeof what, "out (pos %d, length %d, %d of %d splits)", pos, len, (len + t->chunk - 1) / t->chunk,
+             t->splits);
+    harness_cmp_value(cd, what, harness_relerr(t->out, t->ref, B * C), nonfinite, g->tol);
+    /* the splits past the length: m = -3e38, l = 0, acc = 0 */
+    cu.cuMemcpyDtoH(t->hp, t->dpart, t->npart * 4);
+    check_partials(g, t, cd, pos, len);
+    /* deterministic: the same bits again */
+    if (launch_attention(g, t, err)) return -1;
+    harness_down(g, t->again, t->dout, B * C);
+    if (memcmp(t->out, t->again, B * C * sizeof(float))) failed(cd, "a second run (pos %d) gave other values: not deterministic", pos);
+    return 0;
+}
+
+/* the two report lines: kv_append at the positions tried, and the attention */
+static void attention_report(Harness *g, const AttnTest *t, HarnessCmp *ca, HarnessCmp *cd, const int *tried, int n,
+                             Err *err, int rc) {
     char name[160];
     snprintf(name, sizeof name, "kv_append (positions");
     for (int i = 0; i < n; i++) snprintf(name + strlen(name), sizeof name - strlen(name), "%s%d", i ? ", " : " ", tried[i]);
     snprintf(name + strlen(name), sizeof name - strlen(name), ")");
-    harness_finish(g, name, &ca, &err, rc);
+    harness_finish(g, name, ca, err, rc);
     snprintf(name, sizeof name, "decode_attention + combine (%d splits of %d, against cpu_attention_cached, deterministic)",
-             splits, chunk);
-    harness_finish(g, name, &cd, &err, rc);
-    free(qkv); free(kc); free(vc); free(got); free(ref); free(out); free(again); free(hp);
+             t->splits, t->chunk);
+    harness_finish(g, name, cd, err, rc);
+}
+
+/* kv_append, then decode_attention + decode_attention_combine (with the last position of the cache spoiled: the
+   attention reads it from qkv, the combine writes it), at a few positions: 0, one whose length ends inside the first
+   split, the middle and maxT - T (every split holds positions); those with pos + T <= maxT */
+static void test_attention(Harness *g) {
+    size_t B = g->B, T = g->T, C = g->C, NH = g->NH, HS = g->HS, maxT = g->maxT;
+    size_t nqkv = B * T * 3 * C;
+    AttnTest t;
+    t.ncache = B * NH * maxT * HS;
+    t.splits = (int)g->plan->kernels[K_DECODE_ATTENTION].dims.grid[0], t.chunk = decode_tunable(g, "KV_CHUNK");
+    if (t.chunk <= 0) t.chunk = g->maxT;
+    t.part = (size_t)HS + 2, t.npart = B * NH * (size_t)t.splits * t.part;
+    t.qkv = harness_hrand(g, nqkv, 2.0f), t.kc = harness_hrand(g, t.ncache, 1.0f), t.vc = harness_hrand(g, t.ncache, 1.0f);
+    t.got = harness_hbuf(t.ncache), t.ref = harness_hbuf(B * C), t.out = harness_hbuf(B * C), t.again = harness_hbuf(B * C);
+    t.hp = harness_hbuf(t.npart);
+    Err err = {{0}};
+    t.dqkv = harness_dup_x(g, t.qkv, nqkv), t.dk = harness_dup_x(g, t.kc, t.ncache), t.dv = harness_dup_x(g, t.vc, t.ncache);
+    t.dpos = harness_dalloc(g, 4), t.dpart = harness_dalloc(g, t.npart * 4), t.dout = harness_dalloc(g, B * C * g->xs);
+    int tried[4], n = attention_positions(g, t.chunk, tried);
+    HarnessCmp ca = {0, 0, ""}, cd = {0, 0, ""};
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        int pos = tried[i];
+        rc = set_pos(t.dpos, pos) || launch_kv_append(&g->ks, g->s, t.dk, t.dv, t.dqkv, t.dpos, &err) ? -1 : 0;
+        if (rc) break;
+        cpu_kv_append(t.kc, t.vc, t.qkv, pos, (int)B, (int)T, (int)C, (int)NH, (int)maxT);
+        cmp_caches(g, &ca, "", pos, t.got, t.dk, t.dv, t.kc, t.vc, t.ncache);
+        rc = attention_run(g, &t, &ca, &cd, pos, &err);
+    }
+    attention_report(g, &t, &ca, &cd, tried, n, &err, rc);
+    free(t.qkv); free(t.kc); free(t.vc); free(t.got); free(t.ref); free(t.out); free(t.again); free(t.hp);
     harness_dfree_all(g);
 }
 
@@ -177,6 +218,96 @@ static void sample_logits(Harness *g, float *logits) {
 
 typedef struct { const char *name; SampleSettings s; int exact; } SampleCase;
 
+/* what test_sample works on: the host's and the device's buffers, and a case's counts */
+typedef struct {
+    float *logits;
+    uint64_t *st, *st_host, *st_got;
+    int32_t *tok, *tok_host, *tok2, *drawn;
+    dptr dlog, dtok, drng, ddrawn, dpos;
+    int draws, differ;
+} SampleTest;
+
+static int launch_sample(Harness *g, const SampleTest *t, const SampleCase *sc, Err *err) {
+    return launch_sample_tokens(&g->ks, g->s, t->dtok, t->ddrawn, t->drng, t->dpos, t->dlog, sc->s.temperature,
+                                sc->s.top_k, sc->s.top_p, err);
+}
+
+/* deterministic: the same logits and states again give the same tokens and states */
+static int sample_again(Harness *g, SampleTest *t, const SampleCase *sc, HarnessCmp *cmpr, Err *err) {
+    int B = g->B;
+    uint64_t *st2 = xmalloc((size_t)B * 8);
+    int rc = cu.cuMemcpyHtoD(t->drng, t->st, (size_t)B * 8) != CUDA_SUCCESS || launch_sample(g, t, sc, err) ? -1 : 0;
+    if (!rc) {
+        cu.cuMemcpyDtoH(t->tok2, t->dtok, (size_t)B * 4);
+        cu.cuMemcpyDtoH(st2, t->drng, (size_t)B * 8);
+        if (memcmp(t->tok, t->tok2, (size_t)B * 4) || memcmp(t->st_got, st2, (size_t)B * 8))
+            failed(cmpr, "a second run on the same inputs drew other tokens: not deterministic");
+    }
+    free(st2);
+    return rc;
+}
+
+/* the round's tokens, drawn ids and generator states against sample_draw's on the host */
+static void sample_compare(Harness *g, SampleTest *t, const SampleCase *sc, HarnessCmp *cmpr, int round, int pos) {
+    int B = g->B, V = g->V, Vp = g->Vp;
+#pragma omp parallel for schedule(dynamic)
+    for (int b = 0; b < B; b++) {
+        t->st_host[b] = t->st[b];
+        t->tok_host[b] = sample_draw(t->logits + (size_t)b * Vp, V, &sc->s, &t->st_host[b]);
+    }
+    for (int b = 0; b < B; b++) {
+        t->draws++;
+        if (t->tok[b] < 0 || t->tok[b] >= V) failed(cmpr, "row %d drew %d, not an id below V = %d", b, t->tok[b], V);
+        if (t->drawn[(size_t)pos * B + b] != t->tok[b])
+            failed(cmpr, "drawn[pos %d * B + %d] = %d, the token is %d", pos, b, t->drawn[(size_t)pos * B + b], t->tok[b]);
+        if (t->st_got[b] != t->st_host[b])
+            failed(cmpr, "row %d (round %d): generator state %016llx, the host's %016llx", b, round,
+                   (unsigned long long)t->st_got[b], (unsigned long long)t->st_host[b]);
+        if (t->tok[b] != t->tok_host[b]) {
+            t->differ++;
+            if (sc->exact) failed(cmpr, "row %d (round %d): token %d, the host's %d", b, round, t->tok[b], t->tok_host[b]);
+        }
+    }
+}
+
+/* one round: new generator states (new logits every 8 rounds), the draw at pos = round % maxT, the check */
+static int sample_round(Harness *g, SampleTest *t, const SampleCase *sc, HarnessCmp *cmpr, int round, Err *err) {
+    int B = g->B, Vp = g->Vp;
+    if (round % 8 == 0) {
+        sample_logits(g, t->logits);
+        harness_up(g, t->dlog, t->logits, (size_t)B * Vp);
+    }
+    for (int b = 0; b < B; b++) t->st[b] = rng_next(&g->rng) | 1;
+    int pos = round % g->maxT;
+    int rc = set_pos(t->dpos, pos) || cu.cuMemcpyHtoD(t->drng, t->st, (size_t)B * 8) != CUDA_SUCCESS ||
+             launch_sample(g, t, sc, err) ? -1 : 0;
+    if (rc) return rc;
+    cu.cuMemcpyDtoH(t->tok, t->dtok, (size_t)B * 4);
+    cu.cuMemcpyDtoH(t->st_got, t->drng, (size_t)B * 8);
+    cu.cuMemcpyDtoH(t->drawn, t->ddrawn, (size_t)g->maxT * B * 4);
+    if (round == 0 && sample_again(g, t, sc, cmpr, err)) return -1;
+    sample_compare(g, t, sc, cmpr, round, pos);
+    return 0;
+}
+
+/* one case: its rounds, then its report line */
+static void sample_case(Harness *g, SampleTest *t, const SampleCase *sc, int rounds) {
+    Err err = {{0}};
+    HarnessCmp cmpr = {0, 0, ""};
+    int rc = 0;
+    t->draws = 0, t->differ = 0;
+    for (int round = 0; round < rounds && !rc; round++) rc = sample_round(g, t, sc, &cmpr, round, &err);
+    int draws = t->draws, differ = t->differ;
+    double frac = draws ? (double)differ / draws : 0;
+    if (!sc->exact && frac > 0.02)
+        failed(&cmpr, "%d of %d draws differ from sample_draw's (more than 2%%)", differ, draws);
+    char name[200];
+    snprintf(name, sizeof name, "sample_tokens %s (%d draws against sample_draw, deterministic)", sc->name, draws);
+    if (rc) harness_fail(g, name, "%s", err.msg);
+    else if (cmpr.bad) harness_fail(g, name, "%s", cmpr.what);
+    else harness_ok(g, name, "%d of %d draws differ from the host's", differ, draws);
+}
+
 /* sample_tokens against sample_draw: R rounds of new generator states (new logits every 8), at pos = round % maxT */
 static void test_sample(Harness *g) {
     int B = g->B, V = g->V, Vp = g->Vp;
@@ -193,74 +324,16 @@ static void test_sample(Harness *g) {
         {"top_p 0", {1.0f, 0, 0.0f}, 0},
     };
     int rounds = B <= 8 ? 64 : 512 / B < 8 ? 8 : 512 / B;
-    float *logits = harness_hbuf((size_t)B * Vp);
-    uint64_t *st = xmalloc((size_t)B * 8), *st_host = xmalloc((size_t)B * 8), *st_got = xmalloc((size_t)B * 8);
-    int32_t *tok = xmalloc((size_t)B * 4), *tok_host = xmalloc((size_t)B * 4), *tok2 = xmalloc((size_t)B * 4);
-    int32_t *drawn = xmalloc((size_t)g->maxT * B * 4);
-    Err err = {{0}};
-    dptr dlog = harness_dalloc(g, (size_t)B * Vp * g->xs), dtok = harness_dalloc(g, (size_t)B * 4), drng = harness_dalloc(g, (size_t)B * 8);
-    dptr ddrawn = harness_dalloc(g, (size_t)g->maxT * B * 4), dpos = harness_dalloc(g, 4);
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const SampleCase *sc = &cases[c];
-        HarnessCmp cmpr = {0, 0, ""};
-        int rc = 0, draws = 0, differ = 0;
-        for (int round = 0; round < rounds && !rc; round++) {
-            if (round % 8 == 0) {
-                sample_logits(g, logits);
-                harness_up(g, dlog, logits, (size_t)B * Vp);
-            }
-            for (int b = 0; b < B; b++) st[b] = rng_next(&g->rng) | 1;
-            int pos = round % g->maxT;
-            rc = set_pos(dpos, pos) || cu.cuMemcpyHtoD(drng, st, (size_t)B * 8) != CUDA_SUCCESS ||
-                 launch_sample_tokens(&g->ks, g->s, dtok, ddrawn, drng, dpos, dlog, sc->s.temperature, sc->s.top_k,
-                                      sc->s.top_p, &err) ? -1 : 0;
-            if (rc) break;
-            cu.cuMemcpyDtoH(tok, dtok, (size_t)B * 4);
-            cu.cuMemcpyDtoH(st_got, drng, (size_t)B * 8);
-            cu.cuMemcpyDtoH(drawn, ddrawn, (size_t)g->maxT * B * 4);
-            if (round == 0) {   /* deterministic: the same logits and states again give the same tokens and states */
-                uint64_t *st2 = xmalloc((size_t)B * 8);
-                rc = cu.cuMemcpyHtoD(drng, st, (size_t)B * 8) != CUDA_SUCCESS ||
-                     launch_sample_tokens(&g->ks, g->s, dtok, ddrawn, drng, dpos, dlog, sc->s.temperature, sc->s.top_k,
-                                          sc->s.top_p, &err) ? -1 : 0;
-                if (!rc) {
-                    cu.cuMemcpyDtoH(tok2, dtok, (size_t)B * 4);
-                    cu.cuMemcpyDtoH(st2, drng, (size_t)B * 8);
-                    if (memcmp(tok, tok2, (size_t)B * 4) || memcmp(st_got, st2, (size_t)B * 8))
-                        failed(&cmpr, "a second run on the same inputs drew other tokens: not deterministic");
-                }
-                free(st2);
-                if (rc) break;
-            }
-#pragma omp parallel for schedule(dynamic)
-            for (int b = 0; b < B; b++) {
-                st_host[b] = st[b];
-                tok_host[b] = sample_draw(logits + (size_t)b * Vp, V, &sc->s, &st_host[b]);
-            }
-            for (int b = 0; b < B; b++) {
-                draws++;
-                if (tok[b] < 0 || tok[b] >= V) failed(&cmpr, "row %d drew %d, not an id below V = %d", b, tok[b], V);
-                if (drawn[(size_t)pos * B + b] != tok[b])
-                    failed(&cmpr, "drawn[pos %d * B + %d] = %d, the token is %d", pos, b, drawn[(size_t)pos * B + b], tok[b]);
-                if (st_got[b] != st_host[b])
-                    failed(&cmpr, "row %d (round %d): generator state %016llx, the host's %016llx", b, round,
-                           (unsigned long long)st_got[b], (unsigned long long)st_host[b]);
-                if (tok[b] != tok_host[b]) {
-                    differ++;
-                    if (sc->exact) failed(&cmpr, "row %d (round %d): token %d, the host's %d", b, round, tok[b], tok_host[b]);
-                }
-            }
-        }
-        double frac = draws ? (double)differ / draws : 0;
-        if (!sc->exact && frac > 0.02)
-            failed(&cmpr, "%d of %d draws differ from sample_draw's (more than 2%%)", differ, draws);
-        char name[200];
-        snprintf(name, sizeof name, "sample_tokens %s (%d draws against sample_draw, deterministic)", sc->name, draws);
-        if (rc) harness_fail(g, name, "%s", err.msg);
-        else if (cmpr.bad) harness_fail(g, name, "%s", cmpr.what);
-        else harness_ok(g, name, "%d of %d draws differ from the host's", differ, draws);
-    }
-    free(logits); free(st); free(st_host); free(st_got); free(tok); free(tok_host); free(tok2); free(drawn);
+    SampleTest t;
+    t.logits = harness_hbuf((size_t)B * Vp);
+    t.st = xmalloc((size_t)B * 8), t.st_host = xmalloc((size_t)B * 8), t.st_got = xmalloc((size_t)B * 8);
+    t.tok = xmalloc((size_t)B * 4), t.tok_host = xmalloc((size_t)B * 4), t.tok2 = xmalloc((size_t)B * 4);
+    t.drawn = xmalloc((size_t)g->maxT * B * 4);
+    t.dlog = harness_dalloc(g, (size_t)B * Vp * g->xs), t.dtok = harness_dalloc(g, (size_t)B * 4);
+    t.drng = harness_dalloc(g, (size_t)B * 8);
+    t.ddrawn = harness_dalloc(g, (size_t)g->maxT * B * 4), t.dpos = harness_dalloc(g, 4);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) sample_case(g, &t, &cases[c], rounds);
+    free(t.logits); free(t.st); free(t.st_host); free(t.st_got); free(t.tok); free(t.tok_host); free(t.tok2); free(t.drawn);
     harness_dfree_all(g);
 }
 
