@@ -19,6 +19,26 @@ static float *gradients(Harness *g, size_t n) {
     return gr;
 }
 
+/* the bf16 weights gp against the master values got: each one of the two bf16 neighbours of its master value, and
+   exactly the host's stochastic rounding */
+static void check_bf16_rounding(HarnessCmp *c, const float *got, const float *gp, long long n) {
+    /* stochastic rounding: each bf16 weight is one of the two bf16 neighbours of the master value */
+    long long off = 0, up_count = 0;
+    for (long long i = 0; i < n; i++) {
+        uint32_t u; memcpy(&u, &got[i], 4);
+        uint32_t down_b = u & 0xffff0000u, up_b = down_b + 0x10000u;
+        float fd, fu; memcpy(&fd, &down_b, 4); memcpy(&fu, &up_b, 4);
+        if (gp[i] != fd && gp[i] != fu) off++;
+        if (gp[i] == fu && fu != fd) up_count++;
+    }
+    /* and exactly the rounding the host reproduces (common/bf16.h), which resume relies on */
+    long long host_diff = 0;
+    for (long long i = 0; i < n; i++) host_diff += bf16_to_f32(bf16_from_f32_stochastic(got[i], (uint32_t)i)) != gp[i];
+    if (host_diff && !c->bad) { c->bad = 1; snprintf(c->what, sizeof c->what, "%lld bf16 weights differ from the host's stochastic rounding", host_diff); }
+    if (off && !c->bad) { c->bad = 1; snprintf(c->what, sizeof c->what, "%lld bf16 weights are not a neighbour of their master value", off); }
+    if ((up_count == 0 || up_count == n) && !c->bad) { c->bad = 1; snprintf(c->what, sizeof c->what, "stochastic rounding never / always rounds up"); }
+}
+
 void kernel_test_adamw(Harness *g) {
     long long n = OPT_N;
     float *p = harness_hrand(g, (size_t)n, 1.0f), *gr = gradients(g, (size_t)n), *m = harness_hrand(g, (size_t)n, 0.01f), *v = harness_hbuf((size_t)n);
@@ -57,21 +77,7 @@ void kernel_test_adamw(Harness *g) {
         } else if (master) {
             cu.cuMemcpyDtoH(got, master, (size_t)n * 4);
             harness_cmp(&c, "master weights", got, rp, (size_t)n, 1e-5);
-            /* stochastic rounding: each bf16 weight is one of the two bf16 neighbours of the master value */
-            long long off = 0, up_count = 0;
-            for (long long i = 0; i < n; i++) {
-                uint32_t u; memcpy(&u, &got[i], 4);
-                uint32_t down_b = u & 0xffff0000u, up_b = down_b + 0x10000u;
-                float fd, fu; memcpy(&fd, &down_b, 4); memcpy(&fu, &up_b, 4);
-                if (gp[i] != fd && gp[i] != fu) off++;
-                if (gp[i] == fu && fu != fd) up_count++;
-            }
-            /* and exactly the rounding the host reproduces (common/bf16.h), which resume relies on */
-            long long host_diff = 0;
-            for (long long i = 0; i < n; i++) host_diff += bf16_to_f32(bf16_from_f32_stochastic(got[i], (uint32_t)i)) != gp[i];
-            if (host_diff && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "%lld bf16 weights differ from the host's stochastic rounding", host_diff); }
-            if (off && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "%lld bf16 weights are not a neighbour of their master value", off); }
-            if ((up_count == 0 || up_count == n) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "stochastic rounding never / always rounds up"); }
+            check_bf16_rounding(&c, got, gp, n);
         } else {
             harness_cmp(&c, "params", gp, rp, (size_t)n, 1e-5);
         }
