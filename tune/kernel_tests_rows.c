@@ -56,86 +56,108 @@ void kernel_test_encoder(Harness *g) {
     harness_dfree_all(g);
 }
 
-void kernel_test_layernorm(Harness *g) {
-    size_t N = g->BT, C = g->C;
-    float *x = harness_hrand(g, N * C, 2.0f), *x2 = harness_hrand(g, N * C, 2.0f), *w = harness_hrand(g, C, 1.0f), *b = harness_hrand(g, C, 1.0f);
-    for (size_t i = 0; i < N * C; i++) x[i] += 0.5f * (float)(i % 7);   /* a non-zero mean per row */
-    harness_quantize(g, x, N * C);
-    float *ref = harness_hbuf(N * C), *mean = harness_hbuf(N), *rstd = harness_hbuf(N), *got = harness_hbuf(N * C), *gm = harness_hbuf(N), *gr = harness_hbuf(N);
-    Err err = {{0}};
-    dptr dx = harness_dup_x(g, x, N * C), dx2 = harness_dup_x(g, x2, N * C), dw = harness_dup_x(g, w, C), db = harness_dup_x(g, b, C);
-    dptr dout = harness_dalloc(g, N * C * g->xs), dmean = harness_dalloc(g, N * 4), drstd = harness_dalloc(g, N * 4), dres = harness_dalloc(g, N * C * g->xs);
-    cpu_layernorm_forward(ref, mean, rstd, x, w, b, (int)N, (int)C);
-    harness_quantize(g, ref, N * C);
-    int rc = launch_layernorm_forward(&g->ks, g->s, dout, dmean, drstd, dx, dw, db, &err);
-    HarnessCmp c = {0, 0, ""};
-    if (!rc) {
-        harness_down(g, got, dout, N * C);
-        cu.cuMemcpyDtoH(gm, dmean, N * 4);
-        cu.cuMemcpyDtoH(gr, drstd, N * 4);
-        harness_cmp(&c, "out", got, ref, N * C, g->tol);
-        harness_cmp(&c, "mean", gm, mean, N, 1e-5);
-        harness_cmp(&c, "rstd", gr, rstd, N, 1e-5);
-    }
-    harness_finish(g, "layernorm_forward", &c, &err, rc);
+/* what kernel_test_layernorm's parts share: the inputs x, x2 (the residual's other half), weight and bias, the host's
+   scratch for the references and the results, and the device's buffers */
+typedef struct {
+    size_t N, C;
+    float *x, *x2, *w, *b, *ref, *mean, *rstd, *got, *gr, *res;
+    dptr dx, dx2, dw, db, dout, dmean, drstd, dres;
+} LnTest;
 
-    /* residual + LayerNorm: the LayerNorm of the residual as stored */
-    float *res = harness_hbuf(N * C);
-    for (size_t i = 0; i < N * C; i++) res[i] = x[i] + x2[i];
+/* residual + LayerNorm: the LayerNorm of the residual as stored (t->res: the residual, left for the backward) */
+static void layernorm_test_residual(Harness *g, LnTest *t, Err *err) {
+    size_t N = t->N, C = t->C;
+    float *res = t->res = harness_hbuf(N * C);
+    for (size_t i = 0; i < N * C; i++) res[i] = t->x[i] + t->x2[i];
     harness_quantize(g, res, N * C);
-    cpu_layernorm_forward(ref, mean, rstd, res, w, b, (int)N, (int)C);
-    harness_quantize(g, ref, N * C);
-    rc = launch_fused_residual_layernorm_forward(&g->ks, g->s, dres, dout, dmean, drstd, dx, dx2, dw, db, &err);
-    c = (HarnessCmp){0, 0, ""};
+    cpu_layernorm_forward(t->ref, t->mean, t->rstd, res, t->w, t->b, (int)N, (int)C);
+    harness_quantize(g, t->ref, N * C);
+    int rc = launch_fused_residual_layernorm_forward(&g->ks, g->s, t->dres, t->dout, t->dmean, t->drstd, t->dx, t->dx2,
+                                                     t->dw, t->db, err);
+    HarnessCmp c = (HarnessCmp){0, 0, ""};
     if (!rc) {
-        harness_down(g, got, dres, N * C);
-        harness_cmp(&c, "residual", got, res, N * C, g->tol);
-        harness_down(g, got, dout, N * C);
-        harness_cmp(&c, "out", got, ref, N * C, g->tol);
-        cu.cuMemcpyDtoH(gr, drstd, N * 4);
-        harness_cmp(&c, "rstd", gr, rstd, N, 1e-5);
+        harness_down(g, t->got, t->dres, N * C);
+        harness_cmp(&c, "residual", t->got, res, N * C, g->tol);
+        harness_down(g, t->got, t->dout, N * C);
+        harness_cmp(&c, "out", t->got, t->ref, N * C, g->tol);
+        cu.cuMemcpyDtoH(t->gr, t->drstd, N * 4);
+        harness_cmp(&c, "rstd", t->gr, t->rstd, N, 1e-5);
     }
-    harness_finish(g, "fused_residual_layernorm_forward", &c, &err, rc);
+    harness_finish(g, "fused_residual_layernorm_forward", &c, err, rc);
+}
 
-    /* backward: dinp, dweight, dbias accumulate onto random values; twice, for determinism, the second time also
-       making the LayerNorm output again (recompute=2), which must leave the gradients as they were */
-    cpu_layernorm_forward(ref, mean, rstd, x, w, b, (int)N, (int)C);
-    harness_quantize(g, ref, N * C);
+/* backward: dinp, dweight, dbias accumulate onto random values; twice, for determinism, the second time also
+   making the LayerNorm output again (recompute=2), which must leave the gradients as they were */
+static void layernorm_test_backward(Harness *g, LnTest *t, Err *err) {
+    size_t N = t->N, C = t->C;
+    float *got = t->got, *res = t->res;
+    cpu_layernorm_forward(t->ref, t->mean, t->rstd, t->x, t->w, t->b, (int)N, (int)C);
+    harness_quantize(g, t->ref, N * C);
     float *dy = harness_hrand(g, N * C, 1.0f), *dinp0 = harness_hrand(g, N * C, 1.0f), *dw0 = harness_hrand(g, C, 1.0f), *db0 = harness_hrand(g, C, 1.0f);
     float *rdinp = xmalloc(N * C * 4), *rdw = xmalloc(C * 4), *rdb = xmalloc(C * 4);
     memcpy(rdinp, dinp0, N * C * 4); memcpy(rdw, dw0, C * 4); memcpy(rdb, db0, C * 4);
-    cpu_layernorm_backward(rdinp, rdw, rdb, dy, x, w, mean, rstd, (int)N, (int)C);
+    cpu_layernorm_backward(rdinp, rdw, rdb, dy, t->x, t->w, t->mean, t->rstd, (int)N, (int)C);
     size_t parts = g->plan->kernels[K_LAYERNORM_BACKWARD].dims.grid[0];
     dptr ddy = harness_dup_x(g, dy, N * C), ddinp = harness_dalloc(g, N * C * g->xs), ddw = harness_dalloc(g, C * g->xs), ddb = harness_dalloc(g, C * g->xs);
     dptr scratch = harness_dalloc(g, parts * 2 * C * 4), dlo = harness_dalloc(g, N * C * g->xs);
-    cu.cuMemcpyHtoD(dmean, mean, N * 4);
-    cu.cuMemcpyHtoD(drstd, rstd, N * 4);
+    cu.cuMemcpyHtoD(t->dmean, t->mean, N * 4);
+    cu.cuMemcpyHtoD(t->drstd, t->rstd, N * 4);
     float *gdw = harness_hbuf(C), *gdb = harness_hbuf(C), *again = harness_hbuf(N * C), *dw_again = harness_hbuf(C), *db_again = harness_hbuf(C);
-    rc = 0;
+    int rc = 0;
     for (int rep = 0; rep < 2 && !rc; rep++) {
         harness_up(g, ddinp, dinp0, N * C); harness_up(g, ddw, dw0, C); harness_up(g, ddb, db0, C);
-        rc = launch_layernorm_backward(&g->ks, g->s, ddinp, scratch, rep ? dlo : 0, ddy, dx, dw, db, dmean, drstd, &err) ||
-             launch_layernorm_backward_reduce(&g->ks, g->s, ddw, ddb, scratch, &err);
+        rc = launch_layernorm_backward(&g->ks, g->s, ddinp, scratch, rep ? dlo : 0, ddy, t->dx, t->dw, t->db, t->dmean,
+                                       t->drstd, err) ||
+             launch_layernorm_backward_reduce(&g->ks, g->s, ddw, ddb, scratch, err);
         if (!rc) {
             harness_down(g, rep ? again : got, ddinp, N * C);
             harness_down(g, rep ? dw_again : gdw, ddw, C);
             harness_down(g, rep ? db_again : gdb, ddb, C);
         }
     }
-    c = (HarnessCmp){0, 0, ""};
+    HarnessCmp c = (HarnessCmp){0, 0, ""};
     if (!rc) {
         harness_cmp(&c, "dinp", got, rdinp, N * C, g->tol);
         harness_cmp(&c, "dweight", gdw, rdw, C, g->tol);
         harness_cmp(&c, "dbias", gdb, rdb, C, g->tol);
         harness_down(g, res, dlo, N * C);
-        harness_cmp(&c, "out made again", res, ref, N * C, g->tol);
+        harness_cmp(&c, "out made again", res, t->ref, N * C, g->tol);
         const char *differs = memcmp(got, again, N * C * 4) ? "dinp" : memcmp(gdw, dw_again, C * 4) ? "dweight"
                             : memcmp(gdb, db_again, C * 4) ? "dbias" : NULL;
         if (differs && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "%s differs between two runs", differs); }
     }
-    harness_finish(g, "layernorm_backward (deterministic)", &c, &err, rc);
-    free(x); free(x2); free(w); free(b); free(ref); free(mean); free(rstd); free(got); free(gm); free(gr); free(res);
+    harness_finish(g, "layernorm_backward (deterministic)", &c, err, rc);
     free(dy); free(dinp0); free(dw0); free(db0); free(rdinp); free(rdw); free(rdb); free(gdw); free(gdb); free(again); free(dw_again); free(db_again);
+}
+
+void kernel_test_layernorm(Harness *g) {
+    size_t N = g->BT, C = g->C;
+    LnTest t = {.N = N, .C = C};
+    t.x = harness_hrand(g, N * C, 2.0f), t.x2 = harness_hrand(g, N * C, 2.0f), t.w = harness_hrand(g, C, 1.0f), t.b = harness_hrand(g, C, 1.0f);
+    for (size_t i = 0; i < N * C; i++) t.x[i] += 0.5f * (float)(i % 7);   /* a non-zero mean per row */
+    harness_quantize(g, t.x, N * C);
+    t.ref = harness_hbuf(N * C), t.mean = harness_hbuf(N), t.rstd = harness_hbuf(N), t.got = harness_hbuf(N * C);
+    float *gm = harness_hbuf(N);
+    t.gr = harness_hbuf(N);
+    Err err = {{0}};
+    t.dx = harness_dup_x(g, t.x, N * C), t.dx2 = harness_dup_x(g, t.x2, N * C), t.dw = harness_dup_x(g, t.w, C), t.db = harness_dup_x(g, t.b, C);
+    t.dout = harness_dalloc(g, N * C * g->xs), t.dmean = harness_dalloc(g, N * 4), t.drstd = harness_dalloc(g, N * 4), t.dres = harness_dalloc(g, N * C * g->xs);
+    cpu_layernorm_forward(t.ref, t.mean, t.rstd, t.x, t.w, t.b, (int)N, (int)C);
+    harness_quantize(g, t.ref, N * C);
+    int rc = launch_layernorm_forward(&g->ks, g->s, t.dout, t.dmean, t.drstd, t.dx, t.dw, t.db, &err);
+    HarnessCmp c = {0, 0, ""};
+    if (!rc) {
+        harness_down(g, t.got, t.dout, N * C);
+        cu.cuMemcpyDtoH(gm, t.dmean, N * 4);
+        cu.cuMemcpyDtoH(t.gr, t.drstd, N * 4);
+        harness_cmp(&c, "out", t.got, t.ref, N * C, g->tol);
+        harness_cmp(&c, "mean", gm, t.mean, N, 1e-5);
+        harness_cmp(&c, "rstd", t.gr, t.rstd, N, 1e-5);
+    }
+    harness_finish(g, "layernorm_forward", &c, &err, rc);
+    layernorm_test_residual(g, &t, &err);
+    layernorm_test_backward(g, &t, &err);
+    free(t.x); free(t.x2); free(t.w); free(t.b); free(t.ref); free(t.mean); free(t.rstd); free(t.got); free(gm); free(t.gr); free(t.res);
     harness_dfree_all(g);
 }
 
