@@ -16,20 +16,10 @@ static BackendOptions backend_options(const Harness *g) {
     return opt;
 }
 
-void step_test_train(Harness *g) {
-    const Config *cfg = g->cfg;
-    GPT2Shape shape = config_shape(cfg);
-    size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS];
-    size_t np = gpt2_param_sizes(&shape, sz, off);
-    double flops = 6.0 * (double)np * g->BT;
-    if (flops > 3e12) { harness_skip(g, "train_step", "the CPU backend would take too long here (%.0f GFLOP per step); the small configs cover it", flops / 1e9); return; }
-    BackendOptions opt = backend_options(g), copt = backend_options(g);
-    Err err = {{0}};
-    size_t free0 = 0, free1 = 0, total = 0;
-    cu.cuMemGetInfo(&free0, &total);
-    Backend *gb = cuda_backend_create(&opt, &err);
-    if (!gb) { harness_fail(g, "train_step", "%s", err.msg); return; }
-    /* the backend allocates what the plan says: its arena is the plan's, and nothing big besides it */
+/* the backend's memory against the plan's: its arena is the plan's, and nothing big besides it (free0: the GPU's free
+   memory before the backend was created) */
+static void check_plan_memory(Harness *g, Backend *gb, size_t free0) {
+    size_t free1 = 0, total = 0;
     cu.cuMemGetInfo(&free1, &total);
     size_t arena = cuda_backend_arena_bytes(gb), planned = g->plan->memory.arena_bytes, used = free0 - free1;
     if (arena != planned) harness_fail(g, "plan memory", "the backend's arena is %zu bytes, the plan's %zu", arena, planned);
@@ -37,99 +27,149 @@ void step_test_train(Harness *g) {
         harness_fail(g, "plan memory", "creating the backend took %zu bytes of GPU memory, the plan says %zu (+ at most 64 MiB of "
              "modules and cuBLASLt handles)", used, planned);
     else harness_ok(g, "plan memory", "arena %zu bytes = plan; backend took %.1f MiB more", arena, (used - planned) / 1048576.0);
-    Backend *cb = cpu_backend_create(&copt, &err);
-    if (!cb) { harness_fail(g, "train_step", "CPU backend: %s", err.msg); gb->destroy(gb); return; }
-    float *params = harness_hbuf(np), *pc = harness_hbuf(np), *pg = harness_hbuf(np), *gc = harness_hbuf(np), *gg = harness_hbuf(np), *gg2 = harness_hbuf(np);
-    gpt2_init_params(&shape, params, 1337);
-    harness_quantize(g, params, np);
-    int32_t *in = xmalloc((size_t)g->BT * 4), *tg = xmalloc((size_t)g->BT * 4);
-    for (int i = 0; i < g->BT; i++) { in[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V); tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V); }
-    int bf = g->xs == 2;
-    double tol_loss = bf ? 1e-2 : 1e-5, tol_grad = bf ? 1e-1 : 1e-3;
-    float lc = 0, lg = 0, nc = 0, ng = 0, lc2 = 0, lg2 = 0;
+}
+
+/* what the parts of step_test_train share: the two backends, the parameters' layout, the host's buffers, the inputs,
+   the tolerances and the first step's losses */
+typedef struct {
+    const Config *cfg;
+    GPT2Shape shape;
+    size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS], np;
+    Backend *gb, *cb;
+    float *params, *pc, *pg, *gc, *gg, *gg2;
+    int32_t *in, *tg;
+    int bf;
+    double tol_loss, tol_grad;
+    float lc, lg;
+} StepTest;
+
+/* the first step on both backends: the loss, every gradient and the norm; returns rc */
+static int step_first(Harness *g, StepTest *t, Err *err) {
+    Backend *gb = t->gb, *cb = t->cb;
+    float nc = 0, ng = 0;
     HarnessCmp c = {0, 0, ""};
-    int rc = gb->set_params(gb, params, &err) || cb->set_params(cb, params, &err) ||
-             gb->zero_grad(gb, &err) || cb->zero_grad(cb, &err) ||
-             gb->forward_backward(gb, in, tg, 1.0f, &lg, &err) || cb->forward(cb, in, tg, &lc, &err) ||
-             cb->backward(cb, 1.0f, &err) ||
-             gb->get_grads(gb, gg, &err) || cb->get_grads(cb, gc, &err) ||
-             gb->grad_norm(gb, &ng, &err) || cb->grad_norm(cb, &nc, &err);
+    int rc = gb->set_params(gb, t->params, err) || cb->set_params(cb, t->params, err) ||
+             gb->zero_grad(gb, err) || cb->zero_grad(cb, err) ||
+             gb->forward_backward(gb, t->in, t->tg, 1.0f, &t->lg, err) || cb->forward(cb, t->in, t->tg, &t->lc, err) ||
+             cb->backward(cb, 1.0f, err) ||
+             gb->get_grads(gb, t->gg, err) || cb->get_grads(cb, t->gc, err) ||
+             gb->grad_norm(gb, &ng, err) || cb->grad_norm(cb, &nc, err);
     double worst_grad = 0;
     const char *worst_name = "";
     if (!rc) {
-        harness_cmp(&c, "loss", &lg, &lc, 1, tol_loss);
+        harness_cmp(&c, "loss", &t->lg, &t->lc, 1, t->tol_loss);
         for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-            size_t n = sz[i];
-            if (i == P_WTE) n = (size_t)shape.vocab_size * shape.n_embd;
+            size_t n = t->sz[i];
+            if (i == P_WTE) n = (size_t)t->shape.vocab_size * t->shape.n_embd;
             char nm[64];
             snprintf(nm, sizeof nm, "d%s", gpt2_param_names[i]);
-            double e = harness_relerr(gg + off[i], gc + off[i], n);
+            double e = harness_relerr(t->gg + t->off[i], t->gc + t->off[i], n);
             if (isnan(e) || e > worst_grad) { worst_grad = e; worst_name = gpt2_param_names[i]; }
-            harness_cmp(&c, nm, gg + off[i], gc + off[i], n, tol_grad);
+            harness_cmp(&c, nm, t->gg + t->off[i], t->gc + t->off[i], n, t->tol_grad);
         }
-        harness_cmp(&c, "grad norm", &ng, &nc, 1, bf ? 5e-2 : 1e-4);
+        harness_cmp(&c, "grad norm", &ng, &nc, 1, t->bf ? 5e-2 : 1e-4);
     }
     if (!rc) {
-        printf("     %s/train_step: loss gpu %.6f cpu %.6f; grad norm gpu %.6f cpu %.6f; worst gradient d%s %.2e\n", cfg->name, lg, lc,
-               ng, nc, worst_name, worst_grad);
-        harness_finish(g, "train_step forward+backward vs CPU backend", &c, &err, 0);
+        printf("     %s/train_step: loss gpu %.6f cpu %.6f; grad norm gpu %.6f cpu %.6f; worst gradient d%s %.2e\n", t->cfg->name,
+               t->lg, t->lc, ng, nc, worst_name, worst_grad);
+        harness_finish(g, "train_step forward+backward vs CPU backend", &c, err, 0);
     } else {
-        harness_finish(g, "train_step forward+backward vs CPU backend", &c, &err, rc);
+        harness_finish(g, "train_step forward+backward vs CPU backend", &c, err, rc);
     }
-    /* update, then a second forward */
-    c = (HarnessCmp){0, 0, ""};
+    return rc;
+}
+
+/* where a gradient is ~0 its sign (and so the AdamW step, about lr) may differ between the backends:
+   allow 2.5 lr everywhere, but at most 1% of the weights more than lr/2 apart; a 16-bit model without
+   master weights also rounds stochastically (one bf16 step) */
+static void check_params_after_adamw(const StepTest *t, HarnessCmp *c) {
+    const double lr_t = 1e-4;
+    int sr = t->bf && !t->cfg->run.train.master_weights;
+    size_t far = 0, out = 0, np = t->np;
+    const float *pg = t->pg, *pc = t->pc;
+    double worst = 0;
+    for (size_t i = 0; i < np; i++) {
+        double d = fabs((double)pg[i] - pc[i]), round = sr ? fabs(pc[i]) / 128.0 : t->bf ? 0 : 1e-6 * fabs(pc[i]);
+        if (d - round > 0.5 * lr_t) far++;
+        if (d - round > 2.5 * lr_t || d != d) out++;
+        if (d - round > worst) worst = d - round;
+    }
+    if ((out || far > np / 100) && !c->bad) {
+        c->bad = 1;
+        snprintf(c->what, sizeof c->what, "params after AdamW: %zu weights more than 2.5 lr off, %zu more than lr/2 (of %zu)", out, far, np);
+    }
+    if (worst / lr_t > c->worst) c->worst = worst / lr_t;
+}
+
+/* update, then a second forward, and the logits of a forward without targets; returns rc */
+static int step_update(Harness *g, StepTest *t, Err *err) {
+    Backend *gb = t->gb, *cb = t->cb;
+    float lc2 = 0, lg2 = 0;
+    HarnessCmp c = (HarnessCmp){0, 0, ""};
+    int rc = gb->update(gb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, err) || cb->update(cb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, err) ||
+             gb->get_params(gb, t->pg, err) || cb->get_params(cb, t->pc, err) ||
+             gb->forward(gb, t->in, t->tg, &lg2, err) || cb->forward(cb, t->in, t->tg, &lc2, err);
     if (!rc) {
-        rc = gb->update(gb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, &err) || cb->update(cb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, &err) ||
-             gb->get_params(gb, pg, &err) || cb->get_params(cb, pc, &err) ||
-             gb->forward(gb, in, tg, &lg2, &err) || cb->forward(cb, in, tg, &lc2, &err);
-        if (!rc) {
-            /* where a gradient is ~0 its sign (and so the AdamW step, about lr) may differ between the backends:
-               allow 2.5 lr everywhere, but at most 1% of the weights more than lr/2 apart; a 16-bit model without
-               master weights also rounds stochastically (one bf16 step) */
-            const double lr_t = 1e-4;
-            int sr = bf && !cfg->run.train.master_weights;
-            size_t far = 0, out = 0;
-            double worst = 0;
-            for (size_t i = 0; i < np; i++) {
-                double d = fabs((double)pg[i] - pc[i]), round = sr ? fabs(pc[i]) / 128.0 : bf ? 0 : 1e-6 * fabs(pc[i]);
-                if (d - round > 0.5 * lr_t) far++;
-                if (d - round > 2.5 * lr_t || d != d) out++;
-                if (d - round > worst) worst = d - round;
-            }
-            if ((out || far > np / 100) && !c.bad) {
-                c.bad = 1;
-                snprintf(c.what, sizeof c.what, "params after AdamW: %zu weights more than 2.5 lr off, %zu more than lr/2 (of %zu)", out, far, np);
-            }
-            if (worst / lr_t > c.worst) c.worst = worst / lr_t;
-            harness_cmp(&c, "loss after the step", &lg2, &lc2, 1, tol_loss);
-            if (!(lg2 < lg) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "loss did not go down: %.6f -> %.6f", lg, lg2); }
-            /* logits for sampling: a forward without targets */
-            float *lgpu = harness_hbuf((size_t)g->V), *lcpu = harness_hbuf((size_t)g->V);
-            if (gb->forward(gb, in, NULL, NULL, &err) || cb->forward(cb, in, NULL, NULL, &err) ||
-                gb->get_logits(gb, g->B - 1, g->T - 1, lgpu, &err) || cb->get_logits(cb, g->B - 1, g->T - 1, lcpu, &err)) rc = -1;
-            else harness_cmp(&c, "logits", lgpu, lcpu, (size_t)g->V, bf ? 3e-2 : 1e-4);
-            free(lgpu); free(lcpu);
-            printf("     %s/train_step: after one AdamW step, loss gpu %.6f cpu %.6f\n", cfg->name, lg2, lc2);
-        }
-        if (!c.bad && !rc) harness_ok(g, "train_step AdamW update, second forward, logits vs CPU backend", "max param diff %.2f lr", c.worst);
-        else harness_finish(g, "train_step AdamW update, second forward, logits vs CPU backend", &c, &err, rc);
+        check_params_after_adamw(t, &c);
+        harness_cmp(&c, "loss after the step", &lg2, &lc2, 1, t->tol_loss);
+        if (!(lg2 < t->lg) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "loss did not go down: %.6f -> %.6f", t->lg, lg2); }
+        /* logits for sampling: a forward without targets */
+        float *lgpu = harness_hbuf((size_t)g->V), *lcpu = harness_hbuf((size_t)g->V);
+        if (gb->forward(gb, t->in, NULL, NULL, err) || cb->forward(cb, t->in, NULL, NULL, err) ||
+            gb->get_logits(gb, g->B - 1, g->T - 1, lgpu, err) || cb->get_logits(cb, g->B - 1, g->T - 1, lcpu, err)) rc = -1;
+        else harness_cmp(&c, "logits", lgpu, lcpu, (size_t)g->V, t->bf ? 3e-2 : 1e-4);
+        free(lgpu); free(lcpu);
+        printf("     %s/train_step: after one AdamW step, loss gpu %.6f cpu %.6f\n", t->cfg->name, lg2, lc2);
     }
-    /* determinism: the same step twice gives the same bits, whether the logits are made once (forward_backward, what
-       training runs) or again in the backward (forward, then backward); with train.deterministic = false the same
-       loss and gradients within the precision's tolerance (cuDNN's dQ by atomics: the sums' order varies) */
-    c = (HarnessCmp){0, 0, ""};
-    if (!rc) {
-        const int det = cfg->run.train.deterministic;
-        float l1 = 0, l2 = 0;
-        rc = gb->zero_grad(gb, &err) || gb->forward_backward(gb, in, tg, 1.0f, &l1, &err) || gb->get_grads(gb, gg, &err) ||
-             gb->zero_grad(gb, &err) || gb->forward(gb, in, tg, &l2, &err) || gb->backward(gb, 1.0f, &err) || gb->get_grads(gb, gg2, &err);
-        if (!rc && l1 != l2) { c.bad = 1; snprintf(c.what, sizeof c.what, "forward_backward and forward + backward gave different losses"); }
-        if (!rc && det && memcmp(gg, gg2, np * 4) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "forward_backward and forward + backward gave different gradients"); }
-        if (!rc && !det) harness_cmp(&c, "gradients, forward_backward against forward + backward", gg2, gg, np, bf ? 3e-2 : 1e-3);
-        harness_finish(g, det ? "train_step deterministic (forward_backward = forward + backward, same bits)"
-                      : "train_step, dQ by atomics (forward_backward = forward + backward within the tolerance)", &c, &err, rc);
-    }
-    free(params); free(pc); free(pg); free(gc); free(gg); free(gg2); free(in); free(tg);
+    if (!c.bad && !rc) harness_ok(g, "train_step AdamW update, second forward, logits vs CPU backend", "max param diff %.2f lr", c.worst);
+    else harness_finish(g, "train_step AdamW update, second forward, logits vs CPU backend", &c, err, rc);
+    return rc;
+}
+
+/* determinism: the same step twice gives the same bits, whether the logits are made once (forward_backward, what
+   training runs) or again in the backward (forward, then backward); with train.deterministic = false the same
+   loss and gradients within the precision's tolerance (cuDNN's dQ by atomics: the sums' order varies) */
+static void step_determinism(Harness *g, StepTest *t, Err *err) {
+    Backend *gb = t->gb;
+    HarnessCmp c = (HarnessCmp){0, 0, ""};
+    const int det = t->cfg->run.train.deterministic;
+    float l1 = 0, l2 = 0;
+    int rc = gb->zero_grad(gb, err) || gb->forward_backward(gb, t->in, t->tg, 1.0f, &l1, err) || gb->get_grads(gb, t->gg, err) ||
+             gb->zero_grad(gb, err) || gb->forward(gb, t->in, t->tg, &l2, err) || gb->backward(gb, 1.0f, err) || gb->get_grads(gb, t->gg2, err);
+    if (!rc && l1 != l2) { c.bad = 1; snprintf(c.what, sizeof c.what, "forward_backward and forward + backward gave different losses"); }
+    if (!rc && det && memcmp(t->gg, t->gg2, t->np * 4) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "forward_backward and forward + backward gave different gradients"); }
+    if (!rc && !det) harness_cmp(&c, "gradients, forward_backward against forward + backward", t->gg2, t->gg, t->np, t->bf ? 3e-2 : 1e-3);
+    harness_finish(g, det ? "train_step deterministic (forward_backward = forward + backward, same bits)"
+                  : "train_step, dQ by atomics (forward_backward = forward + backward within the tolerance)", &c, err, rc);
+}
+
+void step_test_train(Harness *g) {
+    StepTest t = {.cfg = g->cfg};
+    t.shape = config_shape(t.cfg);
+    size_t np = t.np = gpt2_param_sizes(&t.shape, t.sz, t.off);
+    double flops = 6.0 * (double)np * g->BT;
+    if (flops > 3e12) { harness_skip(g, "train_step", "the CPU backend would take too long here (%.0f GFLOP per step); the small configs cover it", flops / 1e9); return; }
+    BackendOptions opt = backend_options(g), copt = backend_options(g);
+    Err err = {{0}};
+    size_t free0 = 0, total = 0;
+    cu.cuMemGetInfo(&free0, &total);
+    Backend *gb = t.gb = cuda_backend_create(&opt, &err);
+    if (!gb) { harness_fail(g, "train_step", "%s", err.msg); return; }
+    /* the backend allocates what the plan says: its arena is the plan's, and nothing big besides it */
+    check_plan_memory(g, gb, free0);
+    Backend *cb = t.cb = cpu_backend_create(&copt, &err);
+    if (!cb) { harness_fail(g, "train_step", "CPU backend: %s", err.msg); gb->destroy(gb); return; }
+    t.params = harness_hbuf(np), t.pc = harness_hbuf(np), t.pg = harness_hbuf(np), t.gc = harness_hbuf(np), t.gg = harness_hbuf(np), t.gg2 = harness_hbuf(np);
+    gpt2_init_params(&t.shape, t.params, 1337);
+    harness_quantize(g, t.params, np);
+    t.in = xmalloc((size_t)g->BT * 4), t.tg = xmalloc((size_t)g->BT * 4);
+    for (int i = 0; i < g->BT; i++) { t.in[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V); t.tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)g->V); }
+    t.bf = g->xs == 2;
+    t.tol_loss = t.bf ? 1e-2 : 1e-5, t.tol_grad = t.bf ? 1e-1 : 1e-3;
+    int rc = step_first(g, &t, &err);
+    if (!rc) rc = step_update(g, &t, &err);
+    if (!rc) step_determinism(g, &t, &err);
+    free(t.params); free(t.pc); free(t.pg); free(t.gc); free(t.gg); free(t.gg2); free(t.in); free(t.tg);
     cb->destroy(cb);
     gb->destroy(gb);
 }
