@@ -105,6 +105,53 @@ static const char *measure_variant(Tuner *t, int i, int j, Workload *w, const fl
     return status;
 }
 
+/* a family's sweep so far: the best and the default variant's times, the counts, the rejected variants' lines */
+typedef struct {
+    double best_us, default_us;
+    int best, ok, rejected, reused_n;
+    char rejects[2048];
+} SweepTally;
+
+/* measures variant j (named name) that no earlier tune measured, into *r; a rejected one gets its line in the
+   tally, and a launch that faulted the GPU's context sets t->lost */
+static void measure_new(Tuner *t, int i, int j, Workload *w, const float *ref, size_t nref, const char *name,
+                        const TuneKey *key, SweepTally *s, TuneRecord *r, Err *err) {
+    const char *fam = t->plan.families[i].decl->family;
+    double us = 0;
+    err->msg[0] = 0;
+    const char *status = measure_variant(t, i, j, w, ref, nref, &us, err);
+    tuner_record(t, r, "measure", "kernel", fam, name, status, us, -1, key);
+    if (strcmp(status, "ok")) {
+        size_t len = strlen(s->rejects);
+        snprintf(s->rejects + len, sizeof s->rejects - len, "  rejected %s %s: %s: %.200s\n", fam, name, status, err->msg);
+    }
+    Err probe;
+    if (!strcmp(status, "launch") && harness_wait(&t->g, &probe))   /* a fault: every later call would fail too */
+        snprintf(t->lost, sizeof t->lost, "%s variant %.200s: %.300s", fam, name, err->msg);
+}
+
+/* the family's report line, and its best variant recorded where one could be timed */
+static void report_family(Tuner *t, int i, const char *dname, const SweepTally *s, const TuneKey *key) {
+    const PlanFamily *m = &t->plan.families[i];
+    FamilyVariants *fv = &t->fv[i];
+    const char *fam = m->decl->family;
+    char name[256];
+    if (t->lost[0]) {
+        fprintf(t->rep, "kernel %-12s stopped: %s broke the GPU's context\n%s", fam, t->lost, s->rejects);
+        return;
+    }
+    if (s->best < 0 || s->default_us <= 0) {
+        fprintf(t->rep, "kernel %-12s no variant could be timed; default kept\n%s", fam, s->rejects);
+        return;
+    }
+    tune_variant_name(m, fv->v[s->best].v, name, sizeof name);
+    TuneRecord r;
+    tuner_record(t, &r, "best", "kernel", fam, name, "ok", s->best_us, s->default_us, key);
+    fprintf(t->rep, "kernel %-12s default %-40s %10.1f us  chosen %-40s %10.1f us  %5.2fx  (%d variants: %d ok, %d rejected, "
+            "%d refused by the constraints%s)\n%s", fam, dname, s->default_us, name, s->best_us, s->default_us / s->best_us,
+            fv->n, s->ok, s->rejected, fv->refused, s->reused_n ? ", some measured by an earlier tune" : "", s->rejects);
+}
+
 static void sweep_family(Tuner *t, int i) {
     const PlanFamily *m = &t->plan.families[i];
     FamilyVariants *fv = &t->fv[i];
@@ -134,51 +181,26 @@ static void sweep_family(Tuner *t, int i) {
         harness_dfree_all(&t->g);
         return;
     }
-    double best_us = -1, default_us = -1;
-    int best = -1, ok = 0, rejected = 0, reused_n = 0;
-    char rejects[2048] = "";
+    SweepTally s = {-1, -1, -1, 0, 0, 0, ""};
     for (int j = 0; j < fv->n; j++) {
         tune_variant_name(m, fv->v[j].v, name, sizeof name);
         const TuneRecord *old = tuner_measured(t, "kernel", fam, name, &key);
         TuneRecord r;
-        if (old) { r = *old; reused_n++; }
+        if (old) { r = *old; s.reused_n++; }
         else {
             if (j > 0 && !tuner_budget_left(t)) continue;
-            double us = 0;
-            err.msg[0] = 0;
-            const char *status = measure_variant(t, i, j, &w, ref, nref, &us, &err);
-            tuner_record(t, &r, "measure", "kernel", fam, name, status, us, -1, &key);
-            if (strcmp(status, "ok")) {
-                size_t len = strlen(rejects);
-                snprintf(rejects + len, sizeof rejects - len, "  rejected %s %s: %s: %.200s\n", fam, name, status, err.msg);
-            }
-            Err probe;
-            if (!strcmp(status, "launch") && harness_wait(&t->g, &probe))   /* a fault: every later call would fail too */
-                snprintf(t->lost, sizeof t->lost, "%s variant %.200s: %.300s", fam, name, err.msg);
+            measure_new(t, i, j, &w, ref, nref, name, &key, &s, &r, &err);
         }
         tuner_progress(t, fam, name, &r, old != NULL);
         if (t->lost[0]) break;
-        if (strcmp(r.status, "ok")) { rejected++; continue; }
-        ok++;
-        if (j == 0) default_us = r.us;
-        if (best < 0 || r.us < best_us) { best = j; best_us = r.us; }
+        if (strcmp(r.status, "ok")) { s.rejected++; continue; }
+        s.ok++;
+        if (j == 0) s.default_us = r.us;
+        if (s.best < 0 || r.us < s.best_us) { s.best = j; s.best_us = r.us; }
     }
     free(ref);
     harness_dfree_all(&t->g);
-    if (t->lost[0]) {
-        fprintf(t->rep, "kernel %-12s stopped: %s broke the GPU's context\n%s", fam, t->lost, rejects);
-        return;
-    }
-    if (best < 0 || default_us <= 0) {
-        fprintf(t->rep, "kernel %-12s no variant could be timed; default kept\n%s", fam, rejects);
-        return;
-    }
-    tune_variant_name(m, fv->v[best].v, name, sizeof name);
-    TuneRecord r;
-    tuner_record(t, &r, "best", "kernel", fam, name, "ok", best_us, default_us, &key);
-    fprintf(t->rep, "kernel %-12s default %-40s %10.1f us  chosen %-40s %10.1f us  %5.2fx  (%d variants: %d ok, %d rejected, "
-            "%d refused by the constraints%s)\n%s", fam, dname, default_us, name, best_us, default_us / best_us, fv->n, ok,
-            rejected, fv->refused, reused_n ? ", some measured by an earlier tune" : "", rejects);
+    report_family(t, i, dname, &s, &key);
 }
 
 /* those with fewer variants first: a budget that runs out leaves the longest sweeps short, not the cheap ones */
