@@ -31,6 +31,39 @@ static void matmul_buffers(Workload *w, Harness *g, const PlanMatmul *m) {
     w->out[w->n_out++] = (WlOut){0, 0, "D"};
 }
 
+/* the name of the j-th heuristic algorithm, as the tune db and the report write it */
+static void algo_name(const cublasLtMatmulAlgo_t *algo, int j, char *name, size_t size) {
+    MatmulAlgoChoice c;
+    matmul_algo_describe(algo, j, &c);
+    tune_algo_format(&c, name, size);
+}
+
+/* runs algorithm j (the one mm uses now) from the workload's fill: the first one's output becomes the reference
+   (*ref, *nref), the others' are held against it; then times it, unless an earlier tune did (old: the default runs
+   again only for the reference output); returns its status, and its time in *us */
+static const char *measure_algo(Tuner *t, MmRun *r, Workload *w, int j, const TuneRecord *old, float **ref,
+                                size_t *nref, double *us, Err *err) {
+    Harness *g = &t->g;
+    const char *status = "ok";
+    size_t n = 0;
+    float *got = NULL;
+    if (workload_fill(w, g, err) || mm_run(r, err) || harness_wait(g, err) || !(got = workload_sample(w, g, &n, err)))
+        status = "launch";
+    else if (j == 0) { *ref = got; *nref = n; got = NULL; }
+    else {
+        size_t bad = 0;
+        double e = tuner_rel_diff(got, *ref, n, &bad);
+        if (n != *nref || bad || !(e <= g->tol)) {
+            status = "mismatch";
+            snprintf(err->msg, sizeof err->msg, "max error %.3g against the first heuristic, %zu not finite", e, bad);
+        }
+    }
+    free(got);
+    if (old) *us = old->us;   /* the default, run again only for the reference output */
+    else if (!strcmp(status, "ok") && measure_median(g, &t->flush, mm_run, r, us, err)) status = "launch";
+    return status;
+}
+
 static void sweep_matmul(Tuner *t, Matmuls *mm, int id) {
     const PlanMatmul *m = &t->plan.matmuls[id];
     TuneKey key;
@@ -47,14 +80,12 @@ static void sweep_matmul(Tuner *t, Matmuls *mm, int id) {
     matmul_buffers(&w, g, m);
     MmRun r = {mm, id, g->s, w.b[0].p, w.b[1].p, w.b[2].p, w.b[3].p, w.b[4].p};
     float *ref = NULL;
-    size_t nref = 0, n = 0;
+    size_t nref = 0;
     double best_us = -1, default_us = -1;
     int best = -1, rejected = 0;
     char name[256], dname[256] = "", bname[256] = "", rejects[1024] = "";
     for (int j = 0; j < n_algos; j++) {
-        MatmulAlgoChoice c;
-        matmul_algo_describe(&algos[j], j, &c);
-        tune_algo_format(&c, name, sizeof name);
+        algo_name(&algos[j], j, name, sizeof name);
         if (j == 0) snprintf(dname, sizeof dname, "%s", name);
         matmul_use_algo(mm, id, &algos[j]);
         char dbname[64];
@@ -64,23 +95,8 @@ static void sweep_matmul(Tuner *t, Matmuls *mm, int id) {
         if (old && j > 0) rec = *old;
         else {
             if (j > 0 && !tuner_budget_left(t)) break;
-            const char *status = "ok";
             double us = 0;
-            float *got = NULL;
-            if (workload_fill(&w, g, &err) || mm_run(&r, &err) || harness_wait(g, &err) || !(got = workload_sample(&w, g, &n, &err)))
-                status = "launch";
-            else if (j == 0) { ref = got; nref = n; got = NULL; }
-            else {
-                size_t bad = 0;
-                double e = tuner_rel_diff(got, ref, n, &bad);
-                if (n != nref || bad || !(e <= g->tol)) {
-                    status = "mismatch";
-                    snprintf(err.msg, sizeof err.msg, "max error %.3g against the first heuristic, %zu not finite", e, bad);
-                }
-            }
-            free(got);
-            if (old) us = old->us;   /* the default, run again only for the reference output */
-            else if (!strcmp(status, "ok") && measure_median(g, &t->flush, mm_run, &r, &us, &err)) status = "launch";
+            const char *status = measure_algo(t, &r, &w, j, old, &ref, &nref, &us, &err);
             if (j == 0 && strcmp(status, "ok")) {
                 fprintf(t->rep, "matmul %-18s cuBLASLt's first heuristic fails: %s; not tuned\n", m->name, err.msg);
                 t->failed++;
