@@ -69,11 +69,9 @@ T=build/tests
 # pool_add PART NAME MODE GIB SECONDS CMD: GIB the job's GPU memory at its peak, SECONDS about how long it takes
 # alone on the H200 (the longest start first); see tests/gpu/pool.sh
 if want programs; then
-    # test_gpu in three: its builds (NVRTC only: they fill the kernel cache for the rest), the golden steps, and
-    # its GPU tests, which run alone (their "plan memory" checks); every RUN of tests/test_gpu.c is in one of them
-    pool_add programs test_gpu.build par 0 40 "$T/test_gpu test_build_"
-    pool_add programs test_gpu.golden par 2 15 "$T/test_gpu test_golden_gpu_"
-    pool_add programs test_gpu alone 4 70 "$T/test_gpu test_gpu_"
+    # test_gpu whole, alone (its "plan memory" checks): its GPU tests use the variants its builds made in the same
+    # process (a process of its GPU tests alone skips them all, "did not build"), so it is not split by filter
+    pool_add programs test_gpu alone 4 120 "$T/test_gpu"
     pool_add programs test_sample par 4 35 "$T/test_sample"
     pool_add programs sample_cli par 2 20 "SAMPLE_BACKEND=cuda sh tests/cli/sample.sh"
     pool_add programs test_eval par 2 6 "$T/test_eval"
