@@ -1,4 +1,4 @@
-/* args: what the config commands (build, train, test) share: their options, the config and the plan. */
+/* args: what the config commands (build, train, test, tune) share: their options, the config and its plans. */
 #include "cli/commands.h"
 #include "gen/build.h"
 #include "runtime/gpu.h"
@@ -78,98 +78,49 @@ int args_parse(int argc, char **argv, const Env *env, Args *a, const char *cmd) 
     return 0;
 }
 
-int args_make_plans(const Args *a, const Config *cfg, const char *arch, Plan *plan, Plan *sample) {
+int args_make_plans(const Args *a, const Config *cfg, const char *arch, const PlanRequest *req, PlanSet *ps) {
+    CliTuning t = {a->env, a->untuned || a->no_tune_db, a->untuned ? NULL : "not used (--no-tune-db); default variants",
+                   a->quiet ? NULL : stdout, 0, a->machine, a->machine_cublaslt};
     Err err;
-    if (plan_make_train(plan, cfg, arch, &err) || (sample && plan_make_sample(sample, cfg, arch, &err))) {
+    if (cli_plans(cfg, req, arch, &t, ps, &err)) {
         fprintf(stderr, "gpt2gen: %s\n", err.msg);
         return EXIT_USAGE;
     }
-    if (!a->untuned) args_tune_db(a, plan, sample);
     return 0;
 }
 
 /* Loads the config and makes the plans. Errors here are the user's input: exit code 2. */
-int args_load_and_plan(const Args *a, Config *cfg, Plan *plan, Plan *sample) {
+int args_load_and_plan(const Args *a, Config *cfg, const PlanRequest *req, PlanSet *ps) {
     Err err;
     if (config_load(cfg, a->config, a->sets, a->n_sets, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
-    return args_plan(a, cfg, plan, sample);
+    return args_plan(a, cfg, req, ps);
 }
 
-int args_plan(const Args *a, const Config *cfg, Plan *plan, Plan *sample) {
+int args_plan(const Args *a, const Config *cfg, const PlanRequest *req, PlanSet *ps) {
     char arch[16];
     const char *note;
     cuda_pick_arch(a->arch, cfg->run.arch, arch, &note);
     if (!config_arch_valid(arch)) { fprintf(stderr, "gpt2gen: arch: expected sm_XX with XX >= 70, got '%s'\n", err_show(arch)); return EXIT_USAGE; }
     if (!a->quiet && !a->no_arch_note && strcmp(note, "--arch") && strcmp(note, "config")) printf("arch %s (%s)\n", arch, note);
-    return args_make_plans(a, cfg, arch, plan, sample);
+    return args_make_plans(a, cfg, arch, req, ps);
 }
 
-int args_build_plans(const Args *a, const Plan *plan, const Plan *sample, int quiet, Err *err) {
-    const Plan *plans[2] = {plan, sample};
-    return build_plans(plans, sample ? 2 : 1, a->jobs, quiet, a->env, NULL, err);
+int args_build_plans(const Args *a, const PlanSet *ps, int quiet, Err *err) {
+    const Plan *plans[2];
+    int n = planset_ahead(ps, plans);
+    return build_plans(plans, n, a->jobs, quiet, a->env, NULL, err);
 }
 
-/* "3 kernel families, 15 matmuls, the GELU (kernel) and the attention path" */
-static void applied_list(const TuneApplied *ap, char *out, size_t n) {
-    char parts[4][64];
-    int k = 0;
-    if (ap->kernels) snprintf(parts[k++], sizeof parts[0], "%d kernel famil%s", ap->kernels, ap->kernels == 1 ? "y" : "ies");
-    if (ap->matmuls) snprintf(parts[k++], sizeof parts[0], "%d matmul%s", ap->matmuls, ap->matmuls == 1 ? "" : "s");
-    if (ap->gelu) snprintf(parts[k++], sizeof parts[0], "the GELU (%s)", gelu_path_name(ap->gelu_path));
-    if (ap->attention) snprintf(parts[k++], sizeof parts[0], "the attention path (%s)", attention_name(ap->attention_path));
-    out[0] = 0;
-    for (int i = 0; i < k; i++) {
-        size_t len = strlen(out);
-        snprintf(out + len, n - len, "%s%s", i == 0 ? "" : i == k - 1 ? " and " : ", ", parts[i]);
-    }
-}
-
-void args_tune_db(const Args *a, Plan *plan, Plan *sample) {
-    const char *path = tune_db_path(a->env);
-    if (a->no_tune_db) {
-        if (!a->quiet) printf("tune db %s: not used (--no-tune-db); default variants\n", path);
-        return;
-    }
-    TuneEnv env;
-    char cublaslt[32];
-    Err err;
-    if (a->machine) { env = *a->machine; snprintf(cublaslt, sizeof cublaslt, "%s", a->machine_cublaslt); }
-    else if (tune_env_probe(&env, cublaslt, sizeof cublaslt, a->env, &err)) {   /* without a GPU, a missing database goes unsaid */
-        if (!a->quiet && file_exists(path))
-            printf("tune db %s: not used (its entries are per GPU: %s); default variants\n", path, err.msg);
-        return;
-    }
-    if (!file_exists(path)) {
-        if (!a->quiet) printf("tune db %s: not found; default variants (`gpt2gen tune` makes it)\n", path);
-        return;
-    }
-    TuneDb db;
-    tune_db_load(&db, path, stderr);   /* unreadable file, corrupt lines: one message each */
-    TuneApplied ap;
-    tune_db_apply(&db, &env, plan, cublaslt, &ap, stderr);
-    TuneApplied quiet;   /* the sampling plan's entries, if the tuner measured its shape; its notes would repeat */
-    if (sample) tune_db_apply(&db, &env, sample, cublaslt, &quiet, NULL);
-    char what[256], extra[128] = "";
-    applied_list(&ap, what, sizeof what);
-    if (ap.overridden) snprintf(extra, sizeof extra, "; %d tunable%s set by the config kept", ap.overridden, ap.overridden == 1 ? "" : "s");
-    if (!a->quiet) {
-        if (what[0]) printf("tune db %s: %s from the database, for %s%s\n", path, what, env.gpu, extra);
-        else printf("tune db %s: nothing for this config on %s%s; default variants\n", path, env.gpu,
-                    ap.stale || db.corrupt ? " (stale or corrupt entries ignored)" : "");
-    }
-    tune_db_free(&db);
-}
-
-int args_build(int argc, char **argv, const Env *env, const char *cmd, const char *usage, Config *cfg, Plan *plan, Plan *sample,
-               int *done) {
+int args_build(int argc, char **argv, const Env *env, const char *cmd, const char *usage, Config *cfg,
+               const PlanRequest *req, PlanSet *ps, int *done) {
     Args a;
     *done = 0;
     int rc = args_parse(argc, argv, env, &a, cmd);
     if (rc) return rc;
     if (a.help) { fputs(usage, stdout); *done = 1; return 0; }
-    if ((rc = args_load_and_plan(&a, cfg, plan, sample))) return rc;
+    if ((rc = args_load_and_plan(&a, cfg, req, ps))) return rc;
     Err err, why;
-    rc = args_build_plans(&a, plan, sample, a.quiet, &err);
+    rc = args_build_plans(&a, ps, a.quiet, &err);
     if (rc == BUILD_NO_NVRTC && cuda_backend_built(&why)) {   /* CPU only: CUBINs are of no use to this binary */
         fprintf(stderr, "gpt2gen %s: %s\ngpt2gen %s: note: %s; the CPU backend needs no CUBINs\n", cmd, err.msg, cmd, why.msg);
         return 0;

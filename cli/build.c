@@ -28,7 +28,10 @@ static const char *BUILD_USAGE =
 
 int cmd_build(int argc, char **argv, const Env *env) {
     static Config cfg;
-    static Plan plan, sample;
+    PlanSet ps;
+    PlanRequest req = {1, 1, 0};   /* the training step and the decode plan its samples run */
     int done;
-    return args_build(argc, argv, env, "build", BUILD_USAGE, &cfg, &plan, &sample, &done);
+    int rc = args_build(argc, argv, env, "build", BUILD_USAGE, &cfg, &req, &ps, &done);
+    if (!rc && !done) planset_free(&ps);
+    return rc;
 }

@@ -4,8 +4,7 @@
 #ifndef GPT2GEN_COMMANDS_H
 #define GPT2GEN_COMMANDS_H
 #include "gen/config.h"
-#include "gen/plan.h"
-#include "gen/tune_db.h"
+#include "gen/planset.h"
 #include "runtime/backend.h"
 
 int cmd_build(int argc, char **argv, const Env *env);   /* argv[0] is the command's name; env: main read it once */
@@ -31,6 +30,20 @@ void cli_pick_arch(const char *backend, const char *given, char arch[16]);
 /* The checkpoint's parameters into backend be (whose model it must be). */
 int cli_load_weights(Backend *be, const char *checkpoint, Err *err);
 
+/* How a command's plans take the tuning database (cli/plans.c). */
+typedef struct {
+    const Env *env;                /* GPT2GEN_TUNE_DB, GPT2GEN_TUNE_ENV (never NULL) */
+    int off;                       /* the default variants: --no-tune-db, the tuner's baseline, the CPU backend */
+    const char *off_note;          /* with off: what to say why (NULL: nothing) */
+    FILE *say;                     /* where the one line on the database goes; NULL: nowhere */
+    int only_applied;              /* say it only where the database gave something */
+    const TuneEnv *machine;        /* this machine as a child process probed it (cli/train.c); NULL: probe it here */
+    const char *machine_cublaslt;
+} CliTuning;
+/* The plans req asks for of cfg, for arch, with the tuning database as t says (a stale or corrupt database is
+   reported on stderr and ignored; the database's choices are the plans', the config is never changed). */
+int cli_plans(const Config *cfg, const PlanRequest *req, const char *arch, const CliTuning *t, PlanSet *ps, Err *err);
+
 #define ARGS_MAX_SETS 64     /* --set options (and --resume) on one command line */
 #define ARGS_MAX_JOBS 1024   /* -j */
 #define ARGS_MAX_GPUS 256    /* --gpus: processes one node starts (runtime/ranks/launch.h) */
@@ -49,30 +62,24 @@ typedef struct {
     int gpus;            /* --gpus N (0: not given); it sets train.num_gpus = N */
     char gpus_set[32];   /* that --set */
     const Env *env;      /* the environment (common/env.h), as main read it (never NULL) */
-    const TuneEnv *machine;        /* this machine as a child process probed it (cli/train.c), for args_tune_db; */
-    const char *machine_cublaslt;  /* NULL: args_tune_db probes it (in a process that may start CUDA) */
+    const TuneEnv *machine;        /* this machine as a child process probed it (cli/train.c): CliTuning's */
+    const char *machine_cublaslt;
 } Args;
 
 
 /* Parses the options shared by the config commands. Returns 0, or 2 after printing a usage error. */
 int args_parse(int argc, char **argv, const Env *env, Args *a, const char *cmd);
-/* Loads the config and makes its plans (args_plan). Errors here are the user's input: the message is printed and
-   the result is 2. */
-int args_load_and_plan(const Args *a, Config *cfg, Plan *plan, Plan *sample);
-/* The training plan of a config already loaded, and its sampling plan where sample is not NULL, for the arch
-   cuda_pick_arch chooses, with the tuning database (unless untuned); 2 as above. */
-int args_plan(const Args *a, const Config *cfg, Plan *plan, Plan *sample);
-/* The plans of cfg for arch (sample may be NULL), with the tuning database; 2 after printing an error. */
-int args_make_plans(const Args *a, const Config *cfg, const char *arch, Plan *plan, Plan *sample);
-/* Builds the plans (sample may be NULL): gen/build.h's build_plans with -j and the environment. */
-int args_build_plans(const Args *a, const Plan *plan, const Plan *sample, int quiet, Err *err);
-/* Applies the tuning database (gen/tune_db.h) to plan (and to sample, where not NULL), unless --no-tune-db, and
-   says so in one line (unless -q; and not where there is no GPU and no database); a stale or corrupt database is
-   reported and ignored. The database's choices are the plans' (an attention path only for attention = "auto"):
-   the config is never changed. */
-void args_tune_db(const Args *a, Plan *plan, Plan *sample);
-/* parse, load, plan, generate and compile (the sampling plan too where sample is not NULL); usage is printed for
-   --help (*done set, returns 0). */
-int args_build(int argc, char **argv, const Env *env, const char *cmd, const char *usage, Config *cfg, Plan *plan, Plan *sample,
-               int *done);
+/* Loads the config and makes the plans req asks for (args_plan). Errors here are the user's input: the message is
+   printed and the result is 2. */
+int args_load_and_plan(const Args *a, Config *cfg, const PlanRequest *req, PlanSet *ps);
+/* The plans req asks for of a config already loaded, for the arch cuda_pick_arch chooses, with the tuning
+   database (unless --no-tune-db or untuned), which is said in one line (unless -q); 2 as above. */
+int args_plan(const Args *a, const Config *cfg, const PlanRequest *req, PlanSet *ps);
+/* The same for arch. */
+int args_make_plans(const Args *a, const Config *cfg, const char *arch, const PlanRequest *req, PlanSet *ps);
+/* Builds the plans built ahead (planset_ahead): gen/build.h's build_plans with -j and the environment. */
+int args_build_plans(const Args *a, const PlanSet *ps, int quiet, Err *err);
+/* parse, load, plan and compile; usage is printed for --help (*done set, returns 0). */
+int args_build(int argc, char **argv, const Env *env, const char *cmd, const char *usage, Config *cfg,
+               const PlanRequest *req, PlanSet *ps, int *done);
 #endif

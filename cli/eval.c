@@ -132,13 +132,17 @@ static int run(const EvalArgs *a, Err *err) {
     if (evalset_load(&set, a->data, err)) return EXIT_FAIL;
     Config *cfg = xcalloc(1, sizeof *cfg);
     Evaluator e = {0};
+    PlanSet ps = {0};
     EvalResult r = {0};
     int rc = EXIT_FAIL;
     const char *prec = a->precision ? a->precision : is_bf16 ? "bf16" : "fp32";
     if (cli_checkpoint_config(cfg, &shape, prec, a->checkpoint, err)) goto done;
     char arch[16];
     cli_pick_arch(a->backend, a->arch, arch);
-    if (evaluator_open(&e, cfg, &set, (int)a->rows, NULL, a->backend, arch, 0, a->env, err)) goto done;
+    PlanRequest req = {0, 0, (int)(a->rows < set.rows ? a->rows : set.rows)};
+    CliTuning tuning = {a->env, !strcmp(a->backend, "cpu"), NULL, stderr, 1, NULL, NULL};
+    if (cli_plans(cfg, &req, arch, &tuning, &ps, err) || evaluator_open(&e, &ps, &set, NULL, a->backend, 0, a->env, err))
+        goto done;
     Backend *be = evaluator_backend(&e);
     if (cli_load_weights(be, a->checkpoint, err)) goto done;
     Progress p = {now_seconds(), now_seconds(), isatty(2), 0};
@@ -155,6 +159,7 @@ static int run(const EvalArgs *a, Err *err) {
 done:
     evalresult_free(&r);
     evaluator_close(&e);
+    planset_free(&ps);
     evalset_free(&set);
     free(cfg);
     return rc;

@@ -280,6 +280,10 @@ static int run(const SampleArgs *a, Err *err) {
     char *text = NULL;
     TokenVec ids = {0};
     Sampler *s = xcalloc(1, sizeof *s);
+    PlanSet ps = {0};
+    /* the database's choices for the decode and prefill shapes, where `gpt2gen tune` measured them (said on stderr:
+       standard output is the text) */
+    CliTuning tuning = {a->env, !strcmp(a->backend, "cpu"), NULL, stderr, 1, NULL, NULL};
     size_t len;
     if (!(text = read_prompt(a, &len, err)) || tokenizer_encode(&tok, text, len, &ids, err)) goto done;
     if (ids.n == 0) tokvec_push(&ids, tok.eot);   /* no prompt: the model starts after end-of-text */
@@ -289,7 +293,8 @@ static int run(const SampleArgs *a, Err *err) {
     if (cli_checkpoint_config(cfg, &shape, prec, a->checkpoint, err)) goto done;
     char arch[16];
     cli_pick_arch(a->backend, a->arch, arch);
-    if (sampler_open(s, cfg, NULL, (int)a->batch, NULL, a->backend, arch, 0, a->env, err)) goto done;
+    PlanRequest req = {0, (int)a->batch, 0};
+    if (cli_plans(cfg, &req, arch, &tuning, &ps, err) || sampler_open(s, &ps, NULL, a->backend, 0, a->env, err)) goto done;
     Backend *w = sampler_backend(s);
     if (cli_load_weights(w, a->checkpoint, err)) goto done;
     if (a->echo) {
@@ -299,6 +304,7 @@ static int run(const SampleArgs *a, Err *err) {
     rc = generate(a, s, &tok, &ids, want, text, len, prec, err);
 done:
     sampler_close(s);
+    planset_free(&ps);
     free(s); free(cfg); free(text);
     tokvec_free(&ids);
     tokenizer_free(&tok);

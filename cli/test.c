@@ -15,9 +15,12 @@ static const char *TEST_USAGE =
 
 int cmd_test(int argc, char **argv, const Env *env) {
     static Config cfg;
-    static Plan plan, decode;
+    PlanSet ps;
+    PlanRequest req = {1, 1, 0};   /* the training step and the decode plan that samples */
     int done;
-    int rc = args_build(argc, argv, env, "test", TEST_USAGE, &cfg, &plan, &decode, &done);
+    int rc = args_build(argc, argv, env, "test", TEST_USAGE, &cfg, &req, &ps, &done);
     if (rc || done) return rc;
-    return tune_test(&cfg, &plan, &decode, env) ? EXIT_FAIL : 0;
+    rc = tune_test(&cfg, ps.train, ps.decode, env) ? EXIT_FAIL : 0;
+    planset_free(&ps);
+    return rc;
 }

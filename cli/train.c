@@ -98,10 +98,16 @@ static int make_id(void *id, size_t len, void *ctx, Err *err) {
     return ctx ? comm_socket_id(id, len, ((const Env *)ctx)->tmpdir, err) : nccl_unique_id(id, err);
 }
 
+/* The plans of the run (train_plan_request), for arch (NULL: as args_plan picks it). */
+static int train_plans(const Args *a, const Config *cfg, const char *arch, PlanSet *ps) {
+    PlanRequest req = train_plan_request(&cfg->run);
+    return arch ? args_make_plans(a, cfg, arch, &req, ps) : args_plan(a, cfg, &req, ps);
+}
+
 /* `--gpus N` (or train.num_gpus = N) on the GPU: builds once, then a process per GPU (runtime/ranks/launch.h). With
    backend "cpu" (GPT2GEN_CPU_PROCESSES=1: a test hook, the multi-process loop without GPUs), a process per rank on
    the CPU backend, joined through runtime/ranks/comm_socket.h instead of the ranks emulated in one process. */
-static int train_local(Args *a, Config *cfg, Plan *plan, Plan *sample, const char *backend, CudaProbe *p, int fresh) {
+static int train_local(Args *a, Config *cfg, PlanSet *ps, const char *backend, CudaProbe *p, int fresh) {
     Err err;
     int n = cfg->run.train.num_gpus, cpu = !strcmp(backend, "cpu"), rc;
     if (!cpu) {
@@ -111,8 +117,8 @@ static int train_local(Args *a, Config *cfg, Plan *plan, Plan *sample, const cha
         if (!a->arch) a->arch = p->arch;   /* GPU 0's, as the one-process path does */
         if (p->key_ok) { a->machine = &p->key; a->machine_cublaslt = p->cublaslt; }
     }
-    if ((rc = args_plan(a, cfg, plan, sample))) return rc;
-    if (!cpu && (nccl_load(a->env, NULL, &err) || args_build_plans(a, plan, sample, a->quiet, &err))) {
+    if ((rc = train_plans(a, cfg, NULL, ps))) return rc;
+    if (!cpu && (nccl_load(a->env, NULL, &err) || args_build_plans(a, ps, a->quiet, &err))) {
         fprintf(stderr, "gpt2gen: %s\n", err.msg);
         return EXIT_FAIL;
     }
@@ -122,15 +128,15 @@ static int train_local(Args *a, Config *cfg, Plan *plan, Plan *sample, const cha
     if (rc == -1) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     if (rc != LAUNCH_CHILD) return rc;
     TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, rank, n, rank, id, a->env, NULL, fresh};
-    return train_run(cfg, plan, sample, &opt);
+    return train_run(&cfg->run, ps, &opt);
 }
 
 /* One process of several that mpirun or srun started: rank 0 builds and hands out NCCL's id through a file
    (runtime/ranks/launch.h), the others wait for it and then build (from the kernel cache rank 0 filled). */
-static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan, Plan *sample, const char *backend,
+static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, PlanSet *ps, const char *backend,
                           int fresh) {
     Err err;
-    int cpu = !strcmp(backend, "cpu"), rc = args_plan(a, cfg, plan, sample);
+    int cpu = !strcmp(backend, "cpu"), rc = train_plans(a, cfg, NULL, ps);
     if (rc) return rc;
     char path[RUNDIR_PATH_MAX];
     double timeout = a->env->nccl_timeout;
@@ -144,12 +150,12 @@ static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan,
     if (le->rank == 0) {   /* a stale id file goes first: the other ranks would wait on it while rank 0 builds */
         rc = launch_id_file_claim(path, note, sizeof note, &err);
         if (!rc && note[0]) fprintf(stderr, "gpt2gen: rank 0: note: %s\n", note);
-        rc = rc || (!cpu && args_build_plans(a, plan, sample, a->quiet, &err)) ||
+        rc = rc || (!cpu && args_build_plans(a, ps, a->quiet, &err)) ||
              make_id(id, sizeof id, cpu ? (void *)a->env : NULL, &err) ||
              launch_share_id_file(path, le, id, NCCL_ID_BYTES, timeout, &err) ||
              launch_id_file_answers(path, le->world, timeout, &err);   /* a rank that refused it: stop now */
     } else rc = launch_share_id_file(path, le, id, NCCL_ID_BYTES, timeout, &err) ||
-              (!cpu && args_build_plans(a, plan, sample, 1, &err));
+              (!cpu && args_build_plans(a, ps, 1, &err));
     if (rc) {
         if (le->rank == 0) launch_id_file_remove(path);   /* a refused or timed-out join leaves no id file */
         fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg);
@@ -158,7 +164,7 @@ static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, Plan *plan,
     /* rank 0 removes the id file once every rank has joined (train_run), before anything can _exit */
     TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, le->rank, le->world, le->local_rank, id, a->env,
                         le->rank == 0 ? path : NULL, fresh};
-    rc = train_run(cfg, plan, sample, &opt);
+    rc = train_run(&cfg->run, ps, &opt);
     if (le->rank == 0) launch_id_file_remove(path);
     return rc;
 }
@@ -239,13 +245,13 @@ static int launcher_world(Args *a, const LaunchEnv *le, const char *backend, int
 
 /* One process trains: on the GPU or the CPU (--backend, or auto: the GPU where there is one), one rank or several
    ranks emulated on the CPU. */
-static int train_here(Args *a, Config *cfg, Plan *plan, Plan *sample, const char *backend, int fresh) {
+static int train_here(Args *a, Config *cfg, PlanSet *ps, const char *backend, int fresh) {
     Err err;
     int rc;
     char arch[16];
     /* several ranks in one process run only as the CPU emulation, asked for by name */
     /* a config limit, as the others are: exit code 2 */
-    if (train_check_ranks(cfg, backend, 1, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
+    if (train_check_ranks(&cfg->run, cfg->path, backend, 1, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
     int gpu = strcmp(backend, "cpu") && cuda_device_arch(0, arch, &err) == 0;
     if (!strcmp(backend, "auto")) {
         if (gpu) backend = "cuda";
@@ -260,17 +266,18 @@ static int train_here(Args *a, Config *cfg, Plan *plan, Plan *sample, const char
         if (!gpu) { fprintf(stderr, "gpt2gen: --backend cuda: %s\n", err.msg); return EXIT_FAIL; }
     }
     a->no_arch_note = !gpu;   /* the CPU backend runs no kernels: an arch would say nothing */
-    if ((rc = args_plan(a, cfg, plan, sample))) return rc;
+    if ((rc = train_plans(a, cfg, NULL, ps))) return rc;
     if (!strcmp(backend, "cuda")) {
         /* the kernels must be for this GPU: a config's or --arch's other target is rebuilt for it */
-        if (gpu && strcmp(arch, plan->arch)) {
-            printf("note: building for GPU 0's %s instead of %s\n", arch, plan->arch);
-            if ((rc = args_make_plans(a, cfg, arch, plan, sample))) return rc;
+        if (gpu && strcmp(arch, ps->train->arch)) {
+            printf("note: building for GPU 0's %s instead of %s\n", arch, ps->train->arch);
+            planset_free(ps);
+            if ((rc = train_plans(a, cfg, arch, ps))) return rc;
         }
-        if (args_build_plans(a, plan, sample, a->quiet, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
+        if (args_build_plans(a, ps, a->quiet, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     }
     TrainOptions opt = {backend, a->quiet, 0, 1, 0, NULL, a->env, NULL, fresh};
-    return train_run(cfg, plan, sample, &opt);
+    return train_run(&cfg->run, ps, &opt);
 }
 
 int cmd_train(int argc, char **argv, const Env *env) {
@@ -291,7 +298,7 @@ int cmd_train(int argc, char **argv, const Env *env) {
         return EXIT_USAGE;
     }
     static Config cfg;
-    static Plan plan, sample;   /* the training step, and the one-row forward that samples */
+    static PlanSet ps;   /* the training step, the decode plan that samples, eval.hellaswag's */
     Err err;
     /* started by mpirun or srun (or our own launcher): the launcher's world is train.num_gpus */
     const LaunchEnv le = a.env->launch;
@@ -308,11 +315,13 @@ int cmd_train(int argc, char **argv, const Env *env) {
     /* the config, once; no CUDA in this process yet: several GPUs on one machine fork first, then make the plan */
     if (config_load(&cfg, a.config, a.sets, a.n_sets, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_USAGE; }
     /* what the run needs from files, before anything is built: the tokenizer of its samples, the run folder */
-    if (train_check_tokenizer(&cfg, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
+    if (train_check_tokenizer(&cfg.run, cfg.path, &err)) { fprintf(stderr, "gpt2gen: %s\n", err.msg); return EXIT_FAIL; }
     if ((rc = check_run_dir(&cfg, &fresh, again))) return rc;
-    if (le.world > 1) return train_launched(&a, &le, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda", fresh);
-    if (cfg.run.train.num_gpus > 1 && processes)
-        return train_local(&a, &cfg, &plan, &sample, !strcmp(backend, "cpu") ? "cpu" : "cuda", &probe, fresh);
-    return train_here(&a, &cfg, &plan, &sample, backend, fresh);
+    if (le.world > 1) rc = train_launched(&a, &le, &cfg, &ps, !strcmp(backend, "cpu") ? "cpu" : "cuda", fresh);
+    else if (cfg.run.train.num_gpus > 1 && processes)
+        rc = train_local(&a, &cfg, &ps, !strcmp(backend, "cpu") ? "cpu" : "cuda", &probe, fresh);
+    else rc = train_here(&a, &cfg, &ps, backend, fresh);
+    planset_free(&ps);
+    return rc;
 }
 

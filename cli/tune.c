@@ -75,7 +75,8 @@ static void write_report(const TuneReport *rep, const Plan *plan) {
 int cmd_tune(int argc, char **argv, const Env *env) {
     setvbuf(stdout, NULL, _IOLBF, 0);   /* the report and progress (stderr) in the order they come, in a log of both */
     static Config cfg;
-    static Plan plan;
+    PlanSet ps;
+    PlanRequest req = {1, 0, 0};
     TuneOptions o = {0};
     Args a;
     int rc = tune_options(&o, &argc, argv);
@@ -86,13 +87,14 @@ int cmd_tune(int argc, char **argv, const Env *env) {
     char arch[16];
     Err err;
     a.no_arch_note = cuda_device_arch(0, arch, &err) != 0;   /* without a GPU the one line is tune_run's: needs a GPU */
-    if ((rc = args_load_and_plan(&a, &cfg, &plan, NULL))) return rc;
+    if ((rc = args_load_and_plan(&a, &cfg, &req, &ps))) return rc;
     o.jobs = a.jobs;
     o.env = a.env;
     TuneReport rep;
-    rc = tune_run(&cfg, &plan, &o, &rep, &err);
+    rc = tune_run(&cfg, ps.train, &o, &rep, &err);
     if (rc) fprintf(stderr, "gpt2gen tune: %s\n", err.msg);
-    if (rep.text) write_report(&rep, &plan);
+    if (rep.text) write_report(&rep, ps.train);
     tune_report_free(&rep);
+    planset_free(&ps);
     return rc || rep.failed ? EXIT_FAIL : 0;
 }

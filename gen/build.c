@@ -1,3 +1,4 @@
+#include "gen/config.h"
 #include "gen/build.h"
 #include "common/dirs.h"
 #include "common/files.h"

@@ -1,4 +1,5 @@
 /* plan: modules, tunables, launch geometry, matmuls and memory for one model and step shape (see plan.h). */
+#include "gen/config.h"
 #include "gen/plan.h"
 #include "common/files.h"
 #include <stdio.h>

@@ -7,7 +7,7 @@
    side in one process; a build writes each as a section of build/<name>/plan.txt for people. */
 #ifndef GPT2GEN_PLAN_H
 #define GPT2GEN_PLAN_H
-#include "gen/config.h"
+#include "gen/spec.h"
 #include "gen/kernels.h"
 #include "gen/matmuls.h"
 #include "gen/memory.h"
@@ -41,7 +41,15 @@ typedef struct {
     LaunchDims dims;        /* the launch; for a kernel with a size parameter, at size 1 (the rule is per call) */
 } PlanKernel;
 
-typedef struct Plan {
+typedef struct Plan Plan;
+/* The GPU's facts a plan's decisions depend on, as the caller learned them (cli/: runtime/gpu.h) */
+typedef struct PlanFacts {
+    /* 1 where cuDNN's fused attention serves plan's step, 0 with why where not; NULL: no cuDNN here */
+    int (*cudnn_attention)(void *ctx, const Plan *plan, char *why, size_t n);
+    void *ctx;
+} PlanFacts;
+
+struct Plan {
     char name[32];          /* what it is for: "train", "sample"; its section of plan.txt */
     GPT2Shape model;
     StepShape step;
@@ -49,7 +57,7 @@ typedef struct Plan {
     char config_path[CONFIG_PATH_MAX];
     /* The config it was made from, for the build's own files (config.lua, the sources' first lines) and the tuner:
        the runtime never reads it. */
-    const Config *cfg;
+    const struct Config *cfg;
     char build_dir[256];    /* build/<name> */
     char arch[16];          /* sm_XX the CUBINs are for */
     /* the attention path and who chose it: "config" (attention = "cudnn" or "flash" must be had), "auto" (a training
@@ -85,23 +93,23 @@ typedef struct Plan {
     PlanMatmul matmuls[MM_COUNT];
     PlanMemory memory;
     OpSchedule schedule;    /* the step as ops (gen/schedule.h): what the backends run, in order */
-} Plan;
+};
 
 /* Builds the plan called name for step, the model of cfg, and arch (e.g. "sm_90"). Tunables come from the
    declarations and the config's tune table; a value outside its declared constraints is an error naming the key
    and the allowed values. */
-int  plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *step, const char *arch, Err *err);
+int  plan_make(Plan *plan, const struct Config *cfg, const char *name, const StepShape *step, const char *arch, Err *err);
 /* a training plan's GELU path (and who chose it): its matmul entries and memory follow */
 void plan_set_gelu(Plan *plan, GeluPath gelu, const char *origin);
 /* The training plan ("train") of cfg. */
-int  plan_make_train(Plan *plan, const Config *cfg, const char *arch, Err *err);
+int  plan_make_train(Plan *plan, const struct Config *cfg, const char *arch, Err *err);
 /* The plan that samples text during training ("decode"): one row decoding against its key/value cache, run with
    the training plan's weights (its prompt is one token, so it needs no prefill). */
-int  plan_make_sample(Plan *plan, const Config *cfg, const char *arch, Err *err);
+int  plan_make_sample(Plan *plan, const struct Config *cfg, const char *arch, Err *err);
 /* Sampling's plans (runtime/sample/sampler.h): "decode", B rows one token at a time, and "prefill", B rows of T
    prompt positions into the decode plan's cache; shared_weights: they run with another backend's. */
-int  plan_make_decode(Plan *plan, const Config *cfg, int B, int shared_weights, const char *arch, Err *err);
-int  plan_make_prefill(Plan *plan, const Config *cfg, int B, int T, int shared_weights, const char *arch, Err *err);
+int  plan_make_decode(Plan *plan, const struct Config *cfg, int B, int shared_weights, const char *arch, Err *err);
+int  plan_make_prefill(Plan *plan, const struct Config *cfg, int B, int T, int shared_weights, const char *arch, Err *err);
 /* Gives family fam its tunable values (declaration order), marking changed ones with origin (when not NULL), and
    recomputes its derived constants and launches. A combination the family's check or the launch limits refuse is
    an error, and the family stays as it was. */

@@ -2,7 +2,8 @@
    one model has several plans side by side, one per shape it runs. */
 #ifndef GPT2GEN_STEP_H
 #define GPT2GEN_STEP_H
-#include "gen/config.h"
+#include "gen/spec.h"
+struct Config;   /* gen/config.h */
 
 /* STEP_TRAIN: a forward with targets, the backward and AdamW, the activations kept per layer for the backward.
    STEP_FORWARD: a forward only (logits for every position, and the loss when targets are given), for sampling and
@@ -25,12 +26,12 @@ typedef struct {
 } StepShape;
 
 /* The config's training step. */
-StepShape step_train(const Config *cfg);
+StepShape step_train(const struct Config *cfg);
 /* A forward of B rows of T tokens in the config's precision; shared_weights as above. */
-StepShape step_forward(const Config *cfg, int B, int T, int shared_weights);
+StepShape step_forward(const struct Config *cfg, int B, int T, int shared_weights);
 /* B rows decoding one token each against the cache; shared_weights as above. */
-StepShape step_decode(const Config *cfg, int B, int shared_weights);
+StepShape step_decode(const struct Config *cfg, int B, int shared_weights);
 /* The prefill of B rows of T positions into a decode plan's cache. */
-StepShape step_prefill(const Config *cfg, int B, int T, int shared_weights);
+StepShape step_prefill(const struct Config *cfg, int B, int T, int shared_weights);
 const char *step_kind_name(StepKind k);   /* "train", "forward", "decode" */
 #endif

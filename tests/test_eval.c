@@ -4,6 +4,7 @@
    scores agree to 1e-5 and every choice is the reference's; where there is a GPU, the CUDA backend's choices in
    fp32 and bf16 are the CPU reference's wherever the reference's margin between the two best completions is above
    the precision's tolerance. And the reader refuses malformed files, naming the field. */
+#include "gen/config.h"
 #include "tests/check.h"
 #include "runtime/eval/evaluate.h"
 #include "runtime/gpu.h"
@@ -151,10 +152,16 @@ static int evaluate(const Config *cfg, const char *which, const char *arch, int 
     Evaluator e = {0};
     int rc = -1;
     if (evalset_load(&set, path_of("good.bin"), err)) return -1;
-    if (!evaluator_open(&e, cfg, &set, rows, NULL, which, arch, 0, NULL, err) &&
+    PlanSet ps;
+    PlanInputs in = {{0}, NULL, NULL, NULL, NULL};
+    snprintf(in.arch, sizeof in.arch, "%s", arch);
+    PlanRequest req = {0, 0, rows < set.rows ? rows : set.rows};
+    if (planset_make(&ps, cfg, &req, &in, NULL, err)) { evalset_free(&set); return -1; }
+    if (!evaluator_open(&e, &ps, &set, NULL, which, 0, NULL, err) &&
         !evaluator_backend(&e)->set_params(evaluator_backend(&e), params, err))
         rc = evaluator_run(&e, &set, r, NULL, NULL, err);
     evaluator_close(&e);
+    planset_free(&ps);
     evalset_free(&set);
     return rc;
 }

@@ -3,6 +3,7 @@
    step's memory layout (no two buffers overlap unless the plan says they share, sizes from the model's own
    formulas), the kernels' launch geometry covering their work, and the round trip through the resolved
    config.lua giving the same plan. Runs from the repository root (tests/run.sh does). */
+#include "gen/config.h"
 #include "tests/check.h"
 #include "gen/emit.h"
 #include "gen/plan.h"

@@ -2,6 +2,7 @@
    other shapes, side by side, each with its own backend and activations, sharing the training backend's weights.
    The reference for a forward plan's logits is the training plan's own forward over the same rows: the model is
    the same function of each row, whatever B is. */
+#include "gen/config.h"
 #include "tests/check.h"
 #include "tests/plans.h"
 #include "runtime/backend.h"

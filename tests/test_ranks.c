@@ -1,6 +1,7 @@
 /* Several ranks (runtime/ranks/ranks.h): the ZeRO-1 shards, the emulated collectives against a plain mean, the
    CPU backend keeping and updating only its shard (a ZeRO-1 rank's optimizer state is 1/N of ZeRO-0's), and a
    state file holding a shard. The training loop over N ranks is tests/cli/ranks.sh's. */
+#include "gen/config.h"
 #include "runtime/ranks/ranks.h"
 #include "common/rng.h"
 #include "common/files.h"

@@ -3,6 +3,7 @@
    continuation the decode step's logits equal the full forward's over the same prefix (CPU 1e-5; GPU fp32 1e-4 and
    16-bit 3e-2 of the largest logit), rows are independent, greedy is the same on the CPU and the GPU in fp32; and
    the draw's rule (runtime/sample/sampling.h): greedy, temperature, top-k, top-p, seeds, end-of-text. */
+#include "gen/config.h"
 #include "tests/check.h"
 #include "runtime/sample/sampler.h"
 #include "runtime/gpu.h"
@@ -51,12 +52,26 @@ static int load_model(Model *m, Err *err) {
 
 /* a sampler of rows rows holding the rough weights */
 static int open_sampler(Model *m, Sampler *s, int rows, Err *err) {
-    if (load_model(m, err) || sampler_open(s, &m->cfg, NULL, rows, NULL, m->which, m->arch, 0, NULL, err)) return -1;
+    memset(s, 0, sizeof *s);
+    if (load_model(m, err)) return -1;
+    PlanSet *ps = xcalloc(1, sizeof *ps);
+    PlanInputs in = {{0}, NULL, NULL, NULL, NULL};
+    snprintf(in.arch, sizeof in.arch, "%s", m->arch);
+    if (planset_make(ps, &m->cfg, &(PlanRequest){0, rows, 0}, &in, NULL, err)) { free(ps); return -1; }
+    if (sampler_open(s, ps, NULL, m->which, 0, NULL, err)) return -1;
     GPT2Shape shape = config_shape(&m->cfg);
     float *p = rough_params(&shape);
     int rc = sampler_backend(s)->set_params(sampler_backend(s), p, err);
     free(p);
     return rc;
+}
+
+/* sampler_close, and the plans open_sampler made */
+static void close_sampler(Sampler *s) {
+    PlanSet *ps = (PlanSet *)s->plans;
+    sampler_close(s);
+    if (ps) planset_free(ps);
+    free(ps);
 }
 
 static void prompt_tokens(int32_t *p, int n, uint64_t seed, int V) {
@@ -78,10 +93,10 @@ static void decode_equals_forward(Model *md) {
     if (no_gpu(md)) return;
     Err err = {{0}};
     Sampler s;
-    if (open_sampler(md, &s, 2, &err)) { CHECK(0, "%s: %s", md->name, err.msg); sampler_close(&s); return; }
+    if (open_sampler(md, &s, 2, &err)) { CHECK(0, "%s: %s", md->name, err.msg); close_sampler(&s); return; }
     const Config *cfgp = &md->cfg;
     GPT2Shape m = config_shape(cfgp);
-    int V = m.vocab_size, maxT = m.max_seq_len, Tp = sampler_bucket(PROMPT - 1, maxT);
+    int V = m.vocab_size, maxT = m.max_seq_len, Tp = s.plans->bucket_T[planset_bucket(s.plans, PROMPT - 1)];
     Plan pre, full;
     StepShape fs = step_forward(cfgp, 2, maxT, 1);
     Backend *pb = NULL, *fb = NULL;
@@ -132,13 +147,13 @@ static void decode_equals_forward(Model *md) {
 out:
     if (pb) pb->destroy(pb);
     if (fb) fb->destroy(fb);
-    sampler_close(&s);
+    close_sampler(&s);
 }
 
 static int generate(Sampler *s, const SampleSettings *ss, uint64_t seed, int eot, int32_t *drawn, int cached) {
     Err err = {{0}};
     int32_t prompt[PROMPT];
-    prompt_tokens(prompt, PROMPT, 5, s->cfg->model.vocab_size);
+    prompt_tokens(prompt, PROMPT, 5, s->plans->decode->model.vocab_size);
     uint64_t rng[4];
     for (int b = 0; b < s->rows; b++) rng[b] = sample_row_seed(seed, b);
     SampleStats st;
@@ -200,8 +215,8 @@ static void sampler_properties(Model *md) {
     SampleStats st;
     CHECK(sampler_generate(&s, p, 90, 10, &greedy, &rng, -1, c, NULL, NULL, &st, &err) < 0 && strstr(err.msg, "100 positions") &&
           strstr(err.msg, "96"), "a prompt too long: %s", err.msg);
-    sampler_close(&s);
-    sampler_close(&s3);
+    close_sampler(&s);
+    close_sampler(&s3);
 }
 
 /* sample_draw: frequencies at temperature 1 and 0.5 within 4 sigma of the softmax; top-k keeps the k highest;
@@ -258,8 +273,8 @@ static void test_greedy_cpu_equals_gpu(void) {
     int na = generate(&c, &greedy, 1, -1, a, 1), nb = generate(&g, &greedy, 1, -1, b, 1), same = 0;
     while (same < 32 && a[same] == b[same]) same++;
     CHECK(na == 32 && nb == 32 && same == 32, "greedy in fp32: the GPU's tokens follow the CPU's for %d of 32", same);
-    sampler_close(&c);
-    sampler_close(&g);
+    close_sampler(&c);
+    close_sampler(&g);
 }
 
 static void test_decode_equals_forward_cpu(void) { decode_equals_forward(&cpu_model); }

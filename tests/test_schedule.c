@@ -6,6 +6,7 @@
    plan's lists, expanded layer by layer (schedule_run_phase), must give the same calls in the same order, for
    configs/tiny.lua's training step at recompute 0, 1 and 2, each GELU path, one and two streams, and its forward,
    prefill and decode plans. Runs from the repository root. */
+#include "gen/config.h"
 #include "tests/check.h"
 #include "gen/plan.h"
 #include "gen/schedule.h"

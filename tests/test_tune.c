@@ -5,6 +5,7 @@
    plan takes its values, except where the config sets a tunable itself; two steps' first losses agree within the
    precision's relative tolerance, and a NaN never agrees, nor passes the kernel tests' comparison. Runs from the
    repository root. */
+#include "gen/config.h"
 #include "tests/check.h"
 #include "tests/tune_db_test.h"
 #include "tune/families.h"

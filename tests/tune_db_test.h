@@ -3,6 +3,7 @@
    database applied with its messages captured. Runs from the repository root. */
 #ifndef GPT2GEN_TEST_TUNE_DB_H
 #define GPT2GEN_TEST_TUNE_DB_H
+#include "gen/config.h"
 #include "gen/tune_db.h"
 #include "common/files.h"
 #include <stdio.h>

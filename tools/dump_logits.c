@@ -31,23 +31,30 @@ static int run(const char *checkpoint, const char *out, int T, char **tokens, Er
         ids[t] = (int32_t)v;
     }
     Config *cfg = xcalloc(1, sizeof *cfg);
-    Plan *plan = xcalloc(1, sizeof *plan);
+    PlanSet ps = {0};
     Backend *be = NULL;
     float *logits = xmalloc((size_t)T * shape.vocab_size * sizeof *logits);
     int rc = -1;
     if (cli_checkpoint_config(cfg, &shape, "fp32", checkpoint, err)) goto done;
-    StepShape s = step_forward(cfg, 1, T, 0);
-    if (plan_make(plan, cfg, "forward", &s, "sm_90", err)) goto done;
+    /* one row of the eval plan of T's bucket: the padding after position T-1 does not reach positions before it */
+    PlanRequest req = {0, 0, 1};
+    CliTuning untuned = {env_or_defaults(NULL), 1, NULL, NULL, 0, NULL, NULL};
+    if (cli_plans(cfg, &req, "sm_90", &untuned, &ps, err)) goto done;
+    const Plan *plan = ps.eval[planset_bucket(&ps, T)];
+    int32_t *row = xcalloc((size_t)plan->step.T, sizeof *row);
+    memcpy(row, ids, (size_t)T * sizeof *row);
     BackendOptions o = {plan, 0, 0, 0, NULL, NULL, NULL};
-    if (!(be = cpu_backend_create(&o, err)) || cli_load_weights(be, checkpoint, err) ||
-        be->forward(be, ids, NULL, NULL, err))
-        goto done;
+    int failed = !(be = cpu_backend_create(&o, err)) || cli_load_weights(be, checkpoint, err) ||
+                 be->forward(be, row, NULL, NULL, err);
+    free(row);
+    if (failed) goto done;
     for (int t = 0; t < T; t++)
         if (be->get_logits(be, 0, t, logits + (size_t)t * shape.vocab_size, err)) goto done;
     rc = write_file_atomic(out, logits, (size_t)T * shape.vocab_size * sizeof *logits, err);
 done:
     if (be) be->destroy(be);
-    free(ids); free(cfg); free(plan); free(logits);
+    planset_free(&ps);
+    free(ids); free(cfg); free(logits);
     return rc;
 }
 

@@ -4,17 +4,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-int evaluator_open(Evaluator *e, const Config *cfg, const EvalSet *set, int rows, Backend *weights, const char *which,
-                   const char *arch, int device, const Env *env, Err *err) {
+int evaluator_open(Evaluator *e, const PlanSet *plans, const EvalSet *set, Backend *weights, const char *which,
+                   int device, const Env *env, Err *err) {
     memset(e, 0, sizeof *e);
+    if (!plans->eval[0] || plans->eval[0]->step.shared_weights != (weights != NULL))
+        return err_set(err, "evaluator: the plan set has no eval plans %s shared weights", weights ? "with" : "without");
+    const GPT2Shape *m = &plans->eval[0]->model;
     char model[64];
-    snprintf(model, sizeof model, "vocab_size %d, max_seq_len %d", cfg->model.vocab_size, cfg->model.max_seq_len);
-    if (evalset_check_model(set, cfg->model.vocab_size, cfg->model.max_seq_len, model, err)) return -1;
-    e->rows = rows < set->rows ? rows : set->rows;
-    e->T = sampler_bucket(set->longest_row, cfg->model.max_seq_len);
-    e->plan = xcalloc(1, sizeof *e->plan);
-    StepShape s = step_forward(cfg, e->rows, e->T, weights != NULL);
-    if (plan_make(e->plan, cfg, "eval", &s, arch, err)) return -1;
+    snprintf(model, sizeof model, "vocab_size %d, max_seq_len %d", m->vocab_size, m->max_seq_len);
+    if (evalset_check_model(set, m->vocab_size, m->max_seq_len, model, err)) return -1;
+    e->plan = plans->eval[planset_bucket(plans, set->longest_row)];
+    e->rows = e->plan->step.B;
+    e->T = e->plan->step.T;
     BackendOptions o = {e->plan, device, 0, 0, weights, env, NULL};
     e->be = backend_create(&o, weights ? weights->name : which, err);
     return e->be ? 0 : -1;
@@ -87,7 +88,6 @@ int evaluator_run(Evaluator *e, const EvalSet *set, EvalResult *r, EvalProgress 
 
 void evaluator_close(Evaluator *e) {
     if (e->be) e->be->destroy(e->be);
-    free(e->plan);
     memset(e, 0, sizeof *e);
 }
 

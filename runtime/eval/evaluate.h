@@ -3,12 +3,13 @@
  * score is the mean loss over the completion's tokens alone (the loss at position p predicts token p+1, so
  * positions ctx_len-1 .. ctx_len+len-2); the completion of the lowest score is the example's choice (the first such
  * on a tie), and it is correct when it is the label (docs/model.md, "Evaluation").
- * Rows run R at a time through a forward plan "eval" of R rows and T positions, T the longest row rounded up to a
- * power of two (at least 64, at most maxT, like sampling's prefill); positions past a row's end are padding, which
+ * Rows run R at a time through a plan set's forward plan "eval" of R rows and T positions (gen/planset.h), the
+ * bucket the longest row rounds up to; positions past a row's end are padding, which
  * the causal attention keeps from the row's own positions. Used by `gpt2gen eval` (cli/eval.c) and by training's
  * eval.hellaswag (runtime/train/train.c). */
 #ifndef GPT2GEN_EVALUATE_H
 #define GPT2GEN_EVALUATE_H
+#include "gen/planset.h"
 #include "runtime/backend.h"
 #include "runtime/eval/evalset.h"
 
@@ -23,16 +24,17 @@ typedef struct {
 typedef int (*EvalProgress)(void *ctx, int rows_done, int rows);
 
 typedef struct {
-    Plan *plan;
+    const Plan *plan;    /* the plan set's eval plan for the set's longest row */
     Backend *be;
     int rows, T;
 } Evaluator;
 
-/* An evaluator of rows rows per forward for set (checked against the model: evalset_check_model) on the backend
-   kind which ("cpu", "cuda", "auto"), running on the weights of backend weights (same kind and model), or holding
-   its own when weights is NULL (load them with evaluator_backend(e)->set_params). */
-int  evaluator_open(Evaluator *e, const Config *cfg, const EvalSet *set, int rows, Backend *weights, const char *which,
-                    const char *arch, int device, const Env *env, Err *err);
+/* An evaluator for set (checked against the model: evalset_check_model) with the eval plans of plans (their rows
+   per forward; shared weights exactly when weights is given), on the backend kind which ("cpu", "cuda", "auto"),
+   running on the weights of backend weights (same kind and model), or holding its own when weights is NULL (load
+   them with evaluator_backend(e)->set_params). plans must outlive the evaluator. */
+int  evaluator_open(Evaluator *e, const PlanSet *plans, const EvalSet *set, Backend *weights, const char *which,
+                    int device, const Env *env, Err *err);
 Backend *evaluator_backend(Evaluator *e);
 /* Scores every row of set and fills r (evalresult_free frees it). */
 int  evaluator_run(Evaluator *e, const EvalSet *set, EvalResult *r, EvalProgress progress, void *ctx, Err *err);

@@ -5,35 +5,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-int sampler_bucket(int n, int maxT) {
-    int p = 64;
-    while (p < n && p < maxT) p *= 2;
-    return p < maxT ? p : maxT;
-}
-
-int sampler_open(Sampler *s, const Config *cfg, const Plan *decode_plan, int rows, Backend *weights, const char *which,
-                 const char *arch, int device, const Env *env, Err *err) {
+int sampler_open(Sampler *s, const PlanSet *plans, Backend *weights, const char *which, int device, const Env *env,
+                 Err *err) {
     memset(s, 0, sizeof *s);
-    s->cfg = cfg;
-    s->rows = rows;
+    s->plans = plans;
     s->device = device;
     s->env = env;
-    snprintf(s->arch, sizeof s->arch, "%s", arch);
     snprintf(s->which, sizeof s->which, "%s", weights ? weights->name : which);
-    if (!decode_plan) {
-        s->decode_plan = xcalloc(1, sizeof *s->decode_plan);
-        s->own_decode_plan = 1;
-        if (plan_make_decode(s->decode_plan, cfg, rows, weights != NULL, arch, err)) return -1;
-    } else
-        s->decode_plan = (Plan *)decode_plan;
-    if (s->decode_plan->step.B != rows || s->decode_plan->step.kind != STEP_DECODE)
-        return err_set(err, "sampler: plan \"%s\" is not a decode plan of %d rows", s->decode_plan->name, rows);
-    BackendOptions o = {s->decode_plan, device, 0, 0, weights, env, NULL};
+    const Plan *dp = plans->decode;
+    if (!dp || dp->step.shared_weights != (weights != NULL))
+        return err_set(err, "sampler: the plan set has no decode plan %s shared weights", weights ? "with" : "without");
+    s->rows = dp->step.B;
+    BackendOptions o = {dp, device, 0, 0, weights, env, NULL};
     if (!(s->decode = backend_create(&o, s->which, err))) return -1;
     snprintf(s->which, sizeof s->which, "%s", s->decode->name);   /* "auto" has chosen: the other plans follow */
     s->weights = weights ? weights : s->decode;
     /* one greedy step at position 0 loads the decode step's kernels and records its graph (a prompt's steps write
        that position again before they read it) */
+    int rows = s->rows;
     int32_t *tok = xcalloc((size_t)rows, sizeof *tok), *drawn = xcalloc((size_t)rows, sizeof *drawn);
     uint64_t *rng = xcalloc((size_t)rows, sizeof *rng);
     DecodeRun run = {tok, 0, 1, {0, 0, 1}, rng, drawn, NULL, NULL};
@@ -44,17 +33,15 @@ int sampler_open(Sampler *s, const Config *cfg, const Plan *decode_plan, int row
 
 Backend *sampler_backend(Sampler *s) { return s->weights; }
 
-/* a backend of the prefill plan (prefill) or of a forward plan for T positions, kept in *be / *plan while T stays */
-static int ensure(Sampler *s, Plan **plan, Backend **be, int T, int prefill, Err *err) {
-    if (*be && (*plan)->step.T == T) return 0;
+/* a backend of bucket's prefill plan (prefill) or uncached forward plan, kept in *be while the bucket stays */
+static int ensure(Sampler *s, int *at, Backend **be, int bucket, int prefill, Err *err) {
+    if (*be && *at == bucket) return 0;
     if (*be) { (*be)->destroy(*be); *be = NULL; }
-    if (!*plan) *plan = xcalloc(1, sizeof **plan);
-    StepShape fs = step_forward(s->cfg, s->rows, T, 1);
-    if (prefill ? plan_make_prefill(*plan, s->cfg, s->rows, T, 1, s->arch, err)
-                : plan_make(*plan, s->cfg, "forward", &fs, s->arch, err))
-        return -1;
-    BackendOptions o = {*plan, s->device, 0, 0, s->weights, s->env, prefill ? s->decode : NULL};
+    const Plan *plan = prefill ? s->plans->prefill[bucket] : s->plans->forward[bucket];
+    int T = plan->step.T;
+    BackendOptions o = {plan, s->device, 0, 0, s->weights, s->env, prefill ? s->decode : NULL};
     if (!(*be = backend_create(&o, s->which, err))) return -1;
+    *at = bucket;
     /* the first forward of a backend loads its kernels and libraries: once here, not in the timed prefill (the
        positions it writes into the cache are written again before anything reads them) */
     int32_t *zeros = xcalloc((size_t)s->rows * T, sizeof *zeros);
@@ -64,7 +51,7 @@ static int ensure(Sampler *s, Plan **plan, Backend **be, int T, int prefill, Err
 }
 
 static int check_lengths(const Sampler *s, int n, int max_new, Err *err) {
-    int maxT = s->decode_plan->model.max_seq_len;
+    int maxT = s->plans->decode->model.max_seq_len;
     if (n < 1 || max_new < 1) return err_set(err, "sampler: a prompt of %d tokens and %d new ones", n, max_new);
     if (n + max_new > maxT)
         return err_set(err, "a prompt of %d tokens and %d new tokens make %d positions, more than the model's %d (maxT)",
@@ -91,13 +78,13 @@ static int track_step(void *ctx, int step, const int32_t *tok) {
 int sampler_generate(Sampler *s, const int32_t *prompt, int n, int max_new, const SampleSettings *ss, uint64_t *rng,
                      int eot, int32_t *drawn, SampleCallback on_step, void *ctx, SampleStats *st, Err *err) {
     if (check_lengths(s, n, max_new, err)) return -1;
-    int R = s->rows, maxT = s->decode_plan->model.max_seq_len;
+    int R = s->rows;
     memset(st, 0, sizeof *st);
     st->prompt_tokens = n;
     double t0 = now_seconds();
     if (n > 1) {   /* positions 0..n-2 in one forward; the rows' padding after them is never attended to */
-        int T = sampler_bucket(n - 1, maxT);
-        if (ensure(s, &s->prefill_plan, &s->prefill, T, 1, err)) return -1;
+        int bucket = planset_bucket(s->plans, n - 1), T = s->plans->bucket_T[bucket];
+        if (ensure(s, &s->prefill_bucket, &s->prefill, bucket, 1, err)) return -1;
         t0 = now_seconds();   /* the prefill's time, not its plan's making (kernels compiled or from the cache) */
         int32_t *in = xmalloc((size_t)R * T * sizeof *in);
         for (int b = 0; b < R; b++)
@@ -124,10 +111,11 @@ int sampler_generate_uncached(Sampler *s, const int32_t *prompt, int n, int max_
                               uint64_t *rng, int eot, int32_t *drawn, SampleCallback on_step, void *ctx,
                               SampleStats *st, Err *err) {
     if (check_lengths(s, n, max_new, err)) return -1;
-    int R = s->rows, V = s->decode_plan->model.vocab_size, T = sampler_bucket(n + max_new - 1, s->decode_plan->model.max_seq_len);
+    int R = s->rows, V = s->plans->decode->model.vocab_size, bucket = planset_bucket(s->plans, n + max_new - 1);
+    int T = s->plans->bucket_T[bucket];
     memset(st, 0, sizeof *st);
     st->prompt_tokens = n;
-    if (ensure(s, &s->forward_plan, &s->forward, T, 0, err)) return -1;
+    if (ensure(s, &s->forward_bucket, &s->forward, bucket, 0, err)) return -1;
     int32_t *seq = xmalloc((size_t)R * T * sizeof *seq);
     for (int b = 0; b < R; b++)
         for (int t = 0; t < T; t++) seq[(size_t)b * T + t] = prompt[t < n ? t : n - 1];
@@ -156,8 +144,5 @@ void sampler_close(Sampler *s) {
     if (s->prefill) s->prefill->destroy(s->prefill);
     if (s->forward) s->forward->destroy(s->forward);
     if (s->decode) s->decode->destroy(s->decode);
-    free(s->prefill_plan);
-    free(s->forward_plan);
-    if (s->own_decode_plan) free(s->decode_plan);
     memset(s, 0, sizeof *s);
 }

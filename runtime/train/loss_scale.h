@@ -19,7 +19,7 @@
 #ifndef GPT2GEN_LOSS_SCALE_H
 #define GPT2GEN_LOSS_SCALE_H
 #include "common/err.h"
-#include "gen/config.h"   /* LOSS_SCALE_MAX, config_loss_scale_valid */
+#include "gen/spec.h"   /* LOSS_SCALE_MAX, config_loss_scale_valid */
 
 typedef struct {
     int enabled;       /* precision fp16 */

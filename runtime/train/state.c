@@ -2,7 +2,7 @@
 #include "runtime/train/state.h"
 #include "common/files.h"
 #include "runtime/checkpoint.h"
-#include "gen/config.h"
+#include "gen/spec.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

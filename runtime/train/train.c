@@ -30,7 +30,7 @@ static int global_loss(Run *r, long count, float *out, Err *err) {
 /* The mean loss over eval.val_batches global batches, each rank on its own rows. */
 static int validate_loss(Run *r, float *out, Err *err) {
     long avail = dataloader_batches_per_epoch(&r->rk[0].val);
-    int n = r->cfg->run.eval.val_batches < avail ? r->cfg->run.eval.val_batches : (int)avail;
+    int n = r->run->eval.val_batches < avail ? r->run->eval.val_batches : (int)avail;
     for (int k = 0; k < r->local; k++) {
         RankRun *q = &r->rk[k];
         q->loss_sum = 0;
@@ -69,13 +69,13 @@ static int sample_put(void *ctx, int step, const int32_t *tok) {
 /* Generates up to eval.sample_tokens tokens after end-of-text (until the next one), through the sampler's key/value
    cache on the training weights, prints them as they come, and logs the text. */
 static int sample_text(Run *r, int step, Err *err) {
-    const Config *c = r->cfg;
-    int V = c->model.vocab_size, eot = r->has_tok ? r->tok.eot : V - 1;   /* GPT-2's is last */
-    int n = c->run.eval.sample_tokens < c->model.max_seq_len - 1 ? c->run.eval.sample_tokens : c->model.max_seq_len - 1;
+    const RunSpec *c = r->run;
+    int V = r->plan->model.vocab_size, eot = r->has_tok ? r->tok.eot : V - 1;   /* GPT-2's is last */
+    int n = c->eval.sample_tokens < r->plan->model.max_seq_len - 1 ? c->eval.sample_tokens : r->plan->model.max_seq_len - 1;
     if (n < 1) return 0;   /* eval.sample_tokens = 0: nothing to sample */
     int32_t prompt = eot, *drawn = xmalloc((size_t)n * sizeof *drawn);
     SampleOut o = {.r = r, .text = xmalloc((size_t)n * 256 + 1), .eot = eot};   /* a token is at most 255 bytes, or "<id>" */
-    SampleSettings ss = {(float)c->run.eval.temperature, 0, 1.0f};
+    SampleSettings ss = {(float)c->eval.temperature, 0, 1.0f};
     SampleStats st;
     printf("--- sample at step %d: ", step);
     int rc = sampler_generate(r->sampler, &prompt, 1, n, &ss, &r->sample_rng, eot, drawn, sample_put, &o, &st, err) < 0;
@@ -87,8 +87,8 @@ static int sample_text(Run *r, int step, Err *err) {
 }
 
 /* eval.hellaswag's steps: every eval.hellaswag_every, else at the validations (eval.val_every), and the last */
-static int eval_due(const Config *c, int step, int last) {
-    int every = c->run.eval.hellaswag_every > 0 ? c->run.eval.hellaswag_every : c->run.eval.val_every;
+static int eval_due(const RunSpec *c, int step, int last) {
+    int every = c->eval.hellaswag_every > 0 ? c->eval.hellaswag_every : c->eval.val_every;
     return last || (every > 0 && step % every == 0);
 }
 
@@ -117,7 +117,7 @@ static int average_grads(Run *r, float *norm, Err *err) {
     for (int k = 0; k < n; k++) { bufs[k] = r->rk[k].be->grad_buffer(r->rk[k].be); vals[k] = &sumsq[k]; }
     CommType t = comm_type_of(r->be->comm_prec);
     int rc = r->overlapped ? r->comm->wait_ranges(r->comm, err)   /* started part by part by the backward */
-           : r->cfg->run.train.zero_stage == 1 ? r->comm->reduce_scatter_avg(r->comm, bufs, t, r->num_params, err)
+           : r->run->train.zero_stage == 1 ? r->comm->reduce_scatter_avg(r->comm, bufs, t, r->num_params, err)
                                            : r->comm->all_reduce_avg(r->comm, bufs, t, r->num_params, err);
     for (int k = 0; k < n && !rc; k++) {
         size_t off, cnt;
@@ -133,13 +133,13 @@ static int average_grads(Run *r, float *norm, Err *err) {
 /* AdamW on every rank: under ZeRO-0 each rank updates all parameters (the same bits on every rank), under
    ZeRO-1 its shard, and the shards are then all-gathered. */
 static int update_all(Run *r, float lr, float grad_scale, int t, Err *err) {
-    const Config *c = r->cfg;
+    const RunSpec *c = r->run;
     for (int k = 0; k < r->local; k++) {
         Backend *be = r->rk[k].be;
-        if (be->update(be, lr, (float)c->run.train.beta1, (float)c->run.train.beta2, (float)c->run.train.eps,
-                       (float)c->run.train.weight_decay, grad_scale, t, err)) return -1;
+        if (be->update(be, lr, (float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
+                       (float)c->train.weight_decay, grad_scale, t, err)) return -1;
     }
-    if (r->world == 1 || c->run.train.zero_stage == 0) return 0;
+    if (r->world == 1 || c->train.zero_stage == 0) return 0;
     void *bufs[r->local];
     for (int k = 0; k < r->local; k++) bufs[k] = r->rk[k].be->param_buffer(r->rk[k].be);
     return r->comm->all_gather(r->comm, bufs, comm_type_of(r->be->comm_prec), r->num_params, err);
@@ -149,11 +149,11 @@ static int update_all(Run *r, float lr, float grad_scale, int t, Err *err) {
 static int on_grad_ready(void *ctx, int part, Err *err) {
     Run *r = ctx;
     size_t ranges[NUM_PARAM_TENSORS][2];
-    GPT2Shape shape = config_shape(r->cfg);
+    GPT2Shape shape = r->plan->model;
     int count = gpt2_grad_part(&shape, part, ranges);
     void *bufs[1] = {r->be->grad_buffer(r->be)};
     return r->comm->reduce_ranges_avg(r->comm, bufs, comm_type_of(r->be->comm_prec), r->num_params,
-                                      (const size_t (*)[2])ranges, count, r->cfg->run.train.zero_stage == 1, err);
+                                      (const size_t (*)[2])ranges, count, r->run->train.zero_stage == 1, err);
 }
 
 /* One optimizer step: grad_accum micro-batches on every rank with the loss gradient scaled by the loss scale S,
@@ -161,8 +161,8 @@ static int on_grad_ready(void *ctx, int part, Err *err) {
    overflow, a skipped update (runtime/train/loss_scale.h). *skipped says which; *norm_out is the unscaled norm (not
    finite when skipped); *loss_out the mean over every rank's micro-batches. */
 static int train_step(Run *r, int step, float *loss_out, float *norm_out, float *lr_out, int *skipped, Err *err) {
-    const Config *c = r->cfg;
-    int accum = c->run.train.grad_accum;
+    const RunSpec *c = r->run;
+    int accum = c->train.grad_accum;
     const float S = r->scaler.scale;
     for (int k = 0; k < r->local; k++) {
         RankRun *q = &r->rk[k];
@@ -171,7 +171,7 @@ static int train_step(Run *r, int step, float *loss_out, float *norm_out, float 
         if (be->zero_grad(be, err)) return -1;
         for (int micro = 0; micro < accum; micro++) {
             float loss;
-            int reuse = c->run.train.overfit_batch && (step > 0 || micro > 0);
+            int reuse = c->train.overfit_batch && (step > 0 || micro > 0);
             if (!reuse && dataloader_next(&q->train, q->inputs, q->targets, err)) return -1;
             float inject = r->first + k == 0 && micro == 0 && loss_scale_hook_hits(r->overflow_hook, step + 1) ? INFINITY : 1.0f;
             /* the last micro-batch's backward finishes the gradients: with a process per rank, their averaging
@@ -188,7 +188,7 @@ static int train_step(Run *r, int step, float *loss_out, float *norm_out, float 
     float scaled_norm;
     if (average_grads(r, &scaled_norm, err) || global_loss(r, (long)accum * r->world, loss_out, err)) return -1;
     float norm = scaled_norm / S;
-    float lr = (float)lr_at(c->run.train.schedule, c->run.train.lr, c->run.train.warmup, c->run.train.steps, c->run.train.final_lr_frac, step);
+    float lr = (float)lr_at(c->train.schedule, c->train.lr, c->train.warmup, c->train.steps, c->train.final_lr_frac, step);
     *norm_out = norm;
     *lr_out = lr;
     LossScaleVerdict v = loss_scale_after(&r->scaler, scaled_norm);
@@ -197,7 +197,7 @@ static int train_step(Run *r, int step, float *loss_out, float *norm_out, float 
                        r->scaler.enabled ? " at loss scale 1" : "");
     *skipped = v == LOSS_SCALE_SKIP;
     if (*skipped) return 0;
-    float clip = (float)c->run.train.grad_clip;
+    float clip = (float)c->train.grad_clip;
     float clip_factor = clip > 0 && norm > clip ? clip / norm : 1.0f;
     return update_all(r, lr, clip_factor / S, step + 1 - r->scaler.skipped, err);
 }
@@ -210,37 +210,37 @@ typedef struct {
 
 /* The line and the metrics record that say what the run trains, from step on */
 static void announce(Run *r, int step) {
-    const Config *c = r->cfg;
+    const RunSpec *c = r->run;
     char ranks[96] = "";
-    if (r->world > 1 && r->local > 1) snprintf(ranks, sizeof ranks, " x %d ranks emulated in one process (ZeRO-%d)", r->world, c->run.train.zero_stage);
+    if (r->world > 1 && r->local > 1) snprintf(ranks, sizeof ranks, " x %d ranks emulated in one process (ZeRO-%d)", r->world, c->train.zero_stage);
     else if (r->world > 1) snprintf(ranks, sizeof ranks, " x %d %s, a process each (%s, ZeRO-%d)", r->world,
-                                    strcmp(r->be->name, "cpu") ? "GPUs" : "ranks", r->comm->name, c->run.train.zero_stage);
-    printf("training %s on %s%s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", c->name,
-           r->be->name, ranks, r->num_params / 1e6, c->run.train.steps, c->run.train.total_batch_size, c->run.train.batch_size,
-           c->run.train.seq_len, c->run.train.grad_accum, precision_name(c->model.precision));
-    metrics_event(&r->metrics, "start", "config", metrics_text(c->name, strlen(c->name)), "backend",
+                                    strcmp(r->be->name, "cpu") ? "GPUs" : "ranks", r->comm->name, c->train.zero_stage);
+    printf("training %s on %s%s: %.2fM parameters, %d steps of %ld tokens (B=%d T=%d accum=%d), %s\n", r->plan->config_name,
+           r->be->name, ranks, r->num_params / 1e6, c->train.steps, c->train.total_batch_size, c->train.batch_size,
+           c->train.seq_len, c->train.grad_accum, precision_name(r->plan->step.precision));
+    metrics_event(&r->metrics, "start", "config", metrics_text(r->plan->config_name, strlen(r->plan->config_name)), "backend",
                   metrics_text(r->be->name, strlen(r->be->name)), "step", json_integer(step), "steps",
-                  json_integer(c->run.train.steps), "params", json_integer((json_int_t)r->num_params), NULL);
+                  json_integer(c->train.steps), "params", json_integer((json_int_t)r->num_params), NULL);
 }
 
 /* What is due at step before it trains: validation, a sample, eval.hellaswag, the plot and the checkpoint (when
    stop is set, or at the last step, whatever checkpoint.every says). */
 static int at_step(Run *r, int step, int last, int stop, Progress *p, Err *err) {
-    const Config *c = r->cfg;
+    const RunSpec *c = r->run;
     int rc;
-    if (r->has_val && (step % c->run.eval.val_every == 0 || last)) {
+    if (r->has_val && (step % c->eval.val_every == 0 || last)) {
         float vl;
         if ((rc = validate_loss(r, &vl, err))) return rc;
         printf("step %5d | val loss %.4f\n", step, vl);
         metrics_event(&r->metrics, "val", "step", json_integer(step), "val_loss", metrics_real("%.6f", vl), NULL);
     }
-    if (r->lead && c->run.eval.sample_every > 0 && step > 0 && (step % c->run.eval.sample_every == 0 || last))
+    if (r->lead && c->eval.sample_every > 0 && step > 0 && (step % c->eval.sample_every == 0 || last))
         if ((rc = sample_text(r, step, err))) return rc;
     if (r->evaluator && eval_due(c, step, last) && (rc = eval_choices(r, step, err))) return rc;
     /* plot.svg (rank 0, a log in a file) after each validation and evaluation (the last step's: at the end) */
-    if (r->metrics.regular && !last && ((r->has_val && step % c->run.eval.val_every == 0) || (r->evaluator && eval_due(c, step, 0))))
-        plot_refresh(c->run.checkpoint.dir);
-    if (step > 0 && (last || (c->run.checkpoint.every > 0 && step % c->run.checkpoint.every == 0) || stop)) {
+    if (r->metrics.regular && !last && ((r->has_val && step % c->eval.val_every == 0) || (r->evaluator && eval_due(c, step, 0))))
+        plot_refresh(c->checkpoint.dir);
+    if (step > 0 && (last || (c->checkpoint.every > 0 && step % c->checkpoint.every == 0) || stop)) {
         if ((rc = run_save_checkpoint(r, step, err))) return rc;
         p->last_saved = step;
     }
@@ -250,17 +250,17 @@ static int at_step(Run *r, int step, int last, int stop, Progress *p, Err *err) 
 /* A trained step's line (unless quiet) and its record in metrics.jsonl; mean_dt, the mean time of a step so far,
    gives the ETA. */
 static void log_step(Run *r, int step, float loss, float norm, float lr, int skipped, double dt, double mean_dt) {
-    const Config *c = r->cfg;
-    double tok_s = c->run.train.total_batch_size / dt;
+    const RunSpec *c = r->run;
+    double tok_s = c->train.total_batch_size / dt;
     char eta[32];
-    format_duration(mean_dt * (c->run.train.steps - step - 1), eta, sizeof eta);
+    format_duration(mean_dt * (c->train.steps - step - 1), eta, sizeof eta);
     /* fp16: the loss scale the next step uses; a skipped step says so, with the halved scale */
     char scale_txt[96] = "";
     if (skipped) snprintf(scale_txt, sizeof scale_txt, " | skipped (gradient overflow), loss scale now %.0f", r->scaler.scale);
     else if (r->scaler.enabled) snprintf(scale_txt, sizeof scale_txt, " | scale %.0f", r->scaler.scale);
     if (!r->quiet)
         printf("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | ETA %s%s\n", step + 1,
-               c->run.train.steps, loss, lr, norm, dt * 1e3, tok_s, eta, scale_txt);
+               c->train.steps, loss, lr, norm, dt * 1e3, tok_s, eta, scale_txt);
     json_t *rec = metrics_record("step", "step", json_integer(step + 1), "loss", metrics_real("%.6f", loss), "lr",
                                  metrics_real("%.6e", lr), "norm", metrics_real("%.6f", norm), "ms",
                                  metrics_real("%.3f", dt * 1e3), "tok_s", metrics_real("%.1f", tok_s), NULL);
@@ -274,10 +274,10 @@ static void log_step(Run *r, int step, float loss, float norm, float lr, int ski
 
 /* The steps from step on, to train.steps or a stop: 0, 130 when stopped, else the failure (err set) */
 static int train_steps(Run *r, int step, Progress *p, Err *err) {
-    const Config *c = r->cfg;
+    const RunSpec *c = r->run;
     int rc = 0;
-    for (; step <= c->run.train.steps; step++) {
-        int last = step == c->run.train.steps;
+    for (; step <= c->train.steps; step++) {
+        int last = step == c->train.steps;
         /* whether to save and stop at this step, taken once: a signal that comes later counts at the next step.
            One process per rank: Ctrl-C or SIGTERM reaches them at different moments (or only some of them); they
            agree, and stop at the same step. */
@@ -302,13 +302,13 @@ static int train_steps(Run *r, int step, Progress *p, Err *err) {
         if ((rc = train_step(r, step, &loss, &norm, &lr, &skipped, err))) break;
         p->trained++;
         double dt = now_seconds() - t0;
-        if (step > 0 || c->run.train.steps == 1) { p->timed += dt; p->timed_steps++; }   /* the first step pays for warm-up */
+        if (step > 0 || c->train.steps == 1) { p->timed += dt; p->timed_steps++; }   /* the first step pays for warm-up */
         log_step(r, step, loss, norm, lr, skipped, dt, p->timed_steps ? p->timed / p->timed_steps : dt);
     }
     return rc;
 }
 
-int train_run(const Config *c, const Plan *plan, const Plan *sample, const TrainOptions *opt) {
+int train_run(const RunSpec *c, const PlanSet *plans, const TrainOptions *opt) {
     Run r;
     Err err;
     int rc = 0, step = 0;
@@ -319,20 +319,20 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
         fprintf(stderr, "gpt2gen: %scannot silence stdout\n", who);
         return EXIT_FAIL;
     }
-    if (run_open(&r, c, plan, sample, opt, &err) || (step = run_initial_state(&r, &err)) < 0) {
+    if (run_open(&r, c, plans, opt, &err) || (step = run_initial_state(&r, &err)) < 0) {
         fprintf(stderr, "gpt2gen: %s%s\n", who, err.msg);
         if (r.comm && r.comm->broken) _exit(EXIT_FAIL);
         rundir_discard(&r.dir);   /* a folder this run created holds nothing to keep: it goes again */
         run_close(&r);
         return EXIT_FAIL;
     }
-    if (c->run.checkpoint.resume && step >= c->run.train.steps) {   /* resumed at its last step: nothing to train */
+    if (c->checkpoint.resume && step >= c->train.steps) {   /* resumed at its last step: nothing to train */
         printf("%s: the run is finished (step %d of %d): nothing to do (raise train.steps to train on)\n",
-               c->run.checkpoint.dir, step, c->run.train.steps);
+               c->checkpoint.dir, step, c->train.steps);
         run_close(&r);
         return 0;
     }
-    GPT2Shape shape = config_shape(c);
+    GPT2Shape shape = plans->train->model;
     announce(&r, step);
     stop_signals(1);
     Progress p = {.last_saved = -1, .resumed_at = step > 0 ? step : -1};
@@ -344,14 +344,14 @@ int train_run(const Config *c, const Plan *plan, const Plan *sample, const Train
         _exit(EXIT_FAIL);
     }
     else if (p.timed_steps > 0) {
-        double tok_s = c->run.train.total_batch_size * p.timed_steps / p.timed;
+        double tok_s = c->train.total_batch_size * p.timed_steps / p.timed;
         printf("done: %d step%s, mean %.1f ms/step, %.0f tok/s, %.2f TFLOP/s%s\n", p.trained, p.trained == 1 ? "" : "s",
                p.timed / p.timed_steps * 1e3,
-               tok_s, tok_s * gpt2_flops_per_token(&shape, c->run.train.seq_len) / 1e12, p.last_saved >= 0 ? "" : " (no checkpoint written)");
+               tok_s, tok_s * gpt2_flops_per_token(&shape, c->train.seq_len) / 1e12, p.last_saved >= 0 ? "" : " (no checkpoint written)");
     }
     /* failed or stopped before a step was trained: a folder this run created holds nothing to keep, and goes */
     int discard = rc && p.trained == 0 && p.last_saved < 0 && r.dir.made[0];
-    if (r.metrics.regular && !discard) plot_refresh(c->run.checkpoint.dir);   /* whatever the run got to (rank 0's log: a file) */
+    if (r.metrics.regular && !discard) plot_refresh(c->checkpoint.dir);   /* whatever the run got to (rank 0's log: a file) */
     stop_signals(0);
     if (discard) rundir_discard(&r.dir);
     run_close(&r);

@@ -6,14 +6,14 @@
  * pair that resume takes only whole. */
 #ifndef GPT2GEN_TRAIN_H
 #define GPT2GEN_TRAIN_H
-#include "gen/config.h"
-#include "gen/plan.h"
+#include "gen/planset.h"
 #include "runtime/backend.h"
 #include "runtime/ranks/ranks.h"
 
 /* train.num_gpus > 1 runs that many ranks in this process on the CPU backend (data parallel, ZeRO-0 or 1 by
    train.zero_stage; runtime/ranks/ranks.h); each is a whole CPU backend, hence a cap. */
 enum { TRAIN_MAX_EMULATED_RANKS = 64 };
+enum { TRAIN_EVAL_ROWS = 32 };   /* eval.hellaswag's completions per forward */
 
 typedef struct {
     const char *backend;     /* "cpu", "cuda", or "auto" (cuda where there is a GPU, else cpu) */
@@ -34,11 +34,12 @@ typedef struct {
     int fresh;
 } TrainOptions;
 
-/* Runs the whole job: the training plan's step on every rank; samples (eval.sample_every) through a key/value cache
-   (runtime/sample/sampler.h) on rank 0's weights, with the decode plan sample (gen/plan.h, plan_make_sample), or
-   one the sampler makes where sample is NULL.
+/* The plans a run of run needs (gen/planset.h): the training step, the one-row decode plan that samples
+   (eval.sample_every) through a key/value cache on rank 0's weights, and eval.hellaswag's eval plans. */
+PlanRequest train_plan_request(const RunSpec *run);
+/* Runs the whole job with plans (made as train_plan_request asks).
    Returns an exit code: 0, 1 (a failure, printed), 130 (stopped by SIGINT after saving a checkpoint). */
-int train_run(const Config *cfg, const Plan *plan, const Plan *sample, const TrainOptions *opt);
+int train_run(const RunSpec *run, const PlanSet *plans, const TrainOptions *opt);
 
 /* Pieces the tests use. */
 /* Rank ri's backend of the training plan: under ZeRO-1 with several ranks, it keeps the AdamW state of its shard
@@ -46,8 +47,8 @@ int train_run(const Config *cfg, const Plan *plan, const Plan *sample, const Tra
 Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo ri, const Env *env, Err *err);
 /* train.num_gpus > 1: in one process (procs <= 1) only with backend "cpu" (named: auto is CUDA on a GPU machine),
    and at most TRAIN_MAX_EMULATED_RANKS; as procs processes with num_gpus = procs. err says what to do otherwise. */
-int train_check_ranks(const Config *cfg, const char *backend, int procs, Err *err);
+int train_check_ranks(const RunSpec *run, const char *config_path, const char *backend, int procs, Err *err);
 /* The tokenizer samples print through (data.tokenizer) is there, or named "none", or not needed (no samples);
    err names the config, the path and what to do otherwise. Before building: the start of a run checks it again. */
-int train_check_tokenizer(const Config *cfg, Err *err);
+int train_check_tokenizer(const RunSpec *run, const char *config_path, Err *err);
 #endif

@@ -11,10 +11,10 @@
 
 /* What a state of this run records besides its arrays and position; resume compares a saved state to it. */
 static TrainState run_state(const Run *r) {
-    const Config *c = r->cfg;
-    return (TrainState){.ranks = c->run.train.num_gpus, .rank = 0, .shuffle = 1, .num_params = r->num_params,
-                        .n_shards = r->train->n_files, .shape = config_shape(c), .B = c->run.train.batch_size,
-                        .T = c->run.train.seq_len, .seed = (uint64_t)c->run.train.seed};
+    const RunSpec *c = r->run;
+    return (TrainState){.ranks = c->train.num_gpus, .rank = 0, .shuffle = 1, .num_params = r->num_params,
+                        .n_shards = r->train->n_files, .shape = r->plan->model, .B = c->train.batch_size,
+                        .T = c->train.seq_len, .seed = (uint64_t)c->train.seed};
 }
 
 /* Every rank gets its part (all of it, or its ZeRO-1 shard) of the whole AdamW state. */
@@ -47,9 +47,9 @@ int run_agree(Run *r, int flag, int *any, Err *err) {
    on any rank, so resume never takes a save that did not finish. */
 static void remove_save(Run *r, int step) {
     char path[RUNDIR_PATH_MAX], model[RUNDIR_PATH_MAX];
-    if (r->lead) { rundir_done(r->cfg->run.checkpoint.dir, step, path); remove(path); }
-    for (int k = 0; k < r->local; k++) { rundir_rank_state(r->cfg->run.checkpoint.dir, step, r->first + k, path); remove(path); }
-    rundir_paths(r->cfg->run.checkpoint.dir, step, model, path);
+    if (r->lead) { rundir_done(r->run->checkpoint.dir, step, path); remove(path); }
+    for (int k = 0; k < r->local; k++) { rundir_rank_state(r->run->checkpoint.dir, step, r->first + k, path); remove(path); }
+    rundir_paths(r->run->checkpoint.dir, step, model, path);
     if (r->lead) remove(model);
 }
 
@@ -57,7 +57,7 @@ static void remove_save(Run *r, int step) {
    m, v and the weights. s holds the step, position and scaler; its arrays are set here. params0 (num_params) gets
    rank 0's parameters where this process drives it, for the model file. */
 static int save_states(Run *r, int step, TrainState *s, float *params0, Err *err) {
-    int zero1 = r->world > 1 && r->cfg->run.train.zero_stage == 1, rc = 0;
+    int zero1 = r->world > 1 && r->run->train.zero_stage == 1, rc = 0;
     float *other = NULL;
     for (int k = 0; k < r->local && !rc; k++) {
         int rank = r->first + k;
@@ -66,7 +66,7 @@ static int save_states(Run *r, int step, TrainState *s, float *params0, Err *err
         float *params = rank == 0 ? params0 : other;
         Backend *be = r->rk[k].be;
         char path[RUNDIR_PATH_MAX];
-        rundir_rank_state(r->cfg->run.checkpoint.dir, step, rank, path);
+        rundir_rank_state(r->run->checkpoint.dir, step, rank, path);
         s->rank = rank;
         s->shard_offset = r->world > 1 ? be->opt_offset : 0;
         s->shard_count = r->world > 1 ? be->opt_count : 0;
@@ -86,7 +86,7 @@ static int save_states(Run *r, int step, TrainState *s, float *params0, Err *err
 static int params_of_other_ranks(Run *r, int step, float *params, Err *err) {
     for (int k = 1; k < r->world; k++) {
         char path[RUNDIR_PATH_MAX];
-        rundir_rank_state(r->cfg->run.checkpoint.dir, step, k, path);
+        rundir_rank_state(r->run->checkpoint.dir, step, k, path);
         TrainState part;
         if (state_load(path, &part, err)) return -1;
         int rc = 0;
@@ -101,10 +101,10 @@ static int params_of_other_ranks(Run *r, int step, float *params, Err *err) {
 
 static int write_done(Run *r, int step, Err *err) {
     char path[RUNDIR_PATH_MAX];
-    rundir_done(r->cfg->run.checkpoint.dir, step, path);
+    rundir_done(r->run->checkpoint.dir, step, path);
     char text[128];
     int n = snprintf(text, sizeof text, "gpt2gen checkpoint %d: %d ranks, ZeRO-%d, every part written\n", step,
-                     r->world, r->cfg->run.train.zero_stage);
+                     r->world, r->run->train.zero_stage);
     return write_file_atomic(path, text, (size_t)n, err);
 }
 
@@ -113,14 +113,14 @@ static int write_done(Run *r, int step, Err *err) {
    (and, with several ranks, whose marker is there), and a save that fails removes what it wrote, so a failed or
    killed save leaves the previous complete checkpoint the newest. Every rank calls this at the same step. */
 int run_save_checkpoint(Run *r, int step, Err *err) {
-    const Config *c = r->cfg;
+    const RunSpec *c = r->run;
     char model[RUNDIR_PATH_MAX], state[RUNDIR_PATH_MAX];
-    rundir_paths(c->run.checkpoint.dir, step, model, state);
+    rundir_paths(c->checkpoint.dir, step, model, state);
     TrainState s = run_state(r);
     s.step = step; s.epoch = r->train->epoch; s.row_pos = r->train->row_pos; s.shard_pos = r->train->shard_pos;
     s.sample_rng = r->sample_rng; s.shard_order = r->train->shard_order;
     s.loss_scale = r->scaler.scale; s.loss_scale_clean = r->scaler.clean; s.skipped = r->scaler.skipped;
-    s.zero_stage = r->world > 1 ? c->run.train.zero_stage : 0;
+    s.zero_stage = r->world > 1 ? c->train.zero_stage : 0;
     int several = r->world > 1, any = 0, rc = 0;
     if (several) {
         remove_save(r, step);
@@ -137,9 +137,9 @@ int run_save_checkpoint(Run *r, int step, Err *err) {
        their stochastic rounding); the other parts of the model file come from the state parts the other ranks
        wrote, so that the model file is the master weights (rounded to nearest in a 16-bit file), all of it, as
        resume checks. In fp32 those parts equal rank 0's copy; they are read all the same, one path for all. */
-    if (!rc && r->lead && several && c->run.train.zero_stage == 1)
+    if (!rc && r->lead && several && c->train.zero_stage == 1)
         rc = params_of_other_ranks(r, step, params0, err);
-    if (!rc && r->lead) rc = checkpoint_save(model, &s.shape, params0, c->model.precision != PREC_FP32, err);
+    if (!rc && r->lead) rc = checkpoint_save(model, &s.shape, params0, r->plan->step.precision != PREC_FP32, err);
     free(params0);
     if (several) {
         int failed = rc != 0;
@@ -150,7 +150,7 @@ int run_save_checkpoint(Run *r, int step, Err *err) {
     } else if (rc) remove(state);
     if (rc) return -1;
     rundir_sync(&r->dir);
-    if (!r->quiet) printf("saved %s and %s%s\n", model, state, r->world > 1 && c->run.train.zero_stage == 1 ? " (and the other ranks' state shards)" : "");
+    if (!r->quiet) printf("saved %s and %s%s\n", model, state, r->world > 1 && c->train.zero_stage == 1 ? " (and the other ranks' state shards)" : "");
     metrics_event(&r->metrics, "checkpoint", "step", json_integer(step), "model", metrics_text(model, strlen(model)), NULL);
     return 0;
 }
@@ -167,8 +167,8 @@ static void resume_scaler(LossScaler *ls, const TrainState *s, const char *state
 
 /* Continues from the newest valid pair (resume_find): 1 when resumed (*step set), 0 when there is none. */
 static int resume_from(Run *r, int *step, Err *err) {
-    const Config *c = r->cfg;
-    ResumeWant w = {c->run.checkpoint.dir, run_state(r), c->run.train.steps, c->model.precision != PREC_FP32};
+    const RunSpec *c = r->run;
+    ResumeWant w = {c->checkpoint.dir, run_state(r), c->train.steps, r->plan->step.precision != PREC_FP32};
     TrainState s;
     char model[RUNDIR_PATH_MAX], state[RUNDIR_PATH_MAX];
     int found = resume_find(&w, &s, model, state, err), rc = 0;
@@ -188,17 +188,17 @@ static int resume_from(Run *r, int *step, Err *err) {
 
 /* Parameters at the start: a resume state, else checkpoint.init, else fresh init. Returns the first step. */
 int run_initial_state(Run *r, Err *err) {
-    const Config *c = r->cfg;
-    int step = 0, found = c->run.checkpoint.resume ? resume_from(r, &step, err) : 0;
+    const RunSpec *c = r->run;
+    int step = 0, found = c->checkpoint.resume ? resume_from(r, &step, err) : 0;
     if (found) return found < 0 ? -1 : step;
-    if (c->run.checkpoint.resume) printf("resume: no checkpoint in %s yet; starting fresh\n", c->run.checkpoint.dir);
-    GPT2Shape shape = config_shape(c);
+    if (c->checkpoint.resume) printf("resume: no checkpoint in %s yet; starting fresh\n", c->checkpoint.dir);
+    GPT2Shape shape = r->plan->model;
     float *params = xmalloc(r->num_params * sizeof(float));
     int rc = 0;
-    if (c->run.checkpoint.init[0]) {
-        rc = checkpoint_load(c->run.checkpoint.init, &shape, params, err);
-        if (!rc) printf("loaded weights from %s\n", c->run.checkpoint.init);
-    } else gpt2_init_params(&shape, params, (unsigned long)c->run.train.seed);
+    if (c->checkpoint.init[0]) {
+        rc = checkpoint_load(c->checkpoint.init, &shape, params, err);
+        if (!rc) printf("loaded weights from %s\n", c->checkpoint.init);
+    } else gpt2_init_params(&shape, params, (unsigned long)c->train.seed);
     if (!rc) rc = set_all_params(r, params, err);
     free(params);
     return rc ? -1 : 0;

@@ -21,7 +21,9 @@ typedef struct {
 } RankRun;
 
 typedef struct {
-    const Config *cfg;
+    const RunSpec *run;
+    const PlanSet *plans;
+    const Plan *plan;                    /* plans->train: the model, its step, the config's name for messages */
     int world;                           /* train.num_gpus ranks (ranks.h) */
     int first, local;                    /* this process drives ranks first .. first+local-1: all of them (one
                                             process, the CPU emulation) or one (a process per GPU) */
@@ -55,7 +57,7 @@ typedef struct {
 /* Everything a run checks before its first step: the run directory (rundir_open, by rank 0's process), every
    shard's header, the tokenizer, the metrics log (rank 0); then the backends, and the ranks joined. On an error,
    what was opened is still for run_close. */
-int run_open(Run *r, const Config *c, const Plan *plan, const Plan *sample, const TrainOptions *opt, Err *err);
+int run_open(Run *r, const RunSpec *c, const PlanSet *plans, const TrainOptions *opt, Err *err);
 void run_close(Run *r);
 /* Every rank's word: *any = 1 when any rank's flag is set. Also a barrier: it returns when every rank has asked. */
 int run_agree(Run *r, int flag, int *any, Err *err);

@@ -1,0 +1,150 @@
+/* test_planset: the plan set (gen/planset.h): which plans a request makes, their shapes and who holds the weights,
+   the buckets, and the tuning database reaching every plan (decode and eval too, not only training's). */
+#include "check.h"
+#include "gen/config.h"
+#include "gen/planset.h"
+#include <stdlib.h>
+#include <string.h>
+
+static const TuneEnv ENV = {"NVIDIA_H200", "sm_90", "13000", "13000", "13.0", "91400", NULL};
+
+static int load(Config *cfg, const char *seq_len) {
+    Err err;
+    const char *sets[] = {seq_len};
+    if (config_load(cfg, "configs/tiny.lua", sets, seq_len ? 1 : 0, &err)) { CHECK(0, "%s", err.msg); return -1; }
+    return 0;
+}
+
+static int make(PlanSet *ps, const Config *cfg, PlanRequest req, const PlanInputs *given) {
+    PlanInputs in = {"sm_90", NULL, NULL, NULL, NULL};
+    Err err;
+    if (planset_make(ps, cfg, &req, given ? given : &in, NULL, &err)) { CHECK(0, "%s", err.msg); return -1; }
+    return 0;
+}
+
+/* what a training run asks for: train, a one-row decode on its weights, eval plans on them too */
+static void test_training_set(void) {
+    static Config cfg;
+    PlanSet ps;
+    if (load(&cfg, NULL) || make(&ps, &cfg, (PlanRequest){1, 1, 32}, NULL)) return;
+    int maxT = cfg.model.max_seq_len;
+    CHECK(ps.train && ps.train->step.kind == STEP_TRAIN && ps.train->step.B == cfg.run.train.batch_size &&
+          ps.train->step.T == cfg.run.train.seq_len, "the training plan is the config's step");
+    CHECK(ps.decode && ps.decode->step.kind == STEP_DECODE && ps.decode->step.B == 1 && ps.decode->step.shared_weights,
+          "the decode plan: one row on the training weights");
+    CHECK(ps.n_buckets >= 1 && ps.bucket_T[ps.n_buckets - 1] == maxT, "the last bucket is maxT %d (got %d)", maxT,
+          ps.bucket_T[ps.n_buckets - 1]);
+    for (int i = 0; i < ps.n_buckets; i++) {
+        const Plan *p = ps.prefill[i], *f = ps.forward[i], *e = ps.eval[i];
+        CHECK(p && p->step.kind == STEP_FORWARD && p->step.fills_cache && p->step.T == ps.bucket_T[i] && p->step.B == 1,
+              "prefill %d fills the cache for bucket %d", i, ps.bucket_T[i]);
+        CHECK(f && !f->step.fills_cache && f->step.T == ps.bucket_T[i] && f->step.shared_weights, "forward %d", i);
+        CHECK(e && e->step.B == 32 && e->step.T == ps.bucket_T[i] && e->step.shared_weights && !strcmp(e->name, "eval"),
+              "eval %d: 32 rows of bucket %d on the training weights", i, ps.bucket_T[i]);
+        if (i) CHECK(ps.bucket_T[i] == 2 * ps.bucket_T[i - 1] || ps.bucket_T[i] == maxT, "buckets double");
+    }
+    const Plan *ahead[2];
+    CHECK(planset_ahead(&ps, ahead) == 2 && ahead[0] == ps.train && ahead[1] == ps.decode, "train and decode are built ahead");
+    planset_free(&ps);
+    CHECK(!ps.train && !ps.decode && !ps.eval[0], "planset_free leaves nothing");
+}
+
+/* sample and eval on their own: the decode plan, else the eval plans, hold the weights */
+static void test_who_holds_the_weights(void) {
+    static Config cfg;
+    PlanSet ps;
+    if (load(&cfg, NULL)) return;
+    if (!make(&ps, &cfg, (PlanRequest){0, 4, 0}, NULL)) {
+        CHECK(!ps.train && ps.decode && ps.decode->step.B == 4 && !ps.decode->step.shared_weights,
+              "sampling alone: the decode plan of 4 rows holds the weights");
+        CHECK(ps.prefill[0]->step.shared_weights && !ps.eval[0], "its prefills run on them; no eval plans");
+        planset_free(&ps);
+    }
+    if (!make(&ps, &cfg, (PlanRequest){0, 0, 8}, NULL)) {
+        CHECK(!ps.train && !ps.decode && !ps.prefill[0] && ps.eval[0] && !ps.eval[0]->step.shared_weights &&
+              ps.eval[0]->step.B == 8, "evaluation alone: the eval plans hold the weights");
+        planset_free(&ps);
+    }
+}
+
+/* a maxT that is no power of two ends in a bucket of its own; n past maxT takes the last */
+static void test_buckets(void) {
+    static Config cfg;
+    PlanSet ps;
+    if (load(&cfg, NULL)) return;
+    cfg.model.max_seq_len = 200;
+    if (make(&ps, &cfg, (PlanRequest){0, 0, 1}, NULL)) return;
+    int want[] = {64, 128, 200};
+    CHECK(ps.n_buckets == 3, "maxT 200: 3 buckets, got %d", ps.n_buckets);
+    for (int i = 0; i < 3 && i < ps.n_buckets; i++) CHECK(ps.bucket_T[i] == want[i], "bucket %d: %d", i, ps.bucket_T[i]);
+    int n[] = {1, 64, 65, 128, 129, 200, 5000}, at[] = {0, 0, 1, 1, 2, 2, 2};
+    for (int i = 0; i < 7; i++) CHECK(planset_bucket(&ps, n[i]) == at[i], "%d positions: bucket %d", n[i], planset_bucket(&ps, n[i]));
+    planset_free(&ps);
+}
+
+/* a family's second allowed variant, as the database would name it */
+static int other_variant(const Plan *p, int *fam, char *name, size_t n) {
+    static TuneVariant v[TUNE_MAX_VARIANTS];
+    for (int f = 0; f < p->n_families; f++) {
+        int refused, k = tune_variants(p, f, v, TUNE_MAX_VARIANTS, &refused);
+        if (k < 2) continue;
+        *fam = f;
+        tune_variant_name(&p->families[f], v[1].v, name, n);
+        return 0;
+    }
+    return -1;
+}
+
+/* The database's records for the decode and eval shapes reach those plans, as training's reach training's. */
+static void test_database_reaches_every_plan(void) {
+    static Config cfg;
+    PlanSet plain, tuned;
+    if (load(&cfg, NULL) || make(&plain, &cfg, (PlanRequest){0, 1, 4}, NULL)) return;
+    TuneDb db;
+    memset(&db, 0, sizeof db);
+    const Plan *targets[2] = {plain.decode, plain.eval[0]};
+    int fam[2] = {-1, -1};
+    char variant[2][256];
+    for (int t = 0; t < 2; t++) {
+        if (other_variant(targets[t], &fam[t], variant[t], sizeof variant[t])) continue;
+        TuneRecord r;
+        memset(&r, 0, sizeof r);
+        snprintf(r.record, sizeof r.record, "best");
+        snprintf(r.what, sizeof r.what, "kernel");
+        snprintf(r.name, sizeof r.name, "%s", targets[t]->families[fam[t]].decl->family);
+        snprintf(r.variant, sizeof r.variant, "%s", variant[t]);
+        snprintf(r.status, sizeof r.status, "ok");
+        tune_key_kernel(&r.key, &ENV, targets[t], fam[t]);
+        tune_db_put(&db, &r);
+    }
+    CHECK(fam[0] >= 0 && fam[1] >= 0, "the decode and eval plans have families with several variants");
+    PlanInputs in = {"sm_90", NULL, &db, &ENV, "130100"};
+    if (fam[0] >= 0 && fam[1] >= 0 && !make(&tuned, &cfg, (PlanRequest){0, 1, 4}, &in)) {
+        const Plan *got[2] = {tuned.decode, tuned.eval[0]};
+        for (int t = 0; t < 2; t++) {
+            const PlanFamily *m = &got[t]->families[fam[t]];
+            char now[256];
+            int values[FAMILY_MAX_TUNABLES], from_db = 0;
+            for (int k = 0; k < m->n_tunables; k++) {
+                values[k] = m->tunables[k].value;
+                from_db += !strcmp(m->tunables[k].origin, "tune-db");
+            }
+            tune_variant_name(m, values, now, sizeof now);
+            CHECK(!strcmp(now, variant[t]) && from_db > 0,
+                  "%s plan, %s: the database's %s, got %s", got[t]->name, m->decl->family, variant[t], now);
+        }
+        CHECK(tuned.applied.kernels >= 1, "the first plan's report counts what it took");
+        planset_free(&tuned);
+    }
+    tune_db_free(&db);
+    planset_free(&plain);
+}
+
+int main(int argc, char **argv) {
+    CHECK_MAIN_INIT(argc, argv);
+    RUN(test_training_set);
+    RUN(test_who_holds_the_weights);
+    RUN(test_buckets);
+    RUN(test_database_reaches_every_plan);
+    return check_summary();
+}
