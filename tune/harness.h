@@ -3,6 +3,7 @@
    reference, and one report line per test ("<config>/<test>", through tune/report.h). */
 #ifndef GPT2GEN_HARNESS_H
 #define GPT2GEN_HARNESS_H
+#include "gen/config.h"
 #include "tune/report.h"
 #include "runtime/cuda/tune_api.h"
 #include <stdint.h>
