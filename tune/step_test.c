@@ -134,8 +134,8 @@ static int step_update(Harness *g, StepTest *t, Err *err) {
     return rc;
 }
 
-/* determinism: the same step twice gives the same bits, whether the logits are made once (forward_backward, what
-   training runs) or again in the backward (forward, then backward); with train.deterministic = false the same
+/* determinism: the same step twice gives the same bits, whether the logits are made once (BACKEND_FORWARD_BACKWARD,
+   what training runs) or again in the backward (forward, then backward); with train.deterministic = false the same
    loss and gradients within the precision's tolerance (cuDNN's dQ by atomics: the sums' order varies) */
 static void step_determinism(Harness *g, StepTest *t, Err *err) {
     Backend *gb = t->gb;
