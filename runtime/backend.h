@@ -73,11 +73,12 @@ typedef struct {
 
 /* The arrays Backend.read and Backend.write move, fp32 on the host (a 16-bit array's values widened when read,
    rounded to nearest when written, but for BACKEND_PARAMS as it says):
-   BACKEND_PARAMS   num_params, checkpoint order; every plan's backend (read and write). With a 16-bit model, write
-                    sets both the 16-bit weights and the fp32 master copy of [opt_offset, +opt_count) (bf16: rounded
-                    as AdamW rounds, so that a resumed run continues with the same bits); read returns the master copy
-                    where there is one, and under ZeRO-1 the other ranks' parts as the 16-bit weights the last
-                    all-gather left. A plan with shared weights reads and writes its weights backend's.
+   BACKEND_PARAMS   num_params, checkpoint order; every plan's backend (read and write). With a 16-bit model and
+                    master weights, write sets both the 16-bit weights (bf16: rounded as AdamW rounds, so that a
+                    resumed run continues with the same bits) and the fp32 master copy of [opt_offset, +opt_count);
+                    read returns the master copy where there is one, and under ZeRO-1 the other ranks' parts as the
+                    16-bit weights the last all-gather left. A plan with shared weights reads and writes its weights
+                    backend's.
    BACKEND_GRADS    num_params, the accumulated gradients; a training plan's backend (read only).
    BACKEND_ADAM_M, BACKEND_ADAM_V
                     opt_count each: AdamW's m and v of the parameters this backend updates (their element i is
@@ -112,8 +113,7 @@ struct Backend {
     /* For several ranks (runtime/ranks/ranks.h). device_array(BACKEND_GRADS or BACKEND_PARAMS): the backend's own
        buffer of num_params (padded to ranks_padded on the GPU) that the collectives average (gradients) and gather
        (parameters), in the number format comm_prec: fp32 host memory on the CPU backend, floatX device memory (a
-       CUdeviceptr) on the GPU; NULL for any other array, or where the plan keeps none (no gradients but a training
-       plan's). */
+       CUdeviceptr) on the GPU; NULL for any other array, and for the gradients of a plan without a backward. */
     Precision comm_prec;
     void *(*device_array)(Backend *, BackendArray which);
     /* Joins a world of ranks that are processes, one per backend, as rank `rank`; id is the world's (made by the
