@@ -50,7 +50,8 @@ void cli_pick_arch(const char *backend, const char *given, char arch[16]) {
 
 int cli_load_weights(Backend *be, const char *checkpoint, Err *err) {
     float *params = xmalloc(be->num_params * sizeof *params);
-    int rc = checkpoint_load(checkpoint, &be->plan->model, params, err) || be->set_params(be, params, err) ? -1 : 0;
+    int rc = checkpoint_load(checkpoint, &be->plan->model, params, err) || be->write(be, BACKEND_PARAMS, params, err)
+             ? -1 : 0;
     free(params);
     return rc;
 }

@@ -42,7 +42,7 @@ void cuda_probe(CudaProbe *p, const Env *env);
    defaults); -1 and err when there is no GPU and no test hook. */
 int tune_env_probe(TuneEnv *key, char *cublaslt, size_t n, const Env *env, Err *err);
 
-/* ---- NCCL (runtime/cuda/nccl.c), for ranks as processes: Backend.make_comm joins them */
+/* ---- NCCL (runtime/cuda/nccl.c), for ranks as processes: Backend.make_comm joins them (runtime/backend.h) */
 enum { NCCL_ID_BYTES = 128 };
 /* Loads NCCL (once per process; env's GPT2GEN_NCCL_LIBRARY, default libnccl.so.2), without touching the GPU: -1
    and err saying how to get it when it is missing or older than 2.14. *version: e.g. 22304 for 2.23.4 (may be

@@ -104,8 +104,10 @@ static GoldenRun golden_run_steps(Backend *be, const Golden *g, LossScaler *ls) 
     float b1 = g->hparams[0], b2 = g->hparams[1], eps = g->hparams[2], wd = g->hparams[3], clip = g->hparams[4];
     for (int s = 0; s < g->steps; s++) {
         float loss, scaled, S = ls ? ls->scale : 1.0f;
-        if (be->zero_grad(be, &err) || be->forward(be, g->inputs, g->targets, &loss, &err) || be->backward(be, S, &err)
-            || be->grad_norm(be, &scaled, &err)) {
+        BackendRun zero = {.phase = BACKEND_ZERO_GRADS}, back = {.phase = BACKEND_BACKWARD, .grad_scale = S},
+                   fwd = {.phase = BACKEND_FORWARD, .inputs = g->inputs, .targets = g->targets, .loss = &loss};
+        if (be->run(be, &zero, &err) || be->run(be, &fwd, &err) || be->run(be, &back, &err) ||
+            backend_grad_norm(be, &scaled, &err)) {
             r.ok = 0;
             snprintf(r.why, sizeof r.why, "step %d: %s", s + 1, err.msg);
             return r;
@@ -118,7 +120,9 @@ static GoldenRun golden_run_steps(Backend *be, const Golden *g, LossScaler *ls) 
             s--;
             continue;
         }
-        if (v != LOSS_SCALE_APPLY || be->update(be, g->lrs[s], b1, b2, eps, wd, (norm > clip ? clip / norm : 1.0f) / S, s + 1, &err)) {
+        BackendRun update = {.phase = BACKEND_UPDATE, .adamw = {g->lrs[s], b1, b2, eps, wd},
+                             .grad_scale = (norm > clip ? clip / norm : 1.0f) / S, .step = s + 1};
+        if (v != LOSS_SCALE_APPLY || be->run(be, &update, &err)) {
             r.ok = 0;
             snprintf(r.why, sizeof r.why, "step %d: %s", s + 1, v != LOSS_SCALE_APPLY ? "the gradient norm is not finite" : err.msg);
             return r;
@@ -130,7 +134,12 @@ static GoldenRun golden_run_steps(Backend *be, const Golden *g, LossScaler *ls) 
     size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS];
     gpt2_param_sizes(&g->shape, sz, off);
     float *params = xcalloc(g->n, sizeof(float));
-    if (be->get_params(be, params, &err)) { r.ok = 0; snprintf(r.why, sizeof r.why, "%s", err.msg); free(params); return r; }
+    if (be->read(be, BACKEND_PARAMS, 0, params, &err)) {
+        r.ok = 0;
+        snprintf(r.why, sizeof r.why, "%s", err.msg);
+        free(params);
+        return r;
+    }
     for (int t = 0; t < NUM_PARAM_TENSORS; t++)
         r.worst_final = worse(r.worst_final, fabs(final_norm(&g->shape, t, params + off[t], sz[t]) - g->final_norms[t]) /
                                                 fmax(g->final_norms[t], 1e-12));

@@ -1,5 +1,6 @@
 /* test_cpu_model: the CPU backend over the reference ops (the ops alone: test_cpu_ops.c).
  *   - the whole model's gradient against central differences of the loss, for samples of every tensor
+ *   - misuse refused; the interface's phases and arrays by plan kind (runtime/backend.h)
  *   - determinism across runs and thread counts, AdamW against fp64, padded wte rows staying zero
  *   - the PyTorch golden file (tests/reference/golden_tiny.bin), when it is there */
 #include <math.h>
@@ -51,13 +52,26 @@ static void tokens(int32_t *x, int n, int V, uint64_t *rng) {
     for (int i = 0; i < n; i++) x[i] = (int32_t)(rng_next(rng) % (uint64_t)V);
 }
 
+/* the runs the tests repeat; a forward's inputs change from test to test (fwd) */
+static const BackendRun ZERO = {.phase = BACKEND_ZERO_GRADS}, BACKWARD = {.phase = BACKEND_BACKWARD, .grad_scale = 1.0f};
+
+static BackendRun fwd(const int32_t *inp, const int32_t *tgt, float *loss) {
+    return (BackendRun){.phase = BACKEND_FORWARD, .inputs = inp, .targets = tgt, .loss = loss};
+}
+
+static BackendRun adamw(float weight_decay, float grad_scale, int step) {
+    return (BackendRun){.phase = BACKEND_UPDATE, .adamw = {1e-3f, 0.9f, 0.95f, 1e-8f, weight_decay},
+                        .grad_scale = grad_scale, .step = step};
+}
+
 typedef struct { Backend *be; float *params; const int32_t *inp, *tgt; } ModelCtx;
 
 static double model_loss(void *p) {
     ModelCtx *c = p;
     Err err;
     float loss = NAN;
-    if (c->be->set_params(c->be, c->params, &err) || c->be->forward(c->be, c->inp, c->tgt, &loss, &err))
+    BackendRun f = fwd(c->inp, c->tgt, &loss);
+    if (c->be->write(c->be, BACKEND_PARAMS, c->params, &err) || c->be->run(c->be, &f, &err))
         fprintf(stderr, "model_loss: %s\n", err.msg);
     return loss;
 }
@@ -83,9 +97,9 @@ static void test_model_gradients(void) {
     Err err;
     ModelCtx ctx = {be, params, inp, tgt};
     model_loss(&ctx);
-    CHECK_OK(be->zero_grad(be, &err), &err);
-    CHECK_OK(be->backward(be, 1.0f, &err), &err);
-    CHECK_OK(be->get_grads(be, grads, &err), &err);
+    CHECK_OK(be->run(be, &ZERO, &err), &err);
+    CHECK_OK(be->run(be, &BACKWARD, &err), &err);
+    CHECK_OK(be->read(be, BACKEND_GRADS, 0, grads, &err), &err);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         size_t span = sz[t];
         if (t == P_WTE) span = (size_t)TINY.vocab_size * TINY.n_embd;   /* real rows */
@@ -123,15 +137,16 @@ static void test_backward_scales_and_accumulates(void) {
     tokens(tgt, TB * TT, TINY.vocab_size, &rng);
     Err err;
     float loss;
-    CHECK_OK(be->set_params(be, params, &err), &err);
-    CHECK_OK(be->forward(be, inp, tgt, &loss, &err), &err);
-    CHECK_OK(be->zero_grad(be, &err), &err);
-    CHECK_OK(be->backward(be, 1.0f, &err), &err);
-    CHECK_OK(be->get_grads(be, g1, &err), &err);
-    CHECK_OK(be->zero_grad(be, &err), &err);
-    CHECK_OK(be->backward(be, 0.5f, &err), &err);
-    CHECK_OK(be->backward(be, 0.5f, &err), &err);
-    CHECK_OK(be->get_grads(be, g2, &err), &err);
+    BackendRun f = fwd(inp, tgt, &loss), half = {.phase = BACKEND_BACKWARD, .grad_scale = 0.5f};
+    CHECK_OK(be->write(be, BACKEND_PARAMS, params, &err), &err);
+    CHECK_OK(be->run(be, &f, &err), &err);
+    CHECK_OK(be->run(be, &ZERO, &err), &err);
+    CHECK_OK(be->run(be, &BACKWARD, &err), &err);
+    CHECK_OK(be->read(be, BACKEND_GRADS, 0, g1, &err), &err);
+    CHECK_OK(be->run(be, &ZERO, &err), &err);
+    CHECK_OK(be->run(be, &half, &err), &err);
+    CHECK_OK(be->run(be, &half, &err), &err);
+    CHECK_OK(be->read(be, BACKEND_GRADS, 0, g2, &err), &err);
     double worst = 0, gmax = 0;
     for (size_t i = 0; i < n; i++) { worst = worse(worst, fabs(g1[i] - g2[i])); gmax = fmax(gmax, fabs(g1[i])); }
     /* 0.5 is a power of two, so half-gradients are exact; only the sum of two halves rounds */
@@ -146,22 +161,90 @@ static void test_backend_errors(void) {
     if (!be) { CHECK(0, "no backend"); return; }
     Err err;
     float row[60], loss;
-    CHECK(be->backward(be, 1.0f, &err) != 0, "backward before any forward was accepted");
-    CHECK(be->get_logits(be, 0, 0, row, &err) != 0, "get_logits before any forward was accepted");
+    CHECK(be->run(be, &BACKWARD, &err) != 0, "backward before any forward was accepted");
+    CHECK(be->read(be, BACKEND_LOGITS, 0, row, &err) != 0, "logits read before any forward");
     int32_t inp[TB * TT] = {0}, tgt[TB * TT] = {0};
+    BackendRun f = fwd(inp, tgt, &loss), nt = fwd(inp, NULL, NULL), step0 = adamw(0.0f, 1.0f, 0);
     inp[3] = TINY.vocab_size;
-    CHECK(be->forward(be, inp, tgt, &loss, &err) != 0 && strstr(err.msg, "inputs[3]"), "a token id >= V was accepted");
+    CHECK(be->run(be, &f, &err) != 0 && strstr(err.msg, "inputs[3]"), "a token id >= V was accepted");
     inp[3] = 0;
     tgt[5] = -1;
-    CHECK(be->forward(be, inp, tgt, &loss, &err) != 0 && strstr(err.msg, "targets[5]"), "a negative target was accepted");
-    CHECK_OK(be->forward(be, inp, NULL, NULL, &err), &err);
-    CHECK(be->backward(be, 1.0f, &err) != 0, "backward after a forward without targets was accepted");
-    CHECK_OK(be->get_logits(be, TB - 1, TT - 1, row, &err), &err);
-    CHECK(be->get_logits(be, TB, 0, row, &err) != 0, "get_logits outside B was accepted");
-    CHECK(be->update(be, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 0, &err) != 0, "update step 0 was accepted");
+    CHECK(be->run(be, &f, &err) != 0 && strstr(err.msg, "targets[5]"), "a negative target was accepted");
+    CHECK_OK(be->run(be, &nt, &err), &err);
+    CHECK(be->run(be, &BACKWARD, &err) != 0, "backward after a forward without targets was accepted");
+    CHECK_OK(be->read(be, BACKEND_LOGITS, (size_t)TB * TT - 1, row, &err), &err);
+    CHECK(be->read(be, BACKEND_LOGITS, (size_t)TB * TT, row, &err) != 0, "a logits row outside B*T was read");
+    CHECK(be->run(be, &step0, &err) != 0, "update step 0 was accepted");
     BackendOptions o = {.plan = test_plan(&TINY, 1, TINY.max_seq_len + 1)};
     CHECK(cpu_backend_create(&o, &err) == NULL && strstr(err.msg, "max_seq_len"), "T > maxT was accepted");
     be->destroy(be);
+}
+
+/* The interface's phases and arrays by plan kind (backend_runs, backend_array_len): what a plan has not, or what is
+   read only, is refused; what is written reads back; the squared norm's ranges add up to the whole. */
+static void test_backend_interface(void) {
+    Backend *tb = make_backend(&TINY, TB, TT);
+    BackendOptions fo = {.plan = test_plan_shared(&TINY, STEP_FORWARD, TB, TT, 0)};
+    Err err;
+    Backend *fb = cpu_backend_create(&fo, &err);
+    if (!tb || !fb) { CHECK(0, "no backend"); if (tb) tb->destroy(tb); if (fb) fb->destroy(fb); return; }
+    size_t n = tb->num_params;
+    float *p = fnew(n), *q = fnew(n), *m = fnew(n), *v = fnew(n);
+    rough_params(&TINY, p, 8);
+    for (size_t i = 0; i < n; i++) { m[i] = 0.5f * p[i]; v[i] = p[i] * p[i]; }
+    CHECK_OK(tb->write(tb, BACKEND_PARAMS, p, &err) || tb->write(tb, BACKEND_ADAM_M, m, &err) ||
+             tb->write(tb, BACKEND_ADAM_V, v, &err), &err);
+    CHECK_OK(tb->read(tb, BACKEND_ADAM_V, 0, q, &err), &err);
+    CHECK(!memcmp(q, v, n * sizeof *q), "AdamW v read back is not what was written");
+    CHECK_OK(tb->read(tb, BACKEND_ADAM_M, 0, q, &err), &err);
+    CHECK(!memcmp(q, m, n * sizeof *q), "AdamW m read back is not what was written");
+    CHECK(tb->write(tb, BACKEND_GRADS, p, &err) != 0 && strstr(err.msg, "read only"), "the gradients were written");
+    CHECK(tb->write(tb, BACKEND_LOGITS, p, &err) != 0, "the logits were written");
+    CHECK(tb->read(tb, BACKEND_PARAMS, 1, q, &err) != 0, "a row of the parameters other than 0 was read");
+    /* a forward plan: parameters, logits and losses; no gradients, optimizer state or backward */
+    CHECK(backend_runs(fb, BACKEND_FORWARD) && !backend_runs(fb, BACKEND_BACKWARD) && !backend_runs(fb, BACKEND_UPDATE) &&
+          !backend_runs(fb, BACKEND_DECODE) && !backend_runs(tb, BACKEND_DECODE) && backend_runs(tb, BACKEND_UPDATE),
+          "backend_runs: the phases of a forward and a training plan");
+    CHECK(backend_array_len(fb, BACKEND_GRADS) == 0 && backend_array_len(fb, BACKEND_ADAM_M) == 0 &&
+          backend_array_len(fb, BACKEND_LOSSES) == (size_t)TB * TT && backend_array_len(tb, BACKEND_ADAM_V) == n &&
+          backend_array_len(tb, BACKEND_LOGITS) == (size_t)TINY.vocab_size, "backend_array_len");
+    CHECK(fb->read(fb, BACKEND_GRADS, 0, q, &err) != 0 && strstr(err.msg, "keeps no gradients"), "a forward plan's gradients were read");
+    CHECK(fb->run(fb, &BACKWARD, &err) != 0 && strstr(err.msg, "has no backward"), "a forward plan ran a backward");
+    CHECK(fb->run(fb, &ZERO, &err) != 0, "a forward plan zeroed gradients");
+    CHECK(fb->device_array(fb, BACKEND_GRADS) == NULL && fb->make_comm == NULL, "a forward plan offers gradients to ranks");
+    /* the same weights and inputs: the forward plan's losses are the training plan's */
+    CHECK_OK(fb->write(fb, BACKEND_PARAMS, p, &err), &err);
+    CHECK_OK(fb->read(fb, BACKEND_PARAMS, 0, q, &err), &err);
+    CHECK(!memcmp(q, p, n * sizeof *q), "parameters read back are not what was written");
+    uint64_t rng = 12;
+    int32_t inp[TB * TT], tgt[TB * TT];
+    tokens(inp, TB * TT, TINY.vocab_size, &rng);
+    tokens(tgt, TB * TT, TINY.vocab_size, &rng);
+    float lt, lf, losses_t[TB * TT], losses_f[TB * TT];
+    BackendRun ft = fwd(inp, tgt, &lt), ff = fwd(inp, tgt, &lf);
+    CHECK_OK(tb->run(tb, &ft, &err) || fb->run(fb, &ff, &err) || tb->read(tb, BACKEND_LOSSES, 0, losses_t, &err) ||
+             fb->read(fb, BACKEND_LOSSES, 0, losses_f, &err), &err);
+    double mean = 0;
+    for (int i = 0; i < TB * TT; i++) mean += losses_f[i];
+    CHECK(lt == lf && !memcmp(losses_t, losses_f, sizeof losses_t) && fabs(mean / (TB * TT) - lf) < 1e-5,
+          "the losses of the two plans differ, or their mean is not the loss");
+    /* the squared norm over two ranges adds up to the whole's */
+    CHECK_OK(tb->run(tb, &ZERO, &err) || tb->run(tb, &BACKWARD, &err), &err);
+    double whole, lo, hi;
+    size_t cut = n / 3;
+    BackendRun all = {.phase = BACKEND_GRAD_SUMSQ, .count = n, .sumsq = &whole},
+               first = {.phase = BACKEND_GRAD_SUMSQ, .count = cut, .sumsq = &lo},
+               rest = {.phase = BACKEND_GRAD_SUMSQ, .offset = cut, .count = n - cut, .sumsq = &hi},
+               outside = {.phase = BACKEND_GRAD_SUMSQ, .offset = cut, .count = n, .sumsq = &hi};
+    float norm;
+    CHECK_OK(tb->run(tb, &all, &err) || tb->run(tb, &first, &err) || tb->run(tb, &rest, &err) ||
+             backend_grad_norm(tb, &norm, &err), &err);
+    CHECK(whole > 0 && fabs(lo + hi - whole) <= 1e-9 * whole && norm == (float)sqrt(whole),
+          "sum of squares %.9g + %.9g, whole %.9g, norm %.9g", lo, hi, whole, norm);
+    CHECK(tb->run(tb, &outside, &err) != 0, "a gradient range past the parameters was accepted");
+    free(p); free(q); free(m); free(v);
+    fb->destroy(fb);
+    tb->destroy(tb);
 }
 
 /* ---------------------------------------------------------------------------------------------------- */
@@ -181,16 +264,17 @@ static void train_steps(int threads, float *params_out, float losses[3], float n
     tokens(inp, 64, MID.vocab_size, &rng);
     tokens(tgt, 64, MID.vocab_size, &rng);
     Err err;
-    CHECK_OK(be->set_params(be, params, &err), &err);
+    CHECK_OK(be->write(be, BACKEND_PARAMS, params, &err), &err);
     for (int s = 0; s < 3; s++) {
-        CHECK_OK(be->zero_grad(be, &err), &err);
-        CHECK_OK(be->forward(be, inp, tgt, &losses[s], &err), &err);
-        CHECK_OK(be->backward(be, 1.0f, &err), &err);
-        CHECK_OK(be->grad_norm(be, &norms[s], &err), &err);
-        float scale = norms[s] > 1.0f ? 1.0f / norms[s] : 1.0f;
-        CHECK_OK(be->update(be, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, scale, s + 1, &err), &err);
+        CHECK_OK(be->run(be, &ZERO, &err), &err);
+        BackendRun f = fwd(inp, tgt, &losses[s]);
+        CHECK_OK(be->run(be, &f, &err), &err);
+        CHECK_OK(be->run(be, &BACKWARD, &err), &err);
+        CHECK_OK(backend_grad_norm(be, &norms[s], &err), &err);
+        BackendRun update = adamw(0.1f, norms[s] > 1.0f ? 1.0f / norms[s] : 1.0f, s + 1);
+        CHECK_OK(be->run(be, &update, &err), &err);
     }
-    CHECK_OK(be->get_params(be, params_out, &err), &err);
+    CHECK_OK(be->read(be, BACKEND_PARAMS, 0, params_out, &err), &err);
     free(params);
     be->destroy(be);
     omp_set_num_threads(prev);
@@ -250,7 +334,7 @@ static void golden_grads(Backend *be, const Golden *g) {
     gpt2_param_sizes(&g->shape, sz, off);
     float *grads = fnew(g->n);
     Err err;
-    CHECK_OK(be->get_grads(be, grads, &err), &err);
+    CHECK_OK(be->read(be, BACKEND_GRADS, 0, grads, &err), &err);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         double scale = 0, worst = 0;
         for (size_t i = 0; i < sz[t]; i++) scale = fmax(scale, fabs(g->grads[off[t] + i]));
@@ -285,14 +369,15 @@ static void test_golden(void) {
     be = make_backend(&g.shape, g.B, g.T);
     if (!be) { CHECK(0, "no backend"); goto out; }
     float loss;
-    CHECK_OK(be->set_params(be, params, &err), &err);
-    CHECK_OK(be->forward(be, g.inputs, g.targets, &loss, &err), &err);
+    CHECK_OK(be->write(be, BACKEND_PARAMS, params, &err), &err);
+    BackendRun f = fwd(g.inputs, g.targets, &loss);
+    CHECK_OK(be->run(be, &f, &err), &err);
     /* logits: O(0.1-1) values from sums of C=64 products; fp32 agrees to ~1e-6, tolerance 2e-5 */
     float *row = fnew(g.shape.vocab_size);
     double lerr = 0;
     for (int b = 0; b < g.logits_B; b++)
         for (int t = 0; t < g.T; t++) {
-            CHECK_OK(be->get_logits(be, b, t, row, &err), &err);
+            CHECK_OK(be->read(be, BACKEND_LOGITS, (size_t)b * g.T + t, row, &err), &err);
             const float *ref = g.logits + ((size_t)b * g.T + t) * g.shape.vocab_size;
             for (int i = 0; i < g.shape.vocab_size; i++) lerr = worse(lerr, fabs(row[i] - ref[i]));
         }
@@ -301,10 +386,10 @@ static void test_golden(void) {
     CHECK(lerr <= 2e-5, "logits differ by up to %.2e", lerr);
     /* loss ~6.9, a mean of 128 terms: fp32 agrees to ~1e-6; tolerance 1e-5 */
     CHECK(fabs(loss - *g.loss) <= 1e-5, "loss %.7f, reference %.7f", loss, *g.loss);
-    CHECK_OK(be->zero_grad(be, &err), &err);
-    CHECK_OK(be->backward(be, 1.0f, &err), &err);
+    CHECK_OK(be->run(be, &ZERO, &err), &err);
+    CHECK_OK(be->run(be, &BACKWARD, &err), &err);
     golden_grads(be, &g);
-    CHECK_OK(be->set_params(be, params, &err), &err);   /* the steps start from the initial weights */
+    CHECK_OK(be->write(be, BACKEND_PARAMS, params, &err), &err);   /* the steps start from the initial weights */
     golden_steps(be, &g);
 out:
     if (be) be->destroy(be);
@@ -317,6 +402,7 @@ int main(int argc, char **argv) {
     RUN(test_model_gradients);
     RUN(test_backward_scales_and_accumulates);
     RUN(test_backend_errors);
+    RUN(test_backend_interface);
     RUN(test_determinism);
     RUN(test_adamw);
     RUN(test_golden);

@@ -106,13 +106,14 @@ static int reference_scores(const Config *cfg, const float *params, const Ex *ex
             Backend *be = NULL;
             if (plan_make(&plan, cfg, "reference", &s, "sm_90", err) ||
                 !(be = backend_create(&(BackendOptions){&plan, 0, 0, 0, NULL, NULL, NULL}, "cpu", err)) ||
-                be->set_params(be, params, err) || be->forward(be, in, NULL, NULL, err)) {
+                be->write(be, BACKEND_PARAMS, params, err) ||
+                be->run(be, &(BackendRun){.phase = BACKEND_FORWARD, .inputs = in}, err)) {
                 rc = -1;
                 break;
             }
             double sum = 0;
             for (int t = ex[i].ctx_len - 1; t < len - 1 && !rc; t++) {
-                rc = be->get_logits(be, 0, t, logits, err);
+                rc = be->read(be, BACKEND_LOGITS, (size_t)t, logits, err);   /* row 0, position t */
                 double mx = -INFINITY, z = 0;
                 for (int v = 0; v < V; v++) mx = fmax(mx, logits[v]);
                 for (int v = 0; v < V; v++) z += exp((double)logits[v] - mx);
@@ -158,7 +159,7 @@ static int evaluate(const Config *cfg, const char *which, const char *arch, int 
     PlanRequest req = {0, 0, rows < set.rows ? rows : set.rows};
     if (planset_make(&ps, cfg, &req, &in, NULL, err)) { evalset_free(&set); return -1; }
     if (!evaluator_open(&e, &ps, &set, NULL, which, 0, NULL, err) &&
-        !evaluator_backend(&e)->set_params(evaluator_backend(&e), params, err))
+        !evaluator_backend(&e)->write(evaluator_backend(&e), BACKEND_PARAMS, params, err))
         rc = evaluator_run(&e, &set, r, NULL, NULL, err);
     evaluator_close(&e);
     planset_free(&ps);

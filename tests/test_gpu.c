@@ -176,12 +176,13 @@ static void forward_plan_gpu(int i) {
     gpt2_init_params(m, p, 4242);
     for (size_t k = 0; k < BT; k++) tok[k] = (int32_t)((k * 2654435761u + 17) % (size_t)V);
     double worst = 0, top = 0;
-    int rc = tb->set_params(tb, p, &err) || tb->forward(tb, tok, NULL, NULL, &err);
+    BackendRun all_rows = {.phase = BACKEND_FORWARD, .inputs = tok};
+    int rc = tb->write(tb, BACKEND_PARAMS, p, &err) || tb->run(tb, &all_rows, &err);
     for (int r = 0; r < B && !rc; r++) {
         /* the training backend's logits of row r first: the one-row forward does not touch them */
-        rc = sb->forward(sb, tok + (size_t)r * T, NULL, NULL, &err);
+        rc = sb->run(sb, &(BackendRun){.phase = BACKEND_FORWARD, .inputs = tok + (size_t)r * T}, &err);
         for (int t = 0; t < T && !rc; t++) {
-            rc = tb->get_logits(tb, r, t, a, &err) || sb->get_logits(sb, 0, t, b, &err);
+            rc = tb->read(tb, BACKEND_LOGITS, (size_t)r * T + t, a, &err) || sb->read(sb, BACKEND_LOGITS, (size_t)t, b, &err);
             for (int v = 0; v < V && !rc; v++) { worst = worse(worst, fabs((double)a[v] - b[v])); top = fmax(top, fabs((double)a[v])); }
         }
     }
@@ -241,7 +242,7 @@ static void golden_gpu(const char *precision, double loss_tol, double norm_tol, 
     BackendOptions o = {&plan, 0, 0, 0, NULL, NULL, NULL};
     be = cuda_backend_create(&o, &err);
     if (!be) { CHECK(0, "%s", err.msg); goto out; }
-    CHECK_OK(be->set_params(be, params, &err), &err);
+    CHECK_OK(be->write(be, BACKEND_PARAMS, params, &err), &err);
     LossScaler ls;
     loss_scale_init(&ls, cfg.model.precision == PREC_FP16, cfg.run.train.loss_scale, cfg.run.train.loss_scale_interval);
     GoldenRun r = golden_run_steps(be, &g, &ls);
@@ -285,27 +286,33 @@ static void test_gpu_fp16_overflow(void) {
     LossScaler ls;
     loss_scale_init(&ls, 1, c->run.train.loss_scale, c->run.train.loss_scale_interval);
     float loss0 = 0, loss1 = 0, clean_norm = 0, bad_norm = 0, norm = 0;
-    int rc = be->set_params(be, p0, &err) || be->zero_grad(be, &err) || be->forward(be, in, tg, &loss0, &err) ||
-             be->backward(be, ls.scale, &err) || be->grad_norm(be, &clean_norm, &err);
+    BackendRun zero = {.phase = BACKEND_ZERO_GRADS}, fwd = {.phase = BACKEND_FORWARD, .inputs = in, .targets = tg, .loss = &loss0},
+               back = {.phase = BACKEND_BACKWARD, .grad_scale = ls.scale};
+    int rc = be->write(be, BACKEND_PARAMS, p0, &err) || be->run(be, &zero, &err) || be->run(be, &fwd, &err) ||
+             be->run(be, &back, &err) || backend_grad_norm(be, &clean_norm, &err);
     clean_norm /= ls.scale;
     /* the injected overflow */
-    rc = rc || be->zero_grad(be, &err) || be->forward(be, in, tg, &loss0, &err) || be->backward(be, ls.scale * INFINITY, &err) ||
-         be->grad_norm(be, &bad_norm, &err);
+    back.grad_scale = ls.scale * INFINITY;
+    rc = rc || be->run(be, &zero, &err) || be->run(be, &fwd, &err) || be->run(be, &back, &err) ||
+         backend_grad_norm(be, &bad_norm, &err);
     LossScaleVerdict v = loss_scale_after(&ls, bad_norm);
     CHECK(!rc, "%s", err.msg);
     CHECK(v == LOSS_SCALE_SKIP && ls.scale == (float)(c->run.train.loss_scale / 2) && ls.skipped == 1,
           "overflow (norm %f): verdict %d, scale %.0f, %d skipped; expected a skip and the scale halved", bad_norm, (int)v, ls.scale, ls.skipped);
-    rc = rc || be->get_params(be, p1, &err);
+    rc = rc || be->read(be, BACKEND_PARAMS, 0, p1, &err);
     CHECK(!rc && !memcmp(p0, p1, n * 4), "the weights changed across a skipped step");
     /* recovery at the halved scale */
     float S = ls.scale;
-    rc = rc || be->zero_grad(be, &err) || be->forward(be, in, tg, &loss0, &err) || be->backward(be, S, &err) ||
-         be->grad_norm(be, &norm, &err);
+    back.grad_scale = S;
+    rc = rc || be->run(be, &zero, &err) || be->run(be, &fwd, &err) || be->run(be, &back, &err) ||
+         backend_grad_norm(be, &norm, &err);
     v = loss_scale_after(&ls, norm);
     norm /= S;
     CHECK(!rc && v == LOSS_SCALE_APPLY && fabs(norm - clean_norm) <= 1e-2 * clean_norm,
           "after the overflow: verdict %d, unscaled norm %f at scale %.0f, %f at the full scale", (int)v, norm, S, clean_norm);
-    rc = rc || be->update(be, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f / S, 1, &err) || be->forward(be, in, tg, &loss1, &err);
+    BackendRun update = {.phase = BACKEND_UPDATE, .adamw = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.0f}, .grad_scale = 1.0f / S, .step = 1};
+    fwd.loss = &loss1;
+    rc = rc || be->run(be, &update, &err) || be->run(be, &fwd, &err);
     CHECK(!rc && loss1 < loss0, "the loss did not fall after the recovered step: %f -> %f (%s)", loss0, loss1, rc ? err.msg : "");
     printf("  overflow: norm %f -> skipped, scale %.0f -> %.0f; then norm %f (full scale: %f), loss %.6f -> %.6f\n", bad_norm,
            c->run.train.loss_scale, S, norm, clean_norm, loss0, loss1);

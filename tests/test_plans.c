@@ -40,10 +40,13 @@ static double row_difference(Backend *tb, Backend *fb, const int32_t *tokens, in
     int T = train.step.T, V = cfg.model.vocab_size;
     float *x = xmalloc((size_t)V * 4), *y = xmalloc((size_t)V * 4);
     double worst = -1;
-    if (fb->forward(fb, tokens + (size_t)b * T, NULL, NULL, err) == 0) {
+    if (fb->run(fb, &(BackendRun){.phase = BACKEND_FORWARD, .inputs = tokens + (size_t)b * T}, err) == 0) {
         worst = 0;
         for (int t = 0; t < T && worst >= 0; t++) {
-            if (tb->get_logits(tb, b, t, x, err) || fb->get_logits(fb, 0, t, y, err)) { worst = -1; break; }
+            if (tb->read(tb, BACKEND_LOGITS, (size_t)b * T + t, x, err) || fb->read(fb, BACKEND_LOGITS, (size_t)t, y, err)) {
+                worst = -1;
+                break;
+            }
             for (int v = 0; v < V; v++) worst = worse(worst, fabs((double)x[v] - y[v]));
         }
     }
@@ -63,17 +66,19 @@ static void test_batch1_forward_equals_training_rows(void) {
     Backend *tb = backend_create(&(BackendOptions){.plan = &train}, "cpu", &err);
     Backend *fb = tb ? backend_create(&(BackendOptions){.plan = &one_row, .weights = tb}, "cpu", &err) : NULL;
     if (!tb || !fb) { CHECK(0, "backends: %s", err.msg); if (tb) tb->destroy(tb); return; }
-    CHECK(fb->backward == NULL && fb->update == NULL && fb->plan == &one_row, "the forward plan's backend has a backward");
+    CHECK(!backend_runs(fb, BACKEND_BACKWARD) && !backend_runs(fb, BACKEND_UPDATE) && fb->plan == &one_row &&
+          fb->run(fb, &(BackendRun){.phase = BACKEND_BACKWARD, .grad_scale = 1.0f}, &err) != 0,
+          "the forward plan's backend has a backward");
     size_t n;
     float *params = rough_params(&train.model, &n);
     int B = train.step.B, T = train.step.T, V = cfg.model.vocab_size;
     int32_t *tok = xmalloc((size_t)B * T * 4), *tgt = xmalloc((size_t)B * T * 4);
     uint64_t rng = 5;
     for (int i = 0; i < B * T; i++) { tok[i] = (int32_t)(rng_next(&rng) % (uint64_t)V); tgt[i] = (int32_t)(rng_next(&rng) % (uint64_t)V); }
-    CHECK_OK(tb->set_params(tb, params, &err), &err);
+    CHECK_OK(tb->write(tb, BACKEND_PARAMS, params, &err), &err);
     for (int round = 0; round < 2; round++) {
         float loss = 0;
-        CHECK_OK(tb->forward(tb, tok, NULL, NULL, &err), &err);
+        CHECK_OK(tb->run(tb, &(BackendRun){.phase = BACKEND_FORWARD, .inputs = tok}, &err), &err);
         for (int b = 0; b < B; b++) {
             double d = row_difference(tb, fb, tok, b, &err);
             CHECK(!(d < 0), "row %d: %s", b, err.msg);   /* a NaN is the next check's */
@@ -81,11 +86,14 @@ static void test_batch1_forward_equals_training_rows(void) {
             if (b == 0) printf("  round %d: row logits of the B=1 plan vs the B=%d plan: max |diff| %.3g\n", round, B, d);
         }
         /* a training step on the training backend: the forward plan sees the new weights (they are shared) */
-        CHECK_OK(tb->zero_grad(tb, &err) || tb->forward(tb, tok, tgt, &loss, &err) || tb->backward(tb, 1.0f, &err) ||
-                 tb->update(tb, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, 1, &err), &err);
+        BackendRun zero = {.phase = BACKEND_ZERO_GRADS}, back = {.phase = BACKEND_BACKWARD, .grad_scale = 1.0f},
+                   fwd = {.phase = BACKEND_FORWARD, .inputs = tok, .targets = tgt, .loss = &loss},
+                   update = {.phase = BACKEND_UPDATE, .adamw = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f}, .grad_scale = 1.0f, .step = 1};
+        CHECK_OK(tb->run(tb, &zero, &err) || tb->run(tb, &fwd, &err) || tb->run(tb, &back, &err) || tb->run(tb, &update, &err),
+                 &err);
     }
     float *p1 = xmalloc(n * sizeof(float)), *p2 = xmalloc(n * sizeof(float));
-    CHECK_OK(tb->get_params(tb, p1, &err) || fb->get_params(fb, p2, &err), &err);
+    CHECK_OK(tb->read(tb, BACKEND_PARAMS, 0, p1, &err) || fb->read(fb, BACKEND_PARAMS, 0, p2, &err), &err);
     CHECK(memcmp(p1, p2, n * sizeof(float)) == 0 && memcmp(p1, params, n * sizeof(float)) != 0,
           "the forward plan's backend does not see the trained weights");
     fb->destroy(fb);

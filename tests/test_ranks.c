@@ -141,14 +141,17 @@ static void test_zero1_state_is_a_shard(void) {
     Backend *be[2] = {whole, part};
     for (int k = 0; k < 2; k++) {
         float loss;
-        CHECK_OK(be[k]->set_params(be[k], p, &err), &err);
-        CHECK_OK(be[k]->zero_grad(be[k], &err), &err);
-        CHECK_OK(be[k]->forward(be[k], in, tg, &loss, &err), &err);
-        CHECK_OK(be[k]->backward(be[k], 1.0f, &err), &err);
-        CHECK_OK(be[k]->update(be[k], 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, &err), &err);
+        CHECK_OK(be[k]->write(be[k], BACKEND_PARAMS, p, &err), &err);
+        BackendRun zero = {.phase = BACKEND_ZERO_GRADS}, back = {.phase = BACKEND_BACKWARD, .grad_scale = 1.0f},
+                   fwd = {.phase = BACKEND_FORWARD, .inputs = in, .targets = tg, .loss = &loss},
+                   update = {.phase = BACKEND_UPDATE, .adamw = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f}, .grad_scale = 1.0f, .step = 1};
+        CHECK_OK(be[k]->run(be[k], &zero, &err), &err);
+        CHECK_OK(be[k]->run(be[k], &fwd, &err), &err);
+        CHECK_OK(be[k]->run(be[k], &back, &err), &err);
+        CHECK_OK(be[k]->run(be[k], &update, &err), &err);
     }
-    CHECK_OK(whole->get_params(whole, p0, &err), &err);
-    CHECK_OK(part->get_params(part, p1, &err), &err);
+    CHECK_OK(whole->read(whole, BACKEND_PARAMS, 0, p0, &err), &err);
+    CHECK_OK(part->read(part, BACKEND_PARAMS, 0, p1, &err), &err);
     size_t lo = part->opt_offset, hi = lo + part->opt_count, moved_outside = 0, differ = 0, moved = 0;
     for (size_t i = 0; i < n; i++) {
         if ((i < lo || i >= hi) && p1[i] != p[i]) moved_outside++;
@@ -160,8 +163,8 @@ static void test_zero1_state_is_a_shard(void) {
     CHECK(differ == 0, "%zu parameters of the shard differ from the whole-state update", differ);
     float *m = xmalloc(S * sizeof(float)), *v = xmalloc(S * sizeof(float));
     float *mw = xmalloc(n * sizeof(float)), *vw = xmalloc(n * sizeof(float));
-    CHECK_OK(part->get_opt_state(part, m, v, &err), &err);
-    CHECK_OK(whole->get_opt_state(whole, mw, vw, &err), &err);
+    CHECK_OK(part->read(part, BACKEND_ADAM_M, 0, m, &err) || part->read(part, BACKEND_ADAM_V, 0, v, &err), &err);
+    CHECK_OK(whole->read(whole, BACKEND_ADAM_M, 0, mw, &err) || whole->read(whole, BACKEND_ADAM_V, 0, vw, &err), &err);
     CHECK(!memcmp(m, mw + lo, S * sizeof(float)) && !memcmp(v, vw + lo, S * sizeof(float)), "the shard's m and v differ");
     free(m); free(v); free(mw); free(vw); free(p); free(p0); free(p1); free(in); free(tg);
     whole->destroy(whole);

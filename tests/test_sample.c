@@ -61,7 +61,7 @@ static int open_sampler(Model *m, Sampler *s, int rows, Err *err) {
     if (sampler_open(s, ps, NULL, m->which, 0, NULL, err)) return -1;
     GPT2Shape shape = config_shape(&m->cfg);
     float *p = rough_params(&shape);
-    int rc = sampler_backend(s)->set_params(sampler_backend(s), p, err);
+    int rc = sampler_backend(s)->write(sampler_backend(s), BACKEND_PARAMS, p, err);
     free(p);
     return rc;
 }
@@ -112,24 +112,24 @@ static void decode_equals_forward(Model *md) {
     for (int b = 0; b < 2; b++)
         for (int t = 0; t < PROMPT - 1; t++) in[b * Tp + t] = seq[b * maxT + t];
     float *dec = xmalloc((size_t)2 * CONT * V * 4), *ref = xmalloc((size_t)V * 4);
-    int rc = pb->forward(pb, in, NULL, NULL, &err);
+    int rc = pb->run(pb, &(BackendRun){.phase = BACKEND_FORWARD, .inputs = in}, &err);
     uint64_t rng[2] = {1, 2};
     for (int i = 0; i < CONT && !rc; i++) {
         int pos = PROMPT - 1 + i;
         int32_t tok[2] = {seq[pos], seq[maxT + pos]}, drawn[2];
         DecodeRun run = {tok, pos, 1, {0, 0, 1}, rng, drawn, NULL, NULL};
-        rc = s.decode->decode(s.decode, &run, &err) != 1;
+        rc = s.decode->run(s.decode, &(BackendRun){.phase = BACKEND_DECODE, .decode = &run}, &err) != 1;
         for (int b = 0; b < 2 && !rc; b++) {
-            rc = s.decode->get_logits(s.decode, b, 0, dec + ((size_t)b * CONT + i) * V, &err);
+            rc = s.decode->read(s.decode, BACKEND_LOGITS, (size_t)b, dec + ((size_t)b * CONT + i) * V, &err);   /* T = 1 */
             seq[b * maxT + pos + 1] = drawn[b];
         }
     }
     CHECK(!rc, "%s: %s", md->name, err.msg);
-    if (!rc) rc = fb->forward(fb, seq, NULL, NULL, &err);
+    if (!rc) rc = fb->run(fb, &(BackendRun){.phase = BACKEND_FORWARD, .inputs = seq}, &err);
     double worst = 0, top = 0;
     for (int b = 0; b < 2 && !rc; b++)
         for (int i = 0; i < CONT && !rc; i++) {
-            rc = fb->get_logits(fb, b, PROMPT - 1 + i, ref, &err);
+            rc = fb->read(fb, BACKEND_LOGITS, (size_t)b * fb->plan->step.T + PROMPT - 1 + i, ref, &err);
             for (int v = 0; v < V && !rc; v++) {
                 worst = worse(worst, fabs((double)ref[v] - dec[((size_t)b * CONT + i) * V + v]));
                 top = fmax(top, fabs((double)ref[v]));

@@ -332,8 +332,10 @@ static int micro_step(const char *gelu, const char *rec, float *grads, size_t *n
     for (size_t i = 0; i < *np; i++) params[i] = 0.1f * (rng_uniform(&rng) - 0.5f);
     int32_t in[32], tg[32];
     for (int i = 0; i < 32; i++) { in[i] = (i * 37) % 300; tg[i] = (i * 11 + 5) % 300; }
-    int rc = be->set_params(be, params, &err) || be->zero_grad(be, &err) ||
-             be->forward_backward(be, in, tg, 1.0f, loss, &err) || (grads && be->get_grads(be, grads, &err));
+    BackendRun zero = {.phase = BACKEND_ZERO_GRADS},
+               micro = {.phase = BACKEND_FORWARD_BACKWARD, .inputs = in, .targets = tg, .grad_scale = 1.0f, .loss = loss};
+    int rc = be->write(be, BACKEND_PARAMS, params, &err) || be->run(be, &zero, &err) || be->run(be, &micro, &err) ||
+             (grads && be->read(be, BACKEND_GRADS, 0, grads, &err));
     CHECK(!rc, "%s %s: %s", gelu, rec, err.msg);
     be->destroy(be);
     free(params);

@@ -45,11 +45,11 @@ static int run(const char *checkpoint, const char *out, int T, char **tokens, Er
     memcpy(row, ids, (size_t)T * sizeof *row);
     BackendOptions o = {plan, 0, 0, 0, NULL, NULL, NULL};
     int failed = !(be = cpu_backend_create(&o, err)) || cli_load_weights(be, checkpoint, err) ||
-                 be->forward(be, row, NULL, NULL, err);
+                 be->run(be, &(BackendRun){.phase = BACKEND_FORWARD, .inputs = row}, err);
     free(row);
     if (failed) goto done;
     for (int t = 0; t < T; t++)
-        if (be->get_logits(be, 0, t, logits + (size_t)t * shape.vocab_size, err)) goto done;
+        if (be->read(be, BACKEND_LOGITS, (size_t)t, logits + (size_t)t * shape.vocab_size, err)) goto done;
     rc = write_file_atomic(out, logits, (size_t)T * shape.vocab_size * sizeof *logits, err);
 done:
     if (be) be->destroy(be);

@@ -73,18 +73,21 @@ int measure_step_time(const Plan *plan, const Env *env, int steps, double *ms, f
         in[i] = (int32_t)(rng_next(&seed) % (uint64_t)shape.vocab_size);
         tg[i] = (int32_t)(rng_next(&seed) % (uint64_t)shape.vocab_size);
     }
-    int rc = be->set_params(be, params, err);
+    int rc = be->write(be, BACKEND_PARAMS, params, err);
     double t0 = 0;
     float norm = 0;
     for (int s = 0; s < 2 + steps && rc == 0; s++) {
         if (s == 2) t0 = now_seconds();
         float loss = 0;
-        rc = be->zero_grad(be, err) || be->forward_backward(be, in, tg, 1.0f, &loss, err) ||
-             be->grad_norm(be, &norm, err) ||
-             be->update(be, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, norm > 1.0f ? 1.0f / norm : 1.0f, s + 1, err);
+        BackendRun zero = {.phase = BACKEND_ZERO_GRADS},
+                   micro = {.phase = BACKEND_FORWARD_BACKWARD, .inputs = in, .targets = tg, .grad_scale = 1.0f, .loss = &loss},
+                   update = {.phase = BACKEND_UPDATE, .adamw = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f}, .step = s + 1};
+        rc = be->run(be, &zero, err) || be->run(be, &micro, err) || backend_grad_norm(be, &norm, err);
+        update.grad_scale = norm > 1.0f ? 1.0f / norm : 1.0f;
+        rc = rc || be->run(be, &update, err);
         if (s < 3) losses[s] = loss;
     }
-    if (rc == 0) rc = be->grad_norm(be, &norm, err);   /* waits for the last update */
+    if (rc == 0) rc = backend_grad_norm(be, &norm, err);   /* waits for the last update */
     if (rc == 0) *ms = (now_seconds() - t0) * 1000.0 / steps;
     be->destroy(be);
     free(params);

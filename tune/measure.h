@@ -16,7 +16,7 @@ typedef int (*MeasureRun)(void *ctx, Err *err);
    and until 0.1 s of runs (at most 50) */
 int  measure_median(Harness *g, MeasureFlush *f, MeasureRun run, void *ctx, double *us, Err *err);
 
-/* mean ms of a training step (zero_grad, forward, backward, norm, AdamW) of plan's CUDA backend over steps steps
+/* mean ms of a training step (gradients zeroed, the fused forward and backward, norm, AdamW) of plan's CUDA backend over steps steps
    after 2 warm-up steps, from the same initial weights and batch every time; losses[0..2] the first three losses;
    env: the GPT2GEN_* settings (NULL: the defaults) */
 int  measure_step_time(const Plan *plan, const Env *env, int steps, double *ms, float losses[3], Err *err);

@@ -48,12 +48,15 @@ static int step_first(Harness *g, StepTest *t, Err *err) {
     Backend *gb = t->gb, *cb = t->cb;
     float nc = 0, ng = 0;
     HarnessCmp c = {0, 0, ""};
-    int rc = gb->set_params(gb, t->params, err) || cb->set_params(cb, t->params, err) ||
-             gb->zero_grad(gb, err) || cb->zero_grad(cb, err) ||
-             gb->forward_backward(gb, t->in, t->tg, 1.0f, &t->lg, err) || cb->forward(cb, t->in, t->tg, &t->lc, err) ||
-             cb->backward(cb, 1.0f, err) ||
-             gb->get_grads(gb, t->gg, err) || cb->get_grads(cb, t->gc, err) ||
-             gb->grad_norm(gb, &ng, err) || cb->grad_norm(cb, &nc, err);
+    BackendRun zero = {.phase = BACKEND_ZERO_GRADS}, back = {.phase = BACKEND_BACKWARD, .grad_scale = 1.0f},
+               micro = {.phase = BACKEND_FORWARD_BACKWARD, .inputs = t->in, .targets = t->tg, .grad_scale = 1.0f,
+                        .loss = &t->lg},
+               fwd = {.phase = BACKEND_FORWARD, .inputs = t->in, .targets = t->tg, .loss = &t->lc};
+    int rc = gb->write(gb, BACKEND_PARAMS, t->params, err) || cb->write(cb, BACKEND_PARAMS, t->params, err) ||
+             gb->run(gb, &zero, err) || cb->run(cb, &zero, err) ||
+             gb->run(gb, &micro, err) || cb->run(cb, &fwd, err) || cb->run(cb, &back, err) ||
+             gb->read(gb, BACKEND_GRADS, 0, t->gg, err) || cb->read(cb, BACKEND_GRADS, 0, t->gc, err) ||
+             backend_grad_norm(gb, &ng, err) || backend_grad_norm(cb, &nc, err);
     double worst_grad = 0;
     const char *worst_name = "";
     if (!rc) {
@@ -106,17 +109,22 @@ static int step_update(Harness *g, StepTest *t, Err *err) {
     Backend *gb = t->gb, *cb = t->cb;
     float lc2 = 0, lg2 = 0;
     HarnessCmp c = (HarnessCmp){0, 0, ""};
-    int rc = gb->update(gb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, err) || cb->update(cb, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1, err) ||
-             gb->get_params(gb, t->pg, err) || cb->get_params(cb, t->pc, err) ||
-             gb->forward(gb, t->in, t->tg, &lg2, err) || cb->forward(cb, t->in, t->tg, &lc2, err);
+    BackendRun update = {.phase = BACKEND_UPDATE, .adamw = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f}, .grad_scale = 1.0f, .step = 1},
+               fwd_g = {.phase = BACKEND_FORWARD, .inputs = t->in, .targets = t->tg, .loss = &lg2},
+               fwd_c = {.phase = BACKEND_FORWARD, .inputs = t->in, .targets = t->tg, .loss = &lc2},
+               logits = {.phase = BACKEND_FORWARD, .inputs = t->in};
+    int rc = gb->run(gb, &update, err) || cb->run(cb, &update, err) ||
+             gb->read(gb, BACKEND_PARAMS, 0, t->pg, err) || cb->read(cb, BACKEND_PARAMS, 0, t->pc, err) ||
+             gb->run(gb, &fwd_g, err) || cb->run(cb, &fwd_c, err);
     if (!rc) {
         check_params_after_adamw(t, &c);
         harness_cmp(&c, "loss after the step", &lg2, &lc2, 1, t->tol_loss);
         if (!(lg2 < t->lg) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "loss did not go down: %.6f -> %.6f", t->lg, lg2); }
         /* logits for sampling: a forward without targets */
         float *lgpu = harness_hbuf((size_t)g->V), *lcpu = harness_hbuf((size_t)g->V);
-        if (gb->forward(gb, t->in, NULL, NULL, err) || cb->forward(cb, t->in, NULL, NULL, err) ||
-            gb->get_logits(gb, g->B - 1, g->T - 1, lgpu, err) || cb->get_logits(cb, g->B - 1, g->T - 1, lcpu, err)) rc = -1;
+        size_t last = (size_t)g->B * g->T - 1;   /* row B-1, position T-1 */
+        if (gb->run(gb, &logits, err) || cb->run(cb, &logits, err) ||
+            gb->read(gb, BACKEND_LOGITS, last, lgpu, err) || cb->read(cb, BACKEND_LOGITS, last, lcpu, err)) rc = -1;
         else harness_cmp(&c, "logits", lgpu, lcpu, (size_t)g->V, t->bf ? 3e-2 : 1e-4);
         free(lgpu); free(lcpu);
         printf("     %s/train_step: after one AdamW step, loss gpu %.6f cpu %.6f\n", t->cfg->name, lg2, lc2);
@@ -126,16 +134,20 @@ static int step_update(Harness *g, StepTest *t, Err *err) {
     return rc;
 }
 
-/* determinism: the same step twice gives the same bits, whether the logits are made once (forward_backward, what
-   training runs) or again in the backward (forward, then backward); with train.deterministic = false the same
+/* determinism: the same step twice gives the same bits, whether the logits are made once (BACKEND_FORWARD_BACKWARD,
+   what training runs) or again in the backward (forward, then backward); with train.deterministic = false the same
    loss and gradients within the precision's tolerance (cuDNN's dQ by atomics: the sums' order varies) */
 static void step_determinism(Harness *g, StepTest *t, Err *err) {
     Backend *gb = t->gb;
     HarnessCmp c = (HarnessCmp){0, 0, ""};
     const int det = t->cfg->run.train.deterministic;
     float l1 = 0, l2 = 0;
-    int rc = gb->zero_grad(gb, err) || gb->forward_backward(gb, t->in, t->tg, 1.0f, &l1, err) || gb->get_grads(gb, t->gg, err) ||
-             gb->zero_grad(gb, err) || gb->forward(gb, t->in, t->tg, &l2, err) || gb->backward(gb, 1.0f, err) || gb->get_grads(gb, t->gg2, err);
+    BackendRun zero = {.phase = BACKEND_ZERO_GRADS}, back = {.phase = BACKEND_BACKWARD, .grad_scale = 1.0f},
+               micro = {.phase = BACKEND_FORWARD_BACKWARD, .inputs = t->in, .targets = t->tg, .grad_scale = 1.0f, .loss = &l1},
+               fwd = {.phase = BACKEND_FORWARD, .inputs = t->in, .targets = t->tg, .loss = &l2};
+    int rc = gb->run(gb, &zero, err) || gb->run(gb, &micro, err) || gb->read(gb, BACKEND_GRADS, 0, t->gg, err) ||
+             gb->run(gb, &zero, err) || gb->run(gb, &fwd, err) || gb->run(gb, &back, err) ||
+             gb->read(gb, BACKEND_GRADS, 0, t->gg2, err);
     if (!rc && l1 != l2) { c.bad = 1; snprintf(c.what, sizeof c.what, "forward_backward and forward + backward gave different losses"); }
     if (!rc && det && memcmp(t->gg, t->gg2, t->np * 4) && !c.bad) { c.bad = 1; snprintf(c.what, sizeof c.what, "forward_backward and forward + backward gave different gradients"); }
     if (!rc && !det) harness_cmp(&c, "gradients, forward_backward against forward + backward", t->gg2, t->gg, t->np, t->bf ? 3e-2 : 1e-3);
@@ -197,9 +209,11 @@ static void same_bits(Harness *g, const Plan *variant, const float *scale, int n
     *rc = 0;
     for (int v = 0; v < 2 && !*rc; v++) {
         Backend *be = cuda_backend_create(&opt[v], err);
-        *rc = !be || be->set_params(be, params, err) || be->zero_grad(be, err);
-        for (int k = 0; k < n && !*rc; k++) *rc = be->forward_backward(be, in[k], tg, scale[k], &loss[v][k], err);
-        if (!*rc) *rc = be->get_grads(be, grads[v], err);
+        *rc = !be || be->write(be, BACKEND_PARAMS, params, err) || be->run(be, &(BackendRun){.phase = BACKEND_ZERO_GRADS}, err);
+        for (int k = 0; k < n && !*rc; k++)
+            *rc = be->run(be, &(BackendRun){.phase = BACKEND_FORWARD_BACKWARD, .inputs = in[k], .targets = tg,
+                                            .grad_scale = scale[k], .loss = &loss[v][k]}, err);
+        if (!*rc) *rc = be->read(be, BACKEND_GRADS, 0, grads[v], err);
         if (be) runs[v] = cuda_backend_graph_runs(be);
         if (be) be->destroy(be);
     }

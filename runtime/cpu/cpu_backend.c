@@ -67,7 +67,7 @@ static int cpu_forward(Backend *be, const int32_t *inputs, const int32_t *target
     c->have_targets = targets != NULL;
     if (targets) memcpy(c->targets, targets, (size_t)N * sizeof(int32_t));
 
-    if (cpu_run_phase(be, &be->plan->schedule.forward, err)) return -1;
+    if (cpu_run_phase(be, NULL, &be->plan->schedule.forward, err)) return -1;
     if (c->cache_of) return 0;   /* a prefill: the keys and values are what it is for, no logits */
     cpu_matmul_forward(a->logits, a->lnf, c->p[P_WTE], NULL, N, C, Vp);
     c->have_forward = 1;
@@ -82,7 +82,7 @@ static int cpu_forward(Backend *be, const int32_t *inputs, const int32_t *target
 /* ---------------------------------------------------------------------------------------------------- */
 static void zero(float *p, size_t n) { memset(p, 0, n * sizeof(float)); }
 
-static int cpu_backward(Backend *be, float grad_scale, Err *err) {
+static int cpu_backward(Backend *be, const BackendRun *r, Err *err) {
     Cpu *c = impl(be);
     Acts *a = &c->a;
     Grads *d = &c->d;
@@ -92,43 +92,46 @@ static int cpu_backward(Backend *be, float grad_scale, Err *err) {
         return err_set(err, "cpu backend: backward needs a forward with targets first");
 
     /* loss = mean of N per-row losses: each row's gradient carries grad_scale / N */
-    cpu_softmax_crossentropy(a->losses, d->dlogits, a->logits, c->targets, grad_scale / (float)N, N, V, Vp);
+    cpu_softmax_crossentropy(a->losses, d->dlogits, a->logits, c->targets, r->grad_scale / (float)N, N, V, Vp);
     zero(d->dln, (size_t)N * C);
     cpu_matmul_backward(d->dln, c->g[P_WTE], NULL, d->dlogits, a->lnf, c->p[P_WTE], N, C, Vp);
     /* then from d(loss)/d(lnf) down through the layers, and the embeddings */
-    return cpu_run_phase(be, &be->plan->schedule.backward, err) ||
-           cpu_run_list(be, &be->plan->schedule.embed_backward, err) ? -1 : 0;
+    return cpu_run_phase(be, r, &be->plan->schedule.backward, err) ||
+           cpu_run_list(be, r, &be->plan->schedule.embed_backward, err) ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------------------------------------------- */
-static int cpu_set_params(Backend *be, const float *params, Err *err) {
-    (void)err;
-    memcpy(impl(be)->params, params, be->num_params * sizeof(float));
-    return 0;
+/* The arrays kept whole in host memory (backend.h: BackendArray); the logits and losses are read apart. */
+static float *array(Cpu *c, BackendArray which) {
+    switch (which) {
+    case BACKEND_PARAMS: return c->params;
+    case BACKEND_GRADS: return c->grads;
+    case BACKEND_ADAM_M: return c->m;
+    case BACKEND_ADAM_V: return c->v;
+    default: return NULL;
+    }
 }
 
-static int cpu_get_params(Backend *be, float *params, Err *err) {
-    (void)err;
-    memcpy(params, impl(be)->params, be->num_params * sizeof(float));
-    return 0;
-}
-
-static int cpu_get_logits(Backend *be, int b, int t, float *out, Err *err) {
+static int cpu_read(Backend *be, BackendArray which, size_t index, float *out, Err *err) {
     Cpu *c = impl(be);
-    if (c->cache_of) return err_set(err, "cpu backend: a prefill keeps no logits (the decode step has them)");
-    if (!c->have_forward) return err_set(err, "cpu backend: get_logits before any forward");
-    if (b < 0 || b >= be->plan->step.B || t < 0 || t >= be->plan->step.T)
-        return err_set(err, "cpu backend: get_logits(b=%d, t=%d) outside B=%d, T=%d", b, t, be->plan->step.B, be->plan->step.T);
-    size_t row = (size_t)b * be->plan->step.T + t;
-    memcpy(out, c->a.logits + row * be->plan->model.padded_vocab_size, (size_t)be->plan->model.vocab_size * sizeof(float));
+    if (backend_check_array(be, which, index, 0, err)) return -1;
+    size_t n = backend_array_len(be, which);
+    if (which == BACKEND_LOGITS) {
+        if (c->cache_of) return err_set(err, "cpu backend: a prefill keeps no logits (the decode step has them)");
+        if (!c->have_forward) return err_set(err, "cpu backend: logits read before any forward");
+        memcpy(out, c->a.logits + index * be->plan->model.padded_vocab_size, n * sizeof(float));
+    } else if (which == BACKEND_LOSSES) {
+        if (!c->have_forward || !c->have_targets || c->cache_of)
+            return err_set(err, "cpu backend: the losses need a forward with targets first");
+        memcpy(out, c->a.losses, n * sizeof(float));
+    } else
+        memcpy(out, array(c, which), n * sizeof(float));
     return 0;
 }
 
-static int cpu_get_losses(Backend *be, float *out, Err *err) {
-    Cpu *c = impl(be);
-    if (!c->have_forward || !c->have_targets || c->cache_of)
-        return err_set(err, "cpu backend: get_losses needs a forward with targets first");
-    memcpy(out, c->a.losses, (size_t)be->plan->step.B * be->plan->step.T * sizeof(float));
+static int cpu_write(Backend *be, BackendArray which, const float *in, Err *err) {
+    if (backend_check_array(be, which, 0, 1, err)) return -1;
+    memcpy(array(impl(be), which), in, backend_array_len(be, which) * sizeof(float));
     return 0;
 }
 
@@ -141,8 +144,7 @@ static int cpu_zero_grad(Backend *be, Err *err) {
 /* Sum of squares in fixed chunks from offset, the chunk sums added in order: the same bits on any thread count. */
 static int cpu_grad_sumsq(Backend *be, size_t offset, size_t n, double *sumsq, Err *err) {
     enum { CHUNK = 1 << 16 };
-    if (offset > be->num_params || n > be->num_params - offset)
-        return err_set(err, "cpu backend: gradient range [%zu, +%zu) is outside the %zu parameters", offset, n, be->num_params);
+    (void)err;
     const float *g = impl(be)->grads + offset;
     size_t nchunks = (n + CHUNK - 1) / CHUNK;
     double *part = xcalloc(nchunks ? nchunks : 1, sizeof(double));
@@ -160,17 +162,10 @@ static int cpu_grad_sumsq(Backend *be, size_t offset, size_t n, double *sumsq, E
     return 0;
 }
 
-static int cpu_grad_norm(Backend *be, float *norm, Err *err) {
-    double s;
-    if (cpu_grad_sumsq(be, 0, be->num_params, &s, err)) return -1;
-    *norm = (float)sqrt(s);
-    return 0;
-}
-
-static int cpu_update(Backend *be, float lr, float beta1, float beta2, float eps, float weight_decay,
-                      float grad_scale, int step, Err *err) {
+static int cpu_update(Backend *be, const BackendRun *r, Err *err) {
     Cpu *c = impl(be);
-    if (step < 1) return err_set(err, "cpu backend: update step is %d, expected 1 or more (1-based)", step);
+    const BackendAdamW *h = &r->adamw;
+    (void)err;
     size_t lo = be->opt_offset, hi = be->opt_offset + be->opt_count;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t off = c->offsets[i], n = c->sizes[i];
@@ -179,34 +174,30 @@ static int cpu_update(Backend *be, float lr, float beta1, float beta2, float eps
         /* only the part of the tensor inside this backend's range; m and v start at opt_offset */
         size_t a = off > lo ? off : lo, e = off + n < hi ? off + n : hi;
         if (a >= e) continue;
-        cpu_adamw(c->params + a, c->grads + a, c->m + (a - lo), c->v + (a - lo), e - a, lr, beta1, beta2, eps,
-                  gpt2_param_decays(i) ? weight_decay : 0.0f, grad_scale, step);
+        cpu_adamw(c->params + a, c->grads + a, c->m + (a - lo), c->v + (a - lo), e - a, h->lr, h->beta1, h->beta2, h->eps,
+                  gpt2_param_decays(i) ? h->weight_decay : 0.0f, r->grad_scale, r->step);
     }
     return 0;
 }
 
-static int cpu_get_grads(Backend *be, float *grads, Err *err) {
-    (void)err;
-    memcpy(grads, impl(be)->grads, be->num_params * sizeof(float));
-    return 0;
+static int cpu_run(Backend *be, const BackendRun *r, Err *err) {
+    if (backend_check_run(be, r, err)) return -1;
+    switch (r->phase) {
+    case BACKEND_FORWARD: return cpu_forward(be, r->inputs, r->targets, r->loss, err);
+    case BACKEND_FORWARD_BACKWARD: return backend_forward_backward(be, r, err);
+    case BACKEND_BACKWARD: return cpu_backward(be, r, err);
+    case BACKEND_DECODE: return cpu_decode(be, r->decode, err);
+    case BACKEND_ZERO_GRADS: return cpu_zero_grad(be, err);
+    case BACKEND_GRAD_SUMSQ: return cpu_grad_sumsq(be, r->offset, r->count, r->sumsq, err);
+    case BACKEND_UPDATE: return cpu_update(be, r, err);
+    default: return err_set(err, "cpu backend: no phase %d", (int)r->phase);
+    }
 }
 
-static int cpu_get_opt_state(Backend *be, float *m, float *v, Err *err) {
-    (void)err;
-    memcpy(m, impl(be)->m, be->opt_count * sizeof(float));
-    memcpy(v, impl(be)->v, be->opt_count * sizeof(float));
-    return 0;
+/* the collectives' buffers: the gradients and parameters themselves (fp32) */
+static void *cpu_device_array(Backend *be, BackendArray which) {
+    return which == BACKEND_PARAMS || which == BACKEND_GRADS ? array(impl(be), which) : NULL;
 }
-
-static int cpu_set_opt_state(Backend *be, const float *m, const float *v, Err *err) {
-    (void)err;
-    memcpy(impl(be)->m, m, be->opt_count * sizeof(float));
-    memcpy(impl(be)->v, v, be->opt_count * sizeof(float));
-    return 0;
-}
-
-static void *cpu_grad_buffer(Backend *be) { return impl(be)->grads; }
-static void *cpu_param_buffer(Backend *be) { return impl(be)->params; }
 
 static void cpu_destroy(Backend *be) {
     if (!be) return;
@@ -284,21 +275,11 @@ Backend *cpu_backend_create(const BackendOptions *opt, Err *err) {
         c->kcache = falloc(cache); c->vcache = falloc(cache);
     }
 
-    be->set_params = cpu_set_params;   be->get_params = cpu_get_params;
-    be->forward = cpu_forward;         be->get_logits = cpu_get_logits;
-    be->get_losses = cpu_get_losses;   be->destroy = cpu_destroy;
-    if (st->kind == STEP_DECODE) {
-        be->forward = NULL;
-        be->get_losses = NULL;
-        be->decode = cpu_decode;
-    }
-    if (!train) return be;             /* a forward: the methods of the backward and the optimizer stay NULL */
-    be->zero_grad = cpu_zero_grad;     be->backward = cpu_backward;
-    be->forward_backward = backend_forward_backward;
-    be->grad_norm = cpu_grad_norm;     be->update = cpu_update;
-    be->get_grads = cpu_get_grads;
-    be->get_opt_state = cpu_get_opt_state; be->set_opt_state = cpu_set_opt_state;
-    be->grad_buffer = cpu_grad_buffer; be->param_buffer = cpu_param_buffer; be->grad_sumsq = cpu_grad_sumsq;
-    be->make_comm = cpu_make_comm;
+    be->run = cpu_run;
+    be->read = cpu_read;
+    be->write = cpu_write;
+    be->device_array = cpu_device_array;
+    be->destroy = cpu_destroy;
+    if (train) be->make_comm = cpu_make_comm;
     return be;
 }

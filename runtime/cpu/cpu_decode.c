@@ -9,7 +9,7 @@
 static int decode_step(Backend *be, int pos, Err *err) {
     Cpu *c = impl(be);
     c->pos = pos;
-    if (cpu_run_phase(be, &be->plan->schedule.forward, err)) return -1;
+    if (cpu_run_phase(be, NULL, &be->plan->schedule.forward, err)) return -1;
     c->have_forward = 1;
     return 0;
 }

@@ -50,11 +50,13 @@ typedef struct {
 
 static inline Cpu *impl(Backend *be) { return (Cpu *)be->impl; }
 
-/* The plan's schedule (gen/schedule.h) on the CPU (cpu_step.c): one op (ctx: the Backend), a phase (the forward: from
+/* The plan's schedule (gen/schedule.h) on the CPU (cpu_step.c): one op (ctx: a CpuRun), a phase (the forward: from
    c->inputs, or a decode step's tokens at c->pos, to the final LayerNorm, a decode step's to the logits, a prefill's
-   keys and values into its decode backend's cache; the backward), a head or tail list. */
+   keys and values into its decode backend's cache; the backward), a head or tail list. run: the Backend.run whose
+   grad_ready the backward's OP_GRAD_READY calls; NULL outside a backward. */
+typedef struct { Backend *be; const BackendRun *run; } CpuRun;
 int  cpu_run_op(void *ctx, const SchedOp *op, int l, Err *err);
-int  cpu_run_phase(Backend *be, const SchedPhase *ph, Err *err);
-int  cpu_run_list(Backend *be, const SchedList *list, Err *err);
+int  cpu_run_phase(Backend *be, const BackendRun *run, const SchedPhase *ph, Err *err);
+int  cpu_run_list(Backend *be, const BackendRun *run, const SchedList *list, Err *err);
 int  cpu_decode(Backend *be, DecodeRun *run, Err *err);
 #endif

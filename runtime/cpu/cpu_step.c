@@ -148,23 +148,24 @@ static void backward_op(Backend *be, const SchedOp *op, float *const *a) {
 }
 
 int cpu_run_op(void *ctx, const SchedOp *op, int l, Err *err) {
-    Backend *be = ctx;
+    const CpuRun *run = ctx;
+    Backend *be = run->be;
     if (op->kind >= OP_KINDS) return err_set(err, "cpu backend: no op of kind %d", op->kind);
     if (op->kind == OP_KERNEL && !cpu_kernel_find(op->kernel->name))
         return err_set(err, "cpu backend: %s: no CPU op for kernel %s (runtime/cpu/cpu_ops.c, cpu_kernels)", op->name,
                        op->kernel->name);
     if (op->kind == OP_GRAD_READY)   /* part l: the block's layer, or (-1) the rest */
-        return be->grad_ready ? be->grad_ready(be->grad_ready_ctx, l, err) : 0;
+        return run->run && run->run->grad_ready ? run->run->grad_ready(run->run->grad_ready_ctx, l, err) : 0;
     float *a[SCHED_MAX_ARGS];
     for (int i = 0; i < SCHED_MAX_ARGS; i++) a[i] = ref(be, &op->arg[i], l);
     backward_op(be, op, a);
     return 0;
 }
 
-int cpu_run_phase(Backend *be, const SchedPhase *ph, Err *err) {
-    return schedule_run_phase(ph, be->plan->model.n_layer, cpu_run_op, be, err);
+int cpu_run_phase(Backend *be, const BackendRun *run, const SchedPhase *ph, Err *err) {
+    return schedule_run_phase(ph, be->plan->model.n_layer, cpu_run_op, &(CpuRun){be, run}, err);
 }
 
-int cpu_run_list(Backend *be, const SchedList *list, Err *err) {
-    return schedule_run_list(list, -1, be->plan->model.n_layer, cpu_run_op, be, err);
+int cpu_run_list(Backend *be, const BackendRun *run, const SchedList *list, Err *err) {
+    return schedule_run_list(list, -1, be->plan->model.n_layer, cpu_run_op, &(CpuRun){be, run}, err);
 }

@@ -20,7 +20,7 @@ static int chunk_logits(Cuda *c, int k, Err *err) {
 
 int op_classifier_logits(Cuda *c, int k, Err *err) {
     if (c->logits_chunk == k) return 0;
-    if (!c->lnf_valid) return err_set(err, "get_logits: no logits: call forward first (a backward since has used them)");
+    if (!c->lnf_valid) return err_set(err, "no logits to read: run a forward first (a backward since has used them)");
     return chunk_logits(c, k, err);
 }
 

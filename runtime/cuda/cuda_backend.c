@@ -1,5 +1,6 @@
-/* cuda_backend: the Backend (runtime/backend.h) on one GPU: creation from the plan, and parameters,
-   gradients, logits and optimizer state to and from the host. The ops are in the files ops.h lists. */
+/* cuda_backend: the Backend (runtime/backend.h) on one GPU: creation from the plan, Backend.run's dispatch to the
+   phases (step.c, optimizer.c, decode.c), and the arrays (parameters, gradients, optimizer state, logits, losses) to
+   and from the host. The ops are in the files ops.h lists. */
 #include "runtime/cuda/ops.h"
 #include "runtime/cuda/nccl.h"
 #include "common/fp16.h"
@@ -39,7 +40,7 @@ static int upload(Cuda *c, dptr dst, const float *in, size_t n, const char *what
 
 /* With master weights the fp32 copy holds the parameters [opt_offset, +opt_count) only (all of them, or this
    rank's ZeRO-1 shard). */
-static int cu_set_params(Backend *be, const float *params, Err *err) {
+static int write_params(Backend *be, const float *params, Err *err) {
     Cuda *c = cuda_of(be);
     dptr master = buf(c, BUF_MASTER, 0);
     /* padding rows of wte stay zero */
@@ -60,45 +61,69 @@ static int cu_set_params(Backend *be, const float *params, Err *err) {
 }
 /* The master weights where this backend has them; under ZeRO-1 the other ranks' parts are the 16-bit weights (as
    the last all-gather left them). */
-static int cu_get_params(Backend *be, float *params, Err *err) {
+static int read_params(Backend *be, float *params, Err *err) {
     Cuda *c = cuda_of(be);
     dptr master = buf(c, BUF_MASTER, 0);
     if (master && be->opt_count == c->np) return to_host(c, params, master, c->np * 4, "copying master weights", err);
     if (download(c, params, buf(c, BUF_PARAMS, 0), c->np, "copying weights from the GPU", err)) return -1;
     return master ? to_host(c, params + be->opt_offset, master, be->opt_count * 4, "copying master weights", err) : 0;
 }
-static int cu_get_grads(Backend *be, float *grads, Err *err) {
-    Cuda *c = cuda_of(be);
-    return download(c, grads, buf(c, BUF_GRADS, 0), c->np, "copying gradients from the GPU", err);
-}
-/* The logits buffer holds a chunk of rows (runtime/cuda/classifier.c): the one holding row (b, t) is made from the
+/* The logits buffer holds a chunk of rows (runtime/cuda/classifier.c): the one holding the row is made from the
    last forward's final LayerNorm when it is not there. */
-static int cu_get_logits(Backend *be, int b, int t, float *out, Err *err) {
-    Cuda *c = cuda_of(be);
-    if (b < 0 || b >= c->plan->step.B || t < 0 || t >= c->plan->step.T) return err_set(err, "get_logits: (b=%d, t=%d) outside B=%d T=%d", b, t, c->plan->step.B, c->plan->step.T);
-    size_t row = (size_t)b * c->plan->step.T + t, R = (size_t)c->plan->classifier_rows;
+static int read_logits(Cuda *c, size_t row, float *out, Err *err) {
+    size_t R = (size_t)c->plan->classifier_rows;
     if (op_classifier_logits(c, (int)(row / R), err)) return -1;
     return download(c, out, buf(c, BUF_LOGITS, 0) + (row % R) * c->Vp * c->xs, (size_t)c->V, "copying logits", err);
 }
-static int cu_get_losses(Backend *be, float *out, Err *err) {
+
+static int cu_read(Backend *be, BackendArray which, size_t index, float *out, Err *err) {
     Cuda *c = cuda_of(be);
-    if (!c->losses_valid) return err_set(err, "get_losses: no losses: call forward with targets first");
-    memcpy(out, c->h_losses, (size_t)c->plan->step.B * c->plan->step.T * 4);
-    return 0;
-}
-static int cu_get_opt_state(Backend *be, float *m, float *v, Err *err) {
-    Cuda *c = cuda_of(be);
-    return to_host(c, m, buf(c, BUF_ADAM_M, 0), be->opt_count * 4, "copying AdamW m", err) ||
-           to_host(c, v, buf(c, BUF_ADAM_V, 0), be->opt_count * 4, "copying AdamW v", err) ? -1 : 0;
-}
-static int cu_set_opt_state(Backend *be, const float *m, const float *v, Err *err) {
-    Cuda *c = cuda_of(be);
-    return to_device(c, buf(c, BUF_ADAM_M, 0), m, be->opt_count * 4, "copying AdamW m", err) ||
-           to_device(c, buf(c, BUF_ADAM_V, 0), v, be->opt_count * 4, "copying AdamW v", err) ? -1 : 0;
+    if (backend_check_array(be, which, index, 0, err)) return -1;
+    switch (which) {
+    case BACKEND_PARAMS: return read_params(be, out, err);
+    case BACKEND_GRADS: return download(c, out, buf(c, BUF_GRADS, 0), c->np, "copying gradients from the GPU", err);
+    case BACKEND_ADAM_M: return to_host(c, out, buf(c, BUF_ADAM_M, 0), be->opt_count * 4, "copying AdamW m", err);
+    case BACKEND_ADAM_V: return to_host(c, out, buf(c, BUF_ADAM_V, 0), be->opt_count * 4, "copying AdamW v", err);
+    case BACKEND_LOGITS: return read_logits(c, index, out, err);
+    case BACKEND_LOSSES:
+        if (!c->losses_valid) return err_set(err, "no losses to read: run a forward with targets first");
+        memcpy(out, c->h_losses, (size_t)c->plan->step.B * c->plan->step.T * 4);
+        return 0;
+    default: return err_set(err, "cuda backend: no array %d", (int)which);
+    }
 }
 
-static void *cu_grad_buffer(Backend *be) { return (void *)(uintptr_t)buf(cuda_of(be), BUF_GRADS, 0); }
-static void *cu_param_buffer(Backend *be) { return (void *)(uintptr_t)buf(cuda_of(be), BUF_PARAMS, 0); }
+static int cu_write(Backend *be, BackendArray which, const float *in, Err *err) {
+    Cuda *c = cuda_of(be);
+    if (backend_check_array(be, which, 0, 1, err)) return -1;
+    switch (which) {
+    case BACKEND_PARAMS: return write_params(be, in, err);
+    case BACKEND_ADAM_M: return to_device(c, buf(c, BUF_ADAM_M, 0), in, be->opt_count * 4, "copying AdamW m", err);
+    case BACKEND_ADAM_V: return to_device(c, buf(c, BUF_ADAM_V, 0), in, be->opt_count * 4, "copying AdamW v", err);
+    default: return err_set(err, "cuda backend: array %d cannot be written", (int)which);
+    }
+}
+
+static int cu_run(Backend *be, const BackendRun *r, Err *err) {
+    if (backend_check_run(be, r, err)) return -1;
+    switch (r->phase) {
+    case BACKEND_FORWARD: return cu_forward(be, r->inputs, r->targets, r->loss, err);
+    case BACKEND_FORWARD_BACKWARD: return cu_forward_backward(be, r, err);
+    case BACKEND_BACKWARD: return cu_backward(be, r, err);
+    case BACKEND_DECODE: return cu_decode(be, r->decode, err);
+    case BACKEND_ZERO_GRADS: return cu_zero_grad(be, err);
+    case BACKEND_GRAD_SUMSQ: return cu_grad_sumsq(be, r->offset, r->count, r->sumsq, err);
+    case BACKEND_UPDATE: return cu_update(be, r, err);
+    default: return err_set(err, "cuda backend: no phase %d", (int)r->phase);
+    }
+}
+
+/* the collectives' buffers: the floatX gradients and weights in the arena, as CUdeviceptr */
+static void *cu_device_array(Backend *be, BackendArray which) {
+    if (which == BACKEND_GRADS && be->plan->step.kind != STEP_TRAIN) return NULL;
+    if (which != BACKEND_PARAMS && which != BACKEND_GRADS) return NULL;
+    return (void *)(uintptr_t)buf(cuda_of(be), which == BACKEND_PARAMS ? BUF_PARAMS : BUF_GRADS, 0);
+}
 
 static void cu_destroy(Backend *be) {
     if (!be) return;
@@ -141,30 +166,12 @@ static void set_methods(Backend *be, const Plan *plan, size_t np) {
     be->plan = plan;
     be->num_params = np;
     be->comm_prec = plan->step.precision;
-    be->set_params = cu_set_params;
-    be->get_params = cu_get_params;
-    be->forward = cu_forward;
-    be->get_logits = cu_get_logits;
-    be->get_losses = cu_get_losses;
+    be->run = cu_run;
+    be->read = cu_read;
+    be->write = cu_write;
+    be->device_array = cu_device_array;
     be->destroy = cu_destroy;
-    if (plan->step.kind == STEP_DECODE) {
-        be->forward = NULL;
-        be->get_losses = NULL;
-        be->decode = cu_decode;
-    }
-    if (plan->step.kind != STEP_TRAIN) return;   /* a forward or decode: no backward, no optimizer */
-    be->zero_grad = cu_zero_grad;
-    be->backward = cu_backward;
-    be->forward_backward = cu_forward_backward;
-    be->grad_norm = cu_grad_norm;
-    be->update = cu_update;
-    be->get_grads = cu_get_grads;
-    be->get_opt_state = cu_get_opt_state;
-    be->set_opt_state = cu_set_opt_state;
-    be->grad_buffer = cu_grad_buffer;
-    be->param_buffer = cu_param_buffer;
-    be->grad_sumsq = cu_grad_sumsq;
-    be->make_comm = comm_nccl_create;
+    if (plan->step.kind == STEP_TRAIN) be->make_comm = comm_nccl_create;   /* a forward or decode: no ranks */
 }
 
 Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {

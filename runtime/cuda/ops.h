@@ -4,11 +4,11 @@
  *   linear.c     the linear layers: cuBLASLt matmuls with bias / GELU epilogues, bias gradients, GELU
  *   attention.c  causal attention without the T x T scores: cuDNN's flash attention or our template
  *   classifier.c logits, losses, dlogits and their matmuls, a chunk of rows at a time
- *   optimizer.c  zero_grad, global gradient norm, AdamW (Backend methods)
- *   step.c       a forward and a backward: the plan's schedule run around the host's work (Backend methods)
+ *   optimizer.c  gradients to zero, their sum of squares (the global norm), AdamW (Backend.run's phases)
+ *   step.c       a forward and a backward: the plan's schedule run around the host's work (Backend.run's phases)
  *   step_ops.c   one op of the schedule (gen/schedule.h) by its kind, and the backward's side stream
- *   decode.c     a decode plan's step against the key/value cache, replayed as a CUDA graph (Backend.decode)
- *   cuda_backend.c  creation, parameters and state to and from the host
+ *   decode.c     a decode plan's step against the key/value cache, replayed as a CUDA graph (BACKEND_DECODE)
+ *   cuda_backend.c  creation, Backend.run's dispatch, the arrays to and from the host (Backend.read, write)
  * Every op runs on the stream c->s: the device's compute stream, or for the backward's weight gradients the side
  * stream (step.c); the ops of the step follow docs/model.md, "The model". */
 #ifndef GPT2GEN_CUDA_OPS_H
@@ -16,7 +16,7 @@
 #include "runtime/cuda/tune_api.h"   /* dptr, the device, kernels, matmuls, cuDNN; the ops tune/ also runs */
 #include "runtime/cuda/arena.h"
 #include "runtime/cuda/profile.h"
-#include "runtime/sample/sampling.h"   /* DecodeRun, SampleSettings: Backend.decode's */
+#include "runtime/sample/sampling.h"   /* DecodeRun, SampleSettings: BACKEND_DECODE's */
 #include "gen/plan.h"
 #include "kernel_launch.h"
 #define DECODE_IN_FLIGHT 8   /* decode steps queued ahead of the one whose tokens the host waits for */
@@ -38,7 +38,7 @@ typedef struct {
     int32_t *h_inputs, *h_count, *h_bucket_token, *h_bucket_start, *h_positions;
     float *h_losses, *h_partials;
     int n_buckets, have_targets, losses_valid;
-    int lnf_valid;                   /* BUF_LNF holds the last forward's final LayerNorm: get_logits can make logits */
+    int lnf_valid;                   /* BUF_LNF holds the last forward's final LayerNorm: logits can be made from it */
     int logits_chunk;                /* the chunk of rows whose logits BUF_LOGITS holds, or -1 */
     /* attention through cuDNN (NULL: the flash template); its workspace, inside the logits buffer where it fits */
     CudnnAttention *cudnn;
@@ -128,20 +128,20 @@ int   op_classifier(Cuda *c, int grad, float alpha, Err *err);
 float classifier_alpha(const Cuda *c, float grad_scale);   /* the backward's alpha for a loss gradient scaled by grad_scale */
 /* waits for the stream, then the losses to the host (h_losses) and their mean into *loss (when not NULL) */
 int   op_classifier_read_losses(Cuda *c, float *loss, Err *err);
-/* chunk k's logits into BUF_LOGITS, unless it holds them (get_logits after a forward) */
+/* chunk k's logits into BUF_LOGITS, unless it holds them (a read of BACKEND_LOGITS after a forward) */
 int   op_classifier_logits(Cuda *c, int k, Err *err);
 #define DLOGITS_UNIT_FP16 32768.0f
 static inline float dlogits_unit(const Cuda *c) { return c->prec == PREC_FP16 ? DLOGITS_UNIT_FP16 : 1.0f / (float)(c->plan->step.B * c->plan->step.T); }
 
 /* The plan's schedule (gen/schedule.h) on the GPU (step_ops.c): cu_run_op runs one op by its kind (ctx: a CuRun;
-   be, for the grad_ready of a training backward, may be NULL), cu_run_phase a phase (the forward: a decode plan's
-   from its tokens to the logits, any other's from BUF_INPUTS to BUF_LNF, with a prefill's keys and values into
-   the cache; the backward), cu_run_list a head or tail list. cu_use_stream: the ops go on the compute stream
-   (side 0) or the side stream, each with its own cuBLASLt workspace and bias scratch. */
-typedef struct { Cuda *c; Backend *be; } CuRun;
+   run, the Backend.run whose grad_ready a training backward's OP_GRAD_READY calls, may be NULL), cu_run_phase a
+   phase (the forward: a decode plan's from its tokens to the logits, any other's from BUF_INPUTS to BUF_LNF, with a
+   prefill's keys and values into the cache; the backward), cu_run_list a head or tail list. cu_use_stream: the ops
+   go on the compute stream (side 0) or the side stream, each with its own cuBLASLt workspace and bias scratch. */
+typedef struct { Cuda *c; const BackendRun *run; } CuRun;
 int  cu_run_op(void *ctx, const SchedOp *op, int l, Err *err);
-int  cu_run_phase(Cuda *c, Backend *be, const SchedPhase *ph, Err *err);
-int  cu_run_list(Cuda *c, Backend *be, const SchedList *list, Err *err);
+int  cu_run_phase(Cuda *c, const BackendRun *run, const SchedPhase *ph, Err *err);
+int  cu_run_list(Cuda *c, const BackendRun *run, const SchedList *list, Err *err);
 void cu_use_stream(Cuda *c, int side);
 /* the backward's side stream and events where the plan has two streams and the profile is off; step_close also
    frees the micro-step's graph (step.c) */
@@ -150,12 +150,11 @@ void step_close(Cuda *c);
 int cu_decode(Backend *be, DecodeRun *run, Err *err);
 int  decode_open(Cuda *c, Err *err);    /* a decode plan's host buffers and events */
 void decode_close(Cuda *c);
+/* Backend.run's phases (backend.h: BackendPhase), each after backend_check_run: step.c, optimizer.c, decode.c */
 int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err);
-int cu_backward(Backend *be, float grad_scale, Err *err);
-int cu_forward_backward(Backend *be, const int32_t *inputs, const int32_t *targets, float grad_scale, float *loss, Err *err);
+int cu_backward(Backend *be, const BackendRun *r, Err *err);
+int cu_forward_backward(Backend *be, const BackendRun *r, Err *err);
 int cu_zero_grad(Backend *be, Err *err);
-int cu_grad_norm(Backend *be, float *norm, Err *err);
 int cu_grad_sumsq(Backend *be, size_t offset, size_t n, double *sumsq, Err *err);
-int cu_update(Backend *be, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step,
-              Err *err);
+int cu_update(Backend *be, const BackendRun *r, Err *err);
 #endif

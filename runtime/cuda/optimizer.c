@@ -1,5 +1,5 @@
-/* optimizer: gradients to zero, the global gradient norm (templates/grad_norm.cu) and the AdamW update of every
-   parameter tensor (templates/adamw.cu), as Backend methods. */
+/* optimizer: gradients to zero, their sum of squares for the global gradient norm (templates/grad_norm.cu) and the
+   AdamW update of every parameter tensor (templates/adamw.cu), as Backend.run's phases (backend.h). */
 #include "runtime/cuda/ops.h"
 #include <math.h>
 
@@ -26,30 +26,23 @@ int cu_grad_sumsq(Backend *be, size_t offset, size_t n, double *sumsq, Err *err)
     return 0;
 }
 
-int cu_grad_norm(Backend *be, float *norm, Err *err) {
-    double s;
-    if (cu_grad_sumsq(be, 0, be->num_params, &s, err)) return -1;
-    *norm = (float)sqrt(s);
-    return 0;
-}
-
 /* The parameters [opt_offset, opt_offset+opt_count) (all, or this rank's ZeRO-1 shard), one launch per tensor's
    part in that range: m, v and the master weights hold that range only. */
-int cu_update(Backend *be, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-              int step, Err *err) {
+int cu_update(Backend *be, const BackendRun *r, Err *err) {
     Cuda *c = cuda_of(be);
-    float bc1 = (float)(1.0 - pow(beta1, step)), bc2 = (float)(1.0 - pow(beta2, step));
+    const BackendAdamW *h = &r->adamw;
+    float bc1 = (float)(1.0 - pow(h->beta1, r->step)), bc2 = (float)(1.0 - pow(h->beta2, r->step));
     dptr master = buf(c, BUF_MASTER, 0);
     size_t lo = be->opt_offset, hi = be->opt_offset + be->opt_count;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t a = c->poff[i] > lo ? c->poff[i] : lo, e = c->poff[i] + c->psz[i] < hi ? c->poff[i] + c->psz[i] : hi;
         if (a >= e) continue;
         size_t o = a - lo;   /* the optimizer state's index */
-        float wd = gpt2_param_decays(i) ? weight_decay : 0.0f;
+        float wd = gpt2_param_decays(i) ? h->weight_decay : 0.0f;
         OP("adamw", launch_adamw_update(&c->ks, c->s, buf(c, BUF_PARAMS, 0) + a * c->xs, master ? master + o * 4 : 0,
                                         buf(c, BUF_GRADS, 0) + a * c->xs, buf(c, BUF_ADAM_M, 0) + o * 4,
                                         buf(c, BUF_ADAM_V, 0) + o * 4, (long long)(e - a), (long long)(a - c->poff[i]),
-                                        lr, beta1, beta2, bc1, bc2, eps, wd, grad_scale, err));
+                                        h->lr, h->beta1, h->beta2, bc1, bc2, h->eps, wd, r->grad_scale, err));
     }
     return cuda_device_sync(&c->dev, "AdamW update", err);
 }

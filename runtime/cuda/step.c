@@ -31,9 +31,9 @@ static int forward_trunk(Cuda *c, const int32_t *inputs, Err *err) {
     return upload_inputs(c, inputs, err) || forward_from_inputs(c, err) ? -1 : 0;
 }
 
-/* Without targets, the logits are made a chunk at a time as get_logits asks for them. With targets, the losses;
-   a training plan's backward then makes each chunk's logits again, with their gradient (cu_forward_backward, what
-   training calls, makes them once). */
+/* Without targets, the logits are made a chunk at a time as reads of BACKEND_LOGITS ask for them. With targets, the
+   losses; a training plan's backward then makes each chunk's logits again, with their gradient
+   (BACKEND_FORWARD_BACKWARD, cu_forward_backward, what training runs, makes them once). */
 int cu_forward(Backend *be, const int32_t *inputs, const int32_t *targets, float *loss, Err *err) {
     Cuda *c = cuda_of(be);
     if (forward_trunk(c, inputs, err)) return -1;
@@ -86,34 +86,33 @@ void step_close(Cuda *c) {
 
 /* The backward from the final LayerNorm down to layer 0, once BUF_DLN holds d(loss)/d(lnf) and the classifier's
    dwte is in; the side stream's work is all in (joined) at its end. */
-static int backward_layers(Backend *be, Err *err) {
-    Cuda *c = cuda_of(be);
+static int backward_layers(Cuda *c, const BackendRun *r, Err *err) {
     if (c->side) cu_use_stream(c, 0);   /* where a failed step may have left it */
     memset(c->marked, 0, sizeof c->marked);
-    return cu_run_phase(c, be, &c->plan->schedule.backward, err);
+    return cu_run_phase(c, r, &c->plan->schedule.backward, err);
 }
 
 /* after backward_layers: the embeddings' gradients, the rest of the gradients handed on */
-static int backward_tail(Backend *be, Err *err) {
-    return cu_run_list(cuda_of(be), be, &cuda_of(be)->plan->schedule.embed_backward, err);
+static int backward_tail(Cuda *c, const BackendRun *r, Err *err) {
+    return cu_run_list(c, r, &c->plan->schedule.embed_backward, err);
 }
 
 /* The forward kept no logits: each chunk's are made again, now with their gradient. */
-int cu_backward(Backend *be, float grad_scale, Err *err) {
+int cu_backward(Backend *be, const BackendRun *r, Err *err) {
     Cuda *c = cuda_of(be);
     if (!c->have_targets) return err_set(err, "backward needs a forward with targets first");
     c->prof.steps++;
     c->lnf_valid = 0;
-    if (op_classifier(c, 1, classifier_alpha(c, grad_scale), err) || backward_layers(be, err) || backward_tail(be, err))
+    if (op_classifier(c, 1, classifier_alpha(c, r->grad_scale), err) || backward_layers(c, r, err) ||
+        backward_tail(c, r, err))
         return -1;
     return cuda_device_sync(&c->dev, "backward", err);
 }
 
 /* A training micro-step's ops between the uploads (inputs, targets) and the encoder backward: the forward, each
    chunk's logits once with their losses and gradient (alpha), the backward down to layer 0. */
-static int micro_step_ops(Backend *be, float alpha, Err *err) {
-    Cuda *c = cuda_of(be);
-    return forward_from_inputs(c, err) || op_classifier(c, 1, alpha, err) || backward_layers(be, err) ? -1 : 0;
+static int micro_step_ops(Cuda *c, const BackendRun *r, float alpha, Err *err) {
+    return forward_from_inputs(c, err) || op_classifier(c, 1, alpha, err) || backward_layers(c, r, err) ? -1 : 0;
 }
 
 /* The micro-step as a CUDA graph (Plan.graph): micro_step_ops recorded once and replayed, so that the GPU starts
@@ -123,18 +122,16 @@ static int micro_step_ops(Backend *be, float alpha, Err *err) {
    between kernels), and for the first micro-step, which runs op by op (it is what is recorded, and whatever is set
    up on first use is then set up outside a recording). The launches' arguments are the plan's fixed buffers and
    alpha, so a graph serves while alpha stays (fp16's loss scale changes it: recorded again). */
-static int graph_serves(Backend *be) {
-    Cuda *c = cuda_of(be);
-    return c->plan->graph && !c->prof.on && !c->ks.sync_each && !be->grad_ready && c->micro_steps > 0;
+static int graph_serves(const Cuda *c, const BackendRun *r) {
+    return c->plan->graph && !c->prof.on && !c->ks.sync_each && !r->grad_ready && c->micro_steps > 0;
 }
 
-static int record_micro_step(Backend *be, float alpha, Err *err) {
-    Cuda *c = cuda_of(be);
+static int record_micro_step(Cuda *c, const BackendRun *r, float alpha, Err *err) {
     if (c->step_graph) { cu.cuGraphExecDestroy(c->step_graph); c->step_graph = NULL; }
     CUgraph g = NULL;
     int rc = cuda_check(cu.cuStreamBeginCapture(c->dev.compute, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "recording the training micro-step", err);
     if (!rc) {
-        rc = micro_step_ops(be, alpha, err);
+        rc = micro_step_ops(c, r, alpha, err);
         Err end;
         int ended = cuda_check(cu.cuStreamEndCapture(c->dev.compute, &g), "recording the training micro-step", rc ? &end : err);
         rc = rc || ended;
@@ -152,29 +149,29 @@ static int record_micro_step(Backend *be, float alpha, Err *err) {
     return 0;
 }
 
-static int run_micro_step(Backend *be, float alpha, Err *err) {
-    Cuda *c = cuda_of(be);
-    if (!graph_serves(be)) return micro_step_ops(be, alpha, err);
-    if ((!c->step_graph || memcmp(&alpha, &c->step_graph_alpha, sizeof alpha)) && record_micro_step(be, alpha, err)) return -1;
+static int run_micro_step(Cuda *c, const BackendRun *r, float alpha, Err *err) {
+    if (!graph_serves(c, r)) return micro_step_ops(c, r, alpha, err);
+    if ((!c->step_graph || memcmp(&alpha, &c->step_graph_alpha, sizeof alpha)) && record_micro_step(c, r, alpha, err))
+        return -1;
     c->graph_runs++;
     return cuda_check(cu.cuGraphLaunch(c->step_graph, c->s), "running the training micro-step's graph", err);
 }
 
 /* A training micro-step: each chunk's logits once, their losses and gradient together; the losses are read when
    the backward is done, so the host waits once. */
-int cu_forward_backward(Backend *be, const int32_t *inputs, const int32_t *targets, float grad_scale, float *loss, Err *err) {
+int cu_forward_backward(Backend *be, const BackendRun *r, Err *err) {
     Cuda *c = cuda_of(be);
     profile_queue_start(&c->prof);
     forget_forward(c);
     c->prof.steps++;
-    if (upload_inputs(c, inputs, err) || op_classifier_targets(c, targets, err) ||
-        run_micro_step(be, classifier_alpha(c, grad_scale), err) || op_encoder_upload_buckets(c, inputs, err) ||
-        backward_tail(be, err))
+    if (upload_inputs(c, r->inputs, err) || op_classifier_targets(c, r->targets, err) ||
+        run_micro_step(c, r, classifier_alpha(c, r->grad_scale), err) || op_encoder_upload_buckets(c, r->inputs, err) ||
+        backward_tail(c, r, err))
         return -1;
     c->have_targets = 1;
     c->micro_steps++;
     profile_queue_queued(&c->prof);
-    if (op_classifier_read_losses(c, loss, err)) return -1;
+    if (op_classifier_read_losses(c, r->loss, err)) return -1;
     profile_queue_done(&c->prof);
     return 0;
 }

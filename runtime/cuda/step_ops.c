@@ -115,20 +115,20 @@ int cu_run_op(void *ctx, const SchedOp *op, int l, Err *err) {
     CuRun *run = ctx;
     Cuda *c = run->c;
     if (op->kind == OP_GRAD_READY) {   /* part l: the block's layer, or (-1) the rest */
-        Backend *be = run->be;
-        if (!be || !be->grad_ready) return 0;
+        const BackendRun *r = run->run;
+        if (!r || !r->grad_ready) return 0;
         if (op->mark != SCHED_NO_MARK && wait_side(c, op->mark, err)) return -1;
-        return be->grad_ready(be->grad_ready_ctx, l, err);
+        return r->grad_ready(r->grad_ready_ctx, l, err);
     }
     dptr a[SCHED_MAX_ARGS];
     for (int i = 0; i < SCHED_MAX_ARGS; i++) a[i] = ref(c, &op->arg[i], l);
     return backward_op(c, op, a, err);
 }
 
-int cu_run_phase(Cuda *c, Backend *be, const SchedPhase *ph, Err *err) {
-    return schedule_run_phase(ph, c->L, cu_run_op, &(CuRun){c, be}, err);
+int cu_run_phase(Cuda *c, const BackendRun *run, const SchedPhase *ph, Err *err) {
+    return schedule_run_phase(ph, c->L, cu_run_op, &(CuRun){c, run}, err);
 }
 
-int cu_run_list(Cuda *c, Backend *be, const SchedList *list, Err *err) {
-    return schedule_run_list(list, -1, c->L, cu_run_op, &(CuRun){c, be}, err);
+int cu_run_list(Cuda *c, const BackendRun *run, const SchedList *list, Err *err) {
+    return schedule_run_list(list, -1, c->L, cu_run_op, &(CuRun){c, run}, err);
 }

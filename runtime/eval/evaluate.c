@@ -63,7 +63,8 @@ int evaluator_run(Evaluator *e, const EvalSet *set, EvalResult *r, EvalProgress 
             memcpy(in + (size_t)b * T, in, (size_t)T * sizeof *in);
             memcpy(tg + (size_t)b * T, tg, (size_t)T * sizeof *tg);
         }
-        rc = e->be->forward(e->be, in, tg, NULL, err) || e->be->get_losses(e->be, losses, err) ? -1 : 0;
+        rc = e->be->run(e->be, &(BackendRun){.phase = BACKEND_FORWARD, .inputs = in, .targets = tg}, err) ||
+             e->be->read(e->be, BACKEND_LOSSES, 0, losses, err) ? -1 : 0;
         for (int b = 0; b < n && !rc; b++) {
             const EvalExample *x = &set->ex[at[b].k];
             double sum = 0;

@@ -32,7 +32,7 @@ typedef struct {
 /* An evaluator for set (checked against the model: evalset_check_model) with the eval plans of plans (their rows
    per forward; shared weights exactly when weights is given), on the backend kind which ("cpu", "cuda", "auto"),
    running on the weights of backend weights (same kind and model), or holding its own when weights is NULL (load
-   them with evaluator_backend(e)->set_params). plans must outlive the evaluator. */
+   them with evaluator_backend(e)->write(..., BACKEND_PARAMS, ...)). plans must outlive the evaluator. */
 int  evaluator_open(Evaluator *e, const PlanSet *plans, const EvalSet *set, Backend *weights, const char *which,
                     int device, const Env *env, Err *err);
 Backend *evaluator_backend(Evaluator *e);

@@ -26,7 +26,7 @@ int sampler_open(Sampler *s, const PlanSet *plans, Backend *weights, const char 
     int32_t *tok = xcalloc((size_t)rows, sizeof *tok), *drawn = xcalloc((size_t)rows, sizeof *drawn);
     uint64_t *rng = xcalloc((size_t)rows, sizeof *rng);
     DecodeRun run = {tok, 0, 1, {0, 0, 1}, rng, drawn, NULL, NULL};
-    int rc = s->decode->decode(s->decode, &run, err) == 1 ? 0 : -1;
+    int rc = s->decode->run(s->decode, &(BackendRun){.phase = BACKEND_DECODE, .decode = &run}, err) == 1 ? 0 : -1;
     free(tok); free(drawn); free(rng);
     return rc;
 }
@@ -45,7 +45,7 @@ static int ensure(Sampler *s, int *at, Backend **be, int bucket, int prefill, Er
     /* the first forward of a backend loads its kernels and libraries: once here, not in the timed prefill (the
        positions it writes into the cache are written again before anything reads them) */
     int32_t *zeros = xcalloc((size_t)s->rows * T, sizeof *zeros);
-    int rc = (*be)->forward(*be, zeros, NULL, NULL, err);
+    int rc = (*be)->run(*be, &(BackendRun){.phase = BACKEND_FORWARD, .inputs = zeros}, err);
     free(zeros);
     return rc;
 }
@@ -89,7 +89,7 @@ int sampler_generate(Sampler *s, const int32_t *prompt, int n, int max_new, cons
         int32_t *in = xmalloc((size_t)R * T * sizeof *in);
         for (int b = 0; b < R; b++)
             for (int t = 0; t < T; t++) in[(size_t)b * T + t] = prompt[t < n - 1 ? t : n - 2];
-        int rc = s->prefill->forward(s->prefill, in, NULL, NULL, err);
+        int rc = s->prefill->run(s->prefill, &(BackendRun){.phase = BACKEND_FORWARD, .inputs = in}, err);
         free(in);
         if (rc) return -1;
         st->prefill_tokens = n - 1;
@@ -99,7 +99,7 @@ int sampler_generate(Sampler *s, const int32_t *prompt, int n, int max_new, cons
     for (int b = 0; b < R; b++) first[b] = prompt[n - 1];
     Track tr = {R, eot, 0, xcalloc((size_t)R, 1), on_step, ctx};
     DecodeRun run = {first, n - 1, max_new, *ss, rng, drawn, track_step, &tr};
-    int done = s->decode->decode(s->decode, &run, err);
+    int done = s->decode->run(s->decode, &(BackendRun){.phase = BACKEND_DECODE, .decode = &run}, err);
     free(first); free(tr.done);
     st->prefill_ms = (t1 - t0) * 1e3;
     st->decode_ms = (now_seconds() - t1) * 1e3;
@@ -125,9 +125,9 @@ int sampler_generate_uncached(Sampler *s, const int32_t *prompt, int n, int max_
     int i = 0, rc = 0;
     for (; i < max_new && !rc; i++) {
         int at = n - 1 + i;   /* the position whose logits draw the next token */
-        rc = s->forward->forward(s->forward, seq, NULL, NULL, err);
+        rc = s->forward->run(s->forward, &(BackendRun){.phase = BACKEND_FORWARD, .inputs = seq}, err);
         for (int b = 0; b < R && !rc; b++) {
-            rc = s->forward->get_logits(s->forward, b, at, logits, err);
+            rc = s->forward->read(s->forward, BACKEND_LOGITS, (size_t)b * T + at, logits, err);
             if (!rc) drawn[(size_t)i * R + b] = sample_draw(logits, V, ss, &rng[b]);
             if (!rc && at + 1 < T) seq[(size_t)b * T + at + 1] = drawn[(size_t)i * R + b];
         }

@@ -32,10 +32,10 @@ typedef struct {
 /* A sampler with the plans of plans (gen/planset.h: its decode plan's rows, with shared weights exactly when
    weights is given), on the backend kind which ("cpu", "cuda", "auto": as weights' when given). weights: the
    backend whose parameters it runs on, or NULL: the decode backend holds them (set them with
-   sampler_backend(s)->set_params). plans must outlive the sampler. */
+   sampler_backend(s)->write(..., BACKEND_PARAMS, ...)). plans must outlive the sampler. */
 int  sampler_open(Sampler *s, const PlanSet *plans, Backend *weights, const char *which, int device, const Env *env,
                   Err *err);
-/* the backend whose set_params loads the weights, when the sampler holds them */
+/* the backend whose write(BACKEND_PARAMS) loads the weights, when the sampler holds them */
 Backend *sampler_backend(Sampler *s);
 /* Generates up to max_new tokens per row after prompt[0..n) (n >= 1; the same prompt for every row), the rows' draws
    from rng[rows] (advanced). drawn[i*rows + b]: row b's i-th token. Stops after a step in which every row has drawn

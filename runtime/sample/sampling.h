@@ -32,7 +32,7 @@ static inline uint32_t sample_key(float f) {
 /* row's generator state for seed: rows of one seed draw independent streams */
 uint64_t sample_row_seed(uint64_t seed, int row);
 
-/* One call of a decode plan's backend (Backend.decode, runtime/backend.h): steps tokens per row, each against the
+/* One BACKEND_DECODE run of a decode plan's backend (runtime/backend.h): steps tokens per row, each against the
    row's key/value cache, each drawn by the rule above with settings s. */
 typedef struct DecodeRun {
     const int32_t *tokens;   /* B: each row's token at position pos */

@@ -38,7 +38,8 @@ static int validate_loss(Run *r, float *out, Err *err) {
         for (int i = 0; i < n; i++) {
             float loss;
             if (dataloader_next(&q->val, r->eval_inputs, r->eval_targets, err)) return -1;
-            if (q->be->forward(q->be, r->eval_inputs, r->eval_targets, &loss, err)) return -1;
+            BackendRun fw = {.phase = BACKEND_FORWARD, .inputs = r->eval_inputs, .targets = r->eval_targets, .loss = &loss};
+            if (q->be->run(q->be, &fw, err)) return -1;
             q->loss_sum += loss;
         }
     }
@@ -113,8 +114,8 @@ static int average_grads(Run *r, float *norm, Err *err) {
     int W = r->world, n = r->local;
     void *bufs[n];
     double sumsq[n], *vals[n];
-    if (W == 1) return r->be->grad_norm(r->be, norm, err);
-    for (int k = 0; k < n; k++) { bufs[k] = r->rk[k].be->grad_buffer(r->rk[k].be); vals[k] = &sumsq[k]; }
+    if (W == 1) return backend_grad_norm(r->be, norm, err);
+    for (int k = 0; k < n; k++) { bufs[k] = r->rk[k].be->device_array(r->rk[k].be, BACKEND_GRADS); vals[k] = &sumsq[k]; }
     CommType t = comm_type_of(r->be->comm_prec);
     int rc = r->overlapped ? r->comm->wait_ranges(r->comm, err)   /* started part by part by the backward */
            : r->run->train.zero_stage == 1 ? r->comm->reduce_scatter_avg(r->comm, bufs, t, r->num_params, err)
@@ -122,7 +123,8 @@ static int average_grads(Run *r, float *norm, Err *err) {
     for (int k = 0; k < n && !rc; k++) {
         size_t off, cnt;
         ranks_shard(r->num_params, W, r->first + k, &off, &cnt);
-        rc = r->rk[k].be->grad_sumsq(r->rk[k].be, off, cnt, &sumsq[k], err);
+        rc = r->rk[k].be->run(r->rk[k].be, &(BackendRun){.phase = BACKEND_GRAD_SUMSQ, .offset = off, .count = cnt,
+                                                          .sumsq = &sumsq[k]}, err);
     }
     if (!rc) rc = r->comm->all_reduce_sum_f64(r->comm, vals, err);
     if (rc) return -1;
@@ -136,22 +138,24 @@ static int update_all(Run *r, float lr, float grad_scale, int t, Err *err) {
     const RunSpec *c = r->run;
     for (int k = 0; k < r->local; k++) {
         Backend *be = r->rk[k].be;
-        if (be->update(be, lr, (float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
-                       (float)c->train.weight_decay, grad_scale, t, err)) return -1;
+        BackendRun up = {.phase = BACKEND_UPDATE, .grad_scale = grad_scale, .step = t,
+                         .adamw = {lr, (float)c->train.beta1, (float)c->train.beta2, (float)c->train.eps,
+                                   (float)c->train.weight_decay}};
+        if (be->run(be, &up, err)) return -1;
     }
     if (r->world == 1 || c->train.zero_stage == 0) return 0;
     void *bufs[r->local];
-    for (int k = 0; k < r->local; k++) bufs[k] = r->rk[k].be->param_buffer(r->rk[k].be);
+    for (int k = 0; k < r->local; k++) bufs[k] = r->rk[k].be->device_array(r->rk[k].be, BACKEND_PARAMS);
     return r->comm->all_gather(r->comm, bufs, comm_type_of(r->be->comm_prec), r->num_params, err);
 }
 
-/* Backend.grad_ready during a step's last backward: a part of the gradients is final, its averaging starts. */
+/* BackendRun.grad_ready during a step's last backward: a part of the gradients is final, its averaging starts. */
 static int on_grad_ready(void *ctx, int part, Err *err) {
     Run *r = ctx;
     size_t ranges[NUM_PARAM_TENSORS][2];
     GPT2Shape shape = r->plan->model;
     int count = gpt2_grad_part(&shape, part, ranges);
-    void *bufs[1] = {r->be->grad_buffer(r->be)};
+    void *bufs[1] = {r->be->device_array(r->be, BACKEND_GRADS)};
     return r->comm->reduce_ranges_avg(r->comm, bufs, comm_type_of(r->be->comm_prec), r->num_params,
                                       (const size_t (*)[2])ranges, count, r->run->train.zero_stage == 1, err);
 }
@@ -168,7 +172,7 @@ static int train_step(Run *r, int step, float *loss_out, float *norm_out, float 
         RankRun *q = &r->rk[k];
         Backend *be = q->be;
         q->loss_sum = 0;
-        if (be->zero_grad(be, err)) return -1;
+        if (be->run(be, &(BackendRun){.phase = BACKEND_ZERO_GRADS}, err)) return -1;
         for (int micro = 0; micro < accum; micro++) {
             float loss;
             int reuse = c->train.overfit_batch && (step > 0 || micro > 0);
@@ -177,11 +181,10 @@ static int train_step(Run *r, int step, float *loss_out, float *norm_out, float 
             /* the last micro-batch's backward finishes the gradients: with a process per rank, their averaging
                starts part by part while it goes on */
             r->overlapped = r->overlap && micro == accum - 1;
-            be->grad_ready = r->overlapped ? on_grad_ready : NULL;
-            be->grad_ready_ctx = r;
-            int brc = be->forward_backward(be, q->inputs, q->targets, S / accum * inject, &loss, err);
-            be->grad_ready = NULL;
-            if (brc) return -1;
+            BackendRun fb = {.phase = BACKEND_FORWARD_BACKWARD, .inputs = q->inputs, .targets = q->targets,
+                             .grad_scale = S / accum * inject, .loss = &loss,
+                             .grad_ready = r->overlapped ? on_grad_ready : NULL, .grad_ready_ctx = r};
+            if (be->run(be, &fb, err)) return -1;
             q->loss_sum += loss;
         }
     }

@@ -21,7 +21,8 @@ static TrainState run_state(const Run *r) {
 static int scatter_opt_state(Run *r, const float *m, const float *v, Err *err) {
     for (int k = 0; k < r->local; k++) {
         Backend *be = r->rk[k].be;
-        if (be->set_opt_state(be, m + be->opt_offset, v + be->opt_offset, err)) return -1;
+        if (be->write(be, BACKEND_ADAM_M, m + be->opt_offset, err) || be->write(be, BACKEND_ADAM_V, v + be->opt_offset, err))
+            return -1;
     }
     return 0;
 }
@@ -29,7 +30,7 @@ static int scatter_opt_state(Run *r, const float *m, const float *v, Err *err) {
 /* Every rank's backend gets the same parameters. */
 static int set_all_params(Run *r, const float *params, Err *err) {
     for (int k = 0; k < r->local; k++)
-        if (r->rk[k].be->set_params(r->rk[k].be, params, err)) return -1;
+        if (r->rk[k].be->write(r->rk[k].be, BACKEND_PARAMS, params, err)) return -1;
     return 0;
 }
 
@@ -73,7 +74,8 @@ static int save_states(Run *r, int step, TrainState *s, float *params0, Err *err
         s->m = xmalloc(be->opt_count * sizeof(float));
         s->v = xmalloc(be->opt_count * sizeof(float));
         s->params = params + be->opt_offset;
-        rc = be->get_params(be, params, err) || be->get_opt_state(be, s->m, s->v, err);
+        rc = be->read(be, BACKEND_PARAMS, 0, params, err) || be->read(be, BACKEND_ADAM_M, 0, s->m, err) ||
+             be->read(be, BACKEND_ADAM_V, 0, s->v, err);
         if (!rc) rc = state_save(path, s, err);
         free(s->m); free(s->v);
         s->m = s->v = s->params = NULL;

@@ -104,7 +104,7 @@ static int open_backends(Run *r, const RunSpec *c, const PlanSet *plans, const T
         RankRun *q = &r->rk[k];
         RankInfo ri = {r->first + k, r->world, procs > 1 ? opt->device : 0};
         if (!(q->be = train_make_rank_backend(plan, opt->backend, ri, env, err))) return -1;
-        if (r->world > 1 && (!q->be->grad_buffer || !q->be->param_buffer || !q->be->grad_sumsq))
+        if (r->world > 1 && (!q->be->device_array(q->be, BACKEND_GRADS) || !q->be->device_array(q->be, BACKEND_PARAMS)))
             return err_set(err, "the %s backend cannot run as one of several ranks yet", q->be->name);
         q->inputs = xmalloc((size_t)B * T * sizeof(int32_t));
         q->targets = xmalloc((size_t)B * T * sizeof(int32_t));
