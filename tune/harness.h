@@ -4,6 +4,7 @@
 #ifndef GPT2GEN_HARNESS_H
 #define GPT2GEN_HARNESS_H
 #include "tune/report.h"
+#include "gen/config.h"
 #include "runtime/cuda/tune_api.h"
 #include <stdint.h>
 

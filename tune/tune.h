@@ -3,6 +3,7 @@
    families' workloads and tests, the timing); only this header is for cli/. */
 #ifndef GPT2GEN_TUNE_H
 #define GPT2GEN_TUNE_H
+#include "gen/config.h"
 #include "gen/plan.h"
 #include "common/env.h"
 #include "common/err.h"
