@@ -180,16 +180,16 @@ static void sweep_group_best(Tuner *t, int i, Sweep *s) {
     memset(&job, 0, sizeof job);
     char *source = NULL, name[256];
     tune_variant_name(&t->plan.families[i], v.v, name, sizeof name);
-    Err e;
+    Err e = {{0}};
     *t->scratch = t->plan;
-    if (!tuner_measured(t, "kernel", t->plan.families[i].decl->family, name, &s->key) &&
-        plan_set_tunables(t->scratch, i, v.v, "tune-db", &e) == 0 &&
-        (source = emit_family(t->scratch, &t->scratch->families[i], env_or_defaults(t->o.env)->templates, &e))) {
+    if (tuner_measured(t, "kernel", t->plan.families[i].decl->family, name, &s->key)) {
+        /* an earlier tune timed it: sweep_variant takes its record */
+    } else if (plan_set_tunables(t->scratch, i, v.v, "tune-db", &e) == 0 &&
+               (source = emit_family(t->scratch, &t->scratch->families[i], env_or_defaults(t->o.env)->templates, &e))) {
         job = (CompileJob){.name = t->plan.families[i].decl->family, .source = source,
                            .source_path = t->plan.families[i].source_path, .arch = t->plan.arch};
         nvrtc_compile_all(&job, 1, t->o.env, 1, &e);
-    }
-    if (!job.source) snprintf(job.err.msg, sizeof job.err.msg, "the groups' best together could not be emitted");
+    } else snprintf(job.err.msg, sizeof job.err.msg, "the groups' best together: %.400s", e.msg);
     t->total++;
     s->combined = 1;
     sweep_variant(t, i, fv->n, &v, &job, s);
