@@ -34,7 +34,7 @@ ifeq ($(CUDA_MISSING),)
 LEAVE_OUT := runtime/nocuda.c tune/nocuda.c
 else
 $(info gpt2gen: no $(CUDA_MISSING): building without the CUDA backend (CPU only); see README, "Set-up")
-LEAVE_OUT := $(wildcard runtime/cuda/*.c) $(filter-out tune/attention_ref.c tune/report.c tune/nocuda.c,$(wildcard tune/*.c))
+LEAVE_OUT := $(wildcard runtime/cuda/*.c) $(filter-out tune/attention_ref.c tune/report.c tune/nocuda.c tune/targets.c,$(wildcard tune/*.c))
 NEED_CFLAGS += -DGPT2GEN_NO_CUDA='"$(CUDA_MISSING)"'
 endif
 ALL_CFLAGS = $(NEED_CFLAGS) $(SAN) $(CFLAGS)

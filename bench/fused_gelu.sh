@@ -25,9 +25,9 @@ for part in $PARTS; do
             tee "$logs/test-$MODEL.log" | grep -E "fc_gemm|fused|FAIL|RESULT" | tail -20 ;;
     tune)
         db=build/fused-logs/tune.db; rm -f "$db"
-        GPT2GEN_TUNE_DB=$db ./gpt2gen tune configs/gpt2-$MODEL.lua --set train.gelu=fused --set name=fused-tune-$MODEL \
+        GPT2GEN_TUNE_DB=$db ./gpt2gen tune configs/gpt2-$MODEL.lua --only train --set train.gelu=fused --set name=fused-tune-$MODEL \
             --kernels 'fc_gemm' > "$logs/tune-fc_gemm-$MODEL.log" 2>&1
-        GPT2GEN_TUNE_DB=$db ./gpt2gen tune configs/gpt2-$MODEL.lua --set train.gelu=epilogue --set name=epi-tune-$MODEL \
+        GPT2GEN_TUNE_DB=$db ./gpt2gen tune configs/gpt2-$MODEL.lua --only train --set train.gelu=epilogue --set name=epi-tune-$MODEL \
             --kernels 'fc*,bias' > "$logs/tune-matmuls-$MODEL.log" 2>&1
         cat build/fused-tune-$MODEL/tune_report.txt build/epi-tune-$MODEL/tune_report.txt ;;
     steps)

@@ -1,5 +1,6 @@
 #!/bin/sh
-# bench/tune.sh: `gpt2gen tune` on gpt2-124M (B=64) and gpt2-350M (B=32), then the untuned (--no-tune-db) and the
+# bench/tune.sh: `gpt2gen tune --only train` (the training step's plan alone, as before the decode and eval plans
+# were tuned too) on gpt2-124M (B=64) and gpt2-350M (B=32), then the untuned (--no-tune-db) and the
 # tuned training step beside PyTorch (torch.compile, bf16, flash SDPA, fused AdamW) in the same call, on the
 # random-token shards of bench/bench.sh, T=1024. Prints each tune's time and report (per kernel family and matmul:
 # default and chosen variant, times, speedup; the step before and after) and one table. Run from the repository
@@ -29,7 +30,7 @@ ours() {   # model B name extra-options...: the mean ms/step and tok/s of our tr
 for model in $MODELS; do
     case $model in 124M) B=64 ;; 350M) B=32 ;; *) B=16 ;; esac
     t0=$(date +%s)
-    ./gpt2gen tune configs/gpt2-$model.lua --set train.batch_size=$B --budget "$BUDGET" > "$logs/tune-$model.log" 2> "$logs/tune-$model.err"
+    ./gpt2gen tune configs/gpt2-$model.lua --only train --set train.batch_size=$B --budget "$BUDGET" > "$logs/tune-$model.log" 2> "$logs/tune-$model.err"
     rc=$?
     t1=$(date +%s)
     echo "== gpt2gen tune configs/gpt2-$model.lua (B=$B): rc $rc, $((t1 - t0)) s"

@@ -20,10 +20,10 @@ for m in ${MODELS:-124M}; do
             if [ $ab = A ]; then bin=$A; else bin=$B; fi
             rm -f "$db"
             # shellcheck disable=SC2086 # SETS holds several words
-            GPT2GEN_TUNE_DB=$db "$bin" tune configs/gpt2-$m.lua --kernels "$FAMILY" --set name=tune-ab-$ab-$m $SETS \
+            GPT2GEN_TUNE_DB=$db "$bin" tune configs/gpt2-$m.lua --only train --kernels "$FAMILY" --set name=tune-ab-$ab-$m $SETS \
                 > build/tune-ab-$ab-$m.log 2>&1 || echo "$m $ab: gpt2gen tune failed (build/tune-ab-$ab-$m.log)"
             grep "tune \[" build/tune-ab-$ab-$m.log | grep " $FAMILY " |
-                sed -E "s/^tune \[[0-9]+\/[0-9]+\] $FAMILY /$m $ab /; s/, elapsed.*//"
+                sed -E "s/^tune \[[0-9]+\/[0-9]+\] [^:]*: $FAMILY /$m $ab /; s/, elapsed.*//"
         done
         r=$((r + 1))
     done

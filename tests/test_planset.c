@@ -1,8 +1,10 @@
 /* test_planset: the plan set (gen/planset.h): which plans a request makes, their shapes and who holds the weights,
-   the buckets, and the tuning database reaching every plan (decode and eval too, not only training's). */
+   the buckets, and the tuning database reaching every plan (decode and eval too, not only training's): what
+   `gpt2gen tune` records for its decode and eval plans is what `gpt2gen sample` and `eval` take. */
 #include "check.h"
 #include "gen/config.h"
 #include "gen/planset.h"
+#include "tune/tune.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,49 +97,89 @@ static int other_variant(const Plan *p, int *fam, char *name, size_t n) {
     return -1;
 }
 
-/* The database's records for the decode and eval shapes reach those plans, as training's reach training's. */
+/* a best record for plan's family fam with variant, keyed for plan */
+static TuneRecord best_kernel(const Plan *plan, int fam, const char *variant) {
+    TuneRecord r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.record, sizeof r.record, "best");
+    snprintf(r.what, sizeof r.what, "kernel");
+    snprintf(r.name, sizeof r.name, "%s", plan->families[fam].decl->family);
+    snprintf(r.variant, sizeof r.variant, "%.*s", (int)sizeof r.variant - 1, variant);
+    snprintf(r.status, sizeof r.status, "ok");
+    tune_key_kernel(&r.key, &ENV, plan, fam);
+    return r;
+}
+
+/* 1 when plan's family fam has variant, from the database */
+static int has_variant(const Plan *plan, int fam, const char *variant) {
+    const PlanFamily *m = &plan->families[fam];
+    char now[256];
+    int values[FAMILY_MAX_TUNABLES], from_db = 0;
+    for (int k = 0; k < m->n_tunables; k++) {
+        values[k] = m->tunables[k].value;
+        from_db += !strcmp(m->tunables[k].origin, "tune-db");
+    }
+    tune_variant_name(m, values, now, sizeof now);
+    return !strcmp(now, variant) && from_db > 0;
+}
+
+/* The records `gpt2gen tune` writes for the decode and eval plans it sweeps (tune/targets.c: its own plan sets, the
+   decode plan there on the training weights) reach the plans that `gpt2gen sample` and `gpt2gen eval` make with
+   their default options, as training's reach training's: a record is keyed by the plan's shapes alone. */
 static void test_database_reaches_every_plan(void) {
     static Config cfg;
-    PlanSet plain, tuned;
-    if (load(&cfg, NULL) || make(&plain, &cfg, (PlanRequest){0, 1, 4}, NULL)) return;
+    TuneOptions o;
+    tune_options_defaults(&o);
+    PlanRequest req[TUNE_MAX_ROWS];
+    PlanSet tuned_by;
+    if (load(&cfg, NULL) || tune_plan_requests(&o, req) != 1 || make(&tuned_by, &cfg, req[0], NULL)) return;
+    TuneTargets tt;
+    tune_targets(&o, &tuned_by, 1, &tt);
     TuneDb db;
     memset(&db, 0, sizeof db);
-    const Plan *targets[2] = {plain.decode, plain.eval[0]};
+    const Plan *targets[2] = {tt.n == 3 ? tt.plan[1] : NULL, tt.n == 3 ? tt.plan[2] : NULL};
     int fam[2] = {-1, -1};
-    char variant[2][sizeof ((TuneRecord *)0)->variant - 1];
-    for (int t = 0; t < 2; t++) {
+    char variant[2][256];
+    for (int t = 0; t < 2 && targets[t]; t++) {
         if (other_variant(targets[t], &fam[t], variant[t], sizeof variant[t])) continue;
-        TuneRecord r;
-        memset(&r, 0, sizeof r);
-        snprintf(r.record, sizeof r.record, "best");
-        snprintf(r.what, sizeof r.what, "kernel");
-        snprintf(r.name, sizeof r.name, "%s", targets[t]->families[fam[t]].decl->family);
-        memcpy(r.variant, variant[t], sizeof variant[t]);
-        snprintf(r.status, sizeof r.status, "ok");
-        tune_key_kernel(&r.key, &ENV, targets[t], fam[t]);
+        TuneRecord r = best_kernel(targets[t], fam[t], variant[t]);
         tune_db_put(&db, &r);
     }
-    CHECK(fam[0] >= 0 && fam[1] >= 0, "the decode and eval plans have families with several variants");
+    CHECK(tt.n == 3 && fam[0] >= 0 && fam[1] >= 0, "tune's decode and eval plans (%d plans) have families with several "
+          "variants", tt.n);
+    TuneRecord mm;   /* and a matmul of the eval plan */
+    memset(&mm, 0, sizeof mm);
+    snprintf(mm.record, sizeof mm.record, "best");
+    snprintf(mm.what, sizeof mm.what, "matmul");
+    snprintf(mm.name, sizeof mm.name, "qkv");
+    snprintf(mm.variant, sizeof mm.variant, "algo=3,id=21,tile=15,stages=8,splitk=1,reduction=0,swizzle=0,custom=0,cluster=0");
+    snprintf(mm.status, sizeof mm.status, "ok");
+    if (targets[1]) tune_key_matmul(&mm.key, &ENV, targets[1], MM_QKV, "130100");
+    tune_db_put(&db, &mm);
     PlanInputs in = {"sm_90", NULL, &db, &ENV, "130100"};
-    if (fam[0] >= 0 && fam[1] >= 0 && !make(&tuned, &cfg, (PlanRequest){0, 1, 4}, &in)) {
-        const Plan *got[2] = {tuned.decode, tuned.eval[0]};
-        for (int t = 0; t < 2; t++) {
-            const PlanFamily *m = &got[t]->families[fam[t]];
-            char now[256];
-            int values[FAMILY_MAX_TUNABLES], from_db = 0;
-            for (int k = 0; k < m->n_tunables; k++) {
-                values[k] = m->tunables[k].value;
-                from_db += !strcmp(m->tunables[k].origin, "tune-db");
-            }
-            tune_variant_name(m, values, now, sizeof now);
-            CHECK(!strcmp(now, variant[t]) && from_db > 0,
-                  "%s plan, %s: the database's %s, got %s", got[t]->name, m->decl->family, variant[t], now);
-        }
-        CHECK(tuned.applied.kernels >= 1, "the first plan's report counts what it took");
-        planset_free(&tuned);
+    PlanSet sample, eval;
+    if (fam[0] >= 0 && fam[1] >= 0 && !make(&sample, &cfg, (PlanRequest){0, 1, 0}, &in)) {   /* sample --batch 1 */
+        CHECK(has_variant(sample.decode, fam[0], variant[0]), "sample's decode plan, %s: not the database's %s",
+              sample.decode->families[fam[0]].decl->family, variant[0]);
+        CHECK(sample.applied.kernels >= 1, "the first plan's report counts what it took");
+        planset_free(&sample);
+    }
+    if (fam[0] >= 0 && fam[1] >= 0 && !make(&eval, &cfg, (PlanRequest){0, 0, 32}, &in)) {   /* eval --rows 32 */
+        CHECK(has_variant(eval.eval[0], fam[1], variant[1]), "eval's plan, %s: not the database's %s",
+              eval.eval[0]->families[fam[1]].decl->family, variant[1]);
+        const MatmulAlgoChoice *c = &eval.eval[0]->matmuls[MM_QKV].algo;
+        CHECK(c->set && c->index == 3 && c->id == 21 && eval.applied.matmuls == 1, "eval's qkv matmul: set %d index %d, %d applied",
+              c->set, c->index, eval.applied.matmuls);
+        planset_free(&eval);
+    }
+    /* another count of rows is another shape: sample --batch 4 takes none of the one-row plan's records */
+    if (!make(&sample, &cfg, (PlanRequest){0, 4, 0}, &in)) {
+        CHECK(sample.applied.kernels == 0 && sample.applied.stale >= 1, "a 4-row decode plan took %d records of the 1-row one",
+              sample.applied.kernels);
+        planset_free(&sample);
     }
     tune_db_free(&db);
-    planset_free(&plain);
+    planset_free(&tuned_by);
 }
 
 int main(int argc, char **argv) {

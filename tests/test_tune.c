@@ -3,12 +3,15 @@
    truncated, garbage and bad-number lines are reported and ignored, never fatal; appends survive a cut-short
    line; the variants `gpt2gen tune` sweeps respect every declared constraint; and applying the database to a
    plan takes its values, except where the config sets a tunable itself; two steps' first losses agree within the
-   precision's relative tolerance, and a NaN never agrees, nor passes the kernel tests' comparison. Runs from the
-   repository root. */
+   precision's relative tolerance, and a NaN never agrees, nor passes the kernel tests' comparison. And what
+   `gpt2gen tune` sweeps: the plans (the training step, the decode and eval plans) its options select, the options
+   themselves, and the variants of a plan without a backward (its forward kernels' tunables) and of a family swept
+   by groups. Runs from the repository root. */
 #include "gen/config.h"
 #include "tests/check.h"
 #include "tests/tune_db_test.h"
 #include "tune/families.h"
+#include "tune/tune.h"
 #include "tune/measure.h"
 #include "tune/harness.h"
 #include <math.h>
@@ -412,6 +415,248 @@ static void test_relerr_keeps_nan(void) {
     CHECK(isnan(w) && worse(worse(0, 0.5), 0.25) == 0.5, "worse: %g after a NaN", w);
 }
 
+/* the plan sets tune makes for o (as cli/tune.c does, without the database) from the tiny config with sets, and
+   the plans it sweeps */
+static int tune_sets(const TuneOptions *o, const char *const *sets, PlanSet *ps, TuneTargets *tt) {
+    Err err = {{0}};
+    int n = 0;
+    while (sets && sets[n]) n++;
+    if (config_load(&cfg, "configs/tiny.lua", sets, n, &err)) { CHECK(0, "%s", err.msg); return -1; }
+    PlanRequest req[TUNE_MAX_ROWS];
+    PlanInputs in = {"sm_90", NULL, NULL, NULL, NULL};
+    int n_sets = tune_plan_requests(o, req);
+    for (int i = 0; i < n_sets; i++)
+        if (planset_make(&ps[i], &cfg, &req[i], &in, NULL, &err)) {
+            CHECK(0, "%s", err.msg);
+            while (i-- > 0) planset_free(&ps[i]);
+            return -1;
+        }
+    tune_targets(o, ps, n_sets, tt);
+    return n_sets;
+}
+
+/* one plan of the targets: its kind, rows and positions */
+static void check_target(const TuneTargets *tt, int i, StepKind kind, int B, int T) {
+    if (i >= tt->n) { CHECK(0, "plan %d: only %d plans", i, tt->n); return; }
+    const StepShape *s = &tt->plan[i]->step;
+    char label[64];
+    tune_plan_label(tt->plan[i], label, sizeof label);
+    CHECK(s->kind == kind && s->B == B && s->T == T && !s->fills_cache, "plan %d is %s (%s B=%d T=%d), expected %s B=%d T=%d",
+          i, label, step_kind_name(s->kind), s->B, s->T, step_kind_name(kind), B, T);
+}
+
+/* The plans `gpt2gen tune` sweeps: by default the training step, the one-row decode step of `gpt2gen sample`, and
+   the 32-row eval forwards of the buckets up to 256 positions (each bucket once); the options choose others. */
+static void test_plans_tune_sweeps(void) {
+    TuneOptions o;
+    tune_options_defaults(&o);
+    PlanSet ps[TUNE_MAX_ROWS];
+    TuneTargets tt;
+    const char *sets[] = {"model.max_seq_len=512", NULL};
+    int n = tune_sets(&o, sets, ps, &tt);
+    if (n < 0) return;
+    CHECK(n == 1 && tt.n == 5, "defaults: %d plan sets, %d plans (expected 1 and 5)", n, tt.n);
+    check_target(&tt, 0, STEP_TRAIN, 8, 64);
+    check_target(&tt, 1, STEP_DECODE, 1, 1);
+    for (int i = 0; i < 3; i++) check_target(&tt, 2 + i, STEP_FORWARD, 32, 64 << i);
+    CHECK(tt.n > 1 && tt.plan[1] == ps[0].decode && !strcmp(tt.plan[1]->name, "decode"), "the decode plan is the set's own");
+    char label[64];
+    tune_plan_label(tt.plan[tt.n - 1], label, sizeof label);
+    CHECK(!strcmp(label, "eval (32 rows, T=256)"), "label '%s'", label);
+    planset_free(&ps[0]);
+    /* tiny's context is 64 positions: one bucket, whatever the defaults ask */
+    if ((n = tune_sets(&o, NULL, ps, &tt)) < 0) return;
+    CHECK(tt.n == 3, "tiny: %d plans, expected train, decode and one eval", tt.n);
+    check_target(&tt, 2, STEP_FORWARD, 32, 64);
+    planset_free(&ps[0]);
+    /* --only decode,eval --decode-rows 1,8 --eval-rows 16 --eval-T 100,512,5000: 100 -> 128, 5000 -> maxT 512 (once) */
+    char why[256];
+    const char *opts[][2] = {{"--only", "decode,eval"}, {"--decode-rows", "1,8"}, {"--eval-rows", "16"}, {"--eval-T", "100,512,5000"}};
+    for (int i = 0; i < 4; i++) CHECK(tune_plan_option(&o, opts[i][0], opts[i][1], why, sizeof why) == 0, "%s", why);
+    if ((n = tune_sets(&o, sets, ps, &tt)) < 0) return;
+    CHECK(n == 2 && tt.n == 4, "%d plan sets, %d plans (expected 2 and 4)", n, tt.n);
+    check_target(&tt, 0, STEP_DECODE, 1, 1);
+    check_target(&tt, 1, STEP_DECODE, 8, 1);
+    check_target(&tt, 2, STEP_FORWARD, 16, 128);
+    check_target(&tt, 3, STEP_FORWARD, 16, 512);
+    CHECK(!ps[0].train && !ps[1].train && !ps[1].eval[0], "a plan that is not asked for was made");
+    for (int i = 0; i < n; i++) planset_free(&ps[i]);
+}
+
+/* tune's plan options: what each takes, and one message naming the option for what it does not */
+static void test_plan_options(void) {
+    TuneOptions o;
+    tune_options_defaults(&o);
+    CHECK(o.plans == (TUNE_PLAN_TRAIN | TUNE_PLAN_DECODE | TUNE_PLAN_EVAL) && o.n_decode_rows == 1 && o.decode_rows[0] == 1 &&
+          o.eval_rows == 32 && o.n_eval_T == 3 && o.eval_T[2] == 256 && o.algos == TUNE_DEFAULT_ALGOS,
+          "defaults: plans %u, %d decode rows, eval rows %d, %d eval T", o.plans, o.n_decode_rows, o.eval_rows, o.n_eval_T);
+    char why[256] = "";
+    CHECK(tune_plan_option(&o, "--budget", "10", why, sizeof why) == 1, "--budget is not a plan option");
+    CHECK(tune_plan_option(&o, "--only", "eval,train", why, sizeof why) == 0 && o.plans == (TUNE_PLAN_TRAIN | TUNE_PLAN_EVAL),
+          "--only eval,train: %u", o.plans);
+    PlanRequest req[TUNE_MAX_ROWS];
+    CHECK(tune_plan_requests(&o, req) == 1 && req[0].train && !req[0].decode_rows && req[0].eval_rows == 32,
+          "--only eval,train: one request of train and eval");
+    CHECK(tune_plan_option(&o, "--decode-rows", "4,2,1", why, sizeof why) == 0 && o.n_decode_rows == 3 && o.decode_rows[0] == 4,
+          "--decode-rows 4,2,1: %d", o.n_decode_rows);
+    const char *bad[][2] = {{"--only", "train,train"}, {"--only", "sample"}, {"--only", ""}, {"--only", "train,,eval"},
+                            {"--only", "eval,"}, {"--decode-rows", "0"}, {"--decode-rows", "1,1"}, {"--decode-rows", "1,2,3,4,5,6,7,8,9"},
+                            {"--decode-rows", "2,"}, {"--eval-rows", "4097"}, {"--eval-rows", "8,16"}, {"--eval-T", "x"},
+                            {"--eval-T", "200000"}, {"--eval-T", ""}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why[0] = 0;
+        int rc = tune_plan_option(&o, bad[i][0], bad[i][1], why, sizeof why);
+        CHECK(rc == -1 && strstr(why, bad[i][0]) && strstr(why, "expected"), "%s '%s': rc %d, '%s'", bad[i][0], bad[i][1], rc, why);
+    }
+}
+
+static int family_of(const Plan *p, const char *family) {
+    for (int i = 0; i < p->n_families; i++)
+        if (!strcmp(p->families[i].decl->family, family)) return i;
+    return -1;
+}
+
+/* the tunables in which variant a differs from b, as a bit set */
+static unsigned differs(const PlanFamily *m, const TuneVariant *a, const TuneVariant *b) {
+    unsigned bits = 0;
+    for (int t = 0; t < m->n_tunables; t++) bits |= (unsigned)(a->v[t] != b->v[t]) << t;
+    return bits;
+}
+
+/* the bits of the tunables named in list (families.h's forms: ',' or ';' between names) */
+static unsigned named(const PlanFamily *m, const char *list, int group) {
+    unsigned bits = 0;
+    int g = 0;
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",;");
+        for (int t = 0; t < m->n_tunables; t++)
+            if ((group < 0 || g == group) && strlen(m->decl->tunables[t].name) == n && !strncmp(p, m->decl->tunables[t].name, n))
+                bits |= 1u << t;
+        p += n;
+        if (*p == ';') g++;
+        if (*p) p++;
+    }
+    return bits;
+}
+
+/* The variants tune sweeps in a plan without a backward vary only the forward's tunables (layernorm: BLOCK_SIZE;
+   attention: its forward's four), in the training step every one; the decode family's vary one group at a time. */
+static void test_sweep_variants(void) {
+    TuneOptions o;
+    tune_options_defaults(&o);
+    PlanSet ps[TUNE_MAX_ROWS];
+    TuneTargets tt;
+    const char *sets[] = {"precision=bf16", NULL};
+    if (tune_sets(&o, sets, ps, &tt) < 0 || tt.n != 3) { CHECK(0, "%d plans", tt.n); return; }
+    const Plan *train = tt.plan[0], *decode = tt.plan[1], *eval = tt.plan[2];
+    static TuneVariant v[TUNE_MAX_VARIANTS], all[TUNE_MAX_VARIANTS];
+    int refused, r2;
+    for (int i = 0; i < train->n_families; i++)   /* the training step: every combination, as before */
+        CHECK(tune_sweep_variants(train, i, v, TUNE_MAX_VARIANTS, &refused) ==
+                  tune_variants(train, i, all, TUNE_MAX_VARIANTS, &r2) && !memcmp(v, all, sizeof v[0]) && refused == r2,
+              "train %s: the sweep is not every combination", train->families[i].decl->family);
+    const Plan *fwd[2] = {decode, eval};
+    const char *fams[2] = {"layernorm", "attention"};
+    for (int k = 0; k < 2; k++)
+        for (int f = 0; f < 2; f++) {
+            int i = family_of(fwd[k], fams[f]);
+            if (i < 0) continue;
+            const PlanFamily *m = &fwd[k]->families[i];
+            unsigned allowed = named(m, tune_family(fams[f])->forward, -1), seen = 0;
+            int n = tune_sweep_variants(fwd[k], i, v, TUNE_MAX_VARIANTS, &refused);
+            for (int j = 0; j < n; j++) seen |= differs(m, &v[j], &v[0]);
+            int full = tune_variants(fwd[k], i, all, TUNE_MAX_VARIANTS, &r2);
+            CHECK(n > 1 && n < full && seen && !(seen & ~allowed), "%s %s: %d variants of %d, tunables varied %#x, allowed %#x",
+                  fwd[k]->name, fams[f], n, full, seen, allowed);
+        }
+    CHECK(family_of(eval, "attention") >= 0 && family_of(decode, "decode") >= 0, "the eval plan has no attention family or the "
+          "decode plan no decode family");
+    int di = family_of(decode, "decode");
+    if (di >= 0) {
+        const PlanFamily *m = &decode->families[di];
+        const char *groups = tune_family("decode")->groups;
+        int n = tune_sweep_variants(decode, di, v, TUNE_MAX_VARIANTS, &refused), expect = 1, ng = 0;
+        while (named(m, groups, ng)) {   /* every combination of each group's candidates, the default once */
+            int combos = 1;
+            for (int t = 0; t < m->n_tunables; t++)
+                if (named(m, groups, ng) >> t & 1) combos *= m->tunables[t].n_candidates;
+            expect += combos - 1;
+            ng++;
+        }
+        CHECK(ng == 4 && n + refused == expect, "decode: %d variants + %d refused, expected %d in %d groups", n, refused, expect, ng);
+        for (int j = 1; j < n; j++) {
+            unsigned d = differs(m, &v[j], &v[0]);
+            int in_one = 0;
+            for (int g = 0; g < ng; g++) in_one += d && !(d & ~named(m, groups, g));
+            CHECK(in_one == 1, "decode variant %d varies tunables %#x, not one group's", j, d);
+            for (int k = 0; k < j; k++) CHECK(memcmp(&v[j], &v[k], sizeof v[j]), "decode variant %d repeats %d", j, k);
+        }
+    }
+    planset_free(&ps[0]);
+}
+
+/* Every group's fastest together: two groups improved make a variant to time; one alone was timed already. */
+static void test_group_best(void) {
+    TuneOptions o;
+    tune_options_defaults(&o);
+    PlanSet ps[TUNE_MAX_ROWS];
+    TuneTargets tt;
+    if (tune_sets(&o, NULL, ps, &tt) < 0) return;
+    const Plan *decode = tt.n > 1 ? tt.plan[1] : NULL;
+    int di = decode ? family_of(decode, "decode") : -1;
+    if (di < 0) { CHECK(0, "no decode family"); planset_free(&ps[0]); return; }
+    const PlanFamily *m = &decode->families[di];
+    static TuneVariant v[TUNE_MAX_VARIANTS];
+    static double us[TUNE_MAX_VARIANTS];
+    int refused, n = tune_sweep_variants(decode, di, v, TUNE_MAX_VARIANTS, &refused);
+    const char *groups = tune_family("decode")->groups;
+    unsigned g0 = named(m, groups, 0), g1 = named(m, groups, 1);
+    int a = -1, b = -1, c = -1;   /* a, c: two of group 0's variants; b: one of group 1's */
+    for (int j = 1; j < n; j++) {
+        unsigned d = differs(m, &v[j], &v[0]);
+        us[j] = 20;
+        if (!(d & ~g0)) { if (a < 0) a = j; else if (c < 0) c = j; }
+        if (!(d & ~g1) && b < 0) b = j;
+    }
+    us[0] = 10;
+    TuneVariant best;
+    CHECK(a > 0 && b > 0 && c > 0, "no variants of groups 0 and 1");
+    if (a < 0 || b < 0 || c < 0) { planset_free(&ps[0]); return; }
+    CHECK(!tune_group_best(decode, di, v, us, n, &best) && !memcmp(&best, &v[0], sizeof best), "nothing faster: the default");
+    us[a] = 9; us[c] = 8;
+    CHECK(!tune_group_best(decode, di, v, us, n, &best) && !memcmp(&best, &v[c], sizeof best), "one group faster: timed already");
+    us[b] = 7;
+    int fresh = tune_group_best(decode, di, v, us, n, &best);
+    CHECK(fresh && !(differs(m, &best, &v[c]) & g0) && !(differs(m, &best, &v[b]) & g1) &&
+          !(differs(m, &best, &v[0]) & ~(g0 | g1)), "two groups faster: their fastest together (fresh %d)", fresh);
+    us[b] = -1;   /* a rejected variant is never taken */
+    CHECK(!tune_group_best(decode, di, v, us, n, &best) && !memcmp(&best, &v[c], sizeof best), "a rejected variant was taken");
+    planset_free(&ps[0]);
+}
+
+/* Each family entry's forward and groups name tunables of its family; the groups name every tunable once, so that
+   a tunable added to a family swept by groups is swept too. */
+static void test_family_entries_name_tunables(void) {
+    for (const FamilyEntry *e = tune_families; e->family; e++) {
+        const FamilyDecl *f = kernel_families;
+        while (f->family && strcmp(f->family, e->family)) f++;
+        if (!f->family) continue;
+        PlanFamily m = {0};
+        m.decl = f;
+        while (m.n_tunables < FAMILY_MAX_TUNABLES && f->tunables[m.n_tunables].name) m.n_tunables++;
+        const char *lists[2] = {e->forward, e->groups};
+        for (int k = 0; k < 2; k++) {
+            if (!lists[k]) continue;
+            int names = 1;
+            for (const char *p = lists[k]; *p; p++) names += *p == ',' || *p == ';';
+            unsigned bits = named(&m, lists[k], -1);
+            CHECK(__builtin_popcount(bits) == names, "%s: '%s' names %d tunables of the family's %d", e->family, lists[k],
+                  __builtin_popcount(bits), names);
+            if (k == 1) CHECK(bits == (1u << m.n_tunables) - 1, "%s: the groups leave a tunable out", e->family);
+        }
+    }
+}
+
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     scratch_db("test-tune");
@@ -427,6 +672,11 @@ int main(int argc, char **argv) {
     RUN(test_gelu_path_is_the_plans);
     RUN(test_steps_agree);
     RUN(test_relerr_keeps_nan);
+    RUN(test_plans_tune_sweeps);
+    RUN(test_plan_options);
+    RUN(test_sweep_variants);
+    RUN(test_group_best);
+    RUN(test_family_entries_name_tunables);
     unlink(path);
     rmdir(dir);
     return check_summary();

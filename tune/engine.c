@@ -31,8 +31,10 @@ int tuner_budget_left(Tuner *t) {
 void tuner_progress(Tuner *t, const char *what, const char *variant, const TuneRecord *r, int reused) {
     t->done++;
     double el = now_seconds() - t->t0, eta = t->done < t->total ? el / t->done * (t->total - t->done) : 0;
-    fprintf(stderr, "tune [%d/%d] %s %s: %s%s %.1f us, elapsed %.0f s, ETA %.0f s\n", t->done, t->total, what, variant,
-            r->status, reused ? " (from the database)" : "", r->us, el, eta);
+    char plan[64];
+    tune_plan_label(&t->plan, plan, sizeof plan);
+    fprintf(stderr, "tune [%d/%d] %s: %s %s: %s%s %.1f us, elapsed %.0f s, ETA %.0f s\n", t->done, t->total, plan, what,
+            variant, r->status, reused ? " (from the database)" : "", r->us, el, eta);
 }
 
 const TuneRecord *tuner_measured(Tuner *t, const char *what, const char *name, const char *variant, const TuneKey *key) {
@@ -114,7 +116,23 @@ static int tuned_step(Tuner *t, const Plan *tuned, double before, const float *l
     return 0;
 }
 
-static int run(Tuner *t, Err *err) {
+/* t->plan's kernel families and matmuls timed (the matmuls first: most of a step's time); -1 and err when a default
+   variant does not compile or a variant broke the GPU's context. The variants stay (sweep_kernels_free) for the
+   training step's attention path. */
+static int sweep_plan(Tuner *t, Err *err) {
+    sweep_kernels_list(t);
+    if (sweep_kernels_compile(t, err)) return -1;
+    sweep_matmuls(t);
+    sweep_kernels(t);
+    if (t->lost[0])   /* the variant's failure is recorded (a later tune skips it); nothing after it was measured */
+        return err_set(err, "%s, which broke the GPU's context: the tune stops here (the database keeps what was "
+                       "measured before and that variant's failure); run it again to measure the rest", t->lost);
+    return 0;
+}
+
+/* the training step: built and timed untuned, swept, its attention and GELU paths, then built with the database's
+   choices and timed again */
+static int run_train(Tuner *t, Err *err) {
     double before = 0;
     float lb[3] = {0};
     BuildStats st;
@@ -122,15 +140,7 @@ static int run(Tuner *t, Err *err) {
     if (build_run(&t->plan, t->o.jobs, 1, t->o.env, &st, err)) return -1;
     fprintf(stderr, "tune: timing the untuned step\n");
     if (measure_step_time(&t->plan, t->o.env, 10, &before, lb, &e)) return err_set(err, "untuned step: %s", e.msg);
-    sweep_kernels_list(t);
-    for (int i = 0; i < MM_COUNT; i++) t->total += tuner_matches(t, t->plan.matmuls[i].name) ? t->o.algos : 0;
-    t->total += tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto") ? 3 : 0;   /* three whole steps */
-    if (sweep_kernels_compile(t, err)) return -1;
-    sweep_matmuls(t);   /* the matmuls first: most of the step's time */
-    sweep_kernels(t);
-    if (t->lost[0])   /* the variant's failure is recorded (a later tune skips it); nothing after it was measured */
-        return err_set(err, "%s, which broke the GPU's context: the tune stops here (the database keeps what was "
-                       "measured before and that variant's failure); run it again to measure the rest", t->lost);
+    if (sweep_plan(t, err)) return -1;
     /* the tuned plan, as a build will see it: the database's best records applied */
     Plan *tuned = xmalloc(sizeof *tuned);
     *tuned = t->plan;
@@ -139,9 +149,52 @@ static int run(Tuner *t, Err *err) {
     if (tuner_matches(t, "attention-path") && t->cfg->model.precision != PREC_FP32 && !strcmp(t->plan.attention_origin, "auto"))
         attention_path_sweep(t, tuned, &ap);
     if (tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto")) gelu_path_sweep(t, tuned, &ap);
+    sweep_kernels_free(t);
     if (tune_db_rewrite(&t->db, &e)) fprintf(stderr, "gpt2gen tune: %s\n", e.msg);
     int rc = tuned_step(t, tuned, before, lb, err);   /* the database's attention path is tuned's own */
     free(tuned);
+    return rc;
+}
+
+/* another plan (decode, eval): swept, and what the database now gives it, as the commands that run it will take it
+   (gen/planset.h); it is not timed as a whole step */
+static int run_other(Tuner *t, Err *err) {
+    int rc = sweep_plan(t, err);
+    sweep_kernels_free(t);
+    if (rc) return -1;
+    Plan *tuned = xmalloc(sizeof *tuned);
+    *tuned = t->plan;
+    TuneApplied ap;
+    tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &ap, NULL);
+    char label[64];
+    tune_plan_label(&t->plan, label, sizeof label);
+    fprintf(t->rep, "plan %s: the database gives it %d kernel famil%s and %d matmul%s (no whole step is timed here)\n",
+            label, ap.kernels, ap.kernels == 1 ? "y" : "ies", ap.matmuls, ap.matmuls == 1 ? "" : "s");
+    free(tuned);
+    return 0;
+}
+
+/* every target in turn, each with its heading in the report */
+static int run(Tuner *t, Err *err) {
+    const TuneTargets *ts = t->targets;
+    for (int i = 0; i < ts->n; i++) {   /* the whole tune's work, for the ETA */
+        t->total += sweep_kernels_count(t, ts->plan[i]) + sweep_matmuls_count(t, ts->plan[i]);
+        if (ts->plan[i]->step.kind == STEP_TRAIN && tuner_matches(t, "gelu-path") && !strcmp(ts->plan[i]->gelu_origin, "auto"))
+            t->total += 3;   /* three whole steps */
+    }
+    int rc = 0;
+    for (int i = 0; i < ts->n && !rc; i++) {
+        t->plan = *ts->plan[i];
+        harness_use_plan(&t->g, &t->plan);
+        char label[64];
+        tune_plan_label(&t->plan, label, sizeof label);
+        fprintf(t->rep, "## plan %s\n", label);
+        fprintf(stderr, "tune: plan %s\n", label);
+        rc = t->plan.step.kind == STEP_TRAIN ? run_train(t, err) : run_other(t, err);
+        fflush(t->rep);
+    }
+    Err e;
+    if (tune_db_rewrite(&t->db, &e)) fprintf(stderr, "gpt2gen tune: %s\n", e.msg);
     return rc;
 }
 
@@ -152,8 +205,8 @@ static int run_reported(Tuner *t, TuneReport *rep, Err *err) {
     tune_db_load(&t->db, tune_db_path(t->o.env), stderr);
     t->scratch = xmalloc(sizeof *t->scratch);
     t->rep = open_memstream(&rep->text, &rep->len);
-    fprintf(t->rep, "# gpt2gen tune %s on %s (%s), %s, B=%d T=%d; database %s\n", cfg->path, t->env.gpu, t->env.arch,
-            precision_name(cfg->model.precision), cfg->run.train.batch_size, cfg->run.train.seq_len, tune_db_path(t->o.env));
+    fprintf(t->rep, "# gpt2gen tune %s on %s (%s), %s; %d plan%s; database %s\n", cfg->path, t->env.gpu, t->env.arch,
+            precision_name(cfg->model.precision), t->targets->n, t->targets->n == 1 ? "" : "s", tune_db_path(t->o.env));
     int rc = run(t, err);
     fprintf(t->rep, "tune took %.0f s%s\n", now_seconds() - t->t0, t->over_budget ? " (budget reached: some variants not measured)" : "");
     fclose(t->rep);
@@ -164,12 +217,14 @@ static int run_reported(Tuner *t, TuneReport *rep, Err *err) {
     return rc;
 }
 
-int tune_run(const Config *cfg, const Plan *plan, const TuneOptions *opt, TuneReport *rep, Err *err) {
+int tune_run(const Config *cfg, const TuneTargets *targets, const TuneOptions *opt, TuneReport *rep, Err *err) {
     memset(rep, 0, sizeof *rep);
+    if (targets->n < 1) return err_set(err, "no plan to tune");
     Tuner *t = xcalloc(1, sizeof *t);
     t->o = *opt;
     t->cfg = cfg;
-    t->plan = *plan;
+    t->targets = targets;
+    t->plan = *targets->plan[0];
     Err e;
     int rc = -1;
     const char *hook = env_or_defaults(opt->env)->tune_env;

@@ -15,12 +15,31 @@ typedef struct {
     /* NULL where the family's kernels run wherever the plan has them, else why they do not run here (NULL when
        they do): the tuner then has nothing to time */
     const char *(*unavailable)(const Harness *g);
+    /* the tunables of the kernels the workload runs in a plan without a backward (a forward, a decode step; the
+       workload runs only those there), comma-separated; NULL: every tunable. Such a plan's sweep leaves the others
+       at its values. */
+    const char *forward;
+    /* groups of tunables, ';' between groups, where no kernel of the family depends on two groups (a kernel's time
+       is then the same whatever the other groups' values): swept one group at a time, the others at the plan's
+       values, then every group's fastest together; NULL: every combination */
+    const char *groups;
 } FamilyEntry;
 
 /* every family's entry, in the order `gpt2gen test` runs their tests */
 extern const FamilyEntry tune_families[];
 /* family's entry, or NULL when it has none */
 const FamilyEntry *tune_family(const char *family);
+
+/* tune/variants.c: the variants of plan's family fam that tune sweeps, the plan's own values first: every
+   combination tune_variants (gen/tune_db.h) allows of the tunables that vary (in a plan without a backward, the
+   entry's forward ones), or with the entry's groups, every combination of one group's (the others at the plan's
+   values), each variant once. Returns how many (at most max); *refused: the combinations the constraints refused. */
+int  tune_sweep_variants(const Plan *plan, int fam, TuneVariant *out, int max, int *refused);
+/* For a family with groups, after its sweep: v[0..n) the variants swept (v[0] the plan's own), us their times
+   (<= 0: rejected or not timed). *best gets the plan's values with, in each group, those of the group's fastest
+   variant (where one is faster than v[0]). Returns 1 when that is a variant not among v (two groups or more
+   improved: it is to be timed too), else 0. */
+int  tune_group_best(const Plan *plan, int fam, const TuneVariant *v, const double *us, int n, TuneVariant *best);
 
 /* the workloads (tune/workloads.c) */
 void wl_encoder_setup(Workload *w, Harness *g);

@@ -112,6 +112,13 @@ int harness_open(Harness *g, const Config *cfg, const struct Plan *plan, const E
     Err err = {{0}};
     if (cuda_device_open(&g->dev, 0, &err)) { harness_skip(g, "gpu", "%s", err.msg); return -1; }
     g->s = g->dev.compute;
+    harness_use_plan(g, plan);
+    g->rng = 0x1234567ull;
+    return 0;
+}
+
+void harness_use_plan(Harness *g, const struct Plan *plan) {
+    g->plan = plan;
     const GPT2Shape *m = &plan->model;
     g->prec = plan->step.precision;
     g->xs = g->prec == PREC_FP32 ? 4 : 2;
@@ -119,8 +126,6 @@ int harness_open(Harness *g, const Config *cfg, const struct Plan *plan, const E
     g->C = m->n_embd; g->NH = m->n_head; g->HS = g->C / g->NH; g->L = m->n_layer;
     g->V = m->vocab_size; g->Vp = m->padded_vocab_size; g->maxT = m->max_seq_len;
     g->tol = g->prec == PREC_FP32 ? 2e-5 : g->prec == PREC_FP16 ? 5e-3 : 1.5e-2;   /* fp16 keeps 3 more mantissa bits */
-    g->rng = 0x1234567ull;
-    return 0;
 }
 
 int harness_dfill(Harness *g, dptr d, size_t n, int f32, float scale, uint64_t seed) {

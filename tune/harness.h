@@ -5,6 +5,7 @@
 #define GPT2GEN_HARNESS_H
 #include "gen/config.h"
 #include "tune/report.h"
+#include "gen/config.h"
 #include "runtime/cuda/tune_api.h"
 #include <stdint.h>
 
@@ -30,6 +31,8 @@ typedef struct {
 /* g for cfg and plan on GPU 0 (the plan's shape and precision, tolerance, RNG; env: the GPT2GEN_* settings, NULL
    the defaults): -1 and a skip line when there is none. */
 int    harness_open(Harness *g, const Config *cfg, const struct Plan *plan, const Env *env);
+/* g for plan (another of cfg's plans: its shape, precision and tolerance), on the same device */
+void   harness_use_plan(Harness *g, const struct Plan *plan);
 void harness_report(Harness *g, ReportKind kind, const char *name, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 #define harness_ok(g, name, ...) harness_report(g, REPORT_OK, name, __VA_ARGS__)
 #define harness_fail(g, name, ...) harness_report(g, REPORT_FAIL, name, __VA_ARGS__)

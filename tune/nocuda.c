@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-int tune_run(const Config *cfg, const Plan *plan, const TuneOptions *opt, TuneReport *rep, Err *err) {
-    (void)cfg; (void)plan; (void)opt;
+int tune_run(const Config *cfg, const TuneTargets *targets, const TuneOptions *opt, TuneReport *rep, Err *err) {
+    (void)cfg; (void)targets; (void)opt;
     memset(rep, 0, sizeof *rep);
     Err why;
     cuda_backend_built(&why);

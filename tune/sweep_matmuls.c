@@ -124,7 +124,22 @@ static void sweep_matmul(Tuner *t, Matmuls *mm, int id) {
             m->name, dname, default_us, bname, best_us, default_us / best_us, n_algos, rejected, rejects);
 }
 
+/* 1 when plan's matmul id is swept: the globs match it, and the step runs it (a plan without a backward runs the
+   forward's alone, and a decode step of few rows none: templates/decode.cu's decode_linear does its linears,
+   gen/plan.h); the training step's all, whichever GELU path it has now (tune/gelu_path.c may choose another) */
+static int swept(const Tuner *t, const Plan *plan, int id) {
+    if (!tuner_matches(t, plan->matmuls[id].name)) return 0;
+    return plan->step.kind == STEP_TRAIN || (plan->matmuls[id].per_step > 0 && !plan->decode_linear);
+}
+
+int sweep_matmuls_count(const Tuner *t, const Plan *plan) {
+    int n = 0;
+    for (int i = 0; i < MM_COUNT; i++) n += swept(t, plan, i) ? t->o.algos : 0;
+    return n;
+}
+
 void sweep_matmuls(Tuner *t) {
+    if (!sweep_matmuls_count(t, &t->plan)) return;
     Matmuls mm;
     dptr ws = 0;
     Err err = {{0}};
@@ -136,7 +151,7 @@ void sweep_matmuls(Tuner *t) {
         return;
     }
     for (int i = 0; i < MM_COUNT; i++)
-        if (tuner_matches(t, t->plan.matmuls[i].name)) sweep_matmul(t, &mm, i);
+        if (swept(t, &t->plan, i)) sweep_matmul(t, &mm, i);
     matmuls_destroy(&mm);
     cu.cuMemFree(ws);
 }

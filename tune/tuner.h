@@ -1,7 +1,8 @@
 /* tuner: what the parts of the tuning engine share (internal to tune/; the command line uses tune/tune.h).
-   tune/engine.c runs a tune: the matmuls (tune/sweep_matmuls.c), the kernel families (tune/sweep_kernels.c), the
-   attention path (tune/attention_path.c), then the step before and after. Each measurement becomes a record of the
-   tuning database as it is made, and a line of the report. */
+   tune/engine.c runs a tune, one plan after another: for each, the matmuls (tune/sweep_matmuls.c) and the kernel
+   families (tune/sweep_kernels.c); for the training step also the attention path (tune/attention_path.c), the GELU
+   path (tune/gelu_path.c), then the step before and after. Each measurement becomes a record of the tuning database
+   as it is made, and a line of the report. */
 #ifndef GPT2GEN_TUNER_H
 #define GPT2GEN_TUNER_H
 #include "tune/tune.h"
@@ -22,7 +23,8 @@ typedef struct {
 typedef struct {
     TuneOptions o;
     const Config *cfg;                   /* the config the plans were made from */
-    Plan plan;                           /* the untuned plan: the baseline */
+    const TuneTargets *targets;          /* the plans to tune, in order */
+    Plan plan;                           /* the one being tuned, untuned: the baseline (t->g runs its shapes) */
     Plan *scratch;                       /* a copy for one variant */
     TuneEnv env;
     char cublaslt[32];
@@ -55,14 +57,17 @@ double tuner_rel_diff(const float *a, const float *ref, size_t n, size_t *nonfin
 typedef struct { Workload *w; Harness *g; Kernels *ks; } WlRun;
 int  tuner_run_workload(void *ctx, Err *err);
 
-/* tune/sweep_kernels.c: each module's variants (those of the families the globs match, else the default alone),
-   counted into t->total; their compilation (-1 and err when a default variant does not compile); the sweep of every
-   family, fewest variants first; and freeing them */
+/* tune/sweep_kernels.c: how many variants plan's sweep has (those of the families the globs match: families.h,
+   tune_sweep_variants; else the default alone); t->plan's variants listed; their compilation (-1 and err when a
+   default variant does not compile); the sweep of every family, fewest variants first; and freeing them */
+int  sweep_kernels_count(Tuner *t, const Plan *plan);
 void sweep_kernels_list(Tuner *t);
 int  sweep_kernels_compile(Tuner *t, Err *err);
 void sweep_kernels(Tuner *t);
 void sweep_kernels_free(Tuner *t);
-/* tune/sweep_matmuls.c: cuBLASLt's candidates of every matmul the globs match */
+/* tune/sweep_matmuls.c: the algorithms plan's sweep times (--algos for each matmul the globs match that the step
+   runs); cuBLASLt's candidates of each of t->plan's timed */
+int  sweep_matmuls_count(const Tuner *t, const Plan *plan);
 void sweep_matmuls(Tuner *t);
 /* tune/attention_path.c: for attention = "auto" in bf16/fp16, cuDNN against the template with tuned's tiles; the
    choice applied to tuned (as the database's best records are) */

@@ -25,9 +25,13 @@ static int fixed(Workload *w, Harness *g, const void *h, size_t bytes) {
 }
 static void out(Workload *w, int b, const char *name) { w->out[w->n_out++] = (WlOut){b, 0, name}; }
 static dptr P(const Workload *w, int i) { return w->b[i].p; }
+/* a plan without a backward (a forward, a decode step): its workloads run the forward kernels only, whose tunables
+   the families' entries name (families.c, FamilyEntry.forward) */
+static int forward_only(const Harness *g) { return g->plan->step.kind != STEP_TRAIN; }
 
-/* ---- encoder: forward, backward into wpe and wte ---- */
+/* ---- encoder: forward, backward into wpe and wte (a forward: the forward) ---- */
 int wl_encoder_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
+    if (forward_only(g)) return launch_encoder_forward(ks, g->s, P(w, 0), P(w, 1), P(w, 2), P(w, 3), err);
     return launch_encoder_forward(ks, g->s, P(w, 0), P(w, 1), P(w, 2), P(w, 3), err) ||
            launch_encoder_backward_wpe(ks, g->s, P(w, 6), P(w, 4), err) ||
            launch_encoder_backward_wte(ks, g->s, P(w, 5), P(w, 4), P(w, 7), P(w, 8), P(w, 9), w->n_buckets, err) ? -1 : 0;
@@ -52,12 +56,14 @@ void wl_encoder_setup(Workload *w, Harness *g) {
     free(tok); free(count); free(bt); free(bs); free(pos);
 }
 
-/* ---- layernorm: forward, residual + forward, backward and its reduction ---- */
+/* ---- layernorm: forward, residual + forward, backward and its reduction (a forward: the two forwards) ---- */
 int wl_layernorm_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
-    return launch_layernorm_forward(ks, g->s, P(w, 4), P(w, 5), P(w, 6), P(w, 0), P(w, 2), P(w, 3), err) ||
-           launch_fused_residual_layernorm_forward(ks, g->s, P(w, 7), P(w, 4), P(w, 5), P(w, 6), P(w, 0), P(w, 1), P(w, 2),
-                                                   P(w, 3), err) ||
-           launch_layernorm_backward(ks, g->s, P(w, 9), P(w, 12), 0, P(w, 8), P(w, 7), P(w, 2), P(w, 3), P(w, 5), P(w, 6),
+    if (launch_layernorm_forward(ks, g->s, P(w, 4), P(w, 5), P(w, 6), P(w, 0), P(w, 2), P(w, 3), err) ||
+        launch_fused_residual_layernorm_forward(ks, g->s, P(w, 7), P(w, 4), P(w, 5), P(w, 6), P(w, 0), P(w, 1), P(w, 2),
+                                                P(w, 3), err))
+        return -1;
+    if (forward_only(g)) return 0;
+    return launch_layernorm_backward(ks, g->s, P(w, 9), P(w, 12), 0, P(w, 8), P(w, 7), P(w, 2), P(w, 3), P(w, 5), P(w, 6),
                                      err) ||
            launch_layernorm_backward_reduce(ks, g->s, P(w, 10), P(w, 11), P(w, 12), err) ? -1 : 0;
 }
@@ -100,8 +106,9 @@ void wl_bias_setup(Workload *w, Harness *g) {
     out(w, wbuf(w, g, 4 * C, 0, 0), "fc dbias");                      /* 7 */
 }
 
-/* ---- attention: forward and backward (the template, or cuDNN) ---- */
+/* ---- attention: forward and backward (the template, or cuDNN; a forward: the forward) ---- */
 int wl_attention_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
+    if (forward_only(g)) return attention_forward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 1), P(w, 2), P(w, 0), err);
     return attention_forward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 1), P(w, 2), P(w, 0), err) ||
            attention_backward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 4), P(w, 0), P(w, 1), P(w, 3), P(w, 2), P(w, 5), err)
                ? -1 : 0;
@@ -155,12 +162,13 @@ void wl_gelu_setup(Workload *w, Harness *g) {
     out(w, wbuf(w, g, (size_t)w->n, 0, 1), "dinp");
 }
 
-/* ---- classifier: losses and dlogits over every row, a chunk of rows (the variant's CHUNK) per launch ---- */
+/* ---- classifier: losses and dlogits (a forward: the losses alone) over every row, a chunk of rows (the variant's
+   CHUNK) per launch ---- */
 int wl_classifier_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     size_t R = (size_t)ks->plan->classifier_rows;
     for (size_t r0 = 0; r0 < (size_t)g->BT; r0 += R)
         if (launch_classifier_forward(ks, g->s, P(w, 2) + r0 * 4, P(w, 0) + r0 * g->Vp * g->xs, P(w, 1) + r0 * 4,
-                                      1.0f / g->BT, 1, err))
+                                      1.0f / g->BT, !forward_only(g), err))
             return -1;
     return 0;
 }

@@ -4,7 +4,7 @@
 # wins; a stale record (another GPU) and a corrupt line are reported and ignored, never fatal; a missing database is
 # reported; a database past its size limit is refused at once, a binary one gets one line, a CRLF line is a record;
 # the database's cuDNN attention path trains on the CPU backend under attention = "auto". And `gpt2gen tune`
-# itself: its usage errors, and a clear message without a GPU.
+# itself: its usage errors (the plans' options too), and a clear message without a GPU.
 . "$(dirname "$0")/../lib.sh"
 scratch
 cd "$WORK" || exit 1
@@ -98,6 +98,16 @@ out=$("$GPT2GEN" tune configs/tiny.lua --budget soon 2>&1); rc=$?
 if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "budget: expected seconds"; then ok tune_bad_budget; else fail tune_bad_budget "rc=$rc: $out"; fi
 out=$("$GPT2GEN" tune configs/tiny.lua --algos 99 2>&1); rc=$?
 if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "algos: expected 1 to 32"; then ok tune_bad_algos; else fail tune_bad_algos "rc=$rc: $out"; fi
+# the plans' options: one message naming the option and what it takes, exit code 2, before anything runs
+for bad in "--only sample" "--only train,train" "--decode-rows 0" "--decode-rows 1,2,3,4,5,6,7,8,9" "--eval-rows many" "--eval-T 64,"; do
+    set -- $bad
+    out=$("$GPT2GEN" tune configs/tiny.lua "$1" "$2" 2>&1); rc=$?
+    if [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] && printf '%s' "$out" | grep -q "^gpt2gen tune: $1: expected .*, got '$2'"
+    then ok "tune_bad_option ($bad)"; else fail "tune_bad_option ($bad)" "rc=$rc: $out"; fi
+done
+out=$("$GPT2GEN" tune --help); rc=$?
+if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q -- "--only PLANS" && printf '%s' "$out" | grep -q -- "--decode-rows" &&
+   printf '%s' "$out" | grep -q -- "--eval-T"; then ok tune_help_plans; else fail tune_help_plans "rc=$rc"; fi
 if nvidia-smi >/dev/null 2>&1; then skip tune_no_gpu "there is a GPU here"
 else
     # one message, one clause: no arch line before it, no "needs a GPU: no GPU: ... not found (...: cannot open ...)"

@@ -4,8 +4,12 @@
 # (train.gelu: four on Hopper in 16 bits, else three), whose first losses agree; its tuned training step
 # matches the untuned one (the tune itself holds the first three losses to the precision's tolerance: its line
 # "ok tuned step matches the untuned one"); `gpt2gen test` then builds from the database (its one line says so)
-# and every chosen variant passes the per-kernel regression tests; a second tune resumes from the database
-# without measuring again. Skips without a GPU. TUNE_PRECISIONS (default "bf16 fp32") picks the precisions.
+# and every chosen variant passes the per-kernel regression tests (the decode plan's too); a second tune resumes
+# from the database without measuring again. In bf16 the tune also sweeps the decode plan of `gpt2gen sample` and
+# the eval plan of `gpt2gen eval` (fp32 tunes the training step alone: --only train), records their best, and
+# sample and eval of a tiny checkpoint then say they take them (their "tune db" line; the checkpoint is trained
+# for one step on the CPU from data/fortunes: without it, that check skips). Skips without a GPU.
+# TUNE_PRECISIONS (default "bf16 fp32") picks the precisions.
 . "$(dirname "$0")/../lib.sh"
 scratch
 cd "$ROOT" || exit 1
@@ -13,9 +17,54 @@ export NCCL_NVLS_ENABLE=0
 export GPT2GEN_TUNE_DB="$WORK/tune-db.txt"
 if ! nvidia-smi >/dev/null 2>&1; then skip gpu_tune "no GPU here"; finish; fi
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i 0 2>/dev/null | head -1)
+# a tiny checkpoint (one step on the CPU) and a multiple-choice set of 40 examples (more than 32 rows, the longest
+# under 64 positions: eval's one bucket of tiny), for sample and eval on the tuned plans
+ck=""
+if [ -f data/fortunes/train_000000.bin ] &&
+   "$GPT2GEN" train configs/tiny.lua --backend cpu -q --set train.steps=1 --set checkpoint.dir="$WORK/ck" > "$WORK/ck.log" 2>&1; then
+    ck="$WORK/ck/model_00000001.bin"
+    python3 - "$WORK/set.bin" <<'PY'
+import random, struct, sys
+r, stream, longest = random.Random(1), [], 0
+for i in range(40):
+    ex = [65535, 0, i, r.randrange(4), 4]
+    ctx = [r.randrange(50257) for _ in range(r.randint(2, 12))]
+    ex += [len(ctx)] + ctx
+    for _ in range(4):
+        c = [r.randrange(50257) for _ in range(r.randint(1, 6))]
+        ex += [len(c)] + c
+    ex[1] = 2 * len(ex)
+    longest = max(longest, ex[1])
+    stream += ex
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<256i", 20240522, 1, 40, longest, *([0] * 252)))
+    f.write(struct.pack("<%dH" % len(stream), *stream))
+PY
+fi
+# the decode and eval plans after a tune: swept in its report, best records for their shapes, and sample and eval
+# take them (each says so in its one "tune db" line)
+plans_tuned() {   # PREC LOG
+    dl=$(grep '^plan decode (1 row): the database gives it [1-9][0-9]* kernel famil' "$2")
+    el=$(grep '^plan eval (32 rows, T=64): the database gives it [1-9][0-9]* kernel families and [1-9][0-9]* matmul' "$2")
+    if grep -q '^## plan decode (1 row)' "$2" && [ -n "$dl" ] && [ -n "$el" ] &&
+       grep -q '^best kernel decode .*shape=B1,T1,' "$GPT2GEN_TUNE_DB" && grep -q '^best matmul qkv .*shape=m384,n2048,' "$GPT2GEN_TUNE_DB"
+    then ok "decode_eval_tuned_$1" "$dl; $el"
+    else fail "decode_eval_tuned_$1" "no decode or eval plan lines in $2, or no best records: $(grep '^plan \|^## plan' "$2" | head -6)"; fi
+    if [ -z "$ck" ]; then skip "sample_eval_take_db_$1" "no checkpoint (data/fortunes missing, or training failed: $(tail -2 "$WORK/ck.log" 2>/dev/null))"; return; fi
+    "$GPT2GEN" sample --checkpoint "$ck" --tokenizer data/fortunes/tokenizer.bin --prompt Hi --tokens 8 --precision "$1" \
+        > "$WORK/sample-$1.out" 2> "$WORK/sample-$1.err"; src=$?
+    "$GPT2GEN" eval --checkpoint "$ck" --data "$WORK/set.bin" --precision "$1" > "$WORK/eval-$1.out" 2> "$WORK/eval-$1.err"; erc=$?
+    su=$(grep '^tune db .*from the database' "$WORK/sample-$1.err"); eu=$(grep '^tune db .*matmuls* .*from the database' "$WORK/eval-$1.err")
+    if [ $src -eq 0 ] && [ $erc -eq 0 ] && [ -n "$su" ] && [ -n "$eu" ]; then ok "sample_eval_take_db_$1" "sample: $su; eval: $eu"
+    else fail "sample_eval_take_db_$1" "sample rc=$src: $(tail -3 "$WORK/sample-$1.err"); eval rc=$erc: $(tail -3 "$WORK/eval-$1.err")"; fi
+}
 for prec in ${TUNE_PRECISIONS:-bf16 fp32}; do
     log="$WORK/tune-$prec.log"
-    "$GPT2GEN" tune configs/tiny.lua --set precision=$prec --budget 120 > "$log" 2> "$WORK/tune-$prec.err"; rc=$?
+    # bf16: the three plans (about a quarter more to measure than the training step alone: a longer budget, which
+    # only a tune that would not finish reaches); fp32: the training step alone
+    opts="--budget 180"; [ "$prec" = bf16 ] || opts="--budget 120 --only train"
+    # shellcheck disable=SC2086
+    "$GPT2GEN" tune configs/tiny.lua --set precision=$prec $opts > "$log" 2> "$WORK/tune-$prec.err"; rc=$?
     fams=$(grep -c '^kernel ' "$log"); mms=$(grep -c '^matmul ' "$log")
     if [ $rc -eq 0 ] && [ "$fams" -ge 8 ] && [ "$mms" -ge 15 ] && [ -f build/tiny/tune_report.txt ]; then
         ok "tune_tiny_$prec" "$fams families, $mms matmuls, $(grep '^tune took' "$log")"
@@ -38,6 +87,7 @@ for prec in ${TUNE_PRECISIONS:-bf16 fp32}; do
     if [ $rc -eq 0 ] && grep -q '^RESULT [0-9]* 0 ' "$out" && printf '%s' "$used" | grep -q 'from the database'; then
         ok "tuned_variants_pass_$prec" "$(grep '^RESULT' "$out"); $used"
     else fail "tuned_variants_pass_$prec" "rc=$rc, $used: $(grep -E '^FAIL' "$out" | head -5)"; fi
+    [ "$prec" = bf16 ] && plans_tuned "$prec" "$log"
 done
 # resume: everything measured is in the database, so a second tune measures nothing again
 "$GPT2GEN" tune configs/tiny.lua --set precision=bf16 > "$WORK/again.log" 2> "$WORK/again.err"; rc=$?
