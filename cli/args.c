@@ -80,7 +80,7 @@ int args_parse(int argc, char **argv, const Env *env, Args *a, const char *cmd) 
 
 int args_make_plans(const Args *a, const Config *cfg, const char *arch, Plan *plan, Plan *sample) {
     Err err;
-    if (plan_make_train(plan, cfg, arch, &err) || (sample && plan_make_sample(sample, cfg, arch, &err))) {
+    if (plan_make_train(plan, cfg, arch, a->facts, &err) || (sample && plan_make_sample(sample, cfg, arch, &err))) {
         fprintf(stderr, "gpt2gen: %s\n", err.msg);
         return EXIT_USAGE;
     }
@@ -146,9 +146,9 @@ void args_tune_db(const Args *a, Plan *plan, Plan *sample) {
     TuneDb db;
     tune_db_load(&db, path, stderr);   /* unreadable file, corrupt lines: one message each */
     TuneApplied ap;
-    tune_db_apply(&db, &env, plan, cublaslt, &ap, stderr);
+    tune_db_apply(&db, &env, plan, cublaslt, a->facts, &ap, stderr);
     TuneApplied quiet;   /* the sampling plan's entries, if the tuner measured its shape; its notes would repeat */
-    if (sample) tune_db_apply(&db, &env, sample, cublaslt, &quiet, NULL);
+    if (sample) tune_db_apply(&db, &env, sample, cublaslt, a->facts, &quiet, NULL);
     char what[256], extra[128] = "";
     applied_list(&ap, what, sizeof what);
     if (ap.overridden) snprintf(extra, sizeof extra, "; %d tunable%s set by the config kept", ap.overridden, ap.overridden == 1 ? "" : "s");
@@ -167,6 +167,8 @@ int args_build(int argc, char **argv, const Env *env, const char *cmd, const cha
     int rc = args_parse(argc, argv, env, &a, cmd);
     if (rc) return rc;
     if (a.help) { fputs(usage, stdout); *done = 1; return 0; }
+    CudaFacts facts;
+    a.facts = cuda_plan_facts(&facts, a.env, 0);
     if ((rc = args_load_and_plan(&a, cfg, plan, sample))) return rc;
     Err err, why;
     rc = args_build_plans(&a, plan, sample, a.quiet, &err);

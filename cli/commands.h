@@ -49,6 +49,7 @@ typedef struct {
     int gpus;            /* --gpus N (0: not given); it sets train.num_gpus = N */
     char gpus_set[32];   /* that --set */
     const Env *env;      /* the environment (common/env.h), as main read it (never NULL) */
+    const PlanFacts *facts;        /* what the machine the plans run on serves (gen/plan.h); NULL: no cuDNN (the CPU backend) */
     const TuneEnv *machine;        /* this machine as a child process probed it (cli/train.c), for args_tune_db; */
     const char *machine_cublaslt;  /* NULL: args_tune_db probes it (in a process that may start CUDA) */
 } Args;
@@ -62,17 +63,18 @@ int args_load_and_plan(const Args *a, Config *cfg, Plan *plan, Plan *sample);
 /* The training plan of a config already loaded, and its sampling plan where sample is not NULL, for the arch
    cuda_pick_arch chooses, with the tuning database (unless untuned); 2 as above. */
 int args_plan(const Args *a, const Config *cfg, Plan *plan, Plan *sample);
-/* The plans of cfg for arch (sample may be NULL), with the tuning database; 2 after printing an error. */
+/* The plans of cfg for arch (sample may be NULL) and a->facts, with the tuning database; 2 after printing an error
+   (attention = "cudnn" where the facts say cuDNN cannot serve is one). */
 int args_make_plans(const Args *a, const Config *cfg, const char *arch, Plan *plan, Plan *sample);
 /* Builds the plans (sample may be NULL): gen/build.h's build_plans with -j and the environment. */
 int args_build_plans(const Args *a, const Plan *plan, const Plan *sample, int quiet, Err *err);
 /* Applies the tuning database (gen/tune_db.h) to plan (and to sample, where not NULL), unless --no-tune-db, and
    says so in one line (unless -q; and not where there is no GPU and no database); a stale or corrupt database is
-   reported and ignored. The database's choices are the plans' (an attention path only for attention = "auto"):
-   the config is never changed. */
+   reported and ignored. The database's choices are the plans' (an attention path only for attention = "auto", and
+   its cuDNN only where a->facts say it serves): the config is never changed. */
 void args_tune_db(const Args *a, Plan *plan, Plan *sample);
-/* parse, load, plan, generate and compile (the sampling plan too where sample is not NULL); usage is printed for
-   --help (*done set, returns 0). */
+/* parse, load, plan (for GPU 0 as this process sees it: cuda_plan_facts), generate and compile (the sampling plan
+   too where sample is not NULL); usage is printed for --help (*done set, returns 0). */
 int args_build(int argc, char **argv, const Env *env, const char *cmd, const char *usage, Config *cfg, Plan *plan, Plan *sample,
                int *done);
 #endif

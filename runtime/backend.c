@@ -47,3 +47,7 @@ Backend *backend_create(const BackendOptions *o, const char *which, Err *err) {
     fprintf(stderr, "gpt2gen: %s; running on the CPU backend (fp32)\n", err->msg);
     return cpu_backend_create(o, err);
 }
+
+const PlanFacts *backend_plan_facts(CudaFacts *f, const char *which, const Env *env, int device) {
+    return strcmp(which, "cpu") ? cuda_plan_facts(f, env, device) : NULL;
+}

@@ -110,7 +110,9 @@ static void build_variant(int i) {
         if ((strstr(v->sets[k], "_SM=90") || !strcmp(v->sets[k], "train.gelu=fused")) && strcmp(arch, "sm_90"))
             SKIP("%s: Hopper's wgmma (FWD_SM and BWD_SM 90, train.gelu = \"fused\") needs a Hopper GPU (sm_90); this "
                  "machine's arch is %s", v->name, arch);
-    if (plan_make_train(&plans[i], &cfgs[i], arch, &err) || plan_make_decode(&decodes[i], &cfgs[i], 3, 0, arch, &err)) {
+    CudaFacts facts;   /* GPU 0's: the attention path a run here takes (cuDNN for "auto" off wgmma, where it serves) */
+    if (plan_make_train(&plans[i], &cfgs[i], arch, cuda_plan_facts(&facts, NULL, 0), &err) ||
+        plan_make_decode(&decodes[i], &cfgs[i], 3, 0, arch, &err)) {
         CHECK(0, "plan: %s", err.msg);
         return;
     }
@@ -159,7 +161,9 @@ static void forward_plan_gpu(int i) {
     static Plan sample;
     Err err = {{0}};
     StepShape one = step_forward(&cfgs[i], 1, plans[i].step.T, 1);
-    if (plan_make(&sample, &cfgs[i], "eval", &one, plans[i].arch, &err) || build_run(&sample, 0, 1, NULL, NULL, &err)) {
+    CudaFacts facts;
+    if (plan_make(&sample, &cfgs[i], "eval", &one, plans[i].arch, cuda_plan_facts(&facts, NULL, 0), &err) ||
+        build_run(&sample, 0, 1, NULL, NULL, &err)) {
         CHECK(0, "the one-row plan: %s", err.msg);
         return;
     }
@@ -236,7 +240,11 @@ static void golden_gpu(const char *precision, double loss_tol, double norm_tol, 
     Backend *be = NULL;
     if (config_load(&cfg, "configs/tiny.lua", setp, n, &err)) { CHECK(0, "config: %s", err.msg); goto out; }
     cuda_pick_arch(NULL, cfg.run.arch, arch, &note);
-    if (plan_make_train(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, NULL, &err)) { CHECK(0, "build: %s", err.msg); goto out; }
+    CudaFacts facts;
+    if (plan_make_train(&plan, &cfg, arch, cuda_plan_facts(&facts, NULL, 0), &err) || build_run(&plan, 0, 1, NULL, NULL, &err)) {
+        CHECK(0, "build: %s", err.msg);
+        goto out;
+    }
     if (!cuda_driver_present(why, sizeof why)) { MARK_SKIPPED("%s", why); goto out; }
     BackendOptions o = {&plan, 0, 0, 0, NULL, NULL, NULL};
     be = cuda_backend_create(&o, &err);

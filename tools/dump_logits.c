@@ -37,7 +37,7 @@ static int run(const char *checkpoint, const char *out, int T, char **tokens, Er
     int rc = -1;
     if (cli_checkpoint_config(cfg, &shape, "fp32", checkpoint, err)) goto done;
     StepShape s = step_forward(cfg, 1, T, 0);
-    if (plan_make(plan, cfg, "forward", &s, "sm_90", err)) goto done;
+    if (plan_make(plan, cfg, "forward", &s, "sm_90", NULL, err)) goto done;
     BackendOptions o = {plan, 0, 0, 0, NULL, NULL, NULL};
     if (!(be = cpu_backend_create(&o, err)) || cli_load_weights(be, checkpoint, err) ||
         be->forward(be, ids, NULL, NULL, err))

@@ -135,7 +135,7 @@ static int run(Tuner *t, Err *err) {
     Plan *tuned = xmalloc(sizeof *tuned);
     *tuned = t->plan;
     TuneApplied ap;
-    tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &ap, stderr);
+    tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &t->facts.facts, &ap, stderr);
     if (tuner_matches(t, "attention-path") && t->cfg->model.precision != PREC_FP32 && !strcmp(t->plan.attention_origin, "auto"))
         attention_path_sweep(t, tuned, &ap);
     if (tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto")) gelu_path_sweep(t, tuned, &ap);
@@ -170,6 +170,7 @@ int tune_run(const Config *cfg, const Plan *plan, const TuneOptions *opt, TuneRe
     t->o = *opt;
     t->cfg = cfg;
     t->plan = *plan;
+    cuda_plan_facts(&t->facts, opt->env, 0);   /* the harness's GPU */
     Err e;
     int rc = -1;
     const char *hook = env_or_defaults(opt->env)->tune_env;

@@ -14,9 +14,11 @@ int evaluator_open(Evaluator *e, const Config *cfg, const EvalSet *set, int rows
     e->T = sampler_bucket(set->longest_row, cfg->model.max_seq_len);
     e->plan = xcalloc(1, sizeof *e->plan);
     StepShape s = step_forward(cfg, e->rows, e->T, weights != NULL);
-    if (plan_make(e->plan, cfg, "eval", &s, arch, err)) return -1;
+    const char *kind = weights ? weights->name : which;
+    CudaFacts facts;
+    if (plan_make(e->plan, cfg, "eval", &s, arch, backend_plan_facts(&facts, kind, env, device), err)) return -1;
     BackendOptions o = {e->plan, device, 0, 0, weights, env, NULL};
-    e->be = backend_create(&o, weights ? weights->name : which, err);
+    e->be = backend_create(&o, kind, err);
     return e->be ? 0 : -1;
 }
 

@@ -50,8 +50,10 @@ static int ensure(Sampler *s, Plan **plan, Backend **be, int T, int prefill, Err
     if (*be) { (*be)->destroy(*be); *be = NULL; }
     if (!*plan) *plan = xcalloc(1, sizeof **plan);
     StepShape fs = step_forward(s->cfg, s->rows, T, 1);
-    if (prefill ? plan_make_prefill(*plan, s->cfg, s->rows, T, 1, s->arch, err)
-                : plan_make(*plan, s->cfg, "forward", &fs, s->arch, err))
+    CudaFacts cf;   /* the decode backend's kind and GPU */
+    const PlanFacts *facts = backend_plan_facts(&cf, s->which, s->env, s->device);
+    if (prefill ? plan_make_prefill(*plan, s->cfg, s->rows, T, 1, s->arch, facts, err)
+                : plan_make(*plan, s->cfg, "forward", &fs, s->arch, facts, err))
         return -1;
     BackendOptions o = {*plan, s->device, 0, 0, s->weights, s->env, prefill ? s->decode : NULL};
     if (!(*be = backend_create(&o, s->which, err))) return -1;
