@@ -253,8 +253,7 @@ static int apply_attention(const TuneDb *db, const TuneEnv *env, Plan *plan, con
     Err never;   /* only the config's own "cudnn" is ever refused */
     plan_decide_attention(plan, facts, &never);
     if (plan->attention != path && msgs)
-        fprintf(msgs, "tune db %s:%d: attention: %s, but the flash template runs: %s\n", db->path, r->line, r->variant,
-                plan->attention_why);
+        fprintf(msgs, "tune db %s:%d: attention: the flash template runs, %s\n", db->path, r->line, plan->attention_why);
     out->attention = 1;
     out->attention_path = plan->attention;
     return 1;

@@ -129,7 +129,7 @@ static void test_database_choice_yields_where_it_cannot_serve(void) {
         path_is(&plan, ATTN_FLASH, "tuning database", "cuDNN 9.1.0 refuses T=64", "the database's cudnn, not served");
         CHECK(ap.attention && ap.attention_path == ATTN_FLASH, "applied: attention %d, path %s", ap.attention,
               attention_name(ap.attention_path));
-        CHECK(strstr(text, "path=cudnn, but the flash template runs") && strstr(text, "refuses T=64"),
+        CHECK(strstr(text, "attention: the flash template runs, not the tuning database's cuDNN") && strstr(text, "refuses T=64"),
               "the database's messages: '%s'", text);
     }
     TuneRecord r = tune_record("best", "attention", "path", "path=flash");

@@ -34,7 +34,8 @@ typedef struct {
 /* Tunes plan (made from cfg without the tuning database: plan->cfg is cfg) on this GPU: every variant, matmul
    algorithm and attention path timed and checked, every measurement appended to the tuning database, the best
    written back as its "best" records, build/<name>/ rebuilt with them and the step timed before and after.
-   Progress goes to stderr. cfg->run.attention is changed while steps are timed and restored. Returns 0, or -1 and err
+   Progress goes to stderr. The config is never changed: the database's choices go into copies of plan, whose
+   attention path is decided again with this GPU's facts (gen/plan_attention.c). Returns 0, or -1 and err
    when the tune could not run or stopped (no GPU, a build or a step that fails); rep holds what was reported
    either way (free it with tune_report_free). */
 int  tune_run(const Config *cfg, const Plan *plan, const TuneOptions *opt, TuneReport *rep, Err *err);

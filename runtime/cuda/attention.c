@@ -43,7 +43,8 @@ int attention_open(Cuda *c, Err *err) {
     c->cudnn = cudnn_attention_open(p->step.B, p->step.T, c->NH, c->HS, p->step.precision, p->deterministic, c->env,
                                    why, sizeof why);
     if (!c->cudnn)
-        return err_set(err, "attention: the plan runs cuDNN's%s, but it did not open here: %s", reason, why);
+        return err_set(err, "attention: the plan's cuDNN (%s: %s) did not open here: %s", p->attention_origin,
+                       p->attention_why, why);
     size_t ws = cudnn_attention_workspace_bytes(c->cudnn);
     const char *where = "none needed";
     if (ws) {
