@@ -80,7 +80,7 @@ int args_parse(int argc, char **argv, const Env *env, Args *a, const char *cmd) 
 
 int args_make_plans(const Args *a, const Config *cfg, const char *arch, const PlanRequest *req, PlanSet *ps) {
     CliTuning t = {a->env, a->untuned || a->no_tune_db, a->untuned ? NULL : "not used (--no-tune-db); default variants",
-                   a->quiet ? NULL : stdout, 0, a->machine, a->machine_cublaslt};
+                   a->quiet ? NULL : stdout, 0, a->machine, a->machine_cublaslt, a->facts};
     Err err;
     if (cli_plans(cfg, req, arch, &t, ps, &err)) {
         fprintf(stderr, "gpt2gen: %s\n", err.msg);
@@ -118,6 +118,8 @@ int args_build(int argc, char **argv, const Env *env, const char *cmd, const cha
     int rc = args_parse(argc, argv, env, &a, cmd);
     if (rc) return rc;
     if (a.help) { fputs(usage, stdout); *done = 1; return 0; }
+    CudaFacts facts;
+    a.facts = cuda_plan_facts(&facts, a.env, 0);
     if ((rc = args_load_and_plan(&a, cfg, req, ps))) return rc;
     Err err, why;
     rc = args_build_plans(&a, ps, a.quiet, &err);

@@ -39,6 +39,7 @@ typedef struct {
     int only_applied;              /* say it only where the database gave something */
     const TuneEnv *machine;        /* this machine as a child process probed it (cli/train.c); NULL: probe it here */
     const char *machine_cublaslt;
+    const PlanFacts *facts;        /* what the machine the plans run on serves (gen/plan.h); NULL: no cuDNN */
 } CliTuning;
 /* The plans req asks for of cfg, for arch, with the tuning database as t says (a stale or corrupt database is
    reported on stderr and ignored; the database's choices are the plans', the config is never changed). */
@@ -62,6 +63,7 @@ typedef struct {
     int gpus;            /* --gpus N (0: not given); it sets train.num_gpus = N */
     char gpus_set[32];   /* that --set */
     const Env *env;      /* the environment (common/env.h), as main read it (never NULL) */
+    const PlanFacts *facts;        /* what the machine the plans run on serves (gen/plan.h); NULL: no cuDNN (the CPU backend) */
     const TuneEnv *machine;        /* this machine as a child process probed it (cli/train.c): CliTuning's */
     const char *machine_cublaslt;
 } Args;

@@ -140,7 +140,9 @@ static int run(const EvalArgs *a, Err *err) {
     char arch[16];
     cli_pick_arch(a->backend, a->arch, arch);
     PlanRequest req = {0, 0, (int)(a->rows < set.rows ? a->rows : set.rows)};
-    CliTuning tuning = {a->env, !strcmp(a->backend, "cpu"), NULL, stderr, 1, NULL, NULL};
+    CudaFacts facts;   /* what GPU 0 serves (cuDNN's attention), for the backend a->backend names */
+    CliTuning tuning = {a->env, !strcmp(a->backend, "cpu"), NULL, stderr, 1, NULL, NULL,
+                        backend_plan_facts(&facts, a->backend, a->env, 0)};
     if (cli_plans(cfg, &req, arch, &tuning, &ps, err) || evaluator_open(&e, &ps, &set, NULL, a->backend, 0, a->env, err))
         goto done;
     Backend *be = evaluator_backend(&e);

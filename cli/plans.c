@@ -42,7 +42,7 @@ static int untuned(const Config *cfg, const PlanRequest *req, PlanInputs *in, co
 }
 
 int cli_plans(const Config *cfg, const PlanRequest *req, const char *arch, const CliTuning *t, PlanSet *ps, Err *err) {
-    PlanInputs in = {{0}, NULL, NULL, NULL, NULL};
+    PlanInputs in = {{0}, t->facts, NULL, NULL, NULL};
     snprintf(in.arch, sizeof in.arch, "%s", arch);
     const char *path = tune_db_path(t->env);
     if (t->off) return untuned(cfg, req, &in, t, t->off_note, ps, err);

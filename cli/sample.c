@@ -283,7 +283,9 @@ static int run(const SampleArgs *a, Err *err) {
     PlanSet ps = {0};
     /* the database's choices for the decode and prefill shapes, where `gpt2gen tune` measured them (said on stderr:
        standard output is the text) */
-    CliTuning tuning = {a->env, !strcmp(a->backend, "cpu"), NULL, stderr, 1, NULL, NULL};
+    CudaFacts facts;   /* what GPU 0 serves (cuDNN's attention), for the backend a->backend names */
+    CliTuning tuning = {a->env, !strcmp(a->backend, "cpu"), NULL, stderr, 1, NULL, NULL,
+                        backend_plan_facts(&facts, a->backend, a->env, 0)};
     size_t len;
     if (!(text = read_prompt(a, &len, err)) || tokenizer_encode(&tok, text, len, &ids, err)) goto done;
     if (ids.n == 0) tokvec_push(&ids, tok.eot);   /* no prompt: the model starts after end-of-text */

@@ -51,29 +51,62 @@ static const char *TRAIN_USAGE =
     "through a file in checkpoint.dir, which must be on a file system every node shares (or name one in\n"
     "GPT2GEN_NCCL_ID_FILE). GPT2GEN_NCCL_TIMEOUT (seconds, default 600) bounds every wait on the other ranks.\n";
 
-/* What the launcher's parent learns of the GPUs from a child process (cuda_probe): it must not start the CUDA
-   driver itself before it forks (a child of a process that has cannot use CUDA). */
-static int probe_gpus(CudaProbe *p, const Env *env, Err *err) {
+/* Runs ask(arg, answer) in a child process and reads its n bytes of answer back: what the launcher's parent learns of
+   the GPUs, it asks this way, as it must not start the CUDA driver itself before it forks (a child of a process that
+   has cannot use CUDA). 0, or -1 where no whole answer came. */
+static int ask_child(void (*ask)(void *arg, void *answer), void *arg, void *answer, size_t n) {
     int fd[2];
-    if (pipe(fd)) return err_set(err, "pipe: cannot ask for the GPUs");
+    if (pipe(fd)) return -1;
     fflush(stdout); fflush(stderr);
     pid_t pid = fork();
-    if (pid < 0) { close(fd[0]); close(fd[1]); return err_set(err, "fork: cannot ask for the GPUs"); }
+    if (pid < 0) { close(fd[0]); close(fd[1]); return -1; }
     if (pid == 0) {
         close(fd[0]);
-        CudaProbe q;
-        cuda_probe(&q, env);
-        _exit(write(fd[1], &q, sizeof q) == (ssize_t)sizeof q ? 0 : 1);
+        ask(arg, answer);
+        _exit(write(fd[1], answer, n) == (ssize_t)n ? 0 : 1);
     }
     close(fd[1]);
     size_t got = 0;
     ssize_t k;
-    while (got < sizeof *p && (k = read(fd[0], (char *)p + got, sizeof *p - got)) > 0) got += (size_t)k;
+    while (got < n && (k = read(fd[0], (char *)answer + got, n - got)) > 0) got += (size_t)k;
     close(fd[0]);
     waitpid(pid, NULL, 0);
-    if (got != sizeof *p) return err_set(err, "could not ask for the GPUs (the probe process failed)");
+    return got == n ? 0 : -1;
+}
+
+static void ask_gpus(void *env, void *answer) { cuda_probe(answer, env); }
+
+static int probe_gpus(CudaProbe *p, const Env *env, Err *err) {
+    if (ask_child(ask_gpus, (void *)env, p, sizeof *p))
+        return err_set(err, "could not ask for the GPUs (the probe process failed)");
     if (p->count < 1) return err_set(err, "%s", p->why[0] ? p->why : "no GPU");
     return 0;
+}
+
+/* The plans' facts in the launcher's parent (PlanFacts, gen/plan.h): GPU 0's answer for a plan, from a child process
+   (ask_child) */
+typedef struct { const Env *env; const Plan *plan; } FactsQuestion;
+typedef struct { int serves; char why[PLAN_WHY_MAX]; } FactsAnswer;
+
+static void ask_cudnn(void *arg, void *answer) {
+    const FactsQuestion *q = arg;
+    FactsAnswer *a = answer;
+    CudaFacts cf;
+    const PlanFacts *f = cuda_plan_facts(&cf, q->env, 0);
+    a->why[0] = 0;
+    a->serves = f->cudnn_attention(f->ctx, q->plan, a->why, sizeof a->why) == 1;
+}
+
+static int cudnn_in_child(void *env, const Plan *plan, char *why, size_t n) {
+    FactsQuestion q = {env, plan};
+    FactsAnswer a;
+    memset(&a, 0, sizeof a);
+    if (ask_child(ask_cudnn, &q, &a, sizeof a)) {
+        snprintf(why, n, "cuDNN's attention could not be asked about (the probe process failed)");
+        return 0;
+    }
+    snprintf(why, n, "%s", a.why);
+    return a.serves;
 }
 
 /* This machine has n GPUs or more, asked through probe_gpus (where p has not been filled yet: p->count < 0); what
@@ -117,6 +150,8 @@ static int train_local(Args *a, Config *cfg, PlanSet *ps, const char *backend, C
         if (!a->arch) a->arch = p->arch;   /* GPU 0's, as the one-process path does */
         if (p->key_ok) { a->machine = &p->key; a->machine_cublaslt = p->cublaslt; }
     }
+    PlanFacts facts = {cudnn_in_child, (void *)a->env};   /* the callback reads the Env only */
+    if (!cpu) a->facts = &facts;
     if ((rc = train_plans(a, cfg, NULL, ps))) return rc;
     if (!cpu && (nccl_load(a->env, NULL, &err) || args_build_plans(a, ps, a->quiet, &err))) {
         fprintf(stderr, "gpt2gen: %s\n", err.msg);
@@ -136,7 +171,10 @@ static int train_local(Args *a, Config *cfg, PlanSet *ps, const char *backend, C
 static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, PlanSet *ps, const char *backend,
                           int fresh) {
     Err err;
-    int cpu = !strcmp(backend, "cpu"), rc = train_plans(a, cfg, NULL, ps);
+    int cpu = !strcmp(backend, "cpu");
+    CudaFacts facts;   /* this rank's GPU: no process forks here */
+    if (!cpu) a->facts = cuda_plan_facts(&facts, a->env, le->local_rank);
+    int rc = train_plans(a, cfg, NULL, ps);
     if (rc) return rc;
     char path[RUNDIR_PATH_MAX];
     double timeout = a->env->nccl_timeout;
@@ -266,6 +304,8 @@ static int train_here(Args *a, Config *cfg, PlanSet *ps, const char *backend, in
         if (!gpu) { fprintf(stderr, "gpt2gen: --backend cuda: %s\n", err.msg); return EXIT_FAIL; }
     }
     a->no_arch_note = !gpu;   /* the CPU backend runs no kernels: an arch would say nothing */
+    CudaFacts facts;
+    a->facts = backend_plan_facts(&facts, backend, a->env, 0);
     if ((rc = train_plans(a, cfg, NULL, ps))) return rc;
     if (!strcmp(backend, "cuda")) {
         /* the kernels must be for this GPU: a config's or --arch's other target is rebuilt for it */

@@ -124,6 +124,8 @@ int cmd_tune(int argc, char **argv, const Env *env) {
     char arch[16];
     Err err;
     a.no_arch_note = cuda_device_arch(0, arch, &err) != 0;   /* without a GPU the one line is tune_run's: needs a GPU */
+    CudaFacts facts;
+    a.facts = cuda_plan_facts(&facts, a.env, 0);
     int n_sets = make_sets(&a, &cfg, &o, ps);
     if (n_sets < 0) return -n_sets;
     o.jobs = a.jobs;

@@ -120,24 +120,6 @@ static GeluPath gelu_auto(const Plan *plan) {
     return plan->model.n_embd >= 1024 ? GELU_KERNEL : GELU_EPILOGUE;
 }
 
-/* attention = "auto" for a training step, before a tuning database's choice: the template where both its directions
-   run on Hopper's wgmma (the sm_90 default at head size 64 in 16 bits), measured faster than cuDNN's there (H200,
-   gpt2-124M's shape, ms a layer: 0.356 + 1.011 against 0.327 + 1.137; docs/kernels-and-tuning.md, "Attention");
-   else (ATTN_AUTO) cuDNN where it loads (runtime/cuda/attention.c). A forward alone stays with cuDNN, whose forward
-   is the faster one. `gpt2gen tune` times both paths at the config's own shape (tune/attention_path.c). */
-static AttentionPath attention_auto(const Plan *plan) {
-    for (int i = 0; i < plan->n_families; i++) {
-        const PlanFamily *m = &plan->families[i];
-        if (strcmp(m->decl->family, "attention")) continue;
-        int sm = 0;
-        for (int t = 0; t < m->n_tunables; t++)
-            if (!strcmp(m->decl->tunables[t].name, "FWD_SM") || !strcmp(m->decl->tunables[t].name, "BWD_SM"))
-                sm += m->tunables[t].value == 90;
-        return sm == 2 ? ATTN_FLASH : ATTN_AUTO;
-    }
-    return ATTN_AUTO;
-}
-
 LaunchDims plan_launch_dims(const Plan *plan, int id, long long size) {
     const PlanKernel *k = &plan->kernels[id];
     return k->decl->geometry(&plan->families[k->family].env, size);
@@ -196,7 +178,8 @@ int plan_set_tunables(Plan *plan, int fam, const int *values, const char *origin
     return -1;
 }
 
-int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *step, const char *arch, Err *err) {
+int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *step, const char *arch,
+              const PlanFacts *facts, Err *err) {
     memset(plan, 0, sizeof *plan);
     plan->cfg = cfg;
     snprintf(plan->name, sizeof plan->name, "%s", name);
@@ -204,7 +187,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->step = *step;
     snprintf(plan->config_name, sizeof plan->config_name, "%s", cfg->name);
     snprintf(plan->config_path, sizeof plan->config_path, "%s", cfg->path);
-    plan->attention = cfg->run.attention;
+    plan->attention_asked = cfg->run.attention;   /* decided at the end: plan_decide_attention */
     plan->attention_origin = cfg->run.attention == ATTN_AUTO ? "auto" : "config";
     plan->deterministic = step->kind != STEP_TRAIN || cfg->run.train.deterministic;
     plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS;
@@ -243,12 +226,11 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     if (gelu_fused(plan->gelu) && !fc_gemm_fits(&plan->model, &plan->step, atoi(plan->arch + 3)))
         return err_set(err, "%s: train.gelu = \"fused\" runs on Hopper's wgmma in bf16 or fp16 "
                        "(here %s, %s); use \"auto\"", cfg->path, plan->arch, precision_name(plan->step.precision));
-    if (step->kind == STEP_TRAIN && plan->attention == ATTN_AUTO) plan->attention = attention_auto(plan);
     plan->classifier_rows = classifier_rows(plan);
     matmuls_plan(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows, plan->gelu);
     memory_plan(&plan->memory, plan);
     schedule_make(&plan->schedule, plan);
-    return 0;
+    return plan_decide_attention(plan, facts, err);
 }
 
 void plan_set_gelu(Plan *plan, GeluPath gelu, const char *origin) {
@@ -259,9 +241,9 @@ void plan_set_gelu(Plan *plan, GeluPath gelu, const char *origin) {
     schedule_make(&plan->schedule, plan);
 }
 
-int plan_make_train(Plan *plan, const Config *cfg, const char *arch, Err *err) {
+int plan_make_train(Plan *plan, const Config *cfg, const char *arch, const PlanFacts *facts, Err *err) {
     StepShape s = step_train(cfg);
-    return plan_make(plan, cfg, "train", &s, arch, err);
+    return plan_make(plan, cfg, "train", &s, arch, facts, err);
 }
 
 int plan_make_sample(Plan *plan, const Config *cfg, const char *arch, Err *err) {
@@ -270,12 +252,13 @@ int plan_make_sample(Plan *plan, const Config *cfg, const char *arch, Err *err) 
 
 int plan_make_decode(Plan *plan, const Config *cfg, int B, int shared_weights, const char *arch, Err *err) {
     StepShape s = step_decode(cfg, B, shared_weights);
-    return plan_make(plan, cfg, "decode", &s, arch, err);
+    return plan_make(plan, cfg, "decode", &s, arch, NULL, err);   /* its attention asks no facts */
 }
 
-int plan_make_prefill(Plan *plan, const Config *cfg, int B, int T, int shared_weights, const char *arch, Err *err) {
+int plan_make_prefill(Plan *plan, const Config *cfg, int B, int T, int shared_weights, const char *arch,
+                      const PlanFacts *facts, Err *err) {
     StepShape s = step_prefill(cfg, B, T, shared_weights);
-    return plan_make(plan, cfg, "prefill", &s, arch, err);
+    return plan_make(plan, cfg, "prefill", &s, arch, facts, err);
 }
 
 StepShape step_train(const Config *c) {

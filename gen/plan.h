@@ -13,10 +13,12 @@
 #include "gen/memory.h"
 #include "gen/schedule.h"
 #include "gen/step.h"
+#include <stddef.h>
 
 #define PLAN_MAX_FAMILIES 16
 #define PLAN_MAX_KERNELS 64
 #define PLAN_DECODE_LINEAR_ROWS 2
+#define PLAN_WHY_MAX 256   /* Plan.attention_why */
 
 typedef struct {
     int value;              /* the config's tune value, else the declaration's default */
@@ -42,9 +44,13 @@ typedef struct {
 } PlanKernel;
 
 typedef struct Plan Plan;
-/* The GPU's facts a plan's decisions depend on, as the caller learned them (cli/: runtime/gpu.h) */
+/* What the machine that runs a plan serves, as the caller knows it: gen/ decides from these facts and never asks the
+   GPU itself. cli/ fills it for the backend a plan set is for (cli/plans.c: runtime/gpu.h's cuda_plan_facts; in a
+   process that must not start CUDA, from a child process: cli/train.c); NULL facts, or a NULL function: no cuDNN
+   here (no GPU, the CPU backend). */
 typedef struct PlanFacts {
-    /* 1 where cuDNN's fused attention serves plan's step, 0 with why where not; NULL: no cuDNN here */
+    /* 1 where cuDNN's fused attention serves plan's step here (its B, T, heads, head size, precision and
+       determinism); 0 where not, with why (one line) */
     int (*cudnn_attention)(void *ctx, const Plan *plan, char *why, size_t n);
     void *ctx;
 } PlanFacts;
@@ -60,12 +66,17 @@ struct Plan {
     const struct Config *cfg;
     char build_dir[256];    /* build/<name> */
     char arch[16];          /* sm_XX the CUBINs are for */
-    /* the attention path and who chose it: "config" (attention = "cudnn" or "flash" must be had), "auto" (a training
-       step's on the template where both its directions run on wgmma, else cuDNN where it loads and takes the shape,
-       else the template: attention_auto in gen/plan.c), "tuning database" (as auto, but the database's path is tried
-       first; where it cannot serve, the other one runs) */
+    /* the attention path, final when the plan is made (plan_decide_attention, gen/plan_attention.c): ATTN_CUDNN
+       (cuDNN's fused attention) or ATTN_FLASH (our template; a decode step's is templates/decode.cu's split
+       attention), never ATTN_AUTO; the runtime runs it as it is. attention_asked is what its origin asked for: the
+       config's attention ("config": "cudnn" or "flash", which must be had; "auto": ATTN_AUTO, the plan's choice) or
+       the tuning database's path ("tuning database", for attention = "auto"; where cuDNN cannot serve, the
+       template); "decode step" for a decode plan. attention_why says why, in a few words, for plan.txt and the
+       runtime's message. */
     AttentionPath attention;
     const char *attention_origin;
+    AttentionPath attention_asked;
+    char attention_why[PLAN_WHY_MAX];
     /* the training step's cuDNN attention backward writes dQ directly (equal inputs, equal bits), else accumulates
        it with atomics (train.deterministic = false); every other step has no backward and says 1 */
     int deterministic;
@@ -95,21 +106,30 @@ struct Plan {
     OpSchedule schedule;    /* the step as ops (gen/schedule.h): what the backends run, in order */
 };
 
-/* Builds the plan called name for step, the model of cfg, and arch (e.g. "sm_90"). Tunables come from the
-   declarations and the config's tune table; a value outside its declared constraints is an error naming the key
-   and the allowed values. */
-int  plan_make(Plan *plan, const struct Config *cfg, const char *name, const StepShape *step, const char *arch, Err *err);
+/* Builds the plan called name for step, the model of cfg, and arch (e.g. "sm_90"), for a machine that serves facts
+   (may be NULL: no cuDNN). Tunables come from the declarations and the config's tune table; a value outside its
+   declared constraints is an error naming the key and the allowed values; so is attention = "cudnn" where facts say
+   cuDNN cannot serve the step. */
+int  plan_make(Plan *plan, const struct Config *cfg, const char *name, const StepShape *step, const char *arch,
+               const PlanFacts *facts, Err *err);
 /* a training plan's GELU path (and who chose it): its matmul entries and memory follow */
 void plan_set_gelu(Plan *plan, GeluPath gelu, const char *origin);
+/* Decides the attention path (Plan.attention, attention_why) from what plan->attention_origin asked for
+   (attention_asked), the plan's kernels and facts (NULL: no cuDNN): gen/plan_attention.c. plan_make calls it, and
+   tune_db_apply where the database names a path. -1 and err naming the config where it asked for "cudnn" and facts
+   say cuDNN cannot serve. */
+int  plan_decide_attention(Plan *plan, const PlanFacts *facts, Err *err);
 /* The training plan ("train") of cfg. */
-int  plan_make_train(Plan *plan, const struct Config *cfg, const char *arch, Err *err);
+int  plan_make_train(Plan *plan, const struct Config *cfg, const char *arch, const PlanFacts *facts, Err *err);
 /* The plan that samples text during training ("decode"): one row decoding against its key/value cache, run with
-   the training plan's weights (its prompt is one token, so it needs no prefill). */
+   the training plan's weights (its prompt is one token, so it needs no prefill). A decode step's attention is
+   templates/decode.cu's whatever the machine serves: it needs no facts. */
 int  plan_make_sample(Plan *plan, const struct Config *cfg, const char *arch, Err *err);
 /* Sampling's plans (runtime/sample/sampler.h): "decode", B rows one token at a time, and "prefill", B rows of T
    prompt positions into the decode plan's cache; shared_weights: they run with another backend's. */
 int  plan_make_decode(Plan *plan, const struct Config *cfg, int B, int shared_weights, const char *arch, Err *err);
-int  plan_make_prefill(Plan *plan, const struct Config *cfg, int B, int T, int shared_weights, const char *arch, Err *err);
+int  plan_make_prefill(Plan *plan, const struct Config *cfg, int B, int T, int shared_weights, const char *arch,
+                       const PlanFacts *facts, Err *err);
 /* Gives family fam its tunable values (declaration order), marking changed ones with origin (when not NULL), and
    recomputes its derived constants and launches. A combination the family's check or the launch limits refuse is
    an error, and the family stays as it was. */

@@ -107,11 +107,11 @@ static void write_section(FILE *f, const Plan *p) {
         fprintf(f, "step       %s: B=%d T=%d\n", step_kind_name(st->kind), st->B, st->T);
     fprintf(f, "precision  %s%s, recompute=%d, arch %s\n", precision_name(st->precision),
             st->master_weights ? " with fp32 master weights" : "", st->recompute, p->arch);
-    fprintf(f, "attention  %s (%s)%s\n", attention_name(p->attention), p->attention_origin,
+    fprintf(f, "attention  %s (%s): %s%s\n", attention_name(p->attention), p->attention_origin, p->attention_why,
             st->kind != STEP_TRAIN ? ""
             : p->deterministic || p->attention == ATTN_FLASH
-                ? ", backward deterministic"
-                : ", backward not deterministic where cuDNN runs (train.deterministic = false: cuDNN's dQ by atomics)");
+                ? "; backward deterministic"
+                : "; backward not deterministic (train.deterministic = false: cuDNN's dQ by atomics)");
     if (st->kind == STEP_TRAIN)
         fprintf(f, "gelu       %s (%s): %s\n", gelu_path_name(p->gelu), p->gelu_origin,
                 p->gelu == GELU_KERNEL ? "the fc matmul's bias epilogue, then gelu_forward; the fcproj dinp, then "

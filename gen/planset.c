@@ -20,26 +20,23 @@ int planset_bucket(const PlanSet *ps, int n) {
     return ps->n_buckets - 1;
 }
 
-/* The database's choices for plan (the first plan's report in ps->applied, its notes on msgs), then the attention
-   path decided from the facts. */
-static int tune(PlanSet *ps, Plan *plan, const PlanInputs *in, FILE *msgs, int first, Err *err) {
-    if (in->db) {
-        TuneApplied quiet;
-        tune_db_apply(in->db, in->env, plan, in->cublaslt, first ? &ps->applied : &quiet, first ? msgs : NULL);
-    }
-    (void)in->facts;   /* the attention path: decided from the facts (the next change) */
-    (void)err;
-    return 0;
+/* The database's choices for plan (the first plan's report in ps->applied, its notes on msgs); where it names an
+   attention path, the path is decided again from the facts (tune_db_apply) */
+static void tune(PlanSet *ps, Plan *plan, const PlanInputs *in, FILE *msgs, int first) {
+    TuneApplied quiet;
+    if (in->db)
+        tune_db_apply(in->db, in->env, plan, in->cublaslt, in->facts, first ? &ps->applied : &quiet, first ? msgs : NULL);
 }
 
 static Plan *make(PlanSet *ps, const Config *cfg, const char *name, const StepShape *s, const PlanInputs *in, FILE *msgs,
                   Err *err) {
     Plan *p = xcalloc(1, sizeof *p);
     int first = !ps->train && !ps->decode && !ps->eval[0];
-    if (plan_make(p, cfg, name, s, in->arch, err) || tune(ps, p, in, msgs, first, err)) {
+    if (plan_make(p, cfg, name, s, in->arch, in->facts, err)) {
         free(p);
         return NULL;
     }
+    tune(ps, p, in, msgs, first);
     return p;
 }
 

@@ -9,7 +9,7 @@
 
 typedef enum { SCHED_COSINE = 0, SCHED_LINEAR, SCHED_CONSTANT, SCHED_WSD } Schedule;
 /* the GPU attention: cuDNN's flash attention, our template (templates/attention.cu), or cuDNN where it loads and
-   accepts the shape, else the template */
+   accepts the shape, else the template; each plan decides which when it is made (gen/plan_attention.c) */
 typedef enum { ATTN_AUTO = 0, ATTN_CUDNN, ATTN_FLASH } AttentionPath;
 /* the training step's GELU: in cuBLASLt's epilogues (GELU_AUX_BIAS after the fc matmul, DGELU in the fcproj
    backward), in kernels of ours beside plain bias epilogues (templates/gelu.cu forward, templates/bias.cu's

@@ -229,28 +229,57 @@ static void apply_gelu(const TuneDb *db, const TuneEnv *env, Plan *plan, TuneApp
     plan_set_gelu(plan, out->gelu_path, "tuning database");
 }
 
-void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char *cublaslt, TuneApplied *out, FILE *msgs) {
-    memset(out, 0, sizeof *out);
-    apply_kernels(db, env, plan, out, msgs);
-    apply_gelu(db, env, plan, out, msgs);
-    apply_matmuls(db, env, plan, cublaslt, out, msgs);
+/* The database's attention path for a plan whose config leaves it to the plan (attention = "auto"; again where an
+   earlier application set it), decided with facts: where its cuDNN cannot serve, the template runs, and msgs says so.
+   0 where the database names none for it. */
+static int apply_attention(const TuneDb *db, const TuneEnv *env, Plan *plan, const PlanFacts *facts, TuneApplied *out,
+                           FILE *msgs) {
     TuneKey key;
     tune_key_attention(&key, env, plan);
     const TuneRecord *stale, *r = tune_db_find(db, "best", "attention", "path", NULL, &key, &stale);
     if (!r && stale) say_stale(msgs, db, stale, &key, out);
+    if (!r || (strcmp(plan->attention_origin, "auto") && strcmp(plan->attention_origin, "tuning database")) ||
+        !passed(db, r, msgs))
+        return 0;
+    AttentionPath path = !strcmp(r->variant, "path=cudnn") ? ATTN_CUDNN : !strcmp(r->variant, "path=flash") ? ATTN_FLASH
+                                                                                                            : ATTN_AUTO;
+    if (path == ATTN_AUTO) {
+        if (msgs) fprintf(msgs, "tune db %s:%d: attention: '%s' is not path=cudnn or path=flash; ignored\n", db->path,
+                          r->line, r->variant);
+        return 0;
+    }
+    plan->attention_asked = path;
+    plan->attention_origin = "tuning database";
+    Err never;   /* only the config's own "cudnn" is ever refused */
+    plan_decide_attention(plan, facts, &never);
+    if (plan->attention != path && msgs)
+        fprintf(msgs, "tune db %s:%d: attention: the flash template runs, %s\n", db->path, r->line, plan->attention_why);
+    out->attention = 1;
+    out->attention_path = plan->attention;
+    return 1;
+}
+
+/* the attention family's tunable values (zeros without it): attention = "auto" follows them (plan_attention.c) */
+static void attention_tunables(const Plan *plan, int *tun) {
+    memset(tun, 0, FAMILY_MAX_TUNABLES * sizeof *tun);
+    for (int i = 0; i < plan->n_families; i++)
+        if (!strcmp(plan->families[i].decl->family, "attention")) memcpy(tun, plan->families[i].env.tun, FAMILY_MAX_TUNABLES * sizeof *tun);
+}
+
+void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char *cublaslt, const PlanFacts *facts,
+                   TuneApplied *out, FILE *msgs) {
+    memset(out, 0, sizeof *out);
+    int before[FAMILY_MAX_TUNABLES], after[FAMILY_MAX_TUNABLES];
+    attention_tunables(plan, before);
+    apply_kernels(db, env, plan, out, msgs);
+    attention_tunables(plan, after);
+    apply_gelu(db, env, plan, out, msgs);
+    apply_matmuls(db, env, plan, cublaslt, out, msgs);
+    Err never;   /* "auto" is never refused */
+    if (!apply_attention(db, env, plan, facts, out, msgs) && !strcmp(plan->attention_origin, "auto") &&
+        memcmp(before, after, sizeof before))
+        plan_decide_attention(plan, facts, &never);   /* the database's attention tiles: wgmma's or not */
     if (out->other_config && msgs)
         fprintf(msgs, "tune db %s: %d record%s for other shapes or precisions ignored (e.g. %s)\n", db->path,
                 out->other_config, out->other_config == 1 ? "" : "s", out->other_example);
-    /* the database's path is the plan's decision, never the config's: only for attention = "auto", and where it
-       cannot serve, the other path runs (runtime/cuda/attention.c) */
-    if (r && !strcmp(plan->attention_origin, "auto") && passed(db, r, msgs)) {
-        if (!strcmp(r->variant, "path=cudnn")) { out->attention = 1; out->attention_path = ATTN_CUDNN; }
-        else if (!strcmp(r->variant, "path=flash")) { out->attention = 1; out->attention_path = ATTN_FLASH; }
-        else if (msgs) fprintf(msgs, "tune db %s:%d: attention: '%s' is not path=cudnn or path=flash; ignored\n",
-                               db->path, r->line, r->variant);
-        if (out->attention) {
-            plan->attention = out->attention_path;
-            plan->attention_origin = "tuning database";
-        }
-    }
 }

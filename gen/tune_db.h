@@ -115,13 +115,17 @@ typedef struct {
     int stale, overridden;               /* entries ignored: stale; kernel tunables the config sets itself */
     int other_config;                    /* of the stale: records for other shapes or precisions (other configs) */
     char other_example[400];
-    AttentionPath attention_path;        /* when attention: the path the database chose */
+    AttentionPath attention_path;        /* when attention: the plan's path after the database's choice (the
+                                            template where the database's cuDNN cannot serve: msgs says so) */
     GeluPath gelu_path;                  /* when gelu: the training step's GELU the database chose */
 } TuneApplied;
 /* Applies db's best records that match env and plan: kernel tunables the config does not set, matmul algorithms,
-   and (for attention = "auto") the attention path, (for train.gelu = "auto") the GELU's. Stale records are reported on msgs: one line each for this
-   shape and precision (another GPU, driver, library or template), one line in all for other shapes or precisions. */
-void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char *cublaslt, TuneApplied *out, FILE *msgs);
+   and (for attention = "auto") the attention path, decided again with facts (plan_decide_attention: the database's
+   cuDNN only where facts say it serves; NULL: no cuDNN), (for train.gelu = "auto") the GELU's. Stale records are
+   reported on msgs: one line each for this shape and precision (another GPU, driver, library or template), one line
+   in all for other shapes or precisions. */
+void tune_db_apply(const TuneDb *db, const TuneEnv *env, Plan *plan, const char *cublaslt, const PlanFacts *facts,
+                   TuneApplied *out, FILE *msgs);
 /* Parses a matmul variant string into t; -1 when it is not one. */
 int  tune_algo_parse(const char *variant, MatmulAlgoChoice *t);
 void tune_algo_format(const MatmulAlgoChoice *t, char *out, size_t n);

@@ -131,3 +131,7 @@ int backend_grad_norm(Backend *be, float *norm, Err *err) {
     *norm = (float)sqrt(s);
     return 0;
 }
+
+const PlanFacts *backend_plan_facts(CudaFacts *f, const char *which, const Env *env, int device) {
+    return strcmp(which, "cpu") ? cuda_plan_facts(f, env, device) : NULL;
+}

@@ -13,6 +13,7 @@
 #include "common/err.h"
 #include "common/gpt2.h"
 #include "gen/plan.h"
+#include "runtime/gpu.h"
 
 typedef struct Backend Backend;
 typedef struct Comm Comm;            /* runtime/ranks/ranks.h */
@@ -143,6 +144,9 @@ Backend *cpu_backend_create(const BackendOptions *opt, Err *err);
 Backend *cuda_backend_create(const BackendOptions *opt, Err *err);   /* NULL + err without a GPU */
 /* which: "cpu", "cuda", or "auto" (CUDA where it starts, else the CPU backend, saying so on stderr). */
 Backend *backend_create(const BackendOptions *opt, const char *which, Err *err);
+/* The facts (gen/plan.h) to make a plan with for backend which: none for "cpu" (NULL: no cuDNN), else those of GPU
+   device of this process (cuda_plan_facts, kept in f; asking may start CUDA here). */
+const PlanFacts *backend_plan_facts(CudaFacts *f, const char *which, const Env *env, int device);
 /* For the backends: opt->weights must be given exactly when the plan's step has shared_weights, and be a backend
    of the same kind (name) and model. */
 int backend_check_weights(const BackendOptions *opt, const char *name, Err *err);

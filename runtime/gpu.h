@@ -33,6 +33,18 @@ typedef struct {
 } CudaProbe;
 void cuda_probe(CudaProbe *p, const Env *env);
 
+/* ---- what a GPU serves, for the plans made for it (gen/plan.h, PlanFacts; runtime/cuda/attention.c) */
+typedef struct {
+    PlanFacts facts;        /* what cuda_plan_facts returns; its ctx is this struct */
+    const Env *env;         /* GPT2GEN_CUDNN_LIBRARY, GPT2GEN_CUDNN_DEBUG (NULL: the defaults) */
+    int device;             /* the GPU the plans run on */
+} CudaFacts;
+/* Fills f for GPU device and returns &f->facts. Its cudnn_attention opens cuDNN's attention for a plan's B, T,
+   heads, head size, precision and determinism as the CUDA backend will (then closes it): that starts the CUDA driver
+   and the GPU's context, so a process that forks ranks afterwards asks a child process instead (cli/train.c). Without
+   the CUDA backend (runtime/nocuda.c), cuDNN serves nothing, and it says why. */
+const PlanFacts *cuda_plan_facts(CudaFacts *f, const Env *env, int device);
+
 /* ---- this machine as the tuning database keys it (gen/tune_db.h; runtime/cuda/tune_env.c): GPU 0's name and arch,
    the driver's CUDA version, the CUDA headers gpt2gen was built with, NVRTC, cuDNN (loaded as
    runtime/cuda/cudnn_attention.c loads it, "none" without it) and cuBLASLt. The test hook GPT2GEN_TUNE_ENV

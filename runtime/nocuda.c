@@ -59,6 +59,22 @@ void cuda_probe(CudaProbe *p, const Env *env) {
     p->key_ok = tune_env_probe(&p->key, p->cublaslt, sizeof p->cublaslt, env, &e) == 0;
 }
 
+/* no cuDNN in a gpt2gen without the CUDA backend */
+static int cudnn_serves_none(void *ctx, const Plan *plan, char *why, size_t n) {
+    (void)ctx;
+    (void)plan;
+    snprintf(why, n, "no cuDNN: %s", NO_CUDA_MSG);
+    return 0;
+}
+
+const PlanFacts *cuda_plan_facts(CudaFacts *f, const Env *env, int device) {
+    f->env = env;
+    f->device = device;
+    f->facts.cudnn_attention = cudnn_serves_none;
+    f->facts.ctx = f;
+    return &f->facts;
+}
+
 int nccl_load(const Env *env, int *version, Err *err) {
     (void)env;
     if (version) *version = 0;

@@ -121,7 +121,7 @@ static void flash_tiles(const char *precision, int B, int T, int NH, int HS, con
     cuda_pick_arch(NULL, cfg.run.arch, arch, &note);
     if (tune && strstr(tune, "_SM=90") && strcmp(arch, "sm_90"))
         SKIP("FWD_SM or BWD_SM 90 (wgmma) needs a Hopper GPU (sm_90); this machine's arch is %s", arch);
-    if (plan_make_train(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, NULL, &err)) { CHECK(0, "build: %s", err.msg); return; }
+    if (plan_make_train(&plan, &cfg, arch, NULL, &err) || build_run(&plan, 0, 1, NULL, NULL, &err)) { CHECK(0, "build: %s", err.msg); return; }
     if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
     int failed = kernel_tests_attention_run(&cfg, &plan, NULL);
     if (failed < 0) SKIP("no GPU (see the line above)");

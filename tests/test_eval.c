@@ -104,7 +104,7 @@ static int reference_scores(const Config *cfg, const float *params, const Ex *ex
             Plan plan;
             StepShape s = step_forward(cfg, 1, len, 0);
             Backend *be = NULL;
-            if (plan_make(&plan, cfg, "reference", &s, "sm_90", err) ||
+            if (plan_make(&plan, cfg, "reference", &s, "sm_90", NULL, err) ||
                 !(be = backend_create(&(BackendOptions){&plan, 0, 0, 0, NULL, NULL, NULL}, "cpu", err)) ||
                 be->write(be, BACKEND_PARAMS, params, err) ||
                 be->run(be, &(BackendRun){.phase = BACKEND_FORWARD, .inputs = in}, err)) {

@@ -204,7 +204,7 @@ static int load_tune_db(const char *path, Err *err) {
     static Plan p;
     p = tune_base;
     TuneApplied ap;
-    tune_db_apply(&db, &tune_env, &p, "130100", &ap, NULL);
+    tune_db_apply(&db, &tune_env, &p, "130100", NULL, &ap, NULL);
     for (int f = 0; f < p.n_families; f++)
         for (int t = 0; t < p.families[f].n_tunables; t++)
             CHECK(tunable_allowed(&p.families[f].decl->tunables[t], p.families[f].tunables[t].value),
@@ -303,7 +303,7 @@ static void test_fuzz_tokenizer(void) {
 static void test_fuzz_tune_db(void) {
     static Config cfg;
     Err err = {{0}};
-    if (config_load(&cfg, "configs/tiny.lua", NULL, 0, &err) || plan_make_train(&tune_base, &cfg, "sm_90", &err)) {
+    if (config_load(&cfg, "configs/tiny.lua", NULL, 0, &err) || plan_make_train(&tune_base, &cfg, "sm_90", NULL, &err)) {
         CHECK(0, "%s", err.msg);
         return;
     }

@@ -15,6 +15,7 @@
 #include "runtime/gpu.h"
 #include "tune/kernel_tests.h"
 #include "tests/golden.h"
+#include "tests/plan_facts.h"
 
 typedef struct { const char *name; const char *sets[16]; } Variant;
 
@@ -110,7 +111,15 @@ static void build_variant(int i) {
         if ((strstr(v->sets[k], "_SM=90") || !strcmp(v->sets[k], "train.gelu=fused")) && strcmp(arch, "sm_90"))
             SKIP("%s: Hopper's wgmma (FWD_SM and BWD_SM 90, train.gelu = \"fused\") needs a Hopper GPU (sm_90); this "
                  "machine's arch is %s", v->name, arch);
-    if (plan_make_train(&plans[i], &cfgs[i], arch, &err) || plan_make_decode(&decodes[i], &cfgs[i], 3, 0, arch, &err)) {
+    /* GPU 0's facts: the attention path a run here takes (cuDNN for "auto" off wgmma, where it serves); without a GPU
+       the plans are only compiled, as for a GPU where cuDNN serves (the cudnn variants ask for it by name) */
+    CudaFacts facts;
+    FakeMachine elsewhere;
+    char why[512];
+    const PlanFacts *pf = cuda_driver_present(why, sizeof why) ? cuda_plan_facts(&facts, NULL, 0)
+                                                                : fake_machine(&elsewhere, 1, NULL);
+    if (plan_make_train(&plans[i], &cfgs[i], arch, pf, &err) ||
+        plan_make_decode(&decodes[i], &cfgs[i], 3, 0, arch, &err)) {
         CHECK(0, "plan: %s", err.msg);
         return;
     }
@@ -158,13 +167,15 @@ static void forward_plan_gpu(int i) {
     if (!built[i]) SKIP("%s did not build", variants[i].name);
     static Plan sample;
     Err err = {{0}};
+    char why[512];
+    if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
     StepShape one = step_forward(&cfgs[i], 1, plans[i].step.T, 1);
-    if (plan_make(&sample, &cfgs[i], "eval", &one, plans[i].arch, &err) || build_run(&sample, 0, 1, NULL, NULL, &err)) {
+    CudaFacts facts;
+    if (plan_make(&sample, &cfgs[i], "eval", &one, plans[i].arch, cuda_plan_facts(&facts, NULL, 0), &err) ||
+        build_run(&sample, 0, 1, NULL, NULL, &err)) {
         CHECK(0, "the one-row plan: %s", err.msg);
         return;
     }
-    char why[512];
-    if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
     Backend *tb = cuda_backend_create(&(BackendOptions){.plan = &plans[i]}, &err);
     Backend *sb = tb ? cuda_backend_create(&(BackendOptions){.plan = &sample, .weights = tb}, &err) : NULL;
     if (!tb || !sb) { CHECK(0, "%s", err.msg); if (tb) tb->destroy(tb); return; }
@@ -237,7 +248,11 @@ static void golden_gpu(const char *precision, double loss_tol, double norm_tol, 
     Backend *be = NULL;
     if (config_load(&cfg, "configs/tiny.lua", setp, n, &err)) { CHECK(0, "config: %s", err.msg); goto out; }
     cuda_pick_arch(NULL, cfg.run.arch, arch, &note);
-    if (plan_make_train(&plan, &cfg, arch, &err) || build_run(&plan, 0, 1, NULL, NULL, &err)) { CHECK(0, "build: %s", err.msg); goto out; }
+    CudaFacts facts;
+    if (plan_make_train(&plan, &cfg, arch, cuda_plan_facts(&facts, NULL, 0), &err) || build_run(&plan, 0, 1, NULL, NULL, &err)) {
+        CHECK(0, "build: %s", err.msg);
+        goto out;
+    }
     if (!cuda_driver_present(why, sizeof why)) { MARK_SKIPPED("%s", why); goto out; }
     BackendOptions o = {&plan, 0, 0, 0, NULL, NULL, NULL};
     be = cuda_backend_create(&o, &err);

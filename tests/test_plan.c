@@ -24,7 +24,7 @@ static int make(const char *path, const char *const *sets, Err *err) {
     int n = 0;
     while (sets && sets[n]) n++;
     if (config_load(&cfg, path, sets, n, err)) return -1;
-    return plan_make_train(&plan, &cfg, "sm_90", err);
+    return plan_make_train(&plan, &cfg, "sm_90", NULL, err);
 }
 
 static void test_tunable_out_of_range_rejected(void) {
@@ -181,7 +181,7 @@ static void test_attention_wgmma_default(void) {
                               "train.total_batch_size=2048", cases[c].extra, NULL};
         Err err = {{0}};
         int n = cases[c].extra ? 6 : 5;
-        if (config_load(&cfg, "configs/tiny.lua", sets, n, &err) || plan_make_train(&plan, &cfg, cases[c].arch, &err)) {
+        if (config_load(&cfg, "configs/tiny.lua", sets, n, &err) || plan_make_train(&plan, &cfg, cases[c].arch, NULL, &err)) {
             CHECK(0, "case %zu: %s", c, err.msg);
             continue;
         }
@@ -447,7 +447,7 @@ static void test_gelu_path(void) {
               plan.matmuls[MM_FCPROJ_DINP].epilogue);
         Plan fwd;
         StepShape st = step_forward(&cfg, 2, 64, 0);
-        if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", &err)) { CHECK(0, "%s", err.msg); return; }
+        if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", NULL, &err)) { CHECK(0, "%s", err.msg); return; }
         CHECK(fwd.gelu == GELU_EPILOGUE && fwd.matmuls[MM_FC].epilogue == EPI_GELU_AUX, "%s: a forward plan's GELU is "
               "the epilogue", cases[i].set);
     }
@@ -531,10 +531,10 @@ static void test_gelu_fused(void) {
     CHECK(make("configs/gpt2-124M.lua", fp32, &err) != 0 && strstr(err.msg, "train.gelu") && strstr(err.msg, "fp32"),
           "fused in fp32: %s", err.msg);
     if (config_load(&cfg, "configs/gpt2-124M.lua", sets, 1, &err)) { CHECK(0, "%s", err.msg); return; }
-    CHECK(plan_make_train(&plan, &cfg, "sm_80", &err) != 0 && strstr(err.msg, "sm_80"), "fused on sm_80: %s", err.msg);
+    CHECK(plan_make_train(&plan, &cfg, "sm_80", NULL, &err) != 0 && strstr(err.msg, "sm_80"), "fused on sm_80: %s", err.msg);
     Plan fwd;
     StepShape st = step_forward(&cfg, 2, 64, 0);
-    if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", &err)) { CHECK(0, "%s", err.msg); return; }
+    if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", NULL, &err)) { CHECK(0, "%s", err.msg); return; }
     CHECK(fwd.gelu == GELU_EPILOGUE && fwd.memory.buffers[BUF_FCPROJ_WT].bytes == 0, "a forward plan's GELU is the "
           "epilogue");
 }
@@ -557,7 +557,7 @@ static void test_streams(void) {
           b[BUF_CUBLASLT_WORKSPACE_SIDE].bytes, b[BUF_BIAS_SCRATCH_SIDE].bytes);
     Plan fwd;
     StepShape st = step_forward(&cfg, 2, 64, 0);
-    if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", &err)) { CHECK(0, "%s", err.msg); return; }
+    if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", NULL, &err)) { CHECK(0, "%s", err.msg); return; }
     CHECK(fwd.streams == 1 && !fwd.memory.buffers[BUF_CUBLASLT_WORKSPACE_SIDE].bytes, "a forward plan: %d streams", fwd.streams);
     const char *bad[] = {"train.streams=3", NULL};
     CHECK(make("configs/gpt2-124M.lua", bad, &err) != 0 && strstr(err.msg, "train.streams"), "train.streams = 3 was "
@@ -572,7 +572,7 @@ static void test_graph_flag(void) {
     CHECK(plan.graph == 1, "default: graph %d", plan.graph);
     Plan fwd;
     StepShape st = step_forward(&cfg, 2, 64, 0);
-    if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", &err)) { CHECK(0, "%s", err.msg); return; }
+    if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", NULL, &err)) { CHECK(0, "%s", err.msg); return; }
     CHECK(fwd.graph == 0, "a forward plan: graph %d", fwd.graph);
     const char *off[] = {"train.cuda_graph=false", NULL};
     if (make("configs/gpt2-124M.lua", off, &err)) { CHECK(0, "%s", err.msg); return; }
@@ -580,37 +580,6 @@ static void test_graph_flag(void) {
     const char *bad[] = {"train.cuda_graph=2", NULL};
     CHECK(make("configs/gpt2-124M.lua", bad, &err) != 0 && strstr(err.msg, "cuda_graph"), "train.cuda_graph = 2 was "
           "accepted (%s)", err.msg);
-}
-
-/* attention = "auto": a training step on the template where both its directions run on wgmma (sm_90, head size 64,
-   16 bits), else left to the runtime (cuDNN where it loads); a forward plan, fp32, sm_80 or a config whose backward
-   tiles wgmma does not take stay auto; the config's own choice stays. */
-static void test_attention_auto(void) {
-    static const struct { const char *arch, *set; AttentionPath want; const char *origin; } cases[] = {
-        {"sm_90", NULL, ATTN_FLASH, "auto"},
-        {"sm_80", NULL, ATTN_AUTO, "auto"},
-        {"sm_90", "precision=fp32", ATTN_AUTO, "auto"},
-        {"sm_90", "tune.attention.BWD_TILE=128", ATTN_AUTO, "auto"},
-        {"sm_90", "attention=cudnn", ATTN_CUDNN, "config"},
-        {"sm_90", "attention=flash", ATTN_FLASH, "config"},
-    };
-    Err err = {{0}};
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const char *sets[] = {cases[c].set, NULL};
-        if (config_load(&cfg, "configs/gpt2-124M.lua", sets, cases[c].set ? 1 : 0, &err) ||
-            plan_make_train(&plan, &cfg, cases[c].arch, &err)) {
-            CHECK(0, "case %zu: %s", c, err.msg);
-            continue;
-        }
-        CHECK(plan.attention == cases[c].want && !strcmp(plan.attention_origin, cases[c].origin),
-              "case %zu (%s, %s): attention %s (%s), expected %s (%s)", c, cases[c].arch, cases[c].set ? cases[c].set : "-",
-              attention_name(plan.attention), plan.attention_origin, attention_name(cases[c].want), cases[c].origin);
-        if (c) continue;
-        Plan fwd;
-        StepShape st = step_forward(&cfg, 4, 1024, 0);
-        if (plan_make(&fwd, &cfg, "eval", &st, "sm_90", &err)) { CHECK(0, "%s", err.msg); continue; }
-        CHECK(fwd.attention == ATTN_AUTO, "a forward plan's attention is %s, not auto", attention_name(fwd.attention));
-    }
 }
 
 /* Several ranks: the parameters and gradients padded to equal shards (ranks_padded); under ZeRO-1 a rank keeps 1/N of
@@ -727,7 +696,6 @@ int main(int argc, char **argv) {
     RUN(test_gelu_fused);
     RUN(test_streams);
     RUN(test_graph_flag);
-    RUN(test_attention_auto);
     RUN(test_geometry_covers_work);
     RUN(test_round_trip_same_plan);
     return check_summary();

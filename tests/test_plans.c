@@ -18,9 +18,9 @@ static Plan train, one_row;
 
 /* tests/configs/micro.lua: B=4 rows of T=32; the forward plan: one row of 32, on the training weights */
 static int make_plans(Err *err) {
-    if (config_load(&cfg, "tests/configs/micro.lua", NULL, 0, err) || plan_make_train(&train, &cfg, "sm_90", err)) return -1;
+    if (config_load(&cfg, "tests/configs/micro.lua", NULL, 0, err) || plan_make_train(&train, &cfg, "sm_90", NULL, err)) return -1;
     StepShape s = step_forward(&cfg, 1, cfg.run.train.seq_len, 1);
-    return plan_make(&one_row, &cfg, "eval", &s, "sm_90", err);
+    return plan_make(&one_row, &cfg, "eval", &s, "sm_90", NULL, err);
 }
 
 /* weights away from the fresh init (which has zero biases), so that every path of the forward matters */

@@ -124,7 +124,7 @@ static void test_zero1_state_is_a_shard(void) {
     if (load_micro(&c0, 4, 0) || load_micro(&c1, 4, 1)) { CHECK(0, "tests/configs/micro.lua did not load"); return; }
     Err err;
     static Plan plan0, plan1;
-    if (plan_make_train(&plan0, &c0, "sm_90", &err) || plan_make_train(&plan1, &c1, "sm_90", &err)) { CHECK(0, "plan: %s", err.msg); return; }
+    if (plan_make_train(&plan0, &c0, "sm_90", NULL, &err) || plan_make_train(&plan1, &c1, "sm_90", NULL, &err)) { CHECK(0, "plan: %s", err.msg); return; }
     Backend *whole = train_make_rank_backend(&plan0, "cpu", (RankInfo){2, 4, 0}, NULL, &err);
     Backend *part = train_make_rank_backend(&plan1, "cpu", (RankInfo){2, 4, 0}, NULL, &err);
     CHECK(whole && part, "backends: %s", err.msg);

@@ -100,7 +100,7 @@ static void decode_equals_forward(Model *md) {
     Plan pre, full;
     StepShape fs = step_forward(cfgp, 2, maxT, 1);
     Backend *pb = NULL, *fb = NULL;
-    if (plan_make_prefill(&pre, cfgp, 2, Tp, 1, md->arch, &err) || plan_make(&full, cfgp, "forward", &fs, md->arch, &err) ||
+    if (plan_make_prefill(&pre, cfgp, 2, Tp, 1, md->arch, NULL, &err) || plan_make(&full, cfgp, "forward", &fs, md->arch, NULL, &err) ||
         !(pb = backend_create(&(BackendOptions){&pre, 0, 0, 0, s.decode, NULL, s.decode}, md->which, &err)) ||
         !(fb = backend_create(&(BackendOptions){&full, 0, 0, 0, s.decode, NULL, NULL}, md->which, &err))) {
         CHECK(0, "%s: %s", md->name, err.msg);

@@ -258,7 +258,7 @@ static void test_train_steps(void) {
                 const char *sets[] = {gelu[g], rec[r], streams[s], "precision=bf16"};   /* fused: 16 bits on sm_90 */
                 Err err = {{0}};
                 if (load(sets, 4)) return;
-                CHECK_OK(plan_make_train(&plan, &cfg, "sm_90", &err), &err);
+                CHECK_OK(plan_make_train(&plan, &cfg, "sm_90", NULL, &err), &err);
                 char what[128];
                 snprintf(what, sizeof what, "train, %s, %s, %s", gelu[g], rec[r], streams[s]);
                 CHECK(plan.gelu == (GeluPath)(GELU_EPILOGUE + g) && plan.step.recompute == r && plan.streams == s + 1,
@@ -275,7 +275,7 @@ static void test_set_gelu_remakes(void) {
     const char *sets[] = {"train.gelu=epilogue"};
     Err err = {{0}};
     if (load(sets, 1)) return;
-    CHECK_OK(plan_make_train(&plan, &cfg, "sm_90", &err), &err);
+    CHECK_OK(plan_make_train(&plan, &cfg, "sm_90", NULL, &err), &err);
     plan_set_gelu(&plan, GELU_KERNEL, "test");
     check_plan("train, epilogue set to kernel");
 }
@@ -287,11 +287,11 @@ static void test_forward_steps(void) {
     check_plan("sample (decode, 1 row)");
     CHECK_OK(plan_make_decode(&plan, &cfg, 3, 1, "sm_90", &err), &err);
     check_plan("decode, 3 rows");
-    CHECK_OK(plan_make_prefill(&plan, &cfg, 3, 20, 1, "sm_90", &err), &err);
+    CHECK_OK(plan_make_prefill(&plan, &cfg, 3, 20, 1, "sm_90", NULL, &err), &err);
     check_plan("prefill");
     CHECK(plan.schedule.forward.block.n == 11, "prefill: %d ops in a layer (two each for the first and last layers)", plan.schedule.forward.block.n);
     StepShape s = step_forward(&cfg, 2, 32, 0);
-    CHECK_OK(plan_make(&plan, &cfg, "forward", &s, "sm_90", &err), &err);
+    CHECK_OK(plan_make(&plan, &cfg, "forward", &s, "sm_90", NULL, &err), &err);
     check_plan("forward");
 }
 
@@ -299,7 +299,7 @@ static void test_forward_steps(void) {
 static void test_written(void) {
     Err err = {{0}};
     if (load(NULL, 0)) return;
-    CHECK_OK(plan_make_train(&plan, &cfg, "sm_90", &err), &err);
+    CHECK_OK(plan_make_train(&plan, &cfg, "sm_90", NULL, &err), &err);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -322,7 +322,7 @@ static int micro_step(const char *gelu, const char *rec, float *grads, size_t *n
                           "train.total_batch_size=32", "model.n_layer=2"};
     Err err = {{0}};
     if (load(sets, 8)) return -1;
-    CHECK_OK(plan_make_train(&plan, &cfg, "sm_90", &err), &err);
+    CHECK_OK(plan_make_train(&plan, &cfg, "sm_90", NULL, &err), &err);
     BackendOptions o = {&plan, 0, 0, 0, NULL, NULL, NULL};
     Backend *be = cpu_backend_create(&o, &err);
     if (!be) { CHECK(0, "%s %s: %s", gelu, rec, err.msg); return -1; }

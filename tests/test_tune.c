@@ -10,6 +10,7 @@
 #include "gen/config.h"
 #include "tests/check.h"
 #include "tests/tune_db_test.h"
+#include "tests/plan_facts.h"
 #include "tune/families.h"
 #include "tune/tune.h"
 #include "tune/measure.h"
@@ -180,7 +181,7 @@ static void test_corrupt(void) {
     tune_db_put(&db, &wrong);
     TuneApplied ap;
     msgs = tmpfile();
-    tune_db_apply(&db, &ENV, &plan, "130100", &ap, msgs);
+    tune_db_apply(&db, &ENV, &plan, "130100", NULL, &ap, msgs);
     CHECK(ap.kernels == 0 && ftell(msgs) > 0, "a variant with a disallowed value was applied");
     fclose(msgs);
     tune_db_free(&db);
@@ -253,7 +254,7 @@ static void test_apply_and_config_wins(void) {
     tune_db_load(&db, path, NULL);
     CHECK(db.n == 3 && db.corrupt == 0, "%d records, %d corrupt", db.n, db.corrupt);
     TuneApplied ap;
-    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    tune_db_apply(&db, &ENV, &plan, "130100", NULL, &ap, NULL);
     const PlanFamily *ln = &plan.families[module_of("layernorm")];
     CHECK(ap.kernels == 2 && ap.matmuls == 1, "%d kernel families, %d matmuls applied", ap.kernels, ap.matmuls);
     CHECK(ln->tunables[0].value == 512 && ln->tunables[1].value == 128 && !strcmp(ln->tunables[0].origin, "tune-db"),
@@ -266,12 +267,12 @@ static void test_apply_and_config_wins(void) {
           "the matmul choice came back as set %d index %d id %d", c->set, c->index, c->id);
     /* another cuBLASLt: that record is stale */
     CHECK_OK(make(NULL, &err), &err);
-    tune_db_apply(&db, &ENV, &plan, "130200", &ap, NULL);
+    tune_db_apply(&db, &ENV, &plan, "130200", NULL, &ap, NULL);
     CHECK(ap.matmuls == 0 && ap.stale == 1, "a record for another cuBLASLt was used");
     /* the config's own value wins over the database */
     const char *sets[] = {"tune.layernorm.BLOCK_SIZE=64", NULL};
     CHECK_OK(make(sets, &err), &err);
-    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    tune_db_apply(&db, &ENV, &plan, "130100", NULL, &ap, NULL);
     ln = &plan.families[module_of("layernorm")];
     CHECK(ln->tunables[0].value == 64 && ln->tunables[1].value == 128 && ap.overridden == 1,
           "with the config's BLOCK_SIZE=64: %d, %d (%d overridden)", ln->tunables[0].value, ln->tunables[1].value, ap.overridden);
@@ -314,14 +315,16 @@ static void test_attention_path_is_the_plans(void) {
     tune_db_load(&db, path, NULL);
     tune_db_put(&db, &r);
     TuneApplied ap;
-    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    tune_db_apply(&db, &ENV, &plan, "130100", NULL, &ap, NULL);
     CHECK(ap.attention && plan.attention == ATTN_FLASH && !strcmp(plan.attention_origin, "tuning database"),
           "the plan's attention path is %s (%s), not the database's flash", attention_name(plan.attention),
           plan.attention_origin);
     CHECK(cfg.run.attention == ATTN_AUTO, "the database's path was written into the config (%s)", attention_name(cfg.run.attention));
-    const char *cudnn[] = {"precision=bf16", "attention=cudnn", NULL};
-    CHECK_OK(make(cudnn, &err), &err);
-    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    const char *cudnn[] = {"precision=bf16", "attention=cudnn"};
+    FakeMachine m;   /* the config's cuDNN must be had: a machine where it serves */
+    CHECK_OK(config_load(&cfg, "configs/tiny.lua", cudnn, 2, &err) ||
+             plan_make_train(&plan, &cfg, "sm_90", fake_machine(&m, 1, NULL), &err), &err);
+    tune_db_apply(&db, &ENV, &plan, "130100", &m.facts, &ap, NULL);
     CHECK(plan.attention == ATTN_CUDNN && !strcmp(plan.attention_origin, "config") && !ap.attention,
           "with attention = \"cudnn\" the plan has %s (%s)", attention_name(plan.attention), plan.attention_origin);
     tune_db_free(&db);
@@ -358,7 +361,7 @@ static void test_gelu_path_is_the_plans(void) {
     fclose(m);
     CHECK(db.n == 2 && !msgs[0], "the database read back %d of its 2 records: %s", db.n, msgs);
     TuneApplied ap;
-    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    tune_db_apply(&db, &ENV, &plan, "130100", NULL, &ap, NULL);
     CHECK(ap.gelu && plan.gelu == other && !strcmp(plan.gelu_origin, "tuning database"), "the plan's GELU is %s (%s), "
           "not the database's %s", gelu_path_name(plan.gelu), plan.gelu_origin, gelu_path_name(other));
     CHECK(plan.matmuls[MM_FC].epilogue == (other == GELU_KERNEL ? EPI_NONE : EPI_GELU_AUX) &&
@@ -368,7 +371,7 @@ static void test_gelu_path_is_the_plans(void) {
           "applied after the GELU path", plan.matmuls[MM_FC].name);
     const char *kernel[] = {"precision=bf16", other == GELU_KERNEL ? "train.gelu=epilogue" : "train.gelu=kernel", NULL};
     CHECK_OK(make(kernel, &err), &err);
-    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    tune_db_apply(&db, &ENV, &plan, "130100", NULL, &ap, NULL);
     CHECK(plan.gelu != other && !strcmp(plan.gelu_origin, "config") && !ap.gelu, "with %s the plan has %s (%s)", kernel[1],
           gelu_path_name(plan.gelu), plan.gelu_origin);
     tune_db_free(&db);
@@ -378,7 +381,7 @@ static void test_gelu_path_is_the_plans(void) {
     TuneRecord split = tune_record("best", "gelu", "path", "path=split");
     tune_key_gelu(&split.key, &ENV, &plan);
     tune_db_put(&db, &split);
-    tune_db_apply(&db, &ENV, &plan, "130100", &ap, NULL);
+    tune_db_apply(&db, &ENV, &plan, "130100", NULL, &ap, NULL);
     CHECK(ap.gelu && plan.gelu == GELU_SPLIT && plan.matmuls[MM_FC].epilogue == EPI_NONE &&
           plan.matmuls[MM_FCPROJ_DINP].epilogue == EPI_DGELU, "path=split gave %s, fc epilogue %d, fcproj dinp epilogue %d",
           gelu_path_name(plan.gelu), plan.matmuls[MM_FC].epilogue, plan.matmuls[MM_FCPROJ_DINP].epilogue);

@@ -20,7 +20,7 @@ static inline int make(const char *const *sets, Err *err) {
     int n = 0;
     while (sets && sets[n]) n++;
     if (config_load(&cfg, "configs/tiny.lua", sets, n, err)) return -1;
-    return plan_make_train(&plan, &cfg, "sm_90", err);
+    return plan_make_train(&plan, &cfg, "sm_90", NULL, err);
 }
 
 static inline int module_of(const char *family) {
@@ -60,7 +60,7 @@ static inline void stream_text(FILE *f, char *text, size_t n) {
 /* applies db to plan with the cuBLASLt version "130100"; the messages it printed into text */
 static inline void apply_capture(const TuneDb *db, TuneApplied *ap, char *text, size_t n) {
     FILE *msgs = tmpfile();
-    tune_db_apply(db, &ENV, &plan, "130100", ap, msgs);
+    tune_db_apply(db, &ENV, &plan, "130100", NULL, ap, msgs);
     stream_text(msgs, text, n);
     fclose(msgs);
 }

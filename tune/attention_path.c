@@ -87,5 +87,5 @@ void attention_path_sweep(Tuner *t, Plan *tuned, TuneApplied *ap) {
     *t->scratch = t->plan;
     if (ai >= 0 && plan_set_tunables(t->scratch, ai, tuned->families[ai].env.tun, "tune-db", &err) == 0)
         time_paths(t, t->scratch, img);
-    tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, ap, stderr);
+    tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &t->facts.facts, ap, stderr);
 }

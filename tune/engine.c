@@ -145,7 +145,7 @@ static int run_train(Tuner *t, Err *err) {
     Plan *tuned = xmalloc(sizeof *tuned);
     *tuned = t->plan;
     TuneApplied ap;
-    tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &ap, stderr);
+    tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &t->facts.facts, &ap, stderr);
     if (tuner_matches(t, "attention-path") && t->cfg->model.precision != PREC_FP32 && !strcmp(t->plan.attention_origin, "auto"))
         attention_path_sweep(t, tuned, &ap);
     if (tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto")) gelu_path_sweep(t, tuned, &ap);
@@ -165,7 +165,7 @@ static int run_other(Tuner *t, Err *err) {
     Plan *tuned = xmalloc(sizeof *tuned);
     *tuned = t->plan;
     TuneApplied ap;
-    tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &ap, NULL);
+    tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &t->facts.facts, &ap, NULL);
     char label[64];
     tune_plan_label(&t->plan, label, sizeof label);
     fprintf(t->rep, "plan %s: the database gives it %d kernel famil%s and %d matmul%s (no whole step is timed here)\n",
@@ -225,6 +225,7 @@ int tune_run(const Config *cfg, const TuneTargets *targets, const TuneOptions *o
     t->cfg = cfg;
     t->targets = targets;
     t->plan = *targets->plan[0];
+    cuda_plan_facts(&t->facts, opt->env, 0);   /* the harness's GPU */
     Err e;
     int rc = -1;
     const char *hook = env_or_defaults(opt->env)->tune_env;

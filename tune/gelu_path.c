@@ -27,7 +27,7 @@ void gelu_path_sweep(Tuner *t, Plan *tuned, TuneApplied *ap) {
         *q = t->plan;
         plan_set_gelu(q, paths[p], "tune");
         TuneApplied unused;
-        tune_db_apply(&t->db, &t->env, q, t->cublaslt, &unused, NULL);
+        tune_db_apply(&t->db, &t->env, q, t->cublaslt, &t->facts.facts, &unused, NULL);
         Err err;
         TuneRecord r = {0};
         if (measure_step_time(q, t->o.env, 10, &ms[p], losses[p], &err)) {
@@ -64,5 +64,5 @@ void gelu_path_sweep(Tuner *t, Plan *tuned, TuneApplied *ap) {
     }
     /* tuned again from the untuned plan, as a build will make it: the database's records, this choice with them */
     *tuned = t->plan;
-    tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, ap, stderr);
+    tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &t->facts.facts, ap, stderr);
 }

@@ -71,7 +71,8 @@ typedef struct {
    this GPU. Each plan's kernel families (their variants at its shape: a plan without a backward varies only the
    tunables of the kernels it runs) and matmuls (cuBLASLt's algorithms) are timed and checked, every measurement
    appended to the tuning database, and the best written as "best" records keyed by that plan's shapes, so that the
-   commands whose plan sets have that plan take them (gen/planset.h). The training step also gets the attention
+   commands whose plan sets have that plan take them (gen/planset.h). The database's choices go into copies of the plans, whose attention path is
+   decided again with this GPU's facts (gen/plan_attention.c). The training step also gets the attention
    and GELU paths, build/<name>/ rebuilt with its choices and its step timed before and after; the others are not
    timed as whole steps. Progress goes to stderr. Returns 0, or -1 and err when the tune could not run or stopped
    (no GPU, a build or a step that fails); rep holds what was reported either way (free it with

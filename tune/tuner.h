@@ -9,6 +9,7 @@
 #include "tune/measure.h"
 #include "gen/nvrtc.h"
 #include "gen/tune_db.h"
+#include "runtime/gpu.h"
 #include <stdio.h>
 
 /* a module's variants to sweep and their CUBINs (the default first) */
@@ -28,6 +29,7 @@ typedef struct {
     Plan *scratch;                       /* a copy for one variant */
     TuneEnv env;
     char cublaslt[32];
+    CudaFacts facts;                     /* GPU 0's, for the plans the database's choices are applied to */
     TuneDb db;
     double t0;
     int done, total, over_budget, failed;

@@ -1,5 +1,6 @@
 /* attention: causal self-attention on the GPU without the (B,NH,T,T) scores, through cuDNN's fused flash
-   attention (runtime/cuda/cudnn_attention.c) or our template (templates/attention.cu). Either forward writes the
+   attention (runtime/cuda/cudnn_attention.c) or our template (templates/attention.cu), whichever the plan says
+   (gen/plan_attention.c decides, from the facts cuda_plan_facts gives it). Either forward writes the
    output and each query row's log-sum-exp (att_stats[l]); the backward recomputes the probabilities tile by tile
    from them. q, k, v are read in place from the qkv buffer and dq, dk, dv written in place into dqkv: no permutes. */
 #include "runtime/cuda/ops.h"
@@ -21,28 +22,29 @@ static dptr logits_free_space(const Cuda *c, size_t need) {
     return used + need <= logits->bytes ? c->arena.buf[BUF_LOGITS] + used : 0;
 }
 
+/* ", <why> (<origin>)", the plan's reason for the one line (the config's own choice says so in its why) */
+static void plan_reason(const Plan *p, char *out, size_t n) {
+    if (!strcmp(p->attention_origin, "config")) snprintf(out, n, ", %s", p->attention_why);
+    else snprintf(out, n, ", %s (%s)", p->attention_why, p->attention_origin);
+}
+
+/* Runs the plan's attention path (decided in the plan: gen/plan_attention.c): cuDNN's where it says ATTN_CUDNN (its
+   failure to open here is an error), else the template; one line says which and the plan's reason. */
 int attention_open(Cuda *c, Err *err) {
-    char why[1024] = "";
     const Plan *p = c->plan;
-    AttentionPath want = p->attention;
-    int asked = !strcmp(p->attention_origin, "config");   /* the config's explicit choice must be had */
     FILE *say = p->step.kind == STEP_TRAIN ? stdout : stderr;   /* sampling's standard output is its text */
-    if (want == ATTN_FLASH) {
-        if (!strcmp(p->attention_origin, "auto"))
-            fprintf(say, "attention: flash template (templates/attention.cu), attention = \"auto\": both directions on "
-                         "Hopper's wgmma, faster than cuDNN's\n");
-        else
-            fprintf(say, "attention: flash template (templates/attention.cu), as the %s asks\n", asked ? "config" : p->attention_origin);
+    char reason[PLAN_WHY_MAX + 64];
+    plan_reason(p, reason, sizeof reason);
+    if (p->attention != ATTN_CUDNN) {
+        fprintf(say, "attention: flash template (templates/attention.cu)%s\n", reason);
         return 0;
     }
+    char why[1024] = "";
     c->cudnn = cudnn_attention_open(p->step.B, p->step.T, c->NH, c->HS, p->step.precision, p->deterministic, c->env,
                                    why, sizeof why);
-    if (!c->cudnn) {
-        if (want == ATTN_CUDNN && asked) return err_set(err, "%s: attention = \"cudnn\", but %s", p->config_path, why);
-        fprintf(say, "attention: flash template (templates/attention.cu)%s: %s\n",
-               want == ATTN_CUDNN ? ", not the tuning database's cuDNN" : "", why);
-        return 0;
-    }
+    if (!c->cudnn)
+        return err_set(err, "attention: the plan's cuDNN (%s: %s) did not open here: %s", p->attention_origin,
+                       p->attention_why, why);
     size_t ws = cudnn_attention_workspace_bytes(c->cudnn);
     const char *where = "none needed";
     if (ws) {
@@ -56,9 +58,8 @@ int attention_open(Cuda *c, Err *err) {
             where = "allocated beside the arena";
         }
     }
-    fprintf(say, "attention: %s%s, workspace %.2f GiB (%s)\n", cudnn_attention_describe(c->cudnn),
-           want == ATTN_AUTO ? " (attention = \"auto\")" : asked ? "" : " (the tuning database's choice)",
-           ws / 1073741824.0, where);
+    fprintf(say, "attention: %s, workspace %.2f GiB (%s)%s\n", cudnn_attention_describe(c->cudnn), ws / 1073741824.0,
+            where, reason);
     return 0;
 }
 
@@ -83,15 +84,40 @@ int attention_backward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstr
            launch_flash_backward_dkdv(ks, s, dqkv, qkv, dout, stats, ddot, err) ? -1 : 0;
 }
 
-int op_attention(Cuda *c, int l, Err *err) {
-    OP("attention forward", attention_forward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, buf(c, BUF_ATTY, l),
-                                              buf(c, BUF_ATT_STATS, l), buf(c, BUF_QKV, l), err));
-    return 0;
+/* PlanFacts.cudnn_attention of cuda_plan_facts (runtime/gpu.h): whether cuDNN's attention opens for plan's step on
+   GPU f->device, as attention_open will open it (its primary context current meanwhile, as a backend has it), then
+   closed. */
+static int cudnn_serves(void *ctx, const Plan *plan, char *why, size_t n) {
+    const CudaFacts *f = ctx;
+    const GPT2Shape *m = &plan->model;
+    const StepShape *st = &plan->step;
+    int HS = m->n_embd / m->n_head;
+    if (!cudnn_attention_takes(st->B, st->T, m->n_head, HS, st->precision, why, n)) return 0;
+    Err err;
+    CUdevice dev;
+    CUcontext gpu = NULL, before = NULL;
+    char what[64];
+    snprintf(what, sizeof what, "GPU %d for cuDNN's attention", f->device);
+    if (cuda_driver_load(&err) || cuda_check(cu.cuDeviceGet(&dev, f->device), what, &err) ||
+        cuda_check(cu.cuDevicePrimaryCtxRetain(&gpu, dev), what, &err)) {
+        snprintf(why, n, "%s", err.msg);
+        return 0;
+    }
+    cu.cuCtxGetCurrent(&before);
+    CudnnAttention *a = NULL;
+    if (cuda_check(cu.cuCtxSetCurrent(gpu), what, &err)) snprintf(why, n, "%s", err.msg);
+    else a = cudnn_attention_open(st->B, st->T, m->n_head, HS, st->precision, plan->deterministic, f->env, why, n);
+    int serves = a != NULL;
+    cudnn_attention_close(a);
+    cu.cuCtxSetCurrent(before);
+    cu.cuDevicePrimaryCtxRelease(dev);
+    return serves;
 }
 
-int op_attention_backward(Cuda *c, int l, Err *err) {
-    OP("attention backward", attention_backward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, buf(c, BUF_DQKV, 0),
-                                                buf(c, BUF_QKV, l), buf(c, BUF_ATTY, l), buf(c, BUF_DATTY, 0),
-                                                buf(c, BUF_ATT_STATS, l), buf(c, BUF_ATT_DDOT, 0), err));
-    return 0;
+const PlanFacts *cuda_plan_facts(CudaFacts *f, const Env *env, int device) {
+    f->env = env;
+    f->device = device;
+    f->facts.cudnn_attention = cudnn_serves;
+    f->facts.ctx = f;
+    return &f->facts;
 }

@@ -189,7 +189,6 @@ Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     c->xs = c->prec == PREC_FP32 ? 4 : 2;
     c->C = plan->model.n_embd; c->L = plan->model.n_layer; c->NH = plan->model.n_head; c->HS = c->C / c->NH;
     c->V = plan->model.vocab_size; c->Vp = plan->model.padded_vocab_size;
-    c->recompute = plan->step.recompute;
     c->logits_chunk = -1;
     c->np = gpt2_param_sizes(&plan->model, c->psz, c->poff);
     const PlanBuffer *ws = &plan->memory.buffers[BUF_CUBLASLT_WORKSPACE];

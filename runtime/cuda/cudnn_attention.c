@@ -59,14 +59,19 @@ static int load_library(CudnnAttention *a, const char *name, char *why, size_t n
     return 0;
 }
 
-CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, int deterministic, const Env *env,
-                                     char *why, size_t why_n) {
-    if (prec != PREC_BF16 && prec != PREC_FP16) { say(why, why_n, "cuDNN flash attention needs bf16 or fp16"); return NULL; }
-    if (B < 1 || T < 2 || NH < 1) { say(why, why_n, "cuDNN attention refuses the shape B=%d T=%d NH=%d", B, T, NH); return NULL; }
+int cudnn_attention_takes(int B, int T, int NH, int HS, Precision prec, char *why, size_t why_n) {
+    if (prec != PREC_BF16 && prec != PREC_FP16) { say(why, why_n, "cuDNN flash attention needs bf16 or fp16"); return 0; }
+    if (B < 1 || T < 2 || NH < 1) { say(why, why_n, "cuDNN attention refuses the shape B=%d T=%d NH=%d", B, T, NH); return 0; }
     if (HS < 8 || HS % 8 != 0 || HS > 256) {
         say(why, why_n, "cuDNN attention refuses head size %d: it takes multiples of 8 up to 256", HS);
-        return NULL;
+        return 0;
     }
+    return 1;
+}
+
+CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, int deterministic, const Env *env,
+                                     char *why, size_t why_n) {
+    if (!cudnn_attention_takes(B, T, NH, HS, prec, why, why_n)) return NULL;
     CudnnAttention *a = xcalloc(1, sizeof *a);
     a->B = B; a->T = T; a->NH = NH; a->HS = HS; a->prec = prec; a->deterministic = deterministic;
     a->debug = env_or_defaults(env)->cudnn_debug;

@@ -33,6 +33,10 @@ typedef struct CudnnAttention CudnnAttention;
    less memory, the last bits differ from run to run: train.deterministic, docs/config.md). */
 CudnnAttention *cudnn_attention_open(int B, int T, int NH, int HS, Precision prec, int deterministic, const Env *env,
                                      char *why, size_t why_n);
+/* 1 where cuDNN's attention could take this shape and precision at all (bf16 or fp16, T >= 2, head sizes that are
+   multiples of 8 up to 256), without loading the library or touching the GPU; else 0 and why (one line).
+   cudnn_attention_open refuses the same first. */
+int cudnn_attention_takes(int B, int T, int NH, int HS, Precision prec, char *why, size_t why_n);
 size_t cudnn_attention_workspace_bytes(const CudnnAttention *a); /* what the larger of the two plans needs */
 const char *cudnn_attention_describe(const CudnnAttention *a);   /* e.g. "cuDNN 9.14.0 (libcudnn.so.9)" */
 /* qkv (B,T,3C) bf16/fp16, each token's row q|k|v with head h at columns h*HS within each third (C = NH*HS):

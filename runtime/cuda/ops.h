@@ -32,7 +32,7 @@ typedef struct {
     Profile prof;
     Precision prec;                  /* floatX: fp32, bf16 or fp16 */
     size_t xs;                       /* bytes per floatX */
-    int C, L, NH, HS, V, Vp, recompute;   /* the plan's model (B and T: plan->step) */
+    int C, L, NH, HS, V, Vp;         /* the plan's model (B and T: plan->step) */
     size_t np, psz[NUM_PARAM_TENSORS], poff[NUM_PARAM_TENSORS];
     /* host side */
     int32_t *h_inputs, *h_count, *h_bucket_token, *h_bucket_start, *h_positions;
@@ -108,13 +108,11 @@ int op_gelu_backward_bias(Cuda *c, dptr dinout, dptr pre, dptr db, Err *err);
 int op_fcproj_dgelu_backward(Cuda *c, dptr dpre, dptr dout, dptr W, dptr pre, Err *err);
 int op_fc_bias_reduce(Cuda *c, dptr db, Err *err);
 
-/* The plan's attention path: cuDNN (when asked, or for "auto" where it loads and takes the shape) or the flash
-   template. Prints one line saying which, and why. "cudnn" that the config asks for and cannot be had is an error;
-   the tuning database's choice that cannot serve here gives way to the other path, with a note. */
+/* The plan's attention path (Plan.attention, decided when the plan was made): cuDNN's, opened here (a failure is an
+   error: the plan's facts said it serves), or the flash template. Prints one line saying which, with the plan's
+   reason. */
 int  attention_open(Cuda *c, Err *err);
 void attention_close(Cuda *c);
-int op_attention(Cuda *c, int l, Err *err);                    /* qkv[l] -> atty[l], keeping att_stats[l] */
-int op_attention_backward(Cuda *c, int l, Err *err);           /* datty -> dqkv */
 
 /* The classifier over every row, a chunk of Plan.classifier_rows rows at a time (classifier.c): the chunk's logits
    from BUF_LNF, its losses into BUF_LOSSES (for the targets op_classifier_targets uploaded) and, with grad, its

@@ -3,8 +3,8 @@
 # a build takes the database's choice and says so in one line; --no-tune-db ignores it; the config's own tune value
 # wins; a stale record (another GPU) and a corrupt line are reported and ignored, never fatal; a missing database is
 # reported; a database past its size limit is refused at once, a binary one gets one line, a CRLF line is a record;
-# the database's cuDNN attention path trains on the CPU backend under attention = "auto". And `gpt2gen tune`
-# itself: its usage errors (the plans' options too), and a clear message without a GPU.
+# the database's cuDNN attention path gives way to the template on the CPU backend under attention = "auto". And
+# `gpt2gen tune` itself: its usage errors (the plans' options too), and a clear message without a GPU.
 . "$(dirname "$0")/../lib.sh"
 scratch
 cd "$WORK" || exit 1
@@ -79,7 +79,8 @@ if [ $rc -eq 0 ] && [ "$(printf '%s\n' "$out" | grep -c 'corrupt')" = 1 ] &&
    printf '%s' "$out" | grep -q "tune-db.txt: 200001 corrupt lines ignored, the first at line 1" && [ "$(gelu_block)" = 512 ]; then
     ok binary_db_one_line
 else fail binary_db_one_line "rc=$rc, gelu BLOCK_SIZE $(gelu_block): $(printf '%s' "$out" | head -c 2000)"; fi
-# the database's attention path is the plan's: cudnn from the database with attention = "auto" trains on the CPU
+# the database's attention path is the plan's: cudnn from the database with attention = "auto" trains on the CPU,
+# whose plan has no cuDNN: the template, saying why
 ahash=$(cat "$ROOT/templates/common.cuh" "$ROOT/templates/attention.cu" | sha256sum | cut -c1-16)
 printf 'best attention path path=cudnn us=1.000 status=ok %s template=%s shape=B4,T32,C64,NH2,L2,V50257,maxT32,recompute1 precision=fp32\n' \
     "$env_key" "$ahash" > tune-db.txt
@@ -87,7 +88,8 @@ mkdir -p tests && cp -r "$ROOT/tests/configs" tests/configs && ln -s "$ROOT/data
 backend=auto   # without a GPU, auto is the CPU backend (where the refusal of an explicit "cudnn" is said)
 if nvidia-smi >/dev/null 2>&1; then backend=cpu; fi
 out=$("$GPT2GEN" train tests/configs/micro.lua --backend $backend --set train.steps=1 --set checkpoint.dir="$WORK/attn" 2>&1); rc=$?
-if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "the attention path (cudnn) from the database" &&
+if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "attention: the flash template runs, not the tuning database's cuDNN: no cuDNN" &&
+   printf '%s' "$out" | grep -q "the attention path (flash) from the database" &&
    ! printf '%s' "$out" | grep -q 'needs the CUDA backend'; then ok "db_cudnn_trains_on_cpu (--backend $backend)"
 else fail db_cudnn_trains_on_cpu "rc=$rc: $out"; fi
 
