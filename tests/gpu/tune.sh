@@ -9,18 +9,27 @@
 # the eval plan of `gpt2gen eval` (fp32 tunes the training step alone: --only train), records their best, and
 # sample and eval of a tiny checkpoint then say they take them (their "tune db" line; the checkpoint is trained
 # for one step on the CPU from data/fortunes: without it, that check skips). Skips without a GPU.
-# TUNE_PRECISIONS (default "bf16 fp32") picks the precisions.
+# TUNE_PRECISIONS (default "bf16 fp32") picks the precisions. TUNE_PHASE picks a part: "tune" (the tunes, their
+# checks, sample and eval, the resumed tune: none of them reads the GPU's free memory, so they may share the GPU),
+# "test" (`gpt2gen test` on the tuned variants, whose "plan memory" checks need the GPU alone), or "all" (default);
+# the two share the folder TUNE_WORK (default: a scratch folder), where the tune phase leaves its database.
 . "$(dirname "$0")/../lib.sh"
 scratch
 cd "$ROOT" || exit 1
+phase=${TUNE_PHASE:-all}
+case $phase in all|tune|test) ;; *) echo "tests/gpu/tune.sh: TUNE_PHASE: expected all, tune or test, got '$phase'" >&2; exit 2 ;; esac
+scratch_dir=$WORK   # finish removes WORK: the shared folder stays for the other phase
+if [ -n "$TUNE_WORK" ]; then mkdir -p "$TUNE_WORK" && WORK=$TUNE_WORK; fi
+# the logs into build/test-logs, then the counts
+end() { cp "$WORK"/*.log "$WORK"/*.err "$GPT2GEN_TUNE_DB" "$ROOT/build/test-logs/" 2>/dev/null; WORK=$scratch_dir; finish; }
 export NCCL_NVLS_ENABLE=0
 export GPT2GEN_TUNE_DB="$WORK/tune-db.txt"
-if ! nvidia-smi >/dev/null 2>&1; then skip gpu_tune "no GPU here"; finish; fi
+if ! nvidia-smi >/dev/null 2>&1; then skip gpu_tune "no GPU here"; end; fi
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i 0 2>/dev/null | head -1)
 # a tiny checkpoint (one step on the CPU) and a multiple-choice set of 40 examples (more than 32 rows, the longest
 # under 64 positions: eval's one bucket of tiny), for sample and eval on the tuned plans
 ck=""
-if [ -f data/fortunes/train_000000.bin ] &&
+if [ "$phase" != test ] && [ -f data/fortunes/train_000000.bin ] &&
    "$GPT2GEN" train configs/tiny.lua --backend cpu -q --set train.steps=1 --set checkpoint.dir="$WORK/ck" > "$WORK/ck.log" 2>&1; then
     ck="$WORK/ck/model_00000001.bin"
     python3 - "$WORK/set.bin" <<'PY'
@@ -60,6 +69,7 @@ plans_tuned() {   # PREC LOG
 }
 for prec in ${TUNE_PRECISIONS:-bf16 fp32}; do
     log="$WORK/tune-$prec.log"
+    if [ "$phase" != test ]; then
     # bf16: the three plans (about a quarter more to measure than the training step alone: a longer budget, which
     # only a tune that would not finish reaches); fp32: the training step alone
     opts="--budget 180"; [ "$prec" = bf16 ] || opts="--budget 120 --only train"
@@ -81,18 +91,21 @@ for prec in ${TUNE_PRECISIONS:-bf16 fp32}; do
     line=$(grep 'tuned step matches the untuned one' "$log")
     case "$line" in ok*) ok "tuned_step_matches_$prec" "$(grep '^step ' "$log" | sed 's/  */ /g'); ${line#ok }" ;;
                     *) fail "tuned_step_matches_$prec" "${line:-no such line in $log}" ;; esac
+    [ "$prec" = bf16 ] && plans_tuned "$prec" "$log"
+    fi
+    [ "$phase" = tune ] && continue
+    if [ ! -s "$GPT2GEN_TUNE_DB" ]; then fail "tuned_variants_pass_$prec" "no tuning database at $GPT2GEN_TUNE_DB (TUNE_PHASE=tune first)"; continue; fi
     out="$WORK/test-$prec.log"
     "$GPT2GEN" test configs/tiny.lua --set precision=$prec > "$out" 2>&1; rc=$?
     used=$(grep '^tune db' "$out")
     if [ $rc -eq 0 ] && grep -q '^RESULT [0-9]* 0 ' "$out" && printf '%s' "$used" | grep -q 'from the database'; then
         ok "tuned_variants_pass_$prec" "$(grep '^RESULT' "$out"); $used"
     else fail "tuned_variants_pass_$prec" "rc=$rc, $used: $(grep -E '^FAIL' "$out" | head -5)"; fi
-    [ "$prec" = bf16 ] && plans_tuned "$prec" "$log"
 done
 # resume: everything measured is in the database, so a second tune measures nothing again
+[ "$phase" = test ] && end
 "$GPT2GEN" tune configs/tiny.lua --set precision=bf16 > "$WORK/again.log" 2> "$WORK/again.err"; rc=$?
 fresh=$(grep '^tune \[' "$WORK/again.err" | grep -vc 'from the database\|path=')
 if [ $rc -eq 0 ] && [ "$fresh" -eq 0 ]; then ok tune_resumes "$(grep -c 'from the database' "$WORK/again.err") results reused"
 else fail tune_resumes "rc=$rc, $fresh results measured again: $(grep '^tune \[' "$WORK/again.err" | grep -v 'from the database' | head -3)"; fi
-cp "$WORK"/*.log "$WORK"/*.err "$GPT2GEN_TUNE_DB" "$ROOT/build/test-logs/" 2>/dev/null
-finish
+end
