@@ -205,18 +205,27 @@ static void test_rundir_refuses_overwrite(void) {
 
 static void test_rundir_leftovers(void) {
     const char *d = make_dir("leftovers");
-    touch(d, "model_00000004.bin.tmp.123");
-    touch(d, "state_00000004.bin.tmp.99999");
-    touch(d, "notes.txt.tmp.5");                   /* not ours: kept */
-    touch(d, "model_00000004.bin.tmp.12x");        /* not an atomic write's name: kept */
+    /* pid 99999999 is past any pid_max: a process that is gone */
+    touch(d, "model_00000004.bin.tmp.99999999.0123456789abcdef");
+    touch(d, "state_00000004.bin.tmp.99999999.fedcba9876543210");
+    touch(d, "notes.txt.tmp.99999999.0123456789abcdef");   /* not a checkpoint's: kept */
+    touch(d, "model_00000004.bin.tmp.123");                 /* not an atomic write's name (no random part): kept */
+    char live[96];                                          /* a running process's (this one): kept */
+    snprintf(live, sizeof live, "model_00000005.bin.tmp.%d.0123456789abcdef", (int)getpid());
+    touch(d, live);
+    CHECK(symlink("model_00000004.bin.tmp.123", "leftovers/state_00000006.bin.tmp.99999999.0123456789abcdef") == 0, "symlink");
     RunDir a;
     Err err;
     CHECK_OK(rundir_open(&a, d, 1, &err), &err);
     rundir_close(&a);
-    CHECK(!file_exists("leftovers/model_00000004.bin.tmp.123") && !file_exists("leftovers/state_00000004.bin.tmp.99999"),
-          "leftovers are still there");
-    CHECK(file_exists("leftovers/notes.txt.tmp.5") && file_exists("leftovers/model_00000004.bin.tmp.12x"),
-          "removed files that were not leftovers");
+    CHECK(!file_exists("leftovers/model_00000004.bin.tmp.99999999.0123456789abcdef") &&
+          !file_exists("leftovers/state_00000004.bin.tmp.99999999.fedcba9876543210"), "leftovers are still there");
+    struct stat st;
+    char live_path[128];
+    snprintf(live_path, sizeof live_path, "leftovers/%s", live);
+    CHECK(file_exists("leftovers/notes.txt.tmp.99999999.0123456789abcdef") && file_exists("leftovers/model_00000004.bin.tmp.123")
+          && file_exists(live_path) && lstat("leftovers/state_00000006.bin.tmp.99999999.0123456789abcdef", &st) == 0,
+          "removed files that were not provably leftovers");
 }
 
 static void test_rundir_unusable(void) {

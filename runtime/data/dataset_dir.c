@@ -16,8 +16,8 @@
 int dataset_file_name(const char *name) {
     char base[256];
     snprintf(base, sizeof base, "%s", name);
-    char *tmp = strstr(base, ".tmp.");                 /* AtomicFile's temporary name: path.tmp.<pid> */
-    if (tmp && tmp[5] && strspn(tmp + 5, "0123456789") == strlen(tmp + 5)) *tmp = 0;
+    size_t tmp = atomic_tmp_base(base);                /* AtomicFile's temporary name: path.tmp.<pid>.<hex> */
+    if (tmp) base[tmp] = 0;
     size_t n = strlen(base);
     if (!strcmp(base, "tokenizer.bin")) return 1;
     if (n < 4 || strcmp(base + n - 4, ".bin")) return 0;

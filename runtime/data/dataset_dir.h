@@ -31,7 +31,7 @@ typedef struct {
 } DatasetDir;
 
 /* Whether a file name belongs to a data set: tokenizer.bin, train_*.bin, val_*.bin, or one of those with
-   the .tmp.<pid> suffix a killed atomic write leaves behind. */
+   the .tmp.<pid>.<hex> suffix a killed atomic write leaves behind. */
 int  dataset_file_name(const char *name);
 /* NULL when dir can name a data set folder, else why not (".", "..", "/": no folder of its own to replace). */
 const char *dataset_dir_problem(const char *dir);

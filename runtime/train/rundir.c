@@ -26,16 +26,9 @@ void rundir_done(const char *dir, int step, char path[RUNDIR_PATH_MAX]) {
 
 static void lock_path(const RunDir *rd, char path[RUNDIR_PATH_MAX]) { snprintf(path, RUNDIR_PATH_MAX, "%s/run.lock", rd->dir); }
 
-/* s holds only digits (at least one). */
-static int all_digits(const char *s) {
-    if (!*s) return 0;
-    for (; *s; s++) if (*s < '0' || *s > '9') return 0;
-    return 1;
-}
-
 /* The step of a checkpoint file's name ("model_<digits>.bin", "state_<digits>.bin", a rank's
    "state_<digits>.r<rank>.bin" or the marker "done_<digits>.bin"), or -1. The rest of the name after ".bin" is
-   returned in *tail ("", or ".tmp.<pid>" for a leftover). */
+   returned in *tail ("", or ".tmp.<pid>.<hex>" for a leftover). */
 static int step_of(const char *name, const char **tail) {
     const char *p;
     if (!strncmp(name, "model_", 6) || !strncmp(name, "state_", 6)) p = name + 6;
@@ -73,14 +66,16 @@ int rundir_steps(const char *dir, int **steps) {
     return u;
 }
 
-/* Removes the temporary files of saves (model_*.bin.tmp.<pid>, state_*.bin.tmp.<pid>, ...); the caller holds the lock. */
+/* Removes the temporary files of saves (model_*.bin.tmp.<pid>.<hex>, state_*.bin.tmp.<pid>.<hex>, ...) that are
+   provably a killed save's (atomic_leftover); the caller holds the lock. */
 static void remove_leftovers(const RunDir *rd) {
     DIR *d = opendir(rd->dir);
     if (!d) return;
     int removed = 0;
     for (struct dirent *e; (e = readdir(d));) {
         const char *tail;
-        if (step_of(e->d_name, &tail) < 0 || strncmp(tail, ".tmp.", 5) || !all_digits(tail + 5)) continue;
+        size_t base = atomic_tmp_base(e->d_name);
+        if (!base || step_of(e->d_name, &tail) < 0 || tail != e->d_name + base || !atomic_leftover(rd->dir, e->d_name)) continue;
         char path[RUNDIR_PATH_MAX + 256];
         snprintf(path, sizeof path, "%s/%s", rd->dir, e->d_name);
         removed += unlink(path) == 0;
