@@ -223,6 +223,22 @@ int file_may_replace(const char *path, int force, int (*ours)(const char *path),
                    err_show(path), what);
 }
 
+long file_head(const char *path, char *buf, size_t n) {
+    Err ignore;
+    int fd = open_regular(AT_FDCWD, path, NULL, &ignore);
+    if (fd < 0 || n == 0) { if (fd >= 0) close(fd); return -1; }
+    size_t got = 0;
+    while (got < n - 1) {
+        ssize_t r = read(fd, buf + got, n - 1 - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[got] = 0;
+    return (long)got;
+}
+
 int mkdir_p(const char *path, Err *err) {
     char buf[4096];
     if ((size_t)snprintf(buf, sizeof buf, "%s", path) >= sizeof buf)

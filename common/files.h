@@ -46,6 +46,9 @@ int   file_may_replace(const char *path, int force, int (*ours)(const char *path
 /* Opens path for reading if it is a regular file; a directory, a FIFO (whose open would wait for a writer) or a
    device is refused at once. Errors name the file and what it should have been (e.g. "a token shard"). */
 FILE *fopen_regular(const char *path, const char *what, Err *err);
+/* The first n - 1 bytes of the regular file path (fewer where it is shorter) into buf, NUL-terminated: how a
+   writer recognizes a file of its own (file_may_replace's ours). The count, or -1 (not a regular file, unreadable). */
+long  file_head(const char *path, char *buf, size_t n);
 int   mkdir_p(const char *path, Err *err);
 int   file_exists(const char *path);
 /* Why path cannot be had, in words for a message: "no such file", "a name in the path is longer than the file

@@ -2,11 +2,14 @@
 #include "runtime/data/dataset_dir.h"
 #include "common/dirs.h"
 #include "common/files.h"
+#include "runtime/data/shard.h"
+#include "runtime/data/tokenizer.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +98,21 @@ static void clean_leftovers(const DatasetDir *d) {
     closedir(dh);
 }
 
+/* Whether the file name in folder dir is one prepare wrote: a token shard or a tokenizer file by its name and its
+   first bytes (the format's magic), or what a killed write of one left (atomic_leftover). A user's file that
+   only looks like one by its name (train_my_notes.bin) is not. */
+static int ours(const char *dir, const char *name) {
+    if (!dataset_file_name(name)) return 0;
+    if (atomic_tmp_base(name)) return atomic_leftover(dir, name);
+    char path[8192], head[5];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct stat st;
+    int32_t magic;
+    if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || file_head(path, head, sizeof head) != 4) return 0;
+    memcpy(&magic, head, 4);
+    return magic == (strcmp(name, "tokenizer.bin") ? SHARD_MAGIC : TOKENIZER_MAGIC);
+}
+
 /* An existing folder may be replaced: a folder, not a mount point, holding only data set files. */
 static int check_folder(DatasetDir *d, Err *err) {
     struct stat st, up;
@@ -112,20 +130,50 @@ static int check_folder(DatasetDir *d, Err *err) {
         snprintf(path, sizeof path, "%s/%s", d->dir, e->d_name);
         if (!dataset_file_name(e->d_name) || lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
             rc = err_set(err, "%s: holds %s, which is not part of a data set (train_*.bin, val_*.bin, tokenizer.bin); "
-                         "prepare replaces the folder as a whole, so move it out or give another folder", d->given, e->d_name);
+                         "prepare replaces the folder as a whole, so move it out or give another folder",
+                         err_show(d->given), err_show(e->d_name));
+        else if (!ours(d->dir, e->d_name))
+            rc = err_set(err, "%s: holds %s, which is named like a data set's file but is not one prepare wrote (not %s); "
+                         "prepare replaces the folder as a whole, so move it out or give another folder",
+                         err_show(d->given), err_show(e->d_name),
+                         atomic_tmp_base(e->d_name) ? "what a killed write left" :
+                         strcmp(e->d_name, "tokenizer.bin") ? "a token shard" : "a tokenizer file");
     }
     closedir(dh);
     return rc;
 }
 
+/* Lets go of the lock (removing its file while still holding it: common/dirs.c's lockfile_try). */
+static void unlock(DatasetDir *d) {
+    if (d->lock_fd < 0) return;
+    unlink(d->lock);
+    close(d->lock_fd);
+    d->lock_fd = -1;
+}
+
+/* .NAME.lock beside the folder: one prepare into a folder at a time */
+static int lock(DatasetDir *d, Err *err) {
+    snprintf(d->lock, sizeof d->lock, "%s/.%s.lock", d->parent, d->name);
+    long pid = 0;
+    int rc = lockfile_try(d->lock, &d->lock_fd, &pid, err);
+    if (rc == 1)
+        return err_set(err, "%s: another prepare is writing this data set (pid %ld holds %s): wait for it to finish, "
+                       "or give another folder", err_show(d->given), pid, err_show(d->lock));
+    return rc;
+}
+
 int dataset_dir_begin(DatasetDir *d, const char *dir, Err *err) {
-    *d = (DatasetDir){.given = dir};
-    if (resolve(d, err)) return -1;
+    *d = (DatasetDir){.given = dir, .lock_fd = -1};
+    if (resolve(d, err) || mkdir_p(d->parent, err) || lock(d, err)) return -1;
     clean_leftovers(d);
-    if (check_folder(d, err) || mkdir_p(d->parent, err)) return -1;
+    if (check_folder(d, err)) { unlock(d); return -1; }
     snprintf(d->tmp, sizeof d->tmp, "%s/.%s.prepare-%d", d->parent, d->name, (int)getpid());
     dir_remove_tree(d->tmp);                         /* an earlier run of this process that stopped halfway */
-    if (mkdir(d->tmp, 0755) != 0) return err_set(err, "%s: cannot create a temporary folder: %s", d->tmp, strerror(errno));
+    if (mkdir(d->tmp, 0755) != 0) {
+        err_set(err, "%s: cannot create a temporary folder: %s", d->tmp, strerror(errno));
+        unlock(d);
+        return -1;
+    }
     if (d->mode) chmod(d->tmp, (mode_t)d->mode);
     return 0;
 }
@@ -134,6 +182,7 @@ void dataset_dir_abort(DatasetDir *d) {
     if (d->tmp[0] && dir_remove_tree(d->tmp) != 0)
         fprintf(stderr, "warning: cannot remove the temporary folder %s: %s\n", d->tmp, strerror(errno));
     d->tmp[0] = 0;
+    unlock(d);
 }
 
 
@@ -152,14 +201,15 @@ static int swap_in(const DatasetDir *d, char *aside, size_t size, Err *err) {
 int dataset_dir_commit(DatasetDir *d, Err *err) {
     char aside[4400];
     if (dir_sync(d->tmp) != 0) {
-        int e = errno;
+        err_set(err, "%s: cannot sync the new data set: %s", d->tmp, strerror(errno));
         dataset_dir_abort(d);
-        return err_set(err, "%s: cannot sync the new data set: %s", d->tmp, strerror(e));
+        return -1;
     }
     if (swap_in(d, aside, sizeof aside, err)) { dataset_dir_abort(d); return -1; }
     d->tmp[0] = 0;
     if (dir_sync(d->parent) != 0) fprintf(stderr, "warning: %s: cannot sync the folder: %s\n", d->parent, strerror(errno));
     if (aside[0] && dir_remove_tree(aside) != 0)
         fprintf(stderr, "warning: cannot remove the old data set at %s: %s (the next prepare will)\n", aside, strerror(errno));
+    unlock(d);
     return 0;
 }

@@ -1,6 +1,7 @@
 /* metrics: metrics.jsonl and its records through Jansson (see metrics.h; the JSON strings and numbers are
    common/metrics_json.c's). */
 #include "runtime/train/metrics.h"
+#include "common/files.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -35,6 +36,12 @@ static int repair_last_line(Metrics *m, long long size, Err *err) {
     return 0;
 }
 
+int metrics_is_ours(const char *path) {
+    static const char start[] = "{\"event\":\"";   /* every record's first key (metrics_record) */
+    char head[sizeof start];
+    return file_head(path, head, sizeof head) == (long)sizeof start - 1 && !memcmp(head, start, sizeof start - 1);
+}
+
 int metrics_open(Metrics *m, const char *dir, Err *err) {
     memset(m, 0, sizeof *m);
     snprintf(m->path, sizeof m->path, "%s/metrics.jsonl", dir);
@@ -48,7 +55,10 @@ int metrics_open(Metrics *m, const char *dir, Err *err) {
     else if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode))
         rc = err_set(err, "%s: expected a file for the metrics log, found %s", m->path,
                      S_ISFIFO(st.st_mode) ? "a FIFO" : "something else (a socket?)");
-    else if ((m->regular = S_ISREG(st.st_mode))) rc = repair_last_line(m, (long long)st.st_size, err);
+    else if ((m->regular = S_ISREG(st.st_mode)) && st.st_size > 0 && !metrics_is_ours(m->path))
+        rc = err_set(err, "%s: exists and is not a metrics log gpt2gen wrote (its first line is not a record "
+                     "{\"event\":...}): it is kept; move it away, or use another checkpoint.dir", err_show(m->path));
+    else if (m->regular) rc = repair_last_line(m, (long long)st.st_size, err);
     if (rc) { close(m->fd); return -1; }
     m->open = 1;
     return 0;

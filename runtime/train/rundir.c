@@ -2,6 +2,8 @@
 #include "runtime/train/rundir.h"
 #include "common/dirs.h"
 #include "common/files.h"
+#include "runtime/train/metrics.h"
+#include "runtime/train/plot.h"
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -146,9 +148,17 @@ static int refuse_overwrite(const RunDir *rd, Err *err) {
    state shards, markers), metrics.jsonl and plot.svg; other files stay. Says what it removed. */
 static int remove_earlier_run(const RunDir *rd, Err *err) {
     int newest, count = rundir_held(rd->dir, &newest), files = 0;
+    char path[RUNDIR_PATH_MAX + 256];
+    for (int i = 0; i < N_RUN_LOGS; i++) {   /* a log of the same name that gpt2gen did not write is kept: refused */
+        snprintf(path, sizeof path, "%s/%s", rd->dir, RUN_LOGS[i]);
+        int ours = i == 0 ? metrics_is_ours(path) : plot_is_ours(path);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && !ours)
+            return err_set(err, "%s: not the %s gpt2gen writes, so --fresh does not remove it: move it away, or use "
+                           "another checkpoint.dir", err_show(path), i == 0 ? "metrics log" : "plot");
+    }
     DIR *d = opendir(rd->dir);
     if (!d) return err_set(err, "checkpoint.dir: %s: cannot list it: %s", rd->dir, strerror(errno));
-    char path[RUNDIR_PATH_MAX + 256];
     int rc = 0;
     for (struct dirent *e; (e = readdir(d)) && !rc;) {
         const char *tail;
