@@ -179,6 +179,7 @@ static void put_text(Out *o, int id) {
 static int on_step(void *ctx, int step, const int32_t *tok) {
     Out *o = ctx;
     (void)step;
+    if (ferror(stdout)) return 1;   /* the text cannot be written (a full disk): stop; main says so and fails */
     if (!o->stream) return 0;
     if (o->ended[0] || (!o->ignore_eot && tok[0] == o->eot)) { o->ended[0] = 1; return 0; }
     put_text(o, tok[0]);

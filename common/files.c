@@ -1,8 +1,8 @@
 #include "common/files.h"
+#include "common/dirs.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,7 +212,7 @@ int atomic_leftover(const char *dir, const char *name) {
     struct stat st;
     snprintf(path, sizeof path, "%s/%s", dir, name);
     if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return 0;
-    return pid > INT_MAX || pid <= 0 || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
+    return pid_gone(pid);
 }
 
 int file_may_replace(const char *path, int force, int (*ours)(const char *path), const char *what, Err *err) {

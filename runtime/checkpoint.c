@@ -4,6 +4,7 @@
 #include "common/bf16.h"
 #include "common/files.h"
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -114,6 +115,23 @@ static int read_body(const char *path, FILE *f, float *params, size_t n, int bf1
     return 0;
 }
 
+int checkpoint_check_finite(const char *path, const GPT2Shape *s, const float *params, Err *err) {
+    size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS];
+    gpt2_param_sizes(s, sz, off);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+        for (size_t i = 0; i < sz[t]; i++) {
+            float v = params[off[t] + i];
+            if (isfinite(v)) continue;
+            size_t per = gpt2_param_per_layer(t) ? sz[t] / (size_t)s->n_layer : sz[t];
+            char layer[32] = "";
+            if (gpt2_param_per_layer(t)) snprintf(layer, sizeof layer, " of layer %zu", i / per);
+            return err_set(err, "%s: tensor %s%s holds %s at element %zu: weights must be finite numbers (a run that "
+                           "diverged?)", err_show(path), gpt2_param_names[t], layer, isnan(v) ? "NaN" : "an infinity",
+                           i % per);
+        }
+    return 0;
+}
+
 int checkpoint_load(const char *path, const GPT2Shape *expect, float *params, Err *err) {
     FILE *f;
     GPT2Shape s;
@@ -122,6 +140,7 @@ int checkpoint_load(const char *path, const GPT2Shape *expect, float *params, Er
     int rc = expect ? checkpoint_match_shape(path, &s, expect, "checkpoint", err) : 0;
     if (!rc) rc = read_body(path, f, params, num_params(&s), bf16, err);
     fclose(f);
+    if (!rc) rc = checkpoint_check_finite(path, &s, params, err);
     return rc;
 }
 

@@ -74,10 +74,6 @@ static long leftover_pid(const DatasetDir *d, const char *name, const char *kind
     return *end || pid <= 0 ? 0 : pid;
 }
 
-static int process_gone(long pid) {
-    return pid > INT_MAX || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
-}
-
 /* Finishes what killed runs left beside the folder: an old data set set aside goes back when the folder
    is missing (a kill between the two renames of a swap); everything else of theirs is removed. The
    leftovers of runs still going are left alone. */
@@ -87,7 +83,7 @@ static void clean_leftovers(const DatasetDir *d) {
     char path[8192];
     for (struct dirent *e; (e = readdir(dh));) {
         long old = leftover_pid(d, e->d_name, "old"), tmp = leftover_pid(d, e->d_name, "prepare");
-        if (!(old && process_gone(old)) && !(tmp && process_gone(tmp))) continue;
+        if (!(old && pid_gone(old)) && !(tmp && pid_gone(tmp))) continue;
         snprintf(path, sizeof path, "%s/%s", d->parent, e->d_name);
         if (old && !file_exists(d->dir) && rename(path, d->dir) == 0) {
             printf("note: %s: put back the data set that a killed run had set aside\n", d->given);

@@ -352,15 +352,6 @@ static int write_rest(Prepare *p, const char *dir, Err *err) {
     return tokenizer_save(&p->tok, path, err);
 }
 
-/* A message about a file in the temporary folder names it as it would be in out_dir. */
-static void name_by_out_dir(Err *err, const char *tmp, const char *out_dir) {
-    size_t n = strlen(tmp);
-    if (strncmp(err->msg, tmp, n)) return;
-    char rest[sizeof err->msg];
-    memcpy(rest, err->msg + n, strlen(err->msg + n) + 1);
-    err_set(err, "%s%s", out_dir, rest);
-}
-
 static void print_summary(const Prepare *p, double seconds) {
     const PrepareArgs *a = p->a;
     for (int i = 0; i < a->n_inputs; i++) {
@@ -412,7 +403,10 @@ int prepare_run(const PrepareArgs *a, Err *err) {
     }
     if (rc == 0 && p.docs == 0) rc = no_documents(a, err);
     if (rc == 0) rc = write_rest(&p, out.tmp, err);
-    if (rc) { name_by_out_dir(err, out.tmp, a->out_dir); dataset_dir_abort(&out); }
+    if (rc) {   /* a file of the temporary folder is named as it would be in out_dir */
+        err_reprefix(err, out.tmp, a->out_dir);
+        dataset_dir_abort(&out);
+    }
     else rc = dataset_dir_commit(&out, err);
     if (rc == 0) print_summary(&p, now_seconds() - t0);
     free(p.val.buf); free(p.train.buf); free(p.carry); free(p.counts);

@@ -5,6 +5,7 @@
 #include "common/files.h"
 #include "runtime/checkpoint.h"
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,34 @@ static int check_unexpected(const Source *src, const HfTensor *t, int n, const c
     return 0;
 }
 
+/* Every value of tensor name (read from path) a finite number: a NaN or an infinity is an error naming both */
+static int all_finite(const char *path, const char *name, const float *v, size_t n, Err *err) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return err_set(err, "%s: tensor %s holds %s at element %zu: weights must be finite numbers", err_show(path),
+                           err_show(name), isnan(v[i]) ? "NaN" : "an infinity", i);
+    return 0;
+}
+
+/* lm_head.weight, where there is one: tied to wte, so it must be wte (t0, already read into params); buf has room */
+static int check_lm_head(const Source *src, const HfTensor *t0, const float *params, float *buf, const char *prefix, Err *err) {
+    int file, rc = 0;
+    const StTensor *st;
+    int found = locate(src, "lm_head.weight", &file, &st, err);
+    if (found <= 0) return found;
+    char want[64], got[64];
+    shape_text(want, sizeof want, t0->ndim, t0->shape);
+    if (!shape_matches(st, t0)) {
+        shape_text(got, sizeof got, st->ndim, st->shape);
+        rc = err_set(err, "%s: tensor lm_head.weight has shape %s, expected %s (wte's)", src->f[file].path, got, want);
+    } else if (!(rc = st_read_f32(&src->f[file], st, buf, err))) {
+        if (memcmp(buf, params, hf_tensor_elems(t0) * sizeof *buf))
+            rc = err_set(err, "%s: lm_head.weight differs from %swte.weight: gpt2gen's model ties them (the output "
+                         "layer is the embedding), so this model cannot be imported", src->f[file].path, prefix);
+    }
+    return rc;
+}
+
 static int read_tensors(const Source *src, const GPT2Shape *s, const char *config, float *params, HfReport *r, Err *err) {
     int n = hf_tensor_count(s), rc = 0;
     HfTensor *t = xmalloc((size_t)n * sizeof *t);
@@ -175,27 +204,13 @@ static int read_tensors(const Source *src, const GPT2Shape *s, const char *confi
             shape_text(got, sizeof got, st->ndim, st->shape);
             rc = err_set(err, "%s: tensor %s has shape %s, expected %s (the model of %s)", src->f[file].path, name, got, want,
                          config);
-        } else if (!(rc = st_read_f32(&src->f[file], st, buf, err))) {
+        } else if (!(rc = st_read_f32(&src->f[file], st, buf, err)) &&
+                   !(rc = all_finite(src->f[file].path, name, buf, hf_tensor_elems(&t[i]), err))) {
             hf_scatter(s, &t[i], buf, params);
             r->params += hf_tensor_elems(&t[i]);
         }
     }
-    /* lm_head.weight: tied to wte, so it must be wte */
-    int found = rc ? 0 : locate(src, "lm_head.weight", &file, &st, err);
-    if (found < 0) rc = -1;
-    if (found > 0) {
-        HfTensor wte = t[0];
-        char want[64], got[64];
-        shape_text(want, sizeof want, wte.ndim, wte.shape);
-        if (!shape_matches(st, &wte)) {
-            shape_text(got, sizeof got, st->ndim, st->shape);
-            rc = err_set(err, "%s: tensor lm_head.weight has shape %s, expected %s (wte's)", src->f[file].path, got, want);
-        } else if (!(rc = st_read_f32(&src->f[file], st, buf, err))) {
-            if (memcmp(buf, params, hf_tensor_elems(&wte) * sizeof *buf))
-                rc = err_set(err, "%s: lm_head.weight differs from %swte.weight: gpt2gen's model ties them (the output "
-                             "layer is the embedding), so this model cannot be imported", src->f[file].path, prefix);
-        }
-    }
+    if (!rc) rc = check_lm_head(src, &t[0], params, buf, prefix, err);
     for (int i = 0; i < src->n && !rc; i++)
         for (int j = 0; j < src->f[i].n; j++) r->ignored += ignorable(src->f[i].t[j].name);
     free(buf);
