@@ -17,13 +17,13 @@ static int open_regular(int dirfd, const char *path, const char *what, Err *err)
     int fd = openat(dirfd, path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);   /* O_NONBLOCK: opening a FIFO does not wait */
     struct stat st;
     int e = errno;
-    if (fd < 0) err_set(err, "%s: cannot open%s%s: %s", path, what ? " " : "", what ? what : "", strerror(e));
-    else if (fstat(fd, &st) != 0) { e = errno; err_set(err, "%s: cannot stat: %s", path, strerror(e)); }
+    if (fd < 0) err_set(err, "%s: cannot open%s%s: %s", err_show(path), what ? " " : "", what ? what : "", strerror(e));
+    else if (fstat(fd, &st) != 0) { e = errno; err_set(err, "%s: cannot stat: %s", err_show(path), strerror(e)); }
     else if (!S_ISREG(st.st_mode)) {
         e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-        err_set(err, "%s: %s; expected %s", path, S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file",
+        err_set(err, "%s: %s; expected %s", err_show(path), S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file",
                 what ? what : "a regular file");
-    } else if (fcntl(fd, F_SETFL, 0) != 0) { e = errno; err_set(err, "%s: %s", path, strerror(e)); }
+    } else if (fcntl(fd, F_SETFL, 0) != 0) { e = errno; err_set(err, "%s: %s", err_show(path), strerror(e)); }
     else return fd;
     if (fd >= 0) close(fd);
     errno = e;
@@ -44,9 +44,9 @@ char *read_file_at(int dirfd, const char *path, size_t max, size_t *len, Err *er
     if (fd < 0) return NULL;
     struct stat st;
     char *buf = NULL;
-    if (fstat(fd, &st) != 0) err_set(err, "%s: cannot stat: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0) err_set(err, "%s: cannot stat: %s", err_show(path), strerror(errno));
     else if (max && (unsigned long long)st.st_size > max) {
-        err_set(err, "%s: %lld bytes, more than the %s such a file may have", path, (long long)st.st_size, size_words(max));
+        err_set(err, "%s: %lld bytes, more than the %s such a file may have", err_show(path), (long long)st.st_size, size_words(max));
         close(fd);
         errno = EFBIG;
         return NULL;
@@ -59,7 +59,7 @@ char *read_file_at(int dirfd, const char *path, size_t max, size_t *len, Err *er
             if (r <= 0) break;
             got += (size_t)r;
         }
-        if (got != want) { free(buf); buf = NULL; err_set(err, "%s: read error (or the file shrank while being read)", path); }
+        if (got != want) { free(buf); buf = NULL; err_set(err, "%s: read error (or the file shrank while being read)", err_show(path)); }
         else { buf[got] = 0; if (len) *len = got; }
     }
     close(fd);
@@ -247,7 +247,7 @@ int mkdir_p(const char *path, Err *err) {
         if (*p == '/' || *p == 0) {
             char c = *p;
             *p = 0;
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return err_set(err, "%s: cannot create directory: %s", buf, strerror(errno));
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return err_set(err, "%s: cannot create directory: %s", err_show(buf), strerror(errno));
             *p = c;
             if (!c) break;
         }
@@ -273,6 +273,6 @@ FILE *fopen_regular(const char *path, const char *what, Err *err) {
     int fd = open_regular(AT_FDCWD, path, what, err);
     if (fd < 0) return NULL;
     FILE *f = fdopen(fd, "rb");
-    if (!f) { err_set(err, "%s: cannot open %s: %s", path, what, strerror(errno)); close(fd); }
+    if (!f) { err_set(err, "%s: cannot open %s: %s", err_show(path), what, strerror(errno)); close(fd); }
     return f;
 }

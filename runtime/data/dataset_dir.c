@@ -53,13 +53,13 @@ const char *dataset_dir_problem(const char *dir) {
 /* The folder, through symbolic links when it exists, and where it lies. */
 static int resolve(DatasetDir *d, Err *err) {
     const char *problem = dataset_dir_problem(d->given);
-    if (problem) return err_set(err, "%s: %s", d->given, problem);
+    if (problem) return err_set(err, "%s: %s", err_show(d->given), problem);
     if (!realpath(d->given, d->dir)) {
-        if (errno != ENOENT) return err_set(err, "%s: %s", d->given, strerror(errno));
+        if (errno != ENOENT) return err_set(err, "%s: %s", err_show(d->given), strerror(errno));
         snprintf(d->dir, sizeof d->dir, "%s", d->given);
         for (size_t n = strlen(d->dir); n > 1 && d->dir[n - 1] == '/'; n--) d->dir[n - 1] = 0;
     }
-    if ((problem = dataset_dir_problem(d->dir))) return err_set(err, "%s (%s): %s", d->given, d->dir, problem);
+    if ((problem = dataset_dir_problem(d->dir))) return err_set(err, "%s (%s): %s", err_show(d->given), d->dir, problem);
     split_path(d->dir, d->parent, sizeof d->parent, d->name, sizeof d->name);
     return 0;
 }
@@ -112,13 +112,13 @@ static int ours(const char *dir, const char *name) {
 /* An existing folder may be replaced: a folder, not a mount point, holding only data set files. */
 static int check_folder(DatasetDir *d, Err *err) {
     struct stat st, up;
-    if (stat(d->dir, &st) != 0) return errno == ENOENT ? 0 : err_set(err, "%s: %s", d->given, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return err_set(err, "%s: exists and is not a folder", d->given);
+    if (stat(d->dir, &st) != 0) return errno == ENOENT ? 0 : err_set(err, "%s: %s", err_show(d->given), strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return err_set(err, "%s: exists and is not a folder", err_show(d->given));
     if (stat(d->parent, &up) == 0 && up.st_dev != st.st_dev)
-        return err_set(err, "%s: is a mount point; prepare replaces the folder as a whole, so give a folder inside it", d->given);
+        return err_set(err, "%s: is a mount point; prepare replaces the folder as a whole, so give a folder inside it", err_show(d->given));
     d->mode = (int)(st.st_mode & 07777);
     DIR *dh = opendir(d->dir);
-    if (!dh) return err_set(err, "%s: cannot read the folder: %s", d->given, strerror(errno));
+    if (!dh) return err_set(err, "%s: cannot read the folder: %s", err_show(d->given), strerror(errno));
     char path[8192];
     int rc = 0;
     for (struct dirent *e; rc == 0 && (e = readdir(dh));) {
@@ -166,7 +166,7 @@ int dataset_dir_begin(DatasetDir *d, const char *dir, Err *err) {
     snprintf(d->tmp, sizeof d->tmp, "%s/.%s.prepare-%d", d->parent, d->name, (int)getpid());
     dir_remove_tree(d->tmp);                         /* an earlier run of this process that stopped halfway */
     if (mkdir(d->tmp, 0755) != 0) {
-        err_set(err, "%s: cannot create a temporary folder: %s", d->tmp, strerror(errno));
+        err_set(err, "%s: cannot create a temporary folder: %s", err_show(d->tmp), strerror(errno));
         unlock(d);
         return -1;
     }
@@ -189,7 +189,7 @@ static int swap_in(const DatasetDir *d, char *aside, size_t size, Err *err) {
     char set_aside[4400];
     snprintf(set_aside, sizeof set_aside, "%s/.%s.old-%d", d->parent, d->name, (int)getpid());
     int rc = dir_swap(d->tmp, d->dir, set_aside);
-    if (rc < 0) return err_set(err, "%s: cannot put the new data set in place: %s", d->given, strerror(errno));
+    if (rc < 0) return err_set(err, "%s: cannot put the new data set in place: %s", err_show(d->given), strerror(errno));
     snprintf(aside, size, "%s", rc == 0 ? d->tmp : "");
     return 0;
 }
@@ -197,7 +197,7 @@ static int swap_in(const DatasetDir *d, char *aside, size_t size, Err *err) {
 int dataset_dir_commit(DatasetDir *d, Err *err) {
     char aside[4400];
     if (dir_sync(d->tmp) != 0) {
-        err_set(err, "%s: cannot sync the new data set: %s", d->tmp, strerror(errno));
+        err_set(err, "%s: cannot sync the new data set: %s", err_show(d->tmp), strerror(errno));
         dataset_dir_abort(d);
         return -1;
     }

@@ -96,6 +96,7 @@ typedef struct {
     /* progress */
     long long          raw_done, raw_total;   /* bytes of the files read so far; all their bytes (-1: unknown) */
     const CorpusReader *reading;
+    const char        *reading_name;     /* its name for messages */
     double             t0, last_report;
     int                tty, reported;
 } Prepare;
@@ -229,7 +230,12 @@ static int doc_text(void *ctx, const char *s, size_t n, Err *err) {
         p->val_docs += (size_t)p->doc_val;
         p->counts[p->input].docs++;
     }
-    return c->len - p->doc_off >= PREPARE_CHUNK_BYTES ? try_cut(p, err) : 0;
+    if (c->len - p->doc_off < PREPARE_CHUNK_BYTES) return 0;
+    if (try_cut(p, err)) return -1;
+    if (p->cur->len - p->doc_off <= PREPARE_UNCUT_MAX) return 0;   /* held whole until a cut: bounded */
+    return err_set(err, "%s: a document of more than %u MiB with no place to cut it (no space or line break before "
+                   "text: binary data, or zeros?); prepare holds such text whole, up to that limit",
+                   err_show(p->reading_name), PREPARE_UNCUT_MAX >> 20);
 }
 
 /* DocSink: the document ended. Blank ones leave nothing. */
@@ -303,6 +309,7 @@ static int read_file(Prepare *p, const CorpusFile *f, char *block, Err *err) {
     p->input = f->input;
     p->counts[f->input].files++;
     p->reading = r;
+    p->reading_name = name;
     long got;
     int rc = 0;
     while ((got = corpus_read(r, block, BLOCK_BYTES, err)) > 0) {

@@ -17,7 +17,7 @@ static int load_tokenizer(const HfExport *x, const GPT2Shape *s, Tokenizer *tok,
     if (!x->tokenizer) { snprintf(r->note, sizeof r->note, "no tokenizer given"); return 0; }
     const char *why = file_missing_why(x->tokenizer);
     if (*why) {
-        if (x->tokenizer_given) return err_set(err, "%s: %s (--tokenizer)", x->tokenizer, why);
+        if (x->tokenizer_given) return err_set(err, "%s: %s (--tokenizer)", err_show(x->tokenizer), why);
         snprintf(r->note, sizeof r->note, "no tokenizer at %s (%s)", err_show(x->tokenizer), why);
         return 0;
     }

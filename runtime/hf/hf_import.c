@@ -34,9 +34,9 @@ static int open_shard(Source *src, const char *name, Err *err) {
         if (!strcmp(slash ? slash + 1 : src->f[i].path, name)) return i;
     }
     if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
-        return err_set(err, "%s: the weight map names the file '%s': expected a file name in the same folder", src->index,
+        return err_set(err, "%s: the weight map names the file '%s': expected a file name in the same folder", err_show(src->index),
                        err_show(name));
-    if (src->n == MAX_SHARDS) return err_set(err, "%s: more than %d shard files", src->index, MAX_SHARDS);
+    if (src->n == MAX_SHARDS) return err_set(err, "%s: more than %d shard files", err_show(src->index), MAX_SHARDS);
     char path[8300];
     snprintf(path, sizeof path, "%s/%s", src->dir, name);
     if (st_open(&src->f[src->n], path, err)) return -1;
@@ -60,7 +60,7 @@ static int open_source(Source *src, const char *dir, Err *err) {
         snprintf(bin, sizeof bin, "%s/pytorch_model.bin", dir);
         if (file_exists(bin))
             return err_set(err, "%s: only safetensors import, and the folder has no model.safetensors (nor an index): "
-                           "save the model with save_pretrained(dir, safe_serialization=True)", bin);
+                           "save the model with save_pretrained(dir, safe_serialization=True)", err_show(bin));
         return err_set(err, "%s: no model.safetensors or model.safetensors.index.json in the folder", err_show(dir));
     }
     size_t len;
@@ -69,7 +69,7 @@ static int open_source(Source *src, const char *dir, Err *err) {
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     free(text);
-    if (!root) return err_set(err, "%s: not valid JSON: %s (line %d, column %d)", src->index, je.text, je.line, je.column);
+    if (!root) return err_set(err, "%s: not valid JSON: %s (line %d, column %d)", err_show(src->index), je.text, je.line, je.column);
     json_t *map = json_object_get(root, "weight_map");
     if (!json_is_object(map)) { json_decref(root); return err_set(err, "%s: no \"weight_map\" object", src->index); }
     src->weight_map = json_incref(map);
@@ -77,7 +77,7 @@ static int open_source(Source *src, const char *dir, Err *err) {
     const char *key;
     json_t *v;
     json_object_foreach(src->weight_map, key, v) {
-        if (!json_is_string(v)) return err_set(err, "%s: weight_map: tensor %s: its file is not a string", src->index, err_show(key));
+        if (!json_is_string(v)) return err_set(err, "%s: weight_map: tensor %s: its file is not a string", err_show(src->index), err_show(key));
         if (open_shard(src, json_string_value(v), err) < 0) return -1;
     }
     return 0;
@@ -97,7 +97,7 @@ static int locate(const Source *src, const char *name, int *file, const StTensor
         if (strcmp(slash + 1, json_string_value(v))) continue;
         *file = i;
         if ((*t = st_find(&src->f[i], name))) return 1;
-        return err_set(err, "%s: tensor %s is not in it, though %s says it is", src->f[i].path, err_show(name), src->index);
+        return err_set(err, "%s: tensor %s is not in it, though %s says it is", err_show(src->f[i].path), err_show(name), src->index);
     }
     return 0;
 }
@@ -138,7 +138,7 @@ static int check_unexpected(const Source *src, const HfTensor *t, int n, const c
                 for (int k = 0; k < n && !ours; k++) ours = !strcmp(name + pl, t[k].name);
             if (!ours)
                 return err_set(err, "%s: tensor %s is not part of a GPT2LMHeadModel (expected only %swte.weight, "
-                               "%sh.N..., %sln_f..., lm_head.weight)", src->f[i].path, err_show(name), prefix, prefix, prefix);
+                               "%sh.N..., %sln_f..., lm_head.weight)", err_show(src->f[i].path), err_show(name), prefix, prefix, prefix);
         }
     return 0;
 }
@@ -162,11 +162,11 @@ static int check_lm_head(const Source *src, const HfTensor *t0, const float *par
     shape_text(want, sizeof want, t0->ndim, t0->shape);
     if (!shape_matches(st, t0)) {
         shape_text(got, sizeof got, st->ndim, st->shape);
-        rc = err_set(err, "%s: tensor lm_head.weight has shape %s, expected %s (wte's)", src->f[file].path, got, want);
+        rc = err_set(err, "%s: tensor lm_head.weight has shape %s, expected %s (wte's)", err_show(src->f[file].path), got, want);
     } else if (!(rc = st_read_f32(&src->f[file], st, buf, err))) {
         if (memcmp(buf, params, hf_tensor_elems(t0) * sizeof *buf))
             rc = err_set(err, "%s: lm_head.weight differs from %swte.weight: gpt2gen's model ties them (the output "
-                         "layer is the embedding), so this model cannot be imported", src->f[file].path, prefix);
+                         "layer is the embedding), so this model cannot be imported", err_show(src->f[file].path), prefix);
     }
     return rc;
 }
@@ -202,7 +202,7 @@ static int read_tensors(const Source *src, const GPT2Shape *s, const char *confi
                          src->weight_map ? src->index : src->f[0].path, name, want, config);
         else if (!shape_matches(st, &t[i])) {
             shape_text(got, sizeof got, st->ndim, st->shape);
-            rc = err_set(err, "%s: tensor %s has shape %s, expected %s (the model of %s)", src->f[file].path, name, got, want,
+            rc = err_set(err, "%s: tensor %s has shape %s, expected %s (the model of %s)", err_show(src->f[file].path), name, got, want,
                          config);
         } else if (!(rc = st_read_f32(&src->f[file], st, buf, err)) &&
                    !(rc = all_finite(src->f[file].path, name, buf, hf_tensor_elems(&t[i]), err))) {
@@ -218,6 +218,19 @@ static int read_tensors(const Source *src, const GPT2Shape *s, const char *confi
     return rc;
 }
 
+/* The shape config.json gives fits the weights the files hold (2 bytes a parameter at the least: F16, BF16), checked
+   before the parameters are allocated, so that a hostile config.json cannot ask for terabytes */
+static int fits_files(const Source *src, const GPT2Shape *s, const char *config, Err *err) {
+    size_t sz[NUM_PARAM_TENSORS];
+    unsigned long long held = 0, need = 2ull * gpt2_param_sizes(s, sz, NULL)
+                                        - 2ull * (unsigned long long)(s->padded_vocab_size - s->vocab_size) * s->n_embd;
+    for (int i = 0; i < src->n; i++) held += src->f[i].data_len;
+    if (need <= held) return 0;
+    return err_set(err, "%s: its shape (n_layer %d, n_embd %d, vocab_size %d, n_positions %d) needs %llu bytes of weights "
+                   "at least, more than the safetensors files hold (%llu bytes)", err_show(config), s->n_layer, s->n_embd,
+                   s->vocab_size, s->max_seq_len, need, held);
+}
+
 int hf_import(const char *dir, const char *out, int as_bf16, int force, HfReport *r, Err *err) {
     memset(r, 0, sizeof *r);
     char config[4200];
@@ -225,9 +238,9 @@ int hf_import(const char *dir, const char *out, int as_bf16, int force, HfReport
     GPT2Shape s;
     if (hf_read_config(config, &s, err)) return -1;
     r->shape = s;
-    if (file_exists(out) && !force) return err_set(err, "%s exists: give --force to replace it", out);
+    if (file_exists(out) && !force) return err_set(err, "%s exists: give --force to replace it", err_show(out));
     Source src;
-    if (open_source(&src, dir, err)) { source_close(&src); return -1; }
+    if (open_source(&src, dir, err) || fits_files(&src, &s, config, err)) { source_close(&src); return -1; }
     size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&s, sz, NULL);
     float *params = xcalloc(np, sizeof *params);   /* wte's padding rows stay zero */
     int rc = read_tensors(&src, &s, config, params, r, err);
