@@ -171,6 +171,8 @@ static int check_lm_head(const Source *src, const HfTensor *t0, const float *par
     return rc;
 }
 
+/* Every tensor of shape s found with its shape, and nothing else there; with params, each read into them (checked
+   finite) and lm_head checked against wte. */
 static int read_tensors(const Source *src, const GPT2Shape *s, const char *config, float *params, HfReport *r, Err *err) {
     int n = hf_tensor_count(s), rc = 0;
     HfTensor *t = xmalloc((size_t)n * sizeof *t);
@@ -188,7 +190,7 @@ static int read_tensors(const Source *src, const GPT2Shape *s, const char *confi
     size_t most = 0;
     for (int i = 0; i < n; i++)
         if (hf_tensor_elems(&t[i]) > most) most = hf_tensor_elems(&t[i]);
-    float *buf = xmalloc(most * sizeof *buf);
+    float *buf = params ? xmalloc(most * sizeof *buf) : NULL;   /* the tensors' shapes, checked first, bound it */
     rc = check_unexpected(src, t, n, prefix, err);
     for (int i = 0; i < n && !rc; i++) {
         char name[128];
@@ -204,31 +206,18 @@ static int read_tensors(const Source *src, const GPT2Shape *s, const char *confi
             shape_text(got, sizeof got, st->ndim, st->shape);
             rc = err_set(err, "%s: tensor %s has shape %s, expected %s (the model of %s)", err_show(src->f[file].path), name, got, want,
                          config);
-        } else if (!(rc = st_read_f32(&src->f[file], st, buf, err)) &&
+        } else if (params && !(rc = st_read_f32(&src->f[file], st, buf, err)) &&
                    !(rc = all_finite(src->f[file].path, name, buf, hf_tensor_elems(&t[i]), err))) {
             hf_scatter(s, &t[i], buf, params);
             r->params += hf_tensor_elems(&t[i]);
         }
     }
-    if (!rc) rc = check_lm_head(src, &t[0], params, buf, prefix, err);
-    for (int i = 0; i < src->n && !rc; i++)
+    if (!rc && params) rc = check_lm_head(src, &t[0], params, buf, prefix, err);
+    for (int i = 0; i < src->n && !rc && params; i++)
         for (int j = 0; j < src->f[i].n; j++) r->ignored += ignorable(src->f[i].t[j].name);
     free(buf);
     free(t);
     return rc;
-}
-
-/* The shape config.json gives fits the weights the files hold (2 bytes a parameter at the least: F16, BF16), checked
-   before the parameters are allocated, so that a hostile config.json cannot ask for terabytes */
-static int fits_files(const Source *src, const GPT2Shape *s, const char *config, Err *err) {
-    size_t sz[NUM_PARAM_TENSORS];
-    unsigned long long held = 0, need = 2ull * gpt2_param_sizes(s, sz, NULL)
-                                        - 2ull * (unsigned long long)(s->padded_vocab_size - s->vocab_size) * s->n_embd;
-    for (int i = 0; i < src->n; i++) held += src->f[i].data_len;
-    if (need <= held) return 0;
-    return err_set(err, "%s: its shape (n_layer %d, n_embd %d, vocab_size %d, n_positions %d) needs %llu bytes of weights "
-                   "at least, more than the safetensors files hold (%llu bytes)", err_show(config), s->n_layer, s->n_embd,
-                   s->vocab_size, s->max_seq_len, need, held);
 }
 
 int hf_import(const char *dir, const char *out, int as_bf16, int force, HfReport *r, Err *err) {
@@ -240,7 +229,9 @@ int hf_import(const char *dir, const char *out, int as_bf16, int force, HfReport
     r->shape = s;
     if (file_exists(out) && !force) return err_set(err, "%s exists: give --force to replace it", err_show(out));
     Source src;
-    if (open_source(&src, dir, err) || fits_files(&src, &s, config, err)) { source_close(&src); return -1; }
+    /* every tensor's name and shape first, without reading: the shapes then hold, in the files, the weights that the
+       shape of config.json asks memory for, so that a hostile config.json cannot ask for terabytes */
+    if (open_source(&src, dir, err) || read_tensors(&src, &s, config, NULL, r, err)) { source_close(&src); return -1; }
     size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&s, sz, NULL);
     float *params = xcalloc(np, sizeof *params);   /* wte's padding rows stay zero */
     int rc = read_tensors(&src, &s, config, params, r, err);

@@ -39,7 +39,8 @@ static int repair_last_line(Metrics *m, long long size, Err *err) {
 int metrics_is_ours(const char *path) {
     static const char start[] = "{\"event\":\"";   /* every record's first key (metrics_record) */
     char head[sizeof start];
-    return file_head(path, head, sizeof head) == (long)sizeof start - 1 && !memcmp(head, start, sizeof start - 1);
+    long n = file_head(path, head, sizeof head);   /* a file shorter than that: a record cut short, as it began */
+    return n > 0 && !memcmp(head, start, (size_t)n);
 }
 
 int metrics_open(Metrics *m, const char *dir, Err *err) {
