@@ -130,6 +130,9 @@ static int run(const EvalArgs *a, Err *err) {
     if (checkpoint_read_header(a->checkpoint, &shape, &is_bf16, err)) return EXIT_FAIL;
     EvalSet set;
     if (evalset_load(&set, a->data, err)) return EXIT_FAIL;
+    char model[300];   /* the set against the checkpoint first, so that a message names both files */
+    snprintf(model, sizeof model, "the model of %s", err_show(a->checkpoint));
+    if (evalset_check_model(&set, shape.vocab_size, shape.max_seq_len, model, err)) { evalset_free(&set); return EXIT_FAIL; }
     Config *cfg = xcalloc(1, sizeof *cfg);
     Evaluator e = {0};
     PlanSet ps = {0};

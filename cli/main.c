@@ -1,6 +1,7 @@
 /* gpt2gen: the command line. Picks the command; each lives in cli/<command>.c. */
 #include "cli/commands.h"
 #include "common/env.h"
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +43,19 @@ static void open_std_streams(void) {
     if (fd > 2) close(fd);
 }
 
+/* For the commands whose standard output is their result (sample's text, eval's score, plot -o -, the lines of
+   export, import and prepare): the text still buffered is written, and a write that failed (a full disk,
+   /dev/full) is one message and a non-zero exit, never success. */
+static int output_checked(const char *cmd, int rc) {
+    errno = 0;
+    int bad = fflush(stdout) != 0 || ferror(stdout), e = errno;
+    if (fclose(stdout) != 0 && !bad) { bad = 1; e = errno; }
+    if (!bad || rc) return rc;   /* a command that failed has said why */
+    fprintf(stderr, "gpt2gen %s: standard output: %s: what was written there is incomplete\n", cmd,
+            e ? strerror(e) : "a write failed (a full disk?)");
+    return EXIT_FAIL;
+}
+
 int main(int argc, char **argv) {
     open_std_streams();
     if (argc < 2) { fputs(USAGE, stderr); return EXIT_USAGE; }
@@ -55,13 +69,13 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "build")) return cmd_build(argc - 1, argv + 1, &env);
     if (!strcmp(cmd, "train")) return cmd_train(argc - 1, argv + 1, &env);
     if (!strcmp(cmd, "test")) return cmd_test(argc - 1, argv + 1, &env);
-    if (!strcmp(cmd, "prepare")) return cmd_prepare(argc - 1, argv + 1);
+    if (!strcmp(cmd, "prepare")) return output_checked(cmd, cmd_prepare(argc - 1, argv + 1));
     if (!strcmp(cmd, "tune")) return cmd_tune(argc - 1, argv + 1, &env);
-    if (!strcmp(cmd, "sample")) return cmd_sample(argc - 1, argv + 1, &env);
-    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1, &env);
-    if (!strcmp(cmd, "export")) return cmd_export(argc - 1, argv + 1);
-    if (!strcmp(cmd, "import")) return cmd_import(argc - 1, argv + 1);
-    if (!strcmp(cmd, "plot")) return cmd_plot(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sample")) return output_checked(cmd, cmd_sample(argc - 1, argv + 1, &env));
+    if (!strcmp(cmd, "eval")) return output_checked(cmd, cmd_eval(argc - 1, argv + 1, &env));
+    if (!strcmp(cmd, "export")) return output_checked(cmd, cmd_export(argc - 1, argv + 1));
+    if (!strcmp(cmd, "import")) return output_checked(cmd, cmd_import(argc - 1, argv + 1));
+    if (!strcmp(cmd, "plot")) return output_checked(cmd, cmd_plot(argc - 1, argv + 1));
     size_t n = strlen(cmd);
     if (n > 4 && !strcmp(cmd + n - 4, ".lua")) return cmd_train(argc, argv, &env);   /* gpt2gen CONFIG.lua */
     fprintf(stderr, "gpt2gen: unknown command '%s' (see gpt2gen --help)\n", err_show(cmd));

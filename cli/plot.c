@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 static const char *PLOT_USAGE =
-    "usage: gpt2gen plot RUN... [-o FILE.svg]\n"
+    "usage: gpt2gen plot RUN... [-o FILE.svg] [--force]\n"
     "\n"
     "Draws the runs' train loss, validation loss, eval accuracy (where a run has some), learning rate and tokens/s\n"
     "against the step, into one SVG file that any browser shows; several runs are overlaid, a colour each, with a\n"
@@ -20,7 +20,9 @@ static const char *PLOT_USAGE =
     "\n"
     "options:\n"
     "  -o FILE             where the SVG goes (default: plot.svg in the current folder; '-': standard output);\n"
-    "                      written under a temporary name, then renamed\n"
+    "                      written under a temporary name, then renamed. An existing FILE is replaced only when it\n"
+    "                      is a plot gpt2gen drew; anything else that is not a regular file is never replaced\n"
+    "  --force             replace FILE also when it is a regular file gpt2gen did not write\n"
     "\n"
     "examples:\n"
     "  gpt2gen plot runs/tiny -o tiny.svg\n"
@@ -88,10 +90,11 @@ static void distinct_names(PlotRun *runs, char **args, int n) {
 int cmd_plot(int argc, char **argv) {
     const char *out = "plot.svg";
     char **args = xcalloc((size_t)argc, sizeof *args);
-    int n = 0;
+    int n = 0, force = 0;
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         if (!strcmp(s, "-h") || !strcmp(s, "--help")) { fputs(PLOT_USAGE, stdout); free(args); return 0; }
+        if (!strcmp(s, "--force")) { force = 1; continue; }
         if (!strcmp(s, "-o") || !strcmp(s, "--output")) {
             if (i + 1 == argc) { free(args); return usage_error("option '%s' needs a value", s); }
             out = argv[++i];
@@ -117,8 +120,8 @@ int cmd_plot(int argc, char **argv) {
                 rc = err_set(&err, "standard output: %s", strerror(errno));
             free(svg);
         } else {
-            rc = plot_write(out, runs, n, &err);
-            if (!rc) printf("wrote %s (%d run%s)\n", out, n, n == 1 ? "" : "s");
+            rc = plot_write(out, runs, n, force, &err);
+            if (!rc) printf("wrote %s (%d run%s)\n", err_show(out), n, n == 1 ? "" : "s");
         }
     }
     if (rc) fprintf(stderr, "gpt2gen plot: %s\n", err.msg);

@@ -129,9 +129,12 @@ static int parse(int argc, char **argv, SampleArgs *a) {
         else if (!strcmp(s, "--batch")) { if (integer(s, v, 1, 4096, &a->batch)) return EXIT_USAGE; }
         else if (!strcmp(s, "--seed")) { if (integer(s, v, 0, 0x7fffffffffffffffL, &n)) return EXIT_USAGE; a->seed = (unsigned long long)n; }
         else if (!strcmp(s, "--temperature")) { if (number(s, v, 0, 1e6, &a->temperature)) return EXIT_USAGE; }
-        else if (!strcmp(s, "--top-p")) {
-            if (number(s, v, 0, 1, &d)) return EXIT_USAGE;
-            if (d <= 0) return usage_error("--top-p: expected a number above 0 and at most 1, got '%s'%s", v, "");
+        else if (!strcmp(s, "--top-p")) {   /* (0, 1]: number's "from 0 to 1" would say 0 is allowed */
+            char *end;
+            errno = 0;
+            d = strtod(v, &end);
+            if (errno || end == v || *end || !(d > 0 && d <= 1))
+                return usage_error("--top-p: expected a number above 0 and at most 1, got '%s'%s", err_show(v), "");
             a->top_p = d;
         }
     }
@@ -143,17 +146,24 @@ static int parse(int argc, char **argv, SampleArgs *a) {
     return 0;
 }
 
+enum { PROMPT_MAX = 64u << 20 };   /* a prompt's bytes, from any source (docs/data.md, "Limits") */
+
 /* the prompt's bytes: --prompt, --prompt-file (standard input for -), or none */
 static char *read_prompt(const SampleArgs *a, size_t *len, Err *err) {
     if (a->prompt) { *len = strlen(a->prompt); return xstrdup(a->prompt); }
     *len = 0;
     if (!a->prompt_file) return xstrdup("");
-    if (strcmp(a->prompt_file, "-")) return read_file_max(a->prompt_file, 64u << 20, len, err);
+    if (strcmp(a->prompt_file, "-")) return read_file_max(a->prompt_file, PROMPT_MAX, len, err);
     size_t cap = 4096;
     char *s = xmalloc(cap + 1);
     size_t got;
     while ((got = fread(s + *len, 1, cap - *len, stdin)) > 0)
         if ((*len += got) == cap) {
+            if (cap >= PROMPT_MAX) {   /* the same limit as a prompt file's, before more memory is taken */
+                free(s);
+                err_set(err, "standard input: the prompt is more than the %u MiB a prompt may have", PROMPT_MAX >> 20);
+                return NULL;
+            }
             char *t = realloc(s, (cap *= 2) + 1);
             if (!t) { free(s); err_set(err, "standard input: the prompt does not fit in memory"); return NULL; }
             s = t;
@@ -179,6 +189,7 @@ static void put_text(Out *o, int id) {
 static int on_step(void *ctx, int step, const int32_t *tok) {
     Out *o = ctx;
     (void)step;
+    if (ferror(stdout)) return 1;   /* the text cannot be written (a full disk): stop; main says so and fails */
     if (!o->stream) return 0;
     if (o->ended[0] || (!o->ignore_eot && tok[0] == o->eot)) { o->ended[0] = 1; return 0; }
     put_text(o, tok[0]);
@@ -195,9 +206,10 @@ static int open_tokenizer(const SampleArgs *a, const GPT2Shape *shape, Tokenizer
         return err_set(err, "no tokenizer at %s (%s): give --tokenizer FILE (llm.c's tokenizer file, or a tiktoken ranks "
                        "file such as data/gpt2.tiktoken)", err_show(tpath), why);
     if (tokenizer_load_any(tok, tpath, err)) return -1;
-    if (tok->vocab_size > shape->vocab_size) {
-        err_set(err, "%s: %d tokens, more than the model's vocab_size %d (%s): not this model's tokenizer", tpath,
-                tok->vocab_size, shape->vocab_size, a->checkpoint);
+    if (tok->vocab_size != shape->vocab_size) {   /* fewer: the ids past its end would print nothing */
+        err_set(err, "%s: %d tokens, %s the model's vocab_size %d (%s): not this model's tokenizer", err_show(tpath),
+                tok->vocab_size, tok->vocab_size > shape->vocab_size ? "more than" : "fewer than", shape->vocab_size,
+                err_show(a->checkpoint));
         tokenizer_free(tok);
         return -1;
     }
@@ -211,11 +223,11 @@ static long tokens_wanted(const SampleArgs *a, int n, int maxT, Err *err) {
     long want = a->tokens > 0 ? a->tokens : room < 256 ? room : 256;
     if (room < 1)
         return err_set(err, "the prompt is %d tokens: it fills the model's context of %d positions (maxT of %s) and "
-                       "leaves no room for a new token", n, maxT, a->checkpoint);
+                       "leaves no room for a new token", n, maxT, err_show(a->checkpoint));
     if (n + want > maxT)
         return err_set(err, "the prompt is %d tokens and --tokens asks for %ld more: %ld positions, more than the "
                        "model's context of %d (maxT of %s); at most %d new tokens fit", n, want, n + want, maxT,
-                       a->checkpoint, room);
+                       err_show(a->checkpoint), room);
     return want;
 }
 

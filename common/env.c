@@ -78,6 +78,10 @@ static int launcher_read(const Launcher *l, LaunchEnv *le, Err *err) {
 }
 
 static int launch_read(LaunchEnv *le, Err *err) {
+    const Launcher *own = &launchers[0];   /* gpt2gen's own variables come as three, or not at all */
+    if (!getenv(own->rank) && (getenv(own->world) || getenv(own->local)))
+        return err_set(err, "%s is set without %s: set %s, %s and %s together (gpt2gen's launcher does), or none of them",
+                       getenv(own->world) ? own->world : own->local, own->rank, own->rank, own->world, own->local);
     const Launcher *l = NULL;
     for (int i = 0; i < N_LAUNCHERS; i++) {
         const Launcher *o = &launchers[i];

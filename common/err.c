@@ -43,3 +43,11 @@ char *xstrdup(const char *s) {
     size_t n = strlen(s) + 1;
     return memcpy(xmalloc(n), s, n);
 }
+
+void err_reprefix(Err *err, const char *from, const char *to) {
+    size_t n = strlen(from);
+    if (!n || strncmp(err->msg, from, n)) return;
+    char rest[sizeof err->msg];
+    memcpy(rest, err->msg + n, strlen(err->msg + n) + 1);
+    err_set(err, "%s%s", err_show(to), rest);
+}

@@ -14,6 +14,9 @@ int  err_set(Err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)
    result lives in one of ERR_SHOW_SLOTS buffers of this thread, taken in turn: that many in one message. */
 enum { ERR_SHOW_MAX = 200, ERR_SHOW_SLOTS = 8 };
 const char *err_show(const char *s);
+/* A message that starts with the path from (a temporary folder) is made to start with to (the folder the user
+   named) instead; others are left as they are. */
+void err_reprefix(Err *err, const char *from, const char *to);
 
 /* exit codes */
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };

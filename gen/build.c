@@ -86,55 +86,6 @@ static int lock_build(const char *dir, const char *name, double timeout, int *fd
 
 /* ---------------------------------------------------------------- the copy and the swap */
 
-/* Copies the regular file src to dst (for where a hard link cannot be made). */
-static int copy_file(const char *src, const char *dst, mode_t mode, Err *err) {
-    size_t len;
-    char *data = read_file(src, &len, err);
-    if (!data) return -1;
-    int rc = write_file_atomic(dst, data, len, err);
-    free(data);
-    if (rc == 0) chmod(dst, mode & 07777);
-    return rc;
-}
-
-/* Makes dst a symbolic link to where the symbolic link src points (for where a hard link cannot be made).
-   The target is read into this function's own array, which is never NULL. (Into a buffer from xmalloc, which
-   gcc cannot see never returns NULL, -fsanitize=undefined's NULL check before readlink made a path on which
-   -Wnonnull saw a NULL buffer.) */
-static int copy_symlink(const char *src, const char *dst, Err *err) {
-    char to[PATH_BYTES];
-    ssize_t n = readlink(src, to, sizeof to - 1);
-    if (n >= 0) to[n] = 0;
-    if (n < 0 || symlink(to, dst) != 0) return err_set(err, "%s: cannot copy the symbolic link: %s", dst, strerror(errno));
-    return 0;
-}
-
-/* Makes the folder dst (which must not exist) a copy of the tree src: folders made anew, everything else hard
-   linked, or copied where it cannot be linked (regular files and symbolic links; anything else is an error). */
-static int link_tree(const char *src, const char *dst, Err *err) {
-    struct stat st;
-    if (lstat(src, &st) != 0) return err_set(err, "%s: %s", src, strerror(errno));
-    if (mkdir(dst, st.st_mode & 07777) != 0) return err_set(err, "%s: cannot create directory: %s", dst, strerror(errno));
-    DIR *d = opendir(src);
-    if (!d) return err_set(err, "%s: cannot read: %s", src, strerror(errno));
-    char *s = xmalloc(PATH_BYTES), *t = xmalloc(PATH_BYTES);
-    int rc = 0;
-    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if (path_fmt(s, err, "%s/%s", src, e->d_name) || path_fmt(t, err, "%s/%s", dst, e->d_name)) { rc = -1; break; }
-        if (lstat(s, &st) != 0) { rc = err_set(err, "%s: %s", s, strerror(errno)); break; }
-        if (S_ISDIR(st.st_mode)) rc = link_tree(s, t, err);
-        else if (link(s, t) == 0) continue;
-        else if (S_ISREG(st.st_mode)) rc = copy_file(s, t, st.st_mode, err);
-        else if (S_ISLNK(st.st_mode)) rc = copy_symlink(s, t, err);
-        else rc = err_set(err, "%s: cannot carry it over to the new build (not a file, folder or link): %s", s, strerror(errno));
-    }
-    closedir(d);
-    free(s);
-    free(t);
-    return rc;
-}
-
 /* Removes parent/<base>~* (what killed builds of this name left). Only while holding the name's lock. */
 static void remove_stale(const char *parent, const char *base) {
     DIR *d = opendir(parent);
@@ -262,7 +213,7 @@ static int commit(const Places *p, const PlanFamily *const *fams, const CompileJ
                   Err *err) {
     char path[PATH_BYTES];
     remove_stale(p->parent, p->base);
-    int rc = link_tree(p->dir, p->stage, err);
+    int rc = dir_link_tree(p->dir, p->stage, NULL, err);
     for (int j = 0; j < n_jobs && rc == 0; j++) {
         const PlanFamily *m = fams[j];
         rc = path_under(path, p, p->stage, m->source_path, err);

@@ -292,6 +292,10 @@ static int write_entry(const char *path, const char *cache_dir, const CompileJob
     memcpy(buf, hdr, hlen);
     memcpy(buf + hlen, j->cubin, j->cubin_size);
     int rc = mkdir_p(cache_dir, err);
+    /* an entry's name holding what is not a file (a FIFO, a link) is a damaged entry of the cache's own: the name is
+       removed (nothing is written through it), since the writer replaces only regular files */
+    struct stat st;
+    if (rc == 0 && lstat(path, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) unlink(path);
     if (rc == 0) rc = write_file_atomic(path, buf, hlen + j->cubin_size, err);
     free(buf);
     return rc;

@@ -4,6 +4,7 @@
 #include "common/bf16.h"
 #include "common/files.h"
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -28,16 +29,15 @@ int checkpoint_check_shape(const char *path, const GPT2Shape *s, const char *whe
     int f[6];
     shape_fields(s, f);
     for (int i = 0; i < 6; i++)
-        if (f[i] < 1) return err_set(err, "%s: %s is %d %s, expected a positive number", path, field_names[i], f[i], where);
+        if (f[i] < 1) return err_set(err, "%s: %s is %d %s, expected a positive number", err_show(path), field_names[i], f[i], where);
     if (s->padded_vocab_size < s->vocab_size)
-        return err_set(err, "%s: padded_vocab_size %d is smaller than vocab_size %d %s",
-                       path, s->padded_vocab_size, s->vocab_size, where);
+        return err_set(err, "%s: padded_vocab_size %d is smaller than vocab_size %d %s", err_show(path), s->padded_vocab_size, s->vocab_size, where);
     /* Reject absurd shapes before any size arithmetic could overflow (2^50 parameters is ~10^15). */
     double C = s->n_embd, approx = ((double)s->padded_vocab_size + s->max_seq_len + 2) * C + (double)s->n_layer * (12 * C * C + 13 * C);
     if (approx > 1125899906842624.0)
-        return err_set(err, "%s: implausible shape %s (~%.3g parameters)", path, where, approx);
+        return err_set(err, "%s: implausible shape %s (~%.3g parameters)", err_show(path), where, approx);
     if (s->n_embd % s->n_head)
-        return err_set(err, "%s: n_embd %d is not a multiple of n_head %d %s", path, s->n_embd, s->n_head, where);
+        return err_set(err, "%s: n_embd %d is not a multiple of n_head %d %s", err_show(path), s->n_embd, s->n_head, where);
     return 0;
 }
 
@@ -48,18 +48,18 @@ static int open_checked(const char *path, FILE **f, GPT2Shape *shape, int *is_bf
     struct stat st;
     int32_t h[CHECKPOINT_HEADER_INTS];
     int rc = -1;
-    if (fstat(fileno(*f), &st) != 0) { err_set(err, "%s: cannot stat: %s", path, strerror(errno)); goto out; }
+    if (fstat(fileno(*f), &st) != 0) { err_set(err, "%s: cannot stat: %s", err_show(path), strerror(errno)); goto out; }
     if (st.st_size < HEADER_BYTES || fread(h, 4, CHECKPOINT_HEADER_INTS, *f) != CHECKPOINT_HEADER_INTS) {
-        err_set(err, "%s: truncated: %lld bytes, a model checkpoint has a %d-byte header", path,
+        err_set(err, "%s: truncated: %lld bytes, a model checkpoint has a %d-byte header", err_show(path),
                 (long long)st.st_size, HEADER_BYTES);
         goto out;
     }
     if (h[0] != CHECKPOINT_MAGIC) {
-        err_set(err, "%s: bad magic %d, expected %d (an llm.c model checkpoint)", path, (int)h[0], CHECKPOINT_MAGIC);
+        err_set(err, "%s: bad magic %d, expected %d (an llm.c model checkpoint)", err_show(path), (int)h[0], CHECKPOINT_MAGIC);
         goto out;
     }
     if (h[1] != CHECKPOINT_FP32 && h[1] != CHECKPOINT_BF16) {
-        err_set(err, "%s: checkpoint version %d, expected %d (fp32) or %d (bf16)", path, (int)h[1], CHECKPOINT_FP32, CHECKPOINT_BF16);
+        err_set(err, "%s: checkpoint version %d, expected %d (fp32) or %d (bf16)", err_show(path), (int)h[1], CHECKPOINT_FP32, CHECKPOINT_BF16);
         goto out;
     }
     GPT2Shape s = {h[2], h[3], h[7], h[4], h[5], h[6]};
@@ -67,7 +67,7 @@ static int open_checked(const char *path, FILE **f, GPT2Shape *shape, int *is_bf
     int bf16 = h[1] == CHECKPOINT_BF16;
     unsigned long long want = HEADER_BYTES + (unsigned long long)num_params(&s) * (bf16 ? 2 : 4);
     if ((unsigned long long)st.st_size != want) {
-        err_set(err, "%s: %s: %lld bytes, expected %llu (the 1024-byte header + %zu %s parameters)", path,
+        err_set(err, "%s: %s: %lld bytes, expected %llu (the 1024-byte header + %zu %s parameters)", err_show(path),
                 (unsigned long long)st.st_size < want ? "truncated" : "has trailing data",
                 (long long)st.st_size, want, num_params(&s), bf16 ? "bf16" : "fp32");
         goto out;
@@ -95,22 +95,39 @@ int checkpoint_match_shape(const char *path, const GPT2Shape *got, const GPT2Sha
     shape_fields(expect, e);
     for (int i = 0; i < 6; i++)
         if (g[i] != e[i])
-            return err_set(err, "%s: %s is %d in the %s, the config says %d", path, field_names[i], g[i], what, e[i]);
+            return err_set(err, "%s: %s is %d in the %s, the config says %d", err_show(path), field_names[i], g[i], what, e[i]);
     return 0;
 }
 
 static int read_body(const char *path, FILE *f, float *params, size_t n, int bf16, Err *err) {
     if (!bf16) {
-        if (fread(params, sizeof(float), n, f) != n) return err_set(err, "%s: read error in the parameters", path);
+        if (fread(params, sizeof(float), n, f) != n) return err_set(err, "%s: read error in the parameters", err_show(path));
         return 0;
     }
     uint16_t *buf = xmalloc(CONVERT_CHUNK * sizeof(uint16_t));
     for (size_t i = 0; i < n; i += CONVERT_CHUNK) {
         size_t k = n - i < CONVERT_CHUNK ? n - i : CONVERT_CHUNK;
-        if (fread(buf, sizeof(uint16_t), k, f) != k) { free(buf); return err_set(err, "%s: read error in the parameters", path); }
+        if (fread(buf, sizeof(uint16_t), k, f) != k) { free(buf); return err_set(err, "%s: read error in the parameters", err_show(path)); }
         bf16_to_f32_array(params + i, buf, k);
     }
     free(buf);
+    return 0;
+}
+
+int checkpoint_check_finite(const char *path, const GPT2Shape *s, const float *params, Err *err) {
+    size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS];
+    gpt2_param_sizes(s, sz, off);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+        for (size_t i = 0; i < sz[t]; i++) {
+            float v = params[off[t] + i];
+            if (isfinite(v)) continue;
+            size_t per = gpt2_param_per_layer(t) ? sz[t] / (size_t)s->n_layer : sz[t];
+            char layer[32] = "";
+            if (gpt2_param_per_layer(t)) snprintf(layer, sizeof layer, " of layer %zu", i / per);
+            return err_set(err, "%s: tensor %s%s holds %s at element %zu: weights must be finite numbers (a run that "
+                           "diverged?)", err_show(path), gpt2_param_names[t], layer, isnan(v) ? "NaN" : "an infinity",
+                           i % per);
+        }
     return 0;
 }
 
@@ -122,6 +139,7 @@ int checkpoint_load(const char *path, const GPT2Shape *expect, float *params, Er
     int rc = expect ? checkpoint_match_shape(path, &s, expect, "checkpoint", err) : 0;
     if (!rc) rc = read_body(path, f, params, num_params(&s), bf16, err);
     fclose(f);
+    if (!rc) rc = checkpoint_check_finite(path, &s, params, err);
     return rc;
 }
 
@@ -150,7 +168,7 @@ int checkpoint_save(const char *path, const GPT2Shape *shape, const float *param
     if (fwrite(h, sizeof h, 1, af.f) != 1 || write_body(af.f, params, num_params(shape), as_bf16)) {
         int e = errno;
         atomic_abort(&af);
-        return err_set(err, "%s: write failed: %s (the previous file, if any, is untouched)", path, strerror(e));
+        return err_set(err, "%s: write failed: %s (the previous file, if any, is untouched)", err_show(path), strerror(e));
     }
     return atomic_commit(&af, err);
 }

@@ -19,6 +19,9 @@ int checkpoint_read_header(const char *path, GPT2Shape *shape, int *is_bf16, Err
 /* Loads all parameters as fp32 into params (num_params of the file's shape). With expect, every shape
    field must agree, and the message names the one that does not. */
 int checkpoint_load(const char *path, const GPT2Shape *expect, float *params, Err *err);
+/* Every weight a finite number: a NaN or an infinity is an error naming path, the tensor, its layer and the
+   element (checkpoint_load checks each checkpoint it reads; import checks what it would write). */
+int checkpoint_check_finite(const char *path, const GPT2Shape *shape, const float *params, Err *err);
 /* The shape checks the reader makes, for other files that record a shape (the resume state): every field
    positive, Vp >= V, C a multiple of NH, and not absurdly large (where says where the shape came from); and
    every field of got equal to expect's (what names the file's kind in the message). */

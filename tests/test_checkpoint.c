@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "runtime/checkpoint.h"
@@ -248,16 +250,21 @@ static void test_failed_save_keeps_old_file(void) {
     CHECK_OK(checkpoint_save(path, &SHAPE, good, 0, &err), &err);
     size_t len0, len1;
     char *before = slurp(path, &len0);
-    /* the save writes to <path>.tmp.<pid> first: a directory there makes it fail before the rename */
-    char tmp[600];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    CHECK(mkdir(tmp, 0755) == 0, "cannot create %s", tmp);
+    /* a save that cannot be written whole (the file size limit, SIGXFSZ ignored: write fails with EFBIG, as on a
+       full disk) fails before the rename */
+    struct rlimit old, small;
+    getrlimit(RLIMIT_FSIZE, &old);
+    small = old;
+    small.rlim_cur = 4096;
+    void (*was)(int) = signal(SIGXFSZ, SIG_IGN);
+    CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0, "setrlimit");
     int rc = checkpoint_save(path, &SHAPE, other, 0, &err);
-    CHECK(rc != 0, "save succeeded although its temporary file could not be created");
-    CHECK(strstr(err.msg, tmp) != NULL, "message does not name the temporary file: %s", err.msg);
+    setrlimit(RLIMIT_FSIZE, &old);
+    signal(SIGXFSZ, was);
+    CHECK(rc != 0, "save succeeded although it could not be written whole");
+    CHECK(strstr(err.msg, path) != NULL && strstr(err.msg, "write failed"), "message does not name the file: %s", err.msg);
     char *after = slurp(path, &len1);
     CHECK(before && after && len0 == len1 && memcmp(before, after, len0) == 0, "the good file changed after a failed save");
-    rmdir(tmp);
     /* an invalid shape is refused before anything is written */
     GPT2Shape bad = SHAPE;
     bad.n_head = 3;

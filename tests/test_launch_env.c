@@ -103,6 +103,13 @@ static void test_env_bad_values(void) {
     env_unset_all();
     setenv("SLURM_PROCID", "0", 1); setenv("SLURM_STEP_ID", "0", 1); setenv("SLURM_LOCALID", "0", 1);
     CHECK(launch_env(&le, &err) == -1 && strstr(err.msg, "SLURM_NTASKS is not set"), "missing world: %s", err.msg);
+    /* gpt2gen's own variables without the rank (issue 42: GPT2GEN_WORLD=0 alone was taken as no launcher) */
+    env_unset_all();
+    setenv("GPT2GEN_WORLD", "0", 1);
+    CHECK(launch_env(&le, &err) == -1 && strstr(err.msg, "GPT2GEN_WORLD is set without GPT2GEN_RANK"), "world alone: %s", err.msg);
+    env_unset_all();
+    setenv("GPT2GEN_LOCAL_RANK", "1", 1);
+    CHECK(launch_env(&le, &err) == -1 && strstr(err.msg, "GPT2GEN_LOCAL_RANK is set without GPT2GEN_RANK"), "local alone: %s", err.msg);
     env_restore();
 }
 

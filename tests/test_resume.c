@@ -205,18 +205,27 @@ static void test_rundir_refuses_overwrite(void) {
 
 static void test_rundir_leftovers(void) {
     const char *d = make_dir("leftovers");
-    touch(d, "model_00000004.bin.tmp.123");
-    touch(d, "state_00000004.bin.tmp.99999");
-    touch(d, "notes.txt.tmp.5");                   /* not ours: kept */
-    touch(d, "model_00000004.bin.tmp.12x");        /* not an atomic write's name: kept */
+    /* pid 99999999 is past any pid_max: a process that is gone */
+    touch(d, "model_00000004.bin.tmp.99999999.0123456789abcdef");
+    touch(d, "state_00000004.bin.tmp.99999999.fedcba9876543210");
+    touch(d, "notes.txt.tmp.99999999.0123456789abcdef");   /* not a checkpoint's: kept */
+    touch(d, "model_00000004.bin.tmp.123");                 /* not an atomic write's name (no random part): kept */
+    char live[96];                                          /* a running process's (this one): kept */
+    snprintf(live, sizeof live, "model_00000005.bin.tmp.%d.0123456789abcdef", (int)getpid());
+    touch(d, live);
+    CHECK(symlink("model_00000004.bin.tmp.123", "leftovers/state_00000006.bin.tmp.99999999.0123456789abcdef") == 0, "symlink");
     RunDir a;
     Err err;
     CHECK_OK(rundir_open(&a, d, 1, &err), &err);
     rundir_close(&a);
-    CHECK(!file_exists("leftovers/model_00000004.bin.tmp.123") && !file_exists("leftovers/state_00000004.bin.tmp.99999"),
-          "leftovers are still there");
-    CHECK(file_exists("leftovers/notes.txt.tmp.5") && file_exists("leftovers/model_00000004.bin.tmp.12x"),
-          "removed files that were not leftovers");
+    CHECK(!file_exists("leftovers/model_00000004.bin.tmp.99999999.0123456789abcdef") &&
+          !file_exists("leftovers/state_00000004.bin.tmp.99999999.fedcba9876543210"), "leftovers are still there");
+    struct stat st;
+    char live_path[128];
+    snprintf(live_path, sizeof live_path, "leftovers/%s", live);
+    CHECK(file_exists("leftovers/notes.txt.tmp.99999999.0123456789abcdef") && file_exists("leftovers/model_00000004.bin.tmp.123")
+          && file_exists(live_path) && lstat("leftovers/state_00000006.bin.tmp.99999999.0123456789abcdef", &st) == 0,
+          "removed files that were not provably leftovers");
 }
 
 static void test_rundir_unusable(void) {
@@ -336,19 +345,30 @@ static int metrics_open_on(const char *contents, char *after, size_t size, Err *
 }
 
 /* A torn last line is cut off before the next record (a file of one torn line becomes empty), whole lines are
-   kept, and a FIFO is refused, not waited on. */
+   kept, a file gpt2gen did not write is refused and kept, and a FIFO is refused, not waited on. */
 static void test_metrics_repair(void) {
     const struct { const char *in, *want; } cases[] = {
         {"", "{\"n\":1}\n"},
-        {"{\"a\":1}\n", "{\"a\":1}\n{\"n\":1}\n"},
-        {"{\"a\":1}\n{\"b\"", "{\"a\":1}\n{\"n\":1}\n"},
-        {"{\"torn", "{\"n\":1}\n"},
+        {"{\"event\":\"a\"}\n", "{\"event\":\"a\"}\n{\"n\":1}\n"},
+        {"{\"event\":\"a\"}\n{\"b\"", "{\"event\":\"a\"}\n{\"n\":1}\n"},
+        {"{\"event\":\"torn", "{\"n\":1}\n"},
+        {"{\"ev", "{\"n\":1}\n"},
     };
     char after[256];
     Err err;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         CHECK_OK(metrics_open_on(cases[i].in, after, sizeof after, &err), &err);
         CHECK(!strcmp(after, cases[i].want), "case %zu: got '%s', expected '%s'", i, after, cases[i].want);
+    }
+    /* a file gpt2gen did not write (its first line is not a record) is refused, and kept as it was */
+    const char *foreign[] = {"{\"a\":1}\n", "my notes", "{\"torn"};
+    for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
+        int rc = metrics_open_on(foreign[i], after, sizeof after, &err);
+        size_t len;
+        char *kept = read_file("log/metrics.jsonl", &len, &err);
+        CHECK(rc != 0 && strstr(err.msg, "is not a metrics log gpt2gen wrote") && kept && !strcmp(kept, foreign[i]),
+              "foreign %zu: rc %d, '%s', holds '%s'", i, rc, err.msg, kept ? kept : "(none)");
+        free(kept);
     }
     CHECK(metrics_open_on(NULL, after, sizeof after, &err) != 0 && strstr(err.msg, "log/metrics.jsonl: expected a file") &&
           strstr(err.msg, "FIFO"), "a FIFO: %s", err.msg);

@@ -347,7 +347,8 @@ static void test_prepare_small(void) {
     write_bytes(fort, "hello\n%\nab\n%\nc\n%\n", 17);      /* 3 documents */
     write_bytes(plain, "hello world", 11);                 /* 1 document */
     mkdir(out, 0755);
-    write_bytes(tmp_path("prep/train_000009.bin"), "x", 1);  /* stale, from "an earlier run" */
+    Err serr;                                               /* a stale shard, from "an earlier run" */
+    CHECK_OK(shard_write(tmp_path("prep/train_000009.bin"), (const uint16_t[]){1, 2}, 2, &serr), &serr);
     CHECK(run_prepare(8, (const char *[]){fort, plain, "-o", out, "--ranks", ranks, "--val-fraction", "0.25"}) == 0, "prepare ran");
     uint16_t toks[64];
     int shards;

@@ -81,7 +81,7 @@ static char *join(const char *dir, const char *name) {
 
 static int walk(const char *dir, int input, DirId *stack, int depth, const DirId *skip, CorpusList *l, Err *err) {
     DIR *d = opendir(dir);
-    if (!d) return err_set(err, "%s: cannot read the folder: %s", dir, strerror(errno));
+    if (!d) return err_set(err, "%s: cannot read the folder: %s", err_show(dir), strerror(errno));
     int rc = 0;
     struct dirent *e;
     errno = 0;
@@ -90,23 +90,23 @@ static int walk(const char *dir, int input, DirId *stack, int depth, const DirId
         char *path = join(dir, e->d_name);
         struct stat st;
         if (stat(path, &st) != 0) {
-            rc = err_set(err, "%s: cannot open: %s", path, strerror(errno));
+            rc = err_set(err, "%s: cannot open: %s", err_show(path), strerror(errno));
         } else if (S_ISDIR(st.st_mode)) {
             int loop = skip && skip->dev == st.st_dev && skip->ino == st.st_ino;   /* (or the output folder) */
             for (int k = 0; k <= depth; k++) loop |= stack[k].dev == st.st_dev && stack[k].ino == st.st_ino;
-            if (!loop && depth + 1 >= 64) rc = err_set(err, "%s: folders nested more than 64 deep", path);
+            if (!loop && depth + 1 >= 64) rc = err_set(err, "%s: folders nested more than 64 deep", err_show(path));
             else if (!loop) {
                 stack[depth + 1] = (DirId){st.st_dev, st.st_ino};
                 rc = walk(path, input, stack, depth + 1, skip, l, err);
             }
         } else if (S_ISREG(st.st_mode)) {
-            if (access(path, R_OK) != 0) rc = err_set(err, "%s: cannot open: %s", path, strerror(errno));
+            if (access(path, R_OK) != 0) rc = err_set(err, "%s: cannot open: %s", err_show(path), strerror(errno));
             else { list_add(l, path, input, (long long)st.st_size); path = NULL; }
         }                                                        /* FIFOs, devices, sockets in a folder: skipped */
         free(path);
         errno = 0;
     }
-    if (rc == 0 && errno) rc = err_set(err, "%s: cannot read the folder: %s", dir, strerror(errno));
+    if (rc == 0 && errno) rc = err_set(err, "%s: cannot read the folder: %s", err_show(dir), strerror(errno));
     closedir(d);
     return rc;
 }
@@ -114,17 +114,17 @@ static int walk(const char *dir, int input, DirId *stack, int depth, const DirId
 static int add_input(const char *in, int input, const DirId *skip, CorpusList *l, Err *err) {
     if (!strcmp(in, "-")) { list_add(l, xstrdup(in), input, -1); return 0; }
     struct stat st;
-    if (stat(in, &st) != 0) return err_set(err, "%s: cannot open: %s", in, strerror(errno));
+    if (stat(in, &st) != 0) return err_set(err, "%s: cannot open: %s", err_show(in), strerror(errno));
     if (S_ISDIR(st.st_mode)) {
         DirId stack[64] = {{st.st_dev, st.st_ino}};
         int first = l->n;
         if (walk(in, input, stack, 0, skip, l, err)) return -1;
-        if (l->n == first) return err_set(err, "%s: a folder with no files to read (names starting with '.' are skipped)", in);
+        if (l->n == first) return err_set(err, "%s: a folder with no files to read (names starting with '.' are skipped)", err_show(in));
         qsort(l->files + first, (size_t)(l->n - first), sizeof *l->files, by_path);
         return 0;
     }
-    if (access(in, R_OK) != 0) return err_set(err, "%s: cannot open: %s", in, strerror(errno));
-    if (S_ISSOCK(st.st_mode) || S_ISBLK(st.st_mode)) return err_set(err, "%s: a socket or block device, not a file of text", in);
+    if (access(in, R_OK) != 0) return err_set(err, "%s: cannot open: %s", err_show(in), strerror(errno));
+    if (S_ISSOCK(st.st_mode) || S_ISBLK(st.st_mode)) return err_set(err, "%s: a socket or block device, not a file of text", err_show(in));
     list_add(l, xstrdup(in), input, S_ISREG(st.st_mode) ? (long long)st.st_size : -1);
     return 0;
 }
@@ -136,7 +136,7 @@ int corpus_list(char *const *inputs, int n_inputs, const char *exclude, CorpusLi
     if (exclude && stat(exclude, &ex) == 0 && S_ISDIR(ex.st_mode)) { skip = (DirId){ex.st_dev, ex.st_ino}; skipp = &skip; }
     for (int i = 0; i < n_inputs; i++) {
         const char *why = refused_name(inputs[i]);
-        if (why) { corpus_list_free(list); return err_set(err, "%s: %s", inputs[i], why); }
+        if (why) { corpus_list_free(list); return err_set(err, "%s: %s", err_show(inputs[i]), why); }
         if (add_input(inputs[i], i, skipp, list, err)) { corpus_list_free(list); return -1; }
     }
     int kept = 0;
@@ -155,7 +155,7 @@ int corpus_list(char *const *inputs, int n_inputs, const char *exclude, CorpusLi
     free(has);
     if (empty < n_inputs) {
         err_set(err, "%s: a folder with only files that prepare does not read (archives; compressions other than "
-                "gzip and zstd), e.g. %s", inputs[empty], list->first_skipped);
+                "gzip and zstd), e.g. %s", err_show(inputs[empty]), list->first_skipped);
         corpus_list_free(list);
         return -1;
     }
@@ -192,7 +192,7 @@ static int refill(CorpusReader *r, Err *err) {
     r->len = fread(r->in, 1, IN_BYTES, r->f);
     r->raw += (long long)r->len;
     if (r->len < IN_BYTES) {
-        if (ferror(r->f)) return err_set(err, "%s: read error: %s", r->name, strerror(errno));
+        if (ferror(r->f)) return err_set(err, "%s: read error: %s", err_show(r->name), strerror(errno));
         r->eof = 1;
     }
     return 0;
@@ -206,9 +206,9 @@ static int sniff(CorpusReader *r, Err *err) {
     if (n >= 4 && b[0] == 0x28 && b[1] == 0xb5 && b[2] == 0x2f && b[3] == 0xfd) return COMP_ZSTD;
     if (n >= 6 && !memcmp(b, "\xfd" "7zXZ\0", 6))
         return err_set(err, "%s: xz-compressed data, which prepare does not read (it reads gzip and zstd): "
-                       "xz -dc FILE | gpt2gen prepare - -o DIR", r->name);
+                       "xz -dc FILE | gpt2gen prepare - -o DIR", err_show(r->name));
     if (n >= 4 && !memcmp(b, "PK\x03\x04", 4))
-        return err_set(err, "%s: a zip archive, which prepare does not unpack: unzip it and give the folder", r->name);
+        return err_set(err, "%s: a zip archive, which prepare does not unpack: unzip it and give the folder", err_show(r->name));
     return COMP_NONE;
 }
 
@@ -218,24 +218,24 @@ CorpusReader *corpus_open(const char *path, Err *err) {
     r->is_stdin = !strcmp(path, "-");
     r->f = r->is_stdin ? stdin : fopen(path, "rb");
     r->in = xmalloc(IN_BYTES);
-    if (!r->f) { err_set(err, "%s: cannot open: %s", r->name, strerror(errno)); corpus_close(r); return NULL; }
+    if (!r->f) { err_set(err, "%s: cannot open: %s", err_show(r->name), strerror(errno)); corpus_close(r); return NULL; }
     int named = r->is_stdin ? COMP_NONE : named_compression(path);
     if (refill(r, err) || (r->comp = sniff(r, err)) < 0) { corpus_close(r); return NULL; }
     if (named != COMP_NONE && r->comp != named) {
-        err_set(err, "%s: named as %s-compressed, but it does not start as %s data does", r->name,
+        err_set(err, "%s: named as %s-compressed, but it does not start as %s data does", err_show(r->name),
                 named == COMP_GZIP ? "gzip" : "zstd", named == COMP_GZIP ? "gzip" : "zstd");
         corpus_close(r);
         return NULL;
     }
     if (r->comp == COMP_GZIP && inflateInit2(&r->z, 16 + MAX_WBITS) != Z_OK) {
-        err_set(err, "%s: cannot start zlib's gzip decompression", r->name);
+        err_set(err, "%s: cannot start zlib's gzip decompression", err_show(r->name));
         r->comp = COMP_NONE;
         corpus_close(r);
         return NULL;
     }
     if (r->comp == COMP_ZSTD) {
         if (!(r->zs = ZSTD_createDStream()) || ZSTD_isError(ZSTD_initDStream(r->zs))) {
-            err_set(err, "%s: cannot start zstd decompression", r->name);
+            err_set(err, "%s: cannot start zstd decompression", err_show(r->name));
             corpus_close(r);
             return NULL;
         }
@@ -262,14 +262,14 @@ static long read_gzip(CorpusReader *r, char *buf, size_t n, Err *err) {
             inflateReset(&r->z);                               /* another member follows */
             r->member_done = 0;
         }
-        if (r->pos == r->len) return err_set(err, "%s: truncated gzip data (the file ends inside it)", r->name);
+        if (r->pos == r->len) return err_set(err, "%s: truncated gzip data (the file ends inside it)", err_show(r->name));
         r->z.next_in = r->in + r->pos;
         r->z.avail_in = (uInt)(r->len - r->pos);
         int ret = inflate(&r->z, Z_NO_FLUSH);
         r->pos = r->len - r->z.avail_in;
         if (ret == Z_STREAM_END) r->member_done = 1;
         else if (ret != Z_OK && ret != Z_BUF_ERROR)
-            return err_set(err, "%s: damaged gzip data (%s)", r->name, r->z.msg ? r->z.msg : "zlib error");
+            return err_set(err, "%s: damaged gzip data (%s)", err_show(r->name), r->z.msg ? r->z.msg : "zlib error");
     }
     return (long)(n - r->z.avail_out);
 }
@@ -282,10 +282,10 @@ static long read_zstd(CorpusReader *r, char *buf, size_t n, Err *err) {
         ZSTD_inBuffer in = {r->in + r->pos, r->len - r->pos, 0};
         size_t ret = ZSTD_decompressStream(r->zs, &out, &in);
         r->pos += in.pos;
-        if (ZSTD_isError(ret)) return err_set(err, "%s: damaged zstd data (%s)", r->name, ZSTD_getErrorName(ret));
+        if (ZSTD_isError(ret)) return err_set(err, "%s: damaged zstd data (%s)", err_show(r->name), ZSTD_getErrorName(ret));
         r->zs_left = ret;
         if (out.pos == 0 && in.pos == 0 && r->pos == r->len && r->eof)
-            return err_set(err, "%s: truncated zstd data (the file ends inside a frame)", r->name);
+            return err_set(err, "%s: truncated zstd data (the file ends inside a frame)", err_show(r->name));
     }
     return (long)out.pos;
 }

@@ -12,10 +12,15 @@
  *     old folder aside as .NAME.old-PID, the new one in its place; a kill between them leaves no folder,
  *     and the next begin puts the old set back.
  *   - A folder holding anything but data set files is refused by begin: nothing in it is ever deleted
- *     that a data set does not name. A folder that is a mount point is refused too (it cannot be renamed).
+ *     that prepare did not write. A data set file is known by its name and its first bytes (a shard's or a
+ *     tokenizer's magic), so a user's train_my_notes.bin is refused too; a temporary name only when it is
+ *     provably a killed write's (atomic_leftover). A folder that is a mount point is refused too (it cannot be
+ *     renamed).
  *   - The temporary folder is .NAME.prepare-PID in the same parent (so the renames stay on one file
  *     system). Begin removes those left by killed earlier runs (their process is gone); commit failures
  *     and abort remove this run's.
+ *   - One prepare into a folder at a time: begin takes .NAME.lock beside it (an flock, which ends with its
+ *     process); a second prepare into the same folder is refused, naming the first one's pid.
  * A folder given through a symbolic link is the link's target: that folder is replaced. */
 #ifndef GPT2GEN_DATASET_DIR_H
 #define GPT2GEN_DATASET_DIR_H
@@ -28,10 +33,12 @@ typedef struct {
     char name[256];      /* its last component */
     char tmp[4400];      /* the new data set, until commit */
     int  mode;           /* the old folder's permissions, given to the new one */
+    char lock[4400];     /* .NAME.lock beside it, held from begin to commit or abort */
+    int  lock_fd;        /* -1 when not held */
 } DatasetDir;
 
 /* Whether a file name belongs to a data set: tokenizer.bin, train_*.bin, val_*.bin, or one of those with
-   the .tmp.<pid> suffix a killed atomic write leaves behind. */
+   the .tmp.<pid>.<hex> suffix a killed atomic write leaves behind. */
 int  dataset_file_name(const char *name);
 /* NULL when dir can name a data set folder, else why not (".", "..", "/": no folder of its own to replace). */
 const char *dataset_dir_problem(const char *dir);

@@ -189,11 +189,10 @@ static int json_line(DocSplitter *d, const char *s, size_t n, Err *err) {
     if (i == n) return 0;                                   /* an empty line */
     if (d->line_no == 1 && s[i] == '[')
         return err_set(err, "%s: line 1: a JSON array; prepare reads JSON lines, one object a line "
-                       "(jq -c '.[]' FILE > FILE.jsonl makes them)", d->name);
+                       "(jq -c '.[]' FILE > FILE.jsonl makes them)", err_show(d->name));
     json_error_t je;
     json_t *v = json_loadb(s, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
-    if (!v) return err_set(err, "%s: line %zu: not JSON: %s (column %d); prepare reads JSON lines, one object a line",
-                           d->name, d->line_no, je.text, je.column);
+    if (!v) return err_set(err, "%s: line %zu: not JSON: %s (column %d); prepare reads JSON lines, one object a line", err_show(d->name), d->line_no, je.text, je.column);
     const char *field = d->opt.field;
     int rc = 0;
     json_t *f = json_is_object(v) ? json_object_get(v, field) : NULL;
@@ -219,7 +218,7 @@ static int json_feed(DocSplitter *d, const char *s, size_t n, Err *err) {
         const char *nl = memchr(s, '\n', n);
         size_t k = nl ? (size_t)(nl - s) : n;
         if (d->len + k > DOCS_MAX_JSON_LINE)
-            return err_set(err, "%s: line %zu: longer than %u MiB, the most a JSON line may hold", d->name, d->line_no + 1,
+            return err_set(err, "%s: line %zu: longer than %u MiB, the most a JSON line may hold", err_show(d->name), d->line_no + 1,
                            DOCS_MAX_JSON_LINE >> 20);
         if (!nl) { line_append(d, s, k); return 0; }
         int rc;

@@ -96,6 +96,7 @@ typedef struct {
     /* progress */
     long long          raw_done, raw_total;   /* bytes of the files read so far; all their bytes (-1: unknown) */
     const CorpusReader *reading;
+    const char        *reading_name;     /* its name for messages */
     double             t0, last_report;
     int                tty, reported;
 } Prepare;
@@ -229,7 +230,12 @@ static int doc_text(void *ctx, const char *s, size_t n, Err *err) {
         p->val_docs += (size_t)p->doc_val;
         p->counts[p->input].docs++;
     }
-    return c->len - p->doc_off >= PREPARE_CHUNK_BYTES ? try_cut(p, err) : 0;
+    if (c->len - p->doc_off < PREPARE_CHUNK_BYTES) return 0;
+    if (try_cut(p, err)) return -1;
+    if (p->cur->len - p->doc_off <= PREPARE_UNCUT_MAX) return 0;   /* held whole until a cut: bounded */
+    return err_set(err, "%s: a document of more than %u MiB with no place to cut it (no space or line break before "
+                   "text: binary data, or zeros?); prepare holds such text whole, up to that limit",
+                   err_show(p->reading_name), PREPARE_UNCUT_MAX >> 20);
 }
 
 /* DocSink: the document ended. Blank ones leave nothing. */
@@ -303,6 +309,7 @@ static int read_file(Prepare *p, const CorpusFile *f, char *block, Err *err) {
     p->input = f->input;
     p->counts[f->input].files++;
     p->reading = r;
+    p->reading_name = name;
     long got;
     int rc = 0;
     while ((got = corpus_read(r, block, BLOCK_BYTES, err)) > 0) {
@@ -350,15 +357,6 @@ static int write_rest(Prepare *p, const char *dir, Err *err) {
     snprintf(path, sizeof path, "%s/tokenizer.bin", dir);
     if (writer_flush(&p->val, err) || writer_flush(&p->train, err)) return -1;
     return tokenizer_save(&p->tok, path, err);
-}
-
-/* A message about a file in the temporary folder names it as it would be in out_dir. */
-static void name_by_out_dir(Err *err, const char *tmp, const char *out_dir) {
-    size_t n = strlen(tmp);
-    if (strncmp(err->msg, tmp, n)) return;
-    char rest[sizeof err->msg];
-    memcpy(rest, err->msg + n, strlen(err->msg + n) + 1);
-    err_set(err, "%s%s", out_dir, rest);
 }
 
 static void print_summary(const Prepare *p, double seconds) {
@@ -412,7 +410,10 @@ int prepare_run(const PrepareArgs *a, Err *err) {
     }
     if (rc == 0 && p.docs == 0) rc = no_documents(a, err);
     if (rc == 0) rc = write_rest(&p, out.tmp, err);
-    if (rc) { name_by_out_dir(err, out.tmp, a->out_dir); dataset_dir_abort(&out); }
+    if (rc) {   /* a file of the temporary folder is named as it would be in out_dir */
+        err_reprefix(err, out.tmp, a->out_dir);
+        dataset_dir_abort(&out);
+    }
     else rc = dataset_dir_commit(&out, err);
     if (rc == 0) print_summary(&p, now_seconds() - t0);
     free(p.val.buf); free(p.train.buf); free(p.carry); free(p.counts);

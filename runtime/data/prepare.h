@@ -20,6 +20,7 @@
 
 #define PREPARE_DEFAULT_RANKS "data/gpt2.tiktoken"
 #define PREPARE_CHUNK_BYTES   (1u << 18)     /* text per piece of work for one thread */
+#define PREPARE_UNCUT_MAX     (64u << 20)    /* the most text of a document held whole, for want of a cut */
 
 /* What `gpt2gen prepare` was asked for (cli/prepare.c parses it). */
 typedef struct {

@@ -129,18 +129,17 @@ static int parse_rank_line(const char *path, int lineno, const char *line, size_
     size_t b64 = (size_t)(sp - line);
     char num[16];
     size_t nd = n - b64 - 1;
-    if (nd == 0 || nd >= sizeof num) return err_set(err, "%s:%d: expected a rank after the space", path, lineno);
+    if (nd == 0 || nd >= sizeof num) return err_set(err, "%s:%d: expected a rank after the space", err_show(path), lineno);
     memcpy(num, sp + 1, nd); num[nd] = 0;
     char *end;
     errno = 0;
     long rank = strtol(num, &end, 10);
-    if (*end || errno || rank < 0) return err_set(err, "%s:%d: rank '%s' is not a number >= 0", path, lineno, num);
+    if (*end || errno || rank < 0) return err_set(err, "%s:%d: rank '%s' is not a number >= 0", err_show(path), lineno, num);
     if (rank >= nlines)
-        return err_set(err, "%s:%d: rank %ld, but the file has %d ranks; expected ranks 0..%d, each once",
-                       path, lineno, rank, nlines, nlines - 1);
-    if (where[rank].len) return err_set(err, "%s:%d: rank %ld appears twice", path, lineno, rank);
+        return err_set(err, "%s:%d: rank %ld, but the file has %d ranks; expected ranks 0..%d, each once", err_show(path), lineno, rank, nlines, nlines - 1);
+    if (where[rank].len) return err_set(err, "%s:%d: rank %ld appears twice", err_show(path), lineno, rank);
     long m = base64_decode(line, b64, blob + *used);
-    if (m <= 0) return err_set(err, "%s:%d: '%.*s' is not base64 token bytes", path, lineno, (int)(b64 > 60 ? 60 : b64), line);
+    if (m <= 0) return err_set(err, "%s:%d: '%.*s' is not base64 token bytes", err_show(path), lineno, (int)(b64 > 60 ? 60 : b64), line);
     where[rank] = (Span){*used, (uint32_t)m};
     *used += (uint32_t)m;
     return 0;
@@ -208,14 +207,14 @@ int tokenizer_load_ranks(Tokenizer *t, const char *path, Err *err) {
 
 static int check_header(const char *path, const int32_t *h, size_t len, Err *err) {
     if (h[0] != TOKENIZER_MAGIC)
-        return err_set(err, "%s: not an llm.c tokenizer file (magic %d, expected %d)", path, h[0], TOKENIZER_MAGIC);
+        return err_set(err, "%s: not an llm.c tokenizer file (magic %d, expected %d)", err_show(path), h[0], TOKENIZER_MAGIC);
     if (h[1] != 1 && h[1] != 2)
-        return err_set(err, "%s: tokenizer file version %d; expected 1 or 2", path, h[1]);
+        return err_set(err, "%s: tokenizer file version %d; expected 1 or 2", err_show(path), h[1]);
     if (h[2] <= 0 || (size_t)h[2] > len)
-        return err_set(err, "%s: vocab size %d; expected a count between 1 and the file's %zu bytes", path, h[2], len);
+        return err_set(err, "%s: vocab size %d; expected a count between 1 and the file's %zu bytes", err_show(path), h[2], len);
     int eot = h[1] == 1 ? TOKENIZER_EOT_GPT2 : h[3];
     if (eot < 0 || eot >= h[2])
-        return err_set(err, "%s: end-of-text id %d is not below the vocab size %d%s", path, eot, h[2],
+        return err_set(err, "%s: end-of-text id %d is not below the vocab size %d%s", err_show(path), eot, h[2],
                        h[1] == 1 ? " (version 1 files use 50256)" : "");
     return 0;
 }
@@ -227,13 +226,13 @@ static int check_file(const char *path, Err *err) {
     if (!f) return -1;
     struct stat st;
     int32_t h[HEADER_INTS];
-    int rc = fstat(fileno(f), &st) != 0 ? err_set(err, "%s: cannot stat: %s", path, strerror(errno))
+    int rc = fstat(fileno(f), &st) != 0 ? err_set(err, "%s: cannot stat: %s", err_show(path), strerror(errno))
            : st.st_size < HEADER_BYTES || fread(h, sizeof h, 1, f) != 1
-               ? err_set(err, "%s: %lld bytes; expected an llm.c tokenizer file (a %d-byte header, then the tokens)", path, (long long)st.st_size, HEADER_BYTES)
+               ? err_set(err, "%s: %lld bytes; expected an llm.c tokenizer file (a %d-byte header, then the tokens)", err_show(path), (long long)st.st_size, HEADER_BYTES)
                : check_header(path, h, (size_t)st.st_size, err);
     fclose(f);
     if (!rc && (unsigned long long)st.st_size > HEADER_BYTES + 256ull * (unsigned)h[2])
-        rc = err_set(err, "%s: %lld bytes, more than %d tokens of at most 255 bytes can take", path, (long long)st.st_size, h[2]);
+        rc = err_set(err, "%s: %lld bytes, more than %d tokens of at most 255 bytes can take", err_show(path), (long long)st.st_size, h[2]);
     return rc;
 }
 
@@ -244,7 +243,7 @@ int tokenizer_load(Tokenizer *t, const char *path, Err *err) {
     uint8_t *data = (uint8_t *)read_file_max(path, TOKENIZER_FILE_MAX, &len, err);
     if (!data) return -1;
     int32_t h[HEADER_INTS];
-    if (len < HEADER_BYTES) { free(data); return err_set(err, "%s: %zu bytes; expected an llm.c tokenizer file (a %d-byte header, then the tokens)", path, len, HEADER_BYTES); }
+    if (len < HEADER_BYTES) { free(data); return err_set(err, "%s: %zu bytes; expected an llm.c tokenizer file (a %d-byte header, then the tokens)", err_show(path), len, HEADER_BYTES); }
     memcpy(h, data, sizeof h);
     if (check_header(path, h, len, err)) { free(data); return -1; }
     int V = h[2];
@@ -253,17 +252,17 @@ int tokenizer_load(Tokenizer *t, const char *path, Err *err) {
     size_t at = HEADER_BYTES;
     uint32_t used = 0;
     for (int id = 0; id < V; id++) {
-        if (at >= len) { tokenizer_free(t); free(data); return err_set(err, "%s: truncated: header says %d tokens, file ends at token %d", path, V, id); }
+        if (at >= len) { tokenizer_free(t); free(data); return err_set(err, "%s: truncated: header says %d tokens, file ends at token %d", err_show(path), V, id); }
         size_t n = data[at++];
-        if (n == 0) { tokenizer_free(t); free(data); return err_set(err, "%s: token %d has length 0; expected 1..255 bytes", path, id); }
-        if (at + n > len) { tokenizer_free(t); free(data); return err_set(err, "%s: truncated: token %d needs %zu bytes, file holds %zu", path, id, n, len - at); }
+        if (n == 0) { tokenizer_free(t); free(data); return err_set(err, "%s: token %d has length 0; expected 1..255 bytes", err_show(path), id); }
+        if (at + n > len) { tokenizer_free(t); free(data); return err_set(err, "%s: truncated: token %d needs %zu bytes, file holds %zu", err_show(path), id, n, len - at); }
         t->offset[id] = used;
         memcpy(t->bytes + used, data + at, n);
         used += (uint32_t)n; at += n;
     }
     t->offset[V] = used;
     free(data);
-    if (at != len) { tokenizer_free(t); return err_set(err, "%s: %zu extra bytes after the last of %d tokens", path, len - at, V); }
+    if (at != len) { tokenizer_free(t); return err_set(err, "%s: %zu extra bytes after the last of %d tokens", err_show(path), len - at, V); }
     t->vocab_size = V;
     t->eot = h[1] == 1 ? TOKENIZER_EOT_GPT2 : h[3];
     build_map(t);
@@ -283,7 +282,7 @@ int tokenizer_load_any(Tokenizer *t, const char *path, Err *err) {
 int tokenizer_save(const Tokenizer *t, const char *path, Err *err) {
     for (int id = 0; id < t->vocab_size; id++) {
         size_t n = token_len(t, id);
-        if (n == 0 || n > 255) return err_set(err, "%s: token %d has %zu bytes; the llm.c format holds 1..255", path, id, n);
+        if (n == 0 || n > 255) return err_set(err, "%s: token %d has %zu bytes; the llm.c format holds 1..255", err_show(path), id, n);
     }
     int32_t h[HEADER_INTS] = {TOKENIZER_MAGIC, 2, t->vocab_size, t->eot};
     AtomicFile af;
@@ -293,6 +292,6 @@ int tokenizer_save(const Tokenizer *t, const char *path, Err *err) {
         size_t n = token_len(t, id);
         bad = fputc((int)n, af.f) == EOF || fwrite(t->bytes + t->offset[id], 1, n, af.f) != n;
     }
-    if (bad) { atomic_abort(&af); return err_set(err, "%s: write failed: %s", path, strerror(errno)); }
+    if (bad) { atomic_abort(&af); return err_set(err, "%s: write failed: %s", err_show(path), strerror(errno)); }
     return atomic_commit(&af, err);
 }

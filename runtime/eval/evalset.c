@@ -28,47 +28,47 @@ static int read_example(EvalSet *s, const uint16_t *w, size_t words, size_t *pos
     const char *p = s->path;
     size_t at = *pos;
     if (words - at < 2)
-        return err_set(err, "%s: truncated: the header says %d examples, the file ends inside example %d", p, s->n, k);
+        return err_set(err, "%s: truncated: the header says %d examples, the file ends inside example %d", err_show(p), s->n, k);
     if (w[at] != EVALSET_START)
         return err_set(err, "%s: example %d: the start field is %u, expected %d (a bad example length before it, or "
-                       "not an evaluation file)", p, k, w[at], EVALSET_START);
+                       "not an evaluation file)", err_show(p), k, w[at], EVALSET_START);
     int bytes = w[at + 1];
     if (bytes % 2 || bytes < 2 * (FIXED_FIELDS + 1))
-        return err_set(err, "%s: example %d: its bytes field is %d: expected an even count of at least %d", p, k, bytes,
+        return err_set(err, "%s: example %d: its bytes field is %d: expected an even count of at least %d", err_show(p), k, bytes,
                        2 * (FIXED_FIELDS + 1));
     if (bytes > longest_bytes)
-        return err_set(err, "%s: example %d: %d bytes, more than the header's longest example (%d)", p, k, bytes, longest_bytes);
+        return err_set(err, "%s: example %d: %d bytes, more than the header's longest example (%d)", err_show(p), k, bytes, longest_bytes);
     if ((size_t)bytes / 2 > words - at)
-        return err_set(err, "%s: truncated: example %d is %d bytes, the file holds %zu more", p, k, bytes, (words - at) * 2);
+        return err_set(err, "%s: truncated: example %d is %d bytes, the file holds %zu more", err_show(p), k, bytes, (words - at) * 2);
     Cursor c = {w, at + 2, at + (size_t)bytes / 2};
     EvalExample *e = &s->ex[k];
     int K, n;
     if (get(&c, &e->index) || get(&c, &e->label) || get(&c, &K) || get(&c, &n))
-        return err_set(err, "%s: example %d: its fields end before the context's count", p, k);
+        return err_set(err, "%s: example %d: its fields end before the context's count", err_show(p), k);
     if (K < 1 || K > EVALSET_MAX_COMPLETIONS)
-        return err_set(err, "%s: example %d: %d completions: expected 1 to %d", p, k, K, EVALSET_MAX_COMPLETIONS);
+        return err_set(err, "%s: example %d: %d completions: expected 1 to %d", err_show(p), k, K, EVALSET_MAX_COMPLETIONS);
     if (e->label >= K)
-        return err_set(err, "%s: example %d: its label is %d, but it has %d completions (labels 0..%d)", p, k, e->label, K, K - 1);
+        return err_set(err, "%s: example %d: its label is %d, but it has %d completions (labels 0..%d)", err_show(p), k, e->label, K, K - 1);
     e->n_completions = K;
-    if (n < 1) return err_set(err, "%s: example %d: its context has no tokens", p, k);
+    if (n < 1) return err_set(err, "%s: example %d: its context has no tokens", err_show(p), k);
     e->ctx_len = n;
     e->ctx = *ntok;
     for (int j = -1; j < K; j++) {   /* j = -1: the context, whose count was read */
         if (j >= 0) {
-            if (get(&c, &n)) return err_set(err, "%s: example %d: it ends before completion %d's count", p, k, j);
-            if (n < 1) return err_set(err, "%s: example %d: completion %d has no tokens", p, k, j);
+            if (get(&c, &n)) return err_set(err, "%s: example %d: it ends before completion %d's count", err_show(p), k, j);
+            if (n < 1) return err_set(err, "%s: example %d: completion %d has no tokens", err_show(p), k, j);
             e->comp_len[j] = n;
             if (j == 0) e->comp = *ntok;
             int row = e->ctx_len + n;
             if (row > s->longest_row) s->longest_row = row;
         }
         if ((size_t)n > c.end - c.at)
-            return err_set(err, "%s: example %d: %s holds %d tokens, more than the %zu left of its %d bytes", p, k,
+            return err_set(err, "%s: example %d: %s holds %d tokens, more than the %zu left of its %d bytes", err_show(p), k,
                            j < 0 ? "the context" : "a completion", n, c.end - c.at, bytes);
         for (int i = 0; i < n; i++) s->tokens[(*ntok)++] = w[c.at++];
     }
     if (c.at != c.end)
-        return err_set(err, "%s: example %d: its bytes field says %d, its fields end after %zu", p, k, bytes,
+        return err_set(err, "%s: example %d: its bytes field says %d, its fields end after %zu", err_show(p), k, bytes,
                        (c.at - at) * 2);
     s->rows += K;
     *pos = c.end;
@@ -85,25 +85,25 @@ int evalset_load(EvalSet *s, const char *path, Err *err) {
     int rc = -1;
     int32_t h[4];
     if (len < HEADER_BYTES) {
-        err_set(err, "%s: %zu bytes; expected an evaluation file (a %d-byte header, then the examples)", p, len, HEADER_BYTES);
+        err_set(err, "%s: %zu bytes; expected an evaluation file (a %d-byte header, then the examples)", err_show(p), len, HEADER_BYTES);
         goto done;
     }
     memcpy(h, buf, sizeof h);
     if (h[0] != EVALSET_MAGIC) {
-        err_set(err, "%s: not an evaluation file (magic %d, expected %d%s)", p, h[0], EVALSET_MAGIC,
+        err_set(err, "%s: not an evaluation file (magic %d, expected %d%s)", err_show(p), h[0], EVALSET_MAGIC,
                 h[0] == 20240520 ? ": this is a token shard" : "");
         goto done;
     }
-    if (h[1] != EVALSET_VERSION) { err_set(err, "%s: evaluation file version %d; expected %d", p, h[1], EVALSET_VERSION); goto done; }
-    if (h[2] < 1) { err_set(err, "%s: the header's number of examples is %d: expected at least 1", p, h[2]); goto done; }
+    if (h[1] != EVALSET_VERSION) { err_set(err, "%s: evaluation file version %d; expected %d", err_show(p), h[1], EVALSET_VERSION); goto done; }
+    if (h[2] < 1) { err_set(err, "%s: the header's number of examples is %d: expected at least 1", err_show(p), h[2]); goto done; }
     if (h[3] < 2 * (FIXED_FIELDS + 1) || h[3] > 65535) {
-        err_set(err, "%s: the header's longest example is %d bytes: expected %d to 65535", p, h[3], 2 * (FIXED_FIELDS + 1));
+        err_set(err, "%s: the header's longest example is %d bytes: expected %d to 65535", err_show(p), h[3], 2 * (FIXED_FIELDS + 1));
         goto done;
     }
-    if ((len - HEADER_BYTES) % 2) { err_set(err, "%s: %zu bytes: the examples must be whole uint16 words", p, len); goto done; }
+    if ((len - HEADER_BYTES) % 2) { err_set(err, "%s: %zu bytes: the examples must be whole uint16 words", err_show(p), len); goto done; }
     size_t words = (len - HEADER_BYTES) / 2;
     if ((size_t)h[2] > words / (FIXED_FIELDS + 2)) {
-        err_set(err, "%s: truncated: the header says %d examples; %zu bytes hold at most %zu", p, h[2], len - HEADER_BYTES,
+        err_set(err, "%s: truncated: the header says %d examples; %zu bytes hold at most %zu", err_show(p), h[2], len - HEADER_BYTES,
                 words / (FIXED_FIELDS + 2));
         goto done;
     }
@@ -115,7 +115,7 @@ int evalset_load(EvalSet *s, const char *path, Err *err) {
     for (int k = 0; k < s->n; k++)
         if (read_example(s, w, words, &pos, k, h[3], &ntok, err)) goto done;
     if (pos != words) {
-        err_set(err, "%s: %zu bytes after the %d examples the header counts", p, (words - pos) * 2, s->n);
+        err_set(err, "%s: %zu bytes after the %d examples the header counts", err_show(p), (words - pos) * 2, s->n);
         goto done;
     }
     rc = 0;
@@ -133,11 +133,11 @@ int evalset_check_model(const EvalSet *s, int vocab_size, int max_seq_len, const
             end += (size_t)e->comp_len[j];
             if (e->ctx_len + e->comp_len[j] > max_seq_len)
                 return err_set(err, "%s: example %d: its context and completion %d are %d tokens, more than the model's "
-                               "context of %d positions (%s)", s->path, k, j, e->ctx_len + e->comp_len[j], max_seq_len, model);
+                               "context of %d positions (%s)", err_show(s->path), k, j, e->ctx_len + e->comp_len[j], max_seq_len, model);
         }
         for (size_t i = e->ctx; i < end; i++)
             if (s->tokens[i] >= vocab_size)
-                return err_set(err, "%s: example %d: token %u is past the model's vocabulary (vocab_size %d, %s)", s->path,
+                return err_set(err, "%s: example %d: token %u is past the model's vocabulary (vocab_size %d, %s)", err_show(s->path),
                                k, s->tokens[i], vocab_size, model);
     }
     return 0;

@@ -124,7 +124,7 @@ static size_t encode_token(const Tokenizer *tok, int id, char *out) {
 
 static int write_json(const char *path, json_t *o, size_t flags, Err *err) {
     char *text = json_dumps(o, flags | JSON_PRESERVE_ORDER);
-    if (!text) return err_set(err, "%s: cannot make the JSON", path);
+    if (!text) return err_set(err, "%s: cannot make the JSON", err_show(path));
     int rc = write_file_atomic(path, text, strlen(text), err);
     free(text);
     return rc;

@@ -52,7 +52,7 @@ typedef struct {
                                  says why */
     int tokenizer_given;      /* it was asked for (--tokenizer): a missing or bad one is an error, not a note */
     StDtype dtype;            /* of model.safetensors */
-    int force;                /* replace an existing model.safetensors */
+    int force;                /* replace an existing export: without it, any of the export's files in dir is an error */
 } HfExport;
 
 /* What an export or import did, for the command's messages. */

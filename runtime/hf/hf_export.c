@@ -1,6 +1,8 @@
 /* hf_export: our model checkpoint as a Hugging Face GPT2LMHeadModel folder (hf.h): config.json, the tokenizer's
-   files where it is GPT-2's, and model.safetensors last, each file written to a temporary name and renamed. */
+   files where it is GPT-2's, and model.safetensors, written into a copy of the folder that then replaces it whole
+   (common/dirs.h, DirStage). */
 #include "runtime/hf/hf.h"
+#include "common/dirs.h"
 #include "common/files.h"
 #include "runtime/checkpoint.h"
 #include "runtime/data/tokenizer.h"
@@ -15,7 +17,7 @@ static int load_tokenizer(const HfExport *x, const GPT2Shape *s, Tokenizer *tok,
     if (!x->tokenizer) { snprintf(r->note, sizeof r->note, "no tokenizer given"); return 0; }
     const char *why = file_missing_why(x->tokenizer);
     if (*why) {
-        if (x->tokenizer_given) return err_set(err, "%s: %s (--tokenizer)", x->tokenizer, why);
+        if (x->tokenizer_given) return err_set(err, "%s: %s (--tokenizer)", err_show(x->tokenizer), why);
         snprintf(r->note, sizeof r->note, "no tokenizer at %s (%s)", err_show(x->tokenizer), why);
         return 0;
     }
@@ -63,18 +65,51 @@ static int write_model(const char *path, const GPT2Shape *s, const float *params
     return rc;
 }
 
+/* The files an export writes: replacing any of them needs --force, and a new export leaves out all of an old one's,
+   so that the folder never mixes two exports */
+static const char *const EXPORT_FILES[] = {"model.safetensors", "config.json", "vocab.json", "merges.txt",
+                                           "tokenizer_config.json", NULL};
+
+/* Whether the export may go into x->dir: none of its files there, or --force; what is not a regular file under one
+   of their names is refused always */
+static int may_write(const HfExport *x, Err *err) {
+    char path[4400];
+    for (int i = 0; EXPORT_FILES[i]; i++) {
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", x->dir, EXPORT_FILES[i]) >= 4096 - ATOMIC_SUFFIX_MAX)
+            return err_set(err, "%s: path too long", err_show(x->dir));
+        const char *what = file_not_regular(path);
+        if (what) return err_set(err, "%s: is %s, not a regular file: export replaces only regular files", err_show(path), what);
+        if (!x->force && file_exists(path))
+            return err_set(err, "%s exists: give --force to replace the export in %s (or export into another folder)",
+                           err_show(path), err_show(x->dir));
+    }
+    return 0;
+}
+
+/* The export's files into the folder dir: the config, the tokenizer's files, the weights */
+static int write_all(const HfExport *x, const char *dir, const GPT2Shape *s, const float *params, Tokenizer *tok,
+                     int have_tok, HfReport *r, Err *err) {
+    char model[4500], config[4500];   /* dir is a DirStage's stage, under 4400 bytes */
+    snprintf(model, sizeof model, "%.4400s/model.safetensors", dir);
+    snprintf(config, sizeof config, "%.4400s/config.json", dir);
+    int rc = hf_write_config(config, s, x->dtype, err);
+    if (!rc && have_tok) {
+        char note[sizeof r->note - 64];
+        int t = bpe_write_files(tok, dir, s->max_seq_len, note, sizeof note, err);
+        if (t < 0) rc = -1;
+        else if (t == 0) r->wrote_tokenizer = 1;
+        else snprintf(r->note, sizeof r->note, "%s: %s", err_show(x->tokenizer), note);
+    }
+    if (!rc) rc = write_model(model, s, params, x->dtype, r, err);
+    return rc;
+}
+
 int hf_export(const HfExport *x, HfReport *r, Err *err) {
     memset(r, 0, sizeof *r);
     GPT2Shape s;
     int bf16;
-    if (checkpoint_read_header(x->checkpoint, &s, &bf16, err)) return -1;
+    if (checkpoint_read_header(x->checkpoint, &s, &bf16, err) || may_write(x, err)) return -1;
     r->shape = s;
-    char model[4200], config[4200];
-    if ((size_t)snprintf(model, sizeof model, "%s/model.safetensors", x->dir) >= 4096)
-        return err_set(err, "%s: path too long", err_show(x->dir));
-    snprintf(config, sizeof config, "%s/config.json", x->dir);
-    if (file_exists(model) && !x->force)
-        return err_set(err, "%s exists: give --force to replace it (or export into another folder)", model);
     Tokenizer tok;
     int have_tok = load_tokenizer(x, &s, &tok, r, err);
     if (have_tok < 0) return -1;
@@ -85,17 +120,14 @@ int hf_export(const HfExport *x, HfReport *r, Err *err) {
         for (size_t i = (size_t)s.vocab_size * s.n_embd; i < (size_t)s.padded_vocab_size * s.n_embd; i++)
             r->dropped_padding += params[i] != 0;
     }
-    /* written only once everything is read: the config, the tokenizer's files, and the weights last */
-    if (!rc) rc = mkdir_p(x->dir, err);
-    if (!rc) rc = hf_write_config(config, &s, x->dtype, err);
-    if (!rc && have_tok) {
-        char note[sizeof r->note - 64];
-        int t = bpe_write_files(&tok, x->dir, s.max_seq_len, note, sizeof note, err);
-        if (t < 0) rc = -1;
-        else if (t == 0) r->wrote_tokenizer = 1;
-        else snprintf(r->note, sizeof r->note, "%s: %s", err_show(x->tokenizer), note);
+    /* written only once everything is read, into a copy of the folder without an earlier export's files, which
+       then replaces the folder in one rename: a kill or a full disk leaves the earlier export whole */
+    DirStage st;
+    if (!rc && !(rc = dir_stage_begin(&st, x->dir, "export", EXPORT_FILES, err))) {
+        rc = write_all(x, st.stage, &s, params, &tok, have_tok, r, err);
+        if (rc) { err_reprefix(err, st.stage, x->dir); dir_stage_abort(&st); }
+        else rc = dir_stage_commit(&st, err);
     }
-    if (!rc) rc = write_model(model, &s, params, x->dtype, r, err);
     if (have_tok) tokenizer_free(&tok);
     free(params);
     return rc;

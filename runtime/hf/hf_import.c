@@ -5,6 +5,7 @@
 #include "common/files.h"
 #include "runtime/checkpoint.h"
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,9 +34,9 @@ static int open_shard(Source *src, const char *name, Err *err) {
         if (!strcmp(slash ? slash + 1 : src->f[i].path, name)) return i;
     }
     if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
-        return err_set(err, "%s: the weight map names the file '%s': expected a file name in the same folder", src->index,
+        return err_set(err, "%s: the weight map names the file '%s': expected a file name in the same folder", err_show(src->index),
                        err_show(name));
-    if (src->n == MAX_SHARDS) return err_set(err, "%s: more than %d shard files", src->index, MAX_SHARDS);
+    if (src->n == MAX_SHARDS) return err_set(err, "%s: more than %d shard files", err_show(src->index), MAX_SHARDS);
     char path[8300];
     snprintf(path, sizeof path, "%s/%s", src->dir, name);
     if (st_open(&src->f[src->n], path, err)) return -1;
@@ -59,7 +60,7 @@ static int open_source(Source *src, const char *dir, Err *err) {
         snprintf(bin, sizeof bin, "%s/pytorch_model.bin", dir);
         if (file_exists(bin))
             return err_set(err, "%s: only safetensors import, and the folder has no model.safetensors (nor an index): "
-                           "save the model with save_pretrained(dir, safe_serialization=True)", bin);
+                           "save the model with save_pretrained(dir, safe_serialization=True)", err_show(bin));
         return err_set(err, "%s: no model.safetensors or model.safetensors.index.json in the folder", err_show(dir));
     }
     size_t len;
@@ -68,7 +69,7 @@ static int open_source(Source *src, const char *dir, Err *err) {
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     free(text);
-    if (!root) return err_set(err, "%s: not valid JSON: %s (line %d, column %d)", src->index, je.text, je.line, je.column);
+    if (!root) return err_set(err, "%s: not valid JSON: %s (line %d, column %d)", err_show(src->index), je.text, je.line, je.column);
     json_t *map = json_object_get(root, "weight_map");
     if (!json_is_object(map)) { json_decref(root); return err_set(err, "%s: no \"weight_map\" object", src->index); }
     src->weight_map = json_incref(map);
@@ -76,7 +77,7 @@ static int open_source(Source *src, const char *dir, Err *err) {
     const char *key;
     json_t *v;
     json_object_foreach(src->weight_map, key, v) {
-        if (!json_is_string(v)) return err_set(err, "%s: weight_map: tensor %s: its file is not a string", src->index, err_show(key));
+        if (!json_is_string(v)) return err_set(err, "%s: weight_map: tensor %s: its file is not a string", err_show(src->index), err_show(key));
         if (open_shard(src, json_string_value(v), err) < 0) return -1;
     }
     return 0;
@@ -96,7 +97,7 @@ static int locate(const Source *src, const char *name, int *file, const StTensor
         if (strcmp(slash + 1, json_string_value(v))) continue;
         *file = i;
         if ((*t = st_find(&src->f[i], name))) return 1;
-        return err_set(err, "%s: tensor %s is not in it, though %s says it is", src->f[i].path, err_show(name), src->index);
+        return err_set(err, "%s: tensor %s is not in it, though %s says it is", err_show(src->f[i].path), err_show(name), src->index);
     }
     return 0;
 }
@@ -137,11 +138,41 @@ static int check_unexpected(const Source *src, const HfTensor *t, int n, const c
                 for (int k = 0; k < n && !ours; k++) ours = !strcmp(name + pl, t[k].name);
             if (!ours)
                 return err_set(err, "%s: tensor %s is not part of a GPT2LMHeadModel (expected only %swte.weight, "
-                               "%sh.N..., %sln_f..., lm_head.weight)", src->f[i].path, err_show(name), prefix, prefix, prefix);
+                               "%sh.N..., %sln_f..., lm_head.weight)", err_show(src->f[i].path), err_show(name), prefix, prefix, prefix);
         }
     return 0;
 }
 
+/* Every value of tensor name (read from path) a finite number: a NaN or an infinity is an error naming both */
+static int all_finite(const char *path, const char *name, const float *v, size_t n, Err *err) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return err_set(err, "%s: tensor %s holds %s at element %zu: weights must be finite numbers", err_show(path),
+                           err_show(name), isnan(v[i]) ? "NaN" : "an infinity", i);
+    return 0;
+}
+
+/* lm_head.weight, where there is one: tied to wte, so it must be wte (t0, already read into params); buf has room */
+static int check_lm_head(const Source *src, const HfTensor *t0, const float *params, float *buf, const char *prefix, Err *err) {
+    int file, rc = 0;
+    const StTensor *st;
+    int found = locate(src, "lm_head.weight", &file, &st, err);
+    if (found <= 0) return found;
+    char want[64], got[64];
+    shape_text(want, sizeof want, t0->ndim, t0->shape);
+    if (!shape_matches(st, t0)) {
+        shape_text(got, sizeof got, st->ndim, st->shape);
+        rc = err_set(err, "%s: tensor lm_head.weight has shape %s, expected %s (wte's)", err_show(src->f[file].path), got, want);
+    } else if (!(rc = st_read_f32(&src->f[file], st, buf, err))) {
+        if (memcmp(buf, params, hf_tensor_elems(t0) * sizeof *buf))
+            rc = err_set(err, "%s: lm_head.weight differs from %swte.weight: gpt2gen's model ties them (the output "
+                         "layer is the embedding), so this model cannot be imported", err_show(src->f[file].path), prefix);
+    }
+    return rc;
+}
+
+/* Every tensor of shape s found with its shape, and nothing else there; with params, each read into them (checked
+   finite) and lm_head checked against wte. */
 static int read_tensors(const Source *src, const GPT2Shape *s, const char *config, float *params, HfReport *r, Err *err) {
     int n = hf_tensor_count(s), rc = 0;
     HfTensor *t = xmalloc((size_t)n * sizeof *t);
@@ -159,7 +190,7 @@ static int read_tensors(const Source *src, const GPT2Shape *s, const char *confi
     size_t most = 0;
     for (int i = 0; i < n; i++)
         if (hf_tensor_elems(&t[i]) > most) most = hf_tensor_elems(&t[i]);
-    float *buf = xmalloc(most * sizeof *buf);
+    float *buf = params ? xmalloc(most * sizeof *buf) : NULL;   /* the tensors' shapes, checked first, bound it */
     rc = check_unexpected(src, t, n, prefix, err);
     for (int i = 0; i < n && !rc; i++) {
         char name[128];
@@ -173,30 +204,16 @@ static int read_tensors(const Source *src, const GPT2Shape *s, const char *confi
                          src->weight_map ? src->index : src->f[0].path, name, want, config);
         else if (!shape_matches(st, &t[i])) {
             shape_text(got, sizeof got, st->ndim, st->shape);
-            rc = err_set(err, "%s: tensor %s has shape %s, expected %s (the model of %s)", src->f[file].path, name, got, want,
+            rc = err_set(err, "%s: tensor %s has shape %s, expected %s (the model of %s)", err_show(src->f[file].path), name, got, want,
                          config);
-        } else if (!(rc = st_read_f32(&src->f[file], st, buf, err))) {
+        } else if (params && !(rc = st_read_f32(&src->f[file], st, buf, err)) &&
+                   !(rc = all_finite(src->f[file].path, name, buf, hf_tensor_elems(&t[i]), err))) {
             hf_scatter(s, &t[i], buf, params);
             r->params += hf_tensor_elems(&t[i]);
         }
     }
-    /* lm_head.weight: tied to wte, so it must be wte */
-    int found = rc ? 0 : locate(src, "lm_head.weight", &file, &st, err);
-    if (found < 0) rc = -1;
-    if (found > 0) {
-        HfTensor wte = t[0];
-        char want[64], got[64];
-        shape_text(want, sizeof want, wte.ndim, wte.shape);
-        if (!shape_matches(st, &wte)) {
-            shape_text(got, sizeof got, st->ndim, st->shape);
-            rc = err_set(err, "%s: tensor lm_head.weight has shape %s, expected %s (wte's)", src->f[file].path, got, want);
-        } else if (!(rc = st_read_f32(&src->f[file], st, buf, err))) {
-            if (memcmp(buf, params, hf_tensor_elems(&wte) * sizeof *buf))
-                rc = err_set(err, "%s: lm_head.weight differs from %swte.weight: gpt2gen's model ties them (the output "
-                             "layer is the embedding), so this model cannot be imported", src->f[file].path, prefix);
-        }
-    }
-    for (int i = 0; i < src->n && !rc; i++)
+    if (!rc && params) rc = check_lm_head(src, &t[0], params, buf, prefix, err);
+    for (int i = 0; i < src->n && !rc && params; i++)
         for (int j = 0; j < src->f[i].n; j++) r->ignored += ignorable(src->f[i].t[j].name);
     free(buf);
     free(t);
@@ -210,9 +227,11 @@ int hf_import(const char *dir, const char *out, int as_bf16, int force, HfReport
     GPT2Shape s;
     if (hf_read_config(config, &s, err)) return -1;
     r->shape = s;
-    if (file_exists(out) && !force) return err_set(err, "%s exists: give --force to replace it", out);
+    if (file_exists(out) && !force) return err_set(err, "%s exists: give --force to replace it", err_show(out));
     Source src;
-    if (open_source(&src, dir, err)) { source_close(&src); return -1; }
+    /* every tensor's name and shape first, without reading: the shapes then hold, in the files, the weights that the
+       shape of config.json asks memory for, so that a hostile config.json cannot ask for terabytes */
+    if (open_source(&src, dir, err) || read_tensors(&src, &s, config, NULL, r, err)) { source_close(&src); return -1; }
     size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&s, sz, NULL);
     float *params = xcalloc(np, sizeof *params);   /* wte's padding rows stay zero */
     int rc = read_tensors(&src, &s, config, params, r, err);

@@ -106,7 +106,7 @@ int hf_write_config(const char *path, const GPT2Shape *s, StDtype dtype, Err *er
     json_object_set_new(o, "torch_dtype", json_string(dtype == ST_F32 ? "float32" : dtype == ST_F16 ? "float16" : "bfloat16"));
     char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
     json_decref(o);
-    if (!text) return err_set(err, "%s: cannot make the JSON", path);
+    if (!text) return err_set(err, "%s: cannot make the JSON", err_show(path));
     size_t n = strlen(text);
     char *buf = xmalloc(n + 2);
     memcpy(buf, text, n);
@@ -148,7 +148,7 @@ static int bool_field(const char *path, const json_t *o, const char *key, int wa
 }
 
 static int check_config(const char *path, const json_t *o, GPT2Shape *s, Err *err) {
-    if (!json_is_object(o)) return err_set(err, "%s: not a JSON object", path);
+    if (!json_is_object(o)) return err_set(err, "%s: not a JSON object", err_show(path));
     static const char *const gpt2[] = {"gpt2", NULL}, *const gelu[] = {"gelu_new", "gelu_pytorch_tanh", NULL};
     if (string_field(path, o, "model_type", gpt2, " (only GPT-2 models import)", err) ||
         string_field(path, o, "activation_function", gelu, " or \"gelu_pytorch_tanh\": gpt2gen's GELU is the tanh one", err) ||
@@ -180,7 +180,7 @@ int hf_read_config(const char *path, GPT2Shape *s, Err *err) {
     json_error_t je;
     json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     free(text);
-    if (!o) return err_set(err, "%s: not valid JSON: %s (line %d, column %d)", path, je.text, je.line, je.column);
+    if (!o) return err_set(err, "%s: not valid JSON: %s (line %d, column %d)", err_show(path), je.text, je.line, je.column);
     int rc = check_config(path, o, s, err);
     json_decref(o);
     return rc;

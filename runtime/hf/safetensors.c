@@ -50,40 +50,37 @@ static int json_count(const json_t *v, uint64_t *out) {
 /* One tensor's entry of the header, checked on its own and against the data's length. */
 static int parse_entry(const StFile *f, const char *name, const json_t *e, StTensor *t, Err *err) {
     const char *nm = err_show(name);
-    if (!json_is_object(e)) return err_set(err, "%s: tensor %s: its header entry is not an object", f->path, nm);
+    if (!json_is_object(e)) return err_set(err, "%s: tensor %s: its header entry is not an object", err_show(f->path), nm);
     const json_t *dt = json_object_get(e, "dtype"), *sh = json_object_get(e, "shape"), *of = json_object_get(e, "data_offsets");
     if (!json_is_string(dt)) return err_set(err, "%s: tensor %s: no \"dtype\" string", f->path, nm);
     int k = 0;
     while (k < N_DTYPES && strcmp(DTYPES[k].name, json_string_value(dt))) k++;
     if (k == N_DTYPES)
-        return err_set(err, "%s: tensor %s: unknown dtype '%s' (known: F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL, ...)",
-                       f->path, nm, err_show(json_string_value(dt)));
+        return err_set(err, "%s: tensor %s: unknown dtype '%s' (known: F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL, ...)", err_show(f->path), nm, err_show(json_string_value(dt)));
     snprintf(t->dtype, sizeof t->dtype, "%s", DTYPES[k].name);
     t->kind = DTYPES[k].kind;
     t->elem_size = DTYPES[k].size;
     if (!json_is_array(sh)) return err_set(err, "%s: tensor %s: no \"shape\" array", f->path, nm);
     if (json_array_size(sh) > ST_MAX_DIMS)
-        return err_set(err, "%s: tensor %s: %zu dimensions, at most %d are supported", f->path, nm, json_array_size(sh), ST_MAX_DIMS);
+        return err_set(err, "%s: tensor %s: %zu dimensions, at most %d are supported", err_show(f->path), nm, json_array_size(sh), ST_MAX_DIMS);
     t->ndim = (int)json_array_size(sh);
     t->count = 1;
     for (int d = 0; d < t->ndim; d++) {
         uint64_t n;
         if (json_count(json_array_get(sh, (size_t)d), &n))
-            return err_set(err, "%s: tensor %s: shape entry %d is not a non-negative integer", f->path, nm, d);
+            return err_set(err, "%s: tensor %s: shape entry %d is not a non-negative integer", err_show(f->path), nm, d);
         if (__builtin_mul_overflow(t->count, n, &t->count))
-            return err_set(err, "%s: tensor %s: the shape's element count overflows", f->path, nm);
+            return err_set(err, "%s: tensor %s: the shape's element count overflows", err_show(f->path), nm);
         t->shape[d] = (int64_t)n;
     }
     if (!json_is_array(of) || json_array_size(of) != 2 || json_count(json_array_get(of, 0), &t->begin) ||
         json_count(json_array_get(of, 1), &t->end))
         return err_set(err, "%s: tensor %s: \"data_offsets\" is not [begin, end] of non-negative integers", f->path, nm);
     if (t->begin > t->end || t->end > f->data_len)
-        return err_set(err, "%s: tensor %s: data_offsets [%llu, %llu] outside the data (%llu bytes after the header)",
-                       f->path, nm, (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)f->data_len);
+        return err_set(err, "%s: tensor %s: data_offsets [%llu, %llu] outside the data (%llu bytes after the header)", err_show(f->path), nm, (unsigned long long)t->begin, (unsigned long long)t->end, (unsigned long long)f->data_len);
     uint64_t bytes;
     if (__builtin_mul_overflow(t->count, (uint64_t)t->elem_size, &bytes) || bytes != t->end - t->begin)
-        return err_set(err, "%s: tensor %s: its shape holds %llu %s elements, %llu bytes, but data_offsets give %llu bytes",
-                       f->path, nm, (unsigned long long)t->count, t->dtype, (unsigned long long)t->count * (unsigned long long)t->elem_size,
+        return err_set(err, "%s: tensor %s: its shape holds %llu %s elements, %llu bytes, but data_offsets give %llu bytes", err_show(f->path), nm, (unsigned long long)t->count, t->dtype, (unsigned long long)t->count * (unsigned long long)t->elem_size,
                        (unsigned long long)(t->end - t->begin));
     t->name = xstrdup(name);
     return 0;
@@ -106,7 +103,7 @@ static int check_overlap(StFile *f, Err *err) {
     for (int i = 1; i < m && !rc; i++) {
         const StTensor *p = &f->t[idx[i - 1]], *q = &f->t[idx[i]];
         if (p->end > q->begin)
-            rc = err_set(err, "%s: tensor %s: data_offsets [%llu, %llu] overlap those of tensor %s [%llu, %llu]", f->path,
+            rc = err_set(err, "%s: tensor %s: data_offsets [%llu, %llu] overlap those of tensor %s [%llu, %llu]", err_show(f->path),
                          err_show(q->name), (unsigned long long)q->begin, (unsigned long long)q->end, err_show(p->name),
                          (unsigned long long)p->begin, (unsigned long long)p->end);
     }
@@ -118,10 +115,10 @@ static int parse_header(StFile *f, const char *text, size_t len, Err *err) {
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
-        return err_set(err, "%s: the header is not valid JSON: %s (line %d, column %d)", f->path, je.text, je.line, je.column);
+        return err_set(err, "%s: the header is not valid JSON: %s (line %d, column %d)", err_show(f->path), je.text, je.line, je.column);
     int rc = 0;
     if (!json_is_object(root)) {
-        rc = err_set(err, "%s: the header is not a JSON object", f->path);
+        rc = err_set(err, "%s: the header is not a JSON object", err_show(f->path));
     } else {
         f->t = xcalloc(json_object_size(root) + 1, sizeof *f->t);
         const char *key;
@@ -147,30 +144,30 @@ int st_open(StFile *f, const char *path, Err *err) {
     if (!fp) return -1;
     f->fd = dup(fileno(fp));
     fclose(fp);
-    if (f->fd < 0) return err_set(err, "%s: cannot open: %s", path, strerror(errno));
+    if (f->fd < 0) return err_set(err, "%s: cannot open: %s", err_show(path), strerror(errno));
     struct stat st;
     uint64_t n;
-    if (fstat(f->fd, &st) != 0) { err_set(err, "%s: cannot stat: %s", path, strerror(errno)); goto fail; }
+    if (fstat(f->fd, &st) != 0) { err_set(err, "%s: cannot stat: %s", err_show(path), strerror(errno)); goto fail; }
     uint64_t size = (uint64_t)st.st_size;
     if (size < 8 || read_at(f->fd, &n, 8, 0)) {
-        err_set(err, "%s: truncated: %llu bytes, a safetensors file starts with an 8-byte header length", path,
+        err_set(err, "%s: truncated: %llu bytes, a safetensors file starts with an 8-byte header length", err_show(path),
                 (unsigned long long)size);
         goto fail;
     }
     if (n > size - 8) {
         err_set(err, "%s: the header length is %llu bytes, more than the %llu bytes after it: truncated, or not a "
-                "safetensors file", path, (unsigned long long)n, (unsigned long long)(size - 8));
+                "safetensors file", err_show(path), (unsigned long long)n, (unsigned long long)(size - 8));
         goto fail;
     }
     if (n > ST_MAX_HEADER) {
-        err_set(err, "%s: the header length is %llu bytes, more than the %u the format allows", path,
+        err_set(err, "%s: the header length is %llu bytes, more than the %u the format allows", err_show(path),
                 (unsigned long long)n, ST_MAX_HEADER);
         goto fail;
     }
     f->data_start = 8 + n;
     f->data_len = size - f->data_start;
     char *text = xmalloc(n + 1);
-    if (read_at(f->fd, text, n, 8)) { free(text); err_set(err, "%s: read error in the header", path); goto fail; }
+    if (read_at(f->fd, text, n, 8)) { free(text); err_set(err, "%s: read error in the header", err_show(path)); goto fail; }
     text[n] = 0;
     int rc = parse_header(f, text, n, err);
     free(text);
@@ -188,10 +185,10 @@ const StTensor *st_find(const StFile *f, const char *name) {
 
 int st_read_f32(const StFile *f, const StTensor *t, float *out, Err *err) {
     if (t->kind == ST_OTHER)
-        return err_set(err, "%s: tensor %s: dtype %s, expected F32, F16 or BF16", f->path, err_show(t->name), t->dtype);
+        return err_set(err, "%s: tensor %s: dtype %s, expected F32, F16 or BF16", err_show(f->path), err_show(t->name), t->dtype);
     if (t->kind == ST_F32) {
         if (read_at(f->fd, out, t->count * 4, f->data_start + t->begin))
-            return err_set(err, "%s: tensor %s: read error (the file changed?)", f->path, err_show(t->name));
+            return err_set(err, "%s: tensor %s: read error (the file changed?)", err_show(f->path), err_show(t->name));
         return 0;
     }
     uint16_t *buf = xmalloc(CHUNK * sizeof *buf);
@@ -199,7 +196,7 @@ int st_read_f32(const StFile *f, const StTensor *t, float *out, Err *err) {
     for (uint64_t i = 0; i < t->count && !rc; i += CHUNK) {
         size_t k = t->count - i < CHUNK ? (size_t)(t->count - i) : CHUNK;
         if (read_at(f->fd, buf, k * 2, f->data_start + t->begin + i * 2))
-            rc = err_set(err, "%s: tensor %s: read error (the file changed?)", f->path, err_show(t->name));
+            rc = err_set(err, "%s: tensor %s: read error (the file changed?)", err_show(f->path), err_show(t->name));
         else x16_to_f32_array(t->kind == ST_F16, out + i, buf, k);
     }
     free(buf);
@@ -244,7 +241,7 @@ int st_write_begin(StWriter *w, const char *path, const StSpec *specs, int n, St
     }
     char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(root);
-    if (!text) { free(w->count); w->count = NULL; return err_set(err, "%s: cannot make the JSON header", path); }
+    if (!text) { free(w->count); w->count = NULL; return err_set(err, "%s: cannot make the JSON header", err_show(path)); }
     size_t len = strlen(text);
     uint64_t padded = (len + 7) / 8 * 8;   /* the data starts at a multiple of 8 */
     if (atomic_open(&w->af, path, err)) { free(text); free(w->count); w->count = NULL; return -1; }
@@ -255,14 +252,14 @@ int st_write_begin(StWriter *w, const char *path, const StSpec *specs, int n, St
     if (bad) {
         int e = errno;
         st_write_abort(w);
-        return err_set(err, "%s: write failed: %s", path, strerror(e));
+        return err_set(err, "%s: write failed: %s", err_show(path), strerror(e));
     }
     return 0;
 }
 
 int st_write_tensor(StWriter *w, const float *data, uint64_t count, Err *err) {
     if (w->next >= w->n || count != w->count[w->next])
-        return err_set(err, "%s: tensor %d of %d given %llu elements, declared %llu", w->af.path, w->next + 1, w->n,
+        return err_set(err, "%s: tensor %d of %d given %llu elements, declared %llu", err_show(w->af.path), w->next + 1, w->n,
                        (unsigned long long)count, w->next < w->n ? (unsigned long long)w->count[w->next] : 0ull);
     int bad = 0;
     if (w->dtype == ST_F32) bad = fwrite(data, 4, count, w->af.f) != count;
@@ -271,7 +268,7 @@ int st_write_tensor(StWriter *w, const float *data, uint64_t count, Err *err) {
         x16_from_f32_array(w->dtype == ST_F16, w->buf, data + i, k);
         bad = fwrite(w->buf, 2, k, w->af.f) != k;
     }
-    if (bad) return err_set(err, "%s: write failed: %s", w->af.path, strerror(errno));
+    if (bad) return err_set(err, "%s: write failed: %s", err_show(w->af.path), strerror(errno));
     w->next++;
     return 0;
 }
@@ -279,7 +276,7 @@ int st_write_tensor(StWriter *w, const float *data, uint64_t count, Err *err) {
 int st_write_end(StWriter *w, Err *err) {
     int rc;
     if (w->next != w->n) {
-        rc = err_set(err, "%s: %d of %d tensors written", w->af.path, w->next, w->n);
+        rc = err_set(err, "%s: %d of %d tensors written", err_show(w->af.path), w->next, w->n);
         atomic_abort(&w->af);
     } else {
         rc = atomic_commit(&w->af, err);

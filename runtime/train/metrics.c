@@ -1,6 +1,7 @@
 /* metrics: metrics.jsonl and its records through Jansson (see metrics.h; the JSON strings and numbers are
    common/metrics_json.c's). */
 #include "runtime/train/metrics.h"
+#include "common/files.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -29,10 +30,17 @@ static int repair_last_line(Metrics *m, long long size, Err *err) {
     long long keep = last_line_end(m->fd, size);
     if (keep == size) return 0;
     if (keep < 0 || ftruncate(m->fd, (off_t)keep) != 0)
-        return err_set(err, "%s: its last line was cut short, and cutting it off failed: %s", m->path, strerror(errno));
+        return err_set(err, "%s: its last line was cut short, and cutting it off failed: %s", err_show(m->path), strerror(errno));
     printf("note: %s: its last line was cut short (%lld bytes without an end of line, from a run that stopped while "
            "writing it): removed\n", m->path, size - keep);
     return 0;
+}
+
+int metrics_is_ours(const char *path) {
+    static const char start[] = "{\"event\":\"";   /* every record's first key (metrics_record) */
+    char head[sizeof start];
+    long n = file_head(path, head, sizeof head);   /* a file shorter than that: a record cut short, as it began */
+    return n > 0 && !memcmp(head, start, (size_t)n);
 }
 
 int metrics_open(Metrics *m, const char *dir, Err *err) {
@@ -40,15 +48,18 @@ int metrics_open(Metrics *m, const char *dir, Err *err) {
     snprintf(m->path, sizeof m->path, "%s/metrics.jsonl", dir);
     /* read too, for the last line; O_NONBLOCK so that a FIFO is refused below, not waited on */
     m->fd = open(m->path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
-    if (m->fd < 0) return err_set(err, "%s: cannot open the metrics log: %s", m->path, strerror(errno));
+    if (m->fd < 0) return err_set(err, "%s: cannot open the metrics log: %s", err_show(m->path), strerror(errno));
     struct stat st;
     int rc = 0;
     if (fstat(m->fd, &st) != 0 || fcntl(m->fd, F_SETFL, O_APPEND) != 0)
-        rc = err_set(err, "%s: cannot open the metrics log: %s", m->path, strerror(errno));
+        rc = err_set(err, "%s: cannot open the metrics log: %s", err_show(m->path), strerror(errno));
     else if (!S_ISREG(st.st_mode) && !S_ISCHR(st.st_mode))
-        rc = err_set(err, "%s: expected a file for the metrics log, found %s", m->path,
+        rc = err_set(err, "%s: expected a file for the metrics log, found %s", err_show(m->path),
                      S_ISFIFO(st.st_mode) ? "a FIFO" : "something else (a socket?)");
-    else if ((m->regular = S_ISREG(st.st_mode))) rc = repair_last_line(m, (long long)st.st_size, err);
+    else if ((m->regular = S_ISREG(st.st_mode)) && st.st_size > 0 && !metrics_is_ours(m->path))
+        rc = err_set(err, "%s: exists and is not a metrics log gpt2gen wrote (its first line is not a record "
+                     "{\"event\":...}): it is kept; move it away, or use another checkpoint.dir", err_show(m->path));
+    else if (m->regular) rc = repair_last_line(m, (long long)st.st_size, err);
     if (rc) { close(m->fd); return -1; }
     m->open = 1;
     return 0;

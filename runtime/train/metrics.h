@@ -20,9 +20,12 @@ typedef struct {
 } Metrics;
 
 /* Opens dir/metrics.jsonl for appending; a file that cannot be opened, or that is not a regular file or a
-   character device (/dev/null), is an error (before training starts). A regular file whose last line has no end
+   character device (/dev/null), is an error (before training starts), and so is a regular file gpt2gen did not
+   write (metrics_is_ours), which is never appended to or cut. A regular file whose last line has no end
    of line (a run that stopped while writing it) is cut back to its last whole line, and a note says so. */
 int  metrics_open(Metrics *m, const char *dir, Err *err);
+/* Whether the regular file at path is a metrics log gpt2gen wrote: it starts with a record, {"event":"... */
+int  metrics_is_ours(const char *path);
 /* Appends record (a JSON object) as one line, and releases it (json_decref), also where the log is not open or
    record is NULL. A write error is one message on stderr, naming the file and the error. */
 void metrics_write(Metrics *m, json_t *record);

@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The SVG's description, which marks a plot as gpt2gen's (plot_is_ours) */
+#define PLOT_DESC "<desc>Drawn by gpt2gen from metrics.jsonl."
+
 static const char *const SERIES_NAME[PLOT_SERIES] = {"train_loss", "val_loss", "accuracy", "lr", "tok_s"};
 
 /* ---------------------------------------------------------------- the SVG text */
@@ -386,7 +389,13 @@ char *plot_svg(const PlotRun *runs, int n, size_t *len) {
     return b.p;
 }
 
-int plot_write(const char *path, const PlotRun *runs, int n, Err *err) {
+int plot_is_ours(const char *path) {
+    char head[4096];   /* the description follows the title, a run's name of at most 255 bytes, escaped */
+    return file_head(path, head, sizeof head) > 0 && !strncmp(head, "<?xml", 5) && strstr(head, PLOT_DESC) != NULL;
+}
+
+int plot_write(const char *path, const PlotRun *runs, int n, int force, Err *err) {
+    if (file_may_replace(path, force, plot_is_ours, "an SVG plot", err)) return -1;
     size_t len;
     char *svg = plot_svg(runs, n, &len);
     int rc = write_file_atomic(path, svg, len, err);
@@ -394,7 +403,7 @@ int plot_write(const char *path, const PlotRun *runs, int n, Err *err) {
     return rc;
 }
 
-int plot_refresh(const char *dir) {
+int plot_refresh(const char *dir, int *warned) {
     char metrics[4200], out[4200];
     snprintf(metrics, sizeof metrics, "%s/metrics.jsonl", dir);
     snprintf(out, sizeof out, "%s/plot.svg", dir);
@@ -402,8 +411,9 @@ int plot_refresh(const char *dir) {
     PlotRun run;
     Err err;
     int rc = plot_read(&run, metrics, name, &err);
-    if (!rc) rc = plot_write(out, &run, 1, &err);
-    if (rc) fprintf(stderr, "gpt2gen: warning: %s not written: %s (training goes on)\n", out, err.msg);
+    if (!rc) rc = plot_write(out, &run, 1, 0, &err);
+    if (rc && !*warned) fprintf(stderr, "gpt2gen: warning: %s not written: %s (training goes on; said once)\n", err_show(out), err.msg);
+    if (rc) *warned = 1;
     plot_run_free(&run);
     free(name);
     return rc;

@@ -58,11 +58,14 @@ int  plot_read(PlotRun *run, const char *path, const char *name, Err *err);
 void plot_run_free(PlotRun *run);
 /* The SVG of n runs (n >= 1): malloc'd, *len its length. */
 char *plot_svg(const PlotRun *runs, int n, size_t *len);
-/* plot_svg written to path atomically (a temporary name, then rename). */
-int  plot_write(const char *path, const PlotRun *runs, int n, Err *err);
-/* Training's plot: dir/metrics.jsonl drawn into dir/plot.svg, named after dir. A failure is one warning line on
-   stderr and -1; the run goes on. */
-int  plot_refresh(const char *dir);
+/* Whether path is a plot gpt2gen drew (an SVG with plot_svg's description), which a plot may replace. */
+int  plot_is_ours(const char *path);
+/* plot_svg written to path (common/files.h's write: a temporary name, then rename). A file there that is not
+   one of our plots is kept, an error, unless force (--force); what is not a regular file is refused always. */
+int  plot_write(const char *path, const PlotRun *runs, int n, int force, Err *err);
+/* Training's plot: dir/metrics.jsonl drawn into dir/plot.svg, named after dir (a plot.svg that is not ours is
+   kept). A failure is a warning line on stderr, the first time only (*warned then is 1), and -1; the run goes on. */
+int  plot_refresh(const char *dir, int *warned);
 /* The name a run at path (a run folder or a metrics.jsonl) is shown by: the folder's name (without trailing
    slashes), or a file's folder's name when the file is metrics.jsonl, else the file's name without ".jsonl".
    malloc'd. */

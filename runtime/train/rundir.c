@@ -2,6 +2,8 @@
 #include "runtime/train/rundir.h"
 #include "common/dirs.h"
 #include "common/files.h"
+#include "runtime/train/metrics.h"
+#include "runtime/train/plot.h"
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -26,16 +28,9 @@ void rundir_done(const char *dir, int step, char path[RUNDIR_PATH_MAX]) {
 
 static void lock_path(const RunDir *rd, char path[RUNDIR_PATH_MAX]) { snprintf(path, RUNDIR_PATH_MAX, "%s/run.lock", rd->dir); }
 
-/* s holds only digits (at least one). */
-static int all_digits(const char *s) {
-    if (!*s) return 0;
-    for (; *s; s++) if (*s < '0' || *s > '9') return 0;
-    return 1;
-}
-
 /* The step of a checkpoint file's name ("model_<digits>.bin", "state_<digits>.bin", a rank's
    "state_<digits>.r<rank>.bin" or the marker "done_<digits>.bin"), or -1. The rest of the name after ".bin" is
-   returned in *tail ("", or ".tmp.<pid>" for a leftover). */
+   returned in *tail ("", or ".tmp.<pid>.<hex>" for a leftover). */
 static int step_of(const char *name, const char **tail) {
     const char *p;
     if (!strncmp(name, "model_", 6) || !strncmp(name, "state_", 6)) p = name + 6;
@@ -73,14 +68,16 @@ int rundir_steps(const char *dir, int **steps) {
     return u;
 }
 
-/* Removes the temporary files of saves (model_*.bin.tmp.<pid>, state_*.bin.tmp.<pid>, ...); the caller holds the lock. */
+/* Removes the temporary files of saves (model_*.bin.tmp.<pid>.<hex>, state_*.bin.tmp.<pid>.<hex>, ...) that are
+   provably a killed save's (atomic_leftover); the caller holds the lock. */
 static void remove_leftovers(const RunDir *rd) {
     DIR *d = opendir(rd->dir);
     if (!d) return;
     int removed = 0;
     for (struct dirent *e; (e = readdir(d));) {
         const char *tail;
-        if (step_of(e->d_name, &tail) < 0 || strncmp(tail, ".tmp.", 5) || !all_digits(tail + 5)) continue;
+        size_t base = atomic_tmp_base(e->d_name);
+        if (!base || step_of(e->d_name, &tail) < 0 || tail != e->d_name + base || !atomic_leftover(rd->dir, e->d_name)) continue;
         char path[RUNDIR_PATH_MAX + 256];
         snprintf(path, sizeof path, "%s/%s", rd->dir, e->d_name);
         removed += unlink(path) == 0;
@@ -151,9 +148,17 @@ static int refuse_overwrite(const RunDir *rd, Err *err) {
    state shards, markers), metrics.jsonl and plot.svg; other files stay. Says what it removed. */
 static int remove_earlier_run(const RunDir *rd, Err *err) {
     int newest, count = rundir_held(rd->dir, &newest), files = 0;
+    char path[RUNDIR_PATH_MAX + 256];
+    for (int i = 0; i < N_RUN_LOGS; i++) {   /* a log of the same name that gpt2gen did not write is kept: refused */
+        snprintf(path, sizeof path, "%s/%s", rd->dir, RUN_LOGS[i]);
+        int ours = i == 0 ? metrics_is_ours(path) : plot_is_ours(path);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && !ours)
+            return err_set(err, "%s: not the %s gpt2gen writes, so --fresh does not remove it: move it away, or use "
+                           "another checkpoint.dir", err_show(path), i == 0 ? "metrics log" : "plot");
+    }
     DIR *d = opendir(rd->dir);
     if (!d) return err_set(err, "checkpoint.dir: %s: cannot list it: %s", rd->dir, strerror(errno));
-    char path[RUNDIR_PATH_MAX + 256];
     int rc = 0;
     for (struct dirent *e; (e = readdir(d)) && !rc;) {
         const char *tail;

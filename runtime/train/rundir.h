@@ -5,9 +5,9 @@
  *   - takes its lock: run.lock, held with flock(2) and holding the pid. A second run into the directory is
  *     refused with one message naming the directory and the first run's pid. The kernel drops a flock when its
  *     process dies, so the file a killed run leaves is stale: the next run takes it over (and says so);
- *   - removes the leftovers of saves a killed run never finished (model_*.bin.tmp.<pid>, state_*.bin.tmp.<pid>,
- *     the same of state_*.r<rank>.bin and done_*.bin:
- *     the temporary names of common/files.h's atomic writes); with the lock held, no live run owns them;
+ *   - removes the leftovers of saves a killed run never finished (model_*.bin.tmp.<pid>.<hex>, state_*.bin.tmp...,
+ *     the same of state_*.r<rank>.bin and done_*.bin: the temporary names of common/files.h's atomic writes), each
+ *     only when it is provably one (atomic_leftover: a regular file of this user whose process is gone);
  *   - without resume, refuses a directory that already holds checkpoints (model_*.bin or state_*.bin), saying
  *     in words what is there and how to continue (--resume) or start over (--fresh), so an earlier run's
  *     checkpoints are never overwritten;

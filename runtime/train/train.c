@@ -242,7 +242,7 @@ static int at_step(Run *r, int step, int last, int stop, Progress *p, Err *err) 
     if (r->evaluator && eval_due(c, step, last) && (rc = eval_choices(r, step, err))) return rc;
     /* plot.svg (rank 0, a log in a file) after each validation and evaluation (the last step's: at the end) */
     if (r->metrics.regular && !last && ((r->has_val && step % c->eval.val_every == 0) || (r->evaluator && eval_due(c, step, 0))))
-        plot_refresh(c->checkpoint.dir);
+        plot_refresh(c->checkpoint.dir, &r->plot_warned);
     if (step > 0 && (last || (c->checkpoint.every > 0 && step % c->checkpoint.every == 0) || stop)) {
         if ((rc = run_save_checkpoint(r, step, err))) return rc;
         p->last_saved = step;
@@ -354,7 +354,7 @@ int train_run(const RunSpec *c, const PlanSet *plans, const TrainOptions *opt) {
     }
     /* failed or stopped before a step was trained: a folder this run created holds nothing to keep, and goes */
     int discard = rc && p.trained == 0 && p.last_saved < 0 && r.dir.made[0];
-    if (r.metrics.regular && !discard) plot_refresh(c->checkpoint.dir);   /* whatever the run got to (rank 0's log: a file) */
+    if (r.metrics.regular && !discard) plot_refresh(c->checkpoint.dir, &r.plot_warned);   /* whatever the run got to (rank 0's log: a file) */
     stop_signals(0);
     if (discard) rundir_discard(&r.dir);
     run_close(&r);

@@ -44,6 +44,7 @@ typedef struct {
     uint64_t sample_rng;
     RunDir dir;
     Metrics metrics;
+    int plot_warned;                     /* plot.svg could not be written, and a warning said so (once) */
     int quiet;
     int stdout_gone;                     /* standard output failed (a closed pipe): it is /dev/null now */
     size_t num_params;

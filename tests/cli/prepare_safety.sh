@@ -2,12 +2,15 @@
 # gpt2gen prepare against hostile input and interruptions: standard input, /dev/stdin and a FIFO give the
 # shards of the same file (each input is read once); a failed or killed prepare leaves the old data set
 # byte for byte; a successful one replaces it whole; empty inputs, foreign files and bad folders get one
-# message and exit code 1 (2 for usage errors); memory stays bounded on a long pipe.
+# message and exit code 1 (2 for usage errors), and so do files that are named like a data set's but are not
+# one (a user's train_my_notes.bin) and a second prepare into a folder while one runs; memory stays bounded on a
+# long pipe.
 . "$(dirname "$0")/../lib.sh"
 RANKS="$ROOT/data/gpt2.tiktoken"
 FORTUNE=/usr/share/games/fortunes/fortunes
 TESTS="stdin_dash stdin_dev_stdin stdin_between_files fifo failed_missing_input failed_unreadable_input
-failed_empty_input failed_blank_input failed_write_error foreign_file_refused not_a_folder out_dot_usage killed_midway
+failed_empty_input failed_blank_input failed_write_error foreign_file_refused lookalike_shard_refused
+lookalike_tokenizer_refused second_prepare_refused not_a_folder out_dot_usage killed_midway
 leftovers_cleaned interrupted_swap_restored replaced_whole val_every_tenth pipe_memory_bounded"
 why=""
 [ -f "$RANKS" ] || why="$RANKS is missing (run tools/setup_data.sh)"
@@ -53,6 +56,7 @@ cp "$FORTUNE" f.txt
 printf 'first file\n%%\nsecond document\n' > a.txt
 printf 'last file, one document\n' > c.txt
 prep f.txt -o ref --shard-tokens 2K > ref.log 2>&1 || { cat ref.log; fail stdin_dash "prepare from the file failed"; finish; }
+prep c.txt -o c_ref_early > /dev/null 2>&1
 
 # 1. standard input, /dev/stdin and a FIFO: the same shards as from the file
 cat f.txt | prep - -o dash --shard-tokens 2K > dash.log 2>&1; rc=$?
@@ -99,6 +103,25 @@ FSIZE=unlimited
 # a folder holding anything but a data set is refused, and nothing in it deleted
 cp -a ref mixed; echo notes > mixed/notes.txt; cp -a mixed mixed_snapshot
 survives foreign_file_refused mixed mixed_snapshot notes.txt -- f.txt
+
+# a user's file that is named like a data set's file but is not one (no shard's or tokenizer's magic) is refused
+# and kept (prepare knows its files by their first bytes too)
+cp -a ref lookalike; echo "my notes" > lookalike/train_my_notes.bin; cp -a lookalike lookalike_snapshot
+survives lookalike_shard_refused lookalike lookalike_snapshot "train_my_notes.bin, which is named like" -- f.txt
+cp -a ref lookalike_tok; cp ref/train_000000.bin lookalike_tok/tokenizer.bin; cp -a lookalike_tok lookalike_tok_snapshot
+survives lookalike_tokenizer_refused lookalike_tok lookalike_tok_snapshot "not a tokenizer file" -- f.txt
+
+# a second prepare into the folder while one runs (here blocked reading a FIFO) is refused; the first finishes
+mkfifo slow
+"$GPT2GEN" prepare --ranks "$RANKS" slow -o racing > racing1.log 2>&1 &
+pid=$!
+tries=0; while [ ! -e .racing.lock ] && [ $tries -lt 200 ]; do sleep 0.05; tries=$((tries + 1)); done
+out=$(prep c.txt -o racing 2>&1 >/dev/null); rc=$?
+cat c.txt > slow
+wait $pid; rc1=$?
+if [ $rc -eq 1 ] && printf '%s' "$out" | grep -q "another prepare is writing this data set (pid $pid" && [ $rc1 -eq 0 ] \
+   && same_dir racing c_ref_early && [ ! -e .racing.lock ]; then ok second_prepare_refused "$out"
+else fail second_prepare_refused "exit codes $rc, $rc1: $out $(cat racing1.log)"; fi
 
 echo "not a folder" > plainfile; cp plainfile plainfile_snapshot
 out=$(prep f.txt -o plainfile 2>&1 >/dev/null); rc=$?

@@ -71,9 +71,10 @@ for what in done_00000008.bin state_00000008.r1.bin; do
 done
 
 # leftovers of a killed several-rank save are removed
-touch "$WORK/part/state_00000012.r1.bin.tmp.99999" "$WORK/part/done_00000012.bin.tmp.99999"
+# (pid 99999999 is past any pid_max: a process that is gone)
+touch "$WORK/part/state_00000012.r1.bin.tmp.99999999.0123456789abcdef" "$WORK/part/done_00000012.bin.tmp.99999999.0123456789abcdef"
 run --set train.num_gpus=2 --set checkpoint.dir="$WORK/part" --resume --set train.steps=8 >/dev/null 2>&1
-if [ ! -e "$WORK/part/state_00000012.r1.bin.tmp.99999" ] && [ ! -e "$WORK/part/done_00000012.bin.tmp.99999" ]; then ok leftovers_removed
+if ! ls "$WORK/part" | grep -q '\.tmp\.'; then ok leftovers_removed
 else fail leftovers_removed "$(ls "$WORK/part")"; fi
 
 # another number of ranks: one clear message, nothing trained
