@@ -522,7 +522,7 @@ static int family_of(const Plan *p, const char *family) {
 /* the tunables in which variant a differs from b, as a bit set */
 static unsigned differs(const PlanFamily *m, const TuneVariant *a, const TuneVariant *b) {
     unsigned bits = 0;
-    for (int t = 0; t < m->n_tunables; t++) bits |= (unsigned)(a->v[t] != b->v[t]) << t;
+    for (int t = 0; t < m->n_tunables && t < FAMILY_MAX_TUNABLES; t++) bits |= (unsigned)(a->v[t] != b->v[t]) << t;
     return bits;
 }
 
