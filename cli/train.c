@@ -46,10 +46,11 @@ static const char *TRAIN_USAGE =
     "leaves no run folder behind (when it made the folder). data.tokenizer must name a tokenizer file where\n"
     "samples are on (eval.sample_every > 0), or be \"none\": samples then print as token ids.\n"
     "\n"
-    "Several nodes: start the same command under mpirun or srun, one process per GPU; the rank and world size\n"
-    "come from the launcher (train.num_gpus follows the world size), and rank 0 hands the others NCCL's id\n"
-    "through a file in checkpoint.dir, which must be on a file system every node shares (or name one in\n"
-    "GPT2GEN_NCCL_ID_FILE). GPT2GEN_NCCL_TIMEOUT (seconds, default 600) bounds every wait on the other ranks.\n";
+    "Several nodes: start the same command under torchrun, mpirun or srun, one process per GPU; the rank and\n"
+    "world size come from the launcher (train.num_gpus follows the world size). Rank 0 hands the others NCCL's\n"
+    "id over TCP where MASTER_ADDR and MASTER_PORT (or GPT2GEN_RENDEZVOUS=tcp://HOST:PORT) are set, else\n"
+    "through a file in checkpoint.dir on a file system every node shares (or GPT2GEN_NCCL_ID_FILE).\n"
+    "GPT2GEN_JOIN_TIMEOUT bounds the join, GPT2GEN_NCCL_TIMEOUT (seconds, default 600) every later wait.\n";
 
 /* Runs ask(arg, answer) in a child process and reads its n bytes of answer back: what the launcher's parent learns of
    the GPUs, it asks this way, as it must not start the CUDA driver itself before it forks (a child of a process that
@@ -166,8 +167,47 @@ static int train_local(Args *a, Config *cfg, PlanSet *ps, const char *backend, C
     return train_run(&cfg->run, ps, &opt);
 }
 
-/* One process of several that mpirun or srun started: rank 0 builds and hands out NCCL's id through a file
-   (runtime/ranks/launch.h), the others wait for it and then build (from the kernel cache rank 0 filled). */
+/* The id through a file in checkpoint.dir (runtime/ranks/launch.h): rank 0 builds, writes it and waits for every
+   rank's answer; the others wait for it and then build (from the kernel cache rank 0 filled). path: the id file. */
+static int join_id_file(Args *a, const LaunchEnv *le, Config *cfg, PlanSet *ps, int cpu, unsigned char *id, char *path,
+                        Err *err) {
+    double timeout = a->env->join_timeout;
+    if (mkdir_p(cfg->run.checkpoint.dir, err) ||
+        launch_id_file_path(le, a->env->nccl_id_file, cfg->run.checkpoint.dir, path, RUNDIR_PATH_MAX, err))
+        return -1;
+    if (le->rank != 0)
+        return launch_share_id_file(path, le, id, NCCL_ID_BYTES, timeout, err) || (!cpu && args_build_plans(a, ps, 1, err)) ? -1 : 0;
+    char note[RUNDIR_PATH_MAX + 128];
+    /* a stale id file goes first: the other ranks would wait on it while rank 0 builds */
+    int rc = launch_id_file_claim(path, note, sizeof note, err);
+    if (!rc && note[0]) fprintf(stderr, "gpt2gen: rank 0: note: %s\n", note);
+    rc = rc || (!cpu && args_build_plans(a, ps, a->quiet, err)) || make_id(id, NCCL_ID_BYTES, cpu ? (void *)a->env : NULL, err) ||
+         launch_share_id_file(path, le, id, NCCL_ID_BYTES, timeout, err) ||
+         launch_id_file_answers(path, le->world, timeout, err);   /* a rank that refused it: stop now */
+    if (rc) launch_id_file_remove(path);   /* a refused or timed-out join leaves no id file */
+    return rc ? -1 : 0;
+}
+
+/* The id over TCP (runtime/ranks/launch.h): rank 0 takes its port first (a port in use is said before anything is
+   built), builds, and hands the id to every rank that joins; the others build once they have it. On the CPU backend
+   the id is rank 0's address for the ranks' own connections (comm_socket_tcp_id), at the rendezvous's port. */
+static int join_tcp(Args *a, const LaunchEnv *le, PlanSet *ps, int cpu, unsigned char *id, Err *err) {
+    double timeout = a->env->join_timeout;
+    if (le->rank != 0)
+        return launch_share_id_tcp(le, -1, id, NCCL_ID_BYTES, timeout, err) || (!cpu && args_build_plans(a, ps, 1, err)) ? -1 : 0;
+    int lfd = launch_tcp_listen(le, err);
+    if (lfd < 0) return -1;
+    if ((!cpu && args_build_plans(a, ps, a->quiet, err)) ||
+        (cpu ? comm_socket_tcp_id(id, NCCL_ID_BYTES, le->rdv_host, le->rdv_port, err) : nccl_unique_id(id, err))) {
+        close(lfd);
+        return -1;
+    }
+    return launch_share_id_tcp(le, lfd, id, NCCL_ID_BYTES, timeout, err);
+}
+
+/* One process of several that a launcher started (mpirun, srun, torchrun, a PyTorchJob): the ranks meet over TCP where
+   there is a rendezvous (le->rdv_port), else through NCCL's own bootstrap where NCCL_COMM_ID is set (every rank
+   makes the same id from it, as NCCL documents), else through the id file. */
 static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, PlanSet *ps, const char *backend,
                           int fresh) {
     Err err;
@@ -176,34 +216,22 @@ static int train_launched(Args *a, const LaunchEnv *le, Config *cfg, PlanSet *ps
     if (!cpu) a->facts = cuda_plan_facts(&facts, a->env, le->local_rank);
     int rc = train_plans(a, cfg, NULL, ps);
     if (rc) return rc;
-    char path[RUNDIR_PATH_MAX];
-    double timeout = a->env->nccl_timeout;
+    char path[RUNDIR_PATH_MAX] = "";
     static unsigned char id[NCCL_ID_BYTES];
-    if ((!cpu && nccl_load(a->env, NULL, &err)) || mkdir_p(cfg->run.checkpoint.dir, &err) ||
-        launch_id_file_path(le, a->env->nccl_id_file, cfg->run.checkpoint.dir, path, sizeof path, &err)) {
-        fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg);
-        return EXIT_FAIL;
-    }
-    char note[RUNDIR_PATH_MAX + 128];
-    if (le->rank == 0) {   /* a stale id file goes first: the other ranks would wait on it while rank 0 builds */
-        rc = launch_id_file_claim(path, note, sizeof note, &err);
-        if (!rc && note[0]) fprintf(stderr, "gpt2gen: rank 0: note: %s\n", note);
-        rc = rc || (!cpu && args_build_plans(a, ps, a->quiet, &err)) ||
-             make_id(id, sizeof id, cpu ? (void *)a->env : NULL, &err) ||
-             launch_share_id_file(path, le, id, NCCL_ID_BYTES, timeout, &err) ||
-             launch_id_file_answers(path, le->world, timeout, &err);   /* a rank that refused it: stop now */
-    } else rc = launch_share_id_file(path, le, id, NCCL_ID_BYTES, timeout, &err) ||
-              (!cpu && args_build_plans(a, ps, 1, &err));
+    if (!cpu && nccl_load(a->env, NULL, &err)) rc = -1;
+    else if (le->rdv_port) rc = join_tcp(a, le, ps, cpu, id, &err);
+    else if (!cpu && a->env->nccl_comm_id)
+        rc = nccl_unique_id(id, &err) || args_build_plans(a, ps, le->rank != 0 || a->quiet, &err) ? -1 : 0;
+    else rc = join_id_file(a, le, cfg, ps, cpu, id, path, &err);
     if (rc) {
-        if (le->rank == 0) launch_id_file_remove(path);   /* a refused or timed-out join leaves no id file */
         fprintf(stderr, "gpt2gen: rank %d: %s\n", le->rank, err.msg);
         return EXIT_FAIL;
     }
     /* rank 0 removes the id file once every rank has joined (train_run), before anything can _exit */
-    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, le->rank, le->world, le->local_rank, id, a->env,
-                        le->rank == 0 ? path : NULL, fresh};
+    const char *id_file = le->rank == 0 && path[0] ? path : NULL;
+    TrainOptions opt = {cpu ? "cpu" : "cuda", a->quiet, le->rank, le->world, le->local_rank, id, a->env, id_file, fresh};
     rc = train_run(&cfg->run, ps, &opt);
-    if (le->rank == 0) launch_id_file_remove(path);
+    if (id_file) launch_id_file_remove(id_file);
     return rc;
 }
 
@@ -266,8 +294,9 @@ static int launcher_world(Args *a, const LaunchEnv *le, const char *backend, int
                     a->gpus, le->how, le->world);
             return EXIT_USAGE;
         }
-        if (!strcmp(backend, "cpu") && !cpu_processes) {
-            fprintf(stderr, "gpt2gen: %s started %d processes: several processes train on GPUs only\n", le->how, le->world);
+        if (!strcmp(backend, "cpu") && !cpu_processes && !le->rdv_port) {   /* CPU ranks meet over TCP, or as a test hook */
+            fprintf(stderr, "gpt2gen: %s started %d processes: several processes train on GPUs only (or on the CPU with a "
+                    "TCP rendezvous: MASTER_ADDR and MASTER_PORT)\n", le->how, le->world);
             return EXIT_USAGE;
         }
         snprintf(world_set, sizeof world_set, "train.num_gpus=%d", le->world);

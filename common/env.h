@@ -8,12 +8,18 @@
 /* Where this process's rank comes from (runtime/ranks/launch.h): the launcher's variables. */
 typedef struct {
     int rank, world, local_rank;   /* local_rank: this node's GPU ordinal for this rank */
-    const char *how;               /* "none" (a single process), "gpt2gen" (launch_local), "mpirun", "srun" */
+    const char *how;               /* "none" (a single process), "gpt2gen" (launch_local), "mpirun", "srun", "torchrun" */
     char job[128];                 /* the launcher's job id (it names the id file), "" if none */
+    int attempt;                   /* the launcher's restart count (TORCHELASTIC_RESTART_COUNT, SLURM_RESTART_COUNT), 0 */
+    /* The TCP rendezvous (runtime/ranks/launch.h), where rank 0 listens: port 0 when there is none (the id file) */
+    char rdv_host[256];
+    int rdv_port;
+    const char *rdv_from;          /* the variables it came from, for messages */
 } LaunchEnv;
 
 #define ENV_LOCK_TIMEOUT_DEFAULT 600.0   /* seconds */
 #define ENV_NCCL_TIMEOUT_DEFAULT 600.0   /* seconds */
+#define ENV_PORT_MAX 65535
 
 typedef struct {
     /* the build (gen/) */
@@ -33,6 +39,8 @@ typedef struct {
     const char *nccl_library;    /* GPT2GEN_NCCL_LIBRARY (default libnccl.so.2) */
     double nccl_timeout;         /* GPT2GEN_NCCL_TIMEOUT: seconds any wait on the other ranks may take */
     const char *nccl_id_file;    /* GPT2GEN_NCCL_ID_FILE (NULL: <checkpoint.dir>/.nccl-id-<job>) */
+    const char *nccl_comm_id;    /* NCCL_COMM_ID: NCCL's own bootstrap address (NULL: none): every rank makes the id */
+    double join_timeout;         /* GPT2GEN_JOIN_TIMEOUT: seconds the ranks' join may take (default GPT2GEN_NCCL_TIMEOUT) */
     /* training (runtime/train/, cli/train.c) */
     const char *test_overflow;   /* GPT2GEN_TEST_OVERFLOW: test hook, steps whose backward overflows (NULL: none) */
     int comm_overlap;            /* GPT2GEN_COMM_OVERLAP: the gradients' averaging overlaps the backward (default 1) */
@@ -50,9 +58,17 @@ typedef struct {
  *   PMI_RANK, PMI_SIZE, MPI_LOCALRANKID                           "mpirun" (MPICH, Intel MPI); job PMI_KVSNAME or
  *                                                                 PMIX_NAMESPACE, else none
  *   SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, with SLURM_STEP_ID "srun"; job SLURM_JOB_ID.SLURM_STEP_ID
+ *   RANK, WORLD_SIZE, LOCAL_RANK (optional: 0)                    "torchrun" (also Kubeflow's PyTorchJob, which sets no
+ *                                                                 LOCAL_RANK); job TORCHELASTIC_RUN_ID; RANK counts
+ *                                                                 only with WORLD_SIZE
  * (a batch script outside srun has SLURM_PROCID but no step id: it is one process). None of them: rank 0 of a
  * world of 1 on GPU 0, how "none". Every launcher that is set must be complete (rank, world and local rank
- * integers, world >= 1, rank in [0, world), local rank >= 0) and agree with the others on the rank and world. */
+ * integers, world >= 1, rank in [0, world), local rank >= 0) and agree with the others on the rank and world.
+ * torchrun inside srun or mpirun (one torchrun per task, started with GROUP_RANK and LOCAL_WORLD_SIZE): torchrun's
+ * variables give the rank, and the outer launcher's world times LOCAL_WORLD_SIZE must be WORLD_SIZE.
+ * The TCP rendezvous, for a world of several: GPT2GEN_RENDEZVOUS=tcp://HOST:PORT, else MASTER_ADDR and MASTER_PORT
+ * (both or neither; under torchrun's agent store, TORCHELASTIC_USE_AGENT_STORE=True, torchrun holds MASTER_PORT on
+ * rank 0's node and gpt2gen takes the port after it, MASTER_PORT + 1). */
 int env_read(Env *env, Err *err);
 /* The defaults, as if no variable were set. */
 void env_defaults(Env *env);

@@ -1,5 +1,7 @@
 #include "runtime/ranks/comm_socket.h"
+#include "runtime/ranks/tcp.h"
 #include "common/clock.h"
+#include <fcntl.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -190,7 +192,67 @@ int comm_socket_id(void *id, size_t len, const char *dir, Err *err) {
     return 0;
 }
 
+/* ---- over TCP: the id is "tcp:PORT:TOKEN:HOST"; a connection introduces itself with the token and its rank */
+
+enum { TOKEN_HEX = 32 };
+typedef struct { char token[TOKEN_HEX + 1]; int rank; } TcpHello;
+
+int comm_socket_tcp_id(void *id, size_t len, const char *host, int port, Err *err) {
+    unsigned char r[TOKEN_HEX / 2];
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, r, sizeof r) != (ssize_t)sizeof r) {   /* unlikely: the clock and pid, still per run */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned long long x = (unsigned long long)ts.tv_nsec * 6364136223846793005ull ^ (unsigned long long)getpid() ^ (unsigned long long)ts.tv_sec;
+        for (size_t i = 0; i < sizeof r; i++) { r[i] = (unsigned char)(x >> (8 * (i % 8))); x = x * 2862933555777941757ull + 3037000493ull; }
+    }
+    if (fd >= 0) close(fd);
+    char token[TOKEN_HEX + 1];
+    for (size_t i = 0; i < sizeof r; i++) snprintf(token + 2 * i, 3, "%02x", r[i]);
+    int n = snprintf(id, len, "tcp:%d:%s:%s", port, token, host);
+    if (n < 0 || (size_t)n >= len) return err_set(err, "%s: too long a host name for the CPU ranks' id (at most %zu bytes)", host, len - 60);
+    return 0;
+}
+
+/* a rank connects and says who it is; rank 0 takes the ranks that know the token (others are not this run's) */
+static int join_tcp(Comm *c, const char *id, Err *err) {
+    Sock *s = c->impl;
+    double deadline = now_seconds() + s->timeout;
+    int port = 0, at = 0;
+    TcpHello me = {{0}, s->rank};
+    if (sscanf(id, "tcp:%d:%32[0-9a-f]:%n", &port, me.token, &at) != 2 || !at) return err_set(err, "ranks: a malformed TCP id");
+    const char *host = id + at;
+    if (s->rank != 0) {
+        Err e;
+        int fd = tcp_connect(host, port, deadline, "the CPU ranks' port", &e);
+        if (fd < 0) return err_set(err, "cannot reach rank 0 within %.0f s: %s", s->timeout, e.msg);
+        s->fd[0] = fd;
+        return send_all(c, 0, &me, sizeof me, deadline, err);
+    }
+    int lfd = tcp_listen(host, port, "the CPU ranks' port, the rendezvous's", err), rc = 0;
+    if (lfd < 0) return -1;
+    for (int joined = 1; joined < c->world && !rc;) {
+        Err e;
+        int fd = tcp_accept(lfd, deadline, &e);
+        if (fd == -1) rc = err_set(err, "port %d: %d of %d ranks joined within %.0f s", port, joined, c->world, s->timeout);
+        else if (fd < 0) rc = err_set(err, "port %d: %s", port, e.msg);
+        if (fd < 0) break;
+        TcpHello h;
+        double d = now_seconds() + 5;
+        if (tcp_recv(fd, &h, sizeof h, d < deadline ? d : deadline) || memcmp(h.token, me.token, sizeof h.token) ||
+            h.rank < 1 || h.rank >= c->world || s->fd[h.rank] >= 0) {
+            close(fd);   /* not one of this run's ranks: the join goes on */
+            continue;
+        }
+        s->fd[h.rank] = fd;
+        joined++;
+    }
+    close(lfd);
+    return rc;
+}
+
 static int join(Comm *c, const char *path, Err *err) {
+    if (!strncmp(path, "tcp:", 4)) return join_tcp(c, path, err);
     Sock *s = c->impl;
     double deadline = now_seconds() + s->timeout;
     struct sockaddr_un a = {.sun_family = AF_UNIX};

@@ -36,9 +36,7 @@ typedef struct {
     size_t id_len;
 } IdFile;
 
-/* The job as it goes into a file name or the id file: letters, digits, '.', '-' and '_' kept, others '_';
-   "-" for none. */
-static void job_token(const char *job, char *out, size_t cap) {
+void launch_job_token(const char *job, char *out, size_t cap) {
     size_t i = 0;
     for (; job[i] && i < cap - 1; i++) {
         char c = job[i];
@@ -160,7 +158,7 @@ static int id_file_write(const char *path, const LaunchEnv *le, const void *id, 
     char note[1];
     if (launch_id_file_claim(path, note, 0, err)) return -1;
     char job[sizeof le->job], host[256], text[LAUNCH_ID_FILE_MAX];
-    job_token(le->job, job, sizeof job);
+    launch_job_token(le->job, job, sizeof job);
     this_host(host, sizeof host);
     int n = snprintf(text, sizeof text, ID_FILE_MAGIC "\nworld %d\njob %s\nhost %s\npid %d\nid ", le->world, job, host, (int)getpid());
     for (size_t i = 0; i < len; i++) n += snprintf(text + n, sizeof text - (size_t)n, "%02x", ((const unsigned char *)id)[i]);
@@ -179,7 +177,7 @@ int launch_share_id_file(const char *path, const LaunchEnv *le, void *id, size_t
     double t0 = now_seconds();
     time_t started = time(NULL);
     char job[sizeof le->job], stale[512] = "";
-    job_token(le->job, job, sizeof job);
+    launch_job_token(le->job, job, sizeof job);
     for (;;) {
         struct stat st;
         IdFile f;
@@ -226,7 +224,7 @@ int launch_id_file_path(const LaunchEnv *le, const char *id_file, const char *di
                        "on a file system every node shares", le->how);
     else {
         char job[sizeof le->job];
-        job_token(le->job, job, sizeof job);
+        launch_job_token(le->job, job, sizeof job);
         n = snprintf(out, cap, "%s/.nccl-id-%s", dir && *dir ? dir : ".", job);
     }
     if (n < 0 || (size_t)n >= cap) return err_set(err, "the NCCL id file's path is too long (at most %zu bytes)", cap ? cap - 1 : 0);

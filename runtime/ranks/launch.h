@@ -17,7 +17,11 @@
  *   its variables (common/env.h), and the id goes through a file on a file system every node shares: rank 0 writes it,
  *   the others wait for it (launch_share_id_file), and check that it is rank 0's of the same job and world.
  *
- * These functions print nothing except launch_local, whose lines start with "gpt2gen: ". */
+ * - torchrun, a Kubernetes PyTorchJob, or any launcher with a TCP rendezvous (MASTER_ADDR and MASTER_PORT,
+ *   GPT2GEN_RENDEZVOUS): the id goes over TCP from rank 0 (launch_share_id_tcp), no shared file system needed.
+ *
+ * These functions print nothing except launch_local and rank 0's notes of the TCP join, whose lines start with
+ * "gpt2gen: ". */
 #ifndef GPT2GEN_LAUNCH_H
 #define GPT2GEN_LAUNCH_H
 #include <stddef.h>
@@ -64,4 +68,17 @@ void launch_id_file_remove(const char *path);
  * other than letters, digits, '.', '-' and '_' become '_'). No job id and no GPT2GEN_NCCL_ID_FILE: -1 and
  * err asks for GPT2GEN_NCCL_ID_FILE. */
 int  launch_id_file_path(const LaunchEnv *le, const char *id_file, const char *dir, char *out, size_t cap, Err *err);
+/* The job id as it goes into a file name or a join message: letters, digits, '.', '-' and '_' kept, others '_'; "-"
+   for none. */
+void launch_job_token(const char *job, char *out, size_t cap);
+
+/* The id over TCP (runtime/ranks/rendezvous.c), where le has a rendezvous (le->rdv_port > 0): rank 0 listens first
+ * (launch_tcp_listen: the fd, or -1 and err, a port in use named as such), before it builds, so that a taken port
+ * is said at once; then launch_share_id_tcp: rank 0 waits for every other rank, up to timeout_s from then, checks
+ * each (job, attempt, world size, id size, a rank there twice) and sends each the id, closing lfd; every other rank
+ * connects (retrying while nothing listens, up to timeout_s), introduces itself and receives the id. A failed check
+ * ends the join on rank 0 and on every rank connected so far, each with the same reason. Rank 0 prints a note for a
+ * connection that is not a gpt2gen rank's, and goes on waiting. lfd is ignored on the other ranks. */
+int  launch_tcp_listen(const LaunchEnv *le, Err *err);
+int  launch_share_id_tcp(const LaunchEnv *le, int lfd, void *id, size_t len, double timeout_s, Err *err);
 #endif

@@ -148,6 +148,7 @@ int run_open(Run *r, const RunSpec *c, const PlanSet *plans, const TrainOptions 
     int mode = c->checkpoint.resume ? RUNDIR_RESUME : opt->fresh ? RUNDIR_FRESH : RUNDIR_NEW;
     if (r->lead && rundir_open(&r->dir, c->checkpoint.dir, mode, err)) return -1;
     if (!r->lead) snprintf(r->dir.dir, sizeof r->dir.dir, "%s", c->checkpoint.dir);
+    if (!r->lead && mkdir_p(c->checkpoint.dir, err)) return -1;   /* a node of its own: its own folder for its parts */
     r->rk = xcalloc((size_t)r->local, sizeof *r->rk);
     r->train = &r->rk[0].train;
     if (open_data(r, c, r->plan->step.B, r->plan->step.T, err)) return -1;
