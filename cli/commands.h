@@ -25,6 +25,11 @@ int cli_checkpoint_config(Config *cfg, const GPT2Shape *shape, const char *preci
 /* The tokenizer file: given (--tokenizer) when not NULL, else tokenizer.bin or gpt2_tokenizer.bin beside the
    checkpoint, else the default data set's (data/fortunes/tokenizer.bin); buf holds the path made. */
 const char *cli_pick_tokenizer(const char *given, const char *checkpoint, char *buf, size_t n);
+/* Checked before any backend is made: the arenas of plans[0..n) (those that live at once) fit where they will run:
+   GPU 0's free memory where backend is not "cpu" and there is a GPU, else this process's host memory (physical
+   memory, and its address-space limit). Else -1 and one message naming opt (--batch, --rows) and rows, the bytes
+   needed and free, and the most rows that fit (weights and workspaces kept, the rest scaled by rows). */
+int cli_check_memory(const Plan *const *plans, int n, const char *opt, long rows, const char *backend, Err *err);
 /* The arch to compile for: given (--arch), else the GPU's (sm_90 without one, or on the CPU backend). */
 void cli_pick_arch(const char *backend, const char *given, char arch[16]);
 /* The checkpoint's parameters into backend be (whose model it must be). */

@@ -146,7 +146,10 @@ static int run(const EvalArgs *a, Err *err) {
     CudaFacts facts;   /* what GPU 0 serves (cuDNN's attention), for the backend a->backend names */
     CliTuning tuning = {a->env, !strcmp(a->backend, "cpu"), NULL, stderr, 1, NULL, NULL,
                         backend_plan_facts(&facts, a->backend, a->env, 0)};
-    if (cli_plans(cfg, &req, arch, &tuning, &ps, err) || evaluator_open(&e, &ps, &set, NULL, a->backend, 0, a->env, err))
+    if (cli_plans(cfg, &req, arch, &tuning, &ps, err)) goto done;
+    const Plan *live = ps.eval[planset_bucket(&ps, set.longest_row)];   /* the one plan the evaluator runs */
+    if (cli_check_memory(&live, 1, "--rows", req.eval_rows, a->backend, err) ||
+        evaluator_open(&e, &ps, &set, NULL, a->backend, 0, a->env, err))
         goto done;
     Backend *be = evaluator_backend(&e);
     if (cli_load_weights(be, a->checkpoint, err)) goto done;

@@ -4,9 +4,12 @@
 #include "common/files.h"
 #include "runtime/checkpoint.h"
 #include "runtime/gpu.h"
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 /* the tokenizer file: --tokenizer, else one beside the checkpoint, else the default data set's */
 const char *cli_pick_tokenizer(const char *given, const char *checkpoint, char *buf, size_t n) {
@@ -54,4 +57,46 @@ int cli_load_weights(Backend *be, const char *checkpoint, Err *err) {
              ? -1 : 0;
     free(params);
     return rc;
+}
+
+/* Memory this process may still take on the host: physical memory, less where RLIMIT_AS (ulimit -v) leaves less. */
+static size_t host_memory_left(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t left = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : SIZE_MAX;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        unsigned long vm_pages = 0;
+        FILE *f = fopen("/proc/self/statm", "r");
+        if (f && fscanf(f, "%lu", &vm_pages) != 1) vm_pages = 0;
+        if (f) fclose(f);
+        size_t used = (size_t)vm_pages * (size_t)(page > 0 ? page : 4096);
+        size_t lim = used < rl.rlim_cur ? (size_t)(rl.rlim_cur - used) : 0;
+        if (lim < left) left = lim;
+    }
+    return left;
+}
+
+int cli_check_memory(const Plan *const *plans, int n, const char *opt, long rows, const char *backend, Err *err) {
+    size_t need = 0, fixed = 0, avail = 0, total = 0;
+    for (int i = 0; i < n; i++)
+        if (plans[i]) {
+            const PlanMemory *m = &plans[i]->memory;
+            need += m->arena_bytes;
+            fixed += m->category_bytes[MEM_PARAMS] + m->category_bytes[MEM_WORKSPACE];
+        }
+    Err gerr;
+    int gpu = strcmp(backend, "cpu") && cuda_device_memory(0, &avail, &total, &gerr) == 0;
+    if (!gpu && !strcmp(backend, "cuda")) return 0;   /* no GPU: the backend says so when it is made */
+    if (!gpu) avail = host_memory_left();
+    if (need <= avail) return 0;
+    size_t per_row = rows > 0 && need > fixed ? (need - fixed) / (size_t)rows : need, fit = 0;
+    if (avail > fixed && per_row) fit = (avail - fixed) / per_row;
+    if (fit >= (size_t)rows) fit = (size_t)rows - 1;   /* the estimate is linear; never say the asked rows fit */
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    char most[96];
+    if (fit) snprintf(most, sizeof most, "at most %zu row%s fit: lower %s", fit, fit == 1 ? "" : "s", opt);
+    else snprintf(most, sizeof most, "not even one row fits");
+    return err_set(err, "%s %ld: %ld rows need about %.2f GiB of %s (the weights, and each row's key/value cache and "
+                   "activations), but %.2f GiB %s; %s", opt, rows, rows, need / gib, gpu ? "GPU memory" : "memory",
+                   avail / gib, gpu ? "are free on GPU 0" : "are left to this process on the host", most);
 }

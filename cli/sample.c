@@ -308,7 +308,13 @@ static int run(const SampleArgs *a, Err *err) {
     char arch[16];
     cli_pick_arch(a->backend, a->arch, arch);
     PlanRequest req = {0, (int)a->batch, 0};
-    if (cli_plans(cfg, &req, arch, &tuning, &ps, err) || sampler_open(s, &ps, NULL, a->backend, 0, a->env, err)) goto done;
+    if (cli_plans(cfg, &req, arch, &tuning, &ps, err)) goto done;
+    /* the decode plan (its cache) lives with the prompt's prefill plan, or with --no-cache the forward of the longest
+       sequence: both checked against the memory they will run in before either is made */
+    const Plan *live[2] = {ps.decode, a->no_cache ? ps.forward[planset_bucket(&ps, (int)(ids.n + want))]
+                                                  : ps.prefill[planset_bucket(&ps, (int)ids.n)]};
+    if (cli_check_memory(live, 2, "--batch", a->batch, a->backend, err) ||
+        sampler_open(s, &ps, NULL, a->backend, 0, a->env, err)) goto done;
     Backend *w = sampler_backend(s);
     if (cli_load_weights(w, a->checkpoint, err)) goto done;
     if (a->echo) {

@@ -184,8 +184,21 @@ static void remove_stale_stages(const DirStage *st) {
     closedir(d);
 }
 
+/* PARENT/.NAME.KIND.lock: one writer of the folder at a time (two exports into one folder would each swap theirs in,
+   and the later would win silently) */
+static int stage_lock(DirStage *st, const char *given, Err *err) {
+    snprintf(st->lock, sizeof st->lock, "%s/.%s.%s.lock", st->parent, st->name, st->kind);
+    long pid = 0;
+    int rc = lockfile_try(st->lock, &st->lock_fd, &pid, err);
+    if (rc == 1)
+        return err_set(err, "%s: another %s is writing this folder (pid %ld holds %s): wait for it to finish, or give "
+                       "another folder", err_show(given), st->kind, pid, err_show(st->lock));
+    return rc;
+}
+
 int dir_stage_begin(DirStage *st, const char *dir, const char *kind, const char *const *skip, Err *err) {
     memset(st, 0, sizeof *st);
+    st->lock_fd = -1;
     snprintf(st->kind, sizeof st->kind, "%s", kind);
     if (strlen(dir) >= 3800) return err_set(err, "%s: path too long", err_show(dir));
     if (!realpath(dir, st->dir)) {   /* a folder given through a symbolic link is the link's target */
@@ -198,12 +211,17 @@ int dir_stage_begin(DirStage *st, const char *dir, const char *kind, const char 
     struct stat sb;
     st->existed = lstat(st->dir, &sb) == 0;
     if (st->existed && !S_ISDIR(sb.st_mode)) return err_set(err, "%s: exists and is not a folder", err_show(dir));
-    if (mkdir_p(st->parent, err)) return -1;
+    if (mkdir_p(st->parent, err) || stage_lock(st, dir, err)) return -1;
     remove_stale_stages(st);
     snprintf(st->stage, sizeof st->stage, "%s/.%s.%s-%d", st->parent, st->name, kind, (int)getpid());
     dir_remove_tree(st->stage);                      /* an earlier one of this process that stopped halfway */
     if (st->existed) return dir_link_tree(st->dir, st->stage, skip, err) ? (dir_stage_abort(st), -1) : 0;
-    if (mkdir(st->stage, 0755) != 0) return err_set(err, "%s: cannot create a folder: %s", err_show(st->stage), strerror(errno));
+    if (mkdir(st->stage, 0755) != 0) {
+        err_set(err, "%s: cannot create a folder: %s", err_show(st->stage), strerror(errno));
+        st->stage[0] = 0;
+        dir_stage_abort(st);
+        return -1;
+    }
     return 0;
 }
 
@@ -225,4 +243,9 @@ int dir_stage_commit(DirStage *st, Err *err) {
 void dir_stage_abort(DirStage *st) {
     if (st->stage[0]) dir_remove_tree(st->stage);
     st->stage[0] = 0;
+    if (st->lock_fd >= 0) {   /* removed while still held: see lockfile_try */
+        unlink(st->lock);
+        close(st->lock_fd);
+        st->lock_fd = -1;
+    }
 }

@@ -31,10 +31,14 @@ int  dir_link_tree(const char *src, const char *dst, const char *const *skip, Er
  * Until commit the folder is not touched; commit swaps the stage in with one rename (dir_swap), so at every
  * moment the folder holds the whole old set or the whole new one, and a kill or a full disk leaves the old one.
  * Begin removes the stages killed runs left (their process gone, this user's). A folder given through a
- * symbolic link is the link's target. */
+ * symbolic link is the link's target. One writer of a folder at a time: begin takes PARENT/.NAME.KIND.lock
+ * (lockfile_try), which commit and abort let go; while another process holds it, begin fails with a message
+ * naming the folder and that process. */
 typedef struct {
     char dir[4096], parent[4096], name[256], kind[32];
     char stage[4400];    /* "" once committed or aborted */
+    char lock[4400];
+    int lock_fd;         /* -1: not held */
     int existed;         /* the folder was there at begin */
 } DirStage;
 int  dir_stage_begin(DirStage *st, const char *dir, const char *kind, const char *const *skip, Err *err);

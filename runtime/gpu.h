@@ -18,6 +18,9 @@ int  cuda_backend_built(Err *err);
 int  cuda_driver_present(char *why, size_t n);
 /* "sm_XX" of GPU ordinal, without creating a context; -1 and err saying why there is none. */
 int  cuda_device_arch(int ordinal, char arch[16], Err *err);
+/* Free and total memory of GPU ordinal, bytes, as a command checks what it asks for up front; -1 and err saying why
+   there is none. */
+int  cuda_device_memory(int ordinal, size_t *free_b, size_t *total_b, Err *err);
 /* The arch to build for: the explicit one if given, else the config's, else GPU 0's, else sm_90.
    *note says where it came from ("--arch", "config", "GPU 0", "default: no GPU found"). */
 void cuda_pick_arch(const char *explicit_arch, const char *config_arch, char arch[16], const char **note);

@@ -28,6 +28,12 @@ int cuda_device_arch(int ordinal, char arch[16], Err *err) {
     return err_set(err, "%s", NO_CUDA_MSG);
 }
 
+int cuda_device_memory(int ordinal, size_t *free_b, size_t *total_b, Err *err) {
+    (void)ordinal;
+    *free_b = *total_b = 0;
+    return err_set(err, "%s", NO_CUDA_MSG);
+}
+
 void cuda_pick_arch(const char *explicit_arch, const char *config_arch, char arch[16], const char **note) {
     if (explicit_arch && *explicit_arch) { snprintf(arch, 16, "%s", explicit_arch); *note = "--arch"; }
     else if (config_arch && *config_arch) { snprintf(arch, 16, "%s", config_arch); *note = "config"; }

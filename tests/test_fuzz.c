@@ -1,11 +1,12 @@
 /* test_fuzz: the file readers under mutated input. For each reader (config, token shard, model checkpoint,
- * resume state, tokenizer, tuning database, the ranks' id file) a valid file is written first (and must be
+ * resume state, tokenizer, tuning database, the ranks' id file, a run's metrics.jsonl) a valid file is written first (and must be
  * accepted), then thousands of mutations of it (flipped bits, overwritten bytes, header fields set to extreme values,
  * truncation, appended garbage, repeated chunks, and for the config, replaced tokens) are fed to the reader. Each
  * must either load or give an error message: a crash, a hang or (under `make sanitize`) a memory error fails the
  * run, and so does a changed resume state that is accepted (it carries a checksum), and a tuning database record
  * that does not format back to a line that parses to it, or whose choice the plan cannot take. Deterministic (seeded), and
- * well under a minute. FUZZ_CASES=N changes the number of cases per reader. */
+ * well under a minute. Issue 42's borders too: a metrics log opened for appending only where it is ours and
+ * never changed but for a cut last line, the temporary names of killed writes, a prompt file's size bound. FUZZ_CASES=N changes the number of cases per reader. */
 #include "tests/check.h"
 #include "gen/config.h"
 #include "gen/tune_db.h"
@@ -14,12 +15,15 @@
 #include "runtime/train/state.h"
 #include "runtime/data/tokenizer.h"
 #include "runtime/ranks/launch.h"
+#include "runtime/train/metrics.h"
+#include "runtime/train/plot.h"
 #include "common/files.h"
 #include "common/rng.h"
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -345,6 +349,119 @@ static void test_fuzz_id_file(void) {
     else fuzz("id file", p, -1, load_id_file, 0);
 }
 
+/* ---- issue 42's recognizers and bounds ---- */
+
+/* A run folder's metrics.jsonl: whether it is ours (its first record) and opening it for appending. A mutant that
+   metrics_open accepts must be one metrics_is_ours recognizes, and opening (then closing, writing nothing) may only
+   cut it back to its last whole line: what stays is a prefix of the mutant. plot_read reads it or says why. */
+static int load_metrics(const char *path, Err *err) {
+    Bytes m = get(path);
+    if (!m.p) return err_set(err, "cannot read %s", path);
+    char *run = path_of("run"), *log = path_of("run/metrics.jsonl");
+    mkdir(run, 0755);
+    if (put(log, &m)) { free(m.p); return err_set(err, "cannot write %s", log); }
+    int ours = metrics_is_ours(log);
+    Metrics mt;
+    int rc = metrics_open(&mt, run, err);
+    if (rc == 0) {
+        metrics_close(&mt);
+        Bytes after = get(log);
+        CHECK(ours, "metrics: a log that is not ours was opened for appending");
+        CHECK(after.p && after.n <= m.n && !memcmp(after.p, m.p, after.n) && (after.n == m.n || m.p[after.n - 1] == '\n'
+              || after.n == 0), "metrics: opening changed the log other than cutting its last line (%zu -> %zu bytes)",
+              m.n, after.n);
+        free(after.p);
+    }
+    PlotRun pr;
+    Err perr;
+    if (plot_read(&pr, log, "run", &perr) == 0) plot_run_free(&pr);
+    else CHECK(perr.msg[0], "metrics: plot_read refused without a message");
+    free(m.p);
+    return rc;
+}
+
+static void test_fuzz_metrics(void) {
+    char *run = path_of("run");
+    mkdir(run, 0755);
+    Metrics mt;
+    Err err = {{0}};
+    if (metrics_open(&mt, run, &err)) { CHECK(0, "%s", err.msg); return; }
+    metrics_event(&mt, "start", "config", json_string("micro"), NULL);
+    for (int i = 1; i <= 4; i++)
+        metrics_event(&mt, "step", "step", json_integer(i), "loss", json_real(5.0 / i), "lr", json_real(1e-3), NULL);
+    metrics_event(&mt, "val", "step", json_integer(4), "val_loss", json_real(2.5), NULL);
+    metrics_close(&mt);
+    Bytes b = get(path_of("run/metrics.jsonl"));
+    char *seed = path_of("metrics.jsonl");
+    if (!b.p || put(seed, &b)) { CHECK(0, "cannot copy the metrics log"); free(b.p); return; }
+    free(b.p);
+    fuzz("metrics.jsonl", seed, -1, load_metrics, 0);
+}
+
+/* The name of a killed write's temporary file, NAME.tmp.<pid>.<16 hex>, against mutated names: atomic_tmp_base
+   finds NAME exactly where the rest has that form (checked here by a separate reading), and atomic_leftover never
+   takes a file whose name is not one, nor one whose process lives (this one's). */
+static int tmp_form(const char *rest) {   /* ".tmp.<digits>.<16 hex>" and nothing after */
+    if (strncmp(rest, ".tmp.", 5)) return 0;
+    size_t d = strspn(rest + 5, "0123456789");
+    const char *h = rest + 5 + d;
+    return d > 0 && h[0] == '.' && strspn(h + 1, "0123456789abcdef") == 16 && !h[17];
+}
+
+static void test_fuzz_leftover_names(void) {
+    char live[64], dead[64];
+    snprintf(live, sizeof live, "model.bin.tmp.%d.0123456789abcdef", (int)getpid());
+    snprintf(dead, sizeof dead, "model.bin.tmp.999999999.fedcba9876543210");
+    CHECK(atomic_tmp_base(live) == 9 && atomic_tmp_base(dead) == 9, "the seeds' base is not model.bin");
+    int found = 0, taken = 0;
+    for (int i = 0; i < n_cases * 5; i++) {
+        Bytes seed = {(unsigned char *)(i % 2 ? live : dead), strlen(i % 2 ? live : dead)};
+        Bytes m = mutate(&seed, -1);
+        char name[600];
+        size_t n = m.n < sizeof name - 1 ? m.n : sizeof name - 1;
+        for (size_t k = 0; k < n; k++) name[k] = m.p[k] == 0 || m.p[k] == '/' ? 'x' : (char)m.p[k];
+        name[n] = 0;
+        free(m.p);
+        size_t base = atomic_tmp_base(name), ref = 0;
+        for (size_t k = 1; k < n && !ref; k++) ref = tmp_form(name + k) ? k : 0;   /* NAME is never empty */
+        CHECK(base == ref, "atomic_tmp_base(\"%s\") = %zu, expected %zu", name, base, ref);
+        found += base > 0;
+        if (!base || !strcmp(name, ".") || !strcmp(name, "..")) continue;
+        char *p = path_of(name);
+        FILE *f = fopen(p, "w");
+        if (!f) continue;
+        fclose(f);
+        long pid = strtol(name + base + 5, NULL, 10);
+        int left = atomic_leftover(dir, name);
+        CHECK(!left || pid != (long)getpid(), "atomic_leftover took \"%s\", whose process (this one) lives", name);
+        taken += left;
+        unlink(p);
+    }
+    printf("     leftover names: %d mutations, %d read as temporary names, %d as leftovers\n", n_cases * 5, found, taken);
+}
+
+/* A prompt file's bound (cli/sample.c reads it with read_file_max): over the limit is refused with the file and
+   the limit named, before anything is read; at or under it, the whole file comes back */
+static void test_fuzz_prompt_bounds(void) {
+    char *p = path_of("prompt.txt");
+    for (int i = 0; i < 400; i++) {
+        size_t size = pick(4096), max = size + pick(9) - 4;
+        if (max > size + 4) max = 0;   /* wrapped below 0 */
+        Bytes b = {xmalloc(size + 1), size};
+        for (size_t k = 0; k < size; k++) b.p[k] = (unsigned char)pick(256);
+        if (put(p, &b)) { CHECK(0, "cannot write %s", p); free(b.p); return; }
+        Err err = {{0}};
+        size_t len = 12345;
+        char *got = read_file_max(p, max, &len, &err);
+        if (size > max) CHECK(!got && strstr(err.msg, "prompt.txt"), "%zu bytes under a limit of %zu: %s", size, max,
+                              got ? "accepted" : err.msg);
+        else CHECK(got && len == size && !memcmp(got, b.p, size) && got[size] == 0, "%zu bytes under a limit of %zu: %s",
+                   size, max, got ? "changed" : err.msg);
+        free(got);
+        free(b.p);
+    }
+}
+
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     const char *n = getenv("FUZZ_CASES");
@@ -357,6 +474,9 @@ int main(int argc, char **argv) {
     RUN(test_fuzz_tokenizer);
     RUN(test_fuzz_tune_db);
     RUN(test_fuzz_id_file);
+    RUN(test_fuzz_metrics);
+    RUN(test_fuzz_leftover_names);
+    RUN(test_fuzz_prompt_bounds);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd)) {}

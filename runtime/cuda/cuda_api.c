@@ -72,6 +72,26 @@ int cuda_device_arch(int ordinal, char arch[16], Err *err) {
     return 0;
 }
 
+/* Free and total memory of GPU ordinal, through its primary context (the one the backend takes later), made current
+   for the query and set back after. */
+int cuda_device_memory(int ordinal, size_t *free_b, size_t *total_b, Err *err) {
+    *free_b = *total_b = 0;
+    if (cuda_driver_load(err)) return -1;
+    int count = 0;
+    CUdevice dev;
+    CUcontext ctx, prev = NULL;
+    if (cu.cuDeviceGetCount(&count) != CUDA_SUCCESS || count == 0) return err_set(err, "no GPU: the CUDA driver sees no device");
+    if (ordinal < 0 || ordinal >= count) return err_set(err, "no GPU %d: the CUDA driver sees %d", ordinal, count);
+    if (cuda_check(cu.cuDeviceGet(&dev, ordinal), "cuDeviceGet", err) ||
+        cuda_check(cu.cuDevicePrimaryCtxRetain(&ctx, dev), "creating a context for the memory query", err)) return -1;
+    cu.cuCtxGetCurrent(&prev);
+    int rc = cuda_check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent", err) ||
+             cuda_check(cu.cuMemGetInfo(free_b, total_b), "cuMemGetInfo", err) ? -1 : 0;
+    cu.cuCtxSetCurrent(prev);
+    cu.cuDevicePrimaryCtxRelease(dev);
+    return rc;
+}
+
 int cublaslt_open(Err *err) {
     if (lt.lib) return 0;
     const char *names[] = {"libcublasLt.so.13", GPT2GEN_CUDA_HOME "/lib64/libcublasLt.so.13",

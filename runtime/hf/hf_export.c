@@ -124,7 +124,8 @@ int hf_export(const HfExport *x, HfReport *r, Err *err) {
        then replaces the folder in one rename: a kill or a full disk leaves the earlier export whole */
     DirStage st;
     if (!rc && !(rc = dir_stage_begin(&st, x->dir, "export", EXPORT_FILES, err))) {
-        rc = write_all(x, st.stage, &s, params, &tok, have_tok, r, err);
+        /* again under the folder's lock: an export that finished meanwhile is replaced only with --force */
+        rc = may_write(x, err) || write_all(x, st.stage, &s, params, &tok, have_tok, r, err) ? -1 : 0;
         if (rc) { err_reprefix(err, st.stage, x->dir); dir_stage_abort(&st); }
         else rc = dir_stage_commit(&st, err);
     }

@@ -7,6 +7,7 @@
 #     with a user's config.json, a user's metrics.jsonl in a run folder (never appended to or cut), --fresh over a
 #     user's plot.svg; with --force the user's other files in an export folder stay; a plot.svg that cannot be
 #     written is one warning, not one per validation;
+#   - one export into a folder at a time (its lock; two at once leave one whole export);
 #   - an export --force that cannot finish (a full disk: the file size limit) leaves the earlier export whole;
 #   - a lost write is an error: sample (streamed and --batch), plot -o - and import's line into /dev/full;
 #   - weights that are not numbers are refused with the file and the tensor named: a checkpoint with a NaN (sample,
@@ -172,4 +173,33 @@ run "$GPT2GEN" export --checkpoint "$CK" --to "$W/$LONG"
 n=$(wc -c < "$W/err")
 if [ "$(cat "$W/rc")" -eq 1 ] && [ "$n" -lt 600 ]; then ok long_export_path_cut "$n bytes"
 else fail long_export_path_cut "rc=$(cat "$W/rc"), $n bytes: $(head -c 300 "$W/err")"; fi
+# ---- one export into a folder at a time: while another process holds the folder's lock (.NAME.export.lock beside
+# it, as a running export does), an export there is refused with the folder and that process named, and the folder
+# is left as it was; once the lock is let go, the same export runs
+mkdir -p "$W/locked"
+echo keep > "$W/locked/notes.txt"
+echo $$ > "$W/.locked.export.lock"
+flock -o "$W/.locked.export.lock" sleep 3 &   # -o: the lock is flock's alone, let go when it ends
+holder=$!
+sleep 1
+run "$GPT2GEN" export --checkpoint "$CK" --to "$W/locked"
+refused export_locked "locked: another export is writing this folder (pid $$ holds" "$W/rc" "$W/err" \
+    && [ ! -e "$W/locked/model.safetensors" ] && [ "$(cat "$W/locked/notes.txt")" = keep ] && ok export_locked
+wait "$holder"
+run "$GPT2GEN" export --checkpoint "$CK" --to "$W/locked"
+if [ "$(cat "$W/rc")" -eq 0 ] && [ -s "$W/locked/model.safetensors" ] && [ ! -e "$W/.locked.export.lock" ]; then
+    ok export_after_lock
+else fail export_after_lock "rc=$(cat "$W/rc"): $(head -c 300 "$W/err")"; fi
+# two exports at once with --force: each either finishes or is refused by the lock, and the folder is one whole export
+"$GPT2GEN" export --checkpoint "$CK" --to "$W/locked" --force > /dev/null 2> "$W/err1" & p1=$!
+"$GPT2GEN" export --checkpoint "$CK" --to "$W/locked" --force > /dev/null 2> "$W/err2" & p2=$!
+wait $p1; r1=$?; wait $p2; r2=$?
+bad=""
+for i in 1 2; do
+    eval "r=\$r$i"
+    [ "$r" -eq 0 ] || grep -q "another export is writing this folder" "$W/err$i" || bad="$bad export $i: rc=$r $(head -c 200 "$W/err$i")"
+done
+if [ -z "$bad" ] && [ -s "$W/locked/config.json" ] && [ -s "$W/locked/model.safetensors" ] \
+    && [ -z "$(ls -A "$W" | grep '^\.locked\.')" ]; then ok export_concurrent "rc $r1 and $r2"
+else fail export_concurrent "$bad; $(ls -A "$W" | grep '^\.locked' | head -3)"; fi
 finish
