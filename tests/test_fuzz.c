@@ -367,8 +367,8 @@ static int load_metrics(const char *path, Err *err) {
         metrics_close(&mt);
         Bytes after = get(log);
         CHECK(ours, "metrics: a log that is not ours was opened for appending");
-        CHECK(after.p && after.n <= m.n && !memcmp(after.p, m.p, after.n) && (after.n == m.n || m.p[after.n - 1] == '\n'
-              || after.n == 0), "metrics: opening changed the log other than cutting its last line (%zu -> %zu bytes)",
+        CHECK(after.p && after.n <= m.n && !memcmp(after.p, m.p, after.n) && (after.n == m.n || after.n == 0
+              || m.p[after.n - 1] == '\n'), "metrics: opening changed the log other than cutting its last line (%zu -> %zu bytes)",
               m.n, after.n);
         free(after.p);
     }
