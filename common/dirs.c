@@ -154,8 +154,7 @@ int dir_link_tree(const char *src, const char *dst, const char *const *skip, Err
     return rc;
 }
 
-/* Splits path, trailing slashes dropped, into the folder that holds it and its last component. */
-static void split_path(const char *path, char *parent, size_t psize, char *name, size_t nsize) {
+void dir_split_path(const char *path, char *parent, size_t psize, char *name, size_t nsize) {
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
     size_t n = strlen(buf);
@@ -205,7 +204,7 @@ int dir_stage_begin(DirStage *st, const char *dir, const char *kind, const char 
         if (errno != ENOENT) return err_set(err, "%s: %s", err_show(dir), strerror(errno));
         snprintf(st->dir, sizeof st->dir, "%s", dir);
     }
-    split_path(st->dir, st->parent, sizeof st->parent, st->name, sizeof st->name);
+    dir_split_path(st->dir, st->parent, sizeof st->parent, st->name, sizeof st->name);
     if (!st->name[0] || !strcmp(st->name, ".") || !strcmp(st->name, "..") || !strcmp(st->dir, "/"))
         return err_set(err, "%s: give a folder of its own (it is replaced as a whole)", err_show(dir));
     struct stat sb;

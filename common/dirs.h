@@ -52,4 +52,7 @@ void dir_stage_abort(DirStage *st);
    1: another process holds it; *pid is its pid (0 where it has not written it yet).
    -1: err says why. */
 int  lockfile_try(const char *path, int *fd, long *pid, Err *err);
+/* Splits path, trailing slashes dropped, into the folder that holds it ("." or "/" where that is all) and its last
+   component. */
+void dir_split_path(const char *path, char *parent, size_t psize, char *name, size_t nsize);
 #endif

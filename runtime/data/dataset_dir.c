@@ -29,23 +29,10 @@ int dataset_file_name(const char *name) {
 
 static int is_dot(const char *name) { return !strcmp(name, ".") || !strcmp(name, ".."); }
 
-/* Splits path, trailing slashes dropped, into the folder that holds it and its last component. */
-static void split_path(const char *path, char *parent, size_t psize, char *name, size_t nsize) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    size_t n = strlen(buf);
-    while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
-    char *slash = strrchr(buf, '/');
-    snprintf(name, nsize, "%s", slash ? slash + 1 : buf);
-    if (!slash) snprintf(parent, psize, ".");
-    else if (slash == buf) snprintf(parent, psize, "/");
-    else { *slash = 0; snprintf(parent, psize, "%s", buf); }
-}
-
 const char *dataset_dir_problem(const char *dir) {
     char parent[4096], name[256];
     if (strlen(dir) >= 3800) return "path too long";
-    split_path(dir, parent, sizeof parent, name, sizeof name);
+    dir_split_path(dir, parent, sizeof parent, name, sizeof name);
     if (!name[0] || is_dot(name)) return "give the data set a folder of its own (prepare replaces the folder as a whole)";
     return NULL;
 }
@@ -60,7 +47,7 @@ static int resolve(DatasetDir *d, Err *err) {
         for (size_t n = strlen(d->dir); n > 1 && d->dir[n - 1] == '/'; n--) d->dir[n - 1] = 0;
     }
     if ((problem = dataset_dir_problem(d->dir))) return err_set(err, "%s (%s): %s", err_show(d->given), d->dir, problem);
-    split_path(d->dir, d->parent, sizeof d->parent, d->name, sizeof d->name);
+    dir_split_path(d->dir, d->parent, sizeof d->parent, d->name, sizeof d->name);
     return 0;
 }
 
