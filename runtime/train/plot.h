@@ -53,7 +53,7 @@ typedef struct {
 
 /* Reads the metrics.jsonl at path into *run, named name. A missing or unreadable file, a directory or a FIFO is
    an error naming it. A file without step records is not an error here (a run plots from its first validation);
-   run->step_records says. */
+   run->step_records says. On an error *run holds nothing to free. */
 int  plot_read(PlotRun *run, const char *path, const char *name, Err *err);
 void plot_run_free(PlotRun *run);
 /* The SVG of n runs (n >= 1): malloc'd, *len its length. */

@@ -96,7 +96,7 @@ int plot_read(PlotRun *run, const char *path, const char *name, Err *err) {
     memset(run, 0, sizeof *run);
     run->name = xstrdup(name);
     FILE *f = fopen_regular(path, "a metrics log (metrics.jsonl)", err);
-    if (!f) return -1;
+    if (!f) { plot_run_free(run); return -1; }
     char *buf = NULL;
     size_t cap = 0, len = 0, line = 0;
     int ended = 0, rc = 0, got;
@@ -125,6 +125,7 @@ int plot_read(PlotRun *run, const char *path, const char *name, Err *err) {
                             : err_set(err, "%s: read failed: %s", err_show(path), strerror(errno));
     free(buf);
     fclose(f);
+    if (rc) plot_run_free(run);   /* on an error the caller has nothing to free */
     return rc;
 }
 
