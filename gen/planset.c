@@ -40,13 +40,13 @@ static Plan *make(PlanSet *ps, const Config *cfg, const char *name, const StepSh
     return p;
 }
 
-/* the decode plan's rows: the prefill and the uncached forward of every bucket */
+/* the decode plan, and for its rows the prefill and the uncached forward of every bucket where prompts are asked for */
 static int make_sampling(PlanSet *ps, const Config *cfg, const PlanRequest *req, const PlanInputs *in, FILE *msgs,
                          Err *err) {
     int shared = req->train;   /* on the training plan's weights, else the decode plan holds them */
     StepShape s = step_decode(cfg, req->decode_rows, shared);
     if (!(ps->decode = make(ps, cfg, "decode", &s, in, msgs, err))) return -1;
-    for (int i = 0; i < ps->n_buckets; i++) {
+    for (int i = 0; req->prompts && i < ps->n_buckets; i++) {
         s = step_prefill(cfg, req->decode_rows, ps->bucket_T[i], 1);
         if (!(ps->prefill[i] = make(ps, cfg, "prefill", &s, in, msgs, err))) return -1;
         s = step_forward(cfg, req->decode_rows, ps->bucket_T[i], 1);

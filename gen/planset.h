@@ -7,8 +7,9 @@
    - "train": the training step (PlanRequest.train);
    - "decode": rows rows, one token each against their key/value cache (PlanRequest.decode_rows); training's
      samples use a one-row decode plan;
-   - "prefill" and "forward": the same rows, one plan per bucket of positions (a power of two from 64 to maxT):
-     the prompt's positions into the decode plan's cache, and the uncached forward that sampling compares with;
+   - "prefill" and "forward" (PlanRequest.prompts): the same rows, one plan per bucket of positions (a power of
+     two from 64 to maxT): the prompt's positions into the decode plan's cache, and the uncached forward that
+     sampling compares with;
    - "eval": eval_rows rows per forward, one plan per bucket as above (evaluation, tools/dump_logits).
    Plans are cheap: a backend compiles a plan's kernels (through the kernel cache) only when it is made from it.
    Which backend holds the weights: the training plan's when there is one, else the decode plan's, else the eval
@@ -22,8 +23,10 @@
 
 typedef struct {
     int train;          /* 1: the training step */
-    int decode_rows;    /* > 0: decode, prefill and forward plans of these rows */
+    int decode_rows;    /* > 0: the decode plan of these rows */
     int eval_rows;      /* > 0: eval plans of these rows */
+    int prompts;        /* with decode_rows: the prefill and uncached forward plans of every bucket, for prompts of
+                           more than one token (`gpt2gen sample`); training's samples start from one token */
 } PlanRequest;
 
 /* What the plans are made with besides the config. */

@@ -28,7 +28,7 @@ static int make(PlanSet *ps, const Config *cfg, PlanRequest req, const PlanInput
 static void test_training_set(void) {
     static Config cfg;
     PlanSet ps;
-    if (load(&cfg, NULL) || make(&ps, &cfg, (PlanRequest){1, 1, 32}, NULL)) return;
+    if (load(&cfg, NULL) || make(&ps, &cfg, (PlanRequest){1, 1, 32, 1}, NULL)) return;
     int maxT = cfg.model.max_seq_len;
     CHECK(ps.train && ps.train->step.kind == STEP_TRAIN && ps.train->step.B == cfg.run.train.batch_size &&
           ps.train->step.T == cfg.run.train.seq_len, "the training plan is the config's step");
@@ -56,13 +56,18 @@ static void test_who_holds_the_weights(void) {
     static Config cfg;
     PlanSet ps;
     if (load(&cfg, NULL)) return;
-    if (!make(&ps, &cfg, (PlanRequest){0, 4, 0}, NULL)) {
+    if (!make(&ps, &cfg, (PlanRequest){0, 4, 0, 1}, NULL)) {
         CHECK(!ps.train && ps.decode && ps.decode->step.B == 4 && !ps.decode->step.shared_weights,
               "sampling alone: the decode plan of 4 rows holds the weights");
         CHECK(ps.prefill[0]->step.shared_weights && !ps.eval[0], "its prefills run on them; no eval plans");
         planset_free(&ps);
     }
-    if (!make(&ps, &cfg, (PlanRequest){0, 0, 8}, NULL)) {
+    if (!make(&ps, &cfg, (PlanRequest){1, 1, 0, 0}, NULL)) {   /* training's: its samples start from one token */
+        CHECK(ps.train && ps.decode && !ps.prefill[0] && !ps.forward[0],
+              "without prompts: the decode plan alone, no prefill or forward plans");
+        planset_free(&ps);
+    }
+    if (!make(&ps, &cfg, (PlanRequest){0, 0, 8, 0}, NULL)) {
         CHECK(!ps.train && !ps.decode && !ps.prefill[0] && ps.eval[0] && !ps.eval[0]->step.shared_weights &&
               ps.eval[0]->step.B == 8, "evaluation alone: the eval plans hold the weights");
         planset_free(&ps);
@@ -75,7 +80,7 @@ static void test_buckets(void) {
     PlanSet ps;
     if (load(&cfg, NULL)) return;
     cfg.model.max_seq_len = 200;
-    if (make(&ps, &cfg, (PlanRequest){0, 0, 1}, NULL)) return;
+    if (make(&ps, &cfg, (PlanRequest){0, 0, 1, 0}, NULL)) return;
     int want[] = {64, 128, 200};
     CHECK(ps.n_buckets == 3, "maxT 200: 3 buckets, got %d", ps.n_buckets);
     for (int i = 0; i < 3 && i < ps.n_buckets; i++) CHECK(ps.bucket_T[i] == want[i], "bucket %d: %d", i, ps.bucket_T[i]);
@@ -158,13 +163,13 @@ static void test_database_reaches_every_plan(void) {
     tune_db_put(&db, &mm);
     PlanInputs in = {"sm_90", NULL, &db, &ENV, "130100"};
     PlanSet sample, eval;
-    if (fam[0] >= 0 && fam[1] >= 0 && !make(&sample, &cfg, (PlanRequest){0, 1, 0}, &in)) {   /* sample --batch 1 */
+    if (fam[0] >= 0 && fam[1] >= 0 && !make(&sample, &cfg, (PlanRequest){0, 1, 0, 1}, &in)) {   /* sample --batch 1 */
         CHECK(has_variant(sample.decode, fam[0], variant[0]), "sample's decode plan, %s: not the database's %s",
               sample.decode->families[fam[0]].decl->family, variant[0]);
         CHECK(sample.applied.kernels >= 1, "the first plan's report counts what it took");
         planset_free(&sample);
     }
-    if (fam[0] >= 0 && fam[1] >= 0 && !make(&eval, &cfg, (PlanRequest){0, 0, 32}, &in)) {   /* eval --rows 32 */
+    if (fam[0] >= 0 && fam[1] >= 0 && !make(&eval, &cfg, (PlanRequest){0, 0, 32, 0}, &in)) {   /* eval --rows 32 */
         CHECK(has_variant(eval.eval[0], fam[1], variant[1]), "eval's plan, %s: not the database's %s",
               eval.eval[0]->families[fam[1]].decl->family, variant[1]);
         const MatmulAlgoChoice *c = &eval.eval[0]->matmuls[MM_QKV].algo;
@@ -173,7 +178,7 @@ static void test_database_reaches_every_plan(void) {
         planset_free(&eval);
     }
     /* another count of rows is another shape: sample --batch 4 takes none of the one-row plan's records */
-    if (!make(&sample, &cfg, (PlanRequest){0, 4, 0}, &in)) {
+    if (!make(&sample, &cfg, (PlanRequest){0, 4, 0, 0}, &in)) {
         CHECK(sample.applied.kernels == 0 && sample.applied.stale >= 1, "a 4-row decode plan took %d records of the 1-row one",
               sample.applied.kernels);
         planset_free(&sample);

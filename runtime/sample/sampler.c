@@ -38,6 +38,7 @@ static int ensure(Sampler *s, int *at, Backend **be, int bucket, int prefill, Er
     if (*be && *at == bucket) return 0;
     if (*be) { (*be)->destroy(*be); *be = NULL; }
     const Plan *plan = prefill ? s->plans->prefill[bucket] : s->plans->forward[bucket];
+    if (!plan) return err_set(err, "sampler: the plan set has no %s plans (PlanRequest.prompts)", prefill ? "prefill" : "forward");
     int T = plan->step.T;
     BackendOptions o = {plan, s->device, 0, 0, s->weights, s->env, prefill ? s->decode : NULL};
     if (!(*be = backend_create(&o, s->which, err))) return -1;
