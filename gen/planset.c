@@ -28,6 +28,38 @@ static void tune(PlanSet *ps, Plan *plan, const PlanInputs *in, FILE *msgs, int 
         tune_db_apply(in->db, in->env, plan, in->cublaslt, in->facts, first ? &ps->applied : &quiet, first ? msgs : NULL);
 }
 
+/* The facts' answers within one plan set, one question per attention shape: a prefill and a forward plan of one
+   bucket ask the same (on a GPU each question builds cuDNN's graph once: runtime/cuda/attention.c). */
+#define FACTS_MEMO (2 * PLANSET_MAX_BUCKETS + 4)
+typedef struct {
+    const PlanFacts *inner;
+    PlanFacts facts;
+    int n;
+    struct { int kind, B, T, precision, deterministic, serves; char why[PLAN_WHY_MAX]; } seen[FACTS_MEMO];
+} FactsMemo;
+
+static int memo_cudnn(void *ctx, const Plan *plan, char *why, size_t n) {
+    FactsMemo *m = ctx;
+    const StepShape *st = &plan->step;
+    for (int i = 0; i < m->n; i++)
+        if (m->seen[i].kind == (int)st->kind && m->seen[i].B == st->B && m->seen[i].T == st->T &&
+            m->seen[i].precision == (int)st->precision && m->seen[i].deterministic == plan->deterministic) {
+            snprintf(why, n, "%s", m->seen[i].why);
+            return m->seen[i].serves;
+        }
+    char w[PLAN_WHY_MAX] = "";
+    int serves = m->inner->cudnn_attention(m->inner->ctx, plan, w, sizeof w);
+    snprintf(why, n, "%s", w);
+    if (m->n < FACTS_MEMO) {
+        m->seen[m->n].kind = (int)st->kind; m->seen[m->n].B = st->B; m->seen[m->n].T = st->T;
+        m->seen[m->n].precision = (int)st->precision; m->seen[m->n].deterministic = plan->deterministic;
+        m->seen[m->n].serves = serves;
+        snprintf(m->seen[m->n].why, sizeof m->seen[m->n].why, "%s", w);
+        m->n++;
+    }
+    return serves;
+}
+
 static Plan *make(PlanSet *ps, const Config *cfg, const char *name, const StepShape *s, const PlanInputs *in, FILE *msgs,
                   Err *err) {
     Plan *p = xcalloc(1, sizeof *p);
@@ -55,8 +87,17 @@ static int make_sampling(PlanSet *ps, const Config *cfg, const PlanRequest *req,
     return 0;
 }
 
-int planset_make(PlanSet *ps, const Config *cfg, const PlanRequest *req, const PlanInputs *in, FILE *msgs, Err *err) {
+int planset_make(PlanSet *ps, const Config *cfg, const PlanRequest *req, const PlanInputs *given, FILE *msgs,
+                 Err *err) {
     memset(ps, 0, sizeof *ps);
+    FactsMemo *memo = xcalloc(1, sizeof *memo);
+    PlanInputs use = *given;
+    const PlanInputs *in = &use;
+    if (given->facts && given->facts->cudnn_attention) {
+        memo->inner = given->facts;
+        memo->facts = (PlanFacts){memo_cudnn, memo};
+        use.facts = &memo->facts;
+    }
     buckets(ps, cfg->model.max_seq_len);
     if (req->train) {
         StepShape s = step_train(cfg);
@@ -67,8 +108,10 @@ int planset_make(PlanSet *ps, const Config *cfg, const PlanRequest *req, const P
         StepShape s = step_forward(cfg, req->eval_rows, ps->bucket_T[i], req->train || req->decode_rows > 0);
         if (!(ps->eval[i] = make(ps, cfg, "eval", &s, in, msgs, err))) goto fail;
     }
+    free(memo);
     return 0;
 fail:
+    free(memo);
     planset_free(ps);
     return -1;
 }

@@ -4,6 +4,7 @@
 #include "check.h"
 #include "gen/config.h"
 #include "gen/planset.h"
+#include "plan_facts.h"
 #include "tune/tune.h"
 #include <stdlib.h>
 #include <string.h>
@@ -187,11 +188,31 @@ static void test_database_reaches_every_plan(void) {
     planset_free(&tuned_by);
 }
 
+/* The GPU's facts are asked once per attention shape: a bucket's prefill and forward plans share the answer (on a GPU
+   each question builds cuDNN's graph), and its reason. */
+static void test_facts_asked_once_per_shape(void) {
+    static Config cfg;
+    PlanSet ps;
+    FakeMachine m;
+    if (load(&cfg, NULL)) return;
+    PlanInputs in = {"sm_90", fake_machine(&m, 0, "this machine has no cuDNN"), NULL, NULL, NULL};
+    if (make(&ps, &cfg, (PlanRequest){0, 1, 0, 1}, &in)) return;
+    CHECK(m.asked == ps.n_buckets, "%d questions for %d buckets of a prefill and a forward plan each", m.asked,
+          ps.n_buckets);
+    for (int i = 0; i < ps.n_buckets; i++)
+        CHECK(ps.prefill[i]->attention == ATTN_FLASH && ps.forward[i]->attention == ATTN_FLASH &&
+              strstr(ps.prefill[i]->attention_why, "no cuDNN") && strstr(ps.forward[i]->attention_why, "no cuDNN"),
+              "bucket %d: both plans take the machine's answer and its reason (%s; %s)", i, ps.prefill[i]->attention_why,
+              ps.forward[i]->attention_why);
+    planset_free(&ps);
+}
+
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     RUN(test_training_set);
     RUN(test_who_holds_the_weights);
     RUN(test_buckets);
+    RUN(test_facts_asked_once_per_shape);
     RUN(test_database_reaches_every_plan);
     return check_summary();
 }
