@@ -25,7 +25,7 @@ for v in plain 128 256; do
 done
 # warm_cache: $GPT2GEN_CACHE becomes a copy of the plain build's cache (what a first build there would leave)
 warm_cache() { rm -rf "$GPT2GEN_CACHE" && cp -r "$WORK/plaincache" "$GPT2GEN_CACHE"; }
-N=$(find refplain/build/tiny/kernels -name '*.cubin' | wc -l)   # both plans' (kernels/ and kernels/sample/)
+N=$(find refplain/build/tiny/kernels -name '*.cubin' | wc -l)   # both plans' (kernels/ and kernels/decode/)
 
 # differs DIR REF: the first file of the build REF that DIR lacks or holds other bytes in, or a file DIR has
 # that REF lacks (the lock file aside); nothing when DIR is REF's build exactly
