@@ -11,7 +11,8 @@
 # once); logs to build/bench-logs/sample-*.log; the tables to build/bench-logs/sample-summary.md.
 # Knobs: MODELS (default "124M 350M"), BATCHES ("1 8"), TOKENS (256), PROMPT (128), TOKENS_NOCACHE (64), RUNS (3),
 # TORCH_MODES ("graph,compile+graph"; also eager, reduce-overhead), SAMPLE_ARGS (more options for gpt2gen sample),
-# NO_NOCACHE=1, NO_HF=1, NO_TORCH=1, NO_PREFILL=1 skip those parts.
+# NO_NOCACHE=1, NO_HF=1, NO_TORCH=1, NO_PREFILL=1 skip those parts; OURS=path/to/another/gpt2gen runs that build as
+# ours (say, the commit before a change, in the same call, with NO_HF=1 NO_TORCH=1).
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
 MODELS=${MODELS:-"124M 350M"}
@@ -22,6 +23,7 @@ TOKENS_NOCACHE=${TOKENS_NOCACHE:-64}
 RUNS=${RUNS:-3}
 TORCH_MODES=${TORCH_MODES:-"graph,compile+graph"}
 SAMPLE_ARGS=${SAMPLE_ARGS:-}
+OURS=${OURS:-./gpt2gen}
 PREFILL_TOKENS=1023          # ours: maxT 1024 leaves room for a prompt of 1023 and one new token
 PEER_PREFILL_TOKENS=1024
 dir=build/bench-sample
@@ -31,7 +33,7 @@ results=$dir/.results; failures=$dir/.failures; runs=$dir/.runs; warm=$dir/.warm
 : > "$results"; : > "$failures"
 summary=$logs/sample-summary.md
 start=$(date +%s)
-[ -x ./gpt2gen ] || echo "sample.sh: no ./gpt2gen here: build it first (make); ours will fail"
+[ -x "$OURS" ] || echo "sample.sh: no $OURS here: build it first (make); ours will fail"
 
 put() { echo "$1 $2 $3 $4" >> "$results"; }           # put MODEL BATCH KEY VALUE
 get() {                                                 # get MODEL BATCH KEY: the value, or "failed"
@@ -52,10 +54,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%
 # ours LOG PROMPT_FILE BATCH NEW [OPTION...]: one run of gpt2gen sample; prints its sample-stats JSON
 ours() {
     o_log=$1 o_prompt=$2 o_b=$3 o_n=$4; shift 4
-    echo "\$ ./gpt2gen sample --checkpoint $ckpt --prompt-file $o_prompt --tokens $o_n --batch $o_b --temperature 0" \
+    echo "\$ $OURS sample --checkpoint $ckpt --prompt-file $o_prompt --tokens $o_n --batch $o_b --temperature 0" \
         "--backend cuda --precision bf16 --ignore-eot --stats $SAMPLE_ARGS $*" >> "$o_log"
     # shellcheck disable=SC2086
-    ./gpt2gen sample --checkpoint "$ckpt" --prompt-file "$o_prompt" --tokens "$o_n" --batch "$o_b" --temperature 0 \
+    "$OURS" sample --checkpoint "$ckpt" --prompt-file "$o_prompt" --tokens "$o_n" --batch "$o_b" --temperature 0 \
         --backend cuda --precision bf16 --ignore-eot --stats $SAMPLE_ARGS "$@" > /dev/null 2> "$err"
     o_rc=$?
     cat "$err" >> "$o_log"

@@ -200,6 +200,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
         plan->gelu_origin = "config";
     }
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
+    plan->overlap = step->kind == STEP_DECODE && atoi(arch + 3) >= 90;
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
     for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls */
         if (!family_in_step(f, step)) continue;

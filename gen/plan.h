@@ -80,9 +80,14 @@ struct Plan {
     /* the training step's cuDNN attention backward writes dQ directly (equal inputs, equal bits), else accumulates
        it with atomics (train.deterministic = false); every other step has no backward and says 1 */
     int deterministic;
-    /* a decode step's linears: templates/decode.cu's decode_linear, which streams each weight once for the rows
+    /* a decode step's linears: templates/decode.cu's decode_ln_linear and decode_linear_residual (the LayerNorm before
+       and the residual add after in the same kernel; gen/schedule.c, decode_block), which stream each weight once for the rows
        (faster at B <= PLAN_DECODE_LINEAR_ROWS: docs/kernels-and-tuning.md), else the plan's cuBLASLt matmuls */
     int decode_linear;
+    /* a decode step's kernels of the families that wait for the grid before them (FamilyDecl.waits_grid) are
+       launched with programmatic dependent launch, each starting while the one before it ends: on sm_90 and later,
+       where the PTX has griddepcontrol (docs/kernels-and-tuning.md, "Decode") */
+    int overlap;
     /* the training step's GELU (config.h, GeluPath): GELU_EPILOGUE or GELU_KERNEL, and who chose it: "config", or
        "auto" (plan.c, gelu_auto: by shape, from measurements); every other step has it in the epilogue */
     GeluPath gelu;

@@ -132,9 +132,14 @@ static void write_section(FILE *f, const Plan *p) {
                                                  "replayed each micro-step (op by op while profiling, and where several "
                                                  "ranks average the gradients during the backward)"
                                                : "off: each micro-step's ops launched one by one");
-    if (st->kind == STEP_DECODE)
-        fprintf(f, "linears    %s\n", p->decode_linear ? "decode_linear (templates/decode.cu): each weight read once for the rows"
+    if (st->kind == STEP_DECODE) {
+        fprintf(f, "linears    %s\n", p->decode_linear ? "templates/decode.cu's, each weight read once for the rows, with the "
+                                                         "LayerNorm before and the residual add after in the same kernel"
                                                        : "the cuBLASLt matmuls below");
+        fprintf(f, "overlap    %s\n", p->overlap ? "on: the decode family's kernels start while the one before ends "
+                                                   "(programmatic dependent launch), their weights prefetched into L2"
+                                                 : "off: before sm_90, each kernel starts when the one before has ended");
+    }
     else if (p->memory.buffers[BUF_LOGITS].bytes)
         fprintf(f, "classifier logits of %d rows at a time, %d chunks per micro-step%s\n", p->classifier_rows,
                 st->B * st->T / p->classifier_rows, st->kind == STEP_TRAIN ? " (loss, dlogits, dlnf and dwte per chunk)" : "");

@@ -66,6 +66,29 @@ static void forward_fc(SchedList *b, const Plan *p) {
     }
 }
 
+/* a decode step's layer of few rows (Plan.decode_linear): each LayerNorm inside the matmul after it, each residual
+   add inside the matmul before it, so the layer is its four linears and the attention; the last layer's final
+   LayerNorm is inside the classifier */
+static void decode_block(SchedList *b, const Plan *p) {
+    SchedRef res2 = BUF(BUF_RESIDUAL2, AT_L), res3 = BUF(BUF_RESIDUAL3, AT_L), fchg = BUF(BUF_FCH_GELU, AT_L);
+    for (int first = 1; first >= 0; first--) {   /* the residual stream entering the layer: the embedding, or residual3 */
+        SchedRef in = first ? BUF(BUF_ENCODED, AT_0) : BUF(BUF_RESIDUAL3, AT_PREV);
+        add(b, OP_LN_MATMUL, first ? ON_FIRST : ON_LATER, "layernorm+matmul qkv", MM_QKV,
+            ARGS(BUF(BUF_QKV, AT_L), in, PAR(P_LN1W, AT_L), PAR(P_LN1B, AT_L), PAR(P_QKVW, AT_L), PAR(P_QKVB, AT_L)));
+    }
+    forward_attention(b, p);
+    for (int first = 1; first >= 0; first--)
+        add(b, OP_MATMUL_RESIDUAL, first ? ON_FIRST : ON_LATER, "matmul attproj+residual", MM_ATTPROJ,
+            ARGS(res2, BUF(BUF_ATTY, AT_L), PAR(P_ATTPROJW, AT_L), PAR(P_ATTPROJB, AT_L),
+                 first ? BUF(BUF_ENCODED, AT_0) : BUF(BUF_RESIDUAL3, AT_PREV)));
+    add(b, OP_LN_MATMUL, ON_EVERY, "layernorm+matmul fc+gelu", MM_FC,
+        ARGS(fchg, res2, PAR(P_LN2W, AT_L), PAR(P_LN2B, AT_L), PAR(P_FCW, AT_L), PAR(P_FCB, AT_L)));
+    add(b, OP_MATMUL_RESIDUAL, ON_EVERY, "matmul fcproj+residual", MM_FCPROJ,
+        ARGS(res3, fchg, PAR(P_FCPROJW, AT_L), PAR(P_FCPROJB, AT_L), res2));
+    add(b, OP_LN_MATMUL, ON_LAST, "layernorm+matmul classifier", MM_CLASSIFIER,
+        ARGS(BUF(BUF_LOGITS, AT_0), res3, PAR(P_LNFW, AT_0), PAR(P_LNFB, AT_0), PAR(P_WTE, AT_0), NONE));
+}
+
 /* a layer: ln1 (the first layer's: the others' is the previous layer's last op), attention, ln2 with the residual
    add, the MLP, then the residual add with the next LayerNorm (the next layer's ln1, or the final one) */
 static void forward_block(SchedList *b, const Plan *p) {
@@ -99,6 +122,10 @@ static void forward_make(SchedPhase *ph, const Plan *p) {
         add(&ph->head, OP_DECODE_EMBED, ON_EVERY, "decode embed", -1, ARGS(enc, in, wte, wpe, BUF(BUF_DECODE_POS, AT_0)));
     else
         add(&ph->head, OP_ENCODER, ON_EVERY, "encoder forward", -1, ARGS(enc, in, wte, wpe));
+    if (p->decode_linear) {
+        decode_block(&ph->block, p);
+        return;
+    }
     forward_block(&ph->block, p);
     if (p->step.kind == STEP_DECODE)   /* the rows' logits, for the draw */
         add(&ph->tail, OP_MATMUL, ON_EVERY, "matmul classifier", MM_CLASSIFIER,
@@ -260,6 +287,7 @@ static const struct { const char *name; unsigned writes; } kinds[OP_KINDS] = {
     [OP_RESIDUAL_LAYERNORM] = {"residual+layernorm", 15}, [OP_MATMUL] = {"matmul", 1 | 16},
     [OP_FC_GELU] = {"fc+gelu", 3}, [OP_KERNEL] = {"kernel", 1}, [OP_KV_APPEND] = {"kv append", 3},
     [OP_ATTENTION] = {"attention", 3}, [OP_DECODE_ATTENTION] = {"decode attention", 7 | 32},
+    [OP_LN_MATMUL] = {"layernorm+matmul", 1}, [OP_MATMUL_RESIDUAL] = {"matmul+residual", 1},
     [OP_ZERO] = {"zero", 1}, [OP_LAYERNORM_BACKWARD] = {"layernorm backward", 7 | 256},
     [OP_MATMUL_DINP] = {"matmul dinp", 1}, [OP_MATMUL_DW] = {"matmul dW", 1}, [OP_BIAS_BACKWARD] = {"bias backward", 1},
     [OP_GELU_BACKWARD_BIAS] = {"gelu backward+bias", 5}, [OP_FCPROJ_DGELU] = {"fcproj dinp+dgelu", 1},

@@ -68,6 +68,28 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 // waits until at most N of this thread's committed groups are still in flight
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+// Programmatic dependent launch (a family with FamilyDecl.waits_grid, in a plan with Plan.overlap): a kernel may
+// start before the kernel ahead of it on the stream has ended. grid_dependency_wait() returns once that kernel has
+// ended and its writes are visible (at once where the launch did not overlap); nothing before it may read what an
+// earlier kernel writes, or write what one reads. grid_dependents_launch() lets the next kernel start. Before
+// sm_90 both are nothing, and launches do not overlap.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dependents_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+// the 128-byte lines of [p, p + bytes) into L2, the lanes of a warp taking every 32nd line: a kernel that waits for
+// the grid before it fetches its weights meanwhile
+__device__ __forceinline__ void prefetch_l2(const void *p, long long bytes, int lane) {
+    const char *c = (const char *)p;
+    for (long long o = (long long)lane * 128; o < bytes; o += 32 * 128) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(c + o));
+}
+
 // ---- packed vectors: N elements of Tp loaded / stored as one access (128 bits when N*sizeof(Tp) == 16) ----
 template <typename Tp, int N>
 struct alignas(sizeof(Tp) * N) Packed {

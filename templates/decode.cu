@@ -12,8 +12,11 @@
 //                             attention reads that position from qkv: a decode step needs no kv_append)
 //   sample_tokens             each row's next token by the rule of runtime/sample/sampling.h, step for step
 //   decode_advance            pos += 1, the step's last kernel (every other kernel reads pos)
+//   decode_ln_linear, decode_linear_residual: a decode step's linears of few rows, below
 // pos is a device pointer to one int: a step's kernels are recorded once and replayed. Every sum runs in a fixed
 // order, with no float atomics: the same inputs give the same bits, and the same tokens, on every run.
+// Every kernel first waits for the one ahead of it (grid_dependency_wait, templates/common.cuh): the family's
+// launches may overlap (FamilyDecl.waits_grid).
 
 // ---------------------------------------------------------------------------------------------------------
 // decode_embed, kv_append: a thread per packet of VEC_C channels of a row.
@@ -23,6 +26,8 @@ typedef Packed<floatX, CVEC> cvec;
 
 // decode_embed: a thread per packet of one row's C channels; the position is pos[0] for every row.
 KERNEL(decode_embed) {
+    grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
+    grid_dependents_launch();
     const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
     if (i >= (long long)B * C_PACKETS) return;
     const int b = (int)(i / C_PACKETS), p = (int)(i % C_PACKETS), t = pos[0];
@@ -37,6 +42,8 @@ KERNEL(decode_embed) {
 // inside one head when the head size is a multiple of it (VEC_HS == VEC_C), and is stored whole; else (VEC_HS is 1)
 // element by element.
 KERNEL(kv_append) {
+    grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
+    grid_dependents_launch();
     const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
     if (i >= (long long)B * T * C_PACKETS) return;
     const int bt = (int)(i / C_PACKETS), p = (int)(i % C_PACKETS), b = bt / T, t = pos[0] + bt % T, c0 = p * CVEC;
@@ -99,6 +106,8 @@ __device__ __forceinline__ int cache_len(const int *pos) {
 }
 
 KERNEL(decode_attention) {
+    grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
+    grid_dependents_launch();
     __shared__ float s_p[KV_CHUNK];                  // scores, then exp(score - m)
     __shared__ float s_acc[VGROUPS * HS];            // each value group's sums
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
@@ -198,6 +207,8 @@ KERNEL(decode_attention) {
 // decode_attention_combine: a block per (head, row); the splits' maxima and sums are read into shared memory, the
 // global max M is a block max, then thread d < HS sums its channel over the splits in order.
 KERNEL(decode_attention_combine) {
+    grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
+    grid_dependents_launch();
     __shared__ float s_w[KV_SPLITS], s_l[KV_SPLITS];   // e^(m_s - M) and l_s of each split
     const int h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
     const int len = cache_len(pos);
@@ -317,6 +328,8 @@ struct SampleShared {
 template <bool W> struct WeightTag { static constexpr bool weights = W; };
 
 KERNEL(sample_tokens) {
+    grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
+    grid_dependents_launch();
     __shared__ SampleShared sm;
     const int b = blockIdx.x, tid = threadIdx.x, lane = tid % WARP_SIZE, warp = tid / WARP_SIZE;
     const floatX *row = logits + (long long)b * Vp;
@@ -532,24 +545,67 @@ KERNEL(sample_tokens) {
 
 // decode_advance: the step's last kernel moves the position on.
 KERNEL(decode_advance) {
+    grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
+    grid_dependents_launch();
     if (blockIdx.x == 0 && threadIdx.x == 0) pos[0] += 1;
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// decode_linear: out[b, n] = act(sum_k inp[b, k] weight[n, k] + bias[n]) for the few rows of a decode step (bias may
-// be null; act: GELU, tanh approximation as templates/gelu.cu, when gelu != 0). A warp per LIN_COLS output columns
-// and up to LIN_ROWS rows (blockIdx.y picks the rows): its lanes stream the columns' weight rows once, in 16-byte
-// packets, against the rows of inp (read from L1), and sum in a fixed order (lane, then the warp's butterfly).
-// IC is a multiple of the packet (C and 4C are, as VEC_C and VEC_4C say).
+// The linears of a decode step of few rows (Plan.decode_linear), each weight streamed once for the rows:
+//   decode_ln_linear        out[b, n] = act(sum_k LN(inp)[b, k] weight[n, k] + bias[n]): the LayerNorm of the C-wide
+//                           input rows (lnw, lnb; as templates/layernorm.cu's, each value rounded to floatX as that
+//                           kernel stores it) made by every warp itself, so no kernel and no buffer stand between
+//                           the residual stream and the matmul; act is the GELU where gelu != 0; bias may be null
+//                           (the classifier)
+//   decode_linear_residual  out[b, n] = res[b, n] + (sum_k inp[b, k] weight[n, k] + bias[n]), the sum rounded to
+//                           floatX before the add, as the matmul's output and the residual add store it
+// A warp per LIN_COLS output columns and up to LIN_ROWS rows (blockIdx.y picks the rows): before it waits for the
+// kernel ahead (grid_dependency_wait), it prefetches its columns' weight rows into L2, which no kernel writes; then
+// its lanes stream them in 16-byte packets against the rows of inp (read from L1) and sum in a fixed order (lane,
+// then the warp's butterfly). IC is a multiple of the packet (C and 4C are, as VEC_C and VEC_4C say).
 constexpr int LIN_PACKET = X128;
 constexpr int LIN_ROWS = B < 8 ? B : 8;
+constexpr float LIN_LN_EPS = 1e-5f;                  // templates/layernorm.cu's
 typedef Packed<floatX, LIN_PACKET> linvec;
 
-KERNEL(decode_linear) {
-    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int n0 = (blockIdx.x * (LIN_THREADS / WARP_SIZE) + warp) * LIN_COLS, b0 = blockIdx.y * LIN_ROWS;
-    if (n0 >= OC) return;
-    float acc[LIN_COLS][LIN_ROWS];
+// the warp's columns [n0, n0 + LIN_COLS) into L2, then the wait for the kernel ahead
+__device__ __forceinline__ void linear_prologue(const floatX *weight, int n0, int OC, int IC, int lane) {
+    if (n0 < OC) prefetch_l2(weight + (long long)n0 * IC, (long long)min(LIN_COLS, OC - n0) * IC * sizeof(floatX), lane);
+    grid_dependency_wait();
+    grid_dependents_launch();
+}
+
+// the mean and rstd of each of the warp's rows of inp (C wide), summed in templates/layernorm.cu's order
+__device__ __forceinline__ void linear_ln_stats(const floatX *inp, int b0, int lane, float (&mean)[LIN_ROWS],
+                                                float (&rstd)[LIN_ROWS]) {
+    constexpr int P = C / LIN_PACKET;
+#pragma unroll
+    for (int r = 0; r < LIN_ROWS; r++) {
+        if (b0 + r >= B) break;
+        const floatX *row = inp + (long long)(b0 + r) * C;
+        float s = 0.0f;
+        for (int p = lane; p < P; p += WARP_SIZE) {
+            const linvec x = load_vec<floatX, LIN_PACKET>(row + p * LIN_PACKET);
+            for (int k = 0; k < LIN_PACKET; k++) s += to_f(x[k]);
+        }
+        const float m = warp_sum(s) / C;
+        float s2 = 0.0f;
+        for (int p = lane; p < P; p += WARP_SIZE) {
+            const linvec x = load_vec<floatX, LIN_PACKET>(row + p * LIN_PACKET);
+            for (int k = 0; k < LIN_PACKET; k++) { const float d = to_f(x[k]) - m; s2 += d * d; }
+        }
+        mean[r] = m;
+        rstd[r] = rsqrtf(warp_sum(s2) / C + LIN_LN_EPS);
+    }
+}
+
+// acc[c][r] = the warp's dot products of columns n0 + c with rows b0 + r of inp, or of LN(inp) where LN
+template <bool LN>
+__device__ __forceinline__ void linear_dots(float (&acc)[LIN_COLS][LIN_ROWS], const floatX *inp, const floatX *lnw,
+                                            const floatX *lnb, const floatX *weight, int n0, int b0, int OC, int IC,
+                                            int lane) {
+    float mean[LIN_ROWS], rstd[LIN_ROWS];
+    if constexpr (LN) linear_ln_stats(inp, b0, lane, mean, rstd);
 #pragma unroll
     for (int c = 0; c < LIN_COLS; c++)
 #pragma unroll
@@ -562,16 +618,30 @@ KERNEL(decode_linear) {
         for (int c = 0; c < LIN_COLS; c++)
             w[c] = n0 + c < OC ? load_vec_cs<floatX, LIN_PACKET>(weight + (long long)(n0 + c) * IC + p * LIN_PACKET)
                                : linvec::zeros();
+        linvec g, h;
+        if constexpr (LN) { g = load_vec<floatX, LIN_PACKET>(lnw + p * LIN_PACKET); h = load_vec<floatX, LIN_PACKET>(lnb + p * LIN_PACKET); }
 #pragma unroll
         for (int r = 0; r < LIN_ROWS; r++) {
             if (b0 + r >= B) break;
-            const linvec x = load_vec<floatX, LIN_PACKET>(inp + (long long)(b0 + r) * IC + p * LIN_PACKET);
+            linvec x = load_vec<floatX, LIN_PACKET>(inp + (long long)(b0 + r) * IC + p * LIN_PACKET);
+            if constexpr (LN)
+                for (int k = 0; k < LIN_PACKET; k++)
+                    x[k] = from_f<floatX>((to_f(x[k]) - mean[r]) * rstd[r] * to_f(g[k]) + to_f(h[k]));
 #pragma unroll
             for (int c = 0; c < LIN_COLS; c++)
 #pragma unroll
                 for (int k = 0; k < LIN_PACKET; k++) acc[c][r] += to_f(w[c][k]) * to_f(x[k]);
         }
     }
+}
+
+KERNEL(decode_ln_linear) {
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const int n0 = (blockIdx.x * (LIN_THREADS / WARP_SIZE) + warp) * LIN_COLS, b0 = blockIdx.y * LIN_ROWS;
+    linear_prologue(weight, n0, OC, C, lane);
+    if (n0 >= OC) return;
+    float acc[LIN_COLS][LIN_ROWS];
+    linear_dots<true>(acc, inp, lnw, lnb, weight, n0, b0, OC, C, lane);
 #pragma unroll
     for (int c = 0; c < LIN_COLS; c++)
 #pragma unroll
@@ -581,5 +651,24 @@ KERNEL(decode_linear) {
             if (bias) s += to_f(bias[n0 + c]);
             if (gelu) s = ::gelu(s);
             out[(long long)(b0 + r) * OC + n0 + c] = from_f<floatX>(s);
+        }
+}
+
+KERNEL(decode_linear_residual) {
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const int n0 = (blockIdx.x * (LIN_THREADS / WARP_SIZE) + warp) * LIN_COLS, b0 = blockIdx.y * LIN_ROWS;
+    linear_prologue(weight, n0, OC, IC, lane);
+    if (n0 >= OC) return;
+    float acc[LIN_COLS][LIN_ROWS];
+    linear_dots<false>(acc, inp, nullptr, nullptr, weight, n0, b0, OC, IC, lane);
+#pragma unroll
+    for (int c = 0; c < LIN_COLS; c++)
+#pragma unroll
+        for (int r = 0; r < LIN_ROWS; r++) {
+            const float s = warp_sum(acc[c][r]);
+            if (lane != 0 || n0 + c >= OC || b0 + r >= B) continue;
+            const long long at = (long long)(b0 + r) * OC + n0 + c;
+            const float y = to_f(from_f<floatX>(s + to_f(bias[n0 + c])));
+            out[at] = from_f<floatX>(to_f(res[at]) + y);
         }
 }

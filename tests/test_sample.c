@@ -187,7 +187,7 @@ static void sampler_properties(Model *md) {
     CHECK(generate(&s, &greedy, 1, a[5], c, 0) == k + 1, "end-of-text stops the full re-run too");
     /* rows: row r of a batch of 3 with seed 11 does not depend on the other rows: it is what the same batch draws
        with the other rows' generators changed, and on the CPU (the same numbers at any batch size) what one row with
-       row r's generator draws. On the GPU a batch of 3 and a batch of 1 are two plans (cuBLASLt and decode_linear),
+       row r's generator draws. On the GPU a batch of 3 and a batch of 1 are two plans (cuBLASLt, and decode_ln_linear with decode_linear_residual),
        whose 16-bit roundings can tip a near-tie of the draw (docs/sampling-eval-hf.md, "Sampling"). */
     generate(&s3, &hot, 11, -1, batch, 1);
     int32_t prompt[PROMPT], other[3 * 32];

@@ -112,6 +112,24 @@ static void old_forward_layer(int l) {
              B(BUF_LNF_RSTD, 0), B(BUF_RESIDUAL2, l), B(BUF_TMP, 0), P(P_LNFW, 0), P(P_LNFB, 0));
 }
 
+/* a decode step of few rows (Plan.decode_linear): each LayerNorm inside the matmul after it, each residual add
+   inside the matmul before it, the final LayerNorm inside the classifier */
+static void fused_decode_layer(int l) {
+    CALL(OP_LN_MATMUL, MM_QKV, "layernorm+matmul qkv", B(BUF_QKV, l), residual_in(l), P(P_LN1W, l), P(P_LN1B, l),
+         P(P_QKVW, l), P(P_QKVB, l));
+    CALL(OP_DECODE_ATTENTION, -1, "decode attention", B(BUF_ATTY, l), B(BUF_KCACHE, l), B(BUF_VCACHE, l), B(BUF_QKV, l),
+         B(BUF_DECODE_POS, 0), B(BUF_ATT_PARTIAL, 0));
+    CALL(OP_MATMUL_RESIDUAL, MM_ATTPROJ, "matmul attproj+residual", B(BUF_RESIDUAL2, l), B(BUF_ATTY, l),
+         P(P_ATTPROJW, l), P(P_ATTPROJB, l), residual_in(l));
+    CALL(OP_LN_MATMUL, MM_FC, "layernorm+matmul fc+gelu", B(BUF_FCH_GELU, l), B(BUF_RESIDUAL2, l), P(P_LN2W, l),
+         P(P_LN2B, l), P(P_FCW, l), P(P_FCB, l));
+    CALL(OP_MATMUL_RESIDUAL, MM_FCPROJ, "matmul fcproj+residual", B(BUF_RESIDUAL3, l), B(BUF_FCH_GELU, l),
+         P(P_FCPROJW, l), P(P_FCPROJB, l), B(BUF_RESIDUAL2, l));
+    if (l == plan.model.n_layer - 1)
+        CALL(OP_LN_MATMUL, MM_CLASSIFIER, "layernorm+matmul classifier", B(BUF_LOGITS, 0), B(BUF_RESIDUAL3, l),
+             P(P_LNFW, 0), P(P_LNFB, 0), P(P_WTE, 0), N0);
+}
+
 /* step.c's forward_from_inputs (op_encoder_forward, the layers), or decode.c's step_ops up to the draw */
 static void old_forward(void) {
     if (plan.step.kind == STEP_DECODE)
@@ -119,6 +137,10 @@ static void old_forward(void) {
              B(BUF_DECODE_POS, 0));
     else
         CALL(OP_ENCODER, -1, "encoder forward", B(BUF_ENCODED, 0), B(BUF_INPUTS, 0), P(P_WTE, 0), P(P_WPE, 0));
+    if (plan.decode_linear) {
+        for (int l = 0; l < plan.model.n_layer; l++) fused_decode_layer(l);
+        return;
+    }
     for (int l = 0; l < plan.model.n_layer; l++) old_forward_layer(l);
     if (plan.step.kind == STEP_DECODE)
         CALL(OP_MATMUL, MM_CLASSIFIER, "matmul classifier", B(BUF_LOGITS, 0), B(BUF_LNF, 0), P(P_WTE, 0), N0, N0);

@@ -352,33 +352,53 @@ static void test_advance(Harness *g) {
     harness_dfree_all(g);
 }
 
-/* decode_linear against cpu_matmul_forward (and cpu_gelu_forward) at the shapes of the model's four linears and
-   the classifier (no bias): the rows' out = inp @ weight^T + bias */
+/* the linears of a decode step of few rows against the CPU's LayerNorm, matmul, GELU and residual add, at the
+   shapes of the model's four linears and the classifier (no bias): decode_ln_linear's out = act(LN(inp) @ weight^T +
+   bias), its LayerNorm rounded to floatX as the LayerNorm kernel stores it; decode_linear_residual's out = res +
+   (inp @ weight^T + bias), the sum rounded before the add */
 static void test_linear(Harness *g) {
     size_t B = g->B, C = g->C;
-    const struct { const char *name; size_t IC, OC; int bias, gelu; } shapes[] = {
-        {"qkv", C, 3 * C, 1, 0}, {"attproj", C, C, 1, 0}, {"fc+gelu", C, 4 * C, 1, 1}, {"fcproj", 4 * C, C, 1, 0},
-        {"classifier", C, (size_t)g->Vp, 0, 0}};
+    const struct { const char *name; size_t IC, OC; int ln, bias, gelu; } shapes[] = {
+        {"qkv", C, 3 * C, 1, 1, 0}, {"attproj", C, C, 0, 1, 0}, {"fc+gelu", C, 4 * C, 1, 1, 1},
+        {"fcproj", 4 * C, C, 0, 1, 0}, {"classifier", C, (size_t)g->Vp, 1, 0, 0}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         size_t IC = shapes[s].IC, OC = shapes[s].OC;
+        int ln = shapes[s].ln;
         float *x = harness_hrand(g, B * IC, 1.0f), *wt = harness_hrand(g, OC * IC, 0.05f), *bias = harness_hrand(g, OC, 0.1f);
-        float *ref = harness_hbuf(B * OC), *got = harness_hbuf(B * OC);
-        harness_quantize(g, x, B * IC);
-        harness_quantize(g, wt, OC * IC);
-        harness_quantize(g, bias, OC);
+        float *lw = harness_hrand(g, IC, 1.0f), *lb = harness_hrand(g, IC, 0.1f), *res = harness_hrand(g, B * OC, 1.0f);
+        float *xn = harness_hbuf(B * IC), *stats = harness_hbuf(2 * B), *ref = harness_hbuf(B * OC), *got = harness_hbuf(B * OC);
+        float *all[] = {x, wt, bias, lw, lb, res};
+        size_t n[] = {B * IC, OC * IC, OC, IC, IC, B * OC};
+        for (int k = 0; k < 6; k++) harness_quantize(g, all[k], n[k]);
         Err err = {{0}};
         dptr dx = harness_dup_x(g, x, B * IC), dw = harness_dup_x(g, wt, OC * IC), db = shapes[s].bias ? harness_dup_x(g, bias, OC) : 0;
         dptr dout = harness_dalloc(g, B * OC * g->xs);
-        int rc = launch_decode_linear(&g->ks, g->s, dout, dx, dw, db, (int)OC, (int)IC, shapes[s].gelu, &err);
-        cpu_matmul_forward(ref, x, wt, shapes[s].bias ? bias : NULL, (int)B, (int)IC, (int)OC);
+        int rc;
+        if (ln) {
+            rc = launch_decode_ln_linear(&g->ks, g->s, dout, dx, harness_dup_x(g, lw, IC), harness_dup_x(g, lb, IC), dw, db,
+                                         (int)OC, shapes[s].gelu, &err);
+            cpu_layernorm_forward(xn, stats, stats + B, x, lw, lb, (int)B, (int)IC);
+            harness_quantize(g, xn, B * IC);
+        } else {
+            rc = launch_decode_linear_residual(&g->ks, g->s, dout, dx, dw, db, harness_dup_x(g, res, B * OC), (int)OC,
+                                               (int)IC, &err);
+            memcpy(xn, x, B * IC * sizeof(float));
+        }
+        cpu_matmul_forward(ref, xn, wt, shapes[s].bias ? bias : NULL, (int)B, (int)IC, (int)OC);
         if (shapes[s].gelu) cpu_gelu_forward(ref, ref, B * OC);
         harness_quantize(g, ref, B * OC);
+        if (!ln) {
+            cpu_residual_forward(ref, res, ref, B * OC);
+            harness_quantize(g, ref, B * OC);
+        }
         HarnessCmp c = {0, 0, ""};
         if (!rc) { harness_down(g, got, dout, B * OC); harness_cmp(&c, "out", got, ref, B * OC, g->tol); }
-        char name[64];
-        snprintf(name, sizeof name, "decode_linear %s (%zu -> %zu)", shapes[s].name, IC, OC);
+        char name[80];
+        snprintf(name, sizeof name, "%s %s (%zu -> %zu)", ln ? "decode_ln_linear" : "decode_linear_residual",
+                 shapes[s].name, IC, OC);
         harness_finish(g, name, &c, &err, rc);
-        free(x); free(wt); free(bias); free(ref); free(got);
+        for (int k = 0; k < 6; k++) free(all[k]);
+        free(xn); free(stats); free(ref); free(got);
         harness_dfree_all(g);
     }
 }

@@ -125,7 +125,7 @@ static void sweep_matmul(Tuner *t, Matmuls *mm, int id) {
 }
 
 /* 1 when plan's matmul id is swept: the globs match it, and the step runs it (a plan without a backward runs the
-   forward's alone, and a decode step of few rows none: templates/decode.cu's decode_linear does its linears,
+   forward's alone, and a decode step of few rows none: templates/decode.cu's decode_ln_linear and decode_linear_residual do its linears,
    gen/plan.h); the training step's all, whichever GELU path it has now (tune/gelu_path.c may choose another) */
 static int swept(const Tuner *t, const Plan *plan, int id) {
     if (!tuner_matches(t, plan->matmuls[id].name)) return 0;

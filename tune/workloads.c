@@ -214,8 +214,8 @@ void wl_adamw_setup(Workload *w, Harness *g) {
 
 /* ---- decode: the embedding at a position, the cache append at pos = maxT - T and the split attention over the
    whole cache (every split works), a draw with every filter (temperature 0.8, top-k 40, top-p 0.95), the advance of
-   a position of its own (the others stay at maxT - T however often the workload runs), the qkv linear of the rows
-   ---- */
+   a position of its own (the others stay at maxT - T however often the workload runs), the rows' qkv linear with
+   ln1 and attproj linear with the residual ---- */
 int wl_decode_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     return launch_decode_embed(ks, g->s, P(w, 0), P(w, 1), P(w, 2), P(w, 3), P(w, 4), err) ||
            launch_kv_append(ks, g->s, P(w, 5), P(w, 6), P(w, 7), P(w, 4), err) ||
@@ -223,7 +223,8 @@ int wl_decode_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
            launch_decode_attention_combine(ks, g->s, P(w, 9), P(w, 5), P(w, 6), P(w, 8), P(w, 7), P(w, 4), err) ||
            launch_sample_tokens(ks, g->s, P(w, 10), P(w, 11), P(w, 12), P(w, 4), P(w, 13), 0.8f, 40, 0.95f, err) ||
            launch_decode_advance(ks, g->s, P(w, 14), err) ||
-           launch_decode_linear(ks, g->s, P(w, 17), P(w, 9), P(w, 15), P(w, 16), 3 * g->C, g->C, 0, err) ? -1 : 0;
+           launch_decode_ln_linear(ks, g->s, P(w, 17), P(w, 0), P(w, 18), P(w, 19), P(w, 15), P(w, 16), 3 * g->C, 0, err) ||
+           launch_decode_linear_residual(ks, g->s, P(w, 20), P(w, 9), P(w, 21), P(w, 16), P(w, 0), g->C, g->C, err) ? -1 : 0;
 }
 void wl_decode_setup(Workload *w, Harness *g) {
     size_t B = g->B, C = g->C, cache = B * g->NH * g->maxT * g->HS;
@@ -250,6 +251,10 @@ void wl_decode_setup(Workload *w, Harness *g) {
     wbuf(w, g, (size_t)3 * C * C, 0, 0.05f);                       /* 15 the qkv weight */
     wbuf(w, g, (size_t)3 * C, 0, 0.1f);                            /* 16 its bias */
     out(w, wbuf(w, g, B * 3 * C, 0, 0), "linear");                /* 17 the rows' qkv */
+    wbuf(w, g, C, 0, 1);                                          /* 18 ln1's weight */
+    wbuf(w, g, C, 0, 0.1f);                                       /* 19 its bias */
+    out(w, wbuf(w, g, B * C, 0, 0), "linear residual");           /* 20 the rows' attproj + residual */
+    wbuf(w, g, C * C, 0, 0.05f);                                  /* 21 the attproj weight */
     free(tok);
 }
 

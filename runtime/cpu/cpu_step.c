@@ -3,6 +3,7 @@
    the plan's recompute). Where the GPU fuses, the CPU does the same math in steps: a residual add then the
    LayerNorm; a matmul then the GELU; a matmul then the GELU backward. The GPU's streams are no-ops here. */
 #include "runtime/cpu/cpu_internal.h"
+#include <stdlib.h>
 #include <string.h>
 
 /* buffer id of layer l in the backend's arrays; NULL for what the CPU keeps elsewhere (the tokens and the position
@@ -77,6 +78,19 @@ static void dinp_dgelu(Cpu *c, float *dinp, const float *dout, const float *W, c
     cpu_gelu_backward(dinp, pre, c->d.dfch_gelu, (size_t)N * IC);
 }
 
+/* OP_LN_MATMUL: out = LN(inp) @ W^T + bias, its GELU where the matmul's epilogue has it (out, inp, lnw, lnb, W,
+   bias); a decode step's, of few rows */
+static void ln_matmul(Backend *be, const SchedOp *op, float *const *a, int N) {
+    int IC, OC;
+    mm_features(op->mm, &be->plan->model, &IC, &OC);
+    float *ln = xmalloc((size_t)N * IC * sizeof(float)), *stats = xmalloc(2 * (size_t)N * sizeof(float));
+    cpu_layernorm_forward(ln, stats, stats + N, a[1], a[2], a[3], N, IC);
+    cpu_matmul_forward(a[0], ln, a[4], a[5], N, IC, OC);
+    if (be->plan->matmuls[op->mm].epilogue == EPI_GELU_AUX) cpu_gelu_forward(a[0], a[0], (size_t)N * OC);
+    free(ln);
+    free(stats);
+}
+
 static void forward_op(Backend *be, const SchedOp *op, float *const *a) {
     Cpu *c = impl(be);
     const GPT2Shape *s = &be->plan->model;
@@ -109,6 +123,15 @@ static void forward_op(Backend *be, const SchedOp *op, float *const *a) {
         cpu_kv_append(a[1], a[2], a[3], c->pos, B, T, C, NH, s->max_seq_len);
         cpu_attention_cached(a[0], a[3], a[1], a[2], c->pos, B, T, C, NH, s->max_seq_len);
         return;
+    case OP_LN_MATMUL: ln_matmul(be, op, a, N); return;
+    case OP_MATMUL_RESIDUAL: {   /* out, inp, W, bias, res */
+        mm_features(op->mm, s, &IC, &OC);
+        float *y = xmalloc((size_t)N * OC * sizeof(float));
+        cpu_matmul_forward(y, a[1], a[2], a[3], N, IC, OC);
+        cpu_residual_forward(a[0], a[4], y, (size_t)N * OC);
+        free(y);
+        return;
+    }
     default: return;   /* the GPU's streams */
     }
 }

@@ -13,7 +13,7 @@
     X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxSynchronize) X(cuMemGetInfo) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) \
     X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) \
     X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) \
-    X(cuLaunchKernel) X(cuFuncSetAttribute) X(cuGetErrorString) X(cuGetErrorName) \
+    X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuFuncSetAttribute) X(cuGetErrorString) X(cuGetErrorName) \
     X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy) X(cuEventQuery) \
     X(cuMemAllocHost) X(cuMemFreeHost) X(cuStreamWaitEvent) X(cuMemHostAlloc) X(cuMemHostGetDevicePointer) \
     X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) \

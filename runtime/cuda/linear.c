@@ -1,14 +1,9 @@
 /* linear: the linear layers on the GPU: cuBLASLt matmuls (the plan's entries) with their bias and GELU
-   epilogues (a decode step's: decode_linear), the bias gradients (templates/bias.cu) and the elementwise GELU (templates/gelu.cu). */
+   epilogues, the bias gradients (templates/bias.cu) and the elementwise GELU (templates/gelu.cu). A decode step of
+   few rows has its own linears (templates/decode.cu, OP_LN_MATMUL and OP_MATMUL_RESIDUAL in step_ops.c). */
 #include "runtime/cuda/ops.h"
 
-/* A decode step of few rows goes through templates/decode.cu's decode_linear where the plan says so (Plan.
-   decode_linear: it reads each weight once, and needs no pre-activation, as no backward follows); every other step
-   through the plan's cuBLASLt matmul. */
 int op_linear(Cuda *c, int id, dptr out, dptr inp, dptr W, dptr bias, dptr aux, Err *err) {
-    const PlanMatmul *m = &c->plan->matmuls[id];
-    if (c->plan->decode_linear)
-        return launch_decode_linear(&c->ks, c->s, out, inp, W, bias, m->m, m->k, m->epilogue == EPI_GELU_AUX, err);
     return matmul_run(&c->mm, id, c->s, out, W, inp, bias, aux, 1.0f, err);
 }
 

@@ -82,6 +82,14 @@ static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
         OP(name, launch_decode_attention(&c->ks, c->s, a[5], a[3], a[1], a[2], a[4], err) ||
                  launch_decode_attention_combine(&c->ks, c->s, a[0], a[1], a[2], a[5], a[3], a[4], err));
         return 0;
+    case OP_LN_MATMUL:   /* out, inp, lnw, lnb, W, bias */
+        OP(name, launch_decode_ln_linear(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], a[5], c->plan->matmuls[op->mm].m,
+                                         c->plan->matmuls[op->mm].epilogue == EPI_GELU_AUX, err));
+        return 0;
+    case OP_MATMUL_RESIDUAL:   /* out, inp, W, bias, res */
+        OP(name, launch_decode_linear_residual(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], c->plan->matmuls[op->mm].m,
+                                               c->plan->matmuls[op->mm].k, err));
+        return 0;
     case OP_ENCODER_BACKWARD: OP(name, op_encoder_backward(c, err)); return 0;
     default: return err_set(err, "the GPU has no op of kind %d (%s)", op->kind, schedule_kind_name(op->kind));
     }
