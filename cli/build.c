@@ -29,7 +29,7 @@ static const char *BUILD_USAGE =
 int cmd_build(int argc, char **argv, const Env *env) {
     static Config cfg;
     PlanSet ps = {0};   /* planset_free frees what was made, also after a failed build */
-    PlanRequest req = {1, 1, 0, 0};   /* the training step and the decode plan its samples run */
+    PlanRequest req = {1, 1, 0, 0, 0};   /* the training step and the decode plan its samples run */
     int done;
     int rc = args_build(argc, argv, env, "build", BUILD_USAGE, &cfg, &req, &ps, &done);
     planset_free(&ps);

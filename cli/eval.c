@@ -142,7 +142,7 @@ static int run(const EvalArgs *a, Err *err) {
     if (cli_checkpoint_config(cfg, &shape, prec, a->checkpoint, err)) goto done;
     char arch[16];
     cli_pick_arch(a->backend, a->arch, arch);
-    PlanRequest req = {0, 0, (int)(a->rows < set.rows ? a->rows : set.rows), 0};
+    PlanRequest req = {0, 0, (int)(a->rows < set.rows ? a->rows : set.rows), 0, 0};
     CudaFacts facts;   /* what GPU 0 serves (cuDNN's attention), for the backend a->backend names */
     CliTuning tuning = {a->env, !strcmp(a->backend, "cpu"), NULL, stderr, 1, NULL, NULL,
                         backend_plan_facts(&facts, a->backend, a->env, 0)};

@@ -307,7 +307,9 @@ static int run(const SampleArgs *a, Err *err) {
     if (cli_checkpoint_config(cfg, &shape, prec, a->checkpoint, err)) goto done;
     char arch[16];
     cli_pick_arch(a->backend, a->arch, arch);
-    PlanRequest req = {0, (int)a->batch, 0, 1};   /* with the prefill and uncached forward of every bucket */
+    /* with the prefill and uncached forward of every bucket up to the prompt's and new tokens': the key/value cache
+       holds that bucket of positions, not the model's whole context */
+    PlanRequest req = {0, (int)a->batch, 0, 1, (int)(ids.n + want)};
     if (cli_plans(cfg, &req, arch, &tuning, &ps, err)) goto done;
     /* the decode plan (its cache) lives with the prompt's prefill plan, or with --no-cache the forward of the longest
        sequence: both checked against the memory they will run in before either is made */

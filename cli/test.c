@@ -16,7 +16,7 @@ static const char *TEST_USAGE =
 int cmd_test(int argc, char **argv, const Env *env) {
     static Config cfg;
     PlanSet ps = {0};   /* planset_free frees what was made, also after a failed build */
-    PlanRequest req = {1, 1, 0, 0};   /* the training step and the decode plan that samples */
+    PlanRequest req = {1, 1, 0, 0, 0};   /* the training step and the decode plan that samples */
     int done;
     int rc = args_build(argc, argv, env, "test", TEST_USAGE, &cfg, &req, &ps, &done);
     if (!rc && !done) rc = tune_test(&cfg, ps.train, ps.decode, env) ? EXIT_FAIL : 0;

@@ -110,6 +110,7 @@ char *emit_family(const Plan *plan, const PlanFamily *m, const char *dir, Err *e
     buf_printf(&b, "constexpr int V = %lld;       // model.vocab_size\n", e->V);
     buf_printf(&b, "constexpr int Vp = %lld;      // vocab padded to a multiple of 128\n", e->Vp);
     buf_printf(&b, "constexpr int maxT = %lld;    // model.max_seq_len\n", e->maxT);
+    buf_printf(&b, "constexpr int cacheT = %lld;  // positions of a row's key/value cache (decode, prefill; else maxT)\n", e->cacheT);
     if (prec == PREC_BF16) buf_printf(&b, "typedef __nv_bfloat16 floatX;\n#define PRECISION_BF16 1\n");
     else if (prec == PREC_FP16) buf_printf(&b, "typedef __half floatX;\n#define PRECISION_FP16 1\n");
     else buf_printf(&b, "typedef float floatX;\n#define PRECISION_FP32 1\n");

@@ -331,7 +331,7 @@ LaunchDims kernel_adamw_dims(const KernelEnv *e, long long n) {
 }
 
 /* ---- decode.cu ---- */
-void kernel_dec_derive(KernelEnv *e) { e->derived[DEC_KV_SPLITS] = ceil_div_u(e->maxT, e->tun[DEC_KV_CHUNK]); }
+void kernel_dec_derive(KernelEnv *e) { e->derived[DEC_KV_SPLITS] = ceil_div_u(e->cacheT, e->tun[DEC_KV_CHUNK]); }
 const char *kernel_dec_check(const KernelEnv *e, char *why, size_t n) {
     if (e->HS > e->tun[DEC_ATT_THREADS])
         snprintf(why, n, "decode_attention_combine has a thread per channel of a head: ATT_THREADS (%d) must be at least "

@@ -182,6 +182,7 @@ KernelEnv kernel_env(const GPT2Shape *model, const StepShape *step, const Family
     e.V = model->vocab_size;
     e.Vp = model->padded_vocab_size;
     e.maxT = model->max_seq_len;
+    e.cacheT = step->cache_T > 0 ? step->cache_T : model->max_seq_len;
     e.x128 = step->precision == PREC_FP32 ? 4 : 8;
     for (int i = 0; i < FAMILY_MAX_TUNABLES && f->tunables[i].name; i++) e.tun[i] = tun[i];
     if (f->derive) f->derive(&e);

@@ -35,6 +35,7 @@ typedef struct {
 /* What geometry rules and derived constants see: the plan's model and step shape and one module's values. */
 typedef struct {
     long long B, T, C, NH, HS, L, V, Vp, maxT;
+    long long cacheT;                      /* the positions of a row's key/value cache (StepShape.cache_T), else maxT */
     int x128;                              /* floatX elements in 128 bits */
     int sm;                                /* the plan's arch as a number (90 for sm_90) where shape defaults are
                                               chosen; 0 elsewhere (kernel_env leaves it so) */

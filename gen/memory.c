@@ -150,7 +150,7 @@ static void place_decode(Layout *lo) {
     const StepShape *st = &plan->step;
     size_t x = lo->x, B = lo->B, C = lo->C, NH = lo->NH;
     int decode = lo->decode, side = lo->train && plan->streams == 2;
-    size_t cache = decode ? (size_t)s->n_layer * B * s->max_seq_len * C * x : 0;
+    size_t cache = decode ? (size_t)s->n_layer * B * st->cache_T * C * x : 0;
     const LaunchDims *att = &plan->kernels[K_DECODE_ATTENTION].dims;   /* (KV_SPLITS, NH, B) */
     place(lo, BUF_KCACHE, "kcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);
     place(lo, BUF_VCACHE, "vcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);

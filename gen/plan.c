@@ -265,19 +265,19 @@ int plan_make_prefill(Plan *plan, const Config *cfg, int B, int T, int shared_we
 StepShape step_train(const Config *c) {
     return (StepShape){STEP_TRAIN, c->run.train.batch_size, c->run.train.seq_len, c->model.precision, c->run.train.recompute,
                        c->model.precision != PREC_FP32 && c->run.train.master_weights, c->run.train.num_gpus, c->run.train.zero_stage,
-                       c->run.train.grad_accum, 0, 0};
+                       c->run.train.grad_accum, 0, 0, 0};
 }
 
 StepShape step_forward(const Config *c, int B, int T, int shared_weights) {
-    return (StepShape){STEP_FORWARD, B, T, c->model.precision, 0, 0, 1, 0, 1, shared_weights, 0};
+    return (StepShape){STEP_FORWARD, B, T, c->model.precision, 0, 0, 1, 0, 1, shared_weights, 0, 0};
 }
 
 StepShape step_decode(const Config *c, int B, int shared_weights) {
-    return (StepShape){STEP_DECODE, B, 1, c->model.precision, 0, 0, 1, 0, 1, shared_weights, 0};
+    return (StepShape){STEP_DECODE, B, 1, c->model.precision, 0, 0, 1, 0, 1, shared_weights, 0, c->model.max_seq_len};
 }
 
 StepShape step_prefill(const Config *c, int B, int T, int shared_weights) {
-    return (StepShape){STEP_FORWARD, B, T, c->model.precision, 0, 0, 1, 0, 1, shared_weights, 1};
+    return (StepShape){STEP_FORWARD, B, T, c->model.precision, 0, 0, 1, 0, 1, shared_weights, 1, c->model.max_seq_len};
 }
 
 const char *step_kind_name(StepKind k) { return k == STEP_TRAIN ? "train" : k == STEP_FORWARD ? "forward" : "decode"; }

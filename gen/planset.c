@@ -76,10 +76,14 @@ static Plan *make(PlanSet *ps, const Config *cfg, const char *name, const StepSh
 static int make_sampling(PlanSet *ps, const Config *cfg, const PlanRequest *req, const PlanInputs *in, FILE *msgs,
                          Err *err) {
     int shared = req->train;   /* on the training plan's weights, else the decode plan holds them */
+    int maxT = cfg->model.max_seq_len, want = req->positions > 0 && req->positions < maxT ? req->positions : maxT;
+    int cached = ps->bucket_T[planset_bucket(ps, want)];   /* a bucket: few distinct kernels */
     StepShape s = step_decode(cfg, req->decode_rows, shared);
+    s.cache_T = cached;
     if (!(ps->decode = make(ps, cfg, "decode", &s, in, msgs, err))) return -1;
-    for (int i = 0; req->prompts && i < ps->n_buckets; i++) {
+    for (int i = 0; req->prompts && i < ps->n_buckets && ps->bucket_T[i] <= cached; i++) {
         s = step_prefill(cfg, req->decode_rows, ps->bucket_T[i], 1);
+        s.cache_T = cached;
         if (!(ps->prefill[i] = make(ps, cfg, "prefill", &s, in, msgs, err))) return -1;
         s = step_forward(cfg, req->decode_rows, ps->bucket_T[i], 1);
         if (!(ps->forward[i] = make(ps, cfg, "forward", &s, in, msgs, err))) return -1;

@@ -27,6 +27,8 @@ typedef struct {
     int eval_rows;      /* > 0: eval plans of these rows */
     int prompts;        /* with decode_rows: the prefill and uncached forward plans of every bucket, for prompts of
                            more than one token (`gpt2gen sample`); training's samples start from one token */
+    int positions;      /* with decode_rows: the positions a row needs (its prompt and new tokens): the cache holds
+                           their bucket (planset_bucket), and prompts get the buckets up to it; 0: the model's context */
 } PlanRequest;
 
 /* What the plans are made with besides the config. */

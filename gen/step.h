@@ -23,6 +23,8 @@ typedef struct {
     int grad_accum;            /* STEP_TRAIN: micro-steps per optimizer step (plan.txt only) */
     int shared_weights;        /* STEP_FORWARD, STEP_DECODE: runs with the weights of another plan's backend */
     int fills_cache;           /* STEP_FORWARD: a prefill, writing a decode plan's cache (positions 0..T-1) */
+    int cache_T;               /* STEP_DECODE and a prefill: the positions each row's key/value cache holds, at most
+                                  the model's context (the same in a decode plan and its prefills); else 0 */
 } StepShape;
 
 /* The config's training step. */

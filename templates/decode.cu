@@ -3,7 +3,7 @@
 // better whole than split across files that must agree on every constant (docs/kernels-and-tuning.md).
 //   decode_embed              out[b,:] = wte[tokens[b],:] + wpe[pos,:]                 (the decode plan has T = 1)
 //   kv_append                 kcache[b,h,pos+t,:] = k of qkv[b,t] head h, vcache likewise with v (the cache of one
-//                             layer: (B, NH, maxT, HS); T is the plan's: 1 for decode, the prompt for a prefill)
+//                             layer: (B, NH, cacheT, HS); T is the plan's: 1 for decode, the prompt for a prefill)
 //   decode_attention          split attention of the last query of each row over the cached positions 0..len-1
 //                             (len = pos + T): a block per (split of KV_CHUNK positions, head, row) writes the
 //                             split's max score m, l = sum exp(s - m) and acc = sum exp(s - m) v to partial
@@ -51,13 +51,13 @@ KERNEL(kv_append) {
     const cvec k = load_vec<floatX, CVEC>(src), v = load_vec<floatX, CVEC>(src + C);
     if constexpr (VEC_HS == CVEC) {
         const int h = c0 / HS, d = c0 % HS;
-        const long long at = (((long long)b * NH + h) * maxT + t) * HS + d;
+        const long long at = (((long long)b * NH + h) * cacheT + t) * HS + d;
         store_vec<floatX, CVEC>(kcache + at, k);
         store_vec<floatX, CVEC>(vcache + at, v);
     } else {
         for (int e = 0; e < CVEC; e++) {
             const int h = (c0 + e) / HS, d = (c0 + e) % HS;
-            const long long at = (((long long)b * NH + h) * maxT + t) * HS + d;
+            const long long at = (((long long)b * NH + h) * cacheT + t) * HS + d;
             kcache[at] = k[e];
             vcache[at] = v[e];
         }
@@ -102,7 +102,7 @@ constexpr float NO_SCORE = -3.0e38f;
 
 __device__ __forceinline__ int cache_len(const int *pos) {
     const int len = pos[0] + T;
-    return len < maxT ? len : maxT;
+    return len < cacheT ? len : cacheT;
 }
 
 KERNEL(decode_attention) {
@@ -118,7 +118,7 @@ KERNEL(decode_attention) {
         return;
     }
     const int n = len - start < KV_CHUNK ? len - start : KV_CHUNK;
-    const long long head = ((long long)b * NH + h) * maxT;
+    const long long head = ((long long)b * NH + h) * cacheT;
     const floatX *kbase = kcache + (head + start) * HS, *vbase = vcache + (head + start) * HS;
     // the row's last token (position len - 1) is read from qkv: decode_attention_combine appends it to the cache
     // once every split has read the cache (a decode step needs no kv_append)
@@ -231,7 +231,7 @@ KERNEL(decode_attention_combine) {
         out[(long long)b * C + h * HS + tid] = from_f<floatX>(num / den);
         // every split has read the cache: the row's last token joins it at position len - 1
         const floatX *kcur = qkv + ((long long)b * T + T - 1) * 3 * C + C + h * HS;
-        const long long at = (((long long)b * NH + h) * maxT + len - 1) * HS + tid;
+        const long long at = (((long long)b * NH + h) * cacheT + len - 1) * HS + tid;
         kcache[at] = kcur[tid];
         vcache[at] = kcur[C + tid];
     }

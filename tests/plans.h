@@ -18,7 +18,7 @@ static inline const Plan *test_plan_shared(const GPT2Shape *s, StepKind kind, in
     Plan *p = xcalloc(1, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", kind == STEP_TRAIN ? "train" : "forward");
     p->model = *s;
-    p->step = (StepShape){kind, B, T, PREC_FP32, 0, 0, 1, 0, 1, shared_weights, 0};
+    p->step = (StepShape){kind, B, T, PREC_FP32, 0, 0, 1, 0, 1, shared_weights, 0, kind == STEP_DECODE ? s->max_seq_len : 0};
     schedule_make(&p->schedule, p);   /* the step's ops, as plan_make makes them */
     test_plans_made[test_plans_n++] = p;
     return p;

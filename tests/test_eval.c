@@ -156,7 +156,7 @@ static int evaluate(const Config *cfg, const char *which, const char *arch, int 
     PlanSet ps;
     PlanInputs in = {{0}, NULL, NULL, NULL, NULL};
     snprintf(in.arch, sizeof in.arch, "%s", arch);
-    PlanRequest req = {0, 0, rows < set.rows ? rows : set.rows, 0};
+    PlanRequest req = {0, 0, rows < set.rows ? rows : set.rows, 0, 0};
     if (planset_make(&ps, cfg, &req, &in, NULL, err)) { evalset_free(&set); return -1; }
     if (!evaluator_open(&e, &ps, &set, NULL, which, 0, NULL, err) &&
         !evaluator_backend(&e)->write(evaluator_backend(&e), BACKEND_PARAMS, params, err))

@@ -29,7 +29,7 @@ static int make(PlanSet *ps, const Config *cfg, PlanRequest req, const PlanInput
 static void test_training_set(void) {
     static Config cfg;
     PlanSet ps;
-    if (load(&cfg, NULL) || make(&ps, &cfg, (PlanRequest){1, 1, 32, 1}, NULL)) return;
+    if (load(&cfg, NULL) || make(&ps, &cfg, (PlanRequest){1, 1, 32, 1, 0}, NULL)) return;
     int maxT = cfg.model.max_seq_len;
     CHECK(ps.train && ps.train->step.kind == STEP_TRAIN && ps.train->step.B == cfg.run.train.batch_size &&
           ps.train->step.T == cfg.run.train.seq_len, "the training plan is the config's step");
@@ -57,18 +57,18 @@ static void test_who_holds_the_weights(void) {
     static Config cfg;
     PlanSet ps;
     if (load(&cfg, NULL)) return;
-    if (!make(&ps, &cfg, (PlanRequest){0, 4, 0, 1}, NULL)) {
+    if (!make(&ps, &cfg, (PlanRequest){0, 4, 0, 1, 0}, NULL)) {
         CHECK(!ps.train && ps.decode && ps.decode->step.B == 4 && !ps.decode->step.shared_weights,
               "sampling alone: the decode plan of 4 rows holds the weights");
         CHECK(ps.prefill[0]->step.shared_weights && !ps.eval[0], "its prefills run on them; no eval plans");
         planset_free(&ps);
     }
-    if (!make(&ps, &cfg, (PlanRequest){1, 1, 0, 0}, NULL)) {   /* training's: its samples start from one token */
+    if (!make(&ps, &cfg, (PlanRequest){1, 1, 0, 0, 0}, NULL)) {   /* training's: its samples start from one token */
         CHECK(ps.train && ps.decode && !ps.prefill[0] && !ps.forward[0],
               "without prompts: the decode plan alone, no prefill or forward plans");
         planset_free(&ps);
     }
-    if (!make(&ps, &cfg, (PlanRequest){0, 0, 8, 0}, NULL)) {
+    if (!make(&ps, &cfg, (PlanRequest){0, 0, 8, 0, 0}, NULL)) {
         CHECK(!ps.train && !ps.decode && !ps.prefill[0] && ps.eval[0] && !ps.eval[0]->step.shared_weights &&
               ps.eval[0]->step.B == 8, "evaluation alone: the eval plans hold the weights");
         planset_free(&ps);
@@ -81,13 +81,40 @@ static void test_buckets(void) {
     PlanSet ps;
     if (load(&cfg, NULL)) return;
     cfg.model.max_seq_len = 200;
-    if (make(&ps, &cfg, (PlanRequest){0, 0, 1, 0}, NULL)) return;
+    if (make(&ps, &cfg, (PlanRequest){0, 0, 1, 0, 0}, NULL)) return;
     int want[] = {64, 128, 200};
     CHECK(ps.n_buckets == 3, "maxT 200: 3 buckets, got %d", ps.n_buckets);
     for (int i = 0; i < 3 && i < ps.n_buckets; i++) CHECK(ps.bucket_T[i] == want[i], "bucket %d: %d", i, ps.bucket_T[i]);
     int n[] = {1, 64, 65, 128, 129, 200, 5000}, at[] = {0, 0, 1, 1, 2, 2, 2};
     for (int i = 0; i < 7; i++) CHECK(planset_bucket(&ps, n[i]) == at[i], "%d positions: bucket %d", n[i], planset_bucket(&ps, n[i]));
     planset_free(&ps);
+}
+
+/* the key/value cache holds the bucket of the positions asked for (a prompt and its new tokens), not the whole
+   context: its memory, the decode and prefill plans' cache_T, and prompts' plans only up to that bucket; nothing
+   asked (training's samples), or more than the context: the context */
+static void test_cache_sized_to_request(void) {
+    static Config cfg;
+    PlanSet ps;
+    if (load(&cfg, NULL)) return;
+    cfg.model.max_seq_len = 512;
+    const int asked[] = {100, 64, 0, 5000}, cached[] = {128, 64, 512, 512};
+    for (int k = 0; k < 4; k++) {
+        if (make(&ps, &cfg, (PlanRequest){0, 2, 0, 1, asked[k]}, NULL)) return;
+        const Plan *d = ps.decode;
+        size_t x = d->step.precision == PREC_FP32 ? 4 : 2, layer = 2 * (size_t)cached[k] * cfg.model.n_embd * x;
+        CHECK(d->step.cache_T == cached[k], "%d positions asked: a cache of %d (got %d)", asked[k], cached[k], d->step.cache_T);
+        CHECK(d->memory.buffers[BUF_KCACHE].layer_bytes == layer && d->memory.buffers[BUF_VCACHE].bytes == layer * cfg.model.n_layer,
+              "%d positions: the cache's memory is 2 rows x %d positions (%zu bytes a layer, got %zu)", asked[k], cached[k],
+              layer, d->memory.buffers[BUF_KCACHE].layer_bytes);
+        for (int i = 0; i < ps.n_buckets; i++) {
+            int fits = ps.bucket_T[i] <= cached[k];
+            CHECK(!ps.prefill[i] == !fits && !ps.forward[i] == !fits, "%d positions: bucket %d's plans %s", asked[k],
+                  ps.bucket_T[i], fits ? "made" : "not made");
+            if (ps.prefill[i]) CHECK(ps.prefill[i]->step.cache_T == cached[k], "its prefill writes the same cache");
+        }
+        planset_free(&ps);
+    }
 }
 
 /* a family's second allowed variant, as the database would name it */
@@ -164,13 +191,13 @@ static void test_database_reaches_every_plan(void) {
     tune_db_put(&db, &mm);
     PlanInputs in = {"sm_90", NULL, &db, &ENV, "130100"};
     PlanSet sample, eval;
-    if (fam[0] >= 0 && fam[1] >= 0 && !make(&sample, &cfg, (PlanRequest){0, 1, 0, 1}, &in)) {   /* sample --batch 1 */
+    if (fam[0] >= 0 && fam[1] >= 0 && !make(&sample, &cfg, (PlanRequest){0, 1, 0, 1, 0}, &in)) {   /* sample --batch 1 */
         CHECK(has_variant(sample.decode, fam[0], variant[0]), "sample's decode plan, %s: not the database's %s",
               sample.decode->families[fam[0]].decl->family, variant[0]);
         CHECK(sample.applied.kernels >= 1, "the first plan's report counts what it took");
         planset_free(&sample);
     }
-    if (fam[0] >= 0 && fam[1] >= 0 && !make(&eval, &cfg, (PlanRequest){0, 0, 32, 0}, &in)) {   /* eval --rows 32 */
+    if (fam[0] >= 0 && fam[1] >= 0 && !make(&eval, &cfg, (PlanRequest){0, 0, 32, 0, 0}, &in)) {   /* eval --rows 32 */
         CHECK(has_variant(eval.eval[0], fam[1], variant[1]), "eval's plan, %s: not the database's %s",
               eval.eval[0]->families[fam[1]].decl->family, variant[1]);
         const MatmulAlgoChoice *c = &eval.eval[0]->matmuls[MM_QKV].algo;
@@ -179,7 +206,7 @@ static void test_database_reaches_every_plan(void) {
         planset_free(&eval);
     }
     /* another count of rows is another shape: sample --batch 4 takes none of the one-row plan's records */
-    if (!make(&sample, &cfg, (PlanRequest){0, 4, 0, 0}, &in)) {
+    if (!make(&sample, &cfg, (PlanRequest){0, 4, 0, 0, 0}, &in)) {
         CHECK(sample.applied.kernels == 0 && sample.applied.stale >= 1, "a 4-row decode plan took %d records of the 1-row one",
               sample.applied.kernels);
         planset_free(&sample);
@@ -196,7 +223,7 @@ static void test_facts_asked_once_per_shape(void) {
     FakeMachine m;
     if (load(&cfg, NULL)) return;
     PlanInputs in = {"sm_90", fake_machine(&m, 0, "this machine has no cuDNN"), NULL, NULL, NULL};
-    if (make(&ps, &cfg, (PlanRequest){0, 1, 0, 1}, &in)) return;
+    if (make(&ps, &cfg, (PlanRequest){0, 1, 0, 1, 0}, &in)) return;
     CHECK(m.asked == ps.n_buckets, "%d questions for %d buckets of a prefill and a forward plan each", m.asked,
           ps.n_buckets);
     for (int i = 0; i < ps.n_buckets; i++)
@@ -212,6 +239,7 @@ int main(int argc, char **argv) {
     RUN(test_training_set);
     RUN(test_who_holds_the_weights);
     RUN(test_buckets);
+    RUN(test_cache_sized_to_request);
     RUN(test_facts_asked_once_per_shape);
     RUN(test_database_reaches_every_plan);
     return check_summary();

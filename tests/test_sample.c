@@ -57,7 +57,7 @@ static int open_sampler(Model *m, Sampler *s, int rows, Err *err) {
     PlanSet *ps = xcalloc(1, sizeof *ps);
     PlanInputs in = {{0}, NULL, NULL, NULL, NULL};
     snprintf(in.arch, sizeof in.arch, "%s", m->arch);
-    if (planset_make(ps, &m->cfg, &(PlanRequest){0, rows, 0, 1}, &in, NULL, err)) { free(ps); return -1; }
+    if (planset_make(ps, &m->cfg, &(PlanRequest){0, rows, 0, 1, 0}, &in, NULL, err)) { free(ps); return -1; }
     if (sampler_open(s, ps, NULL, m->which, 0, NULL, err)) return -1;
     GPT2Shape shape = config_shape(&m->cfg);
     float *p = rough_params(&shape);

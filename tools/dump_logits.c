@@ -37,7 +37,7 @@ static int run(const char *checkpoint, const char *out, int T, char **tokens, Er
     int rc = -1;
     if (cli_checkpoint_config(cfg, &shape, "fp32", checkpoint, err)) goto done;
     /* one row of the eval plan of T's bucket: the padding after position T-1 does not reach positions before it */
-    PlanRequest req = {0, 0, 1, 0};
+    PlanRequest req = {0, 0, 1, 0, 0};
     CliTuning untuned = {env_or_defaults(NULL), 1, NULL, NULL, 0, NULL, NULL, NULL};
     if (cli_plans(cfg, &req, "sm_90", &untuned, &ps, err)) goto done;
     const Plan *plan = ps.eval[planset_bucket(&ps, T)];

@@ -73,8 +73,8 @@ int tune_plan_option(TuneOptions *o, const char *opt, const char *value, char *w
 int tune_plan_requests(const TuneOptions *o, PlanRequest *req) {
     int decode = o->plans & TUNE_PLAN_DECODE, n = 1;
     req[0] = (PlanRequest){(o->plans & TUNE_PLAN_TRAIN) != 0, decode ? o->decode_rows[0] : 0,
-                           o->plans & TUNE_PLAN_EVAL ? o->eval_rows : 0, 0};
-    for (int i = 1; decode && i < o->n_decode_rows && n < TUNE_MAX_ROWS; i++) req[n++] = (PlanRequest){0, o->decode_rows[i], 0, 0};
+                           o->plans & TUNE_PLAN_EVAL ? o->eval_rows : 0, 0, 0};
+    for (int i = 1; decode && i < o->n_decode_rows && n < TUNE_MAX_ROWS; i++) req[n++] = (PlanRequest){0, o->decode_rows[i], 0, 0, 0};
     return n;
 }
 

@@ -271,7 +271,7 @@ Backend *cpu_backend_create(const BackendOptions *opt, Err *err) {
     c->targets = xcalloc((size_t)st->B * st->T, sizeof(int32_t));
     c->cache_of = opt->cache;
     if (st->kind == STEP_DECODE) {
-        size_t cache = (size_t)be->plan->model.n_layer * st->B * be->plan->model.max_seq_len * be->plan->model.n_embd;
+        size_t cache = (size_t)be->plan->model.n_layer * st->B * st->cache_T * be->plan->model.n_embd;
         c->kcache = falloc(cache); c->vcache = falloc(cache);
     }
 

@@ -18,9 +18,10 @@ int cpu_decode(Backend *be, DecodeRun *run, Err *err) {
     Cpu *c = impl(be);
     const GPT2Shape *s = &be->plan->model;
     int B = be->plan->step.B, V = s->vocab_size, Vp = s->padded_vocab_size;
-    if (run->pos < 0 || run->steps < 1 || run->steps > s->max_seq_len - run->pos)
+    int cached = be->plan->step.cache_T;
+    if (run->pos < 0 || run->steps < 1 || run->steps > cached - run->pos)
         return err_set(err, "cpu backend: decode of %d steps from position %d: the cache holds %d positions", run->steps,
-                       run->pos, s->max_seq_len);
+                       run->pos, cached);
     for (int b = 0; b < B; b++)
         if (run->tokens[b] < 0 || run->tokens[b] >= V)
             return err_set(err, "cpu backend: decode: row %d's token is %d, expected a token id in [0, %d)", b,

@@ -15,7 +15,7 @@ static float *buffer(Backend *be, int id, int l) {
     const GPT2Shape *s = &be->plan->model;
     int B = be->plan->step.B, T = be->plan->step.T;
     size_t N = (size_t)B * T, nc = N * s->n_embd, att = (size_t)B * s->n_head * T * T;
-    size_t cache = (size_t)B * s->max_seq_len * s->n_embd;
+    size_t cache = (size_t)B * be->plan->step.cache_T * s->n_embd;   /* a layer's; the same in the decode plan */
     Cpu *owner = c->cache_of ? impl(c->cache_of) : c;   /* a prefill fills its decode backend's cache */
     switch (id) {
     case BUF_ENCODED: return a->encoded;
@@ -117,11 +117,11 @@ static void forward_op(Backend *be, const SchedOp *op, float *const *a) {
         cpu_gelu_forward(a[1], a[0], (size_t)N * 4 * C);
         return;
     case OP_KERNEL: cpu_kernel_find(op->kernel->name)(a, op->n); return;   /* found: cpu_run_op */
-    case OP_KV_APPEND: cpu_kv_append(a[0], a[1], a[2], c->pos, B, T, C, NH, s->max_seq_len); return;
+    case OP_KV_APPEND: cpu_kv_append(a[0], a[1], a[2], c->pos, B, T, C, NH, be->plan->step.cache_T); return;
     case OP_ATTENTION: cpu_attention_forward(a[0], c->a.preatt, a[1], a[2], B, T, C, NH); return;
     case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv: the rows' one position appended, then attended over */
-        cpu_kv_append(a[1], a[2], a[3], c->pos, B, T, C, NH, s->max_seq_len);
-        cpu_attention_cached(a[0], a[3], a[1], a[2], c->pos, B, T, C, NH, s->max_seq_len);
+        cpu_kv_append(a[1], a[2], a[3], c->pos, B, T, C, NH, be->plan->step.cache_T);
+        cpu_attention_cached(a[0], a[3], a[1], a[2], c->pos, B, T, C, NH, be->plan->step.cache_T);
         return;
     case OP_LN_MATMUL: ln_matmul(be, op, a, N); return;
     case OP_MATMUL_RESIDUAL: {   /* out, inp, W, bias, res */

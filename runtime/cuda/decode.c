@@ -9,7 +9,7 @@
 
 int decode_open(Cuda *c, Err *err) {
     const StepShape *st = &c->plan->step;
-    size_t bytes = (size_t)c->plan->model.max_seq_len * st->B * sizeof(int32_t);
+    size_t bytes = (size_t)st->cache_T * st->B * sizeof(int32_t);   /* a token per cached position and row */
     void *host = NULL;
     if (cuda_check(cu.cuMemHostAlloc(&host, bytes, CU_MEMHOSTALLOC_DEVICEMAP), "allocating the drawn tokens' host memory", err) ||
         cuda_check(cu.cuMemHostGetDevicePointer(&c->d_drawn, host, 0), "mapping the drawn tokens' host memory", err)) {
@@ -71,9 +71,9 @@ static int enqueue_step(Cuda *c, const SampleSettings *s, int use_graph, int i, 
 
 int cu_decode(Backend *be, DecodeRun *run, Err *err) {
     Cuda *c = cuda_of(be);
-    int B = c->plan->step.B, maxT = c->plan->model.max_seq_len;
-    if (run->pos < 0 || run->steps < 1 || run->steps > maxT - run->pos)
-        return err_set(err, "decode of %d steps from position %d: the cache holds %d positions", run->steps, run->pos, maxT);
+    int B = c->plan->step.B, cached = c->plan->step.cache_T;
+    if (run->pos < 0 || run->steps < 1 || run->steps > cached - run->pos)
+        return err_set(err, "decode of %d steps from position %d: the cache holds %d positions", run->steps, run->pos, cached);
     for (int b = 0; b < B; b++)
         if (run->tokens[b] < 0 || run->tokens[b] >= c->V)
             return err_set(err, "decode: row %d's token is %d, outside the vocabulary (0..%d)", b, (int)run->tokens[b], c->V - 1);

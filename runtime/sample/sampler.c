@@ -52,11 +52,14 @@ static int ensure(Sampler *s, int *at, Backend **be, int bucket, int prefill, Er
 }
 
 static int check_lengths(const Sampler *s, int n, int max_new, Err *err) {
-    int maxT = s->plans->decode->model.max_seq_len;
+    int maxT = s->plans->decode->model.max_seq_len, cached = s->plans->decode->step.cache_T;
     if (n < 1 || max_new < 1) return err_set(err, "sampler: a prompt of %d tokens and %d new ones", n, max_new);
     if (n + max_new > maxT)
         return err_set(err, "a prompt of %d tokens and %d new tokens make %d positions, more than the model's %d (maxT)",
                        n, max_new, n + max_new, maxT);
+    if (n + max_new > cached)   /* the plans were made for fewer (PlanRequest.positions) */
+        return err_set(err, "a prompt of %d tokens and %d new tokens make %d positions, more than the %d the key/value "
+                       "cache was made for", n, max_new, n + max_new, cached);
     return 0;
 }
 

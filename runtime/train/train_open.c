@@ -23,7 +23,7 @@ Backend *train_make_rank_backend(const Plan *plan, const char *which, RankInfo r
 }
 
 PlanRequest train_plan_request(const RunSpec *run) {
-    return (PlanRequest){1, 1, run->eval.hellaswag[0] ? TRAIN_EVAL_ROWS : 0, 0};   /* samples start from one token */
+    return (PlanRequest){1, 1, run->eval.hellaswag[0] ? TRAIN_EVAL_ROWS : 0, 0, 0};   /* samples start from one token */
 }
 
 int train_check_ranks(const RunSpec *c, const char *path, const char *backend, int procs, Err *err) {
