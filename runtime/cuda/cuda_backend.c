@@ -129,7 +129,7 @@ static void cu_destroy(Backend *be) {
     if (!be) return;
     Cuda *c = cuda_of(be);
     if (c) {
-        profile_print(&c->prof);
+        profile_print(&c->prof, c->plan->step.kind == STEP_DECODE ? "decode" : "training");
         if (c->dev.ctx) {
             cuda_device_use(&c->dev, &(Err){{0}});
             cu.cuStreamSynchronize(c->s);

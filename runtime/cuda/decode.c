@@ -38,6 +38,7 @@ static int step_ops(Cuda *c, const SampleSettings *s, Err *err) {
     OP("sample", launch_sample_tokens(&c->ks, c->s, tokens, c->d_drawn, buf(c, BUF_RNG, 0), pos, logits, s->temperature,
                                       s->top_k, s->top_p, err));
     OP("decode advance", launch_decode_advance(&c->ks, c->s, pos, err));
+    if (c->prof.on) c->prof.steps++;   /* GPT2GEN_PROFILE: op by op, no graph */
     return 0;
 }
 

@@ -1,4 +1,4 @@
-/* profile: per-op time of the training step (see profile.h). */
+/* profile: per-op time of the training or decode step (see profile.h). */
 #include "runtime/cuda/profile.h"
 #include "common/clock.h"
 #include <stdio.h>
@@ -24,9 +24,10 @@ void profile_stop(Profile *p, const char *name, double t0) {
     cu.cuStreamSynchronize(p->stream);
     double dt = now_seconds() - t0;
     for (int i = 0; i < p->n; i++)
-        if (!strcmp(p->entries[i].name, name)) { p->entries[i].seconds += dt; return; }
+        if (!strcmp(p->entries[i].name, name)) { p->entries[i].seconds += dt; p->entries[i].calls++; return; }
     if (p->n < PROFILE_MAX) {
         p->entries[p->n].name = name;
+        p->entries[p->n].calls = 1;
         p->entries[p->n++].seconds = dt;
     }
 }
@@ -50,7 +51,7 @@ void profile_queue_done(Profile *p) {
     p->queue_steps++;
 }
 
-void profile_print(const Profile *p) {
+void profile_print(const Profile *p, const char *what) {
     if (p->queue_on && p->queue_steps) {
         double q = p->queued_s / p->queue_steps * 1e3, d = p->done_s / p->queue_steps * 1e3;
         fprintf(stderr, "GPT2GEN_QUEUE_PROFILE: mean per training micro-step over %d: %ld ops queued by %.2f ms, the GPU "
@@ -61,9 +62,9 @@ void profile_print(const Profile *p) {
     if (!p->on || p->steps == 0) return;
     double total = 0;
     for (int i = 0; i < p->n; i++) total += p->entries[i].seconds;
-    fprintf(stderr, "GPT2GEN_PROFILE: mean per training step over %d steps (ops synchronized one by one)\n", p->steps);
+    fprintf(stderr, "GPT2GEN_PROFILE: mean per %s step over %d steps (ops synchronized one by one)\n", what, p->steps);
     for (int i = 0; i < p->n; i++)
-        fprintf(stderr, "  %-28s %8.2f ms  %5.1f%%\n", p->entries[i].name, p->entries[i].seconds / p->steps * 1e3,
-                100 * p->entries[i].seconds / total);
+        fprintf(stderr, "  %-28s %8.3f ms  %5.1f%%  %4ld calls a step\n", p->entries[i].name,
+                p->entries[i].seconds / p->steps * 1e3, 100 * p->entries[i].seconds / total, p->entries[i].calls / p->steps);
     fprintf(stderr, "  %-28s %8.2f ms\n", "total", total / p->steps * 1e3);
 }

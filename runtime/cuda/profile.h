@@ -1,5 +1,6 @@
 /* profile: GPT2GEN_PROFILE=1 synchronizes the stream around each op and adds up its time, for a breakdown
-   of the step printed when the backend is destroyed (for breakdowns, not for speed). Off: no cost.
+   of the step (a training step, or a decode step of `gpt2gen sample`) printed when the backend is destroyed (for
+   breakdowns, not for speed: each op pays its own launch and synchronization). Off: no cost.
    GPT2GEN_QUEUE_PROFILE=1 (without GPT2GEN_PROFILE) times each training micro-step from an idle GPU: when the host
    had queued its last op, and when the GPU was done. Where the host is done long before the GPU, the GPU never
    waits for a launch, and recording the micro-step as a CUDA graph could save only the GPU's own gaps between
@@ -13,7 +14,7 @@ typedef struct {
     int on;
     CUstream stream;
     int n, steps;
-    struct { const char *name; double seconds; } entries[PROFILE_MAX];
+    struct { const char *name; double seconds; long calls; } entries[PROFILE_MAX];
     long ops;                     /* ops queued so far (every PROFILED call) */
     int queue_on, queue_steps;    /* GPT2GEN_QUEUE_PROFILE: micro-steps timed */
     long queue_ops;               /* their ops */
@@ -26,7 +27,8 @@ typedef struct {
 void   profile_init(Profile *p, CUstream stream, int on, int queue);
 double profile_start(Profile *p);
 void   profile_stop(Profile *p, const char *name, double t0);
-void   profile_print(const Profile *p);
+/* what: the step profiled ("training", "decode") */
+void   profile_print(const Profile *p, const char *what);
 /* GPT2GEN_QUEUE_PROFILE's three marks of a micro-step: its start (waits for the GPU to be idle), its last op queued,
    the GPU done (after the host waited for it); no cost when off */
 void   profile_queue_start(Profile *p);
