@@ -11,7 +11,8 @@
 # once); logs to build/bench-logs/sample-*.log; the tables to build/bench-logs/sample-summary.md.
 # Knobs: MODELS (default "124M 350M"), BATCHES ("1 8"), TOKENS (256), PROMPT (128), TOKENS_NOCACHE (64), RUNS (3),
 # TORCH_MODES ("graph,compile+graph"; also eager, reduce-overhead), SAMPLE_ARGS (more options for gpt2gen sample),
-# NO_NOCACHE=1, NO_HF=1, NO_TORCH=1, NO_PREFILL=1 skip those parts; OURS=path/to/another/gpt2gen runs that build as
+# NO_NOCACHE=1, NO_HF=1, NO_TORCH=1, NO_PREFILL=1 skip those parts. Ours' rows also give the µs a decode step takes
+# and its MBU (the bytes it must read over its time, over the copy bandwidth sample_peers.py measures); OURS=path/to/another/gpt2gen runs that build as
 # ours (say, the commit before a change, in the same call, with NO_HF=1 NO_TORCH=1).
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
@@ -50,6 +51,17 @@ median() {
     sort -n | awk '{ a[NR] = $1 } END { if (NR == 0) exit; if (NR % 2) m = a[(NR + 1) / 2]; else m = (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.1f\n", m }'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
+# step_us TOK_S B: microseconds a decode step (B rows, one token each)
+step_us() { awk -v t="$1" -v b="$2" 'BEGIN { if (t + 0 > 0) printf "%.0f", 1e6 * b / t; else print "-" }'; }
+# mbu MODEL TOK_S B: the bytes a decode step must read (the bf16 weights once, and each row's cached keys and values
+# of bf16 at the mean length PROMPT + TOKENS/2 over every layer) over the step's time, over the measured copy
+# bandwidth (sample_peers.py bandwidth: read + written bytes a second)
+mbu() {
+    case $1 in 124M) mL=12 mC=768 ;; 350M) mL=24 mC=1024 ;; 774M) mL=36 mC=1280 ;; *) mL=48 mC=1600 ;; esac
+    mP=$(( ($(wc -c < "$dir/gpt2-$1.bin") - 1024) / 4 ))
+    awk -v t="$2" -v b="$3" -v p="$mP" -v l="$mL" -v c="$mC" -v n="$((PROMPT + TOKENS / 2))" -v bw="$(cat "$dir/.bandwidth" 2>/dev/null)" \
+        'BEGIN { if (t + 0 > 0 && bw + 0 > 0) printf "%.0f%%", 100 * (2 * p + b * l * 2 * n * c * 2) / (b / t) / (bw * 1e9); else print "-" }'
+}
 
 # ours LOG PROMPT_FILE BATCH NEW [OPTION...]: one run of gpt2gen sample; prints its sample-stats JSON
 ours() {
@@ -104,6 +116,10 @@ if checkpoint "$1"; then
     if [ -n "$pt" ]; then delta=$((pt - PROMPT)); echo "probe: a prompt of $PROMPT words is $pt tokens to gpt2gen"
     else fail "$plog" "probe (ours, gpt2-$1, B=1)"; fi
 fi
+# the copy bandwidth the MBU column divides by (a table without it says "-")
+python3 bench/sample_peers.py bandwidth > "$logs/sample-bandwidth.log" 2>&1
+jnum gb_per_s < "$logs/sample-bandwidth.log" | head -n 1 > "$dir/.bandwidth"
+[ -s "$dir/.bandwidth" ] && echo "copy bandwidth: $(cat "$dir/.bandwidth") GB/s (read + written)"
 pfile=$(prompt_file $((PROMPT - delta)))
 prefill_file=$(prompt_file $((PREFILL_TOKENS - delta)))
 
@@ -203,8 +219,8 @@ done
         "the peers: random ids of that count), $TOKENS new tokens (ours --no-cache: $TOKENS_NOCACHE); tok/s = rows x new" \
         "tokens / decode time, prefill excluded; median of $RUNS runs after a warm-up; torch loop: its fastest mode"
     echo
-    echo "| model | batch | ours tok/s | ours no-cache tok/s ($TOKENS_NOCACHE new) | HF generate tok/s | torch loop tok/s | ours/HF | ours/torch |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| model | batch | ours tok/s | ours µs a step | ours MBU | ours no-cache tok/s ($TOKENS_NOCACHE new) | HF generate tok/s | torch loop tok/s | ours/HF | ours/torch |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
     for model in $MODELS; do
         for b in $BATCHES; do
             o=$(get "$model" "$b" ours); h=$(get "$model" "$b" hf); t=$(get "$model" "$b" torch)
@@ -212,7 +228,7 @@ done
             [ -n "$NO_HF" ] && h="-"
             tm=""; [ -z "$NO_TORCH" ] && [ "$t" != failed ] && tm=" ($(get "$model" "$b" torch_mode))"
             [ -n "$NO_TORCH" ] && t="-"
-            echo "| gpt2-$model | $b | $o | $nc | $h | $t$tm | $(ratio "$o" "$h") | $(ratio "$o" "$t") |"
+            echo "| gpt2-$model | $b | $o | $(step_us "$o" "$b") | $(mbu "$model" "$o" "$b") | $nc | $h | $t$tm | $(ratio "$o" "$h") | $(ratio "$o" "$t") |"
         done
     done
     if [ -z "$NO_HF" ] && [ -z "$NO_TORCH" ]; then

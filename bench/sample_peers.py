@@ -751,6 +751,29 @@ def cmd_prefill(a):
     return 1 if failed else 0
 
 
+# ---------------------------------------------------------------- bandwidth
+
+def cmd_bandwidth(a):
+    """The GPU's measured copy bandwidth, the denominator of the decode table's MBU: a device-to-device copy of
+    --mib MiB (read once, written once), the median of --runs after a warm-up."""
+    import torch
+    n = a.mib << 20
+    src = torch.empty(n, dtype=torch.uint8, device=a.device)
+    dst = torch.empty_like(src)
+    src.fill_(1)
+    ts = []
+    for i in range(a.runs + 2):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        torch.cuda.synchronize()
+        if i >= 2:
+            ts.append(time.perf_counter() - t0)
+    s = statistics.median(ts)
+    emit("copy-bandwidth", {"mib": a.mib, "gb_per_s": round(2 * n / s / 1e9, 1), "device": torch.cuda.get_device_name()})
+    return 0
+
+
 # ---------------------------------------------------------------- command line
 
 def main():
@@ -802,6 +825,12 @@ def main():
     pf.add_argument("--no-hf", action="store_true")
     pf.add_argument("--no-torch", action="store_true")
     pf.set_defaults(fn=cmd_prefill)
+
+    bw = sub.add_parser("bandwidth", help="the GPU's device-to-device copy bandwidth (read + written bytes / s)")
+    bw.add_argument("--mib", type=int, default=2048)
+    bw.add_argument("--runs", type=int, default=5)
+    bw.add_argument("--device", default="cuda")
+    bw.set_defaults(fn=cmd_bandwidth)
 
     a = ap.parse_args()
     if getattr(a, "batch", None) and any(b < 1 for b in a.batch):
