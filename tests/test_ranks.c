@@ -1,8 +1,10 @@
-/* Several ranks (runtime/ranks/ranks.h): the ZeRO-1 shards, the emulated collectives against a plain mean, the
+/* Several ranks (runtime/ranks/ranks.h): the ZeRO-1 shards, the emulated collectives against a plain mean, Comm.share
+   (emulated, and over sockets between processes) against where each element must come from, the
    CPU backend keeping and updating only its shard (a ZeRO-1 rank's optimizer state is 1/N of ZeRO-0's), and a
    state file holding a shard. The training loop over N ranks is tests/cli/ranks.sh's. */
 #include "gen/config.h"
 #include "runtime/ranks/ranks.h"
+#include "runtime/ranks/comm_socket.h"
 #include "common/rng.h"
 #include "common/files.h"
 #include "runtime/train/state.h"
@@ -10,6 +12,7 @@
 #include "tests/check.h"
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void test_shards_cover_once(void) {
@@ -200,11 +203,89 @@ static void test_state_shard_file(void) {
     rmdir(dir);
 }
 
+/* Comm.share's splits: ZeRO-1's shards, all on rank 0 (a broadcast), and parts with gaps and an empty one */
+enum { SHARE_N = 1001, SHARE_SPLITS = 3 };
+static void share_parts(int split, int world, size_t (*parts)[2]) {
+    for (int q = 0; q < world; q++) {
+        if (split == 0) ranks_shard(SHARE_N, world, q, &parts[q][0], &parts[q][1]);
+        else if (split == 1) { parts[q][0] = 0; parts[q][1] = q ? 0 : SHARE_N; }
+        else { parts[q][0] = (size_t)q * 100 + 7; parts[q][1] = q == 1 ? 0 : 50; }
+    }
+}
+static float share_value(int rank, size_t i) { return (float)rank * 4096 + (float)i; }
+/* rank me's buffer after the share: element i is its part's owner's, or (in no part) still me's; the bad count */
+static int share_wrong(const float *b, int world, int me, const size_t (*parts)[2]) {
+    int bad = 0;
+    for (size_t i = 0; i < SHARE_N; i++) {
+        int from = me;
+        for (int q = 0; q < world; q++) if (i >= parts[q][0] && i < parts[q][0] + parts[q][1]) from = q;
+        bad += b[i] != share_value(from, i);
+    }
+    return bad;
+}
+
+static void test_emulated_share(void) {
+    Err err;
+    for (int w = 1; w <= 5; w++)
+        for (int split = 0; split < SHARE_SPLITS; split++) {
+            Comm *c = comm_emulated_create(w, &err);
+            float *b[5];
+            size_t parts[5][2];
+            share_parts(split, w, parts);
+            for (int r = 0; r < w; r++) {
+                b[r] = xmalloc(SHARE_N * sizeof(float));
+                for (size_t i = 0; i < SHARE_N; i++) b[r][i] = share_value(r, i);
+            }
+            CHECK_OK(c->share(c, (void *const *)b, SHARE_N, (const size_t (*)[2])parts, &err), &err);
+            for (int r = 0; r < w; r++) {
+                CHECK(!share_wrong(b[r], w, r, (const size_t (*)[2])parts), "w=%d split %d: rank %d's buffer", w, split, r);
+                free(b[r]);
+            }
+            c->destroy(c);
+        }
+}
+
+/* One rank of 3 over a Unix socket: every split shared in turn; the count of wrong buffers (or -1: no comm). */
+static int share_rank(const char *id, int rank) {
+    Err err;
+    Comm *c = comm_socket_create(id, 3, rank, 20, &err);
+    if (!c) { fprintf(stderr, "rank %d: %s\n", rank, err.msg); return -1; }
+    int bad = 0;
+    for (int split = 0; split < SHARE_SPLITS; split++) {
+        float b[SHARE_N];
+        size_t parts[3][2];
+        share_parts(split, 3, parts);
+        for (size_t i = 0; i < SHARE_N; i++) b[i] = share_value(rank, i);
+        if (c->share(c, (void *const[]){b}, SHARE_N, (const size_t (*)[2])parts, &err)) { fprintf(stderr, "rank %d: %s\n", rank, err.msg); bad++; }
+        else bad += share_wrong(b, 3, rank, (const size_t (*)[2])parts) != 0;
+    }
+    c->destroy(c);
+    return bad;
+}
+
+static void test_socket_share(void) {
+    char id[256];
+    Err err;
+    const char *tmp = getenv("TMPDIR");
+    CHECK_OK(comm_socket_id(id, sizeof id, tmp && *tmp ? tmp : "/tmp", &err), &err);
+    pid_t kids[2];
+    for (int r = 1; r <= 2; r++)
+        if ((kids[r - 1] = fork()) == 0) _exit(share_rank(id, r) == 0 ? 0 : 1);
+    CHECK(share_rank(id, 0) == 0, "rank 0's buffers are not every rank's parts");
+    for (int k = 0; k < 2; k++) {
+        int st = 0;
+        waitpid(kids[k], &st, 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d's buffers are not every rank's parts (status %d)", k + 1, st);
+    }
+}
+
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     RUN(test_shards_cover_once);
     RUN(test_grad_parts_cover_once);
     RUN(test_emulated_collectives);
+    RUN(test_emulated_share);
+    RUN(test_socket_share);
     RUN(test_zero1_state_is_a_shard);
     RUN(test_state_shard_file);
     return check_summary();

@@ -39,12 +39,13 @@ typedef struct {
     ncclResult_t (*ncclReduceScatter)(const void *, void *, size_t, int, int, ncclComm_t, CUstream);
     ncclResult_t (*ncclAllGather)(const void *, void *, size_t, int, ncclComm_t, CUstream);
     ncclResult_t (*ncclReduce)(const void *, void *, size_t, int, int, int, ncclComm_t, CUstream);
+    ncclResult_t (*ncclBroadcast)(const void *, void *, size_t, int, int, ncclComm_t, CUstream);
     ncclResult_t (*ncclGroupStart)(void);
     ncclResult_t (*ncclGroupEnd)(void);
 } NcclLib;
 #define NCCL_FUNCS(X) X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommGetAsyncError) \
     X(ncclCommFinalize) X(ncclCommDestroy) X(ncclCommAbort) X(ncclGetErrorString) X(ncclGetLastError) X(ncclAllReduce) \
-    X(ncclReduceScatter) X(ncclAllGather) X(ncclReduce) X(ncclGroupStart) X(ncclGroupEnd)
+    X(ncclReduceScatter) X(ncclAllGather) X(ncclReduce) X(ncclBroadcast) X(ncclGroupStart) X(ncclGroupEnd)
 
 static NcclLib nc;
 static int nc_version;
@@ -199,6 +200,36 @@ static int nc_sum_f64(Comm *cm, double *const *vals, Err *err) {
     return 0;
 }
 
+/* Host arrays, through a GPU buffer of SHARE_CHUNK elements: each part, a chunk at a time, goes from its rank's host
+   memory to the buffer, is broadcast from that rank, and comes back to every other rank's host memory. Each
+   collective is waited for (with the deadline) before its result is copied back, so no copy waits on the other
+   ranks. Only checkpoints and resume call it: simple before fast. */
+enum { SHARE_CHUNK = 1 << 22 };
+static int share_chunk(Comm *cm, char *host, size_t at, size_t len, int root, dptr d, double deadline, Err *err) {
+    Nccl *x = cm->impl;
+    CUstream s = x->c->s;
+    if (root == x->rank && cuda_check(cu.cuMemcpyHtoDAsync(d, host + at * 4, len * 4, s), "NCCL share", err)) return broken(cm);
+    void *p = (void *)(uintptr_t)d;
+    if (finish(cm, nc.ncclBroadcast(p, p, len, ncclFloat32, root, x->comm, s), "broadcast", deadline, err)) return -1;
+    if (root == x->rank) return 0;
+    if (cuda_check(cu.cuMemcpyDtoHAsync(host + at * 4, d, len * 4, s), "NCCL share", err)) return broken(cm);
+    return finish(cm, ncclSuccess, "broadcast", deadline, err);
+}
+
+static int nc_share(Comm *cm, void *const *bufs, size_t n, const size_t (*parts)[2], Err *err) {
+    Nccl *x = cm->impl;
+    double deadline = now_seconds() + x->timeout;
+    dptr d = 0;
+    (void)n;
+    if (cuda_check(cu.cuMemAlloc(&d, SHARE_CHUNK * 4), "NCCL share: a GPU buffer", err)) return broken(cm);
+    int rc = 0;
+    for (int q = 0; q < cm->world && !rc; q++)
+        for (size_t at = parts[q][0], end = at + parts[q][1]; at < end && !rc; at += SHARE_CHUNK)
+            rc = share_chunk(cm, bufs[0], at, end - at < SHARE_CHUNK ? end - at : SHARE_CHUNK, q, d, deadline, err);
+    if (!cm->broken) cu.cuMemFree(d);   /* as nc_destroy: nothing more is asked of an aborted GPU context */
+    return rc;
+}
+
 /* On the communication stream, after the compute stream's work so far (the backward up to the part now final): one
    group of all-reduces (ZeRO-0) or of reduces to each piece's owner (ZeRO-1: the ranges cut at the shards' edges),
    in place. Every rank asks for the same ranges in the same order. */
@@ -264,7 +295,7 @@ Comm *comm_nccl_create(Backend *be, const void *id, int world, int rank, double 
     Nccl *n = xcalloc(1, sizeof *n);
     *cm = (Comm){.name = "nccl", .world = world, .first_rank = rank, .local = 1, .impl = n,
                  .all_reduce_avg = nc_all_reduce, .reduce_scatter_avg = nc_reduce_scatter, .all_gather = nc_all_gather,
-                 .all_reduce_sum_f64 = nc_sum_f64, .reduce_ranges_avg = nc_reduce_ranges, .wait_ranges = nc_wait_ranges,
+                 .all_reduce_sum_f64 = nc_sum_f64, .reduce_ranges_avg = nc_reduce_ranges, .wait_ranges = nc_wait_ranges, .share = nc_share,
                  .destroy = nc_destroy};
     n->c = cuda_of(be);
     n->rank = rank;

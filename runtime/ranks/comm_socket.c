@@ -171,6 +171,26 @@ static int sock_sum_f64(Comm *c, double *const *vals, Err *err) {
     return 0;
 }
 
+/* rank 0 hears every other rank's part, then sends each rank every part but its own, in rank order */
+static int sock_share(Comm *c, void *const *bufs, size_t n, const size_t (*parts)[2], Err *err) {
+    Sock *s = c->impl;
+    char *b = bufs[0];
+    double deadline = now_seconds() + s->timeout;
+    (void)n;
+    if (s->rank != 0) {
+        if (send_all(c, 0, b + parts[s->rank][0] * 4, parts[s->rank][1] * 4, deadline, err)) return -1;
+        for (int q = 0; q < c->world; q++)
+            if (q != s->rank && recv_all(c, 0, b + parts[q][0] * 4, parts[q][1] * 4, deadline, err)) return -1;
+        return 0;
+    }
+    for (int q = 1; q < c->world; q++)
+        if (recv_all(c, q, b + parts[q][0] * 4, parts[q][1] * 4, deadline, err)) return -1;
+    for (int r = 1; r < c->world; r++)
+        for (int q = 0; q < c->world; q++)
+            if (q != r && send_all(c, r, b + parts[q][0] * 4, parts[q][1] * 4, deadline, err)) return -1;
+    return 0;
+}
+
 static void sock_destroy(Comm *c) {
     if (!c) return;
     Sock *s = c->impl;
@@ -308,7 +328,7 @@ Comm *comm_socket_create(const void *id, int world, int rank, double timeout_s, 
     *c = (Comm){.name = "socket", .world = world, .first_rank = rank, .local = 1, .impl = s,
                 .all_reduce_avg = sock_all_reduce, .reduce_scatter_avg = sock_reduce_scatter,
                 .all_gather = sock_all_gather, .all_reduce_sum_f64 = sock_sum_f64, .reduce_ranges_avg = sock_reduce_ranges,
-                .wait_ranges = sock_wait_ranges, .destroy = sock_destroy};
+                .wait_ranges = sock_wait_ranges, .share = sock_share, .destroy = sock_destroy};
     s->rank = rank;
     s->timeout = timeout_s;
     s->fd = xmalloc((size_t)world * sizeof(int));

@@ -54,6 +54,15 @@ static int emu_sum_f64(Comm *c, double *const *vals, Err *err) {
     return 0;
 }
 
+static int emu_share(Comm *c, void *const *bufs, size_t n, const size_t (*parts)[2], Err *err) {
+    (void)n; (void)err;
+    for (int q = 0; q < c->world; q++)
+        for (int r = 0; r < c->world; r++)
+            if (r != q && parts[q][1])
+                memcpy((char *)bufs[r] + parts[q][0] * 4, (const char *)bufs[q] + parts[q][0] * 4, parts[q][1] * 4);
+    return 0;
+}
+
 static void emu_destroy(Comm *c) { free(c); }
 
 Comm *comm_emulated_create(int world, Err *err) {
@@ -61,6 +70,6 @@ Comm *comm_emulated_create(int world, Err *err) {
     Comm *c = xcalloc(1, sizeof *c);
     *c = (Comm){.name = "emulated", .world = world, .first_rank = 0, .local = world,
                 .all_reduce_avg = emu_all_reduce, .reduce_scatter_avg = emu_reduce_scatter, .all_gather = emu_all_gather,
-                .all_reduce_sum_f64 = emu_sum_f64, .destroy = emu_destroy};
+                .all_reduce_sum_f64 = emu_sum_f64, .share = emu_share, .destroy = emu_destroy};
     return c;
 }

@@ -57,6 +57,13 @@ struct Comm {
     /* Every *vals[i] becomes the sum over ranks (fp64: losses, squared norms; also a barrier: it returns when
        every rank has called it). */
     int  (*all_reduce_sum_f64)(Comm *, double *const *vals, Err *err);
+    /* Host memory on every comm (NCCL's goes through a buffer on its GPU), 4-byte elements moved as they are (fp32
+       weights, int32 records): every rank's buffer (n elements) gets elements [parts[r][0], parts[r][0] +
+       parts[r][1]) of rank r's buffer, for every rank r; the rest of each buffer stays as it was. The parts
+       (world of them, the same on every rank) lie within n and do not overlap; a rank's may be empty. With
+       ranks_shard's parts it is ZeRO-1's all-gather of the fp32 master weights; with all n on rank 0 and nothing
+       elsewhere, a broadcast from rank 0. For checkpoints and resume (runtime/train/), not the step. */
+    int  (*share)(Comm *, void *const *bufs, size_t n, const size_t (*parts)[2], Err *err);
     void (*destroy)(Comm *);
 };
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { HEADER_INTS = 256, SUM_AT = 24 };
+enum { HEADER_INTS = STATE_HEADER_INTS, SUM_AT = 24 };
 
 size_t state_count(const TrainState *s) { return s->shard_count ? s->shard_count : s->num_params; }
 
@@ -44,7 +44,7 @@ static uint64_t sum_final(Sum64 *s) {
 static void put64(int32_t *h, int i, uint64_t v) { h[i] = (int32_t)(uint32_t)v; h[i + 1] = (int32_t)(uint32_t)(v >> 32); }
 static uint64_t get64(const int32_t *h, int i) { return (uint64_t)(uint32_t)h[i] | (uint64_t)(uint32_t)h[i + 1] << 32; }
 
-static void header_from(int32_t *h, const TrainState *s) {
+void state_header_put(const TrainState *s, int32_t *h) {
     memset(h, 0, HEADER_INTS * sizeof *h);
     h[0] = STATE_MAGIC; h[1] = STATE_VERSION; h[2] = s->ranks; h[3] = s->rank; h[4] = 1; h[5] = s->shuffle;
     h[6] = s->step; h[7] = (int32_t)s->epoch; h[8] = s->shard_pos; put64(h, 9, (uint64_t)s->row_pos);
@@ -56,7 +56,7 @@ static void header_from(int32_t *h, const TrainState *s) {
     if (s->ranks > 1) { h[31] = s->zero_stage; put64(h, 32, s->shard_offset); put64(h, 34, state_count(s)); }
 }
 
-static void header_to(const int32_t *h, TrainState *s) {
+void state_header_get(const int32_t *h, TrainState *s) {
     s->ranks = h[2]; s->rank = h[3]; s->shuffle = h[5]; s->step = h[6]; s->epoch = h[7]; s->shard_pos = h[8];
     s->row_pos = (long)get64(h, 9); s->sample_rng = get64(h, 11); s->num_params = get64(h, 13); s->n_shards = h[15];
     s->B = h[16]; s->T = h[17];
@@ -94,7 +94,7 @@ static uint64_t checksum(const int32_t *header, const TrainState *s) {
 
 int state_save(const char *path, const TrainState *s, Err *err) {
     int32_t h[HEADER_INTS];
-    header_from(h, s);
+    state_header_put(s, h);
     put64(h, SUM_AT, checksum(h, s));
     AtomicFile af;
     if (atomic_open(&af, path, err)) return -1;
@@ -185,7 +185,7 @@ int state_load(const char *path, TrainState *s, Err *err) {
     else if (st.st_size < (long long)sizeof h || fread(h, sizeof h, 1, f) != 1)
         rc = err_set(err, "%s: truncated: shorter than the 1024-byte header", path);
     else {
-        header_to(h, s);
+        state_header_get(h, s);
         rc = check_header(path, h, s, (long long)st.st_size, err);
         if (!rc) rc = read_body(path, f, h, s, err);
     }

@@ -59,6 +59,11 @@ int  state_load(const char *path, TrainState *s, Err *err);
    n_shards, seed) and that its step is at most max_step. Errors name the file and the config key that differs. */
 int  state_check(const char *path, const TrainState *s, const TrainState *want, int max_step, Err *err);
 void state_free(TrainState *s);
+/* The header's fields as a version-3 file holds them (checksum 0), and back: rank 0's state, sent at resume to
+   ranks that cannot read its file (runtime/train/resume.h). */
+enum { STATE_HEADER_INTS = 256 };
+void state_header_put(const TrainState *s, int32_t *h);
+void state_header_get(const int32_t *h, TrainState *s);
 /* The parameters m, v and params hold: shard_count, or all num_params when it is 0. */
 size_t state_count(const TrainState *s);
 #endif

@@ -55,16 +55,17 @@ static void remove_save(Run *r, int step) {
 }
 
 /* This process's state files: rank 0's whole state (1 rank, ZeRO-0), or under ZeRO-1 each of its ranks' shard of
-   m, v and the weights. s holds the step, position and scaler; its arrays are set here. params0 (num_params) gets
-   rank 0's parameters where this process drives it, for the model file. */
-static int save_states(Run *r, int step, TrainState *s, float *params0, Err *err) {
+   m, v and the weights. s holds the step, position and scaler; its arrays are set here. mine (num_params) gets the
+   first of this process's ranks' parameters as read (rank 0's where this process drives it), and under ZeRO-1 the
+   master weights of the shards of the other ranks it drives (the emulation: all of them). */
+static int save_states(Run *r, int step, TrainState *s, float *mine, Err *err) {
     int zero1 = r->world > 1 && r->run->train.zero_stage == 1, rc = 0;
     float *other = NULL;
     for (int k = 0; k < r->local && !rc; k++) {
         int rank = r->first + k;
         if (!zero1 && rank != 0) continue;
-        if (rank != 0 && !other) other = xmalloc(r->num_params * sizeof(float));
-        float *params = rank == 0 ? params0 : other;
+        if (k > 0 && !other) other = xmalloc(r->num_params * sizeof(float));
+        float *params = k == 0 ? mine : other;
         Backend *be = r->rk[k].be;
         char path[RUNDIR_PATH_MAX];
         rundir_rank_state(r->run->checkpoint.dir, step, rank, path);
@@ -77,6 +78,7 @@ static int save_states(Run *r, int step, TrainState *s, float *params0, Err *err
         rc = be->read(be, BACKEND_PARAMS, 0, params, err) || be->read(be, BACKEND_ADAM_M, 0, s->m, err) ||
              be->read(be, BACKEND_ADAM_V, 0, s->v, err);
         if (!rc) rc = state_save(path, s, err);
+        if (!rc && k > 0) memcpy(mine + be->opt_offset, s->params, be->opt_count * sizeof(float));
         free(s->m); free(s->v);
         s->m = s->v = s->params = NULL;
     }
@@ -84,21 +86,15 @@ static int save_states(Run *r, int step, TrainState *s, float *params0, Err *err
     return rc ? -1 : 0;
 }
 
-/* The other ranks' master weights, from the state parts they wrote for step, into params (num_params). */
-static int params_of_other_ranks(Run *r, int step, float *params, Err *err) {
-    for (int k = 1; k < r->world; k++) {
-        char path[RUNDIR_PATH_MAX];
-        rundir_rank_state(r->run->checkpoint.dir, step, k, path);
-        TrainState part;
-        if (state_load(path, &part, err)) return -1;
-        int rc = 0;
-        if (part.num_params != r->num_params || part.shard_offset + state_count(&part) > r->num_params)
-            rc = err_set(err, "%s: not a part of this model's %zu parameters", path, r->num_params);
-        else memcpy(params + part.shard_offset, part.params, state_count(&part) * sizeof(float));
-        state_free(&part);
-        if (rc) return -1;
-    }
-    return 0;
+/* Under ZeRO-1, ranks in other processes send rank 0 their shards' master weights over the comm (no process reads
+   another's files: each rank's checkpoint.dir may be its own node's). Every process calls it, with its mine. */
+static int share_master_weights(Run *r, float *mine, Err *err) {
+    if (r->local == r->world) return 0;   /* every rank is in this process: save_states put their shards in */
+    size_t (*parts)[2] = xmalloc((size_t)r->world * sizeof *parts);
+    for (int q = 0; q < r->world; q++) ranks_shard(r->num_params, r->world, q, &parts[q][0], &parts[q][1]);
+    int rc = r->comm->share(r->comm, (void *const[]){mine}, r->num_params, (const size_t (*)[2])parts, err);
+    free(parts);
+    return rc;
 }
 
 static int write_done(Run *r, int step, Err *err) {
@@ -136,11 +132,11 @@ int run_save_checkpoint(Run *r, int step, Err *err) {
         if (any && !rc) rc = err_set(err, "step %d: another rank could not write its part of the checkpoint", step);
     }
     /* Under ZeRO-1 rank 0 holds master weights for its shard only (with 16-bit weights, its copy of the rest is
-       their stochastic rounding); the other parts of the model file come from the state parts the other ranks
-       wrote, so that the model file is the master weights (rounded to nearest in a 16-bit file), all of it, as
-       resume checks. In fp32 those parts equal rank 0's copy; they are read all the same, one path for all. */
-    if (!rc && r->lead && several && c->train.zero_stage == 1)
-        rc = params_of_other_ranks(r, step, params0, err);
+       their stochastic rounding); the other parts of the model file are the other ranks' master weights, the
+       ones their state parts hold, so that the model file is the master weights (rounded to nearest in a 16-bit
+       file), all of it, as resume checks. In fp32 those parts equal rank 0's copy; they are sent all the same,
+       one path for all. (rc is every rank's here: the agreement above.) */
+    if (!rc && several && c->train.zero_stage == 1) rc = share_master_weights(r, params0, err);
     if (!rc && r->lead) rc = checkpoint_save(model, &s.shape, params0, r->plan->step.precision != PREC_FP32, err);
     free(params0);
     if (several) {
@@ -173,7 +169,9 @@ static int resume_from(Run *r, int *step, Err *err) {
     ResumeWant w = {c->checkpoint.dir, run_state(r), c->train.steps, r->plan->step.precision != PREC_FP32};
     TrainState s;
     char model[RUNDIR_PATH_MAX], state[RUNDIR_PATH_MAX];
-    int found = resume_find(&w, &s, model, state, err), rc = 0;
+    /* ranks in other processes may have folders of their own: each reads its own, and they agree over the comm */
+    int found = r->local < r->world ? resume_find_ranks(&w, r->comm, &s, model, state, err) : resume_find(&w, &s, model, state, err);
+    int rc = 0;
     if (found <= 0) return found;
     Err e;
     for (int k = 0; k < r->local && !rc; k++)

@@ -10,30 +10,7 @@
 export OMP_NUM_THREADS=1   # N processes on a few cores
 M="$M --set train.batch_size=2 --set train.zero_stage=0"
 vals() { grep -o '"loss":[-0-9.e]*\|"norm":[-0-9.e]*\|"val_loss":[-0-9.e]*' "$1" | cut -d: -f2; }
-# free_port: a TCP port nothing on this host listens at or uses, below the ephemeral range (so no outgoing connection
-# takes it meanwhile), from this shell's pid and the clock, checked against /proc/net/tcp*
-free_port() {
-    i=0
-    while [ $i -lt 200 ]; do
-        p=$(( 20000 + ( $$ * 7 + $(date +%N | sed 's/^0*//;s/^$/0/') / 1000 + i * 131 ) % 12000 ))
-        hex=$(printf ':%04X ' "$p")
-        if ! cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q "$hex"; then echo "$p"; return 0; fi
-        i=$((i + 1))
-    done
-    echo 29999
-}
-# rank R WORLD LOG [VAR=value...] -- [options]: one rank, torchrun's variables; execs `timeout`, whose child is the
-# rank (run it as `rank ... &`, then $! is timeout's pid: a signal to it is passed on, `pkill -P $!` reaches the rank;
-# or as `(rank ...)`)
-rank() {
-    r=$1 w=$2 log=$3; shift 3
-    vars=""
-    while [ $# -gt 0 ] && [ "$1" != -- ]; do vars="$vars $1"; shift; done
-    [ "$1" = -- ] && shift
-    # shellcheck disable=SC2086
-    exec env RANK=$r WORLD_SIZE=$w LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT GPT2GEN_JOIN_TIMEOUT=20 $vars \
-        timeout 120 "$GPT2GEN" train $M --backend cpu -q "$@" > "$log" 2>&1
-}
+. "$ROOT/tests/tcp_env.sh"
 
 # the same bits as the ranks emulated in one process: losses, norms, validation losses
 for n in 2 3; do

@@ -219,6 +219,11 @@ ncclResult_t ncclReduce(const void *send, void *recv, size_t n, int t, int op, i
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t n, int t, ncclComm_t c, CUstream s) {
     return collective(c, s, send, n, recv, n * (size_t)c->world, 0, t, ncclSum, 1, 1);
 }
+/* every rank's n elements go to rank 0 as a gather's do; each rank keeps root's */
+ncclResult_t ncclBroadcast(const void *send, void *recv, size_t n, int t, int root, ncclComm_t c, CUstream s) {
+    if (root < 0 || root >= c->world) return ncclInvalidArgument;
+    return collective(c, s, c->rank == root ? send : recv, n, recv, n, (size_t)root * n, t, ncclSum, 1, 1);
+}
 /* send: world*n elements; each rank keeps its n of the whole sum */
 ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t n, int t, int op, ncclComm_t c, CUstream s) {
     return collective(c, s, send, n * (size_t)c->world, recv, n, (size_t)c->rank * n, t, op, 0, 1);
