@@ -45,6 +45,8 @@ static const char *SAMPLE_USAGE =
     "  --no-cache          re-run the whole forward for every token, without the cache (for comparison)\n"
     "  --stats             print one line `sample-stats {json}` of timings on standard error at the end\n"
     "  --arch sm_XX        the GPU arch to compile for (default: the GPU's)\n"
+    "  --decode D          a decode step of 1 or 2 rows on sm_90: kernels (default: a kernel per op, each starting\n"
+    "                      as the one before ends) or persistent (the whole step in one kernel)\n"
     "\n"
     "examples:\n"
     "  gpt2gen sample --checkpoint runs/tiny/model_00000300.bin --prompt \"Once upon a time\" --tokens 64\n"
@@ -57,6 +59,7 @@ typedef struct {
     long top_k, batch;
     unsigned long long seed;
     int echo, ignore_eot, no_cache, stats, help;
+    int decode;               /* RunSpec.decode */
     const Env *env;   /* main's */
 } SampleArgs;
 
@@ -96,7 +99,7 @@ static int parse(int argc, char **argv, SampleArgs *a) {
     memset(a, 0, sizeof *a);
     a->tokens = -1; a->temperature = 1; a->top_p = 1; a->batch = 1; a->seed = 1337; a->backend = "auto";
     static const char *const with_value[] = {"--checkpoint", "--prompt", "--prompt-file", "--tokens", "--temperature",
-        "--top-k", "--top-p", "--seed", "--batch", "--tokenizer", "--backend", "--precision", "--arch", NULL};
+        "--top-k", "--top-p", "--seed", "--batch", "--tokenizer", "--backend", "--precision", "--arch", "--decode", NULL};
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i], *v = NULL;
         for (int k = 0; with_value[k]; k++)
@@ -117,6 +120,11 @@ static int parse(int argc, char **argv, SampleArgs *a) {
         else if (!strcmp(s, "--prompt-file")) a->prompt_file = v;
         else if (!strcmp(s, "--tokenizer")) a->tokenizer = v;
         else if (!strcmp(s, "--precision")) a->precision = v;
+        else if (!strcmp(s, "--decode")) {
+            if (strcmp(v, "kernels") && strcmp(v, "persistent"))
+                return usage_error("--decode: expected kernels or persistent, got '%s'%s", err_show(v), "");
+            a->decode = !strcmp(v, "persistent") ? DECODE_PERSISTENT : DECODE_KERNELS;
+        }
         else if (!strcmp(s, "--arch")) {
             if (!config_arch_valid(v)) return usage_error("--arch: expected sm_XX with XX >= 70, got '%s'%s", err_show(v), "");
             a->arch = v;
@@ -305,6 +313,7 @@ static int run(const SampleArgs *a, Err *err) {
     if (want < 0) goto done;
     const char *prec = a->precision ? a->precision : is_bf16 ? "bf16" : "fp32";
     if (cli_checkpoint_config(cfg, &shape, prec, a->checkpoint, err)) goto done;
+    cfg->run.decode = a->decode;
     char arch[16];
     cli_pick_arch(a->backend, a->arch, arch);
     /* with the prefill and uncached forward of every bucket up to the prompt's and new tokens': the key/value cache

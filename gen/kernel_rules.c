@@ -366,6 +366,9 @@ LaunchDims kernel_dec_linear(const KernelEnv *e, long long OC) {
     long long cols = e->tun[DEC_LIN_THREADS] / WARP * e->tun[DEC_LIN_COLS], rows = e->B < 8 ? e->B : 8;
     return dims(ceil_div_u(OC, cols), ceil_div_u(e->B, rows), e->tun[DEC_LIN_THREADS]);
 }
+LaunchDims kernel_dec_step(const KernelEnv *e, long long n_blocks) {
+    return dims((unsigned)n_blocks, 1, e->tun[STEP_THREADS_T]);
+}
 LaunchDims kernel_dec_advance(const KernelEnv *e, long long n) {
     (void)e; (void)n;
     return dims(1, 1, 32);

@@ -78,4 +78,7 @@ LaunchDims kernel_dec_combine(const KernelEnv *e, long long n);
 LaunchDims kernel_dec_sample(const KernelEnv *e, long long n);
 LaunchDims kernel_dec_linear(const KernelEnv *e, long long OC);
 LaunchDims kernel_dec_advance(const KernelEnv *e, long long n);
+/* decode_step (templates/decode_step.cu): n_blocks blocks, one a multiprocessor */
+enum { STEP_THREADS_T, STEP_COLS_T };
+LaunchDims kernel_dec_step(const KernelEnv *e, long long n_blocks);
 #endif

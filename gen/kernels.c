@@ -166,7 +166,17 @@ const FamilyDecl kernel_families[] = {
        6, kernel_dec_linear, "(ceil(OC / (LIN_THREADS/32 * LIN_COLS)), ceil(B / 8)): a warp per LIN_COLS columns of 8 rows", 0},
       {"decode_linear_residual", {X(out), CX(inp), CX(weight), CX(bias), CX(res), INT(OC), INT(IC)}, DEC_LIN_THREADS, 5,
        kernel_dec_linear, "(ceil(OC / (LIN_THREADS/32 * LIN_COLS)), ceil(B / 8)): as decode_ln_linear", 0}}, NULL,
-     STEP_BIT(STEP_DECODE) | STEP_PREFILL, 1},   /* a prefill appends to the cache: kv_append */
+     STEP_BIT(STEP_DECODE) | STEP_PREFILL, LAUNCH_OVERLAP},   /* a prefill appends to the cache: kv_append */
+    /* the whole decode step of few rows in one persistent kernel (Plan.decode_persistent): THREADS a block, one block
+       a multiprocessor; COLS: the weight columns a warp takes at a time in the linears */
+    {"decode_step", "templates/decode_step.cu", "a decode step of few rows in one persistent kernel, a grid barrier between its phases",
+     {{"STEP_THREADS", 512, {256, 512, 1024}, BLOCK_SIZE_RULE},
+      {"STEP_COLS", 2, {1, 2, 4}, .min = 1, .max = 8, .multiple_of = 1}},
+     {0}, NULL, NULL,
+     {{"decode_step", {CX(params), CI32(tokens), CI32(pos), X(kcache), X(vcache), X(x), X(res2), X(qkv), X(atty), X(fch),
+                       X(logits), I32(sync), INT(n_blocks)}, STEP_THREADS_T, 12, kernel_dec_step,
+       "n_blocks (the multiprocessors), cooperative: every block resident", 0}}, NULL,
+     STEP_BIT(STEP_DECODE), LAUNCH_COOPERATIVE},
     {0},
 };
 

@@ -78,12 +78,17 @@ typedef struct {
     void (*shape_defaults)(const KernelEnv *e, int *tun);
     /* the steps that call this family (STEP_BIT of STEP_*, STEP_PREFILL; 0: every step); their plans have it */
     unsigned steps;
-    /* 1: each of the family's kernels begins by waiting for the grid before it on the stream (grid_dependency_wait,
-       templates/common.cuh; it may prefetch what no earlier kernel writes before that), so a plan that says so
-       (Plan.overlap) launches them with programmatic dependent launch: a kernel starts while the one before it
-       ends, and its launch and prologue are hidden */
-    int waits_grid;
+    /* how its kernels are launched:
+       LAUNCH_PLAIN        one after another on the stream
+       LAUNCH_OVERLAP      each kernel begins by waiting for the grid before it on the stream (grid_dependency_wait,
+                           templates/common.cuh; it may prefetch what no earlier kernel writes before that), so a
+                           plan that says so (Plan.overlap) launches them with programmatic dependent launch: a kernel
+                           starts while the one before it ends, and its launch and prologue are hidden
+       LAUNCH_COOPERATIVE  every block resident at once (its kernels sync the grid); the family is in a plan only
+                           where the plan runs it (Plan.decode_persistent) */
+    int launch;
 } FamilyDecl;
+enum { LAUNCH_PLAIN, LAUNCH_OVERLAP, LAUNCH_COOPERATIVE };
 #define STEP_BIT(k) (1u << (k))
 #define STEP_PREFILL (1u << 8)   /* a forward that fills a cache (StepShape.fills_cache), beside STEP_FORWARD's bit */
 /* 1 when step calls family f */

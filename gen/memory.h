@@ -26,9 +26,10 @@ typedef enum {
     BUF_FCPROJ_WT, BUF_FC_PARTIALS,
     /* the step's tokens and the encoder backward's buckets */
     BUF_INPUTS, BUF_TARGETS, BUF_BUCKET_TOKEN, BUF_BUCKET_START, BUF_POSITIONS,
-    /* a decode plan's key/value cache, (L, B, NH, maxT, HS) each, its split attention's partial results, the
-       position (one int, also in a prefill plan: 0) and the rows' generator states */
-    BUF_KCACHE, BUF_VCACHE, BUF_ATT_PARTIAL, BUF_DECODE_POS, BUF_RNG,
+    /* a decode plan's key/value cache, (L, B, NH, cacheT, HS) each, its split attention's partial results, the
+       position (one int, also in a prefill plan: 0), the rows' generator states, and the persistent decode step's
+       grid barrier (two counters, Plan.decode_persistent) */
+    BUF_KCACHE, BUF_VCACHE, BUF_ATT_PARTIAL, BUF_DECODE_POS, BUF_RNG, BUF_GRID_SYNC,
     /* library workspaces */
     BUF_CUBLASLT_WORKSPACE, BUF_CUBLASLT_WORKSPACE_SIDE,   /* _SIDE: the side stream's (Plan.streams 2) */
     BUF_COUNT

@@ -201,9 +201,10 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     }
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
     plan->overlap = step->kind == STEP_DECODE && atoi(arch + 3) >= 90;
+    plan->decode_persistent = plan->overlap && plan->decode_linear && cfg->run.decode == DECODE_PERSISTENT;
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
     for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls */
-        if (!family_in_step(f, step)) continue;
+        if (!family_in_step(f, step) || (f->launch == LAUNCH_COOPERATIVE && !plan->decode_persistent)) continue;
         if (plan->n_families == PLAN_MAX_FAMILIES) return err_set(err, "more than %d kernel families", PLAN_MAX_FAMILIES);
         add_module(plan, f);
     }

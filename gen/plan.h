@@ -84,10 +84,13 @@ struct Plan {
        and the residual add after in the same kernel; gen/schedule.c, decode_block), which stream each weight once for the rows
        (faster at B <= PLAN_DECODE_LINEAR_ROWS: docs/kernels-and-tuning.md), else the plan's cuBLASLt matmuls */
     int decode_linear;
-    /* a decode step's kernels of the families that wait for the grid before them (FamilyDecl.waits_grid) are
+    /* a decode step's kernels of the families that wait for the grid before them (FamilyDecl.launch LAUNCH_OVERLAP) are
        launched with programmatic dependent launch, each starting while the one before it ends: on sm_90 and later,
        where the PTX has griddepcontrol (docs/kernels-and-tuning.md, "Decode") */
     int overlap;
+    /* a decode step of few rows (decode_linear) on sm_90 as one persistent kernel, where the run asks for it
+       (RunSpec.decode): the decode_step family (launched cooperatively) in place of the forward's ops */
+    int decode_persistent;
     /* the training step's GELU (config.h, GeluPath): GELU_EPILOGUE or GELU_KERNEL, and who chose it: "config", or
        "auto" (plan.c, gelu_auto: by shape, from measurements); every other step has it in the epilogue */
     GeluPath gelu;

@@ -88,7 +88,12 @@ typedef struct {
     int n_tunables;
     ConfigTunable tunables[CONFIG_MAX_TUNABLES];
     char arch[16];                        /* e.g. "sm_90"; empty: the GPU's, or sm_90 without one */
+    /* a decode step of few rows on sm_90: DECODE_KERNELS, a kernel per op of the op list (with programmatic dependent
+       launch), or DECODE_PERSISTENT, the whole step in one persistent kernel (templates/decode_step.cu); not a
+       config key: `gpt2gen sample --decode` sets it */
+    int decode;
 } RunSpec;
+enum { DECODE_KERNELS = 0, DECODE_PERSISTENT = 1 };
 
 const char *precision_name(Precision p);
 const char *attention_name(AttentionPath a);

@@ -68,7 +68,7 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 // waits until at most N of this thread's committed groups are still in flight
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// Programmatic dependent launch (a family with FamilyDecl.waits_grid, in a plan with Plan.overlap): a kernel may
+// Programmatic dependent launch (a family launched LAUNCH_OVERLAP, FamilyDecl.launch, in a plan with Plan.overlap): a kernel may
 // start before the kernel ahead of it on the stream has ended. grid_dependency_wait() returns once that kernel has
 // ended and its writes are visible (at once where the launch did not overlap); nothing before it may read what an
 // earlier kernel writes, or write what one reads. grid_dependents_launch() lets the next kernel start. Before

@@ -16,7 +16,7 @@
 // pos is a device pointer to one int: a step's kernels are recorded once and replayed. Every sum runs in a fixed
 // order, with no float atomics: the same inputs give the same bits, and the same tokens, on every run.
 // Every kernel first waits for the one ahead of it (grid_dependency_wait, templates/common.cuh): the family's
-// launches may overlap (FamilyDecl.waits_grid).
+// launches may overlap (FamilyDecl.launch, LAUNCH_OVERLAP).
 
 // ---------------------------------------------------------------------------------------------------------
 // decode_embed, kv_append: a thread per packet of VEC_C channels of a row.

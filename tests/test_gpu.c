@@ -95,6 +95,11 @@ static const Variant variants[] = {
 
 static Config cfgs[N_VARIANTS];
 static Plan plans[N_VARIANTS], decodes[N_VARIANTS];   /* decodes: 3 rows, the decode family's kernels */
+/* the first variants (each precision, head sizes 32 and 64) also as a decode step of 2 rows in one persistent kernel
+   (RunSpec.decode, sm_90 only): the decode_step family */
+#define N_PERSISTENT 6
+static Config pcfgs[N_PERSISTENT];
+static Plan persists[N_PERSISTENT];
 static int built[N_VARIANTS];
 
 static void build_variant(int i) {
@@ -123,8 +128,15 @@ static void build_variant(int i) {
         CHECK(0, "plan: %s", err.msg);
         return;
     }
-    const Plan *both[2] = {&plans[i], &decodes[i]};
-    if (build_plans(both, 2, 0, 1, NULL, NULL, &err)) {
+    const Plan *all[3] = {&plans[i], &decodes[i], NULL};
+    int n_plans = 2;
+    if (i < N_PERSISTENT) {
+        pcfgs[i] = cfgs[i];
+        pcfgs[i].run.decode = DECODE_PERSISTENT;
+        if (plan_make_decode(&persists[i], &pcfgs[i], 2, 0, arch, &err)) { CHECK(0, "plan: %s", err.msg); return; }
+        if (persists[i].decode_persistent) all[n_plans++] = &persists[i];
+    }
+    if (build_plans(all, n_plans, 0, 1, NULL, NULL, &err)) {
         CHECK(0, "build (NVRTC): %s", err.msg);
         return;
     }
@@ -138,6 +150,10 @@ static void gpu_variant(int i) {
     int failed = kernel_tests_run(&cfgs[i], &plans[i], NULL), f2 = failed < 0 ? 0 : kernel_tests_run(&cfgs[i], &decodes[i], NULL);
     if (failed < 0 || f2 < 0) SKIP("no GPU (see the line above)");
     failed += f2;
+    if (i < N_PERSISTENT && persists[i].decode_persistent) {
+        int f3 = kernel_tests_run(&pcfgs[i], &persists[i], NULL);
+        failed += f3 < 0 ? 0 : f3;
+    }
     CHECK(failed == 0, "%d GPU test(s) failed for %s (see the FAIL lines above)", failed, variants[i].name);
 }
 

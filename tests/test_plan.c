@@ -425,6 +425,29 @@ static void test_classifier_chunks(void) {
     CHECK(dec.classifier_rows == 3 && dec.matmuls[MM_CLASSIFIER].n == 3, "decode plan of 3 rows: %d rows", dec.classifier_rows);
 }
 
+/* sample --decode persistent (RunSpec.decode): a decode plan of 1 or 2 rows on sm_90 runs the step as one persistent
+   kernel (the decode_step family, its barrier's memory); 3 rows, sm_80 or the default keep the op list's kernels,
+   without the family; the decode family overlaps its launches on sm_90 only */
+static void test_decode_persistent(void) {
+    static Config cfg;
+    Err err = {{0}};
+    if (config_load(&cfg, "configs/gpt2-124M.lua", NULL, 0, &err)) { CHECK(0, "%s", err.msg); return; }
+    static const struct { int decode, rows; const char *arch; int persistent, overlap; } cases[] = {
+        {DECODE_PERSISTENT, 1, "sm_90", 1, 1}, {DECODE_PERSISTENT, 2, "sm_90", 1, 1}, {DECODE_PERSISTENT, 3, "sm_90", 0, 1},
+        {DECODE_PERSISTENT, 1, "sm_80", 0, 0}, {DECODE_KERNELS, 1, "sm_90", 0, 1}};
+    for (int i = 0; i < 5; i++) {
+        cfg.run.decode = cases[i].decode;
+        Plan p;
+        if (plan_make_decode(&p, &cfg, cases[i].rows, 0, cases[i].arch, &err)) { CHECK(0, "%s", err.msg); return; }
+        int fam = 0;
+        for (int f = 0; f < p.n_families; f++) fam |= !strcmp(p.families[f].decl->family, "decode_step");
+        CHECK(p.decode_persistent == cases[i].persistent && fam == cases[i].persistent && p.overlap == cases[i].overlap &&
+              (p.memory.buffers[BUF_GRID_SYNC].bytes == 8) == cases[i].persistent,
+              "case %d (%d rows, %s): persistent %d, decode_step family %d, overlap %d, barrier %zu bytes", i,
+              cases[i].rows, cases[i].arch, p.decode_persistent, fam, p.overlap, p.memory.buffers[BUF_GRID_SYNC].bytes);
+    }
+}
+
 /* train.gelu: the training plan's fc and fcproj-dinp matmuls carry the GELU epilogues, or plain ones beside our
    kernels, or (split) a plain fc beside our forward kernel and the DGELU epilogue backward; a forward plan (no gelu
    kernels) always the epilogue. */
@@ -696,6 +719,7 @@ int main(int argc, char **argv) {
     RUN(test_gelu_fused);
     RUN(test_streams);
     RUN(test_graph_flag);
+    RUN(test_decode_persistent);
     RUN(test_geometry_covers_work);
     RUN(test_round_trip_same_plan);
     return check_summary();

@@ -16,6 +16,8 @@ const FamilyEntry tune_families[] = {
     /* the embedding and the cache append; the split attention and its combine; the draw; the linears */
     {"decode", wl_decode_setup, wl_decode_run, kernel_test_decode, NULL, NULL,
      "BLOCK_SIZE;KV_CHUNK,ATT_THREADS;SAMPLE_THREADS;LIN_THREADS,LIN_COLS"},
+    /* the whole decode step of few rows in one kernel */
+    {"decode_step", wl_decode_step_setup, wl_decode_step_run, kernel_test_decode_step, NULL, NULL, NULL},
     {0},
 };
 

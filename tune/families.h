@@ -63,6 +63,8 @@ void wl_adamw_setup(Workload *w, Harness *g);
 int  wl_adamw_run(Workload *w, Harness *g, Kernels *ks, Err *err);
 void wl_decode_setup(Workload *w, Harness *g);
 int  wl_decode_run(Workload *w, Harness *g, Kernels *ks, Err *err);
+void wl_decode_step_setup(Workload *w, Harness *g);
+int  wl_decode_step_run(Workload *w, Harness *g, Kernels *ks, Err *err);
 
 /* the tests: tune/kernel_tests_rows.c (encoder, layernorm, gelu, classifier), tune/kernel_tests_linear.c (the plan's
    cuBLASLt matmuls and the bias kernels), tune/kernel_tests_attention.c, tune/kernel_tests_optimizer.c (adamw, norm),
@@ -77,6 +79,7 @@ void kernel_test_classifier(Harness *g);
 void kernel_test_adamw(Harness *g);
 void kernel_test_grad_norm(Harness *g);
 void kernel_test_decode(Harness *g);
+void kernel_test_decode_step(Harness *g);   /* tune/kernel_tests_decode_step.c */
 /* both attention paths against the fp64 reference and each other; timing: also a timing line per path */
 void kernel_test_attention_paths(Harness *g, int timing);
 #endif

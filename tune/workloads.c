@@ -258,6 +258,28 @@ void wl_decode_setup(Workload *w, Harness *g) {
     free(tok);
 }
 
+/* ---- decode_step: the whole persistent decode step at the middle of the cache, random weights and cache ---- */
+int wl_decode_step_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
+    return launch_decode_step(ks, g->s, P(w, 0), P(w, 1), P(w, 2), P(w, 3), P(w, 4), P(w, 5), P(w, 6), P(w, 7), P(w, 8),
+                              P(w, 9), P(w, 10), P(w, 11), g->dev.sm_count, err);
+}
+void wl_decode_step_setup(Workload *w, Harness *g) {
+    size_t B = g->B, C = g->C, cached = g->plan->step.cache_T > 0 ? (size_t)g->plan->step.cache_T : (size_t)g->maxT;
+    size_t cache = (size_t)g->L * B * g->NH * cached * g->HS;
+    int32_t *tok = xmalloc(B * 4), pos = (int)cached / 2;
+    uint64_t seed = 13;
+    for (size_t b = 0; b < B; b++) tok[b] = (int32_t)(rng_next(&seed) % (uint64_t)g->V);
+    wbuf(w, g, num_params(g), 0, 0.05f);                          /* 0 the weights */
+    fixed(w, g, tok, B * 4);                                      /* 1 tokens */
+    fixed(w, g, &pos, sizeof pos);                                /* 2 pos */
+    out(w, wbuf(w, g, cache, 0, 1), "kcache");                     /* 3 */
+    wbuf(w, g, cache, 0, 1);                                      /* 4 vcache */
+    for (int i = 0; i < 5; i++) wbuf(w, g, B * 4 * C, 0, 0);      /* 5..9 x, res2, qkv, atty, fch (4C each: room) */
+    out(w, wbuf(w, g, B * (size_t)g->Vp, 0, 0), "logits");         /* 10 */
+    wbuf(w, g, 2, 1, 0);                                          /* 11 the barrier: zeroed */
+    free(tok);
+}
+
 int workload_setup(Workload *w, Harness *g, const char *family, const int *max_tun, char *why, size_t n) {
     memset(w, 0, sizeof *w);
     w->family = family;

@@ -17,6 +17,9 @@ int decode_open(Cuda *c, Err *err) {
         return -1;
     }
     c->h_drawn = host;
+    if (c->plan->decode_persistent &&   /* the grid barrier's count starts at 0 */
+        cuda_check(cu.cuMemsetD8(buf(c, BUF_GRID_SYNC, 0), 0, 8), "clearing the decode step's barrier", err))
+        return -1;
     for (int i = 0; i < DECODE_IN_FLIGHT; i++)
         if (cuda_check(cu.cuEventCreate(&c->step_done[i], CU_EVENT_DISABLE_TIMING), "creating the decode events", err)) return -1;
     return 0;
@@ -31,10 +34,22 @@ void decode_close(Cuda *c) {
     c->h_drawn = NULL;
 }
 
+/* the forward's ops (the embedding, the layers and the logits) as one persistent kernel (Plan.decode_persistent,
+   templates/decode_step.cu): the same buffers as the op list's, each layer's work in layer 0's (one layer at a time) */
+static int persistent_step(Cuda *c, Err *err) {
+    OP("decode step", launch_decode_step(&c->ks, c->s, buf(c, BUF_PARAMS, 0), buf(c, BUF_INPUTS, 0),
+                                         buf(c, BUF_DECODE_POS, 0), c->kcache, c->vcache, buf(c, BUF_RESIDUAL3, 0),
+                                         buf(c, BUF_RESIDUAL2, 0), buf(c, BUF_QKV, 0), buf(c, BUF_ATTY, 0),
+                                         buf(c, BUF_FCH_GELU, 0), buf(c, BUF_LOGITS, 0), buf(c, BUF_GRID_SYNC, 0),
+                                         c->dev.sm_count, err));
+    return 0;
+}
+
 /* one step's work on the stream: everything reads the position and the tokens from device memory */
 static int step_ops(Cuda *c, const SampleSettings *s, Err *err) {
     dptr pos = buf(c, BUF_DECODE_POS, 0), tokens = buf(c, BUF_INPUTS, 0), logits = buf(c, BUF_LOGITS, 0);
-    if (cu_run_phase(c, NULL, &c->plan->schedule.forward, err)) return -1;   /* the embedding, layers and logits */
+    if (c->plan->decode_persistent ? persistent_step(c, err)
+                                   : cu_run_phase(c, NULL, &c->plan->schedule.forward, err)) return -1;
     OP("sample", launch_sample_tokens(&c->ks, c->s, tokens, c->d_drawn, buf(c, BUF_RNG, 0), pos, logits, s->temperature,
                                       s->top_k, s->top_p, err));
     OP("decode advance", launch_decode_advance(&c->ks, c->s, pos, err));

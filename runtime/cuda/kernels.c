@@ -93,6 +93,23 @@ void kernels_unload(Kernels *ks) {
     ks->n_families = 0;
 }
 
+/* The launch as the kernel's family says (FamilyDecl.launch): programmatic dependent launch where the plan overlaps
+   (the kernel waits for the grid before it itself), cooperative (every block resident at once, or the launch fails
+   with CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE), else plain. */
+static CUresult launch_as_declared(const Kernels *ks, int id, const LaunchDims *d, CUstream stream, void **args) {
+    int how = ks->plan->families[ks->plan->kernels[id].family].decl->launch;
+    if (how == LAUNCH_PLAIN || (how == LAUNCH_OVERLAP && !ks->plan->overlap))
+        return cu.cuLaunchKernel(ks->fn[id], d->grid[0], d->grid[1], d->grid[2], d->block, 1, 1, d->smem, stream, args, NULL);
+    CUlaunchAttribute at = {.id = how == LAUNCH_OVERLAP ? CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+                                                        : CU_LAUNCH_ATTRIBUTE_COOPERATIVE};
+    if (how == LAUNCH_OVERLAP) at.value.programmaticStreamSerializationAllowed = 1;
+    else at.value.cooperative = 1;
+    CUlaunchConfig lc = {.gridDimX = d->grid[0], .gridDimY = d->grid[1], .gridDimZ = d->grid[2], .blockDimX = d->block,
+                         .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = d->smem, .hStream = stream, .attrs = &at,
+                         .numAttrs = 1};
+    return cu.cuLaunchKernelEx(&lc, ks->fn[id], args, NULL);
+}
+
 int kernels_launch(Kernels *ks, int id, CUstream stream, long long size, void **args, Err *err) {
     const char *name = ks->plan->kernels[id].decl->name;
     if (ks->plan->kernels[id].family < 0)
@@ -102,17 +119,7 @@ int kernels_launch(Kernels *ks, int id, CUstream stream, long long size, void **
     const char *bad = kernel_dims_valid(&d);
     if (bad) return err_set(err, "kernel %s cannot be launched for size %lld: %s", name, size, bad);
     char eb[256];
-    CUresult r;
-    if (ks->plan->overlap && ks->plan->families[ks->plan->kernels[id].family].decl->waits_grid) {
-        /* programmatic dependent launch (Plan.overlap): the kernel waits for the grid before it itself */
-        CUlaunchAttribute at = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
-        at.value.programmaticStreamSerializationAllowed = 1;
-        CUlaunchConfig lc = {.gridDimX = d.grid[0], .gridDimY = d.grid[1], .gridDimZ = d.grid[2], .blockDimX = d.block,
-                             .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = d.smem, .hStream = stream,
-                             .attrs = &at, .numAttrs = 1};
-        r = cu.cuLaunchKernelEx(&lc, ks->fn[id], args, NULL);
-    } else
-        r = cu.cuLaunchKernel(ks->fn[id], d.grid[0], d.grid[1], d.grid[2], d.block, 1, 1, d.smem, stream, args, NULL);
+    CUresult r = launch_as_declared(ks, id, &d, stream, args);
     if (r != CUDA_SUCCESS)
         return err_set(err, "launching kernel %s (grid %u,%u,%u block %u): %s", name, d.grid[0], d.grid[1], d.grid[2],
                        d.block, cuda_err_string(r, eb, sizeof eb));

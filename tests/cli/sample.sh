@@ -42,6 +42,15 @@ g2=$(s --prompt "Once" --tokens 12 --temperature 0 --no-cache 2>/dev/null)
 g3=$(s --prompt "Once" --tokens 12 --top-k 1 --seed 9 2>/dev/null)
 if [ -n "$g1" ] && [ "$g1" = "$g2" ] && [ "$g1" = "$g3" ]; then ok greedy_cache_equals_rerun_and_top_k_1
 else fail greedy_cache_equals_rerun_and_top_k_1 "'$g1' / '$g2' / '$g3'"; fi
+# the whole decode step as one persistent kernel (sm_90; elsewhere, and on the CPU, the op list's kernels) draws the
+# same greedy text, and with a seed the same sample
+g4=$(s --prompt "Once" --tokens 12 --temperature 0 --decode persistent 2>/dev/null)
+r4=$(s --prompt "Hello there" --tokens 8 --seed 3 --decode persistent 2>/dev/null)
+if [ -n "$g4" ] && [ "$g4" = "$g1" ] && [ "$r4" = "$out" ]; then ok decode_persistent_same_text
+else fail decode_persistent_same_text "'$g4' vs '$g1'; '$r4' vs '$out'"; fi
+s --prompt "Once" --tokens 2 --decode fast > /dev/null 2> "$WORK/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--decode: expected kernels or persistent, got 'fast'" "$WORK/err"; then ok decode_option_checked
+else fail decode_option_checked "rc=$rc: $(cat "$WORK/err")"; fi
 
 st=$(s --prompt "Once" --tokens 5 --temperature 0 --stats --ignore-eot 2>&1 >/dev/null | grep '^sample-stats ')
 if printf '%s' "$st" | python3 -c 'import json,sys; d=json.loads(sys.stdin.read().split(" ",1)[1]); sys.exit(0 if d["tokens"]==5 and d["prompt_tokens"]==1 and d["cache"] else 1)'
