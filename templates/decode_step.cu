@@ -62,8 +62,11 @@ __device__ __forceinline__ void grid_barrier(unsigned *sync) {
             atomicExch(sync, 0u);
             __threadfence();
             atomicAdd(sync + 1, 1u);
-        } else {
-            while (*gen == g) __nanosleep(20);
+        } else {   // a block that never comes (a bug) ends the launch with an error after about a second, not a hang
+            for (unsigned spins = 0; *gen == g; spins++) {
+                __nanosleep(32);
+                if (spins == (1u << 25)) __trap();
+            }
         }
         __threadfence();
     }
