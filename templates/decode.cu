@@ -635,40 +635,37 @@ __device__ __forceinline__ void linear_dots(float (&acc)[LIN_COLS][LIN_ROWS], co
     }
 }
 
-KERNEL(decode_ln_linear) {
-    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
-    const int n0 = (blockIdx.x * (LIN_THREADS / WARP_SIZE) + warp) * LIN_COLS, b0 = blockIdx.y * LIN_ROWS;
-    linear_prologue(weight, n0, OC, C, lane);
-    if (n0 >= OC) return;
-    float acc[LIN_COLS][LIN_ROWS];
-    linear_dots<true>(acc, inp, lnw, lnb, weight, n0, b0, OC, C, lane);
-#pragma unroll
-    for (int c = 0; c < LIN_COLS; c++)
-#pragma unroll
-        for (int r = 0; r < LIN_ROWS; r++) {
-            float s = warp_sum(acc[c][r]);
-            if (lane != 0 || n0 + c >= OC || b0 + r >= B) continue;
-            if (bias) s += to_f(bias[n0 + c]);
-            if (gelu) s = ::gelu(s);
-            out[(long long)(b0 + r) * OC + n0 + c] = from_f<floatX>(s);
-        }
-}
-
-KERNEL(decode_linear_residual) {
+// what both linears do before their stores: the prologue, the dots and the warp's sums; epi(b, n, sum) stores column n
+// of row b (lane 0 of the warp)
+template <bool LN, class Epi>
+__device__ __forceinline__ void linear_rows(const floatX *inp, const floatX *lnw, const floatX *lnb, const floatX *weight,
+                                            int OC, int IC, Epi epi) {
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int n0 = (blockIdx.x * (LIN_THREADS / WARP_SIZE) + warp) * LIN_COLS, b0 = blockIdx.y * LIN_ROWS;
     linear_prologue(weight, n0, OC, IC, lane);
     if (n0 >= OC) return;
     float acc[LIN_COLS][LIN_ROWS];
-    linear_dots<false>(acc, inp, nullptr, nullptr, weight, n0, b0, OC, IC, lane);
+    linear_dots<LN>(acc, inp, lnw, lnb, weight, n0, b0, OC, IC, lane);
 #pragma unroll
     for (int c = 0; c < LIN_COLS; c++)
 #pragma unroll
         for (int r = 0; r < LIN_ROWS; r++) {
             const float s = warp_sum(acc[c][r]);
-            if (lane != 0 || n0 + c >= OC || b0 + r >= B) continue;
-            const long long at = (long long)(b0 + r) * OC + n0 + c;
-            const float y = to_f(from_f<floatX>(s + to_f(bias[n0 + c])));
-            out[at] = from_f<floatX>(to_f(res[at]) + y);
+            if (lane == 0 && n0 + c < OC && b0 + r < B) epi(b0 + r, n0 + c, s);
         }
+}
+
+KERNEL(decode_ln_linear) {
+    linear_rows<true>(inp, lnw, lnb, weight, OC, C, [&](int b, int n, float s) {
+        if (bias) s += to_f(bias[n]);
+        if (gelu) s = ::gelu(s);
+        out[(long long)b * OC + n] = from_f<floatX>(s);
+    });
+}
+
+KERNEL(decode_linear_residual) {
+    linear_rows<false>(inp, nullptr, nullptr, weight, OC, IC, [&](int b, int n, float s) {
+        const long long at = (long long)b * OC + n;
+        out[at] = from_f<floatX>(to_f(res[at]) + to_f(from_f<floatX>(s + to_f(bias[n]))));
+    });
 }
