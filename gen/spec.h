@@ -45,6 +45,18 @@ typedef struct {
     int vocab_size;                       /* default 50257 */
     int padded_vocab_size;                /* derived: vocab_size rounded up to a multiple of 128 */
     Precision precision;                  /* default bf16 */
+    /* GPT-2's modern relatives (docs/config.md, "model"); the defaults are GPT-2 */
+    NormKind norm;                        /* model.norm: "layernorm" (default) or "rmsnorm" */
+    double norm_eps;                      /* default 1e-5 */
+    PositionKind position;                /* model.position: "learned" (default) or "rope" */
+    double rope_theta;                    /* default 10000 */
+    MlpKind mlp;                          /* model.mlp: "gelu" (default), "relu2" or "swiglu" */
+    int n_ffn;                            /* the MLP's hidden size; 0 in a config: 4 * n_embd */
+    int n_kv_head;                        /* grouped-query attention; 0 in a config: n_head */
+    int qk_norm;                          /* default false */
+    int bias;                             /* the linear layers' biases; default true */
+    int tie_embeddings;                   /* the classifier is wte; default true */
+    double logit_softcap;                 /* default 0: off */
 } ModelSpec;
 
 /* RunSpec: how the model is run: training, evaluation, data, checkpoints, sampling, and the choices the plans

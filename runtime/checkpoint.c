@@ -62,7 +62,7 @@ static int open_checked(const char *path, FILE **f, GPT2Shape *shape, int *is_bf
         err_set(err, "%s: checkpoint version %d, expected %d (fp32) or %d (bf16)", err_show(path), (int)h[1], CHECKPOINT_FP32, CHECKPOINT_BF16);
         goto out;
     }
-    GPT2Shape s = {h[2], h[3], h[7], h[4], h[5], h[6]};
+    GPT2Shape s = gpt2_shape(h[2], h[3], h[7], h[4], h[5], h[6]);
     if (checkpoint_check_shape(path, &s, "in the checkpoint header", err)) goto out;
     int bf16 = h[1] == CHECKPOINT_BF16;
     unsigned long long want = HEADER_BYTES + (unsigned long long)num_params(&s) * (bf16 ? 2 : 4);

@@ -36,7 +36,7 @@ static int golden_parse(const char *buf, size_t len, Golden *g, Err *err) {
     if (len < 1024) return err_set(err, "%s: %zu bytes, shorter than its 1024-byte header", golden_path, len);
     if (h[0] != GOLDEN_MAGIC || h[1] != GOLDEN_VERSION)
         return err_set(err, "%s: magic %d version %d, expected %d version %d", golden_path, h[0], h[1], GOLDEN_MAGIC, GOLDEN_VERSION);
-    g->shape = (GPT2Shape){h[2], h[3], h[7], h[4], h[5], h[6]};
+    g->shape = gpt2_shape(h[2], h[3], h[7], h[4], h[5], h[6]);
     g->B = h[8]; g->T = h[9]; g->steps = h[10]; g->logits_B = h[11];
     size_t sz[NUM_PARAM_TENSORS];
     g->n = gpt2_param_sizes(&g->shape, sz, NULL);

@@ -43,7 +43,7 @@ static void test_shards_cover_once(void) {
 /* The parts the backward finishes (gpt2_grad_part: every layer, then the shared tensors) cover every parameter once,
    and each per-layer part holds that layer's slices. */
 static void test_grad_parts_cover_once(void) {
-    GPT2Shape shape = {64, 100, 128, 3, 2, 16};
+    GPT2Shape shape = gpt2_shape(64, 100, 128, 3, 2, 16);
     size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&shape, sz, off);
     unsigned char *seen = xcalloc(n, 1);
     size_t ranges[NUM_PARAM_TENSORS][2];
@@ -177,7 +177,7 @@ static void test_state_shard_file(void) {
     char dir[] = "/tmp/gpt2gen-ranks-XXXXXX", path[600];
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
     snprintf(path, sizeof path, "%s/state_00000003.r1.bin", dir);
-    GPT2Shape shape = {16, 60, 128, 2, 2, 16};
+    GPT2Shape shape = gpt2_shape(16, 60, 128, 2, 2, 16);
     size_t sizes[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&shape, sizes, NULL), off, cnt;
     ranks_shard(n, 3, 1, &off, &cnt);
     int32_t order[2] = {1, 0};

@@ -60,7 +60,7 @@ static void header_to(const int32_t *h, TrainState *s) {
     s->ranks = h[2]; s->rank = h[3]; s->shuffle = h[5]; s->step = h[6]; s->epoch = h[7]; s->shard_pos = h[8];
     s->row_pos = (long)get64(h, 9); s->sample_rng = get64(h, 11); s->num_params = get64(h, 13); s->n_shards = h[15];
     s->B = h[16]; s->T = h[17];
-    s->shape = (GPT2Shape){h[18], h[19], h[20], h[21], h[22], h[23]};
+    s->shape = gpt2_shape(h[18], h[19], h[20], h[21], h[22], h[23]);
     s->seed = get64(h, 26);
     if (h[1] >= 3) { memcpy(&s->loss_scale, &h[28], 4); s->loss_scale_clean = h[29]; s->skipped = h[30]; }
     s->zero_stage = h[1] >= 3 ? h[31] : 0;
