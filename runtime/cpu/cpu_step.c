@@ -104,7 +104,7 @@ static int arch_op(Backend *be, const SchedOp *op, float *const *a) {
     size_t nf = (size_t)N * gpt2_ffn(s);
     CpuHeads g = cpu_heads(s, B, T);
     float eps = gpt2_norm_eps(s);
-    int pos = a[1] ? c->pos : 0;   /* OP_ROPE's positions: the cache's (decode, prefill), else from 0 */
+    int pos = op->arg[1].space == REF_BUF ? c->pos : 0;   /* OP_ROPE's positions: the cache's (host state), else 0.. */
     switch (op->kind) {
     case OP_RMSNORM: cpu_rmsnorm_forward(a[0], a[1], a[2], a[3], N, C, eps); return 1;
     case OP_RESIDUAL_RMSNORM:
