@@ -108,3 +108,23 @@ GPT2Shape model_spec_shape(const ModelSpec *m) {
                    .rope_theta = m->rope_theta, .logit_softcap = m->logit_softcap};
     return s;
 }
+
+/* The GPU's generated kernels are GPT-2's only for now (issue 45): the first key that says otherwise refuses them */
+int model_gpu_check(const GPT2Shape *s, const char *where, Err *err) {
+    static const char *const norms[] = {"layernorm", "rmsnorm"}, *const positions[] = {"learned", "rope"},
+                      *const mlps[] = {"gelu", "relu2", "swiglu"};
+    char what[96] = "";
+    if (s->norm) snprintf(what, sizeof what, "model.norm = \"%s\"", norms[s->norm & 1]);
+    else if (gpt2_norm_eps(s) != 1e-5f) snprintf(what, sizeof what, "model.norm_eps = %g", s->norm_eps);
+    else if (s->position) snprintf(what, sizeof what, "model.position = \"%s\"", positions[s->position & 1]);
+    else if (s->mlp) snprintf(what, sizeof what, "model.mlp = \"%s\"", mlps[s->mlp % 3]);
+    else if (gpt2_ffn(s) != 4 * s->n_embd) snprintf(what, sizeof what, "model.n_ffn = %d (not 4 * n_embd)", gpt2_ffn(s));
+    else if (gpt2_kv_heads(s) != s->n_head) snprintf(what, sizeof what, "model.n_kv_head = %d", gpt2_kv_heads(s));
+    else if (s->qk_norm) snprintf(what, sizeof what, "model.qk_norm = true");
+    else if (s->no_bias) snprintf(what, sizeof what, "model.bias = false");
+    else if (s->untied) snprintf(what, sizeof what, "model.tie_embeddings = false");
+    else if (s->logit_softcap > 0) snprintf(what, sizeof what, "model.logit_softcap = %g", s->logit_softcap);
+    if (!what[0]) return 0;
+    return err_set(err, "%s: %s: the GPU's generated kernels cover GPT-2's architecture only so far; the CPU backend "
+                   "runs this model (--backend cpu)", where, what);
+}

@@ -52,6 +52,7 @@ static void header_from(int32_t *h, const TrainState *s) {
     const GPT2Shape *g = &s->shape;
     h[18] = g->max_seq_len; h[19] = g->vocab_size; h[20] = g->padded_vocab_size; h[21] = g->n_layer; h[22] = g->n_head;
     h[23] = g->n_embd; put64(h, 26, s->seed);
+    if (!gpt2_is_gpt2(g)) checkpoint_arch_put(h + 40, g);   /* another architecture (runtime/checkpoint.h); GPT-2: zeros */
     memcpy(&h[28], &s->loss_scale, 4); h[29] = s->loss_scale_clean; h[30] = s->skipped;
     if (s->ranks > 1) { h[31] = s->zero_stage; put64(h, 32, s->shard_offset); put64(h, 34, state_count(s)); }
 }
@@ -186,7 +187,8 @@ int state_load(const char *path, TrainState *s, Err *err) {
         rc = err_set(err, "%s: truncated: shorter than the 1024-byte header", path);
     else {
         header_to(h, s);
-        rc = check_header(path, h, s, (long long)st.st_size, err);
+        rc = h[0] == STATE_MAGIC && h[1] >= 3 && h[40] && checkpoint_arch_get(h + 40, &s->shape, path, err);   /* not GPT-2 */
+        rc = rc || check_header(path, h, s, (long long)st.st_size, err);
         if (!rc) rc = read_body(path, f, h, s, err);
     }
     fclose(f);
