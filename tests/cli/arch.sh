@@ -1,7 +1,7 @@
 #!/bin/sh
 # GPT-2's relatives (docs/config.md's architecture keys) end to end on the CPU backend: a Llama-shaped and a
 # nanochat-shaped micro model train with the loss falling, resume to the same bits, record their architecture in the
-# checkpoint's header and sample from it; the GPU build refuses them with one message naming the key. The numbers
+# checkpoint's header and sample from it, and two ranks (ZeRO-1) equal one; the GPU build refuses them with one message naming the key. The numbers
 # themselves are held to the numpy reference by build/tests/test_arch_reference.
 . "$(dirname "$0")/../lib.sh"
 . "$ROOT/tests/train_env.sh"
@@ -37,4 +37,14 @@ for m in llama nano; do
     if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q "6 tokens each.*cpu backend"; then ok "${m}_sample"
     else fail "${m}_sample" "rc=$rc: $out"; fi
 done
+
+# ZeRO-1 over the parameters the architecture has: 2 ranks = 1 rank with accumulation (as tests/cli/ranks.sh)
+vals() { grep -o '"loss":[-0-9.e]*\|"norm":[-0-9.e]*\|"val_loss":[-0-9.e]*' "$1" | cut -d: -f2; }
+common="--backend cpu -q --set train.total_batch_size=256 --set train.steps=4 --set eval.val_every=2"
+"$GPT2GEN" train "$WORK/llama.lua" $common --set eval.val_batches=8 --set checkpoint.dir="$WORK/one" >/dev/null 2>&1
+out=$("$GPT2GEN" train "$WORK/llama.lua" $common --set eval.val_batches=4 --set train.num_gpus=2 --set checkpoint.dir="$WORK/two" 2>&1); rc=$?
+vals "$WORK/one/metrics.jsonl" > "$WORK/one.txt"; vals "$WORK/two/metrics.jsonl" > "$WORK/two.txt"
+d=$(paste "$WORK/one.txt" "$WORK/two.txt" | awk '{d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d; c++} END {if (c != 11) print "count " c; else print m + 0}')
+if [ $rc -eq 0 ] && awk "BEGIN{exit !(\"$d\" + 0 <= 1e-4 && \"$d\" !~ /count/)}"; then ok "llama_ranks_2_equal_accumulation (largest difference $d)"
+else fail llama_ranks_2_equal_accumulation "rc=$rc, difference $d: $out"; fi
 finish
