@@ -21,6 +21,9 @@ const char *const ATTENTIONS[] = {"auto", "cudnn", "flash", NULL};
 static const char *const SCHEDULES[] = {"cosine", "linear", "constant", "wsd", NULL};
 static const char *const GELU_PATHS[] = {"auto", "epilogue", "kernel", "split", "fused", NULL};
 static const char *const ARCHITECTURES[] = {"gpt2", NULL};   /* ModelArchitecture, index = value */
+static const char *const NORMS[] = {"layernorm", "rmsnorm", NULL};           /* NormKind */
+static const char *const POSITIONS[] = {"learned", "rope", NULL};            /* PositionKind */
+static const char *const MLPS[] = {"gelu", "relu2", "swiglu", NULL};         /* MlpKind */
 
 #define F_INT(sec, k, d, mn, mx) {#k, VAL_INT, offsetof(Config, sec.k), sizeof(((Config *)0)->sec.k), d, NULL, mn, mx}
 #define F_NUM(sec, k, d, mn)  {#k, VAL_NUM, offsetof(Config, sec.k), 0, d, NULL, mn, 0}
@@ -33,7 +36,13 @@ static const char *const ARCHITECTURES[] = {"gpt2", NULL};   /* ModelArchitectur
 static const Field MODEL_FIELDS[] = {
     {"architecture", VAL_ENUM, offsetof(Config, model.architecture), 0, "gpt2", ARCHITECTURES, 0, 0},
     F_INT(model, n_layer, NULL, 1, INT_MAX), F_INT(model, n_head, NULL, 1, INT_MAX), F_INT(model, n_embd, NULL, 1, INT_MAX),
-    F_INT(model, max_seq_len, "1024", 1, INT_MAX), F_INT(model, vocab_size, "50257", 2, INT_MAX), {0}};
+    F_INT(model, max_seq_len, "1024", 1, INT_MAX), F_INT(model, vocab_size, "50257", 2, INT_MAX),
+    {"norm", VAL_ENUM, offsetof(Config, model.norm), 0, "layernorm", NORMS, 0, 0}, F_NUM(model, norm_eps, "1e-5", 0),
+    {"position", VAL_ENUM, offsetof(Config, model.position), 0, "learned", POSITIONS, 0, 0},
+    F_NUM(model, rope_theta, "10000", 0), {"mlp", VAL_ENUM, offsetof(Config, model.mlp), 0, "gelu", MLPS, 0, 0},
+    F_INT(model, n_ffn, "0", 0, INT_MAX) /* 0: 4 * n_embd */, F_INT(model, n_kv_head, "0", 0, INT_MAX) /* 0: n_head */,
+    F_BOOL(model, qk_norm, "false"), F_BOOL(model, bias, "true"), F_BOOL(model, tie_embeddings, "true"),
+    F_NUM(model, logit_softcap, "0", 0), {0}};
 static const Field TRAIN_FIELDS[] = {
     F_INT(run.train, batch_size, "4", 1, INT_MAX), F_INT(run.train, seq_len, "0", 0, INT_MAX),
     F_INT(run.train, total_batch_size, "0", 0, LONG_MAX)   /* 0: derived */,

@@ -29,6 +29,27 @@ static int model_ranges(const ModelSpec *m, const char *where, Err *err) {
     return 0;
 }
 
+/* The architecture's keys (docs/config.md): n_ffn and n_kv_head's defaults (0) resolved, their relations to the shape */
+static int model_arch(ModelSpec *m, const char *where, Err *err) {
+    if ((unsigned)m->norm > NORM_RMSNORM) return err_set(err, "%s: model.norm: expected \"layernorm\" or \"rmsnorm\"", where);
+    if ((unsigned)m->position > POS_ROPE) return err_set(err, "%s: model.position: expected \"learned\" or \"rope\"", where);
+    if ((unsigned)m->mlp > MLP_SWIGLU) return err_set(err, "%s: model.mlp: expected \"gelu\", \"relu2\" or \"swiglu\"", where);
+    if (!(m->norm_eps > 0) || !(m->norm_eps < 1))
+        return err_set(err, "%s: model.norm_eps: expected a number in (0, 1), got %g", where, m->norm_eps);
+    if (!(m->rope_theta > 0)) return err_set(err, "%s: model.rope_theta: expected a number > 0, got %g", where, m->rope_theta);
+    if (!(m->logit_softcap >= 0))
+        return err_set(err, "%s: model.logit_softcap: expected a number >= 0 (0: off), got %g", where, m->logit_softcap);
+    if (m->n_ffn < 0 || m->n_kv_head < 0)
+        return err_set(err, "%s: model.%s: expected a non-negative integer (0: the default)", where, m->n_ffn < 0 ? "n_ffn" : "n_kv_head");
+    if (!m->n_kv_head) m->n_kv_head = m->n_head;
+    if (m->n_head % m->n_kv_head)
+        return err_set(err, "%s: model.n_kv_head: %d does not divide model.n_head %d; expected a divisor of it (%d: "
+                       "multi-head, 1: multi-query)", where, m->n_kv_head, m->n_head, m->n_head);
+    if (m->n_ffn % 32)
+        return err_set(err, "%s: model.n_ffn: %d is not supported; expected a multiple of 32", where, m->n_ffn);
+    return 0;
+}
+
 int model_spec_validate(ModelSpec *m, const char *where, Err *err) {
     if (model_ranges(m, where, err)) return -1;
     if (m->n_embd % m->n_head)
@@ -40,16 +61,20 @@ int model_spec_validate(ModelSpec *m, const char *where, Err *err) {
         return err_set(err, "%s: model.n_embd: %d is not supported; the templates need a multiple of 32", where, m->n_embd);
     if (m->vocab_size > 65536)
         return err_set(err, "%s: model.vocab_size: %d does not fit the uint16 token shards (at most 65536)", where, m->vocab_size);
+    if (model_arch(m, where, err)) return -1;
     m->padded_vocab_size = (m->vocab_size + 127) / 128 * 128;
-    /* the parameter count (common/gpt2.c) */
-    uint64_t L = (uint64_t)m->n_layer, C = (uint64_t)m->n_embd;
+    /* the parameter count (common/gpt2.c; GPT-2's: (Vp + maxT + 2) C + L (12 C^2 + 13 C)), a bound on it */
+    uint64_t L = (uint64_t)m->n_layer, C = (uint64_t)m->n_embd, F = m->n_ffn ? (uint64_t)m->n_ffn : 4 * C;
+    uint64_t QKV = (uint64_t)(m->n_head + 2 * m->n_kv_head) * (uint64_t)(m->n_embd / m->n_head);
     uint64_t Vp = (uint64_t)m->padded_vocab_size, maxT = (uint64_t)m->max_seq_len;
-    uint64_t per_layer = add_sat(mul_sat(12, mul_sat(C, C)), mul_sat(13, C));
-    uint64_t params = add_sat(mul_sat(Vp + maxT + 2, C), mul_sat(L, per_layer));
+    uint64_t per_layer = add_sat(mul_sat(C, add_sat(QKV, C)), mul_sat(m->mlp == MLP_SWIGLU ? 3 : 2, mul_sat(C, F)));
+    per_layer = add_sat(per_layer, add_sat(mul_sat(6, C), add_sat(QKV, mul_sat(m->mlp == MLP_SWIGLU ? 2 : 1, F))));
+    uint64_t params = add_sat(mul_sat(Vp + maxT + 2 + (m->tie_embeddings ? 0 : Vp), C), mul_sat(L, per_layer));
     if (params > MAX_PARAMS)
         return err_set(err, "%s: model: n_layer=%d, n_embd=%d, vocab_size=%d, max_seq_len=%d give %.3g parameters: out of range: "
                        "at most %.3g", where, m->n_layer, m->n_embd, m->vocab_size, m->max_seq_len, (double)params,
                        (double)MAX_PARAMS);
+    if (!m->n_ffn) m->n_ffn = 4 * m->n_embd;   /* fits: the count above bounds n_embd */
     return 0;
 }
 
@@ -62,10 +87,44 @@ int model_spec_from_header(ModelSpec *m, const GPT2Shape *s, Precision precision
     m->max_seq_len = s->max_seq_len;
     m->vocab_size = s->vocab_size;
     m->precision = precision;
+    m->norm = (NormKind)s->norm;
+    m->norm_eps = s->norm_eps > 0 ? s->norm_eps : 1e-5;
+    m->position = (PositionKind)s->position;
+    m->rope_theta = gpt2_rope_theta(s);
+    m->mlp = (MlpKind)s->mlp;
+    m->n_ffn = gpt2_ffn(s);
+    m->n_kv_head = gpt2_kv_heads(s);
+    m->qk_norm = s->qk_norm;
+    m->bias = !s->no_bias;
+    m->tie_embeddings = !s->untied;
+    m->logit_softcap = s->logit_softcap;
     return model_spec_validate(m, where, err);
 }
 
 GPT2Shape model_spec_shape(const ModelSpec *m) {
-    GPT2Shape s = {m->max_seq_len, m->vocab_size, m->padded_vocab_size, m->n_layer, m->n_head, m->n_embd};
+    GPT2Shape s = {m->max_seq_len, m->vocab_size, m->padded_vocab_size, m->n_layer, m->n_head, m->n_embd,
+                   .norm = m->norm, .position = m->position, .mlp = m->mlp, .n_kv_head = m->n_kv_head, .n_ffn = m->n_ffn,
+                   .qk_norm = m->qk_norm, .no_bias = !m->bias, .untied = !m->tie_embeddings, .norm_eps = m->norm_eps,
+                   .rope_theta = m->rope_theta, .logit_softcap = m->logit_softcap};
     return s;
+}
+
+/* The GPU's generated kernels are GPT-2's only for now (issue 45): the first key that says otherwise refuses them */
+int model_gpu_check(const GPT2Shape *s, const char *where, Err *err) {
+    static const char *const norms[] = {"layernorm", "rmsnorm"}, *const positions[] = {"learned", "rope"},
+                      *const mlps[] = {"gelu", "relu2", "swiglu"};
+    char what[96] = "";
+    if (s->norm) snprintf(what, sizeof what, "model.norm = \"%s\"", norms[s->norm & 1]);
+    else if (gpt2_norm_eps(s) != 1e-5f) snprintf(what, sizeof what, "model.norm_eps = %g", s->norm_eps);
+    else if (s->position) snprintf(what, sizeof what, "model.position = \"%s\"", positions[s->position & 1]);
+    else if (s->mlp) snprintf(what, sizeof what, "model.mlp = \"%s\"", mlps[s->mlp % 3]);
+    else if (gpt2_ffn(s) != 4 * s->n_embd) snprintf(what, sizeof what, "model.n_ffn = %d (not 4 * n_embd)", gpt2_ffn(s));
+    else if (gpt2_kv_heads(s) != s->n_head) snprintf(what, sizeof what, "model.n_kv_head = %d", gpt2_kv_heads(s));
+    else if (s->qk_norm) snprintf(what, sizeof what, "model.qk_norm = true");
+    else if (s->no_bias) snprintf(what, sizeof what, "model.bias = false");
+    else if (s->untied) snprintf(what, sizeof what, "model.tie_embeddings = false");
+    else if (s->logit_softcap > 0) snprintf(what, sizeof what, "model.logit_softcap = %g", s->logit_softcap);
+    if (!what[0]) return 0;
+    return err_set(err, "%s: %s: the GPU's generated kernels cover GPT-2's architecture only so far; the CPU backend "
+                   "runs this model (--backend cpu)", where, what);
 }

@@ -32,6 +32,8 @@ typedef enum {
     BUF_KCACHE, BUF_VCACHE, BUF_ATT_PARTIAL, BUF_DECODE_POS, BUF_RNG, BUF_GRID_SYNC,
     /* library workspaces */
     BUF_CUBLASLT_WORKSPACE, BUF_CUBLASLT_WORKSPACE_SIDE,   /* _SIDE: the side stream's (Plan.streams 2) */
+    /* GPT-2's relatives' (docs/model.md, "Architectures"): the CPU backend keeps them; no GPU plan places them yet */
+    BUF_QKV_PRE, BUF_QK_RSTD, BUF_FCG, BUF_DFCG,
     BUF_COUNT
 } BufferId;
 

@@ -190,7 +190,8 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->attention_asked = cfg->run.attention;   /* decided at the end: plan_decide_attention */
     plan->attention_origin = cfg->run.attention == ATTN_AUTO ? "auto" : "config";
     plan->deterministic = step->kind != STEP_TRAIN || cfg->run.train.deterministic;
-    plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS;
+    /* the fused decode linears are GPT-2's (LayerNorm, GELU); other architectures run the plain decode block */
+    plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS && gpt2_is_gpt2(&plan->model);
     plan->streams = step->kind == STEP_TRAIN ? cfg->run.train.streams : 1;
     plan->graph = step->kind == STEP_TRAIN && cfg->run.train.cuda_graph;
     plan->gelu = GELU_EPILOGUE;   /* a forward's: the gelu kernels are the training step's (gen/kernels.c) */
@@ -225,6 +226,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     for (int i = 0; i < plan->n_families; i++)
         if (family_finalize(plan, i, err)) return -1;
     if (step->kind == STEP_TRAIN && cfg->run.train.gelu == GELU_AUTO) plan->gelu = gelu_auto(plan);
+    if (!gpt2_is_gpt2(&plan->model)) plan->gelu = GELU_EPILOGUE;   /* the GPU's GELU paths are GPT-2's (CPU: one math) */
     if (gelu_fused(plan->gelu) && !fc_gemm_fits(&plan->model, &plan->step, atoi(plan->arch + 3)))
         return err_set(err, "%s: train.gelu = \"fused\" runs on Hopper's wgmma in bf16 or fp16 "
                        "(here %s, %s); use \"auto\"", cfg->path, plan->arch, precision_name(plan->step.precision));

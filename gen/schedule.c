@@ -36,6 +36,44 @@ static void add_kernel(SchedList *list, int when, const char *name, int id, long
     op->n = n;
 }
 
+/* ---- the architecture's choices (docs/model.md, "Architectures"; GPT-2 where the shape says nothing else) -- */
+static int rms(const Plan *p) { return p->model.norm == NORM_RMSNORM; }
+/* r where the model has the tensor (a linear layer's bias, a LayerNorm's), else none */
+static SchedRef bias_of(const Plan *p, int id, int at) { return p->model.no_bias ? NONE : PAR(id, at); }
+static SchedRef dbias_of(const Plan *p, int id) { return p->model.no_bias ? NONE : GRD(id, AT_L); }
+static SchedRef lnb_of(const Plan *p, int id, int at) { return rms(p) ? NONE : PAR(id, at); }
+static SchedRef dlnb_of(const Plan *p, int id, int at) { return rms(p) ? NONE : GRD(id, at); }
+
+/* out = norm(inp): LayerNorm keeping mean and rstd, or RMSNorm keeping rstd */
+static void norm_forward(SchedList *b, const Plan *p, int when, SchedRef out, SchedRef mean, SchedRef rstd, SchedRef inp,
+                         SchedRef w, SchedRef bias) {
+    if (rms(p)) add(b, OP_RMSNORM, when, "rmsnorm forward", -1, ARGS(out, rstd, inp, w));
+    else add(b, OP_LAYERNORM, when, "layernorm forward", -1, ARGS(out, mean, rstd, inp, w, bias));
+}
+
+/* res = x1 + x2, out = norm(res) */
+static void residual_norm_forward(SchedList *b, const Plan *p, int when, SchedRef res, SchedRef out, SchedRef mean,
+                                  SchedRef rstd, SchedRef x1, SchedRef x2, SchedRef w, SchedRef bias) {
+    if (rms(p)) add(b, OP_RESIDUAL_RMSNORM, when, "rmsnorm forward", -1, ARGS(res, out, rstd, x1, x2, w));
+    else add(b, OP_RESIDUAL_LAYERNORM, when, "layernorm forward", -1, ARGS(res, out, mean, rstd, x1, x2, w, bias));
+}
+
+/* the positions of a step's rows: a decode step's and a prefill's start at the cache's position, others' at 0 */
+static SchedRef positions(const Plan *p) {
+    return p->step.kind == STEP_DECODE || p->step.fills_cache ? BUF(BUF_DECODE_POS, AT_0) : NONE;
+}
+
+/* qkv = ln1 @ qkvw^T + qkvb, then with qk_norm each head's q and k RMS-normed, with RoPE q and k rotated */
+static void forward_qkv(SchedList *b, const Plan *p) {
+    SchedRef qkv = BUF(BUF_QKV, AT_L), pre = BUF(BUF_QKV_PRE, AT_L);
+    add(b, OP_MATMUL, ON_EVERY, "matmul qkv", MM_QKV,
+        ARGS(p->model.qk_norm ? pre : qkv, BUF(BUF_LN1, AT_L), PAR(P_QKVW, AT_L), bias_of(p, P_QKVB, AT_L), NONE));
+    if (p->model.qk_norm)
+        add(b, OP_QK_NORM, ON_EVERY, "qk norm", -1,
+            ARGS(qkv, BUF(BUF_QK_RSTD, AT_L), pre, PAR(P_QNORMW, AT_L), PAR(P_KNORMW, AT_L)));
+    if (p->model.position == POS_ROPE) add(b, OP_ROPE, ON_EVERY, "rope", -1, ARGS(qkv, positions(p)));
+}
+
 /* ---- the forward ---------------------------------------------------------------------------------------- */
 static void forward_attention(SchedList *b, const Plan *p) {
     if (p->step.kind == STEP_DECODE) {   /* each row's query against its cached positions; the combine appends */
@@ -55,7 +93,17 @@ static void forward_attention(SchedList *b, const Plan *p) {
    split) the bias epilogue and our kernel, or (fused) our matmul with both */
 static void forward_fc(SchedList *b, const Plan *p) {
     SchedRef fch = BUF(BUF_FCH, AT_L), fchg = BUF(BUF_FCH_GELU, AT_L), ln2 = BUF(BUF_LN2, AT_L);
-    SchedRef w = PAR(P_FCW, AT_L), bias = PAR(P_FCB, AT_L);
+    SchedRef w = PAR(P_FCW, AT_L), bias = bias_of(p, P_FCB, AT_L), fcg = BUF(BUF_FCG, AT_L);
+    if (p->model.mlp != MLP_GELU) {   /* ReLU^2 of fc, or SwiGLU: silu(gate) * fc (the up projection) */
+        add(b, OP_MATMUL, ON_EVERY, "matmul fc", MM_FC, ARGS(fch, ln2, w, bias, NONE));
+        if (p->model.mlp == MLP_RELU2) {
+            add(b, OP_RELU2, ON_EVERY, "relu2 forward", -1, ARGS(fchg, fch));
+            return;
+        }
+        add(b, OP_MATMUL, ON_EVERY, "matmul fc gate", MM_FC, ARGS(fcg, ln2, PAR(P_FCGW, AT_L), bias_of(p, P_FCGB, AT_L), NONE));
+        add(b, OP_SWIGLU, ON_EVERY, "swiglu forward", -1, ARGS(fchg, fch, fcg));
+        return;
+    }
     if (gelu_fused(p->gelu)) {
         add(b, OP_FC_GELU, ON_EVERY, "matmul fc+gelu", -1, ARGS(fch, fchg, ln2, w, bias));
     } else if (gelu_forward_in_kernel(p->gelu)) {
@@ -93,31 +141,29 @@ static void decode_block(SchedList *b, const Plan *p) {
    add, the MLP, then the residual add with the next LayerNorm (the next layer's ln1, or the final one) */
 static void forward_block(SchedList *b, const Plan *p) {
     SchedRef tmp = BUF(BUF_TMP, AT_0), res2 = BUF(BUF_RESIDUAL2, AT_L);
-    add(b, OP_LAYERNORM, ON_FIRST, "layernorm forward", -1,
-        ARGS(BUF(BUF_LN1, AT_L), BUF(BUF_LN1_MEAN, AT_L), BUF(BUF_LN1_RSTD, AT_L), BUF(BUF_ENCODED, AT_0),
-             PAR(P_LN1W, AT_L), PAR(P_LN1B, AT_L)));
-    add(b, OP_MATMUL, ON_EVERY, "matmul qkv", MM_QKV,
-        ARGS(BUF(BUF_QKV, AT_L), BUF(BUF_LN1, AT_L), PAR(P_QKVW, AT_L), PAR(P_QKVB, AT_L), NONE));
+    norm_forward(b, p, ON_FIRST, BUF(BUF_LN1, AT_L), BUF(BUF_LN1_MEAN, AT_L), BUF(BUF_LN1_RSTD, AT_L), BUF(BUF_ENCODED, AT_0),
+                 PAR(P_LN1W, AT_L), lnb_of(p, P_LN1B, AT_L));
+    forward_qkv(b, p);
     forward_attention(b, p);
     add(b, OP_MATMUL, ON_EVERY, "matmul attproj", MM_ATTPROJ,
-        ARGS(tmp, BUF(BUF_ATTY, AT_L), PAR(P_ATTPROJW, AT_L), PAR(P_ATTPROJB, AT_L), NONE));
+        ARGS(tmp, BUF(BUF_ATTY, AT_L), PAR(P_ATTPROJW, AT_L), bias_of(p, P_ATTPROJB, AT_L), NONE));
     for (int first = 1; first >= 0; first--)   /* the residual stream entering the layer: the encoder's, or residual3 */
-        add(b, OP_RESIDUAL_LAYERNORM, first ? ON_FIRST : ON_LATER, "layernorm forward", -1,
-            ARGS(res2, BUF(BUF_LN2, AT_L), BUF(BUF_LN2_MEAN, AT_L), BUF(BUF_LN2_RSTD, AT_L),
-                 first ? BUF(BUF_ENCODED, AT_0) : BUF(BUF_RESIDUAL3, AT_PREV), tmp, PAR(P_LN2W, AT_L), PAR(P_LN2B, AT_L)));
+        residual_norm_forward(b, p, first ? ON_FIRST : ON_LATER, res2, BUF(BUF_LN2, AT_L), BUF(BUF_LN2_MEAN, AT_L),
+                              BUF(BUF_LN2_RSTD, AT_L), first ? BUF(BUF_ENCODED, AT_0) : BUF(BUF_RESIDUAL3, AT_PREV), tmp,
+                              PAR(P_LN2W, AT_L), lnb_of(p, P_LN2B, AT_L));
     forward_fc(b, p);
     add(b, OP_MATMUL, ON_EVERY, "matmul fcproj", MM_FCPROJ,
-        ARGS(tmp, BUF(BUF_FCH_GELU, AT_L), PAR(P_FCPROJW, AT_L), PAR(P_FCPROJB, AT_L), NONE));
-    add(b, OP_RESIDUAL_LAYERNORM, ON_BELOW_LAST, "layernorm forward", -1,
-        ARGS(BUF(BUF_RESIDUAL3, AT_L), BUF(BUF_LN1, AT_NEXT), BUF(BUF_LN1_MEAN, AT_NEXT), BUF(BUF_LN1_RSTD, AT_NEXT), res2,
-             tmp, PAR(P_LN1W, AT_NEXT), PAR(P_LN1B, AT_NEXT)));
-    add(b, OP_RESIDUAL_LAYERNORM, ON_LAST, "layernorm forward", -1,
-        ARGS(BUF(BUF_RESIDUAL3, AT_L), BUF(BUF_LNF, AT_0), BUF(BUF_LNF_MEAN, AT_0), BUF(BUF_LNF_RSTD, AT_0), res2, tmp,
-             PAR(P_LNFW, AT_0), PAR(P_LNFB, AT_0)));
+        ARGS(tmp, BUF(BUF_FCH_GELU, AT_L), PAR(P_FCPROJW, AT_L), bias_of(p, P_FCPROJB, AT_L), NONE));
+    residual_norm_forward(b, p, ON_BELOW_LAST, BUF(BUF_RESIDUAL3, AT_L), BUF(BUF_LN1, AT_NEXT), BUF(BUF_LN1_MEAN, AT_NEXT),
+                          BUF(BUF_LN1_RSTD, AT_NEXT), res2, tmp, PAR(P_LN1W, AT_NEXT), lnb_of(p, P_LN1B, AT_NEXT));
+    residual_norm_forward(b, p, ON_LAST, BUF(BUF_RESIDUAL3, AT_L), BUF(BUF_LNF, AT_0), BUF(BUF_LNF_MEAN, AT_0),
+                          BUF(BUF_LNF_RSTD, AT_0), res2, tmp, PAR(P_LNFW, AT_0), lnb_of(p, P_LNFB, AT_0));
 }
 
 static void forward_make(SchedPhase *ph, const Plan *p) {
-    SchedRef enc = BUF(BUF_ENCODED, AT_0), in = BUF(BUF_INPUTS, AT_0), wte = PAR(P_WTE, AT_0), wpe = PAR(P_WPE, AT_0);
+    SchedRef enc = BUF(BUF_ENCODED, AT_0), in = BUF(BUF_INPUTS, AT_0), wte = PAR(P_WTE, AT_0);
+    SchedRef wpe = p->model.position == POS_LEARNED ? PAR(P_WPE, AT_0) : NONE;
+    SchedRef head = p->model.untied ? PAR(P_LMHEAD, AT_0) : wte;
     if (p->step.kind == STEP_DECODE)
         add(&ph->head, OP_DECODE_EMBED, ON_EVERY, "decode embed", -1, ARGS(enc, in, wte, wpe, BUF(BUF_DECODE_POS, AT_0)));
     else
@@ -127,9 +173,12 @@ static void forward_make(SchedPhase *ph, const Plan *p) {
         return;
     }
     forward_block(&ph->block, p);
-    if (p->step.kind == STEP_DECODE)   /* the rows' logits, for the draw */
-        add(&ph->tail, OP_MATMUL, ON_EVERY, "matmul classifier", MM_CLASSIFIER,
-            ARGS(BUF(BUF_LOGITS, AT_0), BUF(BUF_LNF, AT_0), wte, NONE, NONE));
+    if (p->step.kind != STEP_DECODE) return;
+    add(&ph->tail, OP_MATMUL, ON_EVERY, "matmul classifier", MM_CLASSIFIER,   /* the rows' logits, for the draw */
+        ARGS(BUF(BUF_LOGITS, AT_0), BUF(BUF_LNF, AT_0), head, NONE, NONE));
+    if (p->model.logit_softcap > 0)
+        add(&ph->tail, OP_SOFTCAP, ON_EVERY, "logit softcap", -1, ARGS(BUF(BUF_LOGITS, AT_0)))->n =
+            (long long)p->step.B * p->model.padded_vocab_size;
 }
 
 /* ---- the backward --------------------------------------------------------------------------------------- */
@@ -164,22 +213,43 @@ typedef struct {
     int dinp_id, dw_id, out;   /* out: the layer's output features (its bias gradient's columns) */
     SchedRef dW, db, dout, W, ln, inp, inp_first, lnw, lnb, dlnw, dlnb, mean, rstd;   /* inp_first: the first layer's */
     SideMark mark;     /* the side's mark of dout's readers */
+    SchedRef dW2, db2, dout2, W2;   /* a second linear layer reading ln (SwiGLU's gate), or none */
 } LinearLn;
 
 /* dln = dout @ W, dW += dout^T ln, db; dresidual += LN'(dln). At recompute=2 ln is not kept: the LayerNorm backward
    makes it again (from inp and the saved mean and rstd) and the dW matmul runs after it; else first. */
 static void linear_layernorm_backward(Bwd *k, const LinearLn *x) {
-    int OC = x->out, rec2 = k->p->step.recompute >= 2;
+    int OC = x->out, rms_norm = rms(k->p), rec2 = k->p->step.recompute >= 2 && !rms_norm, two_mm = x->W2.space != REF_NONE;
     SchedRef dres = BUF(BUF_DRESIDUAL, AT_0), dln = BUF(BUF_DLN, AT_0);
     if (!rec2) weight_grads(k, x->name, x->dw_id, x->dW, x->db, x->dout, x->ln, OC, x->mark);
+    if (two_mm) weight_grads(k, x->name, x->dw_id, x->dW2, x->db2, x->dout2, x->ln, OC, x->mark);
     add(k->b, OP_MATMUL_DINP, ON_EVERY, x->name, x->dinp_id, ARGS(dln, x->dout, x->W, NONE));
+    if (two_mm) add(k->b, OP_MATMUL_DINP_ACC, ON_EVERY, x->name, x->dinp_id, ARGS(dln, x->dout2, x->W2));
     wait_side(k->b, k->side, MARK_DRES);
     int two = x->inp_first.space != REF_NONE;
-    for (int v = two; v >= 0; v--)   /* v 1: the first layer's input (two: a version for each) */
-        add(k->b, OP_LAYERNORM_BACKWARD, two ? (v ? ON_FIRST : ON_LATER) : ON_EVERY, "layernorm backward", -1,
-            ARGS(dres, x->dlnw, x->dlnb, dln, v ? x->inp_first : x->inp, x->lnw, x->mean, x->rstd, rec2 ? x->ln : NONE,
-                 rec2 ? x->lnb : NONE));
+    for (int v = two; v >= 0; v--) {   /* v 1: the first layer's input (two: a version for each) */
+        int when = two ? (v ? ON_FIRST : ON_LATER) : ON_EVERY;
+        if (rms_norm)
+            add(k->b, OP_RMSNORM_BACKWARD, when, "rmsnorm backward", -1,
+                ARGS(dres, x->dlnw, dln, v ? x->inp_first : x->inp, x->lnw, x->rstd));
+        else
+            add(k->b, OP_LAYERNORM_BACKWARD, when, "layernorm backward", -1,
+                ARGS(dres, x->dlnw, x->dlnb, dln, v ? x->inp_first : x->inp, x->lnw, x->mean, x->rstd,
+                     rec2 ? x->ln : NONE, rec2 ? x->lnb : NONE));
+    }
     if (rec2) weight_grads(k, x->name, x->dw_id, x->dW, x->db, x->dout, x->ln, OC, x->mark);
+}
+
+/* ReLU^2's or SwiGLU's backward: dfch holds d(activation); the side's part (fcproj dW, db) first */
+static void backward_mlp_act(Bwd *k) {
+    const Plan *p = k->p;
+    SchedRef fch = BUF(BUF_FCH, AT_L), dres = BUF(BUF_DRESIDUAL, AT_0), dfch = BUF(BUF_DFCH, AT_0);
+    weight_grads(k, "matmul bwd fcproj", MM_FCPROJ_DW, GRD(P_FCPROJW, AT_L), dbias_of(p, P_FCPROJB), dres,
+                 BUF(BUF_FCH_GELU, AT_L), p->model.n_embd, MARK_DRES);
+    wait_side(k->b, k->side, MARK_DFCH);
+    add(k->b, OP_MATMUL_DINP, ON_EVERY, "matmul bwd fcproj", MM_FCPROJ_DINP, ARGS(dfch, dres, PAR(P_FCPROJW, AT_L), NONE));
+    if (p->model.mlp == MLP_RELU2) add(k->b, OP_RELU2_BACKWARD, ON_EVERY, "relu2 backward", -1, ARGS(dfch, fch));
+    else add(k->b, OP_SWIGLU_BACKWARD, ON_EVERY, "swiglu backward", -1, ARGS(dfch, BUF(BUF_DFCG, AT_0), fch, BUF(BUF_FCG, AT_L)));
 }
 
 /* the MLP's backward down to dfch: the side's part first (GELU output again, fcproj dW and db), then
@@ -187,6 +257,10 @@ static void linear_layernorm_backward(Bwd *k, const LinearLn *x) {
    kernel, which also sums the fc bias gradient, or (fused) our matmul with both; dfch is free once the layer
    above's fc gradients are in */
 static void backward_mlp(Bwd *k) {
+    if (k->p->model.mlp != MLP_GELU) {
+        backward_mlp_act(k);
+        return;
+    }
     SchedRef fch = BUF(BUF_FCH, AT_L), fchg = BUF(BUF_FCH_GELU, AT_L), dres = BUF(BUF_DRESIDUAL, AT_0);
     SchedRef dfch = BUF(BUF_DFCH, AT_0), w = PAR(P_FCPROJW, AT_L);
     int gelu_kernel = gelu_backward_in_kernel(k->p->gelu), fused = gelu_fused(k->p->gelu);
@@ -196,7 +270,8 @@ static void backward_mlp(Bwd *k) {
         add_kernel(k->b, ON_EVERY, "gelu recompute", K_GELU_FORWARD, 4LL * k->p->step.B * k->p->step.T * k->p->model.n_embd,
                    ARGS(fchg, fch));
     add(k->b, OP_MATMUL_DW, ON_EVERY, name, MM_FCPROJ_DW, ARGS(GRD(P_FCPROJW, AT_L), dres, fchg));
-    add(k->b, OP_BIAS_BACKWARD, ON_EVERY, "bias backward", -1, ARGS(GRD(P_FCPROJB, AT_L), dres))->n = k->p->model.n_embd;
+    if (!k->p->model.no_bias)
+        add(k->b, OP_BIAS_BACKWARD, ON_EVERY, "bias backward", -1, ARGS(GRD(P_FCPROJB, AT_L), dres))->n = k->p->model.n_embd;
     mark_side(k->b, k->side, MARK_DRES);
     wait_side(k->b, k->side, MARK_DFCH);
     if (fused) {
@@ -208,26 +283,42 @@ static void backward_mlp(Bwd *k) {
     if (gelu_kernel) add(k->b, OP_GELU_BACKWARD_BIAS, ON_EVERY, "gelu backward", -1, ARGS(dfch, fch, GRD(P_FCB, AT_L)));
 }
 
+/* the attention's input gradient back through RoPE and QK-norm, in place in dqkv */
+static void backward_qkv_post(Bwd *k) {
+    const Plan *p = k->p;
+    SchedRef dqkv = BUF(BUF_DQKV, AT_0);
+    if (p->model.position == POS_ROPE) add(k->b, OP_ROPE_BACKWARD, ON_EVERY, "rope backward", -1, ARGS(dqkv, positions(p)));
+    if (p->model.qk_norm)
+        add(k->b, OP_QK_NORM_BACKWARD, ON_EVERY, "qk norm backward", -1,
+            ARGS(dqkv, BUF(BUF_QKV_PRE, AT_L), PAR(P_QNORMW, AT_L), PAR(P_KNORMW, AT_L), BUF(BUF_QK_RSTD, AT_L),
+                 GRD(P_QNORMW, AT_L), GRD(P_KNORMW, AT_L)));
+}
+
 static void backward_block(Bwd *k) {
-    int folded = gelu_backward_in_kernel(k->p->gelu) || gelu_fused(k->p->gelu);   /* the fc bias gradient is in */
+    const Plan *p = k->p;
+    int folded = p->model.mlp == MLP_GELU && (gelu_backward_in_kernel(p->gelu) || gelu_fused(p->gelu));   /* fcb's is in */
+    int swiglu = p->model.mlp == MLP_SWIGLU;
     SchedRef dres = BUF(BUF_DRESIDUAL, AT_0);
     backward_mlp(k);
-    linear_layernorm_backward(k, &(LinearLn){"matmul bwd fc", MM_FC_DINP, MM_FC_DW, 4 * k->p->model.n_embd, GRD(P_FCW, AT_L),
-        folded ? NONE : GRD(P_FCB, AT_L), BUF(BUF_DFCH, AT_0), PAR(P_FCW, AT_L), BUF(BUF_LN2, AT_L),
-        BUF(BUF_RESIDUAL2, AT_L), NONE, PAR(P_LN2W, AT_L), PAR(P_LN2B, AT_L), GRD(P_LN2W, AT_L), GRD(P_LN2B, AT_L),
-        BUF(BUF_LN2_MEAN, AT_L), BUF(BUF_LN2_RSTD, AT_L), MARK_DFCH});
-    weight_grads(k, "matmul bwd attproj", MM_ATTPROJ_DW, GRD(P_ATTPROJW, AT_L), GRD(P_ATTPROJB, AT_L), dres,
-                 BUF(BUF_ATTY, AT_L), k->p->model.n_embd, MARK_DRES);
+    linear_layernorm_backward(k, &(LinearLn){"matmul bwd fc", MM_FC_DINP, MM_FC_DW, gpt2_ffn(&p->model), GRD(P_FCW, AT_L),
+        folded ? NONE : dbias_of(p, P_FCB), BUF(BUF_DFCH, AT_0), PAR(P_FCW, AT_L), BUF(BUF_LN2, AT_L),
+        BUF(BUF_RESIDUAL2, AT_L), NONE, PAR(P_LN2W, AT_L), lnb_of(p, P_LN2B, AT_L), GRD(P_LN2W, AT_L), dlnb_of(p, P_LN2B, AT_L),
+        BUF(BUF_LN2_MEAN, AT_L), BUF(BUF_LN2_RSTD, AT_L), MARK_DFCH,
+        swiglu ? GRD(P_FCGW, AT_L) : NONE, swiglu ? dbias_of(p, P_FCGB) : NONE, swiglu ? BUF(BUF_DFCG, AT_0) : NONE,
+        swiglu ? PAR(P_FCGW, AT_L) : NONE});
+    weight_grads(k, "matmul bwd attproj", MM_ATTPROJ_DW, GRD(P_ATTPROJW, AT_L), dbias_of(p, P_ATTPROJB), dres,
+                 BUF(BUF_ATTY, AT_L), p->model.n_embd, MARK_DRES);
     add(k->b, OP_MATMUL_DINP, ON_EVERY, "matmul bwd attproj", MM_ATTPROJ_DINP,
         ARGS(BUF(BUF_DATTY, AT_0), dres, PAR(P_ATTPROJW, AT_L), NONE));
     wait_side(k->b, k->side, MARK_DQKV);   /* dqkv is free once the layer above's qkv gradients are in */
     add(k->b, OP_ATTENTION_BACKWARD, ON_EVERY, "attention backward", -1,
         ARGS(BUF(BUF_DQKV, AT_0), BUF(BUF_QKV, AT_L), BUF(BUF_ATTY, AT_L), BUF(BUF_DATTY, AT_0),
              BUF(BUF_ATT_STATS, AT_L), BUF(BUF_ATT_DDOT, AT_0)));
-    linear_layernorm_backward(k, &(LinearLn){"matmul bwd qkv", MM_QKV_DINP, MM_QKV_DW, 3 * k->p->model.n_embd, GRD(P_QKVW, AT_L),
-        GRD(P_QKVB, AT_L), BUF(BUF_DQKV, AT_0), PAR(P_QKVW, AT_L), BUF(BUF_LN1, AT_L), BUF(BUF_RESIDUAL3, AT_PREV),
-        BUF(BUF_ENCODED, AT_0), PAR(P_LN1W, AT_L), PAR(P_LN1B, AT_L), GRD(P_LN1W, AT_L), GRD(P_LN1B, AT_L),
-        BUF(BUF_LN1_MEAN, AT_L), BUF(BUF_LN1_RSTD, AT_L), MARK_DQKV});
+    backward_qkv_post(k);
+    linear_layernorm_backward(k, &(LinearLn){"matmul bwd qkv", MM_QKV_DINP, MM_QKV_DW, gpt2_qkv_width(&p->model),
+        GRD(P_QKVW, AT_L), dbias_of(p, P_QKVB), BUF(BUF_DQKV, AT_0), PAR(P_QKVW, AT_L), BUF(BUF_LN1, AT_L),
+        BUF(BUF_RESIDUAL3, AT_PREV), BUF(BUF_ENCODED, AT_0), PAR(P_LN1W, AT_L), lnb_of(p, P_LN1B, AT_L), GRD(P_LN1W, AT_L),
+        dlnb_of(p, P_LN1B, AT_L), BUF(BUF_LN1_MEAN, AT_L), BUF(BUF_LN1_RSTD, AT_L), MARK_DQKV, NONE, NONE, NONE, NONE});
     /* layer l's gradients are all in once the compute stream has the side's last mark of the layer */
     add(k->b, OP_GRAD_READY, ON_EVERY, "grad ready", -1, NULL, 0)->mark = MARK_DQKV;
 }
@@ -239,15 +330,20 @@ static void backward_make(OpSchedule *s, const Plan *p) {
     ph->reverse = 1;
     add(&ph->head, OP_ZERO, ON_EVERY, "zero dresidual", -1, ARGS(dres))->n =
         (long long)p->step.B * p->step.T * p->model.n_embd;
-    add(&ph->head, OP_LAYERNORM_BACKWARD, ON_EVERY, "layernorm backward", -1,
-        ARGS(dres, GRD(P_LNFW, AT_0), GRD(P_LNFB, AT_0), BUF(BUF_DLN, AT_0), BUF(BUF_RESIDUAL3, AT_LAST),
-             PAR(P_LNFW, AT_0), BUF(BUF_LNF_MEAN, AT_0), BUF(BUF_LNF_RSTD, AT_0), NONE, NONE));
+    if (rms(p))
+        add(&ph->head, OP_RMSNORM_BACKWARD, ON_EVERY, "rmsnorm backward", -1,
+            ARGS(dres, GRD(P_LNFW, AT_0), BUF(BUF_DLN, AT_0), BUF(BUF_RESIDUAL3, AT_LAST), PAR(P_LNFW, AT_0),
+                 BUF(BUF_LNF_RSTD, AT_0)));
+    else
+        add(&ph->head, OP_LAYERNORM_BACKWARD, ON_EVERY, "layernorm backward", -1,
+            ARGS(dres, GRD(P_LNFW, AT_0), GRD(P_LNFB, AT_0), BUF(BUF_DLN, AT_0), BUF(BUF_RESIDUAL3, AT_LAST),
+                 PAR(P_LNFW, AT_0), BUF(BUF_LNF_MEAN, AT_0), BUF(BUF_LNF_RSTD, AT_0), NONE, NONE));
     backward_block(&(Bwd){&ph->block, p, side});
     /* the side's work all in before anything after (the encoder backward, the optimizer, the next forward) */
     mark_side(&ph->tail, side, MARK_DONE);
     wait_side(&ph->tail, side, MARK_DONE);
     add(&s->embed_backward, OP_ENCODER_BACKWARD, ON_EVERY, "encoder backward", -1,
-        ARGS(GRD(P_WTE, AT_0), GRD(P_WPE, AT_0), dres, BUF(BUF_INPUTS, AT_0)));
+        ARGS(GRD(P_WTE, AT_0), p->model.position == POS_LEARNED ? GRD(P_WPE, AT_0) : NONE, dres, BUF(BUF_INPUTS, AT_0)));
     add(&s->embed_backward, OP_GRAD_READY, ON_EVERY, "grad ready", -1, NULL, 0);
 }
 
@@ -255,101 +351,4 @@ void schedule_make(OpSchedule *s, const Plan *p) {
     *s = (OpSchedule){0};
     forward_make(&s->forward, p);
     if (p->step.kind == STEP_TRAIN) backward_make(s, p);
-}
-
-/* ---- running and writing ------------------------------------------------------------------------------- */
-static int runs_on(int when, int l, int L) {
-    switch (when) {
-    case ON_FIRST: return l == 0;
-    case ON_LATER: return l > 0;
-    case ON_LAST: return l == L - 1;
-    case ON_BELOW_LAST: return l < L - 1;
-    default: return 1;
-    }
-}
-
-int schedule_run_list(const SchedList *list, int l, int L, SchedRunFn run, void *ctx, Err *err) {
-    for (int i = 0; i < list->n; i++)
-        if ((l < 0 || runs_on(list->ops[i].when, l, L)) && run(ctx, &list->ops[i], l, err)) return -1;
-    return 0;
-}
-
-int schedule_run_phase(const SchedPhase *ph, int L, SchedRunFn run, void *ctx, Err *err) {
-    if (schedule_run_list(&ph->head, -1, L, run, ctx, err)) return -1;
-    for (int i = 0; i < L; i++)
-        if (schedule_run_list(&ph->block, ph->reverse ? L - 1 - i : i, L, run, ctx, err)) return -1;
-    return schedule_run_list(&ph->tail, -1, L, run, ctx, err);
-}
-
-/* each kind's name and the arguments it writes (bit i: argument i) */
-static const struct { const char *name; unsigned writes; } kinds[OP_KINDS] = {
-    [OP_ENCODER] = {"encoder", 1}, [OP_DECODE_EMBED] = {"decode embed", 1}, [OP_LAYERNORM] = {"layernorm", 7},
-    [OP_RESIDUAL_LAYERNORM] = {"residual+layernorm", 15}, [OP_MATMUL] = {"matmul", 1 | 16},
-    [OP_FC_GELU] = {"fc+gelu", 3}, [OP_KERNEL] = {"kernel", 1}, [OP_KV_APPEND] = {"kv append", 3},
-    [OP_ATTENTION] = {"attention", 3}, [OP_DECODE_ATTENTION] = {"decode attention", 7 | 32},
-    [OP_LN_MATMUL] = {"layernorm+matmul", 1}, [OP_MATMUL_RESIDUAL] = {"matmul+residual", 1},
-    [OP_ZERO] = {"zero", 1}, [OP_LAYERNORM_BACKWARD] = {"layernorm backward", 7 | 256},
-    [OP_MATMUL_DINP] = {"matmul dinp", 1}, [OP_MATMUL_DW] = {"matmul dW", 1}, [OP_BIAS_BACKWARD] = {"bias backward", 1},
-    [OP_GELU_BACKWARD_BIAS] = {"gelu backward+bias", 5}, [OP_FCPROJ_DGELU] = {"fcproj dinp+dgelu", 1},
-    [OP_FC_BIAS_REDUCE] = {"fc bias reduce", 1}, [OP_ATTENTION_BACKWARD] = {"attention backward", 1 | 32},
-    [OP_ENCODER_BACKWARD] = {"encoder backward", 3}, [OP_GRAD_READY] = {"grad ready", 0}, [OP_FORK] = {"fork", 0},
-    [OP_MARK] = {"mark", 0}, [OP_WAIT] = {"wait", 0},
-};
-
-const char *schedule_kind_name(int kind) { return kind >= 0 && kind < OP_KINDS ? kinds[kind].name : "?"; }
-
-/* OP_KERNEL: the arguments its declaration writes (the pointers not declared const) */
-static unsigned kernel_writes(const KernelDecl *k) {
-    unsigned w = 0;
-    for (int i = 0, j = 0; i < KERNEL_MAX_PARAMS && k->params[i].name; i++) {
-        KernelParamType t = k->params[i].type;
-        if (t == KP_INT || t == KP_I64 || t == KP_FLOAT || t == KP_TMAP) continue;
-        if (t == KP_X || t == KP_F32 || t == KP_I32 || t == KP_U64) w |= 1u << j;
-        j++;
-    }
-    return w;
-}
-
-static void write_ref(FILE *f, const SchedRef *r, const Plan *p) {
-    static const char *const at[] = {"", "[l]", "[l+1]", "[l-1]", "[L-1]"};
-    const char *name = r->space == REF_BUF ? p->memory.buffers[r->id].name : gpt2_param_names[r->id];
-    fprintf(f, " %s%s%s", r->space == REF_GRAD ? "d" : "", name ? name : "?", at[r->layer]);
-}
-
-static void write_list(FILE *f, const char *what, const SchedList *list, const Plan *p) {
-    static const char *const when[] = {"", " (l=0)", " (l>0)", " (l=L-1)", " (l<L-1)"};
-    static const char *const marks[] = {"dresidual", "dfch", "dqkv", "done", "-"};
-    for (int i = 0; i < list->n; i++) {
-        const SchedOp *op = &list->ops[i];
-        fprintf(f, "%-16s %-24s %-19s", i ? "" : what, op->name, kinds[op->kind].name);
-        if (op->mm >= 0) fprintf(f, " matmul %s:", p->matmuls[op->mm].name);
-        if (op->kernel) fprintf(f, " %s:", op->kernel->name);
-        if (op->kind == OP_MARK || op->kind == OP_WAIT || (op->kind == OP_GRAD_READY && op->mark != SCHED_NO_MARK))
-            fprintf(f, " mark %s", marks[op->mark]);
-        unsigned writes = op->kernel ? kernel_writes(op->kernel) : kinds[op->kind].writes;
-        for (int w = 1; w >= 0; w--) {   /* what it writes, then what it reads */
-            int any = 0;
-            for (int a = 0; a < SCHED_MAX_ARGS; a++)
-                if (op->arg[a].space != REF_NONE && !!(writes >> a & 1) == w) {
-                    if (!any++) fprintf(f, w ? " writes" : " reads");
-                    write_ref(f, &op->arg[a], p);
-                }
-        }
-        if (op->n) fprintf(f, " n=%lld", op->n);
-        fprintf(f, "%s\n", when[op->when]);
-    }
-}
-
-void schedule_write(FILE *f, const Plan *p) {
-    const OpSchedule *s = &p->schedule;
-    fprintf(f, "\n# the step's ops in order (gen/schedule.c); the block runs per layer l, those marked (l...) on those layers\n");
-    write_list(f, "forward", &s->forward.head, p);
-    write_list(f, "  layer l=0..", &s->forward.block, p);
-    write_list(f, "  then", &s->forward.tail, p);
-    if (p->step.kind != STEP_TRAIN) return;
-    fprintf(f, "# the classifier's chunks (logits, losses, their gradient into dlnf and dwte), then\n");
-    write_list(f, "backward", &s->backward.head, p);
-    write_list(f, "  layer l=L-1..", &s->backward.block, p);
-    write_list(f, "  then", &s->backward.tail, p);
-    write_list(f, "embeddings", &s->embed_backward, p);
 }

@@ -62,6 +62,24 @@ typedef enum {
     OP_FORK,                /* the side stream starts after the compute stream's work so far; ops go on the side */
     OP_MARK,                /* the side's piece ends with mark; ops go on the compute stream again */
     OP_WAIT,                /* the compute stream waits for mark (if this backward recorded it) */
+    /* GPT-2's relatives (docs/model.md, "Architectures"); eps is the model's norm_eps */
+    OP_RMSNORM,             /* out = x * rsqrt(mean(x^2) + eps) * w: out, rstd, inp, w */
+    OP_RESIDUAL_RMSNORM,    /* res = x1 + x2, out = RMS(res):       res, out, rstd, x1, x2, w */
+    OP_RMSNORM_BACKWARD,    /* dinp += RMS'(dout), dw +=:           dinp, dw, dout, inp, w, rstd */
+    OP_QK_NORM,             /* each head's q and k of inp (qkv) RMS-normed with qw, kw into out, v copied; rstd- per
+                               head (out may be inp where rstd is none): out, rstd-, inp, qw, kw */
+    OP_QK_NORM_BACKWARD,    /* dinout (dqkv) from d(out) to d(inp), in place; dqw, dkw +=:
+                                                                    dinout, inp, qw, kw, rstd, dqw, dkw */
+    OP_ROPE,                /* q and k heads of qkv rotated in place (rotate_half, rope_theta) at positions t, or
+                               pos + t with pos:                    qkv, pos- */
+    OP_ROPE_BACKWARD,       /* the gradient rotated back:           dqkv, pos- */
+    OP_RELU2,               /* out = relu(pre)^2:                   out, pre */
+    OP_RELU2_BACKWARD,      /* dinout *= 2 relu(pre):               dinout, pre */
+    OP_SWIGLU,              /* out = silu(gate) * up:               out, up, gate */
+    OP_SWIGLU_BACKWARD,     /* from d(out) in dinout: dgate = d * up * silu'(gate), dinout = d * silu(gate):
+                                                                    dinout, dgate, up, gate */
+    OP_MATMUL_DINP_ACC,     /* dinp += dout @ W (mm):               dinp, dout, W */
+    OP_SOFTCAP,             /* logits = cap * tanh(logits / cap), n elements: logits */
     OP_KINDS
 } OpKind;
 

@@ -45,6 +45,18 @@ typedef struct {
     int vocab_size;                       /* default 50257 */
     int padded_vocab_size;                /* derived: vocab_size rounded up to a multiple of 128 */
     Precision precision;                  /* default bf16 */
+    /* GPT-2's modern relatives (docs/config.md, "model"); the defaults are GPT-2 */
+    NormKind norm;                        /* model.norm: "layernorm" (default) or "rmsnorm" */
+    double norm_eps;                      /* default 1e-5 */
+    PositionKind position;                /* model.position: "learned" (default) or "rope" */
+    double rope_theta;                    /* default 10000 */
+    MlpKind mlp;                          /* model.mlp: "gelu" (default), "relu2" or "swiglu" */
+    int n_ffn;                            /* the MLP's hidden size; 0 in a config: 4 * n_embd */
+    int n_kv_head;                        /* grouped-query attention; 0 in a config: n_head */
+    int qk_norm;                          /* default false */
+    int bias;                             /* the linear layers' biases; default true */
+    int tie_embeddings;                   /* the classifier is wte; default true */
+    double logit_softcap;                 /* default 0: off */
 } ModelSpec;
 
 /* RunSpec: how the model is run: training, evaluation, data, checkpoints, sampling, and the choices the plans
@@ -111,6 +123,9 @@ int  model_spec_validate(ModelSpec *m, const char *where, Err *err);
 /* The model a checkpoint's header says (its shape, in precision), through model_spec_validate. */
 int  model_spec_from_header(ModelSpec *m, const GPT2Shape *header, Precision precision, const char *where, Err *err);
 GPT2Shape model_spec_shape(const ModelSpec *m);
+/* 0 if the GPU's kernels run s (GPT-2's architecture), else -1 with a message that starts with where, names the first
+   key that differs from GPT-2's and points at the CPU backend: the CUDA backend and the GPU build refuse the rest */
+int  model_gpu_check(const GPT2Shape *s, const char *where, Err *err);
 const char *model_architecture_name(ModelArchitecture a);
 /* The name's precision into *p; -1 when it names none. */
 int  precision_parse(const char *name, Precision *p);

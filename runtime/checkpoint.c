@@ -41,6 +41,30 @@ int checkpoint_check_shape(const char *path, const GPT2Shape *s, const char *whe
     return 0;
 }
 
+/* The architecture's fields (checkpoint.h) into base[0..17]: a checkpoint's at its int 8, a resume state's at 40 */
+void checkpoint_arch_put(int32_t *base, const GPT2Shape *s) {
+    base[0] = CHECKPOINT_ARCH_LAYOUT; base[1] = s->norm; base[2] = s->position; base[3] = s->mlp;
+    base[4] = gpt2_kv_heads(s); base[5] = gpt2_ffn(s); base[6] = s->qk_norm; base[7] = !s->no_bias; base[8] = !s->untied;
+    double d[3] = {gpt2_norm_eps(s), gpt2_rope_theta(s), s->logit_softcap};
+    memcpy(base + 12, d, sizeof d);
+}
+
+int checkpoint_arch_get(const int32_t *base, GPT2Shape *s, const char *path, Err *err) {
+    double d[3];
+    memcpy(d, base + 12, sizeof d);
+    if (base[0] != CHECKPOINT_ARCH_LAYOUT)
+        return err_set(err, "%s: architecture layout %d in the header, expected %d", err_show(path), (int)base[0],
+                       CHECKPOINT_ARCH_LAYOUT);
+    if ((unsigned)base[1] > NORM_RMSNORM || (unsigned)base[2] > POS_ROPE || (unsigned)base[3] > MLP_SWIGLU ||
+        (unsigned)base[6] > 1 || (unsigned)base[7] > 1 || (unsigned)base[8] > 1 || base[4] < 1 || base[4] > s->n_head ||
+        s->n_head % base[4] || base[5] < 1 || base[5] > (1 << 24) || !(d[0] > 0 && d[0] < 1) || !(d[1] > 0) || !(d[2] >= 0))
+        return err_set(err, "%s: the model's architecture in the header is out of range (docs/model.md)", err_show(path));
+    s->norm = base[1]; s->position = base[2]; s->mlp = base[3]; s->n_kv_head = base[4]; s->n_ffn = base[5];
+    s->qk_norm = base[6]; s->no_bias = !base[7]; s->untied = !base[8];
+    s->norm_eps = d[0]; s->rope_theta = d[1]; s->logit_softcap = d[2];
+    return 0;
+}
+
 /* Opens path and validates its header against the file size; on success *f is positioned at the body. */
 static int open_checked(const char *path, FILE **f, GPT2Shape *shape, int *is_bf16, Err *err) {
     *f = fopen_regular(path, "a model checkpoint", err);
@@ -58,13 +82,15 @@ static int open_checked(const char *path, FILE **f, GPT2Shape *shape, int *is_bf
         err_set(err, "%s: bad magic %d, expected %d (an llm.c model checkpoint)", err_show(path), (int)h[0], CHECKPOINT_MAGIC);
         goto out;
     }
-    if (h[1] != CHECKPOINT_FP32 && h[1] != CHECKPOINT_BF16) {
-        err_set(err, "%s: checkpoint version %d, expected %d (fp32) or %d (bf16)", err_show(path), (int)h[1], CHECKPOINT_FP32, CHECKPOINT_BF16);
+    int arch = h[1] == CHECKPOINT_ARCH_FP32 || h[1] == CHECKPOINT_ARCH_BF16;
+    if (h[1] != CHECKPOINT_FP32 && h[1] != CHECKPOINT_BF16 && !arch) {
+        err_set(err, "%s: checkpoint version %d, expected %d (fp32) or %d (bf16), or %d and %d (another architecture)",
+                err_show(path), (int)h[1], CHECKPOINT_FP32, CHECKPOINT_BF16, CHECKPOINT_ARCH_FP32, CHECKPOINT_ARCH_BF16);
         goto out;
     }
-    GPT2Shape s = {h[2], h[3], h[7], h[4], h[5], h[6]};
-    if (checkpoint_check_shape(path, &s, "in the checkpoint header", err)) goto out;
-    int bf16 = h[1] == CHECKPOINT_BF16;
+    GPT2Shape s = gpt2_shape(h[2], h[3], h[7], h[4], h[5], h[6]);
+    if (checkpoint_check_shape(path, &s, "in the checkpoint header", err) || (arch && checkpoint_arch_get(h + 8, &s, path, err))) goto out;
+    int bf16 = h[1] == CHECKPOINT_BF16 || h[1] == CHECKPOINT_ARCH_BF16;
     unsigned long long want = HEADER_BYTES + (unsigned long long)num_params(&s) * (bf16 ? 2 : 4);
     if ((unsigned long long)st.st_size != want) {
         err_set(err, "%s: %s: %lld bytes, expected %llu (the 1024-byte header + %zu %s parameters)", err_show(path),
@@ -96,6 +122,13 @@ int checkpoint_match_shape(const char *path, const GPT2Shape *got, const GPT2Sha
     for (int i = 0; i < 6; i++)
         if (g[i] != e[i])
             return err_set(err, "%s: %s is %d in the %s, the config says %d", err_show(path), field_names[i], g[i], what, e[i]);
+    int32_t ha[CHECKPOINT_HEADER_INTS] = {0}, hb[CHECKPOINT_HEADER_INTS] = {0};
+    checkpoint_arch_put(ha, got);
+    checkpoint_arch_put(hb, expect);
+    if (memcmp(ha, hb, sizeof ha))
+        return err_set(err, "%s: the model's architecture in the %s (%s) is not the config's (%s): model.norm, position, mlp, "
+                       "n_ffn, n_kv_head, qk_norm, bias, tie_embeddings, norm_eps, rope_theta or logit_softcap differ",
+                       err_show(path), what, gpt2_is_gpt2(got) ? "GPT-2" : "another", gpt2_is_gpt2(expect) ? "GPT-2" : "another");
     return 0;
 }
 
@@ -160,7 +193,9 @@ int checkpoint_save(const char *path, const GPT2Shape *shape, const float *param
     if (checkpoint_check_shape(path, shape, "in the shape to save", err)) return -1;
     int32_t h[CHECKPOINT_HEADER_INTS] = {0};
     h[0] = CHECKPOINT_MAGIC;
-    h[1] = as_bf16 ? CHECKPOINT_BF16 : CHECKPOINT_FP32;
+    int arch = !gpt2_is_gpt2(shape);   /* GPT-2's stays llm.c's header, byte for byte */
+    h[1] = arch ? (as_bf16 ? CHECKPOINT_ARCH_BF16 : CHECKPOINT_ARCH_FP32) : as_bf16 ? CHECKPOINT_BF16 : CHECKPOINT_FP32;
+    if (arch) checkpoint_arch_put(h + 8, shape);
     h[2] = shape->max_seq_len; h[3] = shape->vocab_size; h[4] = shape->n_layer;
     h[5] = shape->n_head; h[6] = shape->n_embd; h[7] = shape->padded_vocab_size;
     AtomicFile af;

@@ -13,6 +13,16 @@
 #include "common/gpt2.h"
 
 enum { CHECKPOINT_MAGIC = 20240326, CHECKPOINT_FP32 = 3, CHECKPOINT_BF16 = 5, CHECKPOINT_HEADER_INTS = 256 };
+/* A model other than GPT-2 (common/gpt2.h: any architecture field not GPT-2's) gets versions of its own, so that
+   llm.c and older readers refuse it rather than misread it, and its header records the architecture in [8..]:
+   [8]=1 (the architecture's layout version), [9]=norm (0 LayerNorm, 1 RMSNorm), [10]=position (0 learned, 1 RoPE),
+   [11]=mlp (0 GELU, 1 ReLU^2, 2 SwiGLU), [12]=n_kv_head, [13]=n_ffn, [14]=qk_norm, [15]=bias, [16]=tie_embeddings,
+   [20..25]=norm_eps, rope_theta, logit_softcap as three little-endian float64 (docs/model.md). */
+enum { CHECKPOINT_ARCH_FP32 = 1003, CHECKPOINT_ARCH_BF16 = 1005, CHECKPOINT_ARCH_LAYOUT = 1 };
+/* those fields at base (a checkpoint's h + 8; a resume state's h + 40): written, and read into s (whose shape fields
+   are set) with their ranges checked, the message naming path */
+void checkpoint_arch_put(int32_t *base, const GPT2Shape *s);
+int  checkpoint_arch_get(const int32_t *base, GPT2Shape *s, const char *path, Err *err);
 
 /* Reads and validates the header (magic, version, sane shape, exact file size). */
 int checkpoint_read_header(const char *path, GPT2Shape *shape, int *is_bf16, Err *err);

@@ -23,6 +23,9 @@ static void golden_paths(void) {
 }
 enum { GOLDEN_MAGIC = 20261130, GOLDEN_VERSION = 1 };
 
+/* the golden file is GPT-2's: its sixteen tensors (common/gpt2.h), a final norm each */
+enum { GOLDEN_TENSORS = P_LNFB + 1 };
+
 typedef struct {
     GPT2Shape shape;
     int B, T, steps, logits_B;
@@ -36,13 +39,13 @@ static int golden_parse(const char *buf, size_t len, Golden *g, Err *err) {
     if (len < 1024) return err_set(err, "%s: %zu bytes, shorter than its 1024-byte header", golden_path, len);
     if (h[0] != GOLDEN_MAGIC || h[1] != GOLDEN_VERSION)
         return err_set(err, "%s: magic %d version %d, expected %d version %d", golden_path, h[0], h[1], GOLDEN_MAGIC, GOLDEN_VERSION);
-    g->shape = (GPT2Shape){h[2], h[3], h[7], h[4], h[5], h[6]};
+    g->shape = gpt2_shape(h[2], h[3], h[7], h[4], h[5], h[6]);
     g->B = h[8]; g->T = h[9]; g->steps = h[10]; g->logits_B = h[11];
     size_t sz[NUM_PARAM_TENSORS];
     g->n = gpt2_param_sizes(&g->shape, sz, NULL);
     if ((size_t)(uint32_t)h[12] != g->n) return err_set(err, "%s: header says %d parameters, the shape gives %zu", golden_path, h[12], g->n);
     size_t BT = (size_t)g->B * g->T;
-    size_t want = 1024 + 4 * (2 * BT + (size_t)g->logits_B * g->T * g->shape.vocab_size + 1 + g->n + 3 * (size_t)g->steps + 8 + NUM_PARAM_TENSORS);
+    size_t want = 1024 + 4 * (2 * BT + (size_t)g->logits_B * g->T * g->shape.vocab_size + 1 + g->n + 3 * (size_t)g->steps + 8 + GOLDEN_TENSORS);
     if (len != want) return err_set(err, "%s: %zu bytes, expected %zu for its header", golden_path, len, want);
     const char *p = buf + 1024;
     g->inputs = (const int32_t *)p; p += 4 * BT;
@@ -140,7 +143,7 @@ static GoldenRun golden_run_steps(Backend *be, const Golden *g, LossScaler *ls) 
         free(params);
         return r;
     }
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+    for (int t = 0; t < GOLDEN_TENSORS; t++)
         r.worst_final = worse(r.worst_final, fabs(final_norm(&g->shape, t, params + off[t], sz[t]) - g->final_norms[t]) /
                                                 fmax(g->final_norms[t], 1e-12));
     printf("  final per-tensor L2 norms: max rel err %.2e\n", r.worst_final);

@@ -19,7 +19,7 @@
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
 static char tmpdir[256];
-static const GPT2Shape SHAPE = {16, 60, 128, 2, 2, 16};   /* maxT, V, Vp, L, NH, C */
+static const GPT2Shape SHAPE = GPT2_SHAPE(16, 60, 128, 2, 2, 16);   /* maxT, V, Vp, L, NH, C */
 
 static const char *tpath(const char *name) {
     static char buf[8][512];

@@ -151,7 +151,7 @@ static void fuzz(const char *name, const char *path, int header_ints, Loader loa
 }
 
 /* ---- the readers, each as a Loader ---- */
-static GPT2Shape shape = {16, 64, 128, 1, 2, 16};   /* maxT, V, Vp, L, NH, C */
+static GPT2Shape shape = GPT2_SHAPE(16, 64, 128, 1, 2, 16);   /* maxT, V, Vp, L, NH, C */
 
 static int load_config(const char *path, Err *err) {
     static Config cfg;

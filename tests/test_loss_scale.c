@@ -76,7 +76,7 @@ static void test_overflow_hook(void) {
 
 /* ---------------------------------------------------------------- the resume state's part */
 
-static const GPT2Shape SHAPE = {8, 10, 16, 1, 2, 8};
+static const GPT2Shape SHAPE = GPT2_SHAPE(8, 10, 16, 1, 2, 8);
 static int32_t ORDER[2] = {1, 0};
 
 static TrainState scaled_state(void) {

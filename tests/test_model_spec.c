@@ -39,7 +39,7 @@ static void test_same_checks(void) {
                  b->L, b->NH, b->C, b->maxT, b->V);
         Err e1 = {{0}}, e2 = {{0}};
         int rc1 = load_text(text, &c, &e1);
-        GPT2Shape s = {b->maxT, b->V, (b->V + 127) / 128 * 128, b->L, b->NH, b->C};
+        GPT2Shape s = gpt2_shape(b->maxT, b->V, (b->V + 127) / 128 * 128, b->L, b->NH, b->C);
         ModelSpec m;
         int rc2 = model_spec_from_header(&m, &s, PREC_BF16, "ckpt.bin", &e2);
         CHECK(rc1 && rc2, "model %zu: refused by the config %d, by the header %d", i, rc1, rc2);
@@ -49,7 +49,7 @@ static void test_same_checks(void) {
         CHECK(!strcmp(e1.msg + p1, e2.msg + p2), "model %zu: config says \"%s\", header says \"%s\"", i, e1.msg, e2.msg);
         CHECK(strstr(e2.msg, b->says) != NULL, "model %zu: \"%s\" lacks \"%s\"", i, e2.msg, b->says);
     }
-    GPT2Shape zero = {64, 512, 512, 0, 2, 64};
+    GPT2Shape zero = gpt2_shape(64, 512, 512, 0, 2, 64);
     ModelSpec m;
     Err e = {{0}};
     CHECK(model_spec_from_header(&m, &zero, PREC_FP32, "ckpt.bin", &e) && strstr(e.msg, "ckpt.bin: model.n_layer: 0 is out of range"),
@@ -64,7 +64,7 @@ static void test_specs_equal_config(void) {
                        "model = { n_layer = 2, n_head = 4, n_embd = 64, max_seq_len = 96, vocab_size = 300 }\n"
                        "train = { batch_size = 1, seq_len = 96 }\neval = { sample_every = 0, sample_tokens = 1 }\n";
     CHECK_OK(load_text(text, &from_lua, &err), &err);
-    GPT2Shape s = {96, 300, 384, 2, 4, 64};
+    GPT2Shape s = gpt2_shape(96, 300, 384, 2, 4, 64);
     ModelSpec m;
     RunSpec run;
     CHECK_OK(model_spec_from_header(&m, &s, PREC_FP32, "ckpt.bin", &err), &err);

@@ -46,13 +46,13 @@ static void test_shards_cover_once(void) {
 /* The parts the backward finishes (gpt2_grad_part: every layer, then the shared tensors) cover every parameter once,
    and each per-layer part holds that layer's slices. */
 static void test_grad_parts_cover_once(void) {
-    GPT2Shape shape = {64, 100, 128, 3, 2, 16};
+    GPT2Shape shape = gpt2_shape(64, 100, 128, 3, 2, 16);
     size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&shape, sz, off);
     unsigned char *seen = xcalloc(n, 1);
     size_t ranges[NUM_PARAM_TENSORS][2];
     for (int part = shape.n_layer - 1; part >= GRAD_PART_REST; part--) {
         int count = gpt2_grad_part(&shape, part, ranges);
-        CHECK(count == (part == GRAD_PART_REST ? 4 : NUM_PARAM_TENSORS - 4), "part %d: %d ranges", part, count);
+        CHECK(count == (part == GRAD_PART_REST ? 4 : P_LNFB + 1 - 4), "part %d: %d ranges", part, count);   /* GPT-2 has 16 tensors */
         for (int k = 0; k < count; k++)
             for (size_t i = ranges[k][0]; i < ranges[k][1] && i < n; i++) seen[i]++;
         if (part == 1) CHECK(ranges[0][0] == off[P_LN1W] + 16 && ranges[0][1] == off[P_LN1W] + 32, "layer 1's ln1w: [%zu, %zu)",
@@ -180,7 +180,7 @@ static void test_state_shard_file(void) {
     char dir[] = "/tmp/gpt2gen-ranks-XXXXXX", path[600];
     if (!mkdtemp(dir)) { CHECK(0, "mkdtemp"); return; }
     snprintf(path, sizeof path, "%s/state_00000003.r1.bin", dir);
-    GPT2Shape shape = {16, 60, 128, 2, 2, 16};
+    GPT2Shape shape = gpt2_shape(16, 60, 128, 2, 2, 16);
     size_t sizes[NUM_PARAM_TENSORS], n = gpt2_param_sizes(&shape, sizes, NULL), off, cnt;
     ranks_shard(n, 3, 1, &off, &cnt);
     int32_t order[2] = {1, 0};

@@ -22,7 +22,7 @@
 /* CHECK_OK copies an Err message (4 KiB) into the harness's reason: truncation is fine there. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-static const GPT2Shape SHAPE = {8, 10, 16, 1, 2, 8};     /* maxT, V, Vp, L, NH, C: a few hundred parameters */
+static const GPT2Shape SHAPE = GPT2_SHAPE(8, 10, 16, 1, 2, 8);     /* maxT, V, Vp, L, NH, C: a few hundred parameters */
 static int32_t ORDER[3] = {2, 0, 1};
 
 static size_t nparams(void) { size_t sz[NUM_PARAM_TENSORS]; return gpt2_param_sizes(&SHAPE, sz, NULL); }

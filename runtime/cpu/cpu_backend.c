@@ -15,17 +15,22 @@
 
 static float *falloc(size_t n) { return xcalloc(n, sizeof(float)); }
 
+/* the classifier's weight: wte, or the untied head */
+static int cpu_head(const GPT2Shape *s) { return s->untied ? P_LMHEAD : P_WTE; }
+
 static void acts_alloc(Acts *a, const GPT2Shape *s, int B, int T) {
     size_t L = s->n_layer, C = s->n_embd, BT = (size_t)B * T, att = (size_t)B * s->n_head * T * T;
+    size_t QKV = gpt2_qkv_width(s), F = gpt2_ffn(s), qk = s->qk_norm, swiglu = s->mlp == MLP_SWIGLU;
     a->encoded = falloc(BT * C);
     a->ln1 = falloc(L * BT * C); a->ln1_mean = falloc(L * BT); a->ln1_rstd = falloc(L * BT);
-    a->qkv = falloc(L * BT * 3 * C);
+    a->qkv = falloc(L * BT * QKV);
+    a->qkv_pre = falloc(qk * L * BT * QKV); a->qk_rstd = falloc(qk * L * BT * (s->n_head + gpt2_kv_heads(s)));
     a->atty = falloc(L * BT * C);
     a->preatt = falloc(att); a->att = falloc(L * att);
     a->tmp = falloc(BT * C);
     a->residual2 = falloc(L * BT * C);
     a->ln2 = falloc(L * BT * C); a->ln2_mean = falloc(L * BT); a->ln2_rstd = falloc(L * BT);
-    a->fch = falloc(L * BT * 4 * C); a->fch_gelu = falloc(L * BT * 4 * C);
+    a->fch = falloc(L * BT * F); a->fch_gelu = falloc(L * BT * F); a->fcg = falloc(swiglu * L * BT * F);
     a->residual3 = falloc(L * BT * C);
     a->lnf = falloc(BT * C); a->lnf_mean = falloc(BT); a->lnf_rstd = falloc(BT);
     a->logits = falloc(BT * s->padded_vocab_size);
@@ -33,11 +38,11 @@ static void acts_alloc(Acts *a, const GPT2Shape *s, int B, int T) {
 }
 
 static void grads_alloc(Grads *d, const GPT2Shape *s, int B, int T) {
-    size_t C = s->n_embd, BT = (size_t)B * T, att = (size_t)B * s->n_head * T * T;
+    size_t C = s->n_embd, BT = (size_t)B * T, att = (size_t)B * s->n_head * T * T, F = gpt2_ffn(s);
     d->dres = falloc(BT * C); d->dln = falloc(BT * C); d->datty = falloc(BT * C);
-    d->dqkv = falloc(BT * 3 * C);
+    d->dqkv = falloc(BT * gpt2_qkv_width(s));
     d->dpreatt = falloc(att); d->datt = falloc(att);
-    d->dfch = falloc(BT * 4 * C); d->dfch_gelu = falloc(BT * 4 * C);
+    d->dfch = falloc(BT * F); d->dfch_gelu = falloc(BT * F); d->dfcg = falloc((s->mlp == MLP_SWIGLU) * BT * F);
     d->dlogits = falloc(BT * s->padded_vocab_size);
 }
 
@@ -69,7 +74,9 @@ static int cpu_forward(Backend *be, const int32_t *inputs, const int32_t *target
 
     if (cpu_run_phase(be, NULL, &be->plan->schedule.forward, err)) return -1;
     if (c->cache_of) return 0;   /* a prefill: the keys and values are what it is for, no logits */
-    cpu_matmul_forward(a->logits, a->lnf, c->p[P_WTE], NULL, N, C, Vp);
+    const GPT2Shape *s = &be->plan->model;
+    cpu_matmul_forward(a->logits, a->lnf, c->p[cpu_head(s)], NULL, N, C, Vp);
+    if (s->logit_softcap > 0) cpu_softcap_forward(a->logits, (size_t)N * Vp, (float)s->logit_softcap);
     c->have_forward = 1;
     if (!targets) return 0;
     cpu_softmax_crossentropy(a->losses, NULL, a->logits, targets, 0.0f, N, V, Vp);
@@ -92,9 +99,11 @@ static int cpu_backward(Backend *be, const BackendRun *r, Err *err) {
         return err_set(err, "cpu backend: backward needs a forward with targets first");
 
     /* loss = mean of N per-row losses: each row's gradient carries grad_scale / N */
+    const GPT2Shape *s = &be->plan->model;
     cpu_softmax_crossentropy(a->losses, d->dlogits, a->logits, c->targets, r->grad_scale / (float)N, N, V, Vp);
+    if (s->logit_softcap > 0) cpu_softcap_backward(d->dlogits, a->logits, (size_t)N * Vp, (float)s->logit_softcap);
     zero(d->dln, (size_t)N * C);
-    cpu_matmul_backward(d->dln, c->g[P_WTE], NULL, d->dlogits, a->lnf, c->p[P_WTE], N, C, Vp);
+    cpu_matmul_backward(d->dln, c->g[cpu_head(s)], NULL, d->dlogits, a->lnf, c->p[cpu_head(s)], N, C, Vp);
     /* then from d(loss)/d(lnf) down through the layers, and the embeddings */
     return cpu_run_phase(be, r, &be->plan->schedule.backward, err) ||
            cpu_run_list(be, r, &be->plan->schedule.embed_backward, err) ? -1 : 0;
@@ -169,8 +178,8 @@ static int cpu_update(Backend *be, const BackendRun *r, Err *err) {
     size_t lo = be->opt_offset, hi = be->opt_offset + be->opt_count;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         size_t off = c->offsets[i], n = c->sizes[i];
-        /* wte rows V..Vp-1 are padding: never updated, so they stay exactly zero */
-        if (i == P_WTE) n = (size_t)be->plan->model.vocab_size * be->plan->model.n_embd;
+        /* wte's (and an untied head's) rows V..Vp-1 are padding: never updated, so they stay exactly zero */
+        if (i == P_WTE || i == P_LMHEAD) n = n ? (size_t)be->plan->model.vocab_size * be->plan->model.n_embd : 0;
         /* only the part of the tensor inside this backend's range; m and v start at opt_offset */
         size_t a = off > lo ? off : lo, e = off + n < hi ? off + n : hi;
         if (a >= e) continue;
@@ -271,7 +280,8 @@ Backend *cpu_backend_create(const BackendOptions *opt, Err *err) {
     c->targets = xcalloc((size_t)st->B * st->T, sizeof(int32_t));
     c->cache_of = opt->cache;
     if (st->kind == STEP_DECODE) {
-        size_t cache = (size_t)be->plan->model.n_layer * st->B * st->cache_T * be->plan->model.n_embd;
+        const GPT2Shape *s = &be->plan->model;   /* the keys and values of n_kv_head heads */
+        size_t cache = (size_t)s->n_layer * st->B * st->cache_T * gpt2_kv_heads(s) * gpt2_head_size(s);
         c->kcache = falloc(cache); c->vcache = falloc(cache);
     }
 

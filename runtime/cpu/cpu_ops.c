@@ -140,9 +140,9 @@ void cpu_matmul_backward(float *dinp, float *dweight, float *dbias, const float 
 void cpu_encoder_forward(float *out, const int32_t *inp, const float *wte, const float *wpe, int B, int T, int C) {
 #pragma omp parallel for schedule(static)
     for (int bt = 0; bt < B * T; bt++) {
-        const float *e = wte + (size_t)inp[bt] * C, *p = wpe + (size_t)(bt % T) * C;
+        const float *e = wte + (size_t)inp[bt] * C, *p = wpe ? wpe + (size_t)(bt % T) * C : NULL;   /* none: RoPE */
         float *o = out + (size_t)bt * C;
-        for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+        for (int c = 0; c < C; c++) o[c] = e[c] + (p ? p[c] : 0.0f);
     }
 }
 
@@ -157,6 +157,7 @@ void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int
             const float *g = dout + (size_t)bt * C;
             for (int c = c0; c < imin(c0 + CHUNK, C); c++) d[c] += g[c];
         }
+    if (!dwpe) return;
 #pragma omp parallel for schedule(static)
     for (int t = 0; t < T; t++)
         for (int b = 0; b < B; b++) {
@@ -168,6 +169,11 @@ void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int
 /* ---------------------------------------------------------------------------------------------------- */
 void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                            const float *bias, int N, int C) {
+    cpu_layernorm_forward_eps(out, mean, rstd, inp, weight, bias, N, C, LN_EPS);
+}
+
+void cpu_layernorm_forward_eps(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                               const float *bias, int N, int C, float eps) {
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
@@ -175,9 +181,9 @@ void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *in
         for (int c = 0; c < C; c++) s += x[c];
         float m = (float)(s / C);
         for (int c = 0; c < C; c++) { double d = (double)x[c] - m; ss += d * d; }
-        float rs = (float)(1.0 / sqrt(ss / C + LN_EPS));
+        float rs = (float)(1.0 / sqrt(ss / C + eps));
         float *o = out + (size_t)n * C;
-        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * rs * weight[c] + bias[c];
+        for (int c = 0; c < C; c++) o[c] = (x[c] - m) * rs * weight[c] + (bias ? bias[c] : 0.0f);
         mean[n] = m;
         rstd[n] = rs;
     }
@@ -211,26 +217,32 @@ void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const flo
             const float *x = inp + (size_t)n * C, *g = dout + (size_t)n * C;
             for (int c = c0; c < imin(c0 + CHUNK, C); c++) {
                 dweight[c] += g[c] * ((x[c] - mean[n]) * rstd[n]);
-                dbias[c] += g[c];
+                if (dbias) dbias[c] += g[c];
             }
         }
 }
 
 /* ---------------------------------------------------------------------------------------------------- */
-void cpu_attention_forward(float *out, float *preatt, float *att, const float *qkv, int B, int T, int C, int NH) {
-    int HS = C / NH;
+/* Grouped-query heads: qkv's rows are q (NH heads) | k (NKV heads) | v (NKV heads), each HS wide; query head h
+   reads key/value head h / (NH / NKV). */
+static size_t k_at(CpuHeads g, int kvh) { return (size_t)g.NH * g.HS + (size_t)kvh * g.HS; }
+static size_t v_at(CpuHeads g, int kvh) { return (size_t)(g.NH + g.NKV) * g.HS + (size_t)kvh * g.HS; }
+static size_t qkv_width(CpuHeads g) { return (size_t)(g.NH + 2 * g.NKV) * g.HS; }
+
+void cpu_attention_forward_gqa(float *out, float *preatt, float *att, const float *qkv, CpuHeads g) {
+    int B = g.B, T = g.T, NH = g.NH, HS = g.HS, group = g.NH / g.NKV;
     float scale = 1.0f / sqrtf((float)HS);
-    size_t C3 = (size_t)3 * C;
+    size_t W = qkv_width(g), C = (size_t)NH * HS;
 #pragma omp parallel for collapse(3) schedule(static)
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int t = 0; t < T; t++) {
-                const float *q = qkv + ((size_t)b * T + t) * C3 + h * HS;
+                const float *q = qkv + ((size_t)b * T + t) * W + h * HS;
                 float *pre = preatt + (((size_t)b * NH + h) * T + t) * T;
                 float *a = att + (((size_t)b * NH + h) * T + t) * T;
                 float maxv = -INFINITY;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = qkv + ((size_t)b * T + t2) * C3 + C + h * HS;
+                    const float *k = qkv + ((size_t)b * T + t2) * W + k_at(g, h / group);
                     float dot = 0.0f;
                     for (int i = 0; i < HS; i++) dot += q[i] * k[i];
                     pre[t2] = dot * scale;
@@ -244,33 +256,43 @@ void cpu_attention_forward(float *out, float *preatt, float *att, const float *q
                 float *o = out + ((size_t)b * T + t) * C + h * HS;
                 for (int i = 0; i < HS; i++) o[i] = 0.0f;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
+                    const float *v = qkv + ((size_t)b * T + t2) * W + v_at(g, h / group);
                     for (int i = 0; i < HS; i++) o[i] += a[t2] * v[i];
                 }
             }
 }
 
-void cpu_kv_append(float *kcache, float *vcache, const float *qkv, int pos, int B, int T, int C, int NH, int maxT) {
-    int HS = C / NH;
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < NH; h++) {
-                const float *k = qkv + ((size_t)b * T + t) * 3 * C + C + h * HS;
-                size_t at = (((size_t)b * NH + h) * maxT + pos + t) * HS;
-                memcpy(kcache + at, k, (size_t)HS * sizeof(float));
-                memcpy(vcache + at, k + C, (size_t)HS * sizeof(float));
+void cpu_attention_forward(float *out, float *preatt, float *att, const float *qkv, int B, int T, int C, int NH) {
+    cpu_attention_forward_gqa(out, preatt, att, qkv, (CpuHeads){B, T, NH, NH, C / NH});
+}
+
+void cpu_kv_append_gqa(float *kcache, float *vcache, const float *qkv, int pos, CpuHeads g, int maxT) {
+    size_t W = qkv_width(g);
+    for (int b = 0; b < g.B; b++)
+        for (int t = 0; t < g.T; t++)
+            for (int h = 0; h < g.NKV; h++) {
+                const float *row = qkv + ((size_t)b * g.T + t) * W;
+                size_t at = (((size_t)b * g.NKV + h) * maxT + pos + t) * g.HS;
+                memcpy(kcache + at, row + k_at(g, h), (size_t)g.HS * sizeof(float));
+                memcpy(vcache + at, row + v_at(g, h), (size_t)g.HS * sizeof(float));
             }
 }
 
-void cpu_attention_cached(float *out, const float *qkv, const float *kcache, const float *vcache, int pos, int B, int T,
-                          int C, int NH, int maxT) {
-    int HS = C / NH, len = pos + T;
+void cpu_kv_append(float *kcache, float *vcache, const float *qkv, int pos, int B, int T, int C, int NH, int maxT) {
+    cpu_kv_append_gqa(kcache, vcache, qkv, pos, (CpuHeads){B, T, NH, NH, C / NH}, maxT);
+}
+
+void cpu_attention_cached_gqa(float *out, const float *qkv, const float *kcache, const float *vcache, int pos, CpuHeads g,
+                              int maxT) {
+    int HS = g.HS, T = g.T, len = pos + T, group = g.NH / g.NKV;
     float scale = 1.0f / sqrtf((float)HS);
+    size_t W = qkv_width(g), C = (size_t)g.NH * HS;
 #pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *q = qkv + ((size_t)b * T + T - 1) * 3 * C + h * HS;
-            const float *kc = kcache + ((size_t)b * NH + h) * maxT * HS, *vc = vcache + ((size_t)b * NH + h) * maxT * HS;
+    for (int b = 0; b < g.B; b++)
+        for (int h = 0; h < g.NH; h++) {
+            const float *q = qkv + ((size_t)b * T + T - 1) * W + h * HS;
+            size_t kv = ((size_t)b * g.NKV + h / group) * maxT * HS;
+            const float *kc = kcache + kv, *vc = vcache + kv;
             float *a = xmalloc((size_t)len * sizeof(float)), maxv = -INFINITY, sum = 0.0f;
             for (int t2 = 0; t2 < len; t2++) {
                 float dot = 0.0f;
@@ -287,44 +309,57 @@ void cpu_attention_cached(float *out, const float *qkv, const float *kcache, con
         }
 }
 
+void cpu_attention_cached(float *out, const float *qkv, const float *kcache, const float *vcache, int pos, int B, int T,
+                          int C, int NH, int maxT) {
+    cpu_attention_cached_gqa(out, qkv, kcache, vcache, pos, (CpuHeads){B, T, NH, NH, C / NH}, maxT);
+}
+
+/* One query head's backward at query t (its row of att; dk, dv of the earlier positions gather into kv head kvh) */
+static void attention_backward_row(float *dqkv, float *dp, float *da, const float *g_out, const float *qkv, const float *a,
+                                   CpuHeads g, int b, int h, int t) {
+    int HS = g.HS, T = g.T, kvh = h / (g.NH / g.NKV);
+    float scale = 1.0f / sqrtf((float)HS);
+    size_t W = qkv_width(g);
+    for (int t2 = 0; t2 <= t; t2++) {   /* out = att @ v */
+        const float *v = qkv + ((size_t)b * T + t2) * W + v_at(g, kvh);
+        float *dv = dqkv + ((size_t)b * T + t2) * W + v_at(g, kvh);
+        float s = 0.0f;
+        for (int i = 0; i < HS; i++) { s += g_out[i] * v[i]; dv[i] += a[t2] * g_out[i]; }
+        da[t2] = s;
+    }
+    float dot = 0.0f;   /* softmax: dpre = att * (datt - sum(att * datt)) */
+    for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * da[t2];
+    for (int t2 = 0; t2 <= t; t2++) dp[t2] = a[t2] * (da[t2] - dot);
+    for (int t2 = t + 1; t2 < T; t2++) { da[t2] = 0.0f; dp[t2] = 0.0f; }
+    const float *q = qkv + ((size_t)b * T + t) * W + h * HS;   /* pre = scale * q . k */
+    float *dq = dqkv + ((size_t)b * T + t) * W + h * HS;
+    for (int t2 = 0; t2 <= t; t2++) {
+        const float *k = qkv + ((size_t)b * T + t2) * W + k_at(g, kvh);
+        float *dk = dqkv + ((size_t)b * T + t2) * W + k_at(g, kvh);
+        float d = dp[t2] * scale;
+        for (int i = 0; i < HS; i++) { dq[i] += d * k[i]; dk[i] += d * q[i]; }
+    }
+}
+
+void cpu_attention_backward_gqa(float *dqkv, float *dpreatt, float *datt, const float *dout, const float *qkv,
+                                const float *att, CpuHeads g) {
+    int group = g.NH / g.NKV, T = g.T;
+    /* One (b, kv head) per thread: dk and dv of a position gather from every later query of the group's heads, so
+       those stay sequential, in head then query order. */
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < g.B; b++)
+        for (int kvh = 0; kvh < g.NKV; kvh++)
+            for (int h = kvh * group; h < (kvh + 1) * group; h++)
+                for (int t = 0; t < T; t++) {
+                    size_t row = (((size_t)b * g.NH + h) * T + t) * T;
+                    attention_backward_row(dqkv, dpreatt + row, datt + row, dout + ((size_t)b * T + t) * g.NH * g.HS + h * g.HS,
+                                           qkv, att + row, g, b, h, t);
+                }
+}
+
 void cpu_attention_backward(float *dqkv, float *dpreatt, float *datt, const float *dout, const float *qkv,
                             const float *att, int B, int T, int C, int NH) {
-    int HS = C / NH;
-    float scale = 1.0f / sqrtf((float)HS);
-    size_t C3 = (size_t)3 * C;
-    /* One (b, h) per thread: dk and dv of a position gather from every later query, so the query loop
-       stays sequential inside a head. */
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
-            for (int t = 0; t < T; t++) {
-                size_t row = (((size_t)b * NH + h) * T + t) * T;
-                const float *a = att + row;
-                float *da = datt + row, *dp = dpreatt + row;
-                const float *g = dout + ((size_t)b * T + t) * C + h * HS;
-                /* out = att @ v */
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *v = qkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
-                    float *dv = dqkv + ((size_t)b * T + t2) * C3 + 2 * C + h * HS;
-                    float s = 0.0f;
-                    for (int i = 0; i < HS; i++) { s += g[i] * v[i]; dv[i] += a[t2] * g[i]; }
-                    da[t2] = s;
-                }
-                /* softmax: dpre = att * (datt - sum(att * datt)) */
-                float dot = 0.0f;
-                for (int t2 = 0; t2 <= t; t2++) dot += a[t2] * da[t2];
-                for (int t2 = 0; t2 <= t; t2++) dp[t2] = a[t2] * (da[t2] - dot);
-                for (int t2 = t + 1; t2 < T; t2++) { da[t2] = 0.0f; dp[t2] = 0.0f; }
-                /* pre = scale * q . k */
-                const float *q = qkv + ((size_t)b * T + t) * C3 + h * HS;
-                float *dq = dqkv + ((size_t)b * T + t) * C3 + h * HS;
-                for (int t2 = 0; t2 <= t; t2++) {
-                    const float *k = qkv + ((size_t)b * T + t2) * C3 + C + h * HS;
-                    float *dk = dqkv + ((size_t)b * T + t2) * C3 + C + h * HS;
-                    float d = dp[t2] * scale;
-                    for (int i = 0; i < HS; i++) { dq[i] += d * k[i]; dk[i] += d * q[i]; }
-                }
-            }
+    cpu_attention_backward_gqa(dqkv, dpreatt, datt, dout, qkv, att, (CpuHeads){B, T, NH, NH, C / NH});
 }
 
 /* ---------------------------------------------------------------------------------------------------- */

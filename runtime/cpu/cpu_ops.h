@@ -20,6 +20,8 @@ void cpu_encoder_backward(float *dwte, float *dwpe, const float *dout, const int
    for the backward. */
 void cpu_layernorm_forward(float *out, float *mean, float *rstd, const float *inp, const float *weight,
                            const float *bias, int N, int C);
+void cpu_layernorm_forward_eps(float *out, float *mean, float *rstd, const float *inp, const float *weight,
+                               const float *bias, int N, int C, float eps);   /* bias may be NULL (then dbias too) */
 void cpu_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout, const float *inp,
                             const float *weight, const float *mean, const float *rstd, int N, int C);
 
@@ -46,6 +48,39 @@ void cpu_attention_backward(float *dqkv, float *dpreatt, float *datt, const floa
 void cpu_kv_append(float *kcache, float *vcache, const float *qkv, int pos, int B, int T, int C, int NH, int maxT);
 void cpu_attention_cached(float *out, const float *qkv, const float *kcache, const float *vcache, int pos, int B, int T,
                           int C, int NH, int maxT);
+
+/* The same with grouped-query heads (docs/model.md, "Architectures"): qkv's rows are q (NH heads) | k (NKV) | v (NKV),
+   HS each; query head h attends with key/value head h / (NH/NKV); out (B,T,NH*HS); the cache (B,NKV,maxT,HS). */
+typedef struct { int B, T, NH, NKV, HS; } CpuHeads;
+void cpu_attention_forward_gqa(float *out, float *preatt, float *att, const float *qkv, CpuHeads g);
+void cpu_attention_backward_gqa(float *dqkv, float *dpreatt, float *datt, const float *dout, const float *qkv,
+                                const float *att, CpuHeads g);
+void cpu_kv_append_gqa(float *kcache, float *vcache, const float *qkv, int pos, CpuHeads g, int maxT);
+void cpu_attention_cached_gqa(float *out, const float *qkv, const float *kcache, const float *vcache, int pos, CpuHeads g,
+                              int maxT);
+
+/* GPT-2's relatives' ops (cpu_ops_arch.c; docs/model.md, "Architectures"); backwards accumulate as above, except
+   the in-place ones (qk_norm_backward, rope with dir -1, relu2_backward, swiglu_backward), which transform dinout.
+   RMSNorm per row: out = x * rstd * w, rstd = 1/sqrt(mean(x^2) + eps), saved (N). */
+void cpu_rmsnorm_forward(float *out, float *rstd, const float *inp, const float *w, int N, int C, float eps);
+void cpu_rmsnorm_backward(float *dinp, float *dw, const float *dout, const float *inp, const float *w, const float *rstd,
+                          int N, int C);
+/* QK-norm: RMSNorm over each head of q (weights qw, HS) and of k (kw) in qkv rows (N, (NH+2NKV)HS); v copied; rstd
+   (N, NH+NKV) or NULL. out may be inp. The backward turns d(out) into d(inp) in place. */
+void cpu_qk_norm_forward(float *out, float *rstd, const float *inp, const float *qw, const float *kw, int N, CpuHeads g,
+                         float eps);
+void cpu_qk_norm_backward(float *dinout, const float *inp, const float *qw, const float *kw, const float *rstd, float *dqw,
+                          float *dkw, int N, CpuHeads g);
+/* RoPE (rotate_half): q and k heads of qkv (B,T,width) rotated in place by position (pos + t) * theta^(-2i/HS);
+   dir 1 forward, -1 the backward (the inverse rotation of the gradient). */
+void cpu_rope(float *qkv, int pos, CpuHeads g, double theta, int dir);
+void cpu_relu2_forward(float *out, const float *pre, size_t n);
+void cpu_relu2_backward(float *dinout, const float *pre, size_t n);
+void cpu_swiglu_forward(float *out, const float *up, const float *gate, size_t n);
+void cpu_swiglu_backward(float *dinout, float *dgate, const float *up, const float *gate, size_t n);
+/* x = cap * tanh(x / cap) in place; the backward: d *= 1 - (capped / cap)^2 */
+void cpu_softcap_forward(float *x, size_t n, float cap);
+void cpu_softcap_backward(float *d, const float *capped, size_t n, float cap);
 
 /* GELU, tanh approximation: 0.5u(1 + tanh(sqrt(2/pi)(u + 0.044715u^3))). */
 void cpu_gelu_forward(float *out, const float *inp, size_t n);

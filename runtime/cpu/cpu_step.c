@@ -15,22 +15,27 @@ static float *buffer(Backend *be, int id, int l) {
     const GPT2Shape *s = &be->plan->model;
     int B = be->plan->step.B, T = be->plan->step.T;
     size_t N = (size_t)B * T, nc = N * s->n_embd, att = (size_t)B * s->n_head * T * T;
-    size_t cache = (size_t)B * be->plan->step.cache_T * s->n_embd;   /* a layer's; the same in the decode plan */
+    size_t nqkv = N * gpt2_qkv_width(s), nf = N * gpt2_ffn(s);
+    size_t cache = (size_t)B * be->plan->step.cache_T * gpt2_kv_heads(s) * gpt2_head_size(s);   /* a layer's; as the decode plan's */
     Cpu *owner = c->cache_of ? impl(c->cache_of) : c;   /* a prefill fills its decode backend's cache */
     switch (id) {
     case BUF_ENCODED: return a->encoded;
     case BUF_LN1: return a->ln1 + l * nc;
     case BUF_LN1_MEAN: return a->ln1_mean + l * N;
     case BUF_LN1_RSTD: return a->ln1_rstd + l * N;
-    case BUF_QKV: return a->qkv + l * 3 * nc;
+    case BUF_QKV: return a->qkv + l * nqkv;
+    case BUF_QKV_PRE: return a->qkv_pre + l * nqkv;
+    case BUF_QK_RSTD: return a->qk_rstd + l * N * (s->n_head + gpt2_kv_heads(s));
     case BUF_ATTY: return a->atty + l * nc;
     case BUF_ATT_STATS: return a->att + l * att;   /* the CPU's attention keeps the probabilities */
     case BUF_RESIDUAL2: return a->residual2 + l * nc;
     case BUF_LN2: return a->ln2 + l * nc;
     case BUF_LN2_MEAN: return a->ln2_mean + l * N;
     case BUF_LN2_RSTD: return a->ln2_rstd + l * N;
-    case BUF_FCH: return a->fch + l * 4 * nc;
-    case BUF_FCH_GELU: return a->fch_gelu + l * 4 * nc;
+    case BUF_FCH: return a->fch + l * nf;
+    case BUF_FCH_GELU: return a->fch_gelu + l * nf;
+    case BUF_FCG: return a->fcg + l * nf;
+    case BUF_DFCG: return d->dfcg;
     case BUF_RESIDUAL3: return a->residual3 + l * nc;
     case BUF_LNF: return a->lnf;
     case BUF_LNF_MEAN: return a->lnf_mean;
@@ -58,11 +63,11 @@ static float *ref(Backend *be, const SchedRef *r, int l) {
 
 /* matmul mm's (and its backward's) input and output features */
 static void mm_features(int mm, const GPT2Shape *s, int *in, int *out) {
-    int C = s->n_embd;
+    int C = s->n_embd, F = gpt2_ffn(s);
     switch (mm) {
-    case MM_QKV: case MM_QKV_DINP: case MM_QKV_DW: *in = C; *out = 3 * C; return;
-    case MM_FC: case MM_FC_DINP: case MM_FC_DW: *in = C; *out = 4 * C; return;
-    case MM_FCPROJ: case MM_FCPROJ_DINP: case MM_FCPROJ_DW: *in = 4 * C; *out = C; return;
+    case MM_QKV: case MM_QKV_DINP: case MM_QKV_DW: *in = C; *out = gpt2_qkv_width(s); return;
+    case MM_FC: case MM_FC_DINP: case MM_FC_DW: *in = C; *out = F; return;
+    case MM_FCPROJ: case MM_FCPROJ_DINP: case MM_FCPROJ_DW: *in = F; *out = C; return;
     case MM_CLASSIFIER: case MM_CLASSIFIER_DINP: case MM_CLASSIFIER_DW: *in = C; *out = s->padded_vocab_size; return;
     default: *in = *out = C; return;   /* attproj */
     }
@@ -91,21 +96,52 @@ static void ln_matmul(Backend *be, const SchedOp *op, float *const *a, int N) {
     free(stats);
 }
 
+/* the ops of GPT-2's relatives (gen/schedule.h); 0 where op is none of them */
+static int arch_op(Backend *be, const SchedOp *op, float *const *a) {
+    Cpu *c = impl(be);
+    const GPT2Shape *s = &be->plan->model;
+    int B = be->plan->step.B, T = be->plan->step.T, C = s->n_embd, N = B * T;
+    size_t nf = (size_t)N * gpt2_ffn(s);
+    CpuHeads g = cpu_heads(s, B, T);
+    float eps = gpt2_norm_eps(s);
+    int pos = op->arg[1].space == REF_BUF ? c->pos : 0;   /* OP_ROPE's positions: the cache's (host state), else 0.. */
+    switch (op->kind) {
+    case OP_RMSNORM: cpu_rmsnorm_forward(a[0], a[1], a[2], a[3], N, C, eps); return 1;
+    case OP_RESIDUAL_RMSNORM:
+        cpu_residual_forward(a[0], a[3], a[4], (size_t)N * C);
+        cpu_rmsnorm_forward(a[1], a[2], a[0], a[5], N, C, eps);
+        return 1;
+    case OP_RMSNORM_BACKWARD: cpu_rmsnorm_backward(a[0], a[1], a[2], a[3], a[4], a[5], N, C); return 1;
+    case OP_QK_NORM: cpu_qk_norm_forward(a[0], a[1], a[2], a[3], a[4], N, g, eps); return 1;
+    case OP_QK_NORM_BACKWARD: cpu_qk_norm_backward(a[0], a[1], a[2], a[3], a[4], a[5], a[6], N, g); return 1;
+    case OP_ROPE: cpu_rope(a[0], pos, g, gpt2_rope_theta(s), 1); return 1;
+    case OP_ROPE_BACKWARD: cpu_rope(a[0], pos, g, gpt2_rope_theta(s), -1); return 1;
+    case OP_RELU2: cpu_relu2_forward(a[0], a[1], nf); return 1;
+    case OP_RELU2_BACKWARD: cpu_relu2_backward(a[0], a[1], nf); return 1;
+    case OP_SWIGLU: cpu_swiglu_forward(a[0], a[1], a[2], nf); return 1;
+    case OP_SWIGLU_BACKWARD: cpu_swiglu_backward(a[0], a[1], a[2], a[3], nf); return 1;
+    case OP_SOFTCAP: cpu_softcap_forward(a[0], (size_t)op->n, (float)s->logit_softcap); return 1;
+    default: return 0;
+    }
+}
+
 static void forward_op(Backend *be, const SchedOp *op, float *const *a) {
     Cpu *c = impl(be);
     const GPT2Shape *s = &be->plan->model;
-    int B = be->plan->step.B, T = be->plan->step.T, C = s->n_embd, NH = s->n_head, N = B * T, IC, OC;
+    int B = be->plan->step.B, T = be->plan->step.T, C = s->n_embd, N = B * T, IC, OC;
+    CpuHeads g = cpu_heads(s, B, T);
+    if (arch_op(be, op, a)) return;
     switch (op->kind) {
     case OP_ENCODER: cpu_encoder_forward(a[0], c->inputs, a[2], a[3], B, T, C); return;
     case OP_DECODE_EMBED:   /* the rows' tokens at the position c->pos */
         for (int b = 0; b < B; b++)
             for (int i = 0; i < C; i++)
-                a[0][(size_t)b * C + i] = a[2][(size_t)c->inputs[b] * C + i] + a[3][(size_t)c->pos * C + i];
+                a[0][(size_t)b * C + i] = a[2][(size_t)c->inputs[b] * C + i] + (a[3] ? a[3][(size_t)c->pos * C + i] : 0.0f);
         return;
-    case OP_LAYERNORM: cpu_layernorm_forward(a[0], a[1], a[2], a[3], a[4], a[5], N, C); return;
+    case OP_LAYERNORM: cpu_layernorm_forward_eps(a[0], a[1], a[2], a[3], a[4], a[5], N, C, gpt2_norm_eps(s)); return;
     case OP_RESIDUAL_LAYERNORM:
         cpu_residual_forward(a[0], a[4], a[5], (size_t)N * C);
-        cpu_layernorm_forward(a[1], a[2], a[3], a[0], a[6], a[7], N, C);
+        cpu_layernorm_forward_eps(a[1], a[2], a[3], a[0], a[6], a[7], N, C, gpt2_norm_eps(s));
         return;
     case OP_MATMUL:   /* with aux: the pre-activation there, its GELU in out */
         mm_features(op->mm, s, &IC, &OC);
@@ -117,11 +153,11 @@ static void forward_op(Backend *be, const SchedOp *op, float *const *a) {
         cpu_gelu_forward(a[1], a[0], (size_t)N * 4 * C);
         return;
     case OP_KERNEL: cpu_kernel_find(op->kernel->name)(a, op->n); return;   /* found: cpu_run_op */
-    case OP_KV_APPEND: cpu_kv_append(a[0], a[1], a[2], c->pos, B, T, C, NH, be->plan->step.cache_T); return;
-    case OP_ATTENTION: cpu_attention_forward(a[0], c->a.preatt, a[1], a[2], B, T, C, NH); return;
+    case OP_KV_APPEND: cpu_kv_append_gqa(a[0], a[1], a[2], c->pos, g, be->plan->step.cache_T); return;
+    case OP_ATTENTION: cpu_attention_forward_gqa(a[0], c->a.preatt, a[1], a[2], g); return;
     case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv: the rows' one position appended, then attended over */
-        cpu_kv_append(a[1], a[2], a[3], c->pos, B, T, C, NH, be->plan->step.cache_T);
-        cpu_attention_cached(a[0], a[3], a[1], a[2], c->pos, B, T, C, NH, be->plan->step.cache_T);
+        cpu_kv_append_gqa(a[1], a[2], a[3], c->pos, g, be->plan->step.cache_T);
+        cpu_attention_cached_gqa(a[0], a[3], a[1], a[2], c->pos, g, be->plan->step.cache_T);
         return;
     case OP_LN_MATMUL: ln_matmul(be, op, a, N); return;
     case OP_MATMUL_RESIDUAL: {   /* out, inp, W, bias, res */
@@ -151,6 +187,7 @@ static void backward_op(Backend *be, const SchedOp *op, float *const *a) {
         zero(a[0], (size_t)N * IC);
         cpu_matmul_backward_dinp(a[0], a[1], a[2], N, IC, OC);
         return;
+    case OP_MATMUL_DINP_ACC: cpu_matmul_backward_dinp(a[0], a[1], a[2], N, IC, OC); return;
     case OP_MATMUL_DW: cpu_matmul_backward_dw(a[0], a[1], a[2], N, IC, OC); return;
     case OP_BIAS_BACKWARD: cpu_bias_backward(a[0], a[1], N, (int)op->n); return;
     case OP_GELU_BACKWARD_BIAS:   /* dinout *= GELU'(pre), through scratch; db += its column sums */
@@ -162,8 +199,8 @@ static void backward_op(Backend *be, const SchedOp *op, float *const *a) {
     case OP_FCPROJ_DGELU: dinp_dgelu(c, a[0], a[1], a[2], a[3], N, 4 * C, C); return;
     case OP_FC_BIAS_REDUCE: cpu_bias_backward(a[0], a[1], N, 4 * C); return;
     case OP_ATTENTION_BACKWARD:   /* dqkv, qkv, out, dout, stats (the probabilities) */
-        zero(a[0], (size_t)N * 3 * C);
-        cpu_attention_backward(a[0], c->d.dpreatt, c->d.datt, a[3], a[1], a[4], B, T, C, s->n_head);
+        zero(a[0], (size_t)N * gpt2_qkv_width(s));
+        cpu_attention_backward_gqa(a[0], c->d.dpreatt, c->d.datt, a[3], a[1], a[4], cpu_heads(s, B, T));
         return;
     case OP_ENCODER_BACKWARD: cpu_encoder_backward(a[0], a[1], a[2], c->inputs, B, T, C); return;
     default: forward_op(be, op, a); return;

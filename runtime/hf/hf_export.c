@@ -109,6 +109,9 @@ int hf_export(const HfExport *x, HfReport *r, Err *err) {
     GPT2Shape s;
     int bf16;
     if (checkpoint_read_header(x->checkpoint, &s, &bf16, err) || may_write(x, err)) return -1;
+    if (!gpt2_is_gpt2(&s))   /* LlamaForCausalLM and Qwen3ForCausalLM come with issue 45's export */
+        return err_set(err, "%s: the model is not GPT-2 (its header records another architecture): export writes "
+                       "GPT2LMHeadModel only so far", err_show(x->checkpoint));
     r->shape = s;
     Tokenizer tok;
     int have_tok = load_tokenizer(x, &s, &tok, r, err);

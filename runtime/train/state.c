@@ -52,6 +52,7 @@ void state_header_put(const TrainState *s, int32_t *h) {
     const GPT2Shape *g = &s->shape;
     h[18] = g->max_seq_len; h[19] = g->vocab_size; h[20] = g->padded_vocab_size; h[21] = g->n_layer; h[22] = g->n_head;
     h[23] = g->n_embd; put64(h, 26, s->seed);
+    if (!gpt2_is_gpt2(g)) checkpoint_arch_put(h + 40, g);   /* another architecture (runtime/checkpoint.h); GPT-2: zeros */
     memcpy(&h[28], &s->loss_scale, 4); h[29] = s->loss_scale_clean; h[30] = s->skipped;
     if (s->ranks > 1) { h[31] = s->zero_stage; put64(h, 32, s->shard_offset); put64(h, 34, state_count(s)); }
 }
@@ -60,7 +61,7 @@ void state_header_get(const int32_t *h, TrainState *s) {
     s->ranks = h[2]; s->rank = h[3]; s->shuffle = h[5]; s->step = h[6]; s->epoch = h[7]; s->shard_pos = h[8];
     s->row_pos = (long)get64(h, 9); s->sample_rng = get64(h, 11); s->num_params = get64(h, 13); s->n_shards = h[15];
     s->B = h[16]; s->T = h[17];
-    s->shape = (GPT2Shape){h[18], h[19], h[20], h[21], h[22], h[23]};
+    s->shape = gpt2_shape(h[18], h[19], h[20], h[21], h[22], h[23]);
     s->seed = get64(h, 26);
     if (h[1] >= 3) { memcpy(&s->loss_scale, &h[28], 4); s->loss_scale_clean = h[29]; s->skipped = h[30]; }
     s->zero_stage = h[1] >= 3 ? h[31] : 0;
@@ -186,7 +187,8 @@ int state_load(const char *path, TrainState *s, Err *err) {
         rc = err_set(err, "%s: truncated: shorter than the 1024-byte header", path);
     else {
         state_header_get(h, s);
-        rc = check_header(path, h, s, (long long)st.st_size, err);
+        rc = h[0] == STATE_MAGIC && h[1] >= 3 && h[40] && checkpoint_arch_get(h + 40, &s->shape, path, err);   /* not GPT-2 */
+        rc = rc || check_header(path, h, s, (long long)st.st_size, err);
         if (!rc) rc = read_body(path, f, h, s, err);
     }
     fclose(f);

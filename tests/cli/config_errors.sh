@@ -106,6 +106,19 @@ out=$("$GPT2GEN" build "$WORK/huge.lua" --arch sm_90 2>&1); rc=$?
 if [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "huge.lua: 1100000 bytes, more than the 1 MiB such a file may have"; then ok config_size_limit
 else fail config_size_limit "rc=$rc: $out"; fi
 
+# the architecture's keys (docs/config.md, "model"): each value checked, naming the key
+M2='n_layer = 2, n_head = 4, n_embd = 64, max_seq_len = 64, vocab_size = 512'
+expect_error bad_norm             "model = { $M2, norm = 'batchnorm' }"  "model.norm: expected one of layernorm, rmsnorm"
+expect_error bad_position         "model = { $M2, position = 'alibi' }"  "model.position: expected one of learned, rope"
+expect_error bad_mlp              "model = { $M2, mlp = 'geglu' }"       "model.mlp: expected one of gelu, relu2, swiglu"
+expect_error kv_head_not_divisor  "model = { $M2, n_kv_head = 3 }"       "model.n_kv_head: 3 does not divide model.n_head 4"
+expect_error bad_norm_eps         "model = { $M2, norm_eps = 0 }"        "model.norm_eps: expected a number in (0, 1), got 0"
+expect_error bad_rope_theta       "model = { $M2, rope_theta = 0 }"      "model.rope_theta: expected a number > 0, got 0"
+expect_error negative_softcap     "model = { $M2, logit_softcap = -1 }"  "model.logit_softcap: expected a finite number >= 0"
+expect_error bad_n_ffn            "model = { $M2, n_ffn = 100 }"         "model.n_ffn: 100 is not supported; expected a multiple of 32"
+expect_error bias_not_bool        "model = { $M2, bias = 'no' }"         "model.bias: expected true or false, got \"no\""
+
+
 # User strings in messages are cut at 200 characters with "...", and the reason is always there
 long=$(printf '%05000d' 0)
 d="$WORK/msg"; mkdir -p "$d"; printf '%s\n%s\n' "$GOOD_MODEL" "$GOOD_TRAIN" > "$d/ok.lua"
