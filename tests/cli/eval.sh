@@ -10,29 +10,7 @@ if [ "${EVAL_BACKEND:-cpu}" = cuda ] && ! nvidia-smi >/dev/null 2>&1; then skip 
 B=${EVAL_BACKEND:-cpu}
 
 # an evaluation set: n examples of 2 to 4 completions, random tokens (python3 writes it as llm.c's hellaswag.py does)
-make_set() {   # FILE N SEED [CTX_MAX]
-    python3 - "$@" <<'PY'
-import random, struct, sys
-path, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-ctx_max = int(sys.argv[4]) if len(sys.argv) > 4 else 12
-r = random.Random(seed)
-stream, longest = [], 0
-for i in range(n):
-    k = r.choice([2, 4, 4])
-    ex = [65535, 0, i, r.randrange(k), k]
-    ctx = [r.randrange(50257) for _ in range(r.randint(2, ctx_max))]
-    ex += [len(ctx)] + ctx
-    for _ in range(k):
-        c = [r.randrange(50257) for _ in range(r.randint(1, 6))]
-        ex += [len(c)] + c
-    ex[1] = 2 * len(ex)
-    longest = max(longest, ex[1])
-    stream += ex
-with open(path, "wb") as f:
-    f.write(struct.pack("<256i", 20240522, 1, n, longest, *([0] * 252)))
-    f.write(struct.pack("<%dH" % len(stream), *stream))
-PY
-}
+make_set() { python3 "$ROOT/tests/evalset.py" "$1" "$2" "$3" "${4:-12}" 6 2,4,4; }   # FILE N SEED [CTX_MAX]
 make_set "$WORK/set.bin" 40 1
 
 "$GPT2GEN" train $M --backend cpu -q --set checkpoint.dir="$WORK/run" --set train.steps=4 \

@@ -33,20 +33,8 @@ limited "$GPT2GEN" sample --checkpoint "$CK" --backend cpu --batch 8 --tokens 2 
 if [ "$(cat "$WORK/rc")" -eq 0 ] && [ "$(grep -c '^---$' "$WORK/out")" -eq 7 ]; then ok sample_small_batch_runs
 else fail sample_small_batch_runs "rc=$(cat "$WORK/rc"): $(head -c 400 "$WORK/err")"; fi
 
-# an evaluation set of 1024 examples of 4 completions: 4096 rows (llm.c's format, as tests/cli/eval.sh writes it)
-python3 - "$WORK/set.bin" <<'PY'
-import struct, sys
-stream, longest = [], 0
-for i in range(1024):
-    ex = [65535, 0, i, i % 4, 4, 3, 10, 11, 12]
-    for k in range(4): ex += [1, 20 + k]
-    ex[1] = 2 * len(ex)
-    longest = max(longest, ex[1])
-    stream += ex
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<256i", 20240522, 1, 1024, longest, *([0] * 252)))
-    f.write(struct.pack("<%dH" % len(stream), *stream))
-PY
+# an evaluation set of 1024 examples of 4 completions: 4096 rows (tests/evalset.py)
+python3 "$ROOT/tests/evalset.py" "$WORK/set.bin" 1024 1 3 1
 limited "$GPT2GEN" eval --checkpoint "$CK" --data "$WORK/set.bin" --backend cpu --rows 4096
 if [ "$(cat "$WORK/rc")" -eq 1 ] && grep -q -- "--rows 4096: 4096 rows need about [0-9.]* GiB of memory" "$WORK/err" \
     && grep -q "lower --rows" "$WORK/err"; then ok eval_rows_checked

@@ -149,19 +149,7 @@ browser() {   # NAME SVG PNG HEX...
 }
 
 # an evaluation set of 16 examples (llm.c's format), for the accuracy panel
-python3 - "$WORK/set.bin" <<'PY'
-import random, struct, sys
-r, stream, longest = random.Random(5), [], 0
-for i in range(16):
-    ex = [65535, 0, i, r.randrange(4), 4]
-    ctx = [r.randrange(50257) for _ in range(r.randint(2, 10))]
-    ex += [len(ctx)] + ctx
-    for _ in range(4):
-        c = [r.randrange(50257) for _ in range(r.randint(1, 5))]
-        ex += [len(c)] + c
-    ex[1] = 2 * len(ex); longest = max(longest, ex[1]); stream += ex
-open(sys.argv[1], "wb").write(struct.pack("<256i", 20240522, 1, 16, longest, *([0] * 252)) + struct.pack("<%dH" % len(stream), *stream))
-PY
+python3 "$ROOT/tests/evalset.py" "$WORK/set.bin" 16 5 10 5
 
 # --- training keeps plot.svg: at each validation, and at the end --------------------------------------------------
 A="$WORK/runs/run-a"

@@ -32,23 +32,7 @@ ck=""
 if [ "$phase" != test ] && [ -f data/fortunes/train_000000.bin ] &&
    "$GPT2GEN" train configs/tiny.lua --backend cpu -q --set train.steps=1 --set checkpoint.dir="$WORK/ck" > "$WORK/ck.log" 2>&1; then
     ck="$WORK/ck/model_00000001.bin"
-    python3 - "$WORK/set.bin" <<'PY'
-import random, struct, sys
-r, stream, longest = random.Random(1), [], 0
-for i in range(40):
-    ex = [65535, 0, i, r.randrange(4), 4]
-    ctx = [r.randrange(50257) for _ in range(r.randint(2, 12))]
-    ex += [len(ctx)] + ctx
-    for _ in range(4):
-        c = [r.randrange(50257) for _ in range(r.randint(1, 6))]
-        ex += [len(c)] + c
-    ex[1] = 2 * len(ex)
-    longest = max(longest, ex[1])
-    stream += ex
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<256i", 20240522, 1, 40, longest, *([0] * 252)))
-    f.write(struct.pack("<%dH" % len(stream), *stream))
-PY
+    python3 "$ROOT/tests/evalset.py" "$WORK/set.bin" 40 1 12 6
 fi
 # the decode and eval plans after a tune: swept in its report, best records for their shapes, and sample and eval
 # take them (each says so in its one "tune db" line)
