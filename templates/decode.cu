@@ -575,34 +575,44 @@ __device__ __forceinline__ void linear_prologue(const floatX *weight, int n0, in
     grid_dependents_launch();
 }
 
-// the mean and rstd of each of the warp's rows of inp (C wide), summed in templates/layernorm.cu's order
+// the mean and rstd of each of the warp's rows of inp (C wide), summed in templates/layernorm.cu's order; the
+// lane's packets are read once and kept in registers for the second sum, so that the statistics cost one trip to
+// memory, not two
+constexpr int LN_PACKETS = C / LIN_PACKET;
+constexpr int LN_PER_LANE = (LN_PACKETS + WARP_SIZE - 1) / WARP_SIZE;
 __device__ __forceinline__ void linear_ln_stats(const floatX *inp, int b0, int lane, float (&mean)[LIN_ROWS],
                                                 float (&rstd)[LIN_ROWS]) {
-    constexpr int P = C / LIN_PACKET;
 #pragma unroll
     for (int r = 0; r < LIN_ROWS; r++) {
         if (b0 + r >= B) break;
         const floatX *row = inp + (long long)(b0 + r) * C;
-        float s = 0.0f;
-        for (int p = lane; p < P; p += WARP_SIZE) {
-            const linvec x = load_vec<floatX, LIN_PACKET>(row + p * LIN_PACKET);
-            for (int k = 0; k < LIN_PACKET; k++) s += to_f(x[k]);
+        linvec x[LN_PER_LANE];
+#pragma unroll
+        for (int i = 0; i < LN_PER_LANE; i++) {
+            const int p = lane + i * WARP_SIZE;
+            x[i] = p < LN_PACKETS ? load_vec<floatX, LIN_PACKET>(row + p * LIN_PACKET) : linvec::zeros();
         }
+        float s = 0.0f;
+#pragma unroll
+        for (int i = 0; i < LN_PER_LANE; i++)
+            for (int k = 0; k < LIN_PACKET; k++) s += to_f(x[i][k]);
         const float m = warp_sum(s) / C;
         float s2 = 0.0f;
-        for (int p = lane; p < P; p += WARP_SIZE) {
-            const linvec x = load_vec<floatX, LIN_PACKET>(row + p * LIN_PACKET);
-            for (int k = 0; k < LIN_PACKET; k++) { const float d = to_f(x[k]) - m; s2 += d * d; }
-        }
+#pragma unroll
+        for (int i = 0; i < LN_PER_LANE; i++)
+            if (lane + i * WARP_SIZE < LN_PACKETS)
+                for (int k = 0; k < LIN_PACKET; k++) { const float d = to_f(x[i][k]) - m; s2 += d * d; }
         mean[r] = m;
         rstd[r] = rsqrtf(warp_sum(s2) / C + LIN_LN_EPS);
     }
 }
 
-// acc[c][r] = the warp's dot products of columns n0 + c with rows b0 + r of inp, or of LN(inp) where LN
-template <bool LN>
+// acc[c][r] = the warp's dot products of columns n0 + c with rows b0 + r of inp, or of LN(inp) where LN; IC is a
+// constant so that the packet loop unrolls whole and the lane's weight loads are all in flight together (the step
+// of few rows waits on memory's latency, not its bandwidth)
+template <bool LN, int IC>
 __device__ __forceinline__ void linear_dots(float (&acc)[LIN_COLS][LIN_ROWS], const floatX *inp, const floatX *lnw,
-                                            const floatX *lnb, const floatX *weight, int n0, int b0, int OC, int IC,
+                                            const floatX *lnb, const floatX *weight, int n0, int b0, int OC,
                                             int lane) {
     float mean[LIN_ROWS], rstd[LIN_ROWS];
     if constexpr (LN) linear_ln_stats(inp, b0, lane, mean, rstd);
@@ -610,8 +620,8 @@ __device__ __forceinline__ void linear_dots(float (&acc)[LIN_COLS][LIN_ROWS], co
     for (int c = 0; c < LIN_COLS; c++)
 #pragma unroll
         for (int r = 0; r < LIN_ROWS; r++) acc[c][r] = 0.0f;
-    const int packets = IC / LIN_PACKET;
-#pragma unroll 2
+    constexpr int packets = IC / LIN_PACKET;
+#pragma unroll
     for (int p = lane; p < packets; p += WARP_SIZE) {
         linvec w[LIN_COLS];
 #pragma unroll
@@ -637,15 +647,15 @@ __device__ __forceinline__ void linear_dots(float (&acc)[LIN_COLS][LIN_ROWS], co
 
 // what both linears do before their stores: the prologue, the dots and the warp's sums; epi(b, n, sum) stores column n
 // of row b (lane 0 of the warp)
-template <bool LN, class Epi>
+template <bool LN, int IC, class Epi>
 __device__ __forceinline__ void linear_rows(const floatX *inp, const floatX *lnw, const floatX *lnb, const floatX *weight,
-                                            int OC, int IC, Epi epi) {
+                                            int OC, Epi epi) {
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int n0 = (blockIdx.x * (LIN_THREADS / WARP_SIZE) + warp) * LIN_COLS, b0 = blockIdx.y * LIN_ROWS;
     linear_prologue(weight, n0, OC, IC, lane);
     if (n0 >= OC) return;
     float acc[LIN_COLS][LIN_ROWS];
-    linear_dots<LN>(acc, inp, lnw, lnb, weight, n0, b0, OC, IC, lane);
+    linear_dots<LN, IC>(acc, inp, lnw, lnb, weight, n0, b0, OC, lane);
 #pragma unroll
     for (int c = 0; c < LIN_COLS; c++)
 #pragma unroll
@@ -656,7 +666,7 @@ __device__ __forceinline__ void linear_rows(const floatX *inp, const floatX *lnw
 }
 
 KERNEL(decode_ln_linear) {
-    linear_rows<true>(inp, lnw, lnb, weight, OC, C, [&](int b, int n, float s) {
+    linear_rows<true, C>(inp, lnw, lnb, weight, OC, [&](int b, int n, float s) {
         if (bias) s += to_f(bias[n]);
         if (gelu) s = ::gelu(s);
         out[(long long)b * OC + n] = from_f<floatX>(s);
@@ -664,8 +674,13 @@ KERNEL(decode_ln_linear) {
 }
 
 KERNEL(decode_linear_residual) {
-    linear_rows<false>(inp, nullptr, nullptr, weight, OC, IC, [&](int b, int n, float s) {
+    const auto epi = [&](int b, int n, float s) {
         const long long at = (long long)b * OC + n;
         out[at] = from_f<floatX>(to_f(res[at]) + to_f(from_f<floatX>(s + to_f(bias[n]))));
-    });
+    };
+    // the two widths GPT-2's residual linears read (attproj's C, fcproj's 4C), each unrolled; the branch is the
+    // same for every thread of the launch, and another width is a bug that ends the launch with an error
+    if (IC == C) linear_rows<false, C>(inp, nullptr, nullptr, weight, OC, epi);
+    else if (IC == 4 * C) linear_rows<false, 4 * C>(inp, nullptr, nullptr, weight, OC, epi);
+    else __trap();
 }

@@ -133,6 +133,7 @@ static void cu_destroy(Backend *be) {
         if (c->dev.ctx) {
             cuda_device_use(&c->dev, &(Err){{0}});
             cu.cuStreamSynchronize(c->s);
+            profile_free(&c->prof);
         }
         matmuls_destroy(&c->mm);
         step_close(c);

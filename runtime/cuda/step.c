@@ -117,7 +117,7 @@ static int micro_step_ops(Cuda *c, const BackendRun *r, float alpha, Err *err) {
 
 /* The micro-step as a CUDA graph (Plan.graph): micro_step_ops recorded once and replayed, so that the GPU starts
    each kernel without waiting for the host's launch, and the host's part of a micro-step is one call. Where it is
-   not: while profiling (the profile synchronizes each op), with GPT2GEN_SYNC (each launch checked), where the
+   not: while profiling (the profile times each op between events), with GPT2GEN_SYNC (each launch checked), where the
    gradients are handed on layer by layer (several ranks overlap their averaging with the backward: a host call
    between kernels), and for the first micro-step, which runs op by op (it is what is recorded, and whatever is set
    up on first use is then set up outside a recording). The launches' arguments are the plan's fixed buffers and
