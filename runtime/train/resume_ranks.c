@@ -124,10 +124,12 @@ static int try_step(const ResumeWant *w, Comm *c, const Proposal *p, TrainState 
     int rank = c->first_rank;
     TrainState hs, part;
     memset(&hs, 0, sizeof hs);
-    state_header_get(p->header, &hs);
+    Err herr = {{0}};
+    int bad = state_header_get(p->header, &hs, "rank 0's state", &herr);   /* rank 0 read it whole: never, but said */
     Answer *all = xcalloc((size_t)c->world, sizeof *all), verdict = {HAVE, ""};
-    if (rank != 0) answer(w, rank, &hs, p->step, &part, &all[rank]);
-    else memset(&part, 0, sizeof part);
+    memset(&part, 0, sizeof part);
+    if (bad) { all[rank].what = BAD; snprintf(all[rank].msg, sizeof all[rank].msg, "rank %d: %.2000s", rank, herr.msg); }
+    else if (rank != 0) answer(w, rank, &hs, p->step, &part, &all[rank]);
     int rc = share(c, all, (size_t)c->world * (sizeof *all / 4), PER_RANK, err);
     if (!rc) reasons(all, c->world, why, MSG_BYTES);
     free(all);

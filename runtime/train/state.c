@@ -57,7 +57,7 @@ void state_header_put(const TrainState *s, int32_t *h) {
     if (s->ranks > 1) { h[31] = s->zero_stage; put64(h, 32, s->shard_offset); put64(h, 34, state_count(s)); }
 }
 
-void state_header_get(const int32_t *h, TrainState *s) {
+int state_header_get(const int32_t *h, TrainState *s, const char *path, Err *err) {
     s->ranks = h[2]; s->rank = h[3]; s->shuffle = h[5]; s->step = h[6]; s->epoch = h[7]; s->shard_pos = h[8];
     s->row_pos = (long)get64(h, 9); s->sample_rng = get64(h, 11); s->num_params = get64(h, 13); s->n_shards = h[15];
     s->B = h[16]; s->T = h[17];
@@ -67,6 +67,7 @@ void state_header_get(const int32_t *h, TrainState *s) {
     s->zero_stage = h[1] >= 3 ? h[31] : 0;
     s->shard_offset = h[1] >= 3 ? get64(h, 32) : 0;
     s->shard_count = h[1] >= 3 ? get64(h, 34) : 0;
+    return h[0] == STATE_MAGIC && h[1] >= 3 && h[40] ? checkpoint_arch_get(h + 40, &s->shape, path, err) : 0;   /* not GPT-2 */
 }
 
 /* The body's parts, in file order. */
@@ -186,8 +187,7 @@ int state_load(const char *path, TrainState *s, Err *err) {
     else if (st.st_size < (long long)sizeof h || fread(h, sizeof h, 1, f) != 1)
         rc = err_set(err, "%s: truncated: shorter than the 1024-byte header", path);
     else {
-        state_header_get(h, s);
-        rc = h[0] == STATE_MAGIC && h[1] >= 3 && h[40] && checkpoint_arch_get(h + 40, &s->shape, path, err);   /* not GPT-2 */
+        rc = state_header_get(h, s, path, err);
         rc = rc || check_header(path, h, s, (long long)st.st_size, err);
         if (!rc) rc = read_body(path, f, h, s, err);
     }

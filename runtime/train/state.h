@@ -63,7 +63,9 @@ void state_free(TrainState *s);
    ranks that cannot read its file (runtime/train/resume.h). */
 enum { STATE_HEADER_INTS = 256 };
 void state_header_put(const TrainState *s, int32_t *h);
-void state_header_get(const int32_t *h, TrainState *s);
+/* the header's fields into s, the architecture record included (an error for a record that is not valid, named
+   after path) */
+int  state_header_get(const int32_t *h, TrainState *s, const char *path, Err *err);
 /* The parameters m, v and params hold: shard_count, or all num_params when it is 0. */
 size_t state_count(const TrainState *s);
 #endif

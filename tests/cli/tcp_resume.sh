@@ -6,7 +6,8 @@
 # each rank reads only its own folder continues to the bits of the run that never stopped (and of `--gpus 2
 # --backend cpu`); a rank 1 that lacks its part of the newest step makes rank 0 pass over that step, naming rank 1;
 # one that lacks every part stops both ranks with the message naming rank 1; a ZeRO-0 checkpoint, all in rank 0's
-# folder, resumes as ZeRO-1 with nothing in rank 1's. Loopback only; every wait is bounded.
+# folder, resumes as ZeRO-1 with nothing in rank 1's; and so does a model of another architecture, whose record every
+# rank reads from rank 0's header. Loopback only; every wait is bounded.
 . "$(dirname "$0")/../lib.sh"
 . "$ROOT/tests/train_env.sh"
 export OMP_NUM_THREADS=1   # 2 processes on a few cores
@@ -75,4 +76,19 @@ vals "$WORK/q-r0/metrics.jsonl" > "$WORK/q.txt"
 if [ $RC0 -eq 0 ] && [ $RC1 -eq 0 ] && [ ! -e "$WORK/z-r1/state_00000004.r1.bin" ] && [ -s "$WORK/q.txt" ] \
    && tail -n "$(wc -l < "$WORK/q.txt")" "$WORK/emu.txt" | cmp -s - "$WORK/q.txt" && same_step8 q "$WORK/emu"; then ok zero0_checkpoint_resumes_as_zero1
 else fail zero0_checkpoint_resumes_as_zero1 "rc=$RC0 $RC1: $(ls "$WORK/z-r0" "$WORK/z-r1"; logs q)"; fi
+
+# the Llama-shaped micro model (tests/cli/arch.sh's): the resume the ranks agree on from rank 0's header carries its
+# architecture record to rank 1, whose part then fits, and the run continues to the emulation's bits
+printf 'base "%s/tests/configs/micro.lua"\nname = "llama"\nmodel = { norm = "rmsnorm", position = "rope", mlp = "swiglu", n_ffn = 160, n_kv_head = 1, bias = false, tie_embeddings = false }\n' "$ROOT" > "$WORK/llama.lua"
+M=$(printf '%s' "$M" | sed "s#tests/configs/micro.lua#$WORK/llama.lua#")
+"$GPT2GEN" train $M --backend cpu -q --gpus 2 --set checkpoint.dir="$WORK/lemu" > "$WORK/lemu.log" 2>&1
+vals "$WORK/lemu/metrics.jsonl" > "$WORK/lemu.txt"
+pair ls --set train.zero_stage=1
+mkdir -p "$WORK/lp-r0" "$WORK/lp-r1"
+cp "$WORK/ls-r0"/*_00000004.bin "$WORK/lp-r0/" && cp "$WORK/ls-r1/state_00000004.r1.bin" "$WORK/lp-r1/"
+pair lp --set train.zero_stage=1 --resume
+vals "$WORK/lp-r0/metrics.jsonl" > "$WORK/lp.txt"
+if [ $RC0 -eq 0 ] && [ $RC1 -eq 0 ] && [ -s "$WORK/lp.txt" ] && [ "$(wc -l < "$WORK/lemu.txt")" -eq 19 ] \
+   && tail -n "$(wc -l < "$WORK/lp.txt")" "$WORK/lemu.txt" | cmp -s - "$WORK/lp.txt" && same_step8 lp "$WORK/lemu"; then ok other_architecture_resume_exact
+else fail other_architecture_resume_exact "rc=$RC0 $RC1: $(logs lp; diff "$WORK/lp.txt" "$WORK/lemu.txt" | head -4)"; fi
 finish
