@@ -52,7 +52,12 @@ static int validate_batch(Config *c, Err *err) {
     uint64_t L = (uint64_t)c->model.n_layer, C = (uint64_t)c->model.n_embd, NH = (uint64_t)c->model.n_head;
     uint64_t Vp = (uint64_t)c->model.padded_vocab_size, BT = mul_sat(B, T);
     uint64_t att = mul_sat(mul_sat(B, NH), mul_sat(T, T));
-    uint64_t layer_bytes = add_sat(mul_sat(BT, add_sat(mul_sat(32, C), 32)), mul_sat(2, att));
+    /* a row of a layer: 16 C for the attention's side and 4 of the MLP's widths (4 C each for GPT-2: 32 C in all;
+       SwiGLU's gate doubles the width) */
+    uint64_t ffn = c->model.n_ffn > 0 ? (uint64_t)c->model.n_ffn : 4 * C;
+    uint64_t mlp = c->model.mlp == MLP_SWIGLU ? mul_sat(2, ffn) : ffn;
+    uint64_t row = add_sat(add_sat(mul_sat(16, C), mul_sat(4, mlp)), 32);
+    uint64_t layer_bytes = add_sat(mul_sat(BT, row), mul_sat(2, att));
     uint64_t step_bytes = mul_sat(4, add_sat(mul_sat(L + 2, layer_bytes), mul_sat(BT, Vp)));
     if (step_bytes > MAX_STEP_BYTES)
         return err_set(err, "%s: train.batch_size: batch_size=%d, seq_len=%d with n_layer=%d, n_head=%d, n_embd=%d need %.3g bytes "

@@ -367,6 +367,8 @@ static void test_range_edges(void) {
         {"model = { n_layer = 2^31 - 1 }", "parameters: out of range"},
         {"model = { n_layer = 1024, n_head = 8, n_embd = 512, max_seq_len = 2^20 } train = { batch_size = 1024, seq_len = 2^20 }",
          "of activations per micro-step: out of range"},
+        /* the MLP's width counts: SwiGLU's hidden size alone takes a micro-step past the bound */
+        {"model = { mlp = \"swiglu\", n_ffn = 2^20, bias = false } train = { batch_size = 2^24 }", "of activations per micro-step: out of range"},
     };
     expect_refused(BAD, sizeof BAD / sizeof BAD[0]);
 }
