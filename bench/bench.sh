@@ -1,6 +1,8 @@
 #!/bin/sh
 # bench/bench.sh: our trainer against PyTorch (torch.compile, bf16 autocast, flash SDPA, fused AdamW) in the
-# same run, on random-token shards, T=1024: GPT-2 124M at B=64 and 350M at B=32. Prints tok/s, ms/step, the peak
+# same run, on random-token shards, T=1024: GPT-2 124M at B=64 and 350M at B=32 (and, where MODELS names them,
+# GPT-2's relatives configs/llama-124M.lua and configs/nanochat-d12.lua at B=64, beside a PyTorch model of the same
+# architecture: bench/pytorch_gpt2.py). Prints tok/s, ms/step, the peak
 # GPU memory, the mean SM clock and power of each, and the ratio ours/PyTorch. Run from the repository root on the
 # GPU machine, with ./gpt2gen built. STEPS (default 30) steps each; MODELS (default "124M 350M"); ATTENTIONS
 # (default "cudnn flash": ours once per attention path); NO_TORCH=1 skips PyTorch; NO_PROFILE=1 skips the per-op
@@ -38,7 +40,8 @@ clocks_power() {
 summary=build/bench-logs/summary.txt
 : > "$summary"
 for model in $MODELS; do
-    case $model in 124M) B=64 ;; 350M) B=32 ;; 774M) B=16 ;; *) B=8 ;; esac
+    case $model in 124M|llama-124M|nanochat-d12) B=64 ;; 350M) B=32 ;; 774M) B=16 ;; *) B=8 ;; esac
+    case $model in *-*) config=configs/$model.lua ;; *) config=configs/gpt2-$model.lua ;; esac
     B=${BATCH:-$B}
     theirs=""; theirs_mem=0; theirs_cp="0 0"
     if [ -z "$NO_TORCH" ]; then
@@ -57,7 +60,7 @@ for model in $MODELS; do
         log=build/bench-logs/$run-$model-$att.log
         PEAK_FILE=build/bench-logs/$run-$model-$att.peak; echo 0 > $PEAK_FILE
         rm -rf build/bench-ckpt-$run-$model-$att   # a folder holding a run is refused
-        peak_mem $bin train configs/gpt2-$model.lua --backend cuda $sets --set train.batch_size=$B --set train.total_batch_size=$((B * 1024)) \
+        peak_mem $bin train $config --backend cuda $sets --set train.batch_size=$B --set train.total_batch_size=$((B * 1024)) \
             --set train.steps=$STEPS --set train.warmup=10 --set "data.train=$data/train_*.bin" --set "data.val=$data/val_*.bin" \
             --set data.tokenizer=none --set eval.val_every=0 --set eval.sample_every=0 --set attention=$att \
             --set checkpoint.dir=build/bench-ckpt-$run-$model-$att > "$log" 2>&1
@@ -73,7 +76,7 @@ for model in $MODELS; do
     done
     done
 done
-# where the time of a 124M step goes, per attention path: GPT2GEN_PROFILE=1 synchronizes around each op
+# where the time of a 124M step goes, per attention path: GPT2GEN_PROFILE=1 times each op between CUDA events
 if [ -z "$NO_PROFILE" ]; then
     for lb in $runs; do
     for att in $ATTENTIONS; do

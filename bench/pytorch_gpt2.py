@@ -1,5 +1,7 @@
 """The PyTorch side of bench/bench.sh: a nanoGPT-style GPT-2 trained on random tokens with torch.compile,
-bf16 autocast, F.scaled_dot_product_attention (flash) and fused AdamW. Prints one line:
+bf16 autocast, F.scaled_dot_product_attention (flash) and fused AdamW; or, for --model llama-124M or nanochat-d12,
+a model of that config's architecture (configs/<model>.lua: RMSNorm, RoPE, SwiGLU or ReLU^2, grouped-query
+attention through SDPA's enable_gqa, QK-norm, no biases, an untied head, a logit soft-cap). Prints one line:
     pytorch <model> B=<B> T=<T>: <ms> ms/step, <tok/s> tok/s, peak <GiB> GiB
 Under torchrun (WORLD_SIZE > 1) it trains with DistributedDataParallel, B rows per GPU, and rank 0 prints the
 global tok/s ("pytorch-ddp<N> ..."). Written for this project (same recipe as the llm.c / nanoGPT reference trainers)."""
@@ -10,43 +12,93 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 SIZES = {"124M": (12, 12, 768), "350M": (24, 16, 1024), "774M": (36, 20, 1280), "1558M": (48, 25, 1600)}
+# GPT-2's relatives, as configs/llama-124M.lua and configs/nanochat-d12.lua describe them
+ARCHS = {
+    "llama-124M": dict(L=12, NH=12, C=768, nkv=4, ffn=2048, rms=True, rope=True, mlp="swiglu", qk_norm=False,
+                       bias=False, tied=False, softcap=0.0),
+    "nanochat-d12": dict(L=12, NH=6, C=768, nkv=6, ffn=3072, rms=True, rope=True, mlp="relu2", qk_norm=True,
+                         bias=False, tied=False, softcap=15.0),
+}
+
+
+def gpt2_arch(L, NH, C):
+    return dict(L=L, NH=NH, C=C, nkv=NH, ffn=4 * C, rms=False, rope=False, mlp="gelu", qk_norm=False, bias=True,
+                tied=True, softcap=0.0)
+
+
+def norm(a, n):
+    return nn.RMSNorm(n, eps=1e-5) if a["rms"] else nn.LayerNorm(n, eps=1e-5, bias=a["bias"])
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
 
 
 class Attention(nn.Module):
-    def __init__(self, C, NH):
+    def __init__(self, a):
         super().__init__()
-        self.NH = NH
-        self.qkv = nn.Linear(C, 3 * C)
-        self.proj = nn.Linear(C, C)
+        self.NH, self.nkv, self.HS = a["NH"], a["nkv"], a["C"] // a["NH"]
+        self.qkv = nn.Linear(a["C"], (self.NH + 2 * self.nkv) * self.HS, bias=a["bias"])
+        self.proj = nn.Linear(a["C"], a["C"], bias=a["bias"])
+        self.qn = nn.RMSNorm(self.HS, eps=1e-5) if a["qk_norm"] else None
+        self.kn = nn.RMSNorm(self.HS, eps=1e-5) if a["qk_norm"] else None
 
-    def forward(self, x):
+    def forward(self, x, rope):
         B, T, C = x.shape
-        q, k, v = self.qkv(x).split(C, dim=2)
-        q, k, v = (t.view(B, T, self.NH, C // self.NH).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        q, k, v = self.qkv(x).split([self.NH * self.HS, self.nkv * self.HS, self.nkv * self.HS], dim=2)
+        q = q.view(B, T, self.NH, self.HS).transpose(1, 2)
+        k = k.view(B, T, self.nkv, self.HS).transpose(1, 2)
+        v = v.view(B, T, self.nkv, self.HS).transpose(1, 2)
+        if self.qn is not None:
+            q, k = self.qn(q), self.kn(k)
+        if rope is not None:
+            cos, sin = rope
+            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.nkv != self.NH)
         return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
 
 
 class Block(nn.Module):
-    def __init__(self, C, NH):
+    def __init__(self, a):
         super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
-        self.attn = Attention(C, NH)
-        self.fc, self.fcproj = nn.Linear(C, 4 * C), nn.Linear(4 * C, C)
+        C, ffn = a["C"], a["ffn"]
+        self.ln1, self.ln2 = norm(a, C), norm(a, C)
+        self.attn = Attention(a)
+        self.mlp = a["mlp"]
+        self.fc, self.fcproj = nn.Linear(C, ffn, bias=a["bias"]), nn.Linear(ffn, C, bias=a["bias"])
+        self.gate = nn.Linear(C, ffn, bias=a["bias"]) if self.mlp == "swiglu" else None
 
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.fcproj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+    def forward(self, x, rope):
+        x = x + self.attn(self.ln1(x), rope)
+        h = self.ln2(x)
+        if self.mlp == "swiglu":
+            h = F.silu(self.gate(h)) * self.fc(h)
+        elif self.mlp == "relu2":
+            h = F.relu(self.fc(h)).square()
+        else:
+            h = F.gelu(self.fc(h), approximate="tanh")
+        return x + self.fcproj(h)
 
 
 class GPT(nn.Module):
-    def __init__(self, L, NH, C, Vp=50304, maxT=1024):
+    def __init__(self, a, Vp=50304, maxT=1024):
         super().__init__()
-        self.wte, self.wpe = nn.Embedding(Vp, C), nn.Embedding(maxT, C)
-        self.blocks = nn.ModuleList(Block(C, NH) for _ in range(L))
-        self.lnf = nn.LayerNorm(C)
+        L, C = a["L"], a["C"]
+        self.a = a
+        self.wte = nn.Embedding(Vp, C)
+        self.wpe = None if a["rope"] else nn.Embedding(maxT, C)
+        self.blocks = nn.ModuleList(Block(a) for _ in range(L))
+        self.lnf = norm(a, C)
         self.head = nn.Linear(C, Vp, bias=False)
-        self.head.weight = self.wte.weight          # tied
+        if a["tied"]:
+            self.head.weight = self.wte.weight
+        HS = C // a["NH"]
+        inv = 1.0 / (10000.0 ** (torch.arange(0, HS, 2, dtype=torch.float32) / HS))
+        f = torch.outer(torch.arange(maxT, dtype=torch.float32), inv)
+        emb = torch.cat((f, f), dim=-1)
+        self.register_buffer("cos", emb.cos(), persistent=False)
+        self.register_buffer("sin", emb.sin(), persistent=False)
         for n, p in self.named_parameters():
             if p.dim() == 2:
                 std = 0.02 / math.sqrt(2 * L) if n.endswith("proj.weight") else 0.02
@@ -56,16 +108,24 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets):
         T = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        x = self.wte(idx)
+        rope = None
+        if self.wpe is not None:
+            x = x + self.wpe(torch.arange(T, device=idx.device))
+        else:
+            rope = (self.cos[:T].to(x.dtype), self.sin[:T].to(x.dtype))
         for b in self.blocks:
-            x = b(x)
+            x = b(x, rope)
         logits = self.head(self.lnf(x))
+        if self.a["softcap"] > 0:
+            cap = self.a["softcap"]
+            logits = cap * torch.tanh(logits / cap)
         return F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.view(-1))
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="124M", choices=SIZES)
+    ap.add_argument("--model", default="124M", choices=list(SIZES) + list(ARCHS))
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=30)
@@ -79,8 +139,7 @@ def main():
     torch.manual_seed(1337)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
-    L, NH, C = SIZES[a.model]
-    model = GPT(L, NH, C).cuda()
+    model = GPT(ARCHS[a.model] if a.model in ARCHS else gpt2_arch(*SIZES[a.model])).cuda()
     decay = [p for p in model.parameters() if p.dim() >= 2]
     nodecay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": nodecay, "weight_decay": 0.0}],
