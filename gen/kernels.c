@@ -168,10 +168,9 @@ const FamilyDecl kernel_families[] = {
        kernel_dec_linear, "(ceil(OC / (LIN_THREADS/32 * LIN_COLS)), ceil(B / 8)): as decode_ln_linear", 0}}, NULL,
      STEP_BIT(STEP_DECODE) | STEP_PREFILL, LAUNCH_OVERLAP},   /* a prefill appends to the cache: kv_append */
     /* the whole decode step of few rows in one persistent kernel (Plan.decode_persistent): THREADS a block, one block
-       a multiprocessor; COLS: the weight columns a warp takes at a time in the linears */
+       a multiprocessor (the linears' packets a thread keeps in flight: 4096 / THREADS) */
     {"decode_step", "templates/decode_step.cu", "a decode step of few rows in one persistent kernel, a grid barrier between its phases",
-     {{"STEP_THREADS", 512, {256, 512, 1024}, BLOCK_SIZE_RULE},
-      {"STEP_COLS", 2, {1, 2, 4}, .min = 1, .max = 8, .multiple_of = 1}},
+     {{"STEP_THREADS", 512, {256, 512, 1024}, BLOCK_SIZE_RULE}},
      {0}, NULL, NULL,
      {{"decode_step", {CX(params), CI32(tokens), CI32(pos), X(kcache), X(vcache), X(x), X(res2), X(qkv), X(atty), X(fch),
                        X(logits), I32(sync), INT(n_blocks)}, STEP_THREADS_T, 12, kernel_dec_step,

@@ -73,17 +73,34 @@ __device__ __forceinline__ void grid_barrier(unsigned *sync) {
     __syncthreads();
 }
 
-// the warps of the grid: this one's index, and how many
-__device__ __forceinline__ int grid_warp() { return blockIdx.x * WARPS + threadIdx.x / WARP_SIZE; }
-__device__ __forceinline__ int grid_warps() { return gridDim.x * WARPS; }
+// The linears' split of the work: a block takes an equal share of a phase's OC columns, in chunks of at most
+// STEP_CHUNK packets of weights (columns of IC contiguous in W, so a chunk is one span), each of its threads
+// loading STEP_INFLIGHT packets of the span at once: every block is busy in every phase, and a thread's loads are
+// all in flight together (a step of few rows waits on memory's latency, not its bandwidth).
+constexpr int STEP_CHUNK = 4096;
+constexpr int STEP_INFLIGHT = STEP_CHUNK / STEP_THREADS;
+static_assert(STEP_INFLIGHT * STEP_THREADS == STEP_CHUNK, "STEP_THREADS divides the chunk");
+__shared__ float step_part[B][STEP_CHUNK];   // each packet's dot product, summed by column in a fixed order
 
-// the weight columns this warp reads in a phase of OC columns of IC, into L2 (before the barrier that ends the
-// phase before it)
+// this block's columns [*c0, *c1) of a phase of OC
+template <int OC>
+__device__ __forceinline__ void block_columns(int *c0, int *c1) {
+    const int per = (OC + gridDim.x - 1) / gridDim.x;
+    *c0 = min(OC, (int)blockIdx.x * per);
+    *c1 = min(OC, *c0 + per);
+}
+
+// the weight columns this block reads in a phase of OC columns of IC, into L2 (before the barrier that ends the
+// phase before it), the block's warps taking equal parts of the span
 template <int OC, int IC>
 __device__ __forceinline__ void prefetch_columns(const floatX *W) {
-    const int lane = threadIdx.x % WARP_SIZE;
-    for (int n0 = grid_warp() * STEP_COLS; n0 < OC; n0 += grid_warps() * STEP_COLS)
-        prefetch_l2(W + (long long)n0 * IC, (long long)min(STEP_COLS, OC - n0) * IC * sizeof(floatX), lane);
+    int c0, c1;
+    block_columns<OC>(&c0, &c1);
+    const long long bytes = (long long)(c1 - c0) * IC * sizeof(floatX);
+    const long long part = (bytes / WARPS + 127) / 128 * 128;
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    const long long from = min(bytes, (long long)warp * part), to = min(bytes, from + part);
+    prefetch_l2(reinterpret_cast<const char *>(W + (long long)c0 * IC) + from, to - from, lane);
 }
 
 // the mean and rstd of each row of x (B rows of C, another block's writes), in templates/layernorm.cu's order
@@ -107,40 +124,52 @@ __device__ __forceinline__ void ln_stats(const floatX *x, float (&mean)[B], floa
     }
 }
 
-// One linear phase: for each of this warp's groups of STEP_COLS columns n (of OC), the dot products of W's rows n
-// (IC wide) with the B input rows, whose packet p in(b, p, v) writes (as floats, the values the op list would have
-// stored); epi(b, n, sum) stores the result. The lanes take the packets in turn and the warp's butterfly sums them.
+// One linear phase: the dot products of W's rows n (of OC, IC wide) with the B input rows, whose packet p in(b, p, v)
+// writes (as floats, the values the op list would have stored); epi(b, n, sum) stores the result. The block's
+// threads take its chunk's packets in turn (thread t: t, t + STEP_THREADS, ...), each packet's products summed in
+// order into step_part; then a warp per column sums its packets there (lane, then the warp's butterfly): a fixed
+// order, so the same inputs give the same bits.
 template <int OC, int IC, class In, class Epi>
 __device__ __forceinline__ void linear_phase(const floatX *W, In in, Epi epi) {
-    const int lane = threadIdx.x % WARP_SIZE;
-    for (int n0 = grid_warp() * STEP_COLS; n0 < OC; n0 += grid_warps() * STEP_COLS) {
-        float acc[STEP_COLS][B];
+    constexpr int P = IC / PK;                     // packets a column
+    static_assert(P <= STEP_CHUNK, "a column fits a chunk");
+    constexpr int CH = STEP_CHUNK / P;             // columns a chunk
+    const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    int c_begin, c_end;
+    block_columns<OC>(&c_begin, &c_end);
+    for (int c0 = c_begin; c0 < c_end; c0 += CH) {
+        const int np = min(CH, c_end - c0) * P;
+        const floatX *span = W + (long long)c0 * IC;
+        pvec w[STEP_INFLIGHT];
 #pragma unroll
-        for (int c = 0; c < STEP_COLS; c++)
+        for (int i = 0; i < STEP_INFLIGHT; i++) {
+            const int q = threadIdx.x + i * STEP_THREADS;
+            w[i] = q < np ? load_vec_cs<floatX, PK>(span + (long long)q * PK) : pvec::zeros();
+        }
 #pragma unroll
-            for (int b = 0; b < B; b++) acc[c][b] = 0.0f;
-        for (int p = lane; p < IC / PK; p += WARP_SIZE) {
-            pvec w[STEP_COLS];
-#pragma unroll
-            for (int c = 0; c < STEP_COLS; c++)
-                w[c] = n0 + c < OC ? load_vec_cs<floatX, PK>(W + (long long)(n0 + c) * IC + p * PK) : pvec::zeros();
+        for (int i = 0; i < STEP_INFLIGHT; i++) {
+            const int q = threadIdx.x + i * STEP_THREADS;
+            if (q >= np) break;
 #pragma unroll
             for (int b = 0; b < B; b++) {
                 float x[PK];
-                in(b, p, x);
+                in(b, q % P, x);
+                float s = 0.0f;
 #pragma unroll
-                for (int c = 0; c < STEP_COLS; c++)
-#pragma unroll
-                    for (int k = 0; k < PK; k++) acc[c][b] += to_f(w[c][k]) * x[k];
+                for (int k = 0; k < PK; k++) s += to_f(w[i][k]) * x[k];
+                step_part[b][q] = s;
             }
         }
-#pragma unroll
-        for (int c = 0; c < STEP_COLS; c++)
+        __syncthreads();
+        for (int c = warp; c * P < np; c += WARPS)
 #pragma unroll
             for (int b = 0; b < B; b++) {
-                const float s = warp_sum(acc[c][b]);
-                if (lane == 0 && n0 + c < OC) epi(b, n0 + c, s);
+                float s = 0.0f;
+                for (int p = lane; p < P; p += WARP_SIZE) s += step_part[b][c * P + p];
+                s = warp_sum(s);
+                if (lane == 0) epi(b, c0 + c, s);
             }
+        __syncthreads();   // step_part is the next chunk's
     }
 }
 
