@@ -98,8 +98,8 @@ int cmd_export(int argc, char **argv) {
     HfReport r;
     if (hf_export(&x, &r, &err)) { fprintf(stderr, "gpt2gen export: %s\n", err.msg); return EXIT_FAIL; }
     if (r.dropped_padding)
-        fprintf(stderr, "gpt2gen export: note: %zu non-zero values in wte's padding rows (%d..%d) were not exported\n",
-                r.dropped_padding, r.shape.vocab_size, r.shape.padded_vocab_size - 1);
+        fprintf(stderr, "gpt2gen export: note: %zu non-zero values in %s padding rows (%d..%d) were not exported\n",
+                r.dropped_padding, r.shape.untied ? "wte's and lmhead's" : "wte's", r.shape.vocab_size, r.shape.padded_vocab_size - 1);
     if (!r.wrote_tokenizer) fprintf(stderr, "gpt2gen export: wrote no tokenizer files: %s\n", r.note);
     printf("wrote %s: model.safetensors (%.2fM parameters, %s), config.json%s\n", x.dir, megas(r.params),
            x.dtype == ST_F32 ? "fp32" : x.dtype == ST_BF16 ? "bf16" : "fp16",
