@@ -133,8 +133,14 @@ int cmd_import(int argc, char **argv) {
     HfReport r;
     if (hf_import(dir, out, bf16, force, &r, &err)) { fprintf(stderr, "gpt2gen import: %s\n", err.msg); return EXIT_FAIL; }
     const GPT2Shape *s = &r.shape;
-    printf("wrote %s: %.2fM parameters (%s), L=%d C=%d NH=%d maxT=%d V=%d (padded to %d)%s\n", out, megas(r.params),
-           bf16 ? "bf16" : "fp32", s->n_layer, s->n_embd, s->n_head, s->max_seq_len, s->vocab_size, s->padded_vocab_size,
-           r.ignored ? "; ignored the attention-mask buffers or the tied lm_head.weight" : "");
+    char arch[160] = "", why[256];
+    int f = hf_family(s, why, sizeof why);
+    if (f != HF_GPT2)   /* GPT-2's line stays as it was */
+        snprintf(arch, sizeof arch, ", %s: NKV=%d F=%d%s%s", f < 0 ? "?" : hf_class_name((HfFamily)f), gpt2_kv_heads(s),
+                 gpt2_ffn(s), s->no_bias ? ", no biases" : ", biases", s->untied ? ", untied lm_head" : ", tied lm_head");
+    printf("wrote %s: %.2fM parameters (%s), L=%d C=%d NH=%d maxT=%d V=%d (padded to %d)%s%s\n", out, megas(r.params),
+           bf16 ? "bf16" : "fp32", s->n_layer, s->n_embd, s->n_head, s->max_seq_len, s->vocab_size, s->padded_vocab_size, arch,
+           !r.ignored ? "" : f == HF_GPT2 ? "; ignored the attention-mask buffers or the tied lm_head.weight"
+                                          : "; ignored the rotary buffers (inv_freq) or the tied lm_head.weight");
     return 0;
 }
