@@ -1,4 +1,5 @@
-/* gpt2gen export and gpt2gen import: a model checkpoint to and from a Hugging Face GPT2LMHeadModel folder
+/* gpt2gen export and gpt2gen import: a model checkpoint to and from a Hugging Face folder (GPT2LMHeadModel,
+   LlamaForCausalLM or Qwen3ForCausalLM)
    (runtime/hf/hf.h). Messages go to standard error; the one line saying what was written to standard output. */
 #include "cli/commands.h"
 #include "common/files.h"
@@ -19,6 +20,9 @@ static const char *EXPORT_USAGE =
     "                         it wrote no tokenizer files\n"
     "  model.safetensors      the weights, the four matmul weights of each layer transposed to Conv1D's (in, out),\n"
     "                         without the vocabulary's padding rows and without lm_head.weight (tied to wte)\n"
+    "A model of RMSNorm, RoPE and SwiGLU (docs/config.md's model keys) is written as a LlamaForCausalLM, and with\n"
+    "qk_norm as a Qwen3ForCausalLM (q/k/v_proj, gate/up/down_proj, the norms; lm_head.weight when untied); other\n"
+    "architectures are refused, naming the keys no transformers class holds (docs/model.md, \"Hugging Face\").\n"
     "DIR is made when missing. The files are written into a copy of DIR beside it (.NAME.export-PID, hard links to\n"
     "what DIR holds besides an export's files), which then replaces DIR in one rename: DIR holds the whole earlier\n"
     "export or the whole new one, also when export is killed or the disk is full. Your other files in DIR stay.\n"
@@ -39,8 +43,8 @@ static const char *EXPORT_USAGE =
 static const char *IMPORT_USAGE =
     "usage: gpt2gen import DIR -o FILE [options]\n"
     "\n"
-    "Reads a Hugging Face GPT-2 folder (what gpt2gen export or transformers' save_pretrained writes: config.json and\n"
-    "model.safetensors, or model.safetensors.index.json and its shards; F32, F16 or BF16 tensors) into a model\n"
+    "Reads a Hugging Face GPT-2, Llama or Qwen3 folder, by config.json's model_type (what gpt2gen export or\n"
+    "transformers' save_pretrained writes: config.json and model.safetensors, or model.safetensors.index.json and its shards; F32, F16 or BF16 tensors) into a model\n"
     "checkpoint in llm.c's format. The shape comes from config.json, and every tensor must have its shape. The\n"
     "vocabulary is padded to a multiple of 128 with zero rows, as llm.c does. The attention-mask buffers of older\n"
     "checkpoints (attn.bias, attn.masked_bias) are ignored, and so is lm_head.weight when it equals wte (a model\n"
