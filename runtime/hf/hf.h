@@ -16,7 +16,8 @@
 enum { HF_EOT = 50256, HF_GPT2_VOCAB = 50257 };
 
 typedef enum { HF_GPT2 = 0, HF_LLAMA, HF_QWEN3 } HfFamily;
-/* The class that represents model s; -1 when none does, with why (n bytes) naming the model keys that differ. */
+/* The class that represents model s; -1 when none does, with why (n >= 1 bytes) naming the model keys that keep it
+   from every class. */
 int         hf_family(const GPT2Shape *s, char *why, size_t n);
 const char *hf_class_name(HfFamily f);     /* "GPT2LMHeadModel", ... */
 const char *hf_prefix(const GPT2Shape *s); /* what HfTensor names lack in the file: "transformer." for GPT-2, else "" */

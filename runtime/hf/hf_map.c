@@ -12,7 +12,8 @@ static const char *const CLASS_NAMES[] = {"GPT2LMHeadModel", "LlamaForCausalLM",
 
 const char *hf_class_name(HfFamily f) { return CLASS_NAMES[f]; }
 
-/* the model keys (docs/config.md) of s that no class represents, appended to why */
+/* the model keys (docs/config.md) of s that keep it from Llama's subset, into why; for a model of GPT-2's norm,
+   positions and MLP, those that keep it from GPT-2 too */
 static void unsupported(const GPT2Shape *s, char *why, size_t n) {
     static const char *const norms[] = {"layernorm", "rmsnorm"}, *const positions[] = {"learned", "rope"},
                       *const mlps[] = {"gelu", "relu2", "swiglu"};
@@ -23,15 +24,22 @@ static void unsupported(const GPT2Shape *s, char *why, size_t n) {
     if (s->mlp != MLP_SWIGLU) ADD("%smlp = \"%s\"", k ? ", " : "", mlps[s->mlp % 3]);
     if (s->logit_softcap > 0) ADD("%slogit_softcap = %g", k ? ", " : "", s->logit_softcap);
     if (s->qk_norm && !s->no_bias) ADD("%sqk_norm = true with bias = true", k ? ", " : "");
+    if (!s->norm && !s->position && !s->mlp) {   /* GPT-2's blocks: what GPT2LMHeadModel lacks */
+        if (gpt2_kv_heads(s) != s->n_head) ADD(", n_kv_head = %d", gpt2_kv_heads(s));
+        if (gpt2_ffn(s) != 4 * s->n_embd) ADD(", n_ffn = %d", gpt2_ffn(s));
+        if (s->qk_norm) ADD(", qk_norm = true");
+        if (s->no_bias) ADD(", bias = false");
+        if (s->untied) ADD(", tie_embeddings = false");
+        if (gpt2_norm_eps(s) != 1e-5f) ADD(", norm_eps = %g", s->norm_eps);
+    }
 #undef ADD
 }
 
 int hf_family(const GPT2Shape *s, char *why, size_t n) {
     if (gpt2_is_gpt2(s)) return HF_GPT2;
-    if (n) why[0] = 0;
+    why[0] = 0;
     unsupported(s, why, n);
-    if (n && why[0]) return -1;
-    return s->qk_norm ? HF_QWEN3 : HF_LLAMA;
+    return why[0] ? -1 : s->qk_norm ? HF_QWEN3 : HF_LLAMA;
 }
 
 const char *hf_prefix(const GPT2Shape *s) { return gpt2_is_gpt2(s) ? "transformer." : ""; }

@@ -23,7 +23,8 @@ mk qwen3 "$LL, n_kv_head = 1, qk_norm = true, bias = false, tie_embeddings = fal
 mk nano 'norm = "rmsnorm", position = "rope", mlp = "relu2", qk_norm = true, bias = false, tie_embeddings = false, logit_softcap = 15'
 mk lnrope 'position = "rope", mlp = "swiglu", n_ffn = 160'
 mk qwenbias "$LL, qk_norm = true"
-for m in llama llamab qwen3 nano lnrope qwenbias; do
+mk gpt2untied 'tie_embeddings = false'
+for m in llama llamab qwen3 nano lnrope qwenbias gpt2untied; do
     "$GPT2GEN" train "$WORK/$m.lua" --backend cpu -q --set checkpoint.dir="$WORK/run-$m" --set train.steps=1 \
         --set eval.val_every=0 > "$WORK/train.log" 2>&1 || { fail "setup_$m" "$(tail -5 "$WORK/train.log")"; finish; }
 done
@@ -287,6 +288,7 @@ exp() { "$GPT2GEN" export --checkpoint "$(ck "$1")" --to "$WORK/xdir"; }
 expect refuse_relu2_softcap 'no transformers class holds this model (mlp = "relu2", logit_softcap = 15)' -- exp nano
 expect refuse_layernorm_rope 'no transformers class holds this model (norm = "layernorm")' -- exp lnrope
 expect refuse_qk_norm_with_bias 'no transformers class holds this model (qk_norm = true with bias = true)' -- exp qwenbias
+expect refuse_gpt2_untied 'no transformers class holds this model (norm = "layernorm", position = "learned", mlp = "gelu", tie_embeddings = false)' -- exp gpt2untied
 if [ $PY_OK -eq 1 ]; then
     py shard "$WORK/hf-llamab" "$WORK/sharded"
     "$GPT2GEN" import "$WORK/sharded" -o "$WORK/sh.bin" > "$WORK/out" 2> "$WORK/err" && cmp -s "$(ck llamab)" "$WORK/sh.bin" &&
