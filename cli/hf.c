@@ -1,4 +1,5 @@
-/* gpt2gen export and gpt2gen import: a model checkpoint to and from a Hugging Face GPT2LMHeadModel folder
+/* gpt2gen export and gpt2gen import: a model checkpoint to and from a Hugging Face folder (GPT2LMHeadModel,
+   LlamaForCausalLM or Qwen3ForCausalLM)
    (runtime/hf/hf.h). Messages go to standard error; the one line saying what was written to standard output. */
 #include "cli/commands.h"
 #include "common/files.h"
@@ -19,6 +20,9 @@ static const char *EXPORT_USAGE =
     "                         it wrote no tokenizer files\n"
     "  model.safetensors      the weights, the four matmul weights of each layer transposed to Conv1D's (in, out),\n"
     "                         without the vocabulary's padding rows and without lm_head.weight (tied to wte)\n"
+    "A model of RMSNorm, RoPE and SwiGLU (docs/config.md's model keys) is written as a LlamaForCausalLM, and with\n"
+    "qk_norm as a Qwen3ForCausalLM (q/k/v_proj, gate/up/down_proj, the norms; lm_head.weight when untied); other\n"
+    "architectures are refused, naming the keys no transformers class holds (docs/model.md, \"Hugging Face\").\n"
     "DIR is made when missing. The files are written into a copy of DIR beside it (.NAME.export-PID, hard links to\n"
     "what DIR holds besides an export's files), which then replaces DIR in one rename: DIR holds the whole earlier\n"
     "export or the whole new one, also when export is killed or the disk is full. Your other files in DIR stay.\n"
@@ -39,9 +43,10 @@ static const char *EXPORT_USAGE =
 static const char *IMPORT_USAGE =
     "usage: gpt2gen import DIR -o FILE [options]\n"
     "\n"
-    "Reads a Hugging Face GPT-2 folder (what gpt2gen export or transformers' save_pretrained writes: config.json and\n"
-    "model.safetensors, or model.safetensors.index.json and its shards; F32, F16 or BF16 tensors) into a model\n"
-    "checkpoint in llm.c's format. The shape comes from config.json, and every tensor must have its shape. The\n"
+    "Reads a Hugging Face GPT-2, Llama or Qwen3 folder, by config.json's model_type (what gpt2gen export or\n"
+    "transformers' save_pretrained writes: config.json and model.safetensors, or model.safetensors.index.json and\n"
+    "its shards; F32, F16 or BF16 tensors) into a model checkpoint in llm.c's format (another architecture's\n"
+    "header for Llama and Qwen3). The shape comes from config.json, and every tensor must have its shape. The\n"
     "vocabulary is padded to a multiple of 128 with zero rows, as llm.c does. The attention-mask buffers of older\n"
     "checkpoints (attn.bias, attn.masked_bias) are ignored, and so is lm_head.weight when it equals wte (a model\n"
     "whose lm_head differs cannot be imported). Only safetensors: a folder holding pytorch_model.bin alone is an\n"
@@ -98,8 +103,8 @@ int cmd_export(int argc, char **argv) {
     HfReport r;
     if (hf_export(&x, &r, &err)) { fprintf(stderr, "gpt2gen export: %s\n", err.msg); return EXIT_FAIL; }
     if (r.dropped_padding)
-        fprintf(stderr, "gpt2gen export: note: %zu non-zero values in wte's padding rows (%d..%d) were not exported\n",
-                r.dropped_padding, r.shape.vocab_size, r.shape.padded_vocab_size - 1);
+        fprintf(stderr, "gpt2gen export: note: %zu non-zero values in %s padding rows (%d..%d) were not exported\n",
+                r.dropped_padding, r.shape.untied ? "wte's and lmhead's" : "wte's", r.shape.vocab_size, r.shape.padded_vocab_size - 1);
     if (!r.wrote_tokenizer) fprintf(stderr, "gpt2gen export: wrote no tokenizer files: %s\n", r.note);
     printf("wrote %s: model.safetensors (%.2fM parameters, %s), config.json%s\n", x.dir, megas(r.params),
            x.dtype == ST_F32 ? "fp32" : x.dtype == ST_BF16 ? "bf16" : "fp16",
@@ -133,8 +138,14 @@ int cmd_import(int argc, char **argv) {
     HfReport r;
     if (hf_import(dir, out, bf16, force, &r, &err)) { fprintf(stderr, "gpt2gen import: %s\n", err.msg); return EXIT_FAIL; }
     const GPT2Shape *s = &r.shape;
-    printf("wrote %s: %.2fM parameters (%s), L=%d C=%d NH=%d maxT=%d V=%d (padded to %d)%s\n", out, megas(r.params),
-           bf16 ? "bf16" : "fp32", s->n_layer, s->n_embd, s->n_head, s->max_seq_len, s->vocab_size, s->padded_vocab_size,
-           r.ignored ? "; ignored the attention-mask buffers or the tied lm_head.weight" : "");
+    char arch[160] = "", why[256];
+    int f = hf_family(s, why, sizeof why);
+    if (f != HF_GPT2)   /* GPT-2's line stays as it was */
+        snprintf(arch, sizeof arch, ", %s: NKV=%d F=%d%s%s", f < 0 ? "?" : hf_class_name((HfFamily)f), gpt2_kv_heads(s),
+                 gpt2_ffn(s), s->no_bias ? ", no biases" : ", biases", s->untied ? ", untied lm_head" : ", tied lm_head");
+    printf("wrote %s: %.2fM parameters (%s), L=%d C=%d NH=%d maxT=%d V=%d (padded to %d)%s%s\n", out, megas(r.params),
+           bf16 ? "bf16" : "fp32", s->n_layer, s->n_embd, s->n_head, s->max_seq_len, s->vocab_size, s->padded_vocab_size, arch,
+           !r.ignored ? "" : f == HF_GPT2 ? "; ignored the attention-mask buffers or the tied lm_head.weight"
+                                          : "; ignored the rotary buffers (inv_freq) or the tied lm_head.weight");
     return 0;
 }

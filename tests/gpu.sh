@@ -77,7 +77,7 @@ if want programs; then
     pool_add programs test_eval par 2 6 "$T/test_eval"
     pool_add programs eval_cli par 2 6 "EVAL_BACKEND=cuda sh tests/cli/eval.sh"
     pool_add programs hopper_probe par 1 2 "$T/test_hopper_probe"
-    pool_add programs hf par 1 20 "python3 tests/gpu/hf.py"
+    pool_add programs hf par 1 40 "python3 tests/gpu/hf.py"
 fi
 if want attention; then
     # test_attention by its tests' names (a test added there needs its group here)

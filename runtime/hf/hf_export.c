@@ -1,4 +1,5 @@
-/* hf_export: our model checkpoint as a Hugging Face GPT2LMHeadModel folder (hf.h): config.json, the tokenizer's
+/* hf_export: our model checkpoint as a Hugging Face folder of its class (hf.h: GPT2LMHeadModel, LlamaForCausalLM
+   or Qwen3ForCausalLM): config.json, the tokenizer's
    files where it is GPT-2's, and model.safetensors, written into a copy of the folder that then replaces it whole
    (common/dirs.h, DirStage). */
 #include "runtime/hf/hf.h"
@@ -43,7 +44,7 @@ static int write_model(const char *path, const GPT2Shape *s, const float *params
     hf_tensors(s, t);
     size_t most = 0;
     for (int i = 0; i < n; i++) {
-        snprintf(names[i], sizeof names[i], "transformer.%s", t[i].name);
+        snprintf(names[i], sizeof names[i], "%s%s", hf_prefix(s), t[i].name);
         spec[i].name = names[i];
         spec[i].ndim = t[i].ndim;
         spec[i].shape[0] = t[i].shape[0];
@@ -109,20 +110,24 @@ int hf_export(const HfExport *x, HfReport *r, Err *err) {
     GPT2Shape s;
     int bf16;
     if (checkpoint_read_header(x->checkpoint, &s, &bf16, err) || may_write(x, err)) return -1;
-    if (!gpt2_is_gpt2(&s))   /* LlamaForCausalLM and Qwen3ForCausalLM come with issue 45's export */
-        return err_set(err, "%s: the model is not GPT-2 (its header records another architecture): export writes "
-                       "GPT2LMHeadModel only so far", err_show(x->checkpoint));
+    char why[256];
+    if (hf_family(&s, why, sizeof why) < 0)
+        return err_set(err, "%s: no transformers class holds this model (%s): export writes GPT-2 as GPT2LMHeadModel, "
+                       "norm = \"rmsnorm\", position = \"rope\", mlp = \"swiglu\" without logit_softcap as "
+                       "LlamaForCausalLM, and that with qk_norm and bias = false as Qwen3ForCausalLM",
+                       err_show(x->checkpoint), why);
     r->shape = s;
     Tokenizer tok;
     int have_tok = load_tokenizer(x, &s, &tok, r, err);
     if (have_tok < 0) return -1;
-    size_t sz[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&s, sz, NULL);
+    size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS], np = gpt2_param_sizes(&s, sz, off);
     float *params = xmalloc(np * sizeof *params);
     int rc = checkpoint_load(x->checkpoint, NULL, params, err);
-    if (!rc) {   /* the vocabulary's padding rows are not exported: say so when they hold anything */
-        for (size_t i = (size_t)s.vocab_size * s.n_embd; i < (size_t)s.padded_vocab_size * s.n_embd; i++)
-            r->dropped_padding += params[i] != 0;
-    }
+    static const int by_vocab[] = {P_WTE, P_LMHEAD};   /* their padding rows are not exported: say so when they
+                                                         hold anything */
+    for (int k = 0; k < 2 && !rc; k++)
+        for (size_t i = (size_t)s.vocab_size * s.n_embd; i < sz[by_vocab[k]]; i++)
+            r->dropped_padding += params[off[by_vocab[k]] + i] != 0;
     /* written only once everything is read, into a copy of the folder without an earlier export's files, which
        then replaces the folder in one rename: a kill or a full disk leaves the earlier export whole */
     DirStage st;

@@ -1,4 +1,4 @@
-/* hf_import: a Hugging Face GPT-2 folder (config.json and model.safetensors, or model.safetensors.index.json and
+/* hf_import: a Hugging Face folder of GPT2LMHeadModel, LlamaForCausalLM or Qwen3ForCausalLM (config.json and model.safetensors, or model.safetensors.index.json and
    its shards) read into our model checkpoint (hf.h). Every tensor is checked against the shape config.json gives
    before anything is written; the checkpoint is written to a temporary name and renamed. */
 #include "runtime/hf/hf.h"
@@ -115,30 +115,36 @@ static void shape_text(char *out, size_t n, int ndim, const int64_t *shape) {
     if (k < n) snprintf(out + k, n - k, "]");
 }
 
-/* A tensor the folder may hold besides ours: the old attention-mask buffers, and the tied lm_head. */
-static int ignorable(const char *name) {
+/* A tensor the folder may hold besides ours: buffers older transformers saved (GPT-2's attention masks, Llama's
+   rotary inv_freq), and a tied lm_head. */
+static int ignorable(const GPT2Shape *s, const char *name) {
     size_t n = strlen(name);
-    static const char *const ends[] = {".attn.bias", ".attn.masked_bias"};
-    for (int i = 0; i < 2; i++) {
-        size_t k = strlen(ends[i]);
-        if (n > k && !strcmp(name + n - k, ends[i])) return 1;
+    static const char *const gpt2[] = {".attn.bias", ".attn.masked_bias", NULL}, *const llama[] = {".rotary_emb.inv_freq", NULL};
+    for (const char *const *e = gpt2_is_gpt2(s) ? gpt2 : llama; *e; e++) {
+        size_t k = strlen(*e);
+        if (n > k && !strcmp(name + n - k, *e)) return 1;
     }
-    return !strcmp(name, "lm_head.weight");
+    return !s->untied && !strcmp(name, "lm_head.weight");
 }
 
 /* Every tensor of every file is one of ours (under prefix), or one ignorable: anything else is another model. */
-static int check_unexpected(const Source *src, const HfTensor *t, int n, const char *prefix, Err *err) {
+static int check_unexpected(const Source *src, const GPT2Shape *s, const HfTensor *t, int n, const char *prefix, Err *err) {
     size_t pl = strlen(prefix);
     for (int i = 0; i < src->n; i++)
         for (int j = 0; j < src->f[i].n; j++) {
             const char *name = src->f[i].t[j].name;
-            if (ignorable(name)) continue;
+            if (ignorable(s, name)) continue;
             int ours = 0;
             if (!strncmp(name, prefix, pl))
                 for (int k = 0; k < n && !ours; k++) ours = !strcmp(name + pl, t[k].name);
-            if (!ours)
+            if (ours) continue;
+            if (gpt2_is_gpt2(s))
                 return err_set(err, "%s: tensor %s is not part of a GPT2LMHeadModel (expected only %swte.weight, "
                                "%sh.N..., %sln_f..., lm_head.weight)", err_show(src->f[i].path), err_show(name), prefix, prefix, prefix);
+            char why[256];
+            return err_set(err, "%s: tensor %s is not part of the %s that config.json describes (its biases, "
+                           "tie_word_embeddings and layers say which tensors it has)", err_show(src->f[i].path),
+                           err_show(name), hf_class_name(hf_family(s, why, sizeof why)));
         }
     return 0;
 }
@@ -152,9 +158,11 @@ static int all_finite(const char *path, const char *name, const float *v, size_t
     return 0;
 }
 
-/* lm_head.weight, where there is one: tied to wte, so it must be wte (t0, already read into params); buf has room */
-static int check_lm_head(const Source *src, const HfTensor *t0, const float *params, float *buf, const char *prefix, Err *err) {
+/* lm_head.weight of a tied model, where there is one: it must be wte (t0, already read into params); buf has room */
+static int check_lm_head(const Source *src, const GPT2Shape *s, const HfTensor *t0, const float *params, float *buf,
+                         const char *prefix, Err *err) {
     int file, rc = 0;
+    if (s->untied) return 0;   /* one of the model's own tensors */
     const StTensor *st;
     int found = locate(src, "lm_head.weight", &file, &st, err);
     if (found <= 0) return found;
@@ -164,9 +172,12 @@ static int check_lm_head(const Source *src, const HfTensor *t0, const float *par
         shape_text(got, sizeof got, st->ndim, st->shape);
         rc = err_set(err, "%s: tensor lm_head.weight has shape %s, expected %s (wte's)", err_show(src->f[file].path), got, want);
     } else if (!(rc = st_read_f32(&src->f[file], st, buf, err))) {
-        if (memcmp(buf, params, hf_tensor_elems(t0) * sizeof *buf))
+        if (memcmp(buf, params, hf_tensor_elems(t0) * sizeof *buf) && gpt2_is_gpt2(s))
             rc = err_set(err, "%s: lm_head.weight differs from %swte.weight: gpt2gen's model ties them (the output "
                          "layer is the embedding), so this model cannot be imported", err_show(src->f[file].path), prefix);
+        else if (memcmp(buf, params, hf_tensor_elems(t0) * sizeof *buf))
+            rc = err_set(err, "%s: lm_head.weight differs from %s, though config.json ties them (tie_word_embeddings "
+                         "is true), so this model cannot be imported", err_show(src->f[file].path), t0->name);
     }
     return rc;
 }
@@ -180,8 +191,8 @@ static int read_tensors(const Source *src, const GPT2Shape *s, const char *confi
     /* GPT2LMHeadModel's tensors are under "transformer."; GPT2Model's (and the Hub's gpt2) have no prefix */
     int file;
     const StTensor *st;
-    const char *prefix = "transformer.";
-    int has = locate(src, "transformer.wte.weight", &file, &st, err);
+    const char *prefix = hf_prefix(s);
+    int has = *prefix ? locate(src, "transformer.wte.weight", &file, &st, err) : 1;
     if (has < 0) { free(t); return -1; }
     if (!has) {
         if ((has = locate(src, "wte.weight", &file, &st, err)) < 0) { free(t); return -1; }
@@ -191,7 +202,7 @@ static int read_tensors(const Source *src, const GPT2Shape *s, const char *confi
     for (int i = 0; i < n; i++)
         if (hf_tensor_elems(&t[i]) > most) most = hf_tensor_elems(&t[i]);
     float *buf = params ? xmalloc(most * sizeof *buf) : NULL;   /* the tensors' shapes, checked first, bound it */
-    rc = check_unexpected(src, t, n, prefix, err);
+    rc = check_unexpected(src, s, t, n, prefix, err);
     for (int i = 0; i < n && !rc; i++) {
         char name[128];
         snprintf(name, sizeof name, "%s%s", prefix, t[i].name);
@@ -212,9 +223,9 @@ static int read_tensors(const Source *src, const GPT2Shape *s, const char *confi
             r->params += hf_tensor_elems(&t[i]);
         }
     }
-    if (!rc && params) rc = check_lm_head(src, &t[0], params, buf, prefix, err);
+    if (!rc && params) rc = check_lm_head(src, s, &t[0], params, buf, prefix, err);
     for (int i = 0; i < src->n && !rc && params; i++)
-        for (int j = 0; j < src->f[i].n; j++) r->ignored += ignorable(src->f[i].t[j].name);
+        for (int j = 0; j < src->f[i].n; j++) r->ignored += ignorable(s, src->f[i].t[j].name);
     free(buf);
     free(t);
     return rc;

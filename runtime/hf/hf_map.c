@@ -1,52 +1,65 @@
-/* hf_map: the mapping between our parameter tensors and Hugging Face's GPT-2 names and layouts (hf.h), and
-   config.json both ways. */
-#include "runtime/hf/hf.h"
+/* hf_map: what the three classes share (hf.h): which class a model is, the mapping of a Hugging Face tensor to
+   our parameters (hf_gather, hf_scatter), config.json's writing and reading by class, and the reading of its fields
+   (hf_class.h). The classes' own names and keys are hf_gpt2.c's and hf_llama.c's. */
+#include "runtime/hf/hf_class.h"
 #include "common/files.h"
-#include "runtime/checkpoint.h"
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A layer's tensors: Hugging Face's name after "h.<i>.", ours, Conv1D (transposed), and the shape in units of C
-   (0: a vector of that many C). */
-static const struct { const char *name; int param, transpose, rows, cols; } LAYER[] = {
-    {"ln_1.weight", P_LN1W, 0, 1, 0},        {"ln_1.bias", P_LN1B, 0, 1, 0},
-    {"attn.c_attn.weight", P_QKVW, 1, 1, 3}, {"attn.c_attn.bias", P_QKVB, 0, 3, 0},
-    {"attn.c_proj.weight", P_ATTPROJW, 1, 1, 1}, {"attn.c_proj.bias", P_ATTPROJB, 0, 1, 0},
-    {"ln_2.weight", P_LN2W, 0, 1, 0},        {"ln_2.bias", P_LN2B, 0, 1, 0},
-    {"mlp.c_fc.weight", P_FCW, 1, 1, 4},     {"mlp.c_fc.bias", P_FCB, 0, 4, 0},
-    {"mlp.c_proj.weight", P_FCPROJW, 1, 4, 1}, {"mlp.c_proj.bias", P_FCPROJB, 0, 1, 0},
-};
-enum { PER_LAYER = sizeof LAYER / sizeof LAYER[0] };
+static const char *const CLASS_NAMES[] = {"GPT2LMHeadModel", "LlamaForCausalLM", "Qwen3ForCausalLM"};
 
-int hf_tensor_count(const GPT2Shape *s) { return 4 + PER_LAYER * s->n_layer; }
+const char *hf_class_name(HfFamily f) { return CLASS_NAMES[f]; }
 
-static HfTensor matrix(const char *name, int param, int layer, int transpose, int64_t rows, int64_t cols) {
-    HfTensor t = {{0}, param, layer, transpose, 2, {rows, cols}};
-    snprintf(t.name, sizeof t.name, "%s", name);
-    return t;
+/* the model keys (docs/config.md) of s that keep it from Llama's subset, into why; for a model of GPT-2's norm,
+   positions and MLP, those that keep it from GPT-2 too */
+static void unsupported(const GPT2Shape *s, char *why, size_t n) {
+    static const char *const norms[] = {"layernorm", "rmsnorm"}, *const positions[] = {"learned", "rope"},
+                      *const mlps[] = {"gelu", "relu2", "swiglu"};
+    size_t k = 0;
+#define ADD(...) (k += k < n ? (size_t)snprintf(why + k, n - k, __VA_ARGS__) : 0)
+    if (s->norm != NORM_RMSNORM) ADD("%snorm = \"%s\"", k ? ", " : "", norms[s->norm & 1]);
+    if (s->position != POS_ROPE) ADD("%sposition = \"%s\"", k ? ", " : "", positions[s->position & 1]);
+    if (s->mlp != MLP_SWIGLU) ADD("%smlp = \"%s\"", k ? ", " : "", mlps[s->mlp % 3]);
+    if (s->logit_softcap > 0) ADD("%slogit_softcap = %g", k ? ", " : "", s->logit_softcap);
+    if (s->qk_norm && !s->no_bias) ADD("%sqk_norm = true with bias = true", k ? ", " : "");
+    if (!s->norm && !s->position && !s->mlp) {   /* GPT-2's blocks: what GPT2LMHeadModel lacks */
+        if (gpt2_kv_heads(s) != s->n_head) ADD(", n_kv_head = %d", gpt2_kv_heads(s));
+        if (gpt2_ffn(s) != 4 * s->n_embd) ADD(", n_ffn = %d", gpt2_ffn(s));
+        if (s->qk_norm) ADD(", qk_norm = true");
+        if (s->no_bias) ADD(", bias = false");
+        if (s->untied) ADD(", tie_embeddings = false");
+        if (gpt2_norm_eps(s) != 1e-5f) ADD(", norm_eps = %g", s->norm_eps);
+    }
+#undef ADD
 }
 
+int hf_family(const GPT2Shape *s, char *why, size_t n) {
+    if (gpt2_is_gpt2(s)) return HF_GPT2;
+    why[0] = 0;
+    unsupported(s, why, n);
+    return why[0] ? -1 : s->qk_norm ? HF_QWEN3 : HF_LLAMA;
+}
+
+const char *hf_prefix(const GPT2Shape *s) { return gpt2_is_gpt2(s) ? "transformer." : ""; }
+
+static int family(const GPT2Shape *s) {
+    char why[256];
+    int f = hf_family(s, why, sizeof why);
+    return f < 0 ? HF_GPT2 : f;   /* callers have checked it */
+}
+
+int hf_tensor_count(const GPT2Shape *s) { return family(s) == HF_GPT2 ? hf_gpt2_tensors(s, NULL) : hf_llama_tensors(s, NULL); }
+
 int hf_tensors(const GPT2Shape *s, HfTensor *out) {
-    int n = 0, C = s->n_embd;
-    out[n++] = matrix("wte.weight", P_WTE, -1, 0, s->vocab_size, C);
-    out[n++] = matrix("wpe.weight", P_WPE, -1, 0, s->max_seq_len, C);
-    for (int l = 0; l < s->n_layer; l++)
-        for (int k = 0; k < PER_LAYER; k++) {
-            char name[96];
-            snprintf(name, sizeof name, "h.%d.%s", l, LAYER[k].name);
-            HfTensor t = matrix(name, LAYER[k].param, l, LAYER[k].transpose, (int64_t)LAYER[k].rows * C,
-                                (int64_t)LAYER[k].cols * C);
-            if (!LAYER[k].cols) t.ndim = 1, t.shape[1] = 0;
-            out[n++] = t;
-        }
-    HfTensor w = matrix("ln_f.weight", P_LNFW, -1, 0, C, 0), b = matrix("ln_f.bias", P_LNFB, -1, 0, C, 0);
-    w.ndim = b.ndim = 1;
-    out[n++] = w;
-    out[n++] = b;
-    return n;
+    return family(s) == HF_GPT2 ? hf_gpt2_tensors(s, out) : hf_llama_tensors(s, out);
+}
+
+HfTensor hf_tensor(const char *name, int param, int layer, int transpose, int64_t rows, int64_t cols) {
+    HfTensor t = {{0}, param, layer, transpose, cols ? 2 : 1, {rows, cols}, 0};
+    snprintf(t.name, sizeof t.name, "%s", name);
+    return t;
 }
 
 size_t hf_tensor_elems(const HfTensor *t) { return (size_t)t->shape[0] * (size_t)(t->ndim == 2 ? t->shape[1] : 1); }
@@ -55,7 +68,7 @@ size_t hf_tensor_elems(const HfTensor *t) { return (size_t)t->shape[0] * (size_t
 static size_t our_offset(const GPT2Shape *s, const HfTensor *t) {
     size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS];
     gpt2_param_sizes(s, sz, off);
-    return off[t->param] + (t->layer < 0 ? 0 : (size_t)t->layer * (sz[t->param] / (size_t)s->n_layer));
+    return off[t->param] + (t->layer < 0 ? 0 : (size_t)t->layer * (sz[t->param] / (size_t)s->n_layer)) + t->start;
 }
 
 void hf_gather(const GPT2Shape *s, const HfTensor *t, const float *params, float *out) {
@@ -78,33 +91,27 @@ void hf_scatter(const GPT2Shape *s, const HfTensor *t, const float *in_vals, flo
 
 /* ---------- config.json ---------- */
 
+const char *hf_dtype_name(StDtype d) { return d == ST_F32 ? "float32" : d == ST_F16 ? "float16" : "bfloat16"; }
+
+/* the fewest digits, from 10 (GPT-2's config.json), that write every number of o so that it reads back the same */
+static int precision(const json_t *o, int p) {
+    const char *key;
+    size_t i;
+    json_t *v;
+    if (json_is_real(o)) {
+        char buf[40];
+        for (; p < 17; p++) {
+            snprintf(buf, sizeof buf, "%.*g", p, json_real_value(o));
+            if (strtod(buf, NULL) == json_real_value(o)) break;
+        }
+    } else if (json_is_object(o)) json_object_foreach((json_t *)o, key, v) p = precision(v, p);
+    else if (json_is_array(o)) json_array_foreach(o, i, v) p = precision(v, p);
+    return p;
+}
+
 int hf_write_config(const char *path, const GPT2Shape *s, StDtype dtype, Err *err) {
-    json_t *o = json_object(), *arch = json_array();
-    json_array_append_new(arch, json_string("GPT2LMHeadModel"));
-    int eot = s->vocab_size > HF_EOT ? HF_EOT : s->vocab_size - 1;
-    json_object_set_new(o, "architectures", arch);
-    json_object_set_new(o, "model_type", json_string("gpt2"));
-    json_object_set_new(o, "vocab_size", json_integer(s->vocab_size));
-    json_object_set_new(o, "n_positions", json_integer(s->max_seq_len));
-    json_object_set_new(o, "n_ctx", json_integer(s->max_seq_len));
-    json_object_set_new(o, "n_embd", json_integer(s->n_embd));
-    json_object_set_new(o, "n_layer", json_integer(s->n_layer));
-    json_object_set_new(o, "n_head", json_integer(s->n_head));
-    json_object_set_new(o, "n_inner", json_null());
-    json_object_set_new(o, "activation_function", json_string("gelu_new"));
-    json_object_set_new(o, "resid_pdrop", json_real(0.0));
-    json_object_set_new(o, "embd_pdrop", json_real(0.0));
-    json_object_set_new(o, "attn_pdrop", json_real(0.0));
-    json_object_set_new(o, "summary_first_dropout", json_real(0.0));
-    json_object_set_new(o, "layer_norm_epsilon", json_real(1e-5));
-    json_object_set_new(o, "initializer_range", json_real(0.02));
-    json_object_set_new(o, "scale_attn_weights", json_true());
-    json_object_set_new(o, "use_cache", json_true());
-    json_object_set_new(o, "bos_token_id", json_integer(eot));
-    json_object_set_new(o, "eos_token_id", json_integer(eot));
-    json_object_set_new(o, "tie_word_embeddings", json_true());
-    json_object_set_new(o, "torch_dtype", json_string(dtype == ST_F32 ? "float32" : dtype == ST_F16 ? "float16" : "bfloat16"));
-    char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_t *o = family(s) == HF_GPT2 ? hf_gpt2_config(s, dtype) : hf_llama_config(s, dtype);
+    char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(precision(o, 10)));
     json_decref(o);
     if (!text) return err_set(err, "%s: cannot make the JSON", err_show(path));
     size_t n = strlen(text);
@@ -117,20 +124,17 @@ int hf_write_config(const char *path, const GPT2Shape *s, StDtype dtype, Err *er
     return rc;
 }
 
-/* A positive integer field of config.json (it must be there when need), into *out. */
-static int int_field(const char *path, const json_t *o, const char *key, int need, int *out, Err *err) {
+int hf_json_int(const char *path, const json_t *o, const char *key, int need, const char *cls, int *out, Err *err) {
     const json_t *v = json_object_get(o, key);
     if (!v && !need) return 1;
-    if (!v) return err_set(err, "%s: no \"%s\" (a GPT-2 config.json gives it)", path, key);
+    if (!v) return err_set(err, "%s: no \"%s\" (a %s config.json gives it)", path, key, cls);
     if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > (1 << 30))
         return err_set(err, "%s: \"%s\" is not a positive integer", path, key);
     *out = (int)json_integer_value(v);
     return 0;
 }
 
-/* A string field that must be one of the allowed values when it is there. */
-static int string_field(const char *path, const json_t *o, const char *key, const char *const *allowed, const char *why,
-                        Err *err) {
+int hf_json_string(const char *path, const json_t *o, const char *key, const char *const *allowed, const char *why, Err *err) {
     const json_t *v = json_object_get(o, key);
     if (!v) return 0;
     for (int i = 0; allowed[i]; i++)
@@ -139,38 +143,39 @@ static int string_field(const char *path, const json_t *o, const char *key, cons
                    json_is_string(v) ? err_show(json_string_value(v)) : "not a string", allowed[0], why);
 }
 
-/* A boolean field that must be want when it is there. */
-static int bool_field(const char *path, const json_t *o, const char *key, int want, Err *err) {
+int hf_json_bool(const char *path, const json_t *o, const char *key, int want, Err *err) {
     const json_t *v = json_object_get(o, key);
     if (!v || (json_is_boolean(v) && json_is_true(v) == want)) return 0;
     return err_set(err, "%s: \"%s\" is %s, expected %s (gpt2gen's model)", path, key,
                    json_is_boolean(v) ? (json_is_true(v) ? "true" : "false") : "not a boolean", want ? "true" : "false");
 }
 
-static int check_config(const char *path, const json_t *o, GPT2Shape *s, Err *err) {
+int hf_json_flag(const char *path, const json_t *o, const char *key, int def, Err *err) {
+    const json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return def;
+    if (!json_is_boolean(v)) return err_set(err, "%s: \"%s\" is not a boolean", path, key);
+    return json_is_true(v);
+}
+
+int hf_json_number(const char *path, const json_t *o, const char *key, double def, double lo, double hi, double *out, Err *err) {
+    const json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) { *out = def; return 0; }
+    if (!json_is_number(v) || !(json_number_value(v) > lo && json_number_value(v) < hi))
+        return err_set(err, "%s: \"%s\" is not a number in (%g, %g)", path, key, lo, hi);
+    *out = json_number_value(v);
+    return 0;
+}
+
+static int read_config(const char *path, const json_t *o, GPT2Shape *s, Err *err) {
     if (!json_is_object(o)) return err_set(err, "%s: not a JSON object", err_show(path));
-    static const char *const gpt2[] = {"gpt2", NULL}, *const gelu[] = {"gelu_new", "gelu_pytorch_tanh", NULL};
-    if (string_field(path, o, "model_type", gpt2, " (only GPT-2 models import)", err) ||
-        string_field(path, o, "activation_function", gelu, " or \"gelu_pytorch_tanh\": gpt2gen's GELU is the tanh one", err) ||
-        bool_field(path, o, "scale_attn_weights", 1, err) || bool_field(path, o, "scale_attn_by_inverse_layer_idx", 0, err))
+    static const char *const types[] = {"gpt2", "llama", "qwen3", NULL};
+    if (hf_json_string(path, o, "model_type", types, ", \"llama\" or \"qwen3\" (GPT2LMHeadModel, LlamaForCausalLM and "
+                       "Qwen3ForCausalLM import)", err))
         return -1;
-    const json_t *eps = json_object_get(o, "layer_norm_epsilon");
-    if (eps && (!json_is_number(eps) || fabs(json_number_value(eps) - 1e-5) > 1e-12))
-        return err_set(err, "%s: \"layer_norm_epsilon\" is %s, expected 1e-05 (gpt2gen's LayerNorm)", path,
-                       json_is_number(eps) ? "another number" : "not a number");
-    memset(s, 0, sizeof *s);
-    if (int_field(path, o, "vocab_size", 1, &s->vocab_size, err) < 0 || int_field(path, o, "n_embd", 1, &s->n_embd, err) < 0 ||
-        int_field(path, o, "n_layer", 1, &s->n_layer, err) < 0 || int_field(path, o, "n_head", 1, &s->n_head, err) < 0)
-        return -1;
-    int rc = int_field(path, o, "n_positions", 0, &s->max_seq_len, err);
-    if (rc > 0) rc = int_field(path, o, "n_ctx", 1, &s->max_seq_len, err);
-    if (rc < 0) return -1;
-    const json_t *inner = json_object_get(o, "n_inner");
-    if (inner && !json_is_null(inner) && !(json_is_integer(inner) && json_integer_value(inner) == 4LL * s->n_embd))
-        return err_set(err, "%s: \"n_inner\" is not null or 4 * n_embd = %d: gpt2gen's MLP is 4 * n_embd wide", path,
-                       4 * s->n_embd);
-    s->padded_vocab_size = (s->vocab_size + 127) / 128 * 128;
-    return checkpoint_check_shape(path, s, "in the config", err);
+    const json_t *type = json_object_get(o, "model_type");
+    const char *t = type ? json_string_value(type) : "gpt2";
+    if (!strcmp(t, "gpt2")) return hf_gpt2_read_config(path, o, s, err);
+    return hf_llama_read_config(path, o, !strcmp(t, "qwen3"), s, err);
 }
 
 int hf_read_config(const char *path, GPT2Shape *s, Err *err) {
@@ -181,7 +186,7 @@ int hf_read_config(const char *path, GPT2Shape *s, Err *err) {
     json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     free(text);
     if (!o) return err_set(err, "%s: not valid JSON: %s (line %d, column %d)", err_show(path), je.text, je.line, je.column);
-    int rc = check_config(path, o, s, err);
+    int rc = read_config(path, o, s, err);
     json_decref(o);
     return rc;
 }
