@@ -178,6 +178,12 @@ int plan_set_tunables(Plan *plan, int fam, const int *values, const char *origin
     return -1;
 }
 
+/* 1 when plan's step calls family f, for its model (a cooperative family: where the plan runs it) */
+static int family_in_plan(const Plan *plan, const FamilyDecl *f) {
+    return family_in_step(f, &plan->step) && family_in_model(f, &plan->model) &&
+           (f->launch != LAUNCH_COOPERATIVE || plan->decode_persistent);
+}
+
 int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *step, const char *arch,
               const PlanFacts *facts, Err *err) {
     memset(plan, 0, sizeof *plan);
@@ -203,9 +209,10 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
     plan->overlap = step->kind == STEP_DECODE && atoi(arch + 3) >= 90;
     plan->decode_persistent = plan->overlap && plan->decode_linear && cfg->run.decode == DECODE_PERSISTENT;
+    plan->kv_expand = gpt2_kv_heads(&plan->model) != plan->model.n_head;
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
     for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls */
-        if (!family_in_step(f, step) || (f->launch == LAUNCH_COOPERATIVE && !plan->decode_persistent)) continue;
+        if (!family_in_plan(plan, f)) continue;
         if (plan->n_families == PLAN_MAX_FAMILIES) return err_set(err, "more than %d kernel families", PLAN_MAX_FAMILIES);
         add_module(plan, f);
     }
