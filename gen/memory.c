@@ -140,7 +140,8 @@ static void place_scratch(Layout *lo) {
     const LaunchDims *bias = &plan->kernels[K_BIAS_BACKWARD_PARTIAL].dims;   /* grid[1]: the row splits */
     const LaunchDims *norm = &plan->kernels[K_GLOBAL_NORM_SQUARED].dims;
     place(lo, BUF_LN_SCRATCH, "ln_scratch", MEM_SCRATCH, train ? norm_scratch(plan, (size_t)ln_bwd->grid[0] * 2 * C * 4) : 0, 0);
-    place(lo, BUF_BIAS_SCRATCH, "bias_scratch", MEM_SCRATCH, train ? (size_t)bias->grid[1] * 4 * C * 4 : 0, 0);
+    size_t widest = 4 * C > lo->F ? 4 * C : lo->F;   /* the widest bias gradient: 4C, or a wider MLP's */
+    place(lo, BUF_BIAS_SCRATCH, "bias_scratch", MEM_SCRATCH, train ? (size_t)bias->grid[1] * widest * 4 : 0, 0);
     /* the side stream's own bias scratch and cuBLASLt workspace (Plan.streams 2: runtime/cuda/step.c) */
     int side = train && plan->streams == 2;
     place(lo, BUF_BIAS_SCRATCH_SIDE, "bias_scratch_side", MEM_SCRATCH, side ? mem->buffers[BUF_BIAS_SCRATCH].bytes : 0, 0);

@@ -178,6 +178,10 @@ int plan_set_tunables(Plan *plan, int fam, const int *values, const char *origin
     return -1;
 }
 
+/* the GELU path plan's model takes: gelu, or for GPT-2's relatives the epilogues (the GPU's other GELU paths are
+   GPT-2's: the fc bias and the 4C width in their kernels; the CPU's is one math) */
+static GeluPath gelu_for_model(const Plan *plan, GeluPath gelu) { return gpt2_is_gpt2(&plan->model) ? gelu : GELU_EPILOGUE; }
+
 /* 1 when plan's step calls family f, for its model (a cooperative family: where the plan runs it) */
 static int family_in_plan(const Plan *plan, const FamilyDecl *f) {
     return family_in_step(f, &plan->step) && family_in_model(f, &plan->model) &&
@@ -233,7 +237,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     for (int i = 0; i < plan->n_families; i++)
         if (family_finalize(plan, i, err)) return -1;
     if (step->kind == STEP_TRAIN && cfg->run.train.gelu == GELU_AUTO) plan->gelu = gelu_auto(plan);
-    if (!gpt2_is_gpt2(&plan->model)) plan->gelu = GELU_EPILOGUE;   /* the GPU's GELU paths are GPT-2's (CPU: one math) */
+    plan->gelu = gelu_for_model(plan, plan->gelu);
     if (gelu_fused(plan->gelu) && !fc_gemm_fits(&plan->model, &plan->step, atoi(plan->arch + 3)))
         return err_set(err, "%s: train.gelu = \"fused\" runs on Hopper's wgmma in bf16 or fp16 "
                        "(here %s, %s); use \"auto\"", cfg->path, plan->arch, precision_name(plan->step.precision));
@@ -245,7 +249,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
 }
 
 void plan_set_gelu(Plan *plan, GeluPath gelu, const char *origin) {
-    plan->gelu = gelu;
+    plan->gelu = gelu_for_model(plan, gelu);
     plan->gelu_origin = origin;
     matmuls_set_gelu(plan->matmuls, &plan->model, &plan->step, gelu);
     memory_plan(&plan->memory, plan);   /* the fused path's scratch */

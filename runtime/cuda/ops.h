@@ -4,6 +4,8 @@
  *   linear.c     the linear layers: cuBLASLt matmuls with bias / GELU epilogues, bias gradients, GELU
  *   attention.c  causal attention without the T x T scores: cuDNN's flash attention or our template
  *   classifier.c logits, losses, dlogits and their matmuls, a chunk of rows at a time
+ *   arch.c       GPT-2's relatives' ops: RMSNorm, QK-norm, RoPE, grouped-query attention's expanded k and v, ReLU^2,
+ *                SwiGLU, the decode step's soft-cap
  *   optimizer.c  gradients to zero, their sum of squares (the global norm), AdamW (Backend.run's phases)
  *   step.c       a forward and a backward: the plan's schedule run around the host's work (Backend.run's phases)
  *   step_ops.c   one op of the schedule (gen/schedule.h) by its kind, and the backward's side stream
