@@ -45,7 +45,8 @@ const FamilyDecl kernel_families[] = {
        LN_BWD_BLOCK, -1, kernel_ln_backward, "BWD_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512); BWD_SMEM bytes of shared memory",
        BOUNDS_DERIVED(LN_BWD_MINB)},
       {"layernorm_backward_reduce", {X(dweight), X(dbias), CF32(scratch)}, LN_BLOCK, -1, kernel_ln_reduce,
-       "(ceil(C/32), 2): a block per 32 channels of dweight and of dbias", 0}}, kernel_ln_shape_defaults, 0, 0, NULL},
+       "(ceil(C/32), 2): a block per 32 channels of dweight and of dbias", 0}}, kernel_ln_shape_defaults, 0, 0,
+     kernel_layernorm_in_model},
     {"bias", "templates/bias.cu", "bias gradients beside the cuBLASLt matmuls (one folded into the GELU backward)",
      {{"BLOCK_SIZE", 512, {128, 256, 512}, BLOCK_SIZE_RULE},
       {"ROW_SPLITS", 64, {16, 32, 64, 128}, .min = 1, .max = 65535, .multiple_of = 1}},
@@ -80,7 +81,7 @@ const FamilyDecl kernel_families[] = {
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"gelu_forward", {X(out), CX(inp), I64(n)}, GELU_BLOCK, 2, kernel_gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)", 0},
       {"gelu_backward", {X(dinout), CX(inp), I64(n)}, GELU_BLOCK, 2, kernel_gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)", 0}}, NULL,
-     STEP_BIT(STEP_TRAIN), 0, NULL},
+     STEP_BIT(STEP_TRAIN), 0, kernel_gelu_in_model},
     /* TILE_N, STAGES, SM_BLOCKS: the block's columns, its stages of k, its blocks a multiprocessor (two: the registers
        of 128 a thread, which TILE_N 256's accumulators alone would take); EPI_BYTES: the epilogue's global accesses, 16 (its
        tensors through shared memory in 16-byte chunks of rows) or 4 (each thread's pairs of columns straight);
@@ -115,7 +116,7 @@ const FamilyDecl kernel_families[] = {
        "(ceil(4C / 32), ceil(C / 32)): a block per 32 x 32 tile", 0},
       {"fc_bias_reduce", {X(dbias), CF32(scratch)}, BOUNDS_DERIVED(FCG_THREADS), -1, kernel_fcg_reduce,
        "ceil(4C / 256): a thread per column", 0}}, NULL,
-     STEP_BIT(STEP_TRAIN), 0, NULL},
+     STEP_BIT(STEP_TRAIN), 0, kernel_gelu_in_model},
     /* BLOCK_SIZE 256: the fastest of the candidates at gpt2-124M and 350M on the H200 (docs/kernels-and-tuning.md,
        "The classifier": 1.56x the old default of 1024). CHUNK_ROWS: logits are made for that many rows at a time; its
        one candidate keeps kernel sweeps off it, since what it changes is the matmuls' shape and the memory (the
