@@ -10,7 +10,7 @@
 static long long rows(const KernelEnv *e) { return e->B * e->T; }
 static long long min_ll(long long a, long long b) { return a < b ? a : b; }
 static LaunchDims dims(long long gx, int block) {
-    LaunchDims d = {{gx < 1 || gx > UINT32_MAX ? UINT32_MAX : (unsigned)gx, 1, 1}, (unsigned)block, 0};
+    LaunchDims d = {{gx < 0 || gx > UINT32_MAX ? UINT32_MAX : (unsigned)gx, 1, 1}, (unsigned)block, 0};   /* as kernel_rules.c's */
     return d;
 }
 static int kv_heads(const GPT2Shape *m) { return m->n_kv_head ? m->n_kv_head : m->n_head; }
