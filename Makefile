@@ -64,7 +64,7 @@ $(BIN): $(OBJ_DIR)/cli/main.o $(LIB_OBJ)
 # runtime's typed launchers.
 GEN_H     := build/gen/kernel_ids.h build/gen/kernel_launch.h
 
-KERNEL_DECLS := gen/kernels.c gen/kernel_rules.c
+KERNEL_DECLS := gen/kernels.c gen/kernel_rules.c gen/kernel_rules_arch.c
 build/tools/kernel_launchers: tools/kernel_launchers.c $(KERNEL_DECLS) gen/kernels.h gen/kernel_rules.h gen/config.h common/gpt2.h common/err.h
 	@mkdir -p $(dir $@)
 	$(CC) $(NEED_CFLAGS) $(CFLAGS) -o $@ tools/kernel_launchers.c $(KERNEL_DECLS)

@@ -82,6 +82,25 @@ static void emit_entry(Buf *b, const FamilyDecl *f, const KernelDecl *k) {
     buf_printf(b, ")\n");
 }
 
+/* The architecture's constants (docs/model.md, "Architectures"), for a model that is not GPT-2 (GPT-2's sources stay
+   as they were): every choice a constant of the source, never a branch at run time. */
+static void emit_arch(Buf *b, const Plan *plan, const KernelEnv *e) {
+    const GPT2Shape *s = &plan->model;
+    buf_printf(b, "\n// ---- the architecture (model keys beyond GPT-2's; docs/model.md, \"Architectures\")\n");
+    buf_printf(b, "constexpr int NKV = %lld;     // model.n_kv_head: the keys' and values' heads\n", e->NKV);
+    buf_printf(b, "constexpr int QKVW = %lld;    // qkv's features, (NH + 2 NKV) HS: q's heads, then k's, then v's\n",
+               (e->NH + 2 * e->NKV) * e->HS);
+    buf_printf(b, "constexpr int FFN = %lld;     // model.n_ffn: the MLP's hidden size\n", e->FFN);
+    buf_printf(b, "constexpr int VEC_FFN = %d;\nconstexpr int VEC_QKVW = %d;\n", kernel_vec(e->x128, e->FFN),
+               kernel_vec(e->x128, (e->NH + 2 * e->NKV) * e->HS));
+    buf_printf(b, "constexpr float NORM_EPS = %.9ef;   // model.norm_eps\n", (double)gpt2_norm_eps(s));
+    buf_printf(b, "constexpr double ROPE_THETA = %.17e;   // model.rope_theta\n", gpt2_rope_theta(s));
+    buf_printf(b, "constexpr float SOFTCAP = %.9ef;   // model.logit_softcap (0: none)\n", s->logit_softcap);
+    buf_printf(b, "// RoPE's positions: from the cache's position (a decode step, a prefill), else from 0\n");
+    buf_printf(b, "constexpr bool ROPE_AT_POS = %s;\n",
+               plan->step.kind == STEP_DECODE || plan->step.fills_cache ? "true" : "false");
+}
+
 char *emit_family(const Plan *plan, const PlanFamily *m, const char *dir, Err *err) {
     const FamilyDecl *f = m->decl;
     Precision prec = plan->step.precision;
@@ -119,6 +138,7 @@ char *emit_family(const Plan *plan, const PlanFamily *m, const char *dir, Err *e
     const struct { const char *name; long long n; } widths[] = {{"C", e->C}, {"4C", 4 * e->C}, {"HS", e->HS}, {"T", e->T}, {"Vp", e->Vp}};
     for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
         buf_printf(&b, "constexpr int VEC_%s = %d;\n", widths[i].name, kernel_vec(e->x128, widths[i].n));
+    if (!gpt2_is_gpt2(&plan->model)) emit_arch(&b, plan, e);
     if (m->n_tunables) buf_printf(&b, "\n// ---- tunables of %s (gen/kernels.c)\n", f->family);
     for (int i = 0; i < m->n_tunables; i++)
         buf_printf(&b, "constexpr int %s = %d;   // %s\n", f->tunables[i].name, m->tunables[i].value, m->tunables[i].origin);

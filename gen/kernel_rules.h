@@ -81,4 +81,33 @@ LaunchDims kernel_dec_advance(const KernelEnv *e, long long n);
 /* decode_step (templates/decode_step.cu): n_blocks blocks, one a multiprocessor */
 enum { STEP_THREADS_T, STEP_COLS_T };
 LaunchDims kernel_dec_step(const KernelEnv *e, long long n_blocks);
+/* gen/kernel_rules_arch.c: the families of GPT-2's relatives, and which models have them */
+/* templates/rmsnorm.cu */
+enum { RMS_BLOCK, RMS_BWD_BLOCK };
+enum { RMS_BWD_BLOCKS, RMS_QK_BLOCKS };
+void kernel_rms_derive(KernelEnv *e);
+const char *kernel_rms_check(const KernelEnv *e, char *why, size_t n);
+LaunchDims kernel_rms_rows(const KernelEnv *e, long long n);
+LaunchDims kernel_rms_backward(const KernelEnv *e, long long n);
+LaunchDims kernel_rms_reduce(const KernelEnv *e, long long n);
+LaunchDims kernel_qk_forward(const KernelEnv *e, long long n);
+LaunchDims kernel_qk_backward(const KernelEnv *e, long long n);
+LaunchDims kernel_qk_reduce(const KernelEnv *e, long long n);
+int kernel_rms_in_model(const GPT2Shape *m);
+/* templates/rope.cu */
+enum { ROPE_BLOCK };
+const char *kernel_rope_check(const KernelEnv *e, char *why, size_t n);
+LaunchDims kernel_rope_dims(const KernelEnv *e, long long n);
+LaunchDims kernel_kv_dims(const KernelEnv *e, long long n);
+int kernel_rope_in_model(const GPT2Shape *m);
+/* templates/activation.cu */
+enum { ACT_BLOCK };
+LaunchDims kernel_act_dims(const KernelEnv *e, long long n);
+LaunchDims kernel_softcap_dims(const KernelEnv *e, long long n);
+LaunchDims kernel_softcap_rows(const KernelEnv *e, long long n);
+int kernel_act_in_model(const GPT2Shape *m);
+/* GPT-2's own families in the relatives' plans: LayerNorm's where the model has LayerNorm, GELU's (and its fused fc
+   matmuls') where it has the GELU MLP */
+int kernel_layernorm_in_model(const GPT2Shape *m);
+int kernel_gelu_in_model(const GPT2Shape *m);
 #endif

@@ -27,7 +27,7 @@ const FamilyDecl kernel_families[] = {
       {"encoder_backward_wpe", {X(dwpe), CX(dout)}, ENC_BLOCK, -1, kernel_enc_wpe, "ceil(T*C/VEC_C / BLOCK_SIZE)", 0},
       {"encoder_backward_wte", {X(dwte), CX(dout), CI32(bucket_token), CI32(bucket_start), CI32(positions), INT(n_buckets)},
        ENC_BLOCK, 5, kernel_enc_wte, "(n_buckets, ceil(C/VEC_C / block)), block min(BLOCK_SIZE, C/VEC_C rounded up to 32)", 0}}, NULL,
-     STEP_BIT(STEP_TRAIN) | STEP_BIT(STEP_FORWARD), 0},
+     STEP_BIT(STEP_TRAIN) | STEP_BIT(STEP_FORWARD), 0, NULL},
     {"layernorm", "templates/layernorm.cu", "LayerNorm forward (plain and fused with the residual add) and backward",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE},
       {"BWD_BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE},
@@ -45,7 +45,8 @@ const FamilyDecl kernel_families[] = {
        LN_BWD_BLOCK, -1, kernel_ln_backward, "BWD_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512); BWD_SMEM bytes of shared memory",
        BOUNDS_DERIVED(LN_BWD_MINB)},
       {"layernorm_backward_reduce", {X(dweight), X(dbias), CF32(scratch)}, LN_BLOCK, -1, kernel_ln_reduce,
-       "(ceil(C/32), 2): a block per 32 channels of dweight and of dbias", 0}}, kernel_ln_shape_defaults, 0, 0},
+       "(ceil(C/32), 2): a block per 32 channels of dweight and of dbias", 0}}, kernel_ln_shape_defaults, 0, 0,
+     kernel_layernorm_in_model},
     {"bias", "templates/bias.cu", "bias gradients beside the cuBLASLt matmuls (one folded into the GELU backward)",
      {{"BLOCK_SIZE", 512, {128, 256, 512}, BLOCK_SIZE_RULE},
       {"ROW_SPLITS", 64, {16, 32, 64, 128}, .min = 1, .max = 65535, .multiple_of = 1}},
@@ -55,7 +56,7 @@ const FamilyDecl kernel_families[] = {
       {"bias_backward_reduce", {X(dbias), CF32(scratch), INT(OC)}, BIAS_BLOCK, 2, kernel_bias_reduce, "ceil(OC / BLOCK_SIZE)", 0},
       {"gelu_backward_bias_partial", {F32(scratch), X(dinout), CX(pre), INT(OC)}, BIAS_BLOCK, 3, kernel_bias_partial,
        "(ceil(OC / (32*VEC_C)), ROW_SPLITS), as bias_backward_partial", BOUNDS_DERIVED(BIAS_MIN_BLOCKS)}}, NULL,
-     STEP_BIT(STEP_TRAIN), 0},
+     STEP_BIT(STEP_TRAIN), 0, NULL},
     {"attention", "templates/attention.cu", "causal flash attention: no (T,T) scores, deterministic backward",
      {{"Q_TILE", 64, {32, 64, 128}, .min = 16, .max = 256, .multiple_of = 16},
       {"KV_TILE", 64, {32, 64, 128}, .min = 16, .max = 128, .multiple_of = 16},
@@ -75,12 +76,12 @@ const FamilyDecl kernel_families[] = {
        BOUNDS_DERIVED(ATT_BWD_BLOCKS)},
       {"flash_backward_dkdv", {X(dqkv), CX(qkv), CX(dout), CF32(stats), CF32(ddot)}, BOUNDS_DERIVED(ATT_BWD_THREADS), -1,
        kernel_att_backward, "(ceil(T/BWD_TILE), NH, B), a warp per BWD_WARP_ROWS key rows", BOUNDS_DERIVED(ATT_BWD_BLOCKS)}},
-     kernel_att_shape_defaults, STEP_BIT(STEP_TRAIN) | STEP_BIT(STEP_FORWARD), 0},
+     kernel_att_shape_defaults, STEP_BIT(STEP_TRAIN) | STEP_BIT(STEP_FORWARD), 0, NULL},
     {"gelu", "templates/gelu.cu", "GELU (tanh approximation) and its backward, elementwise",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"gelu_forward", {X(out), CX(inp), I64(n)}, GELU_BLOCK, 2, kernel_gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)", 0},
       {"gelu_backward", {X(dinout), CX(inp), I64(n)}, GELU_BLOCK, 2, kernel_gelu_dims, "ceil(n/VEC_4C / BLOCK_SIZE)", 0}}, NULL,
-     STEP_BIT(STEP_TRAIN), 0},
+     STEP_BIT(STEP_TRAIN), 0, kernel_gelu_in_model},
     /* TILE_N, STAGES, SM_BLOCKS: the block's columns, its stages of k, its blocks a multiprocessor (two: the registers
        of 128 a thread, which TILE_N 256's accumulators alone would take); EPI_BYTES: the epilogue's global accesses, 16 (its
        tensors through shared memory in 16-byte chunks of rows) or 4 (each thread's pairs of columns straight);
@@ -115,7 +116,7 @@ const FamilyDecl kernel_families[] = {
        "(ceil(4C / 32), ceil(C / 32)): a block per 32 x 32 tile", 0},
       {"fc_bias_reduce", {X(dbias), CF32(scratch)}, BOUNDS_DERIVED(FCG_THREADS), -1, kernel_fcg_reduce,
        "ceil(4C / 256): a thread per column", 0}}, NULL,
-     STEP_BIT(STEP_TRAIN), 0},
+     STEP_BIT(STEP_TRAIN), 0, kernel_gelu_in_model},
     /* BLOCK_SIZE 256: the fastest of the candidates at gpt2-124M and 350M on the H200 (docs/kernels-and-tuning.md,
        "The classifier": 1.56x the old default of 1024). CHUNK_ROWS: logits are made for that many rows at a time; its
        one candidate keeps kernel sweeps off it, since what it changes is the matmuls' shape and the memory (the
@@ -129,19 +130,19 @@ const FamilyDecl kernel_families[] = {
      {"CHUNK"}, kernel_cls_derive, NULL,
      {{"classifier_forward", {F32(losses), X(logits), CI32(targets), FLOAT(dloss), INT(write_dlogits)}, CLS_BLOCK, -1,
        kernel_cls_dims, "CHUNK: a block per row of a chunk", 0}}, NULL,
-     STEP_BIT(STEP_TRAIN) | STEP_BIT(STEP_FORWARD), 0},
+     STEP_BIT(STEP_TRAIN) | STEP_BIT(STEP_FORWARD), 0, NULL},
     {"grad_norm", "templates/grad_norm.cu", "squared L2 norm, for the global gradient norm",
      {{"BLOCK_SIZE", 512, {128, 256, 512, 1024}, BLOCK_SIZE_RULE},
       {"GRID_SIZE", 1024, {256, 512, 1024, 2048}, .min = 1, .max = 65536, .multiple_of = 1}},
      {0}, NULL, NULL,
      {{"global_norm_squared", {F32(partials), CX(data), I64(n)}, NORM_BLOCK, -1, kernel_norm_dims, "GRID_SIZE", 0}}, NULL,
-     STEP_BIT(STEP_TRAIN), 0},
+     STEP_BIT(STEP_TRAIN), 0, NULL},
     {"adamw", "templates/adamw.cu", "the AdamW update of one parameter tensor",
      {{"BLOCK_SIZE", 512, {128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"adamw_update",
        {X(params), F32(master), CX(grads), F32(m), F32(v), I64(n), I64(idx0), FLOAT(lr), FLOAT(beta1), FLOAT(beta2),
         FLOAT(bc1), FLOAT(bc2), FLOAT(eps), FLOAT(wd), FLOAT(grad_scale)},
-       ADAMW_BLOCK, 5, kernel_adamw_dims, "ceil(n / BLOCK_SIZE)", 0}}, NULL, STEP_BIT(STEP_TRAIN), 0},
+       ADAMW_BLOCK, 5, kernel_adamw_dims, "ceil(n / BLOCK_SIZE)", 0}}, NULL, STEP_BIT(STEP_TRAIN), 0, NULL},
     {"decode", "templates/decode.cu",
      "one token per row against the key/value cache: embedding at a position, the cache append, split attention, the draw",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512}, BLOCK_SIZE_RULE},
@@ -166,7 +167,7 @@ const FamilyDecl kernel_families[] = {
        6, kernel_dec_linear, "(ceil(OC / (LIN_THREADS/32 * LIN_COLS)), ceil(B / 8)): a warp per LIN_COLS columns of 8 rows", 0},
       {"decode_linear_residual", {X(out), CX(inp), CX(weight), CX(bias), CX(res), INT(OC), INT(IC)}, DEC_LIN_THREADS, 5,
        kernel_dec_linear, "(ceil(OC / (LIN_THREADS/32 * LIN_COLS)), ceil(B / 8)): as decode_ln_linear", 0}}, NULL,
-     STEP_BIT(STEP_DECODE) | STEP_PREFILL, LAUNCH_OVERLAP},   /* a prefill appends to the cache: kv_append */
+     STEP_BIT(STEP_DECODE) | STEP_PREFILL, LAUNCH_OVERLAP, NULL},   /* a prefill appends to the cache: kv_append */
     /* the whole decode step of few rows in one persistent kernel (Plan.decode_persistent): THREADS a block, one block
        a multiprocessor (the linears' packets a thread keeps in flight: 4096 / THREADS) */
     {"decode_step", "templates/decode_step.cu", "a decode step of few rows in one persistent kernel, a grid barrier between its phases",
@@ -175,7 +176,49 @@ const FamilyDecl kernel_families[] = {
      {{"decode_step", {CX(params), CI32(tokens), CI32(pos), X(kcache), X(vcache), X(x), X(res2), X(qkv), X(atty), X(fch),
                        X(logits), I32(sync), INT(n_blocks)}, STEP_THREADS_T, 12, kernel_dec_step,
        "n_blocks (the multiprocessors), cooperative: every block resident", 0}}, NULL,
-     STEP_BIT(STEP_DECODE), LAUNCH_COOPERATIVE},
+     STEP_BIT(STEP_DECODE), LAUNCH_COOPERATIVE, NULL},
+    /* GPT-2's relatives (docs/model.md, "Architectures"), in the plans of the models that use them (in_model) */
+    {"rmsnorm", "templates/rmsnorm.cu", "RMSNorm forward (plain and fused with the residual add) and backward; QK-norm",
+     {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE},
+      {"BWD_BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE}},
+     {"BWD_BLOCKS", "QK_BLOCKS"}, kernel_rms_derive, kernel_rms_check,
+     {{"rmsnorm_forward", {X(out), F32(rstd), CX(inp), CX(weight)}, RMS_BLOCK, -1, kernel_rms_rows,
+       "ceil(B*T / (BLOCK_SIZE/32)): a warp per row", 0},
+      {"fused_residual_rmsnorm_forward", {X(residual), X(out), F32(rstd), CX(inp1), CX(inp2), CX(weight)}, RMS_BLOCK, -1,
+       kernel_rms_rows, "ceil(B*T / (BLOCK_SIZE/32)): a warp per row", 0},
+      {"rmsnorm_backward", {X(dinp), F32(scratch), CX(dout), CX(inp), CX(weight), CF32(rstd)}, RMS_BWD_BLOCK, -1,
+       kernel_rms_backward, "BWD_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512), rows strided over their warps", 0},
+      {"rmsnorm_backward_reduce", {X(dweight), CF32(scratch)}, RMS_BLOCK, -1, kernel_rms_reduce,
+       "ceil(C / BLOCK_SIZE): a thread per channel", 0},
+      {"qk_norm_forward", {X(out), F32(rstd), CX(inp), CX(qw), CX(kw)}, RMS_BLOCK, -1, kernel_qk_forward,
+       "ceil(B*T*(NH+NKV) / (BLOCK_SIZE/32)): a warp per q or k head of a row (k head j's also copies v head j)", 0},
+      {"qk_norm_backward", {X(dinout), F32(scratch), CX(inp), CX(qw), CX(kw), CF32(rstd)}, RMS_BWD_BLOCK, -1,
+       kernel_qk_backward, "QK_BLOCKS = min(ceil(B*T*(NH+NKV) / (BWD_BLOCK_SIZE/32)), 512), heads strided over warps", 0},
+      {"qk_norm_backward_reduce", {X(dqw), X(dkw), CF32(scratch)}, RMS_BLOCK, -1, kernel_qk_reduce,
+       "ceil(2*HS / BLOCK_SIZE): a thread per channel of qw and kw", 0}},
+     NULL, 0, 0, kernel_rms_in_model},
+    {"rope", "templates/rope.cu", "rotary position embedding of q and k and its backward; grouped-query attention's keys "
+     "and values given to every query head, and their gradients summed back",
+     {{"BLOCK_SIZE", 256, {64, 128, 256, 512}, BLOCK_SIZE_RULE}}, {0}, NULL, kernel_rope_check,
+     {{"rope_forward", {X(qkv), CI32(pos)}, ROPE_BLOCK, -1, kernel_rope_dims,
+       "ceil(B*T*HS/2 / BLOCK_SIZE): a thread per pair of channels of a row, over its q and k heads", 0},
+      {"rope_backward", {X(dqkv), CI32(pos)}, ROPE_BLOCK, -1, kernel_rope_dims, "as rope_forward's", 0},
+      {"kv_expand", {X(out), CX(qkv)}, ROPE_BLOCK, -1, kernel_kv_dims,
+       "ceil(B*T*3C/VEC_HS / BLOCK_SIZE): a thread per packet of the (B, T, 3C) output", 0},
+      {"kv_reduce", {X(dqkv), CX(dexp)}, ROPE_BLOCK, -1, kernel_kv_dims, "as kv_expand's, over the (B, T, 3C) input", 0}},
+     NULL, 0, 0, kernel_rope_in_model},
+    {"activation", "templates/activation.cu", "ReLU^2 and SwiGLU and their backward, elementwise; the logit soft-cap and "
+     "the loss's gradient through it",
+     {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
+     {{"relu2_forward", {X(out), CX(pre), I64(n)}, ACT_BLOCK, 2, kernel_act_dims, "ceil(n/VEC_FFN / BLOCK_SIZE)", 0},
+      {"relu2_backward", {X(dinout), CX(pre), I64(n)}, ACT_BLOCK, 2, kernel_act_dims, "ceil(n/VEC_FFN / BLOCK_SIZE)", 0},
+      {"swiglu_forward", {X(out), CX(up), CX(gate), I64(n)}, ACT_BLOCK, 3, kernel_act_dims, "ceil(n/VEC_FFN / BLOCK_SIZE)", 0},
+      {"swiglu_backward", {X(dinout), X(dgate), CX(up), CX(gate), I64(n)}, ACT_BLOCK, 4, kernel_act_dims,
+       "ceil(n/VEC_FFN / BLOCK_SIZE)", 0},
+      {"softcap_forward", {X(logits), I64(n)}, ACT_BLOCK, 1, kernel_softcap_dims, "ceil(n/VEC_Vp / BLOCK_SIZE)", 0},
+      {"softcap_dlogits", {X(logits), CF32(losses), CI32(targets), FLOAT(dloss), I64(n)}, ACT_BLOCK, 4, kernel_softcap_rows,
+       "n / Vp: a block per row of the chunk (n = its rows * Vp)", 0}},
+     NULL, 0, 0, kernel_act_in_model},
     {0},
 };
 
@@ -191,6 +234,8 @@ KernelEnv kernel_env(const GPT2Shape *model, const StepShape *step, const Family
     e.V = model->vocab_size;
     e.Vp = model->padded_vocab_size;
     e.maxT = model->max_seq_len;
+    e.NKV = model->n_kv_head ? model->n_kv_head : model->n_head;   /* gpt2_kv_heads, gpt2_ffn: not linked here */
+    e.FFN = model->n_ffn ? model->n_ffn : 4 * e.C;
     e.cacheT = step->cache_T > 0 ? step->cache_T : model->max_seq_len;
     e.x128 = step->precision == PREC_FP32 ? 4 : 8;
     for (int i = 0; i < FAMILY_MAX_TUNABLES && f->tunables[i].name; i++) e.tun[i] = tun[i];

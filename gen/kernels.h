@@ -35,6 +35,7 @@ typedef struct {
 /* What geometry rules and derived constants see: the plan's model and step shape and one module's values. */
 typedef struct {
     long long B, T, C, NH, HS, L, V, Vp, maxT;
+    long long NKV, FFN;                    /* keys' and values' heads, the MLP's hidden size (GPT-2: NH, 4C) */
     long long cacheT;                      /* the positions of a row's key/value cache (StepShape.cache_T), else maxT */
     int x128;                              /* floatX elements in 128 bits */
     int sm;                                /* the plan's arch as a number (90 for sm_90) where shape defaults are
@@ -87,6 +88,9 @@ typedef struct {
        LAUNCH_COOPERATIVE  every block resident at once (its kernels sync the grid); the family is in a plan only
                            where the plan runs it (Plan.decode_persistent) */
     int launch;
+    /* the models whose plans have the family (NULL: every model): GPT-2's relatives' families are in their plans
+       only, so that GPT-2's plans and sources stay as they were */
+    int (*in_model)(const GPT2Shape *model);
 } FamilyDecl;
 enum { LAUNCH_PLAIN, LAUNCH_OVERLAP, LAUNCH_COOPERATIVE };
 #define STEP_BIT(k) (1u << (k))
@@ -96,6 +100,8 @@ static inline int family_in_step(const FamilyDecl *f, const StepShape *step) {
     unsigned bits = STEP_BIT(step->kind) | (step->fills_cache ? STEP_PREFILL : 0);
     return !f->steps || (f->steps & bits);
 }
+/* 1 when model's plans have family f */
+static inline int family_in_model(const FamilyDecl *f, const GPT2Shape *model) { return !f->in_model || f->in_model(model); }
 
 extern const FamilyDecl kernel_families[];
 

@@ -18,6 +18,7 @@ typedef struct {
     size_t end;
     const Plan *plan;
     size_t x, B, T, C, NH, BT;          /* bytes of a floatX; the step's shape */
+    size_t QKV, F;                      /* qkv's features, the MLP's hidden size (GPT-2: 3C, 4C) */
     int train, decode, logits;          /* a training step; a decode step; a step that computes logits */
 } Layout;
 
@@ -65,14 +66,17 @@ static void place_activations(Layout *lo) {
        l-1's output before it writes its own, runtime/cuda/step.c) */
     size_t L = train ? (size_t)s->n_layer : 1;
     int rec = train ? st->recompute : 2;
-    size_t ln_layers = rec >= 2 ? 1 : L, gelu_layers = rec >= 1 ? 1 : L;
-    size_t ln_stride = rec >= 2 ? 0 : BT * C * x, gelu_stride = rec >= 1 ? 0 : BT * 4 * C * x;
+    size_t QKV = lo->QKV, F = lo->F;
+    /* only LayerNorm's and GELU's outputs are made again in the backward (gen/schedule.c) */
+    int ln_rec = s->norm == NORM_LAYERNORM && rec >= 2, gelu_rec = s->mlp == MLP_GELU && rec >= 1;
+    size_t ln_layers = ln_rec ? 1 : L, gelu_layers = gelu_rec ? 1 : L;
+    size_t ln_stride = ln_rec ? 0 : BT * C * x, gelu_stride = gelu_rec ? 0 : BT * F * x;
     size_t lstride = train ? 1 : 0;   /* multiplies the bytes between layers */
     place(lo, BUF_ENCODED, "encoded", MEM_ACTIVATIONS, BT * C * x, 0);
     place(lo, BUF_LN1, "ln1", MEM_ACTIVATIONS, ln_layers * BT * C * x, ln_stride);
     place(lo, BUF_LN1_MEAN, "ln1_mean", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
     place(lo, BUF_LN1_RSTD, "ln1_rstd", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
-    place(lo, BUF_QKV, "qkv", MEM_ACTIVATIONS, L * BT * 3 * C * x, lstride * BT * 3 * C * x);
+    place(lo, BUF_QKV, "qkv", MEM_ACTIVATIONS, L * BT * QKV * x, lstride * BT * QKV * x);
     place(lo, BUF_ATTY, "atty", MEM_ACTIVATIONS, L * BT * C * x, lstride * BT * C * x);
     /* attention keeps no (B,NH,T,T) scores: only each row's log-sum-exp, for the backward */
     place(lo, BUF_ATT_STATS, "att_stats", MEM_ACTIVATIONS, L * B * NH * T * 4, lstride * B * NH * T * 4);
@@ -80,8 +84,8 @@ static void place_activations(Layout *lo) {
     place(lo, BUF_LN2, "ln2", MEM_ACTIVATIONS, ln_layers * BT * C * x, ln_stride);
     place(lo, BUF_LN2_MEAN, "ln2_mean", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
     place(lo, BUF_LN2_RSTD, "ln2_rstd", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);
-    place(lo, BUF_FCH, "fch", MEM_ACTIVATIONS, L * BT * 4 * C * x, lstride * BT * 4 * C * x);
-    place(lo, BUF_FCH_GELU, "fch_gelu", MEM_ACTIVATIONS, gelu_layers * BT * 4 * C * x, gelu_stride);
+    place(lo, BUF_FCH, "fch", MEM_ACTIVATIONS, L * BT * F * x, lstride * BT * F * x);
+    place(lo, BUF_FCH_GELU, "fch_gelu", MEM_ACTIVATIONS, gelu_layers * BT * F * x, gelu_stride);
     place(lo, BUF_RESIDUAL3, "residual3", MEM_ACTIVATIONS, L * BT * C * x, lstride * BT * C * x);
     place(lo, BUF_LNF, "lnf", MEM_ACTIVATIONS, BT * C * x, 0);
     place(lo, BUF_LNF_MEAN, "lnf_mean", MEM_ACTIVATIONS, BT * 4, 0);
@@ -96,11 +100,11 @@ static void place_activations(Layout *lo) {
    dlogits, so they lie inside the logits buffer when they fit there. */
 static void place_backward(Layout *lo) {
     PlanMemory *mem = lo->mem;
-    size_t x = lo->x, B = lo->B, T = lo->T, C = lo->C, NH = lo->NH, BT = lo->BT;
+    size_t x = lo->x, B = lo->B, T = lo->T, C = lo->C, NH = lo->NH, BT = lo->BT, QKV = lo->QKV, F = lo->F;
     static const struct { BufferId id; const char *name; } bwd[] = {{BUF_ATT_DDOT, "att_ddot"}, {BUF_DFCH, "dfch"},
         {BUF_DATTY, "datty"}, {BUF_DQKV, "dqkv"}};
     enum { N_BWD = sizeof bwd / sizeof bwd[0] };
-    size_t bwd_bytes[N_BWD] = {B * NH * T * 4, BT * 4 * C * x, BT * C * x, BT * 3 * C * x};
+    size_t bwd_bytes[N_BWD] = {B * NH * T * 4, BT * F * x, BT * C * x, BT * QKV * x};
     if (!lo->train) memset(bwd_bytes, 0, sizeof bwd_bytes);
     size_t need = 0;
     for (int i = 0; i < N_BWD; i++) need = align_up(need) + bwd_bytes[i];
@@ -116,6 +120,16 @@ static void place_backward(Layout *lo) {
     }
 }
 
+/* the norms' backward partials (BUF_LN_SCRATCH): LayerNorm's (ln bytes), or where the plan has templates/rmsnorm.cu
+   the most that RMSNorm's and QK-norm's take */
+static size_t norm_scratch(const Plan *plan, size_t ln) {
+    const PlanKernel *rms = &plan->kernels[K_RMSNORM_BACKWARD], *qk = &plan->kernels[K_QK_NORM_BACKWARD];
+    if (rms->family < 0) return ln;
+    size_t r = (size_t)rms->dims.grid[0] * plan->model.n_embd * 4, q = (size_t)qk->dims.grid[0] * 2 * gpt2_head_size(&plan->model) * 4;
+    r = r > q ? r : q;
+    return r > ln ? r : ln;
+}
+
 /* The kernels' scratch buffers of a training step, and the batch */
 static void place_scratch(Layout *lo) {
     const Plan *plan = lo->plan;
@@ -125,8 +139,9 @@ static void place_scratch(Layout *lo) {
     const LaunchDims *ln_bwd = &plan->kernels[K_LAYERNORM_BACKWARD].dims;
     const LaunchDims *bias = &plan->kernels[K_BIAS_BACKWARD_PARTIAL].dims;   /* grid[1]: the row splits */
     const LaunchDims *norm = &plan->kernels[K_GLOBAL_NORM_SQUARED].dims;
-    place(lo, BUF_LN_SCRATCH, "ln_scratch", MEM_SCRATCH, train ? (size_t)ln_bwd->grid[0] * 2 * C * 4 : 0, 0);
-    place(lo, BUF_BIAS_SCRATCH, "bias_scratch", MEM_SCRATCH, train ? (size_t)bias->grid[1] * 4 * C * 4 : 0, 0);
+    place(lo, BUF_LN_SCRATCH, "ln_scratch", MEM_SCRATCH, train ? norm_scratch(plan, (size_t)ln_bwd->grid[0] * 2 * C * 4) : 0, 0);
+    size_t widest = 4 * C > lo->F ? 4 * C : lo->F;   /* the widest bias gradient: 4C, or a wider MLP's */
+    place(lo, BUF_BIAS_SCRATCH, "bias_scratch", MEM_SCRATCH, train ? (size_t)bias->grid[1] * widest * 4 : 0, 0);
     /* the side stream's own bias scratch and cuBLASLt workspace (Plan.streams 2: runtime/cuda/step.c) */
     int side = train && plan->streams == 2;
     place(lo, BUF_BIAS_SCRATCH_SIDE, "bias_scratch_side", MEM_SCRATCH, side ? mem->buffers[BUF_BIAS_SCRATCH].bytes : 0, 0);
@@ -150,7 +165,7 @@ static void place_decode(Layout *lo) {
     const StepShape *st = &plan->step;
     size_t x = lo->x, B = lo->B, C = lo->C, NH = lo->NH;
     int decode = lo->decode, side = lo->train && plan->streams == 2;
-    size_t cache = decode ? (size_t)s->n_layer * B * st->cache_T * C * x : 0;
+    size_t cache = decode ? (size_t)s->n_layer * B * st->cache_T * C * x : 0;   /* NH heads (with GQA too: arch_buffers) */
     const LaunchDims *att = &plan->kernels[K_DECODE_ATTENTION].dims;   /* (KV_SPLITS, NH, B) */
     place(lo, BUF_KCACHE, "kcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);
     place(lo, BUF_VCACHE, "vcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);
@@ -158,13 +173,28 @@ static void place_decode(Layout *lo) {
     place(lo, BUF_DECODE_POS, "decode_pos", MEM_SCRATCH, decode || st->fills_cache ? 4 : 0, 0);
     place(lo, BUF_RNG, "rng", MEM_SCRATCH, decode ? B * 8 : 0, 0);
     place(lo, BUF_GRID_SYNC, "grid_sync", MEM_SCRATCH, plan->decode_persistent ? 8 : 0, 0);
-    /* named for plan.txt's schedule; no bytes: only the CPU backend runs the architectures that use them */
-    place(lo, BUF_QKV_PRE, "qkv_pre", MEM_ACTIVATIONS, 0, 0);
-    place(lo, BUF_QK_RSTD, "qk_rstd", MEM_ACTIVATIONS, 0, 0);
-    place(lo, BUF_FCG, "fcg", MEM_ACTIVATIONS, 0, 0);
-    place(lo, BUF_DFCG, "dfcg", MEM_ACTIVATIONS, 0, 0);
     place(lo, BUF_CUBLASLT_WORKSPACE, "cublaslt_workspace", MEM_WORKSPACE, CUBLASLT_WORKSPACE_BYTES, 0);
     place(lo, BUF_CUBLASLT_WORKSPACE_SIDE, "cublaslt_workspace_side", MEM_WORKSPACE, side ? CUBLASLT_WORKSPACE_BYTES : 0, 0);
+}
+
+/* GPT-2's relatives' buffers (none for GPT-2): qkv before QK-norm and the heads' rstd, per layer where the backward
+   reads them; SwiGLU's gate (fcg) and its gradient; with grouped-query attention, qkv with every query head's k and v
+   (a layer at a time: the backward makes it again) and its gradient; with RoPE, zeros in place of wpe. The decode step's
+   cache holds every query head's keys and values too, appended from the expanded qkv (runtime/cuda/arch.c) */
+static void place_arch(Layout *lo) {
+    const Plan *plan = lo->plan;
+    const GPT2Shape *s = &plan->model;
+    size_t x = lo->x, BT = lo->BT, C = lo->C, QKV = lo->QKV, F = lo->F;
+    size_t L = lo->train ? (size_t)s->n_layer : 1, lstride = lo->train ? 1 : 0, heads = (size_t)s->n_head + gpt2_kv_heads(s);
+    int qk = s->qk_norm, swiglu = s->mlp == MLP_SWIGLU, x_heads = plan->kv_expand;
+    place(lo, BUF_QKV_PRE, "qkv_pre", MEM_ACTIVATIONS, qk ? L * BT * QKV * x : 0, lstride * BT * QKV * x);
+    place(lo, BUF_QK_RSTD, "qk_rstd", MEM_ACTIVATIONS, qk ? L * BT * heads * 4 : 0, lstride * BT * heads * 4);
+    place(lo, BUF_FCG, "fcg", MEM_ACTIVATIONS, swiglu ? L * BT * F * x : 0, lstride * BT * F * x);
+    place(lo, BUF_DFCG, "dfcg", MEM_SCRATCH, swiglu && lo->train ? BT * F * x : 0, 0);
+    place(lo, BUF_QKV_X, "qkv_x", MEM_SCRATCH, x_heads ? BT * 3 * C * x : 0, 0);
+    place(lo, BUF_DQKV_X, "dqkv_x", MEM_SCRATCH, x_heads && lo->train ? BT * 3 * C * x : 0, 0);
+    /* never written: the arena starts zeroed (runtime/cuda/arena.c) */
+    place(lo, BUF_WPE_ZERO, "wpe_zero", MEM_SCRATCH, s->position == POS_ROPE ? (size_t)s->max_seq_len * C * x : 0, 0);
 }
 
 void memory_plan(PlanMemory *mem, const Plan *plan) {
@@ -172,7 +202,8 @@ void memory_plan(PlanMemory *mem, const Plan *plan) {
     const StepShape *st = &plan->step;
     size_t B = st->B, T = st->T;
     Layout lo = {mem, 0, plan, st->precision == PREC_FP32 ? 4 : 2, B, T, plan->model.n_embd, plan->model.n_head, B * T,
-                 st->kind == STEP_TRAIN, st->kind == STEP_DECODE, !st->fills_cache};
+                 (size_t)gpt2_qkv_width(&plan->model), (size_t)gpt2_ffn(&plan->model), st->kind == STEP_TRAIN,
+                 st->kind == STEP_DECODE, !st->fills_cache};
     place_weights(&lo);
     place_activations(&lo);
     size_t x = lo.x, C = lo.C, BT = lo.BT;
@@ -183,5 +214,6 @@ void memory_plan(PlanMemory *mem, const Plan *plan) {
     place_backward(&lo);
     place_scratch(&lo);
     place_decode(&lo);
+    place_arch(&lo);
     mem->arena_bytes = align_up(lo.end);
 }

@@ -32,8 +32,11 @@ typedef enum {
     BUF_KCACHE, BUF_VCACHE, BUF_ATT_PARTIAL, BUF_DECODE_POS, BUF_RNG, BUF_GRID_SYNC,
     /* library workspaces */
     BUF_CUBLASLT_WORKSPACE, BUF_CUBLASLT_WORKSPACE_SIDE,   /* _SIDE: the side stream's (Plan.streams 2) */
-    /* GPT-2's relatives' (docs/model.md, "Architectures"): the CPU backend keeps them; no GPU plan places them yet */
-    BUF_QKV_PRE, BUF_QK_RSTD, BUF_FCG, BUF_DFCG,
+    /* GPT-2's relatives' (docs/model.md, "Architectures"): qkv before QK-norm and its rstd per head, SwiGLU's gate and
+       its gradient; with grouped-query attention (Plan.kv_expand) qkv with every query head's k and v, and its
+       gradient, for the attention's kernels (runtime/cuda/arch.c); with RoPE, maxT rows of zeros that the encoder
+       kernels add in place of wpe */
+    BUF_QKV_PRE, BUF_QK_RSTD, BUF_FCG, BUF_DFCG, BUF_QKV_X, BUF_DQKV_X, BUF_WPE_ZERO,
     BUF_COUNT
 } BufferId;
 

@@ -178,6 +178,16 @@ int plan_set_tunables(Plan *plan, int fam, const int *values, const char *origin
     return -1;
 }
 
+/* the GELU path plan's model takes: gelu, or for GPT-2's relatives the epilogues (the GPU's other GELU paths are
+   GPT-2's: the fc bias and the 4C width in their kernels; the CPU's is one math) */
+static GeluPath gelu_for_model(const Plan *plan, GeluPath gelu) { return gpt2_is_gpt2(&plan->model) ? gelu : GELU_EPILOGUE; }
+
+/* 1 when plan's step calls family f, for its model (a cooperative family: where the plan runs it) */
+static int family_in_plan(const Plan *plan, const FamilyDecl *f) {
+    return family_in_step(f, &plan->step) && family_in_model(f, &plan->model) &&
+           (f->launch != LAUNCH_COOPERATIVE || plan->decode_persistent);
+}
+
 int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *step, const char *arch,
               const PlanFacts *facts, Err *err) {
     memset(plan, 0, sizeof *plan);
@@ -203,9 +213,10 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
     plan->overlap = step->kind == STEP_DECODE && atoi(arch + 3) >= 90;
     plan->decode_persistent = plan->overlap && plan->decode_linear && cfg->run.decode == DECODE_PERSISTENT;
+    plan->kv_expand = gpt2_kv_heads(&plan->model) != plan->model.n_head;
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
     for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls */
-        if (!family_in_step(f, step) || (f->launch == LAUNCH_COOPERATIVE && !plan->decode_persistent)) continue;
+        if (!family_in_plan(plan, f)) continue;
         if (plan->n_families == PLAN_MAX_FAMILIES) return err_set(err, "more than %d kernel families", PLAN_MAX_FAMILIES);
         add_module(plan, f);
     }
@@ -226,7 +237,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     for (int i = 0; i < plan->n_families; i++)
         if (family_finalize(plan, i, err)) return -1;
     if (step->kind == STEP_TRAIN && cfg->run.train.gelu == GELU_AUTO) plan->gelu = gelu_auto(plan);
-    if (!gpt2_is_gpt2(&plan->model)) plan->gelu = GELU_EPILOGUE;   /* the GPU's GELU paths are GPT-2's (CPU: one math) */
+    plan->gelu = gelu_for_model(plan, plan->gelu);
     if (gelu_fused(plan->gelu) && !fc_gemm_fits(&plan->model, &plan->step, atoi(plan->arch + 3)))
         return err_set(err, "%s: train.gelu = \"fused\" runs on Hopper's wgmma in bf16 or fp16 "
                        "(here %s, %s); use \"auto\"", cfg->path, plan->arch, precision_name(plan->step.precision));
@@ -238,7 +249,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
 }
 
 void plan_set_gelu(Plan *plan, GeluPath gelu, const char *origin) {
-    plan->gelu = gelu;
+    plan->gelu = gelu_for_model(plan, gelu);
     plan->gelu_origin = origin;
     matmuls_set_gelu(plan->matmuls, &plan->model, &plan->step, gelu);
     memory_plan(&plan->memory, plan);   /* the fused path's scratch */

@@ -89,11 +89,18 @@ static void write_memory(FILE *f, const Plan *p) {
                 "equal shards\n", n, n);
 }
 
+/* grouped-query attention through the attention kernels of one k and v head per query head (Plan.kv_expand) */
+static void write_gqa(FILE *f, const Plan *p) {
+    if (!p->kv_expand) return;
+    fprintf(f, "gqa        %d query heads, %d key/value heads: kv_expand gives each query head its k and v (qkv_x) for the "
+            "attention, kv_reduce sums their gradients back; a decode cache holds every query head's\n", p->model.n_head,
+            gpt2_kv_heads(&p->model));
+}
+
 static void write_section(FILE *f, const Plan *p) {
     const GPT2Shape *m = &p->model;
     const StepShape *st = &p->step;
-    size_t sizes[NUM_PARAM_TENSORS];
-    size_t np = gpt2_param_sizes(m, sizes, NULL);
+    size_t sizes[NUM_PARAM_TENSORS], np = gpt2_param_sizes(m, sizes, NULL);
     fprintf(f, "# ==== plan %s: %s\n\n", p->name, st->kind == STEP_TRAIN ? "the training step"
                    : st->kind == STEP_DECODE ? "one token per row against the key/value cache, and the draw"
                    : st->fills_cache ? "the prefill: the prompt's keys and values into the decode plan's cache"
@@ -112,6 +119,7 @@ static void write_section(FILE *f, const Plan *p) {
             : p->deterministic || p->attention == ATTN_FLASH
                 ? "; backward deterministic"
                 : "; backward not deterministic (train.deterministic = false: cuDNN's dQ by atomics)");
+    write_gqa(f, p);
     if (st->kind == STEP_TRAIN)
         fprintf(f, "gelu       %s (%s): %s\n", gelu_path_name(p->gelu), p->gelu_origin,
                 p->gelu == GELU_KERNEL ? "the fc matmul's bias epilogue, then gelu_forward; the fcproj dinp, then "

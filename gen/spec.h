@@ -123,8 +123,8 @@ int  model_spec_validate(ModelSpec *m, const char *where, Err *err);
 /* The model a checkpoint's header says (its shape, in precision), through model_spec_validate. */
 int  model_spec_from_header(ModelSpec *m, const GPT2Shape *header, Precision precision, const char *where, Err *err);
 GPT2Shape model_spec_shape(const ModelSpec *m);
-/* 0 if the GPU's kernels run s (GPT-2's architecture), else -1 with a message that starts with where, names the first
-   key that differs from GPT-2's and points at the CPU backend: the CUDA backend and the GPU build refuse the rest */
+/* 0 if the GPU's kernels run s (every architecture but a few combinations), else -1 with a message that starts with
+   where, names the key they do not cover and points at the CPU backend: the CUDA backend and the GPU build refuse it */
 int  model_gpu_check(const GPT2Shape *s, const char *where, Err *err);
 const char *model_architecture_name(ModelArchitecture a);
 /* The name's precision into *p; -1 when it names none. */

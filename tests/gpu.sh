@@ -97,7 +97,8 @@ if want configs; then
         name=$(basename "$c" .lua)
         # the arena of its training plan (build/<name>/plan.txt) and the tests' buffers beside it
         case $name in gpt2-1558M) gib=44 s=200 ;; gpt2-774M) gib=34 s=150 ;; gpt2-350M) gib=26 s=120 ;;
-                      gpt2-124M|gpt3-125M) gib=21 s=100 ;; *) gib=40 s=150 ;; esac
+                      gpt2-124M|gpt3-125M) gib=21 s=100 ;; llama-124M) gib=24 s=120 ;; nanochat-d12) gib=28 s=120 ;;
+                      *) gib=40 s=150 ;; esac
         mode=par
         [ "$name" = tiny ] && mode=alone   # small enough for its training step against the CPU's: "plan memory"
         pool_add configs "$name" $mode $gib $s "./gpt2gen test $c"

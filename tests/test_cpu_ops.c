@@ -1,5 +1,6 @@
 /* test_cpu_ops: the fp32 reference ops (runtime/cpu/cpu_ops.c): each op's backward against central differences
-   of its forward, and matmul against a naive product. The whole model and the CPU backend: test_cpu_model.c. */
+   of its forward, matmul against a naive product, and grouped-query attention against multi-head attention on
+   its expanded keys and values (the GPU's way). The whole model and the CPU backend: test_cpu_model.c. */
 #include <math.h>
 #include "common/files.h"
 #include "common/rng.h"
@@ -162,6 +163,42 @@ static void test_attention_backward(void) {
     free(c.qkv); free(c.out); free(c.preatt); free(c.att); free(c.R); free(dqkv); free(dpre); free(datt);
 }
 
+/* Grouped-query attention as the GPU runs it (Plan.kv_expand, templates/rope.cu): multi-head attention on qkv with
+   each kv head repeated for its NH/NKV query heads, the gradients of the repeats summed back in query-head order,
+   equals grouped-query attention itself (cpu_attention_*_gqa), forward and backward */
+static void test_gqa_by_expansion(void) {
+    uint64_t rng = 17;
+    CpuHeads g = {2, 5, 4, 2, 8};
+    int C = g.NH * g.HS, G = g.NH / g.NKV;
+    size_t W = (size_t)(g.NH + 2 * g.NKV) * g.HS, N = (size_t)g.B * g.T, na = (size_t)g.B * g.NH * g.T * g.T;
+    float *qkv = fnew(N * W), *x = fnew(N * 3 * C), *out = fnew(N * C), *ref = fnew(N * C), *R = fnew(N * C);
+    float *pre = fnew(na), *att = fnew(na), *att_x = fnew(na), *datt = fnew(na), *dpre = fnew(na);
+    float *d = fnew(N * W), *dx = fnew(N * 3 * C), *dsum = fnew(N * W);
+    fill_normal(qkv, N * W, 1.0f, &rng);
+    fill_normal(R, N * C, 1.0f, &rng);
+    size_t *src = malloc(3 * (size_t)C * sizeof *src);   /* kv_expand's map: feature f of 3C -> its feature in W */
+    for (int f = 0; f < 3 * C; f++) {
+        int part = f / C, h = f % C / g.HS, c = f % g.HS;
+        src[f] = part == 0 ? (size_t)f : (size_t)((part == 1 ? g.NH : g.NH + g.NKV) * g.HS + h / G * g.HS + c);
+    }
+    for (size_t r = 0; r < N; r++)
+        for (int f = 0; f < 3 * C; f++) x[r * 3 * C + f] = qkv[r * W + src[f]];
+    cpu_attention_forward_gqa(ref, pre, att, qkv, g);
+    cpu_attention_forward(out, pre, att_x, x, g.B, g.T, C, g.NH);
+    double worst = 0;
+    for (size_t i = 0; i < N * C; i++) worst = worse(worst, fabs(out[i] - ref[i]));
+    CHECK(worst < 1e-6, "forward: expanded multi-head attention differs from grouped-query attention by %.2e", worst);
+    cpu_attention_backward_gqa(d, dpre, datt, R, qkv, att, g);
+    cpu_attention_backward(dx, dpre, datt, R, x, att_x, g.B, g.T, C, g.NH);
+    for (size_t r = 0; r < N; r++)
+        for (int f = 0; f < 3 * C; f++) dsum[r * W + src[f]] += dx[r * 3 * C + f];
+    worst = 0;
+    for (size_t i = 0; i < N * W; i++) worst = worse(worst, fabs(dsum[i] - d[i]));
+    CHECK(worst < 1e-5, "backward: the repeats' gradients summed differ from grouped-query attention's by %.2e", worst);
+    free(qkv); free(x); free(out); free(ref); free(R); free(pre); free(att); free(att_x); free(datt); free(dpre);
+    free(d); free(dx); free(dsum); free(src);
+}
+
 typedef struct { size_t n; float *inp, *out, *R; } GeluCtx;
 
 static double gelu_objective(void *p) {
@@ -272,6 +309,7 @@ int main(int argc, char **argv) {
     RUN(test_matmul_backward);
     RUN(test_matmul_vs_naive);
     RUN(test_attention_backward);
+    RUN(test_gqa_by_expansion);
     RUN(test_gelu);
     RUN(test_softmax_crossentropy);
     RUN(test_encoder);

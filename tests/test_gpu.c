@@ -1,6 +1,7 @@
 /* test_gpu: the per-variant GPU tests (tune/kernel_tests.c, step_test.c; and the decode family's on a decode plan of
    3 rows) on small configs that cover the three
-   precisions, head sizes 32 and 64, every recompute level and both attention paths; then the PyTorch golden file's
+   precisions, head sizes 32 and 64 (128 for GPT-2's relatives: Llama- and nanochat-shaped), every recompute level and
+   both attention paths; then the PyTorch golden file's
    10 AdamW steps on the CUDA backend in fp32, bf16 and fp16 (with the loss scaler), and an injected overflow in
    fp16 that the loss scaler skips and recovers from; and a one-row forward plan beside the training plan, on its
    weights, giving the training plan's logits row by row. Each variant's kernels are generated and compiled with NVRTC
@@ -17,7 +18,7 @@
 #include "tests/golden.h"
 #include "tests/plan_facts.h"
 
-typedef struct { const char *name; const char *sets[16]; } Variant;
+typedef struct { const char *name; const char *sets[20]; } Variant;
 
 static const Variant variants[] = {
     /* CHUNK_ROWS: the classifier a chunk of rows at a time (512 rows in 4 chunks of 128; 192 in 3 of 64; 256 in 4 of
@@ -90,6 +91,26 @@ static const Variant variants[] = {
                                 "model.n_head=7", "model.n_layer=2", "model.max_seq_len=100", "train.seq_len=100",
                                 "train.batch_size=3", "train.total_batch_size=300", "tune.fc_gemm.TILE_WARPGROUPS=1",
                                 "tune.fc_gemm.TILE_N=128", "tune.fc_gemm.STAGES=3", "tune.fc_gemm.GRID=8", NULL}},
+    /* GPT-2's relatives (docs/model.md, "Architectures"). Llama-shaped: RMSNorm, RoPE, SwiGLU, grouped-query attention
+       (4 query heads, 2 kv heads) at head size 64, no biases, an untied head; recompute 2 (which keeps the RMSNorm
+       outputs: only LayerNorm's are made again) */
+    {"gt-llama-bf16", {"name=gt-llama-bf16", "precision=bf16", "model.n_embd=256", "model.n_head=4", "model.n_kv_head=2",
+                       "model.norm=rmsnorm", "model.position=rope", "model.mlp=swiglu", "model.n_ffn=384",
+                       "model.bias=false", "model.tie_embeddings=false", "train.recompute=2", NULL}},
+    /* multi-query (4:1) at head size 128 in fp16, the classifier in chunks, biases kept */
+    {"gt-llama-fp16", {"name=gt-llama-fp16", "precision=fp16", "model.n_embd=512", "model.n_head=4", "model.n_kv_head=1",
+                       "model.n_layer=2", "model.norm=rmsnorm", "model.position=rope", "model.mlp=swiglu",
+                       "model.n_ffn=640", "model.tie_embeddings=false", "tune.classifier.CHUNK_ROWS=128", NULL}},
+    /* nanochat-shaped: RoPE, ReLU^2, QK-norm, no biases, an untied head and the logit soft-cap, head size 128 */
+    {"gt-nano-fp32", {"name=gt-nano-fp32", "precision=fp32", "model.n_embd=256", "model.n_head=2", "model.norm=rmsnorm",
+                      "model.position=rope", "model.mlp=relu2", "model.qk_norm=true", "model.bias=false",
+                      "model.tie_embeddings=false", "model.logit_softcap=15", "train.recompute=1", NULL}},
+    /* and through cuDNN's attention in bf16 */
+    {"gt-nano-bf16-cudnn", {"name=gt-nano-bf16-cudnn", "precision=bf16", "attention=cudnn", "model.n_embd=256",
+                            "model.n_head=2", "model.norm=rmsnorm", "model.position=rope", "model.mlp=relu2",
+                            "model.qk_norm=true", "model.bias=false", "model.tie_embeddings=false",
+                            "model.logit_softcap=15", "model.max_seq_len=128", "train.seq_len=128",
+                            "train.batch_size=2", "train.total_batch_size=256", NULL}},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -173,6 +194,10 @@ VARIANT_TESTS(9, bf16_fused)
 VARIANT_TESTS(10, fp16_fused)
 VARIANT_TESTS(11, fp16_fused_persistent)
 VARIANT_TESTS(12, bf16_fused_pingpong)
+VARIANT_TESTS(13, llama_bf16)
+VARIANT_TESTS(14, llama_fp16)
+VARIANT_TESTS(15, nano_fp32)
+VARIANT_TESTS(16, nano_bf16_cudnn)
 
 /* Several plans of one model on the GPU (gen/plan.h): variant i's training plan and its one-row sampling plan,
    two CUDA backends in one process, the second on the first's weights, each with its own kernels (B baked in)
@@ -228,6 +253,8 @@ static void forward_plan_gpu(int i) {
 static void test_gpu_forward_plan_fp32(void) { forward_plan_gpu(0); }
 static void test_gpu_forward_plan_bf16(void) { forward_plan_gpu(1); }
 static void test_gpu_forward_plan_bf16_cudnn(void) { forward_plan_gpu(6); }
+static void test_gpu_forward_plan_llama_bf16(void) { forward_plan_gpu(13); }
+static void test_gpu_forward_plan_nano_fp32(void) { forward_plan_gpu(15); }
 
 /* The PyTorch golden file on the CUDA backend: its shape as a config, its initial weights, its 10 AdamW steps
    on one batch. fp32 is held to the CPU reference's tolerances (1e-4: only summation orders differ); bf16 to
@@ -366,6 +393,10 @@ int main(int argc, char **argv) {
     RUN(test_build_fp16_fused);
     RUN(test_build_fp16_fused_persistent);
     RUN(test_build_bf16_fused_pingpong);
+    RUN(test_build_llama_bf16);
+    RUN(test_build_llama_fp16);
+    RUN(test_build_nano_fp32);
+    RUN(test_build_nano_bf16_cudnn);
     RUN(test_gpu_fp32);
     RUN(test_gpu_bf16);
     RUN(test_gpu_fp32_hs64);
@@ -379,9 +410,15 @@ int main(int argc, char **argv) {
     RUN(test_gpu_fp16_fused);
     RUN(test_gpu_fp16_fused_persistent);
     RUN(test_gpu_bf16_fused_pingpong);
+    RUN(test_gpu_llama_bf16);
+    RUN(test_gpu_llama_fp16);
+    RUN(test_gpu_nano_fp32);
+    RUN(test_gpu_nano_bf16_cudnn);
     RUN(test_gpu_forward_plan_fp32);
     RUN(test_gpu_forward_plan_bf16);
     RUN(test_gpu_forward_plan_bf16_cudnn);
+    RUN(test_gpu_forward_plan_llama_bf16);
+    RUN(test_gpu_forward_plan_nano_fp32);
     RUN(test_golden_gpu_fp32);
     RUN(test_golden_gpu_bf16);
     RUN(test_golden_gpu_fp16);

@@ -148,7 +148,9 @@ static int run_train(Tuner *t, Err *err) {
     tune_db_apply(&t->db, &t->env, tuned, t->cublaslt, &t->facts.facts, &ap, stderr);
     if (tuner_matches(t, "attention-path") && t->cfg->model.precision != PREC_FP32 && !strcmp(t->plan.attention_origin, "auto"))
         attention_path_sweep(t, tuned, &ap);
-    if (tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto")) gelu_path_sweep(t, tuned, &ap);
+    /* GPT-2's relatives have the one GELU path (gen/plan.c, gelu_for_model) */
+    if (tuner_matches(t, "gelu-path") && !strcmp(t->plan.gelu_origin, "auto") && gpt2_is_gpt2(&t->plan.model))
+        gelu_path_sweep(t, tuned, &ap);
     sweep_kernels_free(t);
     if (tune_db_rewrite(&t->db, &e)) fprintf(stderr, "gpt2gen tune: %s\n", e.msg);
     int rc = tuned_step(t, tuned, before, lb, err);   /* the database's attention path is tuned's own */

@@ -18,6 +18,10 @@ const FamilyEntry tune_families[] = {
      "BLOCK_SIZE;KV_CHUNK,ATT_THREADS;SAMPLE_THREADS;LIN_THREADS,LIN_COLS"},
     /* the whole decode step of few rows in one kernel */
     {"decode_step", wl_decode_step_setup, wl_decode_step_run, kernel_test_decode_step, NULL, NULL, NULL},
+    /* GPT-2's relatives' (in their plans only) */
+    {"rmsnorm", wl_rmsnorm_setup, wl_rmsnorm_run, kernel_test_rmsnorm, NULL, "BLOCK_SIZE", NULL},
+    {"rope", wl_rope_setup, wl_rope_run, kernel_test_rope, NULL, NULL, NULL},
+    {"activation", wl_activation_setup, wl_activation_run, kernel_test_activation, NULL, NULL, NULL},
     {0},
 };
 

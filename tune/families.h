@@ -65,6 +65,12 @@ void wl_decode_setup(Workload *w, Harness *g);
 int  wl_decode_run(Workload *w, Harness *g, Kernels *ks, Err *err);
 void wl_decode_step_setup(Workload *w, Harness *g);
 int  wl_decode_step_run(Workload *w, Harness *g, Kernels *ks, Err *err);
+void wl_rmsnorm_setup(Workload *w, Harness *g);
+int  wl_rmsnorm_run(Workload *w, Harness *g, Kernels *ks, Err *err);
+void wl_rope_setup(Workload *w, Harness *g);
+int  wl_rope_run(Workload *w, Harness *g, Kernels *ks, Err *err);
+void wl_activation_setup(Workload *w, Harness *g);
+int  wl_activation_run(Workload *w, Harness *g, Kernels *ks, Err *err);
 
 /* the tests: tune/kernel_tests_rows.c (encoder, layernorm, gelu, classifier), tune/kernel_tests_linear.c (the plan's
    cuBLASLt matmuls and the bias kernels), tune/kernel_tests_attention.c, tune/kernel_tests_optimizer.c (adamw, norm),
@@ -80,6 +86,10 @@ void kernel_test_adamw(Harness *g);
 void kernel_test_grad_norm(Harness *g);
 void kernel_test_decode(Harness *g);
 void kernel_test_decode_step(Harness *g);   /* tune/kernel_tests_decode_step.c */
+/* tune/kernel_tests_arch.c: GPT-2's relatives' families */
+void kernel_test_rmsnorm(Harness *g);
+void kernel_test_rope(Harness *g);
+void kernel_test_activation(Harness *g);
 /* both attention paths against the fp64 reference and each other; timing: also a timing line per path */
 void kernel_test_attention_paths(Harness *g, int timing);
 #endif

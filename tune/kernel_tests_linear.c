@@ -24,14 +24,16 @@ static int slice_matmuls(Harness *g, Matmuls *mm, int N, Err *err) {
     PlanMatmul e[T_COUNT] = {g->plan->matmuls[MM_QKV], g->plan->matmuls[MM_QKV_DINP], g->plan->matmuls[MM_QKV_DW],
                              g->plan->matmuls[MM_FC], g->plan->matmuls[MM_FCPROJ_DINP]};
     e[T_FWD].n = e[T_DINP].n = e[T_GELU].n = e[T_DGELU].n = N;
-    /* the epilogues are tested whichever path the plan's GELU takes (train.gelu) */
+    /* the epilogues are tested whichever path the plan's GELU takes (train.gelu), and whatever MLP the model has */
     e[T_GELU].epilogue = EPI_GELU_AUX;
+    e[T_GELU].bias = 1;
     e[T_DGELU].epilogue = EPI_DGELU;
     e[T_DW].k = N;
     return matmuls_init(mm, e, T_COUNT, g->prec, g->workspace, CUBLASLT_WORKSPACE_BYTES, err);
 }
 
-/* the qkv matmul's inputs on a slice of N rows: x (N, C), the weight (OC, C) and the bias, on the host and the device */
+/* the qkv matmul's inputs on a slice of N rows: x (N, C), the weight (OC, C) and the bias (none where the model has
+   none: b NULL, db 0), on the host and the device */
 typedef struct { int N, C, OC; float *x, *w, *b; dptr dx, dw, db; } QkvSlice;
 
 /* out = x W^T + b through the bias epilogue */
@@ -43,7 +45,7 @@ static void linear_qkv_forward(Harness *g, Matmuls *mm, const QkvSlice *q, Err *
     int rc = matmul_run(mm, T_FWD, g->s, dout, q->dw, q->dx, q->db, 0, 1.0f, err) || harness_wait(g, err);
     HarnessCmp c = {0, 0, ""};
     if (!rc) { harness_down(g, got, dout, (size_t)N * OC); harness_cmp(&c, "out", got, ref, (size_t)N * OC, g->tol); }
-    harness_finish(g, "matmul qkv (cuBLASLt, bias epilogue)", &c, err, rc);
+    harness_finish(g, q->db ? "matmul qkv (cuBLASLt, bias epilogue)" : "matmul qkv (cuBLASLt, no bias)", &c, err, rc);
     free(ref); free(got);
 }
 
@@ -62,14 +64,18 @@ static void linear_qkv_backward(Harness *g, Matmuls *mm, const QkvSlice *q, Err 
         harness_down(g, gdx, ddx, (size_t)N * C); harness_down(g, gdw, ddw, (size_t)OC * C);
         harness_cmp(&c, "dinp", gdx, rdx, (size_t)N * C, g->tol);
         harness_cmp(&c, "dweight (accumulated)", gdw, rdw, (size_t)OC * C, g->tol);
+        /* the dinp entry with beta 1 (SwiGLU's second fc dinp, OP_MATMUL_DINP_ACC): dinp += dy W again, twice dy W */
+        rc = matmul_run_acc(mm, T_DINP, g->s, ddx, q->dw, ddy, 1.0f, err) || harness_wait(g, err);
+        for (size_t i = 0; i < (size_t)N * C; i++) rdx[i] *= 2.0f;
+        if (!rc) { harness_down(g, gdx, ddx, (size_t)N * C); harness_cmp(&c, "dinp accumulated", gdx, rdx, (size_t)N * C, g->tol); }
     }
-    harness_finish(g, "matmul qkv backward (cuBLASLt, dW accumulated)", &c, err, rc);
+    harness_finish(g, "matmul qkv backward (cuBLASLt, dW accumulated; dinp accumulated by matmul_run_acc)", &c, err, rc);
     free(dy); free(dw0); free(rdx); free(rdw); free(gdx); free(gdw);
 }
 
 /* the GELU epilogues: fch = x W^T + b saved as aux, D = GELU(fch); then dinp = (dy Wp) * GELU'(fch) */
 static void linear_gelu_epilogues(Harness *g, Matmuls *mm, const QkvSlice *q, Err *err) {
-    int N = q->N, C = q->C, OC4 = 4 * C;
+    int N = q->N, C = q->C, OC4 = gpt2_ffn(&g->plan->model);   /* 4C but in GPT-2's relatives */
     float *w4 = harness_hrand(g, (size_t)OC4 * C, 0.5f), *b4 = harness_hrand(g, OC4, 1.0f), *pre = harness_hbuf((size_t)N * OC4), *act = harness_hbuf((size_t)N * OC4);
     float *wp = harness_hrand(g, (size_t)C * OC4, 0.5f), *dyp = harness_hrand(g, (size_t)N * C, 1.0f), *dmid = harness_hbuf((size_t)N * OC4);
     float *dpre = harness_hbuf((size_t)N * OC4), *got4 = harness_hbuf((size_t)N * OC4), *unused = harness_hbuf((size_t)C * OC4);
@@ -140,13 +146,13 @@ static void test_gelu_backward_bias(Harness *g, size_t splits, Err *err) {
 }
 
 void kernel_test_linear(Harness *g) {
-    int N = g->BT < 256 ? g->BT : 256, C = g->C, OC = 3 * g->C;
+    int N = g->BT < 256 ? g->BT : 256, C = g->C, OC = gpt2_qkv_width(&g->plan->model), bias = !g->plan->model.no_bias;
     Matmuls mm;
     Err err = {{0}};
     if (slice_matmuls(g, &mm, N, &err)) { harness_fail(g, "matmul", "%s", err.msg); return; }
     QkvSlice q = {N, C, OC, NULL, NULL, NULL, 0, 0, 0};
-    q.x = harness_hrand(g, (size_t)N * C, 1.0f), q.w = harness_hrand(g, (size_t)OC * C, 0.5f), q.b = harness_hrand(g, OC, 1.0f);
-    q.dx = harness_dup_x(g, q.x, (size_t)N * C), q.dw = harness_dup_x(g, q.w, (size_t)OC * C), q.db = harness_dup_x(g, q.b, OC);
+    q.x = harness_hrand(g, (size_t)N * C, 1.0f), q.w = harness_hrand(g, (size_t)OC * C, 0.5f), q.b = bias ? harness_hrand(g, OC, 1.0f) : NULL;
+    q.dx = harness_dup_x(g, q.x, (size_t)N * C), q.dw = harness_dup_x(g, q.w, (size_t)OC * C), q.db = bias ? harness_dup_x(g, q.b, OC) : 0;
     linear_qkv_forward(g, &mm, &q, &err);
     linear_qkv_backward(g, &mm, &q, &err);
     linear_gelu_epilogues(g, &mm, &q, &err);

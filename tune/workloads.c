@@ -280,6 +280,84 @@ void wl_decode_step_setup(Workload *w, Harness *g) {
     free(tok);
 }
 
+/* ---- GPT-2's relatives: RMSNorm (forward, residual, backward) and QK-norm (forward, backward in place) ---- */
+int wl_rmsnorm_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
+    if (launch_rmsnorm_forward(ks, g->s, P(w, 3), P(w, 4), P(w, 0), P(w, 2), err) ||
+        launch_fused_residual_rmsnorm_forward(ks, g->s, P(w, 5), P(w, 3), P(w, 4), P(w, 0), P(w, 1), P(w, 2), err) ||
+        launch_qk_norm_forward(ks, g->s, P(w, 11), P(w, 12), P(w, 10), P(w, 13), P(w, 14), err))
+        return -1;
+    if (forward_only(g)) return 0;
+    return launch_rmsnorm_backward(ks, g->s, P(w, 7), P(w, 9), P(w, 6), P(w, 5), P(w, 2), P(w, 4), err) ||
+           launch_rmsnorm_backward_reduce(ks, g->s, P(w, 8), P(w, 9), err) ||
+           launch_qk_norm_backward(ks, g->s, P(w, 15), P(w, 9), P(w, 10), P(w, 13), P(w, 14), P(w, 12), err) ||
+           launch_qk_norm_backward_reduce(ks, g->s, P(w, 16), P(w, 17), P(w, 9), err) ? -1 : 0;
+}
+void wl_rmsnorm_setup(Workload *w, Harness *g) {
+    const GPT2Shape *s = &g->plan->model;
+    size_t N = g->BT, C = g->C, W = (size_t)gpt2_qkv_width(s), HS = (size_t)gpt2_head_size(s);
+    size_t heads = (size_t)s->n_head + gpt2_kv_heads(s), parts = 512 * (C > 2 * HS ? C : 2 * HS);
+    wbuf(w, g, N * C, 0, 2); wbuf(w, g, N * C, 0, 2);         /* 0, 1: inputs */
+    wbuf(w, g, C, 0, 1);                                      /* 2 weight */
+    out(w, wbuf(w, g, N * C, 0, 0), "out");                  /* 3 */
+    wbuf(w, g, N, 1, 0);                                     /* 4 rstd */
+    out(w, wbuf(w, g, N * C, 0, 0), "residual");             /* 5 */
+    wbuf(w, g, N * C, 0, 1);                                 /* 6 dout */
+    out(w, wbuf(w, g, N * C, 0, 0), "dinp");                 /* 7 */
+    out(w, wbuf(w, g, C, 0, 0), "dweight");                  /* 8 */
+    wbuf(w, g, parts, 1, 0);                                 /* 9 scratch: BWD_BLOCKS, QK_BLOCKS <= 512 */
+    wbuf(w, g, N * W, 0, 2);                                 /* 10 qkv before the norm */
+    out(w, wbuf(w, g, N * W, 0, 0), "qkv");                  /* 11 */
+    wbuf(w, g, N * heads, 1, 0);                             /* 12 the heads' rstd */
+    wbuf(w, g, HS, 0, 1); wbuf(w, g, HS, 0, 1);              /* 13, 14: qw, kw */
+    out(w, wbuf(w, g, N * W, 0, 1), "dqkv");                 /* 15, in place */
+    wbuf(w, g, HS, 0, 0); wbuf(w, g, HS, 0, 0);              /* 16, 17: dqw, dkw */
+}
+
+/* ---- RoPE (in place: repeated for timing, its values drift, the bytes and the work stay) and GQA's expand ---- */
+int wl_rope_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
+    if (launch_rope_forward(ks, g->s, P(w, 0), P(w, 1), err) || launch_kv_expand(ks, g->s, P(w, 3), P(w, 0), err)) return -1;
+    if (forward_only(g)) return 0;
+    return launch_rope_backward(ks, g->s, P(w, 2), P(w, 1), err) || launch_kv_reduce(ks, g->s, P(w, 4), P(w, 3), err) ? -1 : 0;
+}
+void wl_rope_setup(Workload *w, Harness *g) {
+    size_t N = g->BT, W = (size_t)gpt2_qkv_width(&g->plan->model), C = g->C;
+    int32_t pos = 0;
+    out(w, wbuf(w, g, N * W, 0, 2), "qkv");                  /* 0 */
+    fixed(w, g, &pos, 4);                                    /* 1 the cache's position */
+    out(w, wbuf(w, g, N * W, 0, 1), "dqkv");                 /* 2 */
+    out(w, wbuf(w, g, N * 3 * C, 0, 0), "qkv_x");            /* 3 */
+    out(w, wbuf(w, g, N * W, 0, 0), "dqkv summed");          /* 4 */
+}
+
+/* ---- ReLU^2, SwiGLU and (with the cap) the soft-cap over the classifier's chunk of rows ---- */
+int wl_activation_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
+    long long n = w->n, nl = (long long)g->plan->classifier_rows * g->Vp;
+    if (launch_relu2_forward(ks, g->s, P(w, 2), P(w, 0), n, err) || launch_swiglu_forward(ks, g->s, P(w, 2), P(w, 0), P(w, 1), n, err))
+        return -1;
+    if (g->plan->model.logit_softcap > 0 && launch_softcap_forward(ks, g->s, P(w, 5), nl, err)) return -1;
+    if (forward_only(g)) return 0;
+    if (launch_relu2_backward(ks, g->s, P(w, 3), P(w, 0), n, err) ||
+        launch_swiglu_backward(ks, g->s, P(w, 3), P(w, 4), P(w, 0), P(w, 1), n, err))
+        return -1;
+    return g->plan->model.logit_softcap > 0 &&
+           launch_softcap_dlogits(ks, g->s, P(w, 5), P(w, 6), P(w, 7), 1.0f / g->BT, nl, err) ? -1 : 0;
+}
+void wl_activation_setup(Workload *w, Harness *g) {
+    size_t R = (size_t)g->plan->classifier_rows;
+    int32_t *tg = xmalloc(R * 4);
+    uint64_t seed = 11;
+    for (size_t i = 0; i < R; i++) tg[i] = (int32_t)(rng_next(&seed) % (uint64_t)g->V);
+    w->n = (long long)g->BT * gpt2_ffn(&g->plan->model);
+    wbuf(w, g, (size_t)w->n, 0, 3); wbuf(w, g, (size_t)w->n, 0, 3);   /* 0, 1: pre (up), gate */
+    out(w, wbuf(w, g, (size_t)w->n, 0, 0), "out");                     /* 2 */
+    out(w, wbuf(w, g, (size_t)w->n, 0, 1), "dinp");                    /* 3 */
+    out(w, wbuf(w, g, (size_t)w->n, 0, 0), "dgate");                   /* 4 */
+    out(w, wbuf(w, g, R * g->Vp, 0, 1), "logits");                     /* 5: small, so that exp(z - lse) stays finite */
+    wbuf(w, g, R, 1, 0);                                               /* 6 losses: 0, lse = the target's logit */
+    fixed(w, g, tg, R * 4);                                            /* 7 targets */
+    free(tg);
+}
+
 int workload_setup(Workload *w, Harness *g, const char *family, const int *max_tun, char *why, size_t n) {
     memset(w, 0, sizeof *w);
     w->family = family;

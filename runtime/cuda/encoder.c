@@ -3,7 +3,7 @@
 #include <string.h>
 
 int op_encoder_forward(Cuda *c, Err *err) {
-    return launch_encoder_forward(&c->ks, c->s, buf(c, BUF_ENCODED, 0), buf(c, BUF_INPUTS, 0), PW(P_WTE, 0), PW(P_WPE, 0), err);
+    return launch_encoder_forward(&c->ks, c->s, buf(c, BUF_ENCODED, 0), buf(c, BUF_INPUTS, 0), PW(P_WTE, 0), cu_wpe(c), err);
 }
 
 /* For each distinct token, its positions in increasing order: the wte backward sums each token's rows in a
@@ -32,7 +32,8 @@ int op_encoder_upload_buckets(Cuda *c, const int32_t *inputs, Err *err) {
 
 int op_encoder_backward(Cuda *c, Err *err) {
     dptr dres = buf(c, BUF_DRESIDUAL, 0);
-    return launch_encoder_backward_wpe(&c->ks, c->s, GW(P_WPE, 0), dres, err) ||
+    int wpe = c->plan->model.position == POS_LEARNED;   /* RoPE: no wpe, no gradient of it */
+    return (wpe && launch_encoder_backward_wpe(&c->ks, c->s, GW(P_WPE, 0), dres, err)) ||
            launch_encoder_backward_wte(&c->ks, c->s, GW(P_WTE, 0), dres, buf(c, BUF_BUCKET_TOKEN, 0),
                                        buf(c, BUF_BUCKET_START, 0), buf(c, BUF_POSITIONS, 0), c->n_buckets, err)
                ? -1 : 0;

@@ -163,8 +163,8 @@ void matmuls_destroy(Matmuls *mm) {
     memset(mm, 0, sizeof *mm);
 }
 
-int matmul_run(const Matmuls *mm, int id, CUstream stream, CUdeviceptr D, CUdeviceptr A, CUdeviceptr B,
-               CUdeviceptr bias, CUdeviceptr aux, float alpha, Err *err) {
+static int run(const Matmuls *mm, int id, CUstream stream, CUdeviceptr D, CUdeviceptr A, CUdeviceptr B,
+               CUdeviceptr bias, CUdeviceptr aux, float alpha, int accumulate, Err *err) {
     const MatmulEntry *e = &mm->entries[id];
     const PlanMatmul *m = &e->shape;
     if (m->bias != (bias != 0)) return err_set(err, "matmul %s: %s", m->name, m->bias ? "needs a bias" : "takes no bias");
@@ -177,10 +177,20 @@ int matmul_run(const Matmuls *mm, int id, CUstream stream, CUdeviceptr D, CUdevi
         void *ap = (void *)(uintptr_t)aux;
         lt.cublasLtMatmulDescSetAttribute(e->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &ap, sizeof ap);
     }
-    const float beta = m->accumulate ? 1.0f : 0.0f;
+    const float beta = accumulate ? 1.0f : 0.0f;
     cublasStatus_t s = lt.cublasLtMatmul(mm->handle, e->desc, &alpha, (const void *)(uintptr_t)A, e->a,
                                          (const void *)(uintptr_t)B, e->b, &beta, (const void *)(uintptr_t)D, e->d,
                                          (void *)(uintptr_t)D, e->d, &e->algo, (void *)(uintptr_t)mm->workspace,
                                          mm->workspace_size, stream);
     return lt_check(s, "cublasLtMatmul", m, err);
+}
+
+int matmul_run(const Matmuls *mm, int id, CUstream stream, CUdeviceptr D, CUdeviceptr A, CUdeviceptr B,
+               CUdeviceptr bias, CUdeviceptr aux, float alpha, Err *err) {
+    return run(mm, id, stream, D, A, B, bias, aux, alpha, mm->entries[id].shape.accumulate, err);
+}
+
+int matmul_run_acc(const Matmuls *mm, int id, CUstream stream, CUdeviceptr D, CUdeviceptr A, CUdeviceptr B, float alpha,
+                   Err *err) {
+    return run(mm, id, stream, D, A, B, 0, 0, alpha, 1, err);
 }

@@ -37,4 +37,8 @@ void matmul_algo_describe(const cublasLtMatmulAlgo_t *algo, int index, MatmulAlg
    then its epilogue with aux (GELU_AUX: aux gets the pre-activation; DGELU: aux is the pre-activation). */
 int  matmul_run(const Matmuls *mm, int id, CUstream stream, CUdeviceptr D, CUdeviceptr A, CUdeviceptr B,
                 CUdeviceptr bias, CUdeviceptr aux, float alpha, Err *err);
+/* the same with beta = 1 whatever the entry says: D += alpha op(A) op(B) (SwiGLU's second fc dinp, OP_MATMUL_DINP_ACC;
+   the descriptors and the algorithm are the entry's: beta is an argument of the call alone) */
+int  matmul_run_acc(const Matmuls *mm, int id, CUstream stream, CUdeviceptr D, CUdeviceptr A, CUdeviceptr B, float alpha,
+                    Err *err);
 #endif

@@ -4,6 +4,8 @@
  *   linear.c     the linear layers: cuBLASLt matmuls with bias / GELU epilogues, bias gradients, GELU
  *   attention.c  causal attention without the T x T scores: cuDNN's flash attention or our template
  *   classifier.c logits, losses, dlogits and their matmuls, a chunk of rows at a time
+ *   arch.c       GPT-2's relatives' ops: RMSNorm, QK-norm, RoPE, grouped-query attention's expanded k and v, ReLU^2,
+ *                SwiGLU, the decode step's soft-cap
  *   optimizer.c  gradients to zero, their sum of squares (the global norm), AdamW (Backend.run's phases)
  *   step.c       a forward and a backward: the plan's schedule run around the host's work (Backend.run's phases)
  *   step_ops.c   one op of the schedule (gen/schedule.h) by its kind, and the backward's side stream
@@ -78,6 +80,10 @@ dptr tensor_at(const Cuda *c, BufferId base, int i, int l);
 #define OP(name, call) PROFILED(&c->prof, name, call)
 
 int op_encoder_forward(Cuda *c, Err *err);                     /* BUF_INPUTS -> BUF_ENCODED */
+/* the position embedding the encoder kernels add: wpe, or with RoPE (no wpe) BUF_WPE_ZERO, maxT rows of zeros */
+static inline dptr cu_wpe(const Cuda *c) {
+    return c->plan->model.position == POS_ROPE ? c->arena.buf[BUF_WPE_ZERO] : tensor_at(c, BUF_PARAMS, P_WPE, 0);
+}
 int op_encoder_upload_buckets(Cuda *c, const int32_t *inputs, Err *err);
 int op_encoder_backward(Cuda *c, Err *err);                    /* BUF_DRESIDUAL -> dwte, dwpe */
 
@@ -107,6 +113,18 @@ int op_gelu_backward_bias(Cuda *c, dptr dinout, dptr pre, dptr db, Err *err);
    sums */
 int op_fcproj_dgelu_backward(Cuda *c, dptr dpre, dptr dout, dptr W, dptr pre, Err *err);
 int op_fc_bias_reduce(Cuda *c, dptr db, Err *err);
+
+/* GPT-2's relatives' ops (arch.c; gen/schedule.h says what each computes) */
+int op_rmsnorm_backward(Cuda *c, dptr dinp, dptr dw, dptr dout, dptr inp, dptr w, dptr rstd, Err *err);
+int op_qk_norm_backward(Cuda *c, dptr dinout, dptr inp, dptr qw, dptr kw, dptr rstd, dptr dqw, dptr dkw, Err *err);
+/* the attention (and a decode step's or prefill's cache append) on qkv, or with grouped-query attention
+   (Plan.kv_expand) on BUF_QKV_X, into which this expands qkv first */
+dptr op_attention_qkv(Cuda *c, dptr qkv, Err *err);
+/* attention's backward; with grouped-query attention into BUF_DQKV_X from qkv expanded again, then summed into dqkv */
+int op_attention_backward(Cuda *c, dptr dqkv, dptr qkv, dptr out, dptr dout, dptr stats, dptr ddot, Err *err);
+int op_arch(Cuda *c, const SchedOp *op, const dptr *a, Err *err);   /* 1: not one of theirs */
+/* the classifier's weight: wte, or lmhead when the head is untied */
+static inline int cu_head(const Cuda *c) { return c->plan->model.untied ? P_LMHEAD : P_WTE; }
 
 /* The plan's attention path (Plan.attention, decided when the plan was made): cuDNN's, opened here (a failure is an
    error: the plan's facts said it serves), or the flash template. Prints one line saying which, with the plan's

@@ -64,9 +64,13 @@ static int launch_declared(Cuda *c, const SchedOp *op, const dptr *a, Err *err) 
 /* the ops of the forward and of the embeddings' backward */
 static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
     const char *name = op->name;
+    dptr q;
+    int rc;
     switch (op->kind) {
     case OP_ENCODER: OP(name, op_encoder_forward(c, err)); return 0;
-    case OP_DECODE_EMBED: OP(name, launch_decode_embed(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], err)); return 0;
+    case OP_DECODE_EMBED:   /* out, tokens, wte, wpe (none with RoPE: zeros), pos */
+        OP(name, launch_decode_embed(&c->ks, c->s, a[0], a[1], a[2], a[3] ? a[3] : cu_wpe(c), a[4], err));
+        return 0;
     case OP_LAYERNORM: OP(name, op_layernorm(c, a[0], a[1], a[2], a[3], a[4], a[5], err)); return 0;
     case OP_RESIDUAL_LAYERNORM:
         OP(name, op_residual_layernorm(c, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], err));
@@ -74,13 +78,18 @@ static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
     case OP_MATMUL: OP(name, op_linear(c, op->mm, a[0], a[1], a[2], a[3], a[4], err)); return 0;
     case OP_FC_GELU: OP(name, fc_gemm_forward(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], err)); return 0;
     case OP_KERNEL: OP(name, launch_declared(c, op, a, err)); return 0;
-    case OP_KV_APPEND: OP(name, launch_kv_append(&c->ks, c->s, a[0], a[1], a[2], a[3], err)); return 0;
+    /* the attention's qkv: with grouped-query attention expanded to every query head (op_attention_qkv) */
+    case OP_KV_APPEND:
+        OP(name, !(q = op_attention_qkv(c, a[2], err)) || launch_kv_append(&c->ks, c->s, a[0], a[1], q, a[3], err));
+        return 0;
     case OP_ATTENTION:
-        OP(name, attention_forward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, a[0], a[1], a[2], err));
+        OP(name, !(q = op_attention_qkv(c, a[2], err)) ||
+                 attention_forward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, a[0], a[1], q, err));
         return 0;
     case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv, pos, partial */
-        OP(name, launch_decode_attention(&c->ks, c->s, a[5], a[3], a[1], a[2], a[4], err) ||
-                 launch_decode_attention_combine(&c->ks, c->s, a[0], a[1], a[2], a[5], a[3], a[4], err));
+        OP(name, !(q = op_attention_qkv(c, a[3], err)) ||
+                 launch_decode_attention(&c->ks, c->s, a[5], q, a[1], a[2], a[4], err) ||
+                 launch_decode_attention_combine(&c->ks, c->s, a[0], a[1], a[2], a[5], q, a[4], err));
         return 0;
     case OP_LN_MATMUL:   /* out, inp, lnw, lnb, W, bias */
         OP(name, launch_decode_ln_linear(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], a[5], c->plan->matmuls[op->mm].m,
@@ -91,7 +100,9 @@ static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
                                                c->plan->matmuls[op->mm].k, err));
         return 0;
     case OP_ENCODER_BACKWARD: OP(name, op_encoder_backward(c, err)); return 0;
-    default: return err_set(err, "the GPU has no op of kind %d (%s)", op->kind, schedule_kind_name(op->kind));
+    default:
+        if ((rc = op_arch(c, op, a, err)) <= 0) return rc;   /* GPT-2's relatives' */
+        return err_set(err, "the GPU has no op of kind %d (%s)", op->kind, schedule_kind_name(op->kind));
     }
 }
 
@@ -109,9 +120,7 @@ static int backward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
     case OP_GELU_BACKWARD_BIAS: OP(name, op_gelu_backward_bias(c, a[0], a[1], a[2], err)); return 0;
     case OP_FCPROJ_DGELU: OP(name, op_fcproj_dgelu_backward(c, a[0], a[1], a[2], a[3], err)); return 0;
     case OP_FC_BIAS_REDUCE: OP(name, op_fc_bias_reduce(c, a[0], err)); return 0;
-    case OP_ATTENTION_BACKWARD:
-        OP(name, attention_backward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, a[0], a[1], a[2], a[3], a[4], a[5], err));
-        return 0;
+    case OP_ATTENTION_BACKWARD: OP(name, op_attention_backward(c, a[0], a[1], a[2], a[3], a[4], a[5], err)); return 0;
     case OP_FORK: return side_begin(c, err);
     case OP_MARK: return side_end(c, op->mark, err);
     case OP_WAIT: return wait_side(c, op->mark, err);
