@@ -86,7 +86,6 @@ LaunchDims kernel_dec_step(const KernelEnv *e, long long n_blocks);
 enum { RMS_BLOCK, RMS_BWD_BLOCK };
 enum { RMS_BWD_BLOCKS, RMS_QK_BLOCKS };
 void kernel_rms_derive(KernelEnv *e);
-const char *kernel_rms_check(const KernelEnv *e, char *why, size_t n);
 LaunchDims kernel_rms_rows(const KernelEnv *e, long long n);
 LaunchDims kernel_rms_backward(const KernelEnv *e, long long n);
 LaunchDims kernel_rms_reduce(const KernelEnv *e, long long n);

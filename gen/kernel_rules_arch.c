@@ -22,11 +22,6 @@ void kernel_rms_derive(KernelEnv *e) {
     e->derived[RMS_BWD_BLOCKS] = min_ll(ceil_div_u(rows(e), warps), 512);
     e->derived[RMS_QK_BLOCKS] = min_ll(ceil_div_u(rows(e) * (e->NH + e->NKV), warps), 512);
 }
-const char *kernel_rms_check(const KernelEnv *e, char *why, size_t n) {
-    if (e->HS % WARP == 0) return NULL;   /* QK-norm: a warp per head, each lane HS/32 channels */
-    snprintf(why, n, "the head size (%lld) must be a multiple of 32", e->HS);
-    return why;
-}
 LaunchDims kernel_rms_rows(const KernelEnv *e, long long n) {
     (void)n;
     return dims(ceil_div_u(rows(e), e->tun[RMS_BLOCK] / WARP), e->tun[RMS_BLOCK]);

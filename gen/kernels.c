@@ -181,7 +181,7 @@ const FamilyDecl kernel_families[] = {
     {"rmsnorm", "templates/rmsnorm.cu", "RMSNorm forward (plain and fused with the residual add) and backward; QK-norm",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE},
       {"BWD_BLOCK_SIZE", 256, {128, 256, 512}, BLOCK_SIZE_RULE}},
-     {"BWD_BLOCKS", "QK_BLOCKS"}, kernel_rms_derive, kernel_rms_check,
+     {"BWD_BLOCKS", "QK_BLOCKS"}, kernel_rms_derive, NULL,   /* QK-norm's head size: model_gpu_check */
      {{"rmsnorm_forward", {X(out), F32(rstd), CX(inp), CX(weight)}, RMS_BLOCK, -1, kernel_rms_rows,
        "ceil(B*T / (BLOCK_SIZE/32)): a warp per row", 0},
       {"fused_residual_rmsnorm_forward", {X(residual), X(out), F32(rstd), CX(inp1), CX(inp2), CX(weight)}, RMS_BLOCK, -1,

@@ -29,6 +29,13 @@ out=$(cd "$WORK" && "$GPT2GEN" build lneps.lua --arch sm_90 2>&1); rc=$?
 if [ $rc -ne 0 ] && printf '%s' "$out" | grep -qF 'lneps.lua: model.norm_eps = 1e-06 with model.norm = "layernorm"' &&
    printf '%s' "$out" | grep -qF -- '--backend cpu' && [ "$(printf '%s\n' "$out" | grep -c .)" -le 2 ]; then ok gpu_build_refused
 else fail gpu_build_refused "rc=$rc: $out"; fi
+# and QK-norm at a head size that is not a multiple of 32 (micro's is 16): refused on the GPU, trained on the CPU
+printf 'base "%s/tests/configs/micro.lua"\nname = "qk16"\nmodel = { n_head = 4, norm = "rmsnorm", qk_norm = true }\n' "$ROOT" > "$WORK/qk16.lua"
+out=$(cd "$WORK" && "$GPT2GEN" build qk16.lua --arch sm_90 2>&1); rc=$?
+cpu=$("$GPT2GEN" train "$WORK/qk16.lua" --backend cpu -q --set checkpoint.dir="$WORK/qk16-run" --set train.steps=2 --set eval.val_every=0 2>&1); crc=$?
+if [ $rc -ne 0 ] && printf '%s' "$out" | grep -qF 'qk16.lua: model.qk_norm = true with a head size of 16' &&
+   printf '%s' "$out" | grep -qF -- '--backend cpu' && [ $crc -eq 0 ]; then ok qk_norm_head_size_gpu_refused_cpu_runs
+else fail qk_norm_head_size_gpu_refused_cpu_runs "build rc=$rc: $out; cpu rc=$crc: $cpu"; fi
 
 # the ready configs of GPT-2's relatives, shrunk to seconds a step (their architecture keys as they are)
 small="--set model.n_layer=2 --set model.max_seq_len=64 --set train.batch_size=4 --set train.seq_len=32
