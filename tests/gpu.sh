@@ -20,7 +20,9 @@
 # Not in the default list of configs: tiny (tests/gpu/tune.sh runs `gpt2gen test configs/tiny.lua` in fp32 and
 # bf16 on its tuned variants, and test_gpu's gt-fp32 is tiny with recompute 0) and gpt3-125M (gpt2-124M's widths,
 # heads, layers and B*T rows, so every row kernel and matmul at 124M's shape; its T = 2048 is the attention's,
-# which test_attention runs at T = 2048 on the same sm_90 kernels, cuDNN's too). CONFIGS names them to run them.
+# which test_attention runs at T = 2048 on the same sm_90 kernels, cuDNN's too), and nanochat-d12 (its kernels, at
+# its head size of 128, are test_gpu's gt-nano variants; llama-124M stays, for a relative at full size): the suite
+# must fit one call of 8 minutes. CONFIGS names them to run them.
 #
 # Environment: GPT2GEN_GPU_JOBS (parallel jobs, default 6), GPT2GEN_GPU_GIB (their estimated GPU memory together,
 # default 90% of GPU 0's), GPT2GEN_GPU_JOB_TIMEOUT (seconds a job may run, default 450), GPT2GEN_GPU_DEADLINE
@@ -91,7 +93,7 @@ if want attention; then
     pool_add attention test_attention.gpt2_124m par 6 40 "$T/test_attention test_flash_tiles_gpt2_124m"
 fi
 if want configs; then
-    list=$(ls configs/*.lua | grep -v -e '/defaults.lua$' -e '/tiny.lua$' -e '/gpt3-125M.lua$')
+    list=$(ls configs/*.lua | grep -v -e '/defaults.lua$' -e '/tiny.lua$' -e '/gpt3-125M.lua$' -e '/nanochat-d12.lua$')
     [ -n "$CONFIGS" ] && list=$(for n in $CONFIGS; do echo configs/$n.lua; done)
     for c in $list; do
         name=$(basename "$c" .lua)
