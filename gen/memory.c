@@ -69,9 +69,11 @@ static void place_activations(Layout *lo) {
     size_t QKV = lo->QKV, F = lo->F;
     /* only LayerNorm's and GELU's outputs are made again in the backward (gen/schedule.c) */
     int ln_rec = s->norm == NORM_LAYERNORM && rec >= 2, gelu_rec = s->mlp == MLP_GELU && rec >= 1;
-    size_t ln_layers = ln_rec ? 1 : L, gelu_layers = gelu_rec ? 1 : L;
-    size_t ln_stride = ln_rec ? 0 : BT * C * x, gelu_stride = gelu_rec ? 0 : BT * F * x;
     size_t lstride = train ? 1 : 0;   /* multiplies the bytes between layers */
+    size_t ln_layers = ln_rec ? 1 : L, gelu_layers = gelu_rec ? 1 : L;
+    /* a forward's one layer serves every layer whatever is recomputed (RMSNorm's and the other MLPs' outputs are
+       kept per layer in training only) */
+    size_t ln_stride = ln_rec ? 0 : lstride * BT * C * x, gelu_stride = gelu_rec ? 0 : lstride * BT * F * x;
     place(lo, BUF_ENCODED, "encoded", MEM_ACTIVATIONS, BT * C * x, 0);
     place(lo, BUF_LN1, "ln1", MEM_ACTIVATIONS, ln_layers * BT * C * x, ln_stride);
     place(lo, BUF_LN1_MEAN, "ln1_mean", MEM_ACTIVATIONS, L * BT * 4, lstride * BT * 4);

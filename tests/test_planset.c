@@ -234,12 +234,55 @@ static void test_facts_asked_once_per_shape(void) {
     planset_free(&ps);
 }
 
+/* Every plan of a set (train, decode, and each bucket's prefill, forward and eval), of GPT-2 and of relatives
+   (RMSNorm with SwiGLU and GQA; RMSNorm with ReLU^2 and QK-norm), at every recompute level: each buffer the step
+   addresses layer by layer holds every layer's slice, so layer L-1's ends inside it. A forward keeps one layer for
+   all (its layer_bytes 0); a buffer kept per layer in training and stepped through in a forward would run past its
+   end into the next buffer (RMSNorm's and SwiGLU's outputs did, in the forward plans: NaN logits on the GPU). */
+static void test_layer_slices_inside(void) {
+    static Config cfg;
+    static const char *const arch[][4] = {
+        {NULL},
+        {"model.norm=rmsnorm", "model.position=rope", "model.mlp=swiglu", "model.n_kv_head=1"},
+        {"model.norm=rmsnorm", "model.position=rope", "model.mlp=relu2", "model.qk_norm=true"}};
+    for (size_t a = 0; a < sizeof arch / sizeof arch[0]; a++)
+        for (int rec = 0; rec <= 2; rec++) {
+            Err err;
+            char r[32];
+            snprintf(r, sizeof r, "train.recompute=%d", rec);
+            const char *sets[5] = {r};
+            int n = 1;
+            for (int k = 0; k < 4 && arch[a][k]; k++) sets[n++] = arch[a][k];
+            if (config_load(&cfg, "configs/tiny.lua", sets, n, &err)) { CHECK(0, "%s", err.msg); return; }
+            PlanSet ps;
+            if (make(&ps, &cfg, (PlanRequest){1, 1, 4, 1, 0}, NULL)) return;
+            const Plan *all[2 + 3 * PLANSET_MAX_BUCKETS] = {ps.train, ps.decode};
+            int np = 2;
+            for (int i = 0; i < ps.n_buckets; i++) {
+                all[np++] = ps.prefill[i];
+                all[np++] = ps.forward[i];
+                all[np++] = ps.eval[i];
+            }
+            for (int i = 0; i < np; i++) {
+                if (!all[i]) continue;
+                const PlanMemory *m = &all[i]->memory;
+                size_t L = (size_t)all[i]->model.n_layer;
+                for (int b = 0; b < BUF_COUNT; b++)
+                    CHECK(m->buffers[b].bytes == 0 || m->buffers[b].layer_bytes == 0 || m->buffers[b].bytes >= L * m->buffers[b].layer_bytes,
+                          "%s, %s, plan %s (T=%d): %s holds %zu bytes, %zu layers of %zu do not fit", arch[a][0] ? arch[a][0] : "gpt2",
+                          r, all[i]->name, all[i]->step.T, m->buffers[b].name, m->buffers[b].bytes, L, m->buffers[b].layer_bytes);
+            }
+            planset_free(&ps);
+        }
+}
+
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     RUN(test_training_set);
     RUN(test_who_holds_the_weights);
     RUN(test_buckets);
     RUN(test_cache_sized_to_request);
+    RUN(test_layer_slices_inside);
     RUN(test_facts_asked_once_per_shape);
     RUN(test_database_reaches_every_plan);
     return check_summary();
