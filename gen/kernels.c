@@ -169,7 +169,7 @@ const FamilyDecl kernel_families[] = {
        kernel_dec_linear, "(ceil(OC / (LIN_THREADS/32 * LIN_COLS)), ceil(B / 8)): as decode_ln_linear", 0}}, NULL,
      STEP_BIT(STEP_DECODE) | STEP_PREFILL, LAUNCH_OVERLAP, NULL},   /* a prefill appends to the cache: kv_append */
     /* the whole decode step of few rows in one persistent kernel (Plan.decode_persistent): THREADS a block, one block
-       a multiprocessor (the linears' packets a thread keeps in flight: 4096 / THREADS) */
+       a multiprocessor (the linears' packets a thread keeps in flight: 4096 / THREADS, 2048 / THREADS at 1024) */
     {"decode_step", "templates/decode_step.cu", "a decode step of few rows in one persistent kernel, a grid barrier between its phases",
      {{"STEP_THREADS", 512, {256, 512, 1024}, BLOCK_SIZE_RULE}},
      {0}, NULL, NULL,

@@ -77,7 +77,9 @@ __device__ __forceinline__ void grid_barrier(unsigned *sync) {
 // STEP_CHUNK packets of weights (columns of IC contiguous in W, so a chunk is one span), each of its threads
 // loading STEP_INFLIGHT packets of the span at once: every block is busy in every phase, and a thread's loads are
 // all in flight together (a step of few rows waits on memory's latency, not its bandwidth).
-constexpr int STEP_CHUNK = 4096;
+// (2,048 for blocks of 1,024 threads, whose attention's shared arrays are twice as large: the static shared
+// memory stays under 48 KB at head size 128)
+constexpr int STEP_CHUNK = STEP_THREADS >= 1024 ? 2048 : 4096;
 constexpr int STEP_INFLIGHT = STEP_CHUNK / STEP_THREADS;
 static_assert(STEP_INFLIGHT * STEP_THREADS == STEP_CHUNK, "STEP_THREADS divides the chunk");
 __shared__ float step_part[B][STEP_CHUNK];   // each packet's dot product, summed by column in a fixed order
