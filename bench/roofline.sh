@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/roofline.sh: every op of a training step against its own floor. Profiles a few steps of ./gpt2gen train
-# (GPT2GEN_PROFILE=1: ops synchronized one by one, random-token shards, T=1024; GPT-2 124M at B=64 and 350M at
+# (GPT2GEN_PROFILE=1: each op timed between CUDA events, random-token shards, T=1024; GPT-2 124M at B=64 and 350M at
 # B=32, one micro-step a step) and runs bench/roofline.py on each log: it measures the GPU's bf16 matmul ceiling
 # and memory bandwidth with PyTorch (once, into build/bench-logs/roofline-ceilings.json, reused for the other
 # models) and writes build/bench-logs/roofline-MODEL.md: per op its time, work, achieved rate, floor and time above

@@ -30,7 +30,7 @@ typedef struct {
     long queue_ops0;
 } Profile;
 
-/* on: GPT2GEN_PROFILE=1; queue: GPT2GEN_QUEUE_PROFILE=1 (ignored with on: its synchronized ops would be timed) */
+/* on: GPT2GEN_PROFILE=1; queue: GPT2GEN_QUEUE_PROFILE=1 (ignored with on: its events would be timed) */
 void   profile_init(Profile *p, CUstream stream, int on, int queue);
 double profile_start(Profile *p);
 void   profile_stop(Profile *p, const char *name, double t0);
