@@ -251,7 +251,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
 void plan_set_gelu(Plan *plan, GeluPath gelu, const char *origin) {
     plan->gelu = gelu_for_model(plan, gelu);
     plan->gelu_origin = origin;
-    matmuls_set_gelu(plan->matmuls, &plan->model, &plan->step, gelu);
+    matmuls_set_gelu(plan->matmuls, &plan->model, &plan->step, plan->gelu);   /* the path the model takes, not the ask */
     memory_plan(&plan->memory, plan);   /* the fused path's scratch */
     schedule_make(&plan->schedule, plan);
 }

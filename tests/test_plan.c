@@ -506,6 +506,12 @@ static void test_gelu_fused(void) {
     plan_set_gelu(&plan, GELU_FUSED, "test");
     CHECK(plan.memory.arena_bytes == fused_arena && plan.matmuls[MM_FC].per_step == 0,
           "plan_set_gelu: arena %zu against %zu", plan.memory.arena_bytes, fused_arena);
+    /* a relative with GPT-2's MLP keeps the epilogues whatever is asked, its matmuls with them (the GELU in fc's) */
+    const char *rms[] = {"model.norm=rmsnorm", NULL};
+    if (make("configs/gpt2-124M.lua", rms, &err)) { CHECK(0, "%s", err.msg); return; }
+    plan_set_gelu(&plan, GELU_KERNEL, "test");
+    CHECK(plan.gelu == GELU_EPILOGUE && plan.matmuls[MM_FC].epilogue == EPI_GELU_AUX && plan.matmuls[MM_FC].per_step > 0,
+          "an RMSNorm model asked for the kernel path: %s, fc's epilogue %d", gelu_path_name(plan.gelu), plan.matmuls[MM_FC].epilogue);
     /* the family's constraints: a producer warpgroup takes one block a multiprocessor and the epilogue through shared
        memory; stages that do not fit */
     const char *two[] = {"train.gelu=fused", "tune.fc_gemm.WARPGROUPS=3", "tune.fc_gemm.SM_BLOCKS=2", NULL};
