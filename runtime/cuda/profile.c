@@ -34,21 +34,19 @@ static void profile_flush(Profile *p) {
     p->n_pending = 0;
 }
 
-double profile_start(Profile *p) {
+void profile_start(Profile *p) {
     p->ops++;
-    if (!p->on || p->broken) return 0;
+    if (!p->on || p->broken) return;
     if (!p->events_made) {
         for (int i = 0; i < 2 * PROFILE_PAIRS; i++)
-            if (cu.cuEventCreate(&p->ev[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS) { p->broken = 1; return 0; }
+            if (cu.cuEventCreate(&p->ev[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS) { p->broken = 1; return; }
         p->events_made = 1;
     }
     if (p->n_pending == PROFILE_PAIRS) profile_flush(p);
     if (cu.cuEventRecord(p->ev[2 * p->n_pending], p->stream) != CUDA_SUCCESS) p->broken = 1;
-    return 0;
 }
 
-void profile_stop(Profile *p, const char *name, double t0) {
-    (void)t0;
+void profile_stop(Profile *p, const char *name) {
     if (!p->on || p->broken) return;
     if (cu.cuEventRecord(p->ev[2 * p->n_pending + 1], p->stream) != CUDA_SUCCESS) { p->broken = 1; return; }
     p->pending[p->n_pending++] = name;

@@ -32,8 +32,8 @@ typedef struct {
 
 /* on: GPT2GEN_PROFILE=1; queue: GPT2GEN_QUEUE_PROFILE=1 (ignored with on: its events would be timed) */
 void   profile_init(Profile *p, CUstream stream, int on, int queue);
-double profile_start(Profile *p);
-void   profile_stop(Profile *p, const char *name, double t0);
+void   profile_start(Profile *p);
+void   profile_stop(Profile *p, const char *name);
 /* what: the step profiled ("training", "decode"); reads the pending events first */
 void   profile_print(Profile *p, const char *what);
 /* its events destroyed (in the backend's context) */
@@ -44,5 +44,5 @@ void   profile_queue_start(Profile *p);
 void   profile_queue_queued(Profile *p);
 void   profile_queue_done(Profile *p);
 /* Runs call (an int expression, nonzero on error) as the op `name` of profile p; returns -1 on error. */
-#define PROFILED(p, name, call) do { double t_ = profile_start(p); if (call) return -1; profile_stop(p, name, t_); } while (0)
+#define PROFILED(p, name, call) do { profile_start(p); if (call) return -1; profile_stop(p, name); } while (0)
 #endif
