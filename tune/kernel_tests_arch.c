@@ -240,19 +240,23 @@ static void test_mlp_act(Harness *g) {
 }
 
 /* the soft-cap on rows of logits; then the loss's gradient through it: the classifier's losses of the capped logits
-   (classifier_forward without dlogits), softcap_dlogits from them, against the CPU's cross-entropy and cap backward */
+   (classifier_forward without dlogits), softcap_dlogits from them, against the CPU's cross-entropy and cap backward.
+   The classifier runs over its whole chunk of R rows: the device buffers hold R rows, the first N random, the rest
+   zeros (as kernel_test_classifier's) */
 static void test_softcap(Harness *g) {
-    int N = g->plan->classifier_rows < 128 ? g->plan->classifier_rows : 128, V = g->V, Vp = g->Vp;
+    int R = g->plan->classifier_rows, N = R < 128 ? R : 128, V = g->V, Vp = g->Vp;
     size_t n = (size_t)N * Vp;
     float cap = (float)g->plan->model.logit_softcap, dloss = g->prec == PREC_FP16 ? 32768.0f : 1.0f / g->BT;
     float *raw = harness_hrand(g, n, 3.0f * cap), *capped = xmalloc(n * 4), *losses = harness_hbuf(N);
     float *dl = harness_hbuf(n), *gl = harness_hbuf(N);
-    int32_t *tg = xcalloc((size_t)N, 4);
+    int32_t *tg = xcalloc((size_t)(R > N ? R : N), 4);
     for (int i = 0; i < N; i++) tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)V);
     memcpy(capped, raw, n * 4);
     cpu_softcap_forward(capped, n, cap);
     Err err = {{0}};
-    dptr dlog = harness_dup_x(g, raw, n), dlosses = harness_dalloc(g, (size_t)N * 4), dtg = harness_dup_raw(g, tg, (size_t)N * 4);
+    size_t rows = (size_t)(R > N ? R : N);
+    dptr dlog = harness_dalloc(g, rows * Vp * g->xs), dlosses = harness_dalloc(g, rows * 4), dtg = harness_dup_raw(g, tg, rows * 4);
+    harness_up(g, dlog, raw, n);
     int rc = launch_softcap_forward(&g->ks, g->s, dlog, (long long)n, &err);
     memcpy(dl, capped, n * 4);
     cmp_elems(g, "softcap_forward", "logits", dlog, dl, n, &err, rc);
