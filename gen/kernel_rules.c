@@ -334,7 +334,7 @@ LaunchDims kernel_adamw_dims(const KernelEnv *e, long long n) {
 void kernel_dec_derive(KernelEnv *e) { e->derived[DEC_KV_SPLITS] = ceil_div_u(e->cacheT, e->tun[DEC_KV_CHUNK]); }
 const char *kernel_dec_check(const KernelEnv *e, char *why, size_t n) {
     if (e->HS > e->tun[DEC_ATT_THREADS])
-        snprintf(why, n, "decode_attention_combine has a thread per channel of a head: ATT_THREADS (%d) must be at least "
+        snprintf(why, n, "decode_attention's combine has a thread per channel of a head: ATT_THREADS (%d) must be at least "
                  "the head size %lld", e->tun[DEC_ATT_THREADS], e->HS);
     else return NULL;
     return why;
@@ -353,10 +353,6 @@ LaunchDims kernel_dec_attention(const KernelEnv *e, long long n) {
     LaunchDims d = dims(e->derived[DEC_KV_SPLITS], e->NH, e->tun[DEC_ATT_THREADS]);
     d.grid[2] = grid_size(e->B);
     return d;
-}
-LaunchDims kernel_dec_combine(const KernelEnv *e, long long n) {
-    (void)n;
-    return dims(e->NH, e->B, e->tun[DEC_ATT_THREADS]);
 }
 LaunchDims kernel_dec_sample(const KernelEnv *e, long long n) {
     (void)n;

@@ -74,7 +74,6 @@ const char *kernel_dec_check(const KernelEnv *e, char *why, size_t n);
 LaunchDims kernel_dec_embed(const KernelEnv *e, long long n);
 LaunchDims kernel_dec_append(const KernelEnv *e, long long n);
 LaunchDims kernel_dec_attention(const KernelEnv *e, long long n);
-LaunchDims kernel_dec_combine(const KernelEnv *e, long long n);
 LaunchDims kernel_dec_sample(const KernelEnv *e, long long n);
 LaunchDims kernel_dec_linear(const KernelEnv *e, long long OC);
 LaunchDims kernel_dec_advance(const KernelEnv *e, long long n);

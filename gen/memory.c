@@ -171,7 +171,8 @@ static void place_decode(Layout *lo) {
     const LaunchDims *att = &plan->kernels[K_DECODE_ATTENTION].dims;   /* (KV_SPLITS, NH, B) */
     place(lo, BUF_KCACHE, "kcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);
     place(lo, BUF_VCACHE, "vcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);
-    place(lo, BUF_ATT_PARTIAL, "att_partial", MEM_SCRATCH, decode ? (size_t)att->grid[0] * NH * B * (C / NH + 2) * 4 : 0, 0);
+    /* each split's (m, l, acc[HS]), then a count of arrived splits per row and head (templates/decode.cu) */
+    place(lo, BUF_ATT_PARTIAL, "att_partial", MEM_SCRATCH, decode ? ((size_t)att->grid[0] * (C / NH + 2) + 1) * NH * B * 4 : 0, 0);
     place(lo, BUF_DECODE_POS, "decode_pos", MEM_SCRATCH, decode || st->fills_cache ? 4 : 0, 0);
     place(lo, BUF_RNG, "rng", MEM_SCRATCH, decode ? B * 8 : 0, 0);
     place(lo, BUF_GRID_SYNC, "grid_sync", MEM_SCRATCH, plan->decode_persistent ? 8 : 0, 0);

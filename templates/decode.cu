@@ -5,11 +5,12 @@
 //   kv_append                 kcache[b,h,pos+t,:] = k of qkv[b,t] head h, vcache likewise with v (the cache of one
 //                             layer: (B, NH, cacheT, HS); T is the plan's: 1 for decode, the prompt for a prefill)
 //   decode_attention          split attention of the last query of each row over the cached positions 0..len-1
-//                             (len = pos + T): a block per (split of KV_CHUNK positions, head, row) writes the
-//                             split's max score m, l = sum exp(s - m) and acc = sum exp(s - m) v to partial
-//   decode_attention_combine  out[b, h*HS + d] = sum_s e^(m_s-M) acc_s[d] / sum_s e^(m_s-M) l_s, splits in order;
-//                             then the row's last token's key and value into the cache at position len - 1 (the
-//                             attention reads that position from qkv: a decode step needs no kv_append)
+//                             (len = pos + T): a block per (split of KV_CHUNK positions, head, row). With one
+//                             split in use, its block writes out[b, h*HS + d]; with more, each writes its max score
+//                             m, l = sum exp(s - m) and acc = sum exp(s - m) v to partial, and the last of them to
+//                             end combines: out = sum_s e^(m_s-M) acc_s[d] / sum_s e^(m_s-M) l_s, splits in order
+//                             (flash-decoding in one kernel). The split of position len - 1 also appends the row's
+//                             last token to the cache (read from qkv: a decode step needs no kv_append)
 //   sample_tokens             each row's next token by the rule of runtime/sample/sampling.h, step for step
 //   decode_advance            pos += 1, the step's last kernel (every other kernel reads pos)
 //   decode_ln_linear, decode_linear_residual: a decode step's linears of few rows, below
@@ -105,28 +106,55 @@ __device__ __forceinline__ int cache_len(const int *pos) {
     return len < cacheT ? len : cacheT;
 }
 
+// the count of a (row, head)'s splits that have written their partial: B*NH of them after the partials, each back
+// at 0 when its step's attention is done (runtime/cuda/decode.c clears them once, as the cache is opened)
+constexpr long long ARRIVALS_AT = (long long)B * NH * KV_SPLITS * PART;
+
+// combine: out = sum_s e^(m_s-M) acc_s / sum_s e^(m_s-M) l_s over the ns splits' partials, in split order (the
+// same sums whichever block runs it); thread d < HS writes channel d. The partials are other blocks' stores: read
+// past L1 (__ldcg).
+__device__ __forceinline__ void combine_splits(floatX *out, const float *base, int ns, int tid) {
+    __shared__ float s_w[KV_SPLITS], s_l[KV_SPLITS];   // e^(m_s - M) and l_s of each split
+    float mloc = NO_SCORE;
+    for (int s = tid; s < ns; s += ATT_THREADS) mloc = fmaxf(mloc, __ldcg(base + (long long)s * PART));
+    const float M = block_max<ATT_THREADS>(mloc);
+    for (int s = tid; s < ns; s += ATT_THREADS) {
+        s_w[s] = expf(__ldcg(base + (long long)s * PART) - M);
+        s_l[s] = __ldcg(base + (long long)s * PART + 1);
+    }
+    __syncthreads();
+    if (tid < HS) {
+        float num = 0.0f, den = 0.0f;
+        for (int s = 0; s < ns; s++) {
+            num += s_w[s] * __ldcg(base + (long long)s * PART + 2 + tid);
+            den += s_w[s] * s_l[s];
+        }
+        out[tid] = from_f<floatX>(num / den);
+    }
+}
+
 KERNEL(decode_attention) {
     grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
     grid_dependents_launch();
     __shared__ float s_p[KV_CHUNK];                  // scores, then exp(score - m)
     __shared__ float s_acc[VGROUPS * HS];            // each value group's sums
+    __shared__ int s_last;
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
-    const int len = cache_len(pos), start = s * KV_CHUNK;
-    float *dst = partial + (((long long)b * NH + h) * KV_SPLITS + s) * PART;
-    if (start >= len) {                              // a split past the cached positions: empty
-        for (int d = tid; d < PART; d += ATT_THREADS) dst[d] = d == 0 ? NO_SCORE : 0.0f;
-        return;
-    }
+    const int len = cache_len(pos), start = s * KV_CHUNK, ns = (len + KV_CHUNK - 1) / KV_CHUNK;
+    if (start >= len) return;                        // a split past the cached positions: nothing to do
     const int n = len - start < KV_CHUNK ? len - start : KV_CHUNK;
     const long long head = ((long long)b * NH + h) * cacheT;
     const floatX *kbase = kcache + (head + start) * HS, *vbase = vcache + (head + start) * HS;
-    // the row's last token (position len - 1) is read from qkv: decode_attention_combine appends it to the cache
-    // once every split has read the cache (a decode step needs no kv_append)
+    // the row's last token (position len - 1) is read from qkv, and its split appends it to the cache: no block
+    // reads that position of the cache in this step (a decode step needs no kv_append)
     const floatX *kcur = qkv + ((long long)b * T + T - 1) * 3 * C + C + h * HS, *vcur = kcur + C;
     const int jcur = len - 1 - start;                // the split's index of that position (>= n: not this split)
     auto krow = [&](int j) { return j == jcur ? kcur : kbase + (long long)j * HS; };
     auto vrow = [&](int j) { return j == jcur ? vcur : vbase + (long long)j * HS; };
-
+    if (jcur < n && tid < HS) {
+        kcache[(head + len - 1) * HS + tid] = kcur[tid];
+        vcache[(head + len - 1) * HS + tid] = vcur[tid];
+    }
     // the values this thread will weigh, loaded first
     const int vg = tid / PK, vk = tid % PK;
     const bool v_active = vg < VGROUPS;
@@ -196,45 +224,33 @@ KERNEL(decode_attention) {
     if (v_active)
         for (int e = 0; e < AVEC; e++) s_acc[vg * HS + vk * AVEC + e] = acc[e];
     __syncthreads();
+    floatX *o = out + (long long)b * C + h * HS;
+    if (ns == 1) {                                   // the only split: its result is the head's
+        if (tid < HS) {
+            float sum = 0.0f;
+            for (int g = 0; g < VGROUPS; g++) sum += s_acc[g * HS + tid];
+            o[tid] = from_f<floatX>(sum / l);
+        }
+        return;
+    }
+    float *base = partial + ((long long)b * NH + h) * KV_SPLITS * PART, *dst = base + (long long)s * PART;
     for (int d = tid; d < HS; d += ATT_THREADS) {
         float sum = 0.0f;
         for (int g = 0; g < VGROUPS; g++) sum += s_acc[g * HS + d];
         dst[2 + d] = sum;
     }
     if (tid == 0) { dst[0] = m; dst[1] = l; }
-}
-
-// decode_attention_combine: a block per (head, row); the splits' maxima and sums are read into shared memory, the
-// global max M is a block max, then thread d < HS sums its channel over the splits in order.
-KERNEL(decode_attention_combine) {
-    grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
-    grid_dependents_launch();
-    __shared__ float s_w[KV_SPLITS], s_l[KV_SPLITS];   // e^(m_s - M) and l_s of each split
-    const int h = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
-    const int len = cache_len(pos);
-    const int ns_all = (len + KV_CHUNK - 1) / KV_CHUNK, ns = ns_all < KV_SPLITS ? ns_all : (int)KV_SPLITS;
-    const float *base = partial + ((long long)b * NH + h) * KV_SPLITS * PART;
-    float mloc = NO_SCORE;
-    for (int s = tid; s < ns; s += ATT_THREADS) mloc = fmaxf(mloc, base[(long long)s * PART]);
-    const float M = block_max<ATT_THREADS>(mloc);
-    for (int s = tid; s < ns; s += ATT_THREADS) {
-        s_w[s] = expf(base[(long long)s * PART] - M);
-        s_l[s] = base[(long long)s * PART + 1];
+    __threadfence();                                 // the partial is visible to every block before it is counted
+    __syncthreads();
+    if (tid == 0) {
+        unsigned *arrived = reinterpret_cast<unsigned *>(partial + ARRIVALS_AT) + (long long)b * NH + h;
+        s_last = atomicAdd(arrived, 1u) == (unsigned)ns - 1;
+        if (s_last) *arrived = 0;                    // every split is in: the count starts again at the next step
     }
     __syncthreads();
-    if (tid < HS) {
-        float num = 0.0f, den = 0.0f;
-        for (int s = 0; s < ns; s++) {
-            num += s_w[s] * base[(long long)s * PART + 2 + tid];
-            den += s_w[s] * s_l[s];
-        }
-        out[(long long)b * C + h * HS + tid] = from_f<floatX>(num / den);
-        // every split has read the cache: the row's last token joins it at position len - 1
-        const floatX *kcur = qkv + ((long long)b * T + T - 1) * 3 * C + C + h * HS;
-        const long long at = (((long long)b * NH + h) * cacheT + len - 1) * HS + tid;
-        kcache[at] = kcur[tid];
-        vcache[at] = kcur[C + tid];
-    }
+    if (!s_last) return;
+    __threadfence();
+    combine_splits(o, base, ns, tid);
 }
 
 // ---------------------------------------------------------------------------------------------------------

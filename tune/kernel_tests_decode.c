@@ -98,29 +98,35 @@ static int attention_positions(const Harness *g, int chunk, int tried[4]) {
     return n;
 }
 
-/* the splits' partials (m, l, acc...) of every row and head: those past the length (-3e38, 0, 0...), the others finite
-   with l >= 1 */
+/* the splits' partials (m, l, acc...) of every row and head, spoiled with 0xff bytes before the run: with more than
+   one split holding positions, those splits' finite with l >= 1 (the split's max contributes exp(0)) and the rest
+   untouched; with one, all untouched (its block writes the output itself). Then the count of arrived splits of
+   every row and head, after the partials: back at 0 for the next step. */
 static void check_partials(const Harness *g, const AttnTest *t, HarnessCmp *cd, int pos, int len) {
     size_t B = g->B, NH = g->NH;
+    int ns = (len + t->chunk - 1) / t->chunk;
+    uint32_t bits;
     for (size_t bh = 0; bh < B * NH; bh++)
         for (int s = 0; s < t->splits; s++) {
             const float *p = t->hp + (bh * (size_t)t->splits + (size_t)s) * t->part;
-            int empty = s * t->chunk >= len, okp = 1;
-            if (empty) {
-                okp = p[0] == -3.0e38f;
-                for (size_t d = 1; d < t->part; d++) okp &= p[d] == 0.0f;
-            } else {
-                for (size_t d = 0; d < t->part; d++) okp &= isfinite(p[d]) != 0;
-                okp &= p[1] >= 1.0f;   /* the split's max contributes exp(0) */
+            int written = ns > 1 && s < ns, okp = 1;
+            for (size_t d = 0; d < t->part; d++) {
+                memcpy(&bits, &p[d], 4);
+                okp &= written ? isfinite(p[d]) != 0 : bits == 0xffffffffu;
             }
-            if (!okp) failed(cd, "partial of row %zu head %zu split %d (pos %d): %s", bh / NH, bh % NH, s, pos,
-                             empty ? "an empty split is not (-3e38, 0, 0...)" : "not finite, or l < 1");
+            if (written) okp &= p[1] >= 1.0f;
+            if (!okp) failed(cd, "partial of row %zu head %zu split %d (pos %d, %d split(s) in use): %s", bh / NH, bh % NH,
+                             s, pos, ns, written ? "not finite, or l < 1" : "written, where no partial is needed");
         }
+    for (size_t bh = 0; bh < B * NH; bh++) {
+        memcpy(&bits, &t->hp[t->npart + bh], 4);
+        if (bits) failed(cd, "the arrived-splits count of row %zu head %zu is %u after the attention (pos %d), not 0",
+                         bh / NH, bh % NH, bits, pos);
+    }
 }
 
 static int launch_attention(Harness *g, const AttnTest *t, Err *err) {
-    return launch_decode_attention(&g->ks, g->s, t->dpart, t->dqkv, t->dk, t->dv, t->dpos, err) ||
-           launch_decode_attention_combine(&g->ks, g->s, t->dout, t->dk, t->dv, t->dpart, t->dqkv, t->dpos, err) ? -1 : 0;
+    return launch_decode_attention(&g->ks, g->s, t->dout, t->dk, t->dv, t->dpart, t->dqkv, t->dpos, err) ? -1 : 0;
 }
 
 /* the attention at one position after its kv_append: the output against the host's, the partials, and the same bits
@@ -129,16 +135,16 @@ static int attention_run(Harness *g, AttnTest *t, HarnessCmp *ca, HarnessCmp *cd
     size_t B = g->B, T = g->T, C = g->C, NH = g->NH, HS = g->HS, maxT = g->maxT;
     int len = pos + (int)T;
     char what[96];
-    cu.cuMemsetD8(t->dpart, 0xff, t->npart * 4);   /* NaNs: every split must write its part */
-    /* NaNs at the last position too: the attention reads the row's last token from qkv, and the combine writes
-       it into the cache (a decode step has no kv_append) */
+    cu.cuMemsetD8(t->dpart, 0xff, t->npart * 4);   /* NaNs: the splits in use must write theirs (not the counts) */
+    /* NaNs at the last position too: the attention reads the row's last token from qkv, and that token's split
+       writes it into the cache (a decode step has no kv_append) */
     for (size_t bh = 0; bh < B * NH; bh++) {
         size_t at = (bh * maxT + (size_t)len - 1) * HS * g->xs;
         cu.cuMemsetD8(t->dk + at, 0xff, HS * g->xs);
         cu.cuMemsetD8(t->dv + at, 0xff, HS * g->xs);
     }
     if (launch_attention(g, t, err)) return -1;
-    cmp_caches(g, ca, " after the combine", pos, t->got, t->dk, t->dv, t->kc, t->vc, t->ncache);
+    cmp_caches(g, ca, " after the attention", pos, t->got, t->dk, t->dv, t->kc, t->vc, t->ncache);
     harness_down(g, t->out, t->dout, B * C);
     cpu_attention_cached(t->ref, t->qkv, t->kc, t->vc, pos, (int)B, (int)T, (int)C, (int)NH, (int)maxT);
     harness_quantize(g, t->ref, B * C);
@@ -147,8 +153,7 @@ static int attention_run(Harness *g, AttnTest *t, HarnessCmp *ca, HarnessCmp *cd
     snprintf(what, sizeof what, "out (pos %d, length %d, %d of %d splits)", pos, len, (len + t->chunk - 1) / t->chunk,
              t->splits);
     harness_cmp_value(cd, what, harness_relerr(t->out, t->ref, B * C), nonfinite, g->tol);
-    /* the splits past the length: m = -3e38, l = 0, acc = 0 */
-    cu.cuMemcpyDtoH(t->hp, t->dpart, t->npart * 4);
+    cu.cuMemcpyDtoH(t->hp, t->dpart, (t->npart + B * NH) * 4);
     check_partials(g, t, cd, pos, len);
     /* deterministic: the same bits again */
     if (launch_attention(g, t, err)) return -1;
@@ -165,13 +170,13 @@ static void attention_report(Harness *g, const AttnTest *t, HarnessCmp *ca, Harn
     for (int i = 0; i < n; i++) snprintf(name + strlen(name), sizeof name - strlen(name), "%s%d", i ? ", " : " ", tried[i]);
     snprintf(name + strlen(name), sizeof name - strlen(name), ")");
     harness_finish(g, name, ca, err, rc);
-    snprintf(name, sizeof name, "decode_attention + combine (%d splits of %d, against cpu_attention_cached, deterministic)",
+    snprintf(name, sizeof name, "decode_attention (%d splits of %d, combined by the last, against cpu_attention_cached, deterministic)",
              t->splits, t->chunk);
     harness_finish(g, name, cd, err, rc);
 }
 
-/* kv_append, then decode_attention + decode_attention_combine (with the last position of the cache spoiled: the
-   attention reads it from qkv, the combine writes it), at a few positions: 0, one whose length ends inside the first
+/* kv_append, then decode_attention (with the last position of the cache spoiled: the attention reads it from qkv,
+   and writes it), at a few positions: 0, one whose length ends inside the first
    split, the middle and maxT - T (every split holds positions); those with pos + T <= maxT */
 static void test_attention(Harness *g) {
     size_t B = g->B, T = g->T, C = g->C, NH = g->NH, HS = g->HS, maxT = g->maxT;
@@ -183,10 +188,10 @@ static void test_attention(Harness *g) {
     t.part = (size_t)HS + 2, t.npart = B * NH * (size_t)t.splits * t.part;
     t.qkv = harness_hrand(g, nqkv, 2.0f), t.kc = harness_hrand(g, t.ncache, 1.0f), t.vc = harness_hrand(g, t.ncache, 1.0f);
     t.got = harness_hbuf(t.ncache), t.ref = harness_hbuf(B * C), t.out = harness_hbuf(B * C), t.again = harness_hbuf(B * C);
-    t.hp = harness_hbuf(t.npart);
+    t.hp = harness_hbuf(t.npart + B * NH);   /* the partials, then the counts of arrived splits */
     Err err = {{0}};
     t.dqkv = harness_dup_x(g, t.qkv, nqkv), t.dk = harness_dup_x(g, t.kc, t.ncache), t.dv = harness_dup_x(g, t.vc, t.ncache);
-    t.dpos = harness_dalloc(g, 4), t.dpart = harness_dalloc(g, t.npart * 4), t.dout = harness_dalloc(g, B * C * g->xs);
+    t.dpos = harness_dalloc(g, 4), t.dpart = harness_dalloc(g, (t.npart + B * NH) * 4), t.dout = harness_dalloc(g, B * C * g->xs);
     int tried[4], n = attention_positions(g, t.chunk, tried);
     HarnessCmp ca = {0, 0, ""}, cd = {0, 0, ""};
     int rc = 0;

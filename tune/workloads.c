@@ -219,8 +219,7 @@ void wl_adamw_setup(Workload *w, Harness *g) {
 int wl_decode_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     return launch_decode_embed(ks, g->s, P(w, 0), P(w, 1), P(w, 2), P(w, 3), P(w, 4), err) ||
            launch_kv_append(ks, g->s, P(w, 5), P(w, 6), P(w, 7), P(w, 4), err) ||
-           launch_decode_attention(ks, g->s, P(w, 8), P(w, 7), P(w, 5), P(w, 6), P(w, 4), err) ||
-           launch_decode_attention_combine(ks, g->s, P(w, 9), P(w, 5), P(w, 6), P(w, 8), P(w, 7), P(w, 4), err) ||
+           launch_decode_attention(ks, g->s, P(w, 9), P(w, 5), P(w, 6), P(w, 8), P(w, 7), P(w, 4), err) ||
            launch_sample_tokens(ks, g->s, P(w, 10), P(w, 11), P(w, 12), P(w, 4), P(w, 13), 0.8f, 40, 0.95f, err) ||
            launch_decode_advance(ks, g->s, P(w, 14), err) ||
            launch_decode_ln_linear(ks, g->s, P(w, 17), P(w, 0), P(w, 18), P(w, 19), P(w, 15), P(w, 16), 3 * g->C, 0, err) ||
@@ -228,8 +227,9 @@ int wl_decode_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
 }
 void wl_decode_setup(Workload *w, Harness *g) {
     size_t B = g->B, C = g->C, cache = B * g->NH * g->maxT * g->HS;
-    /* partial: as many splits as the smallest KV_CHUNK allowed (16) makes */
-    size_t splits = ((size_t)g->maxT + 15) / 16, part = B * g->NH * splits * (g->HS + 2);
+    /* partial: as many splits as the smallest KV_CHUNK allowed (16) makes, then a count of arrived splits per row
+       and head (zeros; the attention leaves them so) */
+    size_t splits = ((size_t)g->maxT + 15) / 16, part = B * g->NH * (splits * (g->HS + 2) + 1);
     int32_t *tok = xmalloc(B * 4), pos = g->maxT - g->T, adv = 0;
     uint64_t seed = 11;
     for (size_t b = 0; b < B; b++) tok[b] = (int32_t)(rng_next(&seed) % (uint64_t)g->V);

@@ -20,6 +20,9 @@ int decode_open(Cuda *c, Err *err) {
     if (c->plan->decode_persistent &&   /* the grid barrier's count starts at 0 */
         cuda_check(cu.cuMemsetD8(buf(c, BUF_GRID_SYNC, 0), 0, 8), "clearing the decode step's barrier", err))
         return -1;
+    size_t partial = c->plan->memory.buffers[BUF_ATT_PARTIAL].bytes;   /* and so do the attention's counts of splits */
+    if (partial && cuda_check(cu.cuMemsetD8(buf(c, BUF_ATT_PARTIAL, 0), 0, partial), "clearing the attention's partials", err))
+        return -1;
     for (int i = 0; i < DECODE_IN_FLIGHT; i++)
         if (cuda_check(cu.cuEventCreate(&c->step_done[i], CU_EVENT_DISABLE_TIMING), "creating the decode events", err)) return -1;
     return 0;

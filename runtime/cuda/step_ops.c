@@ -88,8 +88,7 @@ static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
         return 0;
     case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv, pos, partial */
         OP(name, !(q = op_attention_qkv(c, a[3], err)) ||
-                 launch_decode_attention(&c->ks, c->s, a[5], q, a[1], a[2], a[4], err) ||
-                 launch_decode_attention_combine(&c->ks, c->s, a[0], a[1], a[2], a[5], q, a[4], err));
+                 launch_decode_attention(&c->ks, c->s, a[0], a[1], a[2], a[5], q, a[4], err));
         return 0;
     case OP_LN_MATMUL:   /* out, inp, lnw, lnb, W, bias */
         OP(name, launch_decode_ln_linear(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], a[5], c->plan->matmuls[op->mm].m,
