@@ -8,7 +8,8 @@
 # from the database without measuring again. In bf16 the tune also sweeps the decode plan of `gpt2gen sample` and
 # the eval plan of `gpt2gen eval` (fp32 tunes the training step alone: --only train), records their best, and
 # sample and eval of a tiny checkpoint then say they take them (their "tune db" line; the checkpoint is trained
-# for one step on the CPU from data/fortunes: without it, that check skips). Skips without a GPU.
+# for one step on the CPU from data/fortunes: without it, that check skips). A Llama-shaped relative of tiny is
+# tuned too (bf16, the training step), and `gpt2gen test` passes on its chosen variants. Skips without a GPU.
 # TUNE_PRECISIONS (default "bf16 fp32") picks the precisions. TUNE_PHASE picks a part: "tune" (the tunes, their
 # checks, sample and eval, the resumed tune: none of them reads the GPU's free memory, so they may share the GPU),
 # "test" (`gpt2gen test` on the tuned variants, whose "plan memory" checks need the GPU alone), or "all" (default);
@@ -86,6 +87,27 @@ for prec in ${TUNE_PRECISIONS:-bf16 fp32}; do
         ok "tuned_variants_pass_$prec" "$(grep '^RESULT' "$out"); $used"
     else fail "tuned_variants_pass_$prec" "rc=$rc, $used: $(grep -E '^FAIL' "$out" | head -5)"; fi
 done
+# a relative (Llama-shaped: RMSNorm, RoPE, SwiGLU, grouped-query 4:2, no biases, an untied head) in bf16, its
+# training step alone: the tune sweeps its own families (rmsnorm, rope, activation) and its matmuls, its tuned step
+# matches the untuned one, and `gpt2gen test` then passes on the variants it chose
+rel="--set name=tiny-llama --set precision=bf16 --set model.n_kv_head=2 --set model.norm=rmsnorm --set model.position=rope
+     --set model.mlp=swiglu --set model.n_ffn=384 --set model.bias=false --set model.tie_embeddings=false"
+if [ "$phase" != test ]; then
+    # shellcheck disable=SC2086
+    "$GPT2GEN" tune configs/tiny.lua $rel --budget 90 --only train > "$WORK/tune-llama.log" 2> "$WORK/tune-llama.err"; rc=$?
+    own=$(grep -c -E '^kernel (rmsnorm|rope|activation) +default' "$WORK/tune-llama.log"); mms=$(grep -c '^matmul ' "$WORK/tune-llama.log")
+    line=$(grep 'tuned step matches the untuned one' "$WORK/tune-llama.log")
+    case "$rc $own $line" in "0 3 ok"*) ok tune_relative "rmsnorm, rope and activation swept, $mms matmuls; ${line#ok }" ;;
+        *) fail tune_relative "rc=$rc, $own of rmsnorm/rope/activation swept, ${line:-no tuned-step line}: $(tail -3 "$WORK/tune-llama.err")" ;; esac
+fi
+if [ "$phase" != tune ]; then
+    # shellcheck disable=SC2086
+    "$GPT2GEN" test configs/tiny.lua $rel > "$WORK/test-llama.log" 2>&1; rc=$?
+    used=$(grep '^tune db' "$WORK/test-llama.log")
+    if [ $rc -eq 0 ] && grep -q '^RESULT [0-9]* 0 ' "$WORK/test-llama.log" && printf '%s' "$used" | grep -q 'from the database'; then
+        ok tuned_relative_variants_pass "$(grep '^RESULT' "$WORK/test-llama.log"); $used"
+    else fail tuned_relative_variants_pass "rc=$rc, $used: $(grep -E '^FAIL' "$WORK/test-llama.log" | head -5)"; fi
+fi
 # resume: everything measured is in the database, so a second tune measures nothing again
 [ "$phase" = test ] && end
 "$GPT2GEN" tune configs/tiny.lua --set precision=bf16 > "$WORK/again.log" 2> "$WORK/again.err"; rc=$?
