@@ -112,7 +112,7 @@ if want configs; then
     # the tunes share the GPU; `gpt2gen test` on their variants ("plan memory") runs alone after them (alone jobs
     # start when every parallel one has ended), from the database they left in build/gpu-tests/tune-work
     rm -rf build/gpu-tests/tune-work
-    pool_add configs tune par 2 150 "TUNE_PHASE=tune TUNE_WORK=$PWD/build/gpu-tests/tune-work sh tests/gpu/tune.sh"
+    pool_add configs tune par 2 210 "TUNE_PHASE=tune TUNE_WORK=$PWD/build/gpu-tests/tune-work sh tests/gpu/tune.sh"
     pool_add configs tune_test alone 2 25 "TUNE_PHASE=test TUNE_WORK=$PWD/build/gpu-tests/tune-work sh tests/gpu/tune.sh"
     pool_add configs ranks par 4 15 "sh tests/gpu/ranks.sh"
     pool_add configs e2e par 21 60 "sh tests/gpu/e2e.sh"

@@ -39,7 +39,11 @@ void profile_start(Profile *p) {
     if (!p->on || p->broken) return;
     if (!p->events_made) {
         for (int i = 0; i < 2 * PROFILE_PAIRS; i++)
-            if (cu.cuEventCreate(&p->ev[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS) { p->broken = 1; return; }
+            if (cu.cuEventCreate(&p->ev[i], CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+                while (i-- > 0) cu.cuEventDestroy(p->ev[i]);   /* the ones made before it */
+                p->broken = 1;
+                return;
+            }
         p->events_made = 1;
     }
     if (p->n_pending == PROFILE_PAIRS) profile_flush(p);
