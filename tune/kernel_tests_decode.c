@@ -85,12 +85,15 @@ typedef struct {
     dptr dqkv, dk, dv, dpos, dpart, dout;
 } AttnTest;
 
-/* the positions tried: 0, one whose length ends inside the first split, the middle and maxT - T, without the
-   duplicates and those past maxT - T; returns how many */
-static int attention_positions(const Harness *g, int chunk, int tried[4]) {
-    int last = g->maxT - g->T, cand[4] = {0, chunk - g->T - 1, last / 2, last}, n = 0;
+/* the positions tried: 0, one whose length ends inside the first split, one whose length fills the first split
+   exactly (one split in use) and one past it (a second split of one position: the row's last token), the middle
+   and maxT - T, without the duplicates and those past maxT - T; returns how many */
+#define ATT_POSITIONS 6
+static int attention_positions(const Harness *g, int chunk, int tried[ATT_POSITIONS]) {
+    int last = g->maxT - g->T, n = 0;
+    int cand[ATT_POSITIONS] = {0, chunk - g->T - 1, chunk - g->T, chunk - g->T + 1, last / 2, last};
     if (cand[1] < 1) cand[1] = 1;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < ATT_POSITIONS; i++) {
         int dupl = cand[i] < 0 || cand[i] > last;
         for (int j = 0; j < n; j++) dupl |= tried[j] == cand[i];
         if (!dupl) tried[n++] = cand[i];
@@ -192,7 +195,7 @@ static void test_attention(Harness *g) {
     Err err = {{0}};
     t.dqkv = harness_dup_x(g, t.qkv, nqkv), t.dk = harness_dup_x(g, t.kc, t.ncache), t.dv = harness_dup_x(g, t.vc, t.ncache);
     t.dpos = harness_dalloc(g, 4), t.dpart = harness_dalloc(g, (t.npart + B * NH) * 4), t.dout = harness_dalloc(g, B * C * g->xs);
-    int tried[4], n = attention_positions(g, t.chunk, tried);
+    int tried[ATT_POSITIONS], n = attention_positions(g, t.chunk, tried);
     HarnessCmp ca = {0, 0, ""}, cd = {0, 0, ""};
     int rc = 0;
     for (int i = 0; i < n && !rc; i++) {
