@@ -344,9 +344,11 @@ LaunchDims kernel_dec_embed(const KernelEnv *e, long long n) {
     (void)n;
     return dims(ceil_div_u(e->B * dec_packets(e), e->tun[DEC_BLOCK]), 1, e->tun[DEC_BLOCK]);
 }
+/* a thread per packet of k's NKV heads (and of v's): C / VEC_C packets where NKV = NH */
 LaunchDims kernel_dec_append(const KernelEnv *e, long long n) {
     (void)n;
-    return dims(ceil_div_u(rows(e) * dec_packets(e), e->tun[DEC_BLOCK]), 1, e->tun[DEC_BLOCK]);
+    long long kv = e->NKV * e->HS;
+    return dims(ceil_div_u(rows(e) * (kv / kernel_vec(e->x128, kv)), e->tun[DEC_BLOCK]), 1, e->tun[DEC_BLOCK]);
 }
 LaunchDims kernel_dec_attention(const KernelEnv *e, long long n) {
     (void)n;

@@ -155,7 +155,7 @@ const FamilyDecl kernel_families[] = {
      {{"decode_embed", {X(out), CI32(tokens), CX(wte), CX(wpe), CI32(pos)}, DEC_BLOCK, -1, kernel_dec_embed,
        "ceil(B*C/VEC_C / BLOCK_SIZE)", 0},
       {"kv_append", {X(kcache), X(vcache), CX(qkv), CI32(pos)}, DEC_BLOCK, -1, kernel_dec_append,
-       "ceil(B*T*C/VEC_C / BLOCK_SIZE)", 0},
+       "ceil(B*T*NKV*HS/KV_VEC / BLOCK_SIZE): a thread per packet of k's NKV heads", 0},
       {"decode_attention", {X(out), X(kcache), X(vcache), F32(partial), CX(qkv), CI32(pos)}, DEC_ATT_THREADS, -1,
        kernel_dec_attention, "(KV_SPLITS, NH, B): a block per KV_CHUNK cached positions of a head; the last to end combines", 0},
       {"sample_tokens", {I32(tokens), I32(drawn), U64(rng), CI32(pos), CX(logits), FLOAT(temperature), INT(top_k),

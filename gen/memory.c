@@ -167,7 +167,8 @@ static void place_decode(Layout *lo) {
     const StepShape *st = &plan->step;
     size_t x = lo->x, B = lo->B, C = lo->C, NH = lo->NH;
     int decode = lo->decode, side = lo->train && plan->streams == 2;
-    size_t cache = decode ? (size_t)s->n_layer * B * st->cache_T * C * x : 0;   /* NH heads (with GQA too: arch_buffers) */
+    /* the cache's NKV heads (fewer than NH with grouped-query attention): (L, B, NKV, cacheT, HS) */
+    size_t cache = decode ? (size_t)s->n_layer * B * st->cache_T * gpt2_kv_heads(s) * gpt2_head_size(s) * x : 0;
     const LaunchDims *att = &plan->kernels[K_DECODE_ATTENTION].dims;   /* (KV_SPLITS, NH, B) */
     place(lo, BUF_KCACHE, "kcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);
     place(lo, BUF_VCACHE, "vcache", MEM_CACHE, cache, cache / (size_t)s->n_layer);
@@ -182,8 +183,8 @@ static void place_decode(Layout *lo) {
 
 /* GPT-2's relatives' buffers (none for GPT-2): qkv before QK-norm and the heads' rstd, per layer where the backward
    reads them; SwiGLU's gate (fcg) and its gradient; with grouped-query attention, qkv with every query head's k and v
-   (a layer at a time: the backward makes it again) and its gradient; with RoPE, zeros in place of wpe. The decode step's
-   cache holds every query head's keys and values too, appended from the expanded qkv (runtime/cuda/arch.c) */
+   (a layer at a time: the backward makes it again) and its gradient, but in a decode step, which reads the NKV heads
+   as they are (Plan.kv_expand); with RoPE, zeros in place of wpe */
 static void place_arch(Layout *lo) {
     const Plan *plan = lo->plan;
     const GPT2Shape *s = &plan->model;

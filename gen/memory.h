@@ -26,16 +26,16 @@ typedef enum {
     BUF_FCPROJ_WT, BUF_FC_PARTIALS,
     /* the step's tokens and the encoder backward's buckets */
     BUF_INPUTS, BUF_TARGETS, BUF_BUCKET_TOKEN, BUF_BUCKET_START, BUF_POSITIONS,
-    /* a decode plan's key/value cache, (L, B, NH, cacheT, HS) each, its split attention's partial results, the
+    /* a decode plan's key/value cache, (L, B, NKV, cacheT, HS) each, its split attention's partial results, the
        position (one int, also in a prefill plan: 0), the rows' generator states, and the persistent decode step's
        grid barrier (two counters, Plan.decode_persistent) */
     BUF_KCACHE, BUF_VCACHE, BUF_ATT_PARTIAL, BUF_DECODE_POS, BUF_RNG, BUF_GRID_SYNC,
     /* library workspaces */
     BUF_CUBLASLT_WORKSPACE, BUF_CUBLASLT_WORKSPACE_SIDE,   /* _SIDE: the side stream's (Plan.streams 2) */
     /* GPT-2's relatives' (docs/model.md, "Architectures"): qkv before QK-norm and its rstd per head, SwiGLU's gate and
-       its gradient; with grouped-query attention (Plan.kv_expand) qkv with every query head's k and v, and its
-       gradient, for the attention's kernels (runtime/cuda/arch.c); with RoPE, maxT rows of zeros that the encoder
-       kernels add in place of wpe */
+       its gradient; with grouped-query attention (Plan.kv_expand; not a decode step) qkv with every query head's k and
+       v, and its gradient, for the attention's kernels (runtime/cuda/arch.c); with RoPE, maxT rows of zeros that the
+       encoder kernels add in place of wpe */
     BUF_QKV_PRE, BUF_QK_RSTD, BUF_FCG, BUF_DFCG, BUF_QKV_X, BUF_DQKV_X, BUF_WPE_ZERO,
     BUF_COUNT
 } BufferId;

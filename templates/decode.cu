@@ -2,15 +2,19 @@
 // Longer than a C file may be, on purpose: its kernels share one tile layout, fragment maps and pipeline, and read
 // better whole than split across files that must agree on every constant (docs/kernels-and-tuning.md).
 //   decode_embed              out[b,:] = wte[tokens[b],:] + wpe[pos,:]                 (the decode plan has T = 1)
-//   kv_append                 kcache[b,h,pos+t,:] = k of qkv[b,t] head h, vcache likewise with v (the cache of one
-//                             layer: (B, NH, cacheT, HS); T is the plan's: 1 for decode, the prompt for a prefill)
+//   kv_append                 kcache[b,j,pos+t,:] = k of qkv[b,t] kv head j, vcache likewise with v (the cache of one
+//                             layer: (B, NKV, cacheT, HS), NKV = NH but with grouped-query attention; T is the
+//                             plan's: 1 for decode, the prompt for a prefill)
 //   decode_attention          split attention of the last query of each row over the cached positions 0..len-1
 //                             (len = pos + T): a block per (split of KV_CHUNK positions, head, row). With one
 //                             split in use, its block writes out[b, h*HS + d]; with more, each writes its max score
 //                             m, l = sum exp(s - m) and acc = sum exp(s - m) v to partial, and the last of them to
 //                             end combines: out = sum_s e^(m_s-M) acc_s[d] / sum_s e^(m_s-M) l_s, splits in order
 //                             (flash-decoding in one kernel). The split of position len - 1 also appends the row's
-//                             last token to the cache (read from qkv: a decode step needs no kv_append)
+//                             last token to the cache (read from qkv: a decode step needs no kv_append), by the
+//                             first query head of each kv head's group
+// Query head h reads kv head kv_head_of(h) (grouped-query attention, docs/model.md "Architectures"), from the cache
+// and from qkv's rows of QKVW features (q's NH heads, then k's NKV, then v's NKV), as they are: no kv_expand.
 //   sample_tokens             each row's next token by the rule of runtime/sample/sampling.h, step for step
 //   decode_advance            pos += 1, the step's last kernel (every other kernel reads pos)
 //   decode_ln_linear, decode_linear_residual: a decode step's linears of few rows, below
@@ -20,10 +24,28 @@
 // launches may overlap (FamilyDecl.launch, LAUNCH_OVERLAP).
 
 // ---------------------------------------------------------------------------------------------------------
-// decode_embed, kv_append: a thread per packet of VEC_C channels of a row.
+// The key/value heads. A relative's prelude has NKV and QKVW (gen/emit.c, emit_arch); GPT-2's, whose sources stay as
+// they were, has neither: multi-head, a row of qkv 3C wide.
+#ifndef ARCH_CONSTANTS
+constexpr int NKV = NH;
+constexpr int QKVW = 3 * C;
+#endif
+constexpr int KV_GROUP = NH / NKV;                   // query heads a kv head serves
+__device__ __forceinline__ int kv_head_of(int h) { return h / KV_GROUP; }
+// where kv head j's key and value lie in a row of qkv
+__device__ __forceinline__ int k_at(int j) { return (NH + j) * HS; }
+__device__ __forceinline__ int v_at(int j) { return (NH + NKV + j) * HS; }
+// the first position of cache head j of row b in a layer's cache
+__device__ __forceinline__ long long cache_head(int b, int j) { return ((long long)b * NKV + j) * cacheT; }
+
+// ---------------------------------------------------------------------------------------------------------
+// decode_embed: a thread per packet of VEC_C channels of a row; kv_append: of KV_VEC channels of k's NKV heads.
 constexpr int CVEC = VEC_C;
 constexpr int C_PACKETS = C / CVEC;
 typedef Packed<floatX, CVEC> cvec;
+constexpr int KV_VEC = (NKV * HS) % X128 == 0 ? X128 : 1;   // gen/kernel_rules.c kernel_vec: VEC_C where NKV = NH
+constexpr int KV_PACKETS = NKV * HS / KV_VEC;
+typedef Packed<floatX, KV_VEC> kvvec;
 
 // decode_embed: a thread per packet of one row's C channels; the position is pos[0] for every row.
 KERNEL(decode_embed) {
@@ -39,26 +61,26 @@ KERNEL(decode_embed) {
     store_vec<floatX, CVEC>(out + (long long)b * C + p * CVEC, o);
 }
 
-// kv_append: a thread per packet of VEC_C channels of one token's k (and the same packet of its v). A packet lies
-// inside one head when the head size is a multiple of it (VEC_HS == VEC_C), and is stored whole; else (VEC_HS is 1)
-// element by element.
+// kv_append: a thread per packet of KV_VEC channels of one token's k (its NKV heads) and the same packet of its v.
+// A packet lies inside one head when the head size is a multiple of it (VEC_HS == KV_VEC), and is stored whole; else
+// (VEC_HS is 1) element by element.
 KERNEL(kv_append) {
     grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
     grid_dependents_launch();
     const long long i = (long long)blockIdx.x * BLOCK_SIZE + threadIdx.x;
-    if (i >= (long long)B * T * C_PACKETS) return;
-    const int bt = (int)(i / C_PACKETS), p = (int)(i % C_PACKETS), b = bt / T, t = pos[0] + bt % T, c0 = p * CVEC;
-    const floatX *src = qkv + (long long)bt * 3 * C + C + c0;
-    const cvec k = load_vec<floatX, CVEC>(src), v = load_vec<floatX, CVEC>(src + C);
-    if constexpr (VEC_HS == CVEC) {
-        const int h = c0 / HS, d = c0 % HS;
-        const long long at = (((long long)b * NH + h) * cacheT + t) * HS + d;
-        store_vec<floatX, CVEC>(kcache + at, k);
-        store_vec<floatX, CVEC>(vcache + at, v);
+    if (i >= (long long)B * T * KV_PACKETS) return;
+    const int bt = (int)(i / KV_PACKETS), p = (int)(i % KV_PACKETS), b = bt / T, t = pos[0] + bt % T, c0 = p * KV_VEC;
+    const floatX *row = qkv + (long long)bt * QKVW;
+    const kvvec k = load_vec<floatX, KV_VEC>(row + k_at(0) + c0), v = load_vec<floatX, KV_VEC>(row + v_at(0) + c0);
+    if constexpr (VEC_HS == KV_VEC) {
+        const int j = c0 / HS, d = c0 % HS;
+        const long long at = (cache_head(b, j) + t) * HS + d;
+        store_vec<floatX, KV_VEC>(kcache + at, k);
+        store_vec<floatX, KV_VEC>(vcache + at, v);
     } else {
-        for (int e = 0; e < CVEC; e++) {
-            const int h = (c0 + e) / HS, d = (c0 + e) % HS;
-            const long long at = (((long long)b * NH + h) * cacheT + t) * HS + d;
+        for (int e = 0; e < KV_VEC; e++) {
+            const int j = (c0 + e) / HS, d = (c0 + e) % HS;
+            const long long at = (cache_head(b, j) + t) * HS + d;
             kcache[at] = k[e];
             vcache[at] = v[e];
         }
@@ -143,15 +165,17 @@ KERNEL(decode_attention) {
     const int len = cache_len(pos), start = s * KV_CHUNK, ns = (len + KV_CHUNK - 1) / KV_CHUNK;
     if (start >= len) return;                        // a split past the cached positions: nothing to do
     const int n = len - start < KV_CHUNK ? len - start : KV_CHUNK;
-    const long long head = ((long long)b * NH + h) * cacheT;
+    const int kvh = kv_head_of(h);
+    const long long head = cache_head(b, kvh);
     const floatX *kbase = kcache + (head + start) * HS, *vbase = vcache + (head + start) * HS;
     // the row's last token (position len - 1) is read from qkv, and its split appends it to the cache: no block
     // reads that position of the cache in this step (a decode step needs no kv_append)
-    const floatX *kcur = qkv + ((long long)b * T + T - 1) * 3 * C + C + h * HS, *vcur = kcur + C;
+    const floatX *last = qkv + ((long long)b * T + T - 1) * QKVW;
+    const floatX *kcur = last + k_at(kvh), *vcur = last + v_at(kvh);
     const int jcur = len - 1 - start;                // the split's index of that position (>= n: not this split)
     auto krow = [&](int j) { return j == jcur ? kcur : kbase + (long long)j * HS; };
     auto vrow = [&](int j) { return j == jcur ? vcur : vbase + (long long)j * HS; };
-    if (jcur < n && tid < HS) {
+    if (jcur < n && tid < HS && h % KV_GROUP == 0) {   // once per kv head: by its group's first query head
         kcache[(head + len - 1) * HS + tid] = kcur[tid];
         vcache[(head + len - 1) * HS + tid] = vcur[tid];
     }
@@ -167,7 +191,7 @@ KERNEL(decode_attention) {
 
     // scores: lane kl of key group kj holds packets kl, kl + KG, ... of the query
     const int kl = tid % KG, kj = tid / KG;
-    const floatX *q = qkv + ((long long)b * T + T - 1) * 3 * C + h * HS;
+    const floatX *q = last + h * HS;
     float qf[KPL][AVEC];
 #pragma unroll
     for (int i = 0; i < KPL; i++) {

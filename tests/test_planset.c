@@ -117,6 +117,40 @@ static void test_cache_sized_to_request(void) {
     }
 }
 
+/* grouped-query attention's decode cache holds the NKV key/value heads: NKV/NH of a multi-head model's of the same
+   shape, a layer and in all; the decode step expands nothing (no qkv_x), while the prefill still expands qkv for the
+   attention kernels */
+static void test_gqa_cache_smaller(void) {
+    static Config cfg;
+    size_t mha_layer = 0, mha_bytes = 0;
+    const int kv[] = {0, 2, 1};   /* tiny.lua: 4 heads; 0: n_head */
+    for (int k = 0; k < 3; k++) {
+        Err err;
+        char nkv[32];
+        snprintf(nkv, sizeof nkv, "model.n_kv_head=%d", kv[k]);
+        const char *sets[] = {"model.norm=rmsnorm", "model.position=rope", "model.mlp=swiglu", nkv};
+        if (config_load(&cfg, "configs/tiny.lua", sets, 4, &err)) { CHECK(0, "%s", err.msg); return; }
+        PlanSet ps;
+        if (make(&ps, &cfg, (PlanRequest){0, 2, 0, 1, 0}, NULL)) return;
+        const PlanMemory *m = &ps.decode->memory;
+        size_t layer = m->buffers[BUF_KCACHE].layer_bytes, bytes = m->buffers[BUF_VCACHE].bytes;
+        int NH = cfg.model.n_head, NKV = kv[k] ? kv[k] : NH;
+        if (k == 0) {
+            mha_layer = layer, mha_bytes = bytes;
+            CHECK(layer > 0 && bytes == layer * (size_t)cfg.model.n_layer, "multi-head: a cache of L layers of %zu bytes", layer);
+        } else {
+            CHECK(layer * (size_t)NH == mha_layer * (size_t)NKV && bytes * (size_t)NH == mha_bytes * (size_t)NKV,
+                  "%d of %d kv heads: the cache is %d/%d of multi-head's (%zu and %zu bytes, multi-head's %zu and %zu)", NKV,
+                  NH, NKV, NH, layer, bytes, mha_layer, mha_bytes);
+        }
+        CHECK(!ps.decode->kv_expand && m->buffers[BUF_QKV_X].bytes == 0, "%d kv heads: the decode step expands nothing", NKV);
+        const Plan *pre = ps.prefill[0];
+        CHECK(pre && pre->kv_expand == (NKV != NH) && (pre->memory.buffers[BUF_QKV_X].bytes > 0) == (NKV != NH),
+              "%d kv heads: the prefill expands qkv for its attention where the heads are grouped", NKV);
+        planset_free(&ps);
+    }
+}
+
 /* a family's second allowed variant, as the database would name it */
 static int other_variant(const Plan *p, int *fam, char *name, size_t n) {
     static TuneVariant v[TUNE_MAX_VARIANTS];
@@ -282,6 +316,7 @@ int main(int argc, char **argv) {
     RUN(test_who_holds_the_weights);
     RUN(test_buckets);
     RUN(test_cache_sized_to_request);
+    RUN(test_gqa_cache_smaller);
     RUN(test_layer_slices_inside);
     RUN(test_facts_asked_once_per_shape);
     RUN(test_database_reaches_every_plan);

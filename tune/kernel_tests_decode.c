@@ -1,5 +1,6 @@
 /* kernel_tests_decode: the decode family (templates/decode.cu) against the host: the embedding at a position, the
-   cache append and the split attention over the cache (runtime/cpu/cpu_ops.h cpu_kv_append, cpu_attention_cached),
+   cache append and the split attention over the cache of NKV key/value heads (runtime/cpu/cpu_ops.h cpu_kv_append_gqa,
+   cpu_attention_cached_gqa: grouped-query attention read natively, as multi-head where NKV = NH),
    the draw of the next token (runtime/sample/sampling.h sample_draw, on the same logits and generator states) and
    the position's advance; see families.h. The kernels run at the plan's shape: in the training plan B and T are the
    training ones, so the positions tried are those with pos + T <= maxT. */
@@ -77,8 +78,9 @@ static void cmp_caches(Harness *g, HarnessCmp *c, const char *when, int pos, flo
     harness_cmp(c, what, got, vc, n, 0);
 }
 
-/* what test_attention works on: the host's and the device's buffers and the split geometry */
+/* what test_attention works on: the host's and the device's buffers, the heads and the split geometry */
 typedef struct {
+    CpuHeads heads;                  /* the plan's NH query and NKV key/value heads; qkv's rows (NH + 2 NKV) HS wide */
     size_t ncache, npart, part;
     int splits, chunk;
     float *qkv, *kc, *vc, *got, *ref, *out, *again, *hp;
@@ -135,13 +137,13 @@ static int launch_attention(Harness *g, const AttnTest *t, Err *err) {
 /* the attention at one position after its kv_append: the output against the host's, the partials, and the same bits
    again on a second run */
 static int attention_run(Harness *g, AttnTest *t, HarnessCmp *ca, HarnessCmp *cd, int pos, Err *err) {
-    size_t B = g->B, T = g->T, C = g->C, NH = g->NH, HS = g->HS, maxT = g->maxT;
+    size_t B = g->B, T = g->T, C = g->C, NKV = (size_t)t->heads.NKV, HS = g->HS, maxT = g->maxT;
     int len = pos + (int)T;
     char what[96];
     cu.cuMemsetD8(t->dpart, 0xff, t->npart * 4);   /* NaNs: the splits in use must write theirs (not the counts) */
     /* NaNs at the last position too: the attention reads the row's last token from qkv, and that token's split
        writes it into the cache (a decode step has no kv_append) */
-    for (size_t bh = 0; bh < B * NH; bh++) {
+    for (size_t bh = 0; bh < B * NKV; bh++) {
         size_t at = (bh * maxT + (size_t)len - 1) * HS * g->xs;
         cu.cuMemsetD8(t->dk + at, 0xff, HS * g->xs);
         cu.cuMemsetD8(t->dv + at, 0xff, HS * g->xs);
@@ -149,14 +151,14 @@ static int attention_run(Harness *g, AttnTest *t, HarnessCmp *ca, HarnessCmp *cd
     if (launch_attention(g, t, err)) return -1;
     cmp_caches(g, ca, " after the attention", pos, t->got, t->dk, t->dv, t->kc, t->vc, t->ncache);
     harness_down(g, t->out, t->dout, B * C);
-    cpu_attention_cached(t->ref, t->qkv, t->kc, t->vc, pos, (int)B, (int)T, (int)C, (int)NH, (int)maxT);
+    cpu_attention_cached_gqa(t->ref, t->qkv, t->kc, t->vc, pos, t->heads, (int)maxT);
     harness_quantize(g, t->ref, B * C);
     size_t nonfinite = 0;
     for (size_t j = 0; j < B * C; j++) nonfinite += !isfinite(t->out[j]);
     snprintf(what, sizeof what, "out (pos %d, length %d, %d of %d splits)", pos, len, (len + t->chunk - 1) / t->chunk,
              t->splits);
     harness_cmp_value(cd, what, harness_relerr(t->out, t->ref, B * C), nonfinite, g->tol);
-    cu.cuMemcpyDtoH(t->hp, t->dpart, (t->npart + B * NH) * 4);
+    cu.cuMemcpyDtoH(t->hp, t->dpart, (t->npart + B * (size_t)g->NH) * 4);
     check_partials(g, t, cd, pos, len);
     /* deterministic: the same bits again */
     if (launch_attention(g, t, err)) return -1;
@@ -173,19 +175,20 @@ static void attention_report(Harness *g, const AttnTest *t, HarnessCmp *ca, Harn
     for (int i = 0; i < n; i++) snprintf(name + strlen(name), sizeof name - strlen(name), "%s%d", i ? ", " : " ", tried[i]);
     snprintf(name + strlen(name), sizeof name - strlen(name), ")");
     harness_finish(g, name, ca, err, rc);
-    snprintf(name, sizeof name, "decode_attention (%d splits of %d, combined by the last, against cpu_attention_cached, deterministic)",
-             t->splits, t->chunk);
+    snprintf(name, sizeof name, "decode_attention (%d splits of %d, combined by the last; %d of %d kv heads; against "
+             "cpu_attention_cached_gqa, deterministic)", t->splits, t->chunk, t->heads.NKV, t->heads.NH);
     harness_finish(g, name, cd, err, rc);
 }
 
 /* kv_append, then decode_attention (with the last position of the cache spoiled: the attention reads it from qkv,
-   and writes it), at a few positions: 0, one whose length ends inside the first
-   split, the middle and maxT - T (every split holds positions); those with pos + T <= maxT */
+   and its split writes it), at the positions attention_positions gives; those with pos + T <= maxT. The cache
+   holds the plan's NKV key/value heads, qkv is as the qkv matmul writes it (no kv_expand) */
 static void test_attention(Harness *g) {
     size_t B = g->B, T = g->T, C = g->C, NH = g->NH, HS = g->HS, maxT = g->maxT;
-    size_t nqkv = B * T * 3 * C;
     AttnTest t;
-    t.ncache = B * NH * maxT * HS;
+    t.heads = (CpuHeads){(int)B, (int)T, (int)NH, gpt2_kv_heads(&g->plan->model), (int)HS};
+    size_t nqkv = B * T * (size_t)gpt2_qkv_width(&g->plan->model);
+    t.ncache = B * (size_t)t.heads.NKV * maxT * HS;
     t.splits = (int)g->plan->kernels[K_DECODE_ATTENTION].dims.grid[0], t.chunk = decode_tunable(g, "KV_CHUNK");
     if (t.chunk <= 0) t.chunk = g->maxT;
     t.part = (size_t)HS + 2, t.npart = B * NH * (size_t)t.splits * t.part;
@@ -202,7 +205,7 @@ static void test_attention(Harness *g) {
         int pos = tried[i];
         rc = set_pos(t.dpos, pos) || launch_kv_append(&g->ks, g->s, t.dk, t.dv, t.dqkv, t.dpos, &err) ? -1 : 0;
         if (rc) break;
-        cpu_kv_append(t.kc, t.vc, t.qkv, pos, (int)B, (int)T, (int)C, (int)NH, (int)maxT);
+        cpu_kv_append_gqa(t.kc, t.vc, t.qkv, pos, t.heads, (int)maxT);
         cmp_caches(g, &ca, "", pos, t.got, t.dk, t.dv, t.kc, t.vc, t.ncache);
         rc = attention_run(g, &t, &ca, &cd, pos, &err);
     }

@@ -226,7 +226,8 @@ int wl_decode_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
            launch_decode_linear_residual(ks, g->s, P(w, 20), P(w, 9), P(w, 21), P(w, 16), P(w, 0), g->C, g->C, err) ? -1 : 0;
 }
 void wl_decode_setup(Workload *w, Harness *g) {
-    size_t B = g->B, C = g->C, cache = B * g->NH * g->maxT * g->HS;
+    const GPT2Shape *s = &g->plan->model;   /* the cache of NKV key/value heads; qkv's rows (NH + 2 NKV) HS wide */
+    size_t B = g->B, C = g->C, cache = B * (size_t)gpt2_kv_heads(s) * g->maxT * g->HS;
     /* partial: as many splits as the smallest KV_CHUNK allowed (16) makes, then a count of arrived splits per row
        and head (zeros; the attention leaves them so) */
     size_t splits = ((size_t)g->maxT + 15) / 16, part = B * g->NH * (splits * (g->HS + 2) + 1);
@@ -240,7 +241,7 @@ void wl_decode_setup(Workload *w, Harness *g) {
     fixed(w, g, &pos, sizeof pos);                                /* 4 pos */
     out(w, wbuf(w, g, cache, 0, 1), "kcache");                     /* 5 */
     out(w, wbuf(w, g, cache, 0, 1), "vcache");                     /* 6 */
-    wbuf(w, g, (size_t)g->BT * 3 * C, 0, 1);                       /* 7 qkv */
+    wbuf(w, g, (size_t)g->BT * gpt2_qkv_width(s), 0, 1);           /* 7 qkv */
     wbuf(w, g, part, 1, 0);                                       /* 8 partial: its layout is the variant's */
     out(w, wbuf(w, g, B * C, 0, 0), "attention");                 /* 9 */
     wbuf(w, g, B, 1, 0);                                          /* 10 tokens drawn */

@@ -78,17 +78,15 @@ static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
     case OP_MATMUL: OP(name, op_linear(c, op->mm, a[0], a[1], a[2], a[3], a[4], err)); return 0;
     case OP_FC_GELU: OP(name, fc_gemm_forward(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], err)); return 0;
     case OP_KERNEL: OP(name, launch_declared(c, op, a, err)); return 0;
-    /* the attention's qkv: with grouped-query attention expanded to every query head (op_attention_qkv) */
-    case OP_KV_APPEND:
-        OP(name, !(q = op_attention_qkv(c, a[2], err)) || launch_kv_append(&c->ks, c->s, a[0], a[1], q, a[3], err));
-        return 0;
+    /* the cache's kernels read qkv's NKV key/value heads as they are (templates/decode.cu); the attention's qkv, with
+       grouped-query attention, is expanded to every query head (op_attention_qkv) */
+    case OP_KV_APPEND: OP(name, launch_kv_append(&c->ks, c->s, a[0], a[1], a[2], a[3], err)); return 0;
     case OP_ATTENTION:
         OP(name, !(q = op_attention_qkv(c, a[2], err)) ||
                  attention_forward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, a[0], a[1], q, err));
         return 0;
     case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv, pos, partial */
-        OP(name, !(q = op_attention_qkv(c, a[3], err)) ||
-                 launch_decode_attention(&c->ks, c->s, a[0], a[1], a[2], a[5], q, a[4], err));
+        OP(name, launch_decode_attention(&c->ks, c->s, a[0], a[1], a[2], a[5], a[3], a[4], err));
         return 0;
     case OP_LN_MATMUL:   /* out, inp, lnw, lnb, W, bias */
         OP(name, launch_decode_ln_linear(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], a[5], c->plan->matmuls[op->mm].m,
