@@ -5,15 +5,22 @@
 #   (c) Hugging Face GPT2LMHeadModel.generate, use_cache=True
 #   (d) a PyTorch static-cache decode loop (bench/sample_peers.py: CUDA graphs, torch.compile; the fastest mode)
 # and the prefill of a ~1024-token prompt by each (ours: 1023 tokens and --tokens 1, as maxT leaves no more room).
+# MODELS may also name llama-124M (configs/llama-124M.lua's shape: RMSNorm, RoPE, SwiGLU, 4 key/value heads, no
+# biases, untied head): (c) is then LlamaForCausalLM.generate and (d) the same loop over the Llama block, its caches
+# of the 4 key/value heads; every part above, prefill included, runs for it.
 # tok/s = rows x new tokens / decode time (prefill excluded); every number is the median of RUNS timed runs after a
-# warm-up. Run from the repository root on the GPU machine, with ./gpt2gen built. Checkpoints (llm.c fp32, written
-# by sample_peers.py with the same random weights for every side) and prompt texts go to build/bench-sample/ (made
-# once); logs to build/bench-logs/sample-*.log; the tables to build/bench-logs/sample-summary.md.
-# Knobs: MODELS (default "124M 350M"), BATCHES ("1 8"), TOKENS (256), PROMPT (128), TOKENS_NOCACHE (64), RUNS (3),
+# warm-up. Run from the repository root on the GPU machine, with ./gpt2gen built. Checkpoints (fp32, written
+# by sample_peers.py with the same random weights for every side: llm.c's for GPT-2; for llama-124M a
+# LlamaForCausalLM folder, llama-124M-hf/, that `gpt2gen import` makes our llama-124M.bin of) and prompt texts go
+# to build/bench-sample/ (made once); logs to build/bench-logs/sample-*.log; the tables to
+# build/bench-logs/sample-summary.md.
+# Knobs: MODELS (default "124M 350M"; also 774M, 1558M and llama-124M, in any mix: "124M llama-124M"), BATCHES
+# ("1 8"), TOKENS (256), PROMPT (128), TOKENS_NOCACHE (64), RUNS (3),
 # TORCH_MODES ("graph,compile+graph"; also eager, reduce-overhead), SAMPLE_ARGS (more options for gpt2gen sample),
 # NO_NOCACHE=1, NO_HF=1, NO_TORCH=1, NO_PREFILL=1 skip those parts. Ours' rows also give the µs a decode step takes
 # and its MBU (the bytes it must read over its time, over the copy bandwidth sample_peers.py measures); OURS=path/to/another/gpt2gen runs that build as
-# ours (say, the commit before a change, in the same call, with NO_HF=1 NO_TORCH=1).
+# ours (say, the commit before a change, in the same call, with NO_HF=1 NO_TORCH=1; it also makes llama-124M.bin,
+# with its import, when that is not there yet).
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
 MODELS=${MODELS:-"124M 350M"}
@@ -53,13 +60,26 @@ median() {
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'; }
 # step_us TOK_S B: microseconds a decode step (B rows, one token each)
 step_us() { awk -v t="$1" -v b="$2" 'BEGIN { if (t + 0 > 0) printf "%.0f", 1e6 * b / t; else print "-" }'; }
-# mbu MODEL TOK_S B: the bytes a decode step must read (the bf16 weights once, and each row's cached keys and values
-# of bf16 at the mean length PROMPT + TOKENS/2 over every layer) over the step's time, over the measured copy
-# bandwidth (sample_peers.py bandwidth: read + written bytes a second)
+label() { case $1 in llama-*) echo "$1" ;; *) echo "gpt2-$1" ;; esac; }   # label MODEL: its name in the tables
+ckfile() { echo "$dir/$(label "$1").bin"; }                                # ckfile MODEL: our checkpoint of it
+# shape MODEL: mL layers, mC channels, mNH query heads, mNKV key/value heads (the cache holds mNKV of them), mU the
+# parameters of the checkpoint a decode step does not read (an untied embedding: it reads one row of Vp; GPT-2's wte
+# is also its head, read whole)
+shape() {
+    mU=0
+    case $1 in
+    124M) mL=12 mC=768 mNH=12 mNKV=12 ;; 350M) mL=24 mC=1024 mNH=16 mNKV=16 ;;
+    774M) mL=36 mC=1280 mNH=20 mNKV=20 ;; llama-124M) mL=12 mC=768 mNH=12 mNKV=4 mU=$(( (50304 - 1) * 768 )) ;;
+    *) mL=48 mC=1600 mNH=25 mNKV=25 ;;
+    esac
+}
+# mbu MODEL TOK_S B: the bytes a decode step must read (the bf16 weights once, less the mU it does not read, and each
+# row's cached keys and values of bf16, mNKV heads of mC/mNH, at the mean length PROMPT + TOKENS/2 over every layer)
+# over the step's time, over the measured copy bandwidth (sample_peers.py bandwidth: read + written bytes a second)
 mbu() {
-    case $1 in 124M) mL=12 mC=768 ;; 350M) mL=24 mC=1024 ;; 774M) mL=36 mC=1280 ;; *) mL=48 mC=1600 ;; esac
-    mP=$(( ($(wc -c < "$dir/gpt2-$1.bin") - 1024) / 4 ))
-    awk -v t="$2" -v b="$3" -v p="$mP" -v l="$mL" -v c="$mC" -v n="$((PROMPT + TOKENS / 2))" -v bw="$(cat "$dir/.bandwidth" 2>/dev/null)" \
+    shape "$1"
+    mP=$(( ($(wc -c < "$(ckfile "$1")") - 1024) / 4 - mU ))   # an fp32 checkpoint: 1024 header bytes, 4 a parameter
+    awk -v t="$2" -v b="$3" -v p="$mP" -v l="$mL" -v c="$((mC / mNH * mNKV))" -v n="$((PROMPT + TOKENS / 2))" -v bw="$(cat "$dir/.bandwidth" 2>/dev/null)" \
         'BEGIN { if (t + 0 > 0 && bw + 0 > 0) printf "%.0f%%", 100 * (2 * p + b * l * 2 * n * c * 2) / (b / t) / (bw * 1e9); else print "-" }'
 }
 
@@ -95,14 +115,28 @@ prompt_file() {
     [ -f "$p_f" ] || python3 bench/sample_peers.py write-prompt --words "$1" --out "$p_f" > /dev/null || return 1
     echo "$p_f"
 }
-checkpoint() {     # checkpoint MODEL: its file, written once
-    c_f=$dir/gpt2-$1.bin
-    if [ ! -f "$c_f" ]; then
-        python3 bench/sample_peers.py write-checkpoint --model "$1" --out "$c_f" > "$logs/sample-checkpoint-$1.log" 2>&1 ||
-            { fail "$logs/sample-checkpoint-$1.log" "checkpoint gpt2-$1"; return 1; }
-        cat "$logs/sample-checkpoint-$1.log"
+# checkpoint MODEL: its file, written once, into .ckpt; the peers' weights (--checkpoint of sample_peers.py) into
+# .peer: the same file for GPT-2, a LlamaForCausalLM folder for llama-* (which gpt2gen import made ours of)
+checkpoint() {
+    c_f=$(ckfile "$1")
+    c_log=$logs/sample-checkpoint-$1.log
+    case $1 in llama-*) c_p=$dir/$1-hf ;; *) c_p=$c_f ;; esac
+    if [ "$c_p" != "$c_f" ] && [ ! -f "$c_f" ]; then
+        : > "$c_log"
+        if [ ! -f "$c_p/model.safetensors" ] || [ ! -f "$c_p/config.json" ]; then
+            python3 bench/sample_peers.py write-checkpoint --model "$1" --out "$c_p" >> "$c_log" 2>&1 ||
+                { fail "$c_log" "checkpoint $1 (the Hugging Face folder)"; return 1; }
+        fi
+        echo "\$ $OURS import $c_p -o $c_f" >> "$c_log"
+        "$OURS" import "$c_p" -o "$c_f" >> "$c_log" 2>&1 || { fail "$c_log" "checkpoint $1 (gpt2gen import)"; return 1; }
+        cat "$c_log"
+    elif [ ! -f "$c_f" ]; then
+        python3 bench/sample_peers.py write-checkpoint --model "$1" --out "$c_f" > "$c_log" 2>&1 ||
+            { fail "$c_log" "checkpoint gpt2-$1"; return 1; }
+        cat "$c_log"
     fi
     echo "$c_f" > "$dir/.ckpt"
+    echo "$c_p" > "$dir/.peer"
 }
 
 # how many tokens gpt2gen makes of a prompt file of N words (N, unless it adds some of its own, say an <|endoftext|>):
@@ -114,7 +148,7 @@ if checkpoint "$1"; then
     plog=$logs/sample-probe.log; : > "$plog"
     pt=$(ours "$plog" "$(prompt_file "$PROMPT")" 1 1 | jnum prompt_tokens | head -n 1)
     if [ -n "$pt" ]; then delta=$((pt - PROMPT)); echo "probe: a prompt of $PROMPT words is $pt tokens to gpt2gen"
-    else fail "$plog" "probe (ours, gpt2-$1, B=1)"; fi
+    else fail "$plog" "probe (ours, $(label "$1"), B=1)"; fi
 fi
 # the copy bandwidth the MBU column divides by (a table without it says "-")
 python3 bench/sample_peers.py bandwidth > "$logs/sample-bandwidth.log" 2>&1
@@ -125,7 +159,7 @@ prefill_file=$(prompt_file $((PREFILL_TOKENS - delta)))
 
 for model in $MODELS; do
     checkpoint "$model" || continue
-    ckpt=$(cat "$dir/.ckpt")
+    ckpt=$(cat "$dir/.ckpt"); peer=$(cat "$dir/.peer"); name=$(label "$model")
     n=$PROMPT                                  # the peers' prompt length: ours' prompt_tokens when it ran
     for b in $BATCHES; do
         log=$logs/sample-ours-$model-b$b.log; : > "$log"
@@ -133,24 +167,24 @@ for model in $MODELS; do
             put "$model" "$b" ours "$(jnum tok_per_s < "$runs" | median)"
             put "$model" "$b" ours_prefill_ms "$(jnum prefill_ms < "$runs" | median)"
             pt=$(jnum prompt_tokens < "$runs" | head -n 1); [ -n "$pt" ] && n=$pt
-            echo "ours gpt2-$model B=$b: $(tail -n 1 "$runs")"
+            echo "ours $name B=$b: $(tail -n 1 "$runs")"
         else
-            fail "$log" "ours gpt2-$model B=$b"
+            fail "$log" "ours $name B=$b"
         fi
         [ -n "$NO_NOCACHE" ] && continue
         log=$logs/sample-ours-nocache-$model-b$b.log; : > "$log"
         if ours_runs "$log" "$pfile" "$b" "$TOKENS_NOCACHE" 4 --no-cache; then
             put "$model" "$b" nocache "$(jnum tok_per_s < "$runs" | median)"
-            echo "ours --no-cache gpt2-$model B=$b: $(tail -n 1 "$runs")"
+            echo "ours --no-cache $name B=$b: $(tail -n 1 "$runs")"
         else
-            fail "$log" "ours --no-cache gpt2-$model B=$b"
+            fail "$log" "ours --no-cache $name B=$b"
         fi
     done
     put "$model" - prompt_tokens "$n"
     if [ -z "$NO_HF" ]; then
         log=$logs/sample-hf-$model.log
         # shellcheck disable=SC2086
-        python3 bench/sample_peers.py hf --model "$model" --checkpoint "$ckpt" --batch $BATCHES --prompt-tokens "$n" \
+        python3 bench/sample_peers.py hf --model "$model" --checkpoint "$peer" --batch $BATCHES --prompt-tokens "$n" \
             --tokens "$TOKENS" --runs "$RUNS" > "$log" 2>&1
         for b in $BATCHES; do
             line=$(grep '^hf-generate ' "$log" | grep "\"rows\":$b,")
@@ -159,14 +193,14 @@ for model in $MODELS; do
                 put "$model" "$b" hf "$v"; put "$model" "$b" hf_first "$(echo "$line" | jlist first_tokens | head -n 1)"
                 echo "$line"
             else
-                fail "$log" "HF generate gpt2-$model B=$b"
+                fail "$log" "HF generate $name B=$b"
             fi
         done
     fi
     if [ -z "$NO_TORCH" ]; then
         log=$logs/sample-torch-$model.log
         # shellcheck disable=SC2086
-        python3 bench/sample_peers.py torch-loop --model "$model" --checkpoint "$ckpt" --batch $BATCHES \
+        python3 bench/sample_peers.py torch-loop --model "$model" --checkpoint "$peer" --batch $BATCHES \
             --prompt-tokens "$n" --tokens "$TOKENS" --runs "$RUNS" --mode "$TORCH_MODES" > "$log" 2>&1
         for b in $BATCHES; do
             line=$(grep '^torch-loop ' "$log" | grep "\"rows\":$b,")
@@ -176,7 +210,7 @@ for model in $MODELS; do
                 put "$model" "$b" torch_first "$(echo "$line" | jlist first_tokens | head -n 1)"
                 echo "$line"
             else
-                fail "$log" "torch loop gpt2-$model B=$b"
+                fail "$log" "torch loop $name B=$b"
             fi
         done
     fi
@@ -189,13 +223,13 @@ for model in $MODELS; do
         done < "$runs" | median > "$dir/.v"
         put "$model" - ours_prefill "$(cat "$dir/.v")"
         put "$model" - ours_prefill_tokens "$(jnum prefill_tokens < "$runs" | head -n 1)"
-        echo "ours prefill gpt2-$model: $(tail -n 1 "$runs")"
+        echo "ours prefill $name: $(tail -n 1 "$runs")"
     else
-        fail "$log" "ours prefill gpt2-$model"
+        fail "$log" "ours prefill $name"
     fi
     if [ -z "$NO_HF" ] || [ -z "$NO_TORCH" ]; then
         log=$logs/sample-prefill-$model.log
-        python3 bench/sample_peers.py prefill --model "$model" --checkpoint "$ckpt" --tokens "$PEER_PREFILL_TOKENS" \
+        python3 bench/sample_peers.py prefill --model "$model" --checkpoint "$peer" --tokens "$PEER_PREFILL_TOKENS" \
             --runs "$RUNS" --mode "$TORCH_MODES" ${NO_HF:+--no-hf} ${NO_TORCH:+--no-torch} > "$log" 2>&1
         for side in hf torch; do
             [ "$side" = hf ] && [ -n "$NO_HF" ] && continue
@@ -206,7 +240,7 @@ for model in $MODELS; do
                 put "$model" - "${side}_prefill" "$v"; echo "$line"
                 [ "$side" = torch ] && put "$model" - torch_prefill_mode "$(echo "$line" | jstr mode | head -n 1)"
             else
-                fail "$log" "$side prefill gpt2-$model"
+                fail "$log" "$side prefill $name"
             fi
         done
     fi
@@ -228,7 +262,7 @@ done
             [ -n "$NO_HF" ] && h="-"
             tm=""; [ -z "$NO_TORCH" ] && [ "$t" != failed ] && tm=" ($(get "$model" "$b" torch_mode))"
             [ -n "$NO_TORCH" ] && t="-"
-            echo "| gpt2-$model | $b | $o | $(step_us "$o" "$b") | $(mbu "$model" "$o" "$b") | $nc | $h | $t$tm | $(ratio "$o" "$h") | $(ratio "$o" "$t") |"
+            echo "| $(label "$model") | $b | $o | $(step_us "$o" "$b") | $(mbu "$model" "$o" "$b") | $nc | $h | $t$tm | $(ratio "$o" "$h") | $(ratio "$o" "$t") |"
         done
     done
     if [ -z "$NO_HF" ] && [ -z "$NO_TORCH" ]; then
@@ -237,7 +271,7 @@ done
             for b in $BATCHES; do
                 h=$(get "$model" "$b" hf_first); t=$(get "$model" "$b" torch_first)
                 if [ "$h" = failed ] || [ "$t" = failed ]; then y="-"; elif [ "$h" = "$t" ]; then y=yes; else y=no; fi
-                a="$a${a:+, }gpt2-$model B=$b $y"
+                a="$a${a:+, }$(label "$model") B=$b $y"
             done
         done
         echo
@@ -257,7 +291,7 @@ done
             [ "$t" != failed ] && t="$t ($(get "$model" - torch_prefill_mode))"
             [ -n "$NO_TORCH" ] && t="-"
             [ -n "$NO_HF" ] && h="-"
-            echo "| gpt2-$model | $o | $t | $h |"
+            echo "| $(label "$model") | $o | $t | $h |"
         done
     fi
     echo

@@ -1,25 +1,38 @@
-"""The peers of bench/sample.sh: text generation (greedy, with a key/value cache) of a randomly initialized GPT-2 in
-bf16 by Hugging Face transformers and by a PyTorch decode loop written here, plus the files our side needs.
+"""The peers of bench/sample.sh: text generation (greedy, with a key/value cache) of a randomly initialized GPT-2, or
+of a Llama-shaped model (--model llama-124M: configs/llama-124M.lua's shape), in bf16 by Hugging Face transformers
+and by a PyTorch decode loop written here, plus the files our side needs.
 Written for this project; speed only (random weights, random prompt ids from a fixed seed).
 
 Subcommands (each has --help):
   write-checkpoint --model M --out PATH   an llm.c fp32 model checkpoint of a fresh GPT-2 (docs/model.md, "Init":
                                           N(0, 0.02) weights, attprojw/fcprojw N(0, 0.02/sqrt(2L)), zero biases,
                                           LayerNorm 1/0, wte rows V..Vp-1 zero); numpy if there is one, else the
-                                          standard library alone (its weights then repeat a pool of 65536 normals)
+                                          standard library alone (its weights then repeat a pool of 65536 normals).
+                                          For a llama-* model, PATH is a folder that transformers' save_pretrained
+                                          of a LlamaForCausalLM could have written (config.json, model.safetensors
+                                          in fp32; the same init: o_proj/down_proj N(0, 0.02/sqrt(2L)), the
+                                          RMSNorms 1, the rest N(0, 0.02)); `gpt2gen import PATH -o FILE` makes
+                                          our checkpoint of it, and the peers' --checkpoint is the folder
   write-prompt --words N --out PATH       text of N common words, each one GPT-2 token ("The cat sat ..."), no newline
   hf --model M --batch B... --prompt-tokens n --tokens N
-        GPT2LMHeadModel.generate (bf16, use_cache=True, greedy, exactly N new tokens), batch B of one prompt:
+        GPT2LMHeadModel.generate (LlamaForCausalLM's for llama-*; bf16, use_cache=True, greedy, exactly N new
+        tokens), batch B of one prompt:
         hf-generate {"rows":B, ..., "tok_per_s":B*N/decode, "decode_ms_how":...}, one line per batch
   torch-loop --model M --batch B... --prompt-tokens n --tokens N [--mode MODES]
         a plain GPT-2 with static K/V caches (L tensors of (B, NH, maxT, HS) each for K and V): prefill n-1 prompt
         tokens in one forward, then N decode steps (the first consumes the last prompt token), greedy argmax on
-        the GPU: torch-loop {"rows":B, "prefill_ms", "decode_ms", "tok_per_s", "mode", "modes", ...}
+        the GPU: torch-loop {"rows":B, "prefill_ms", "decode_ms", "tok_per_s", "mode", "modes", ...}.
+        A llama-* model: the same loop over transformers' Llama block (RMSNorm in fp32, RoPE of rotate_half, a
+        SwiGLU MLP, no biases, an untied head), q, k, v in one matmul and gate and up in one; the caches hold
+        the NKV key/value heads, (B, NKV, maxT, HS), and a decode step attends with the NH/NKV query heads of
+        each key/value head as the rows of one SDPA call (no copy of the cache); the prefill repeats k and v
+        over the groups (repeat_interleave, as transformers' repeat_kv)
   prefill --model M --tokens T
         the prefill forward of T tokens (batch 1): hf-prefill {json} (model(ids, use_cache=True)) and
         torch-prefill {json} (the loop's prefill), each with tok_per_s = T / time
---checkpoint PATH makes hf, torch-loop and prefill use that checkpoint's weights (the one gpt2gen samples from);
-without it they start from the same kind of random init.
+--checkpoint PATH makes hf, torch-loop and prefill use that checkpoint's weights (the one gpt2gen samples from; for
+llama-*, the folder that gpt2gen imported); without it they start from the same kind of random init.
+llama-tiny (L=2, NH=4, NKV=2, C=64) is for checking the Llama paths on a CPU (--device cpu --dtype fp32).
 
 torch-loop modes (--mode, a comma list, or "best" = graph,compile+graph; the fastest that works is reported):
   eager            the decode step as plain PyTorch ops (the only mode on the CPU)
@@ -47,7 +60,12 @@ import time
 import traceback
 
 SIZES = {"124M": (12, 12, 768), "350M": (24, 16, 1024), "774M": (36, 20, 1280), "1558M": (48, 25, 1600),
-         "tiny": (2, 2, 64)}    # tiny: for checking this script on a CPU
+         "tiny": (2, 2, 64),    # tiny: for checking this script on a CPU
+         "llama-124M": (12, 12, 768), "llama-tiny": (2, 4, 64)}
+# the Llama-shaped models (configs/llama-124M.lua; llama-tiny for the CPU): key/value heads, the SwiGLU's hidden size,
+# RoPE's theta; every one has norm_eps LLAMA_EPS (configs/defaults.lua's 1e-5), no biases, an untied head, maxT MAXT
+LLAMA = {"llama-124M": {"NKV": 4, "F": 2048, "theta": 10000.0}, "llama-tiny": {"NKV": 2, "F": 160, "theta": 10000.0}}
+LLAMA_EPS = 1e-5
 V, VP, MAXT = 50257, 50304, 1024
 EOT = 50256
 CHECKPOINT_MAGIC, CHECKPOINT_FP32, HEADER_INTS = 20240326, 3, 256
@@ -105,68 +123,77 @@ def emit(tag, obj):
 
 # ---------------------------------------------------------------- write-checkpoint, write-prompt
 
+class TensorWriter:
+    """Writes random fp32 tensors one after another, from one stream seeded once: numpy's generator if there is
+    numpy, else the standard library's, whose tensors are made of rotations of a pool of 65536 normals, one random
+    rotation per 65536 values (normal values, not independent ones: enough for a speed benchmark)."""
+
+    def __init__(self, seed):
+        try:
+            import numpy as np
+        except ImportError:
+            np = None
+        self.np = np
+        if np is not None:
+            self.rng = np.random.default_rng(seed)
+        else:
+            self.rnd = random.Random(seed)
+            self.pool_n = 1 << 16
+            self.base = [self.rnd.gauss(0.0, 1.0) for _ in range(self.pool_n)]
+            self.pools = {}
+
+    def write(self, f, n, real, std):
+        """n values into f: the first real of them N(0, std) (std None: ones; 0.0: zeros), the rest zeros"""
+        if self.np is not None:
+            np = self.np
+            chunk = 1 << 24
+            for i in range(0, real, chunk):
+                k = min(chunk, real - i)
+                if std is None:
+                    a = np.ones(k, dtype="<f4")
+                elif std == 0.0:
+                    a = np.zeros(k, dtype="<f4")
+                else:
+                    a = self.rng.standard_normal(k, dtype=np.float32)
+                    a *= np.float32(std)
+                f.write(a.astype("<f4", copy=False).tobytes())
+        else:
+            from array import array
+            pool_n = self.pool_n
+            if std is None or std == 0.0:
+                one = array("f", [1.0 if std is None else 0.0]) * pool_n
+                if sys.byteorder == "big":
+                    one.byteswap()
+                blob = one.tobytes()
+                for i in range(0, real, pool_n):
+                    f.write(blob[:4 * min(pool_n, real - i)])
+            else:
+                if std not in self.pools:
+                    p = array("f", [v * std for v in self.base])
+                    if sys.byteorder == "big":
+                        p.byteswap()
+                    self.pools[std] = p.tobytes()
+                blob = self.pools[std]
+                for i in range(0, real, pool_n):
+                    o = 4 * self.rnd.randrange(pool_n)
+                    f.write((blob[o:] + blob[:o])[:4 * min(pool_n, real - i)])
+        if real < n:
+            f.write(bytes(4 * (n - real)))
+
+
 def write_checkpoint(path, L, NH, C, maxT, seed):
     header = [0] * HEADER_INTS
     header[:8] = [CHECKPOINT_MAGIC, CHECKPOINT_FP32, maxT, V, L, NH, C, VP]
-    try:
-        import numpy as np
-    except ImportError:
-        np = None
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
     total = 0
     with open(tmp, "wb") as f:
         f.write(struct.pack(f"<{HEADER_INTS}i", *header))
-        if np is not None:
-            rng = np.random.default_rng(seed)
-            chunk = 1 << 24
-            for name, shape in param_shapes(L, C, maxT):
-                n, std = numel(shape), init_std(name, L)
-                real = V * C if name == "wte" else n        # wte's padding rows are zero
-                for i in range(0, real, chunk):
-                    k = min(chunk, real - i)
-                    if std is None:
-                        a = np.ones(k, dtype="<f4")
-                    elif std == 0.0:
-                        a = np.zeros(k, dtype="<f4")
-                    else:
-                        a = rng.standard_normal(k, dtype=np.float32)
-                        a *= np.float32(std)
-                    f.write(a.astype("<f4", copy=False).tobytes())
-                if real < n:
-                    f.write(bytes(4 * (n - real)))
-                total += n
-        else:
-            # no numpy: each tensor is made of rotations of a pool of 65536 normals, one random rotation per
-            # 65536 values (normal values, not independent ones: enough for a speed benchmark)
-            from array import array
-            rnd = random.Random(seed)
-            pool_n = 1 << 16
-            base = [rnd.gauss(0.0, 1.0) for _ in range(pool_n)]
-            pools = {}
-            for name, shape in param_shapes(L, C, maxT):
-                n, std = numel(shape), init_std(name, L)
-                real = V * C if name == "wte" else n
-                if std is None or std == 0.0:
-                    one = array("f", [1.0 if std is None else 0.0]) * pool_n
-                    if sys.byteorder == "big":
-                        one.byteswap()
-                    blob = one.tobytes()
-                    for i in range(0, real, pool_n):
-                        f.write(blob[:4 * min(pool_n, real - i)])
-                else:
-                    if std not in pools:
-                        p = array("f", [v * std for v in base])
-                        if sys.byteorder == "big":
-                            p.byteswap()
-                        pools[std] = p.tobytes()
-                    blob = pools[std]
-                    for i in range(0, real, pool_n):
-                        o = 4 * rnd.randrange(pool_n)
-                        f.write((blob[o:] + blob[:o])[:4 * min(pool_n, real - i)])
-                if real < n:
-                    f.write(bytes(4 * (n - real)))
-                total += n
+        w = TensorWriter(seed)
+        for name, shape in param_shapes(L, C, maxT):
+            n = numel(shape)
+            w.write(f, n, V * C if name == "wte" else n, init_std(name, L))    # wte's padding rows are zero
+            total += n
     if os.path.getsize(tmp) != 4 * (HEADER_INTS + total):
         os.remove(tmp)
         sys.exit(f"sample_peers: {path}: wrote the wrong size")
@@ -174,9 +201,88 @@ def write_checkpoint(path, L, NH, C, maxT, seed):
     return total
 
 
+def llama_tensors(model):
+    """A Llama-shaped model's tensors as transformers' LlamaForCausalLM names them (nn.Linear's (out, in)), with
+    their shapes and init std (None: ones), layer by layer."""
+    L, NH, C = SIZES[model]
+    s = LLAMA[model]
+    HS, NKV, Fh = C // NH, s["NKV"], s["F"]
+    proj = 0.02 / math.sqrt(2 * L)
+    out = [("model.embed_tokens.weight", (V, C), 0.02)]
+    for l in range(L):
+        q = f"model.layers.{l}."
+        out += [(q + "input_layernorm.weight", (C,), None),
+                (q + "self_attn.q_proj.weight", (NH * HS, C), 0.02),
+                (q + "self_attn.k_proj.weight", (NKV * HS, C), 0.02),
+                (q + "self_attn.v_proj.weight", (NKV * HS, C), 0.02),
+                (q + "self_attn.o_proj.weight", (C, NH * HS), proj),
+                (q + "post_attention_layernorm.weight", (C,), None),
+                (q + "mlp.gate_proj.weight", (Fh, C), 0.02),
+                (q + "mlp.up_proj.weight", (Fh, C), 0.02),
+                (q + "mlp.down_proj.weight", (C, Fh), proj)]
+    return out + [("model.norm.weight", (C,), None), ("lm_head.weight", (V, C), 0.02)]
+
+
+def llama_config(model, maxT):
+    """config.json of the folder: the keys gpt2gen export writes for a LlamaForCausalLM (runtime/hf/hf_llama.c)"""
+    L, NH, C = SIZES[model]
+    s = LLAMA[model]
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": V, "hidden_size": C,
+            "intermediate_size": s["F"], "num_hidden_layers": L, "num_attention_heads": NH,
+            "num_key_value_heads": s["NKV"], "head_dim": C // NH, "max_position_embeddings": maxT,
+            "hidden_act": "silu", "rms_norm_eps": LLAMA_EPS, "rope_theta": s["theta"],
+            "rope_parameters": {"rope_theta": s["theta"], "rope_type": "default"}, "attention_bias": False,
+            "attention_dropout": 0.0, "mlp_bias": False, "pretraining_tp": 1, "initializer_range": 0.02,
+            "use_cache": True, "tie_word_embeddings": False, "bos_token_id": EOT, "eos_token_id": EOT,
+            "torch_dtype": "float32"}
+
+
+def write_atomic(path, write):
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+    except BaseException:
+        os.remove(tmp)
+        raise
+    os.replace(tmp, path)
+
+
+def write_llama_folder(out, model, maxT, seed):
+    """config.json and model.safetensors (fp32, safetensors' layout: an 8-byte little-endian header length, the
+    JSON header padded with spaces to a multiple of 8, the tensors at their data_offsets), each written atomically,
+    the safetensors file last; returns the parameter count"""
+    tensors = llama_tensors(model)
+    meta, o = {"__metadata__": {"format": "pt"}}, 0
+    for name, shape, _ in tensors:
+        meta[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [o, o + 4 * numel(shape)]}
+        o += 4 * numel(shape)
+    head = json.dumps(meta, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    os.makedirs(out, exist_ok=True)
+    write_atomic(os.path.join(out, "config.json"),
+                 lambda f: f.write(json.dumps(llama_config(model, maxT), indent=2).encode() + b"\n"))
+
+    def body(f):
+        f.write(struct.pack("<Q", len(head)) + head)
+        w = TensorWriter(seed)
+        for name, shape, std in tensors:
+            w.write(f, numel(shape), numel(shape), std)
+        if f.tell() != 8 + len(head) + o:
+            sys.exit(f"sample_peers: {out}/model.safetensors: wrote the wrong size")
+    write_atomic(os.path.join(out, "model.safetensors"), body)
+    return o // 4
+
+
 def cmd_write_checkpoint(a):
     L, NH, C = SIZES[a.model]
     t0 = time.perf_counter()
+    if a.model in LLAMA:
+        n = write_llama_folder(a.out, a.model, a.max_seq, a.seed)
+        print(f"wrote {a.out}/: config.json, model.safetensors: {a.model} L={L} NH={NH} NKV={LLAMA[a.model]['NKV']} "
+              f"C={C} F={LLAMA[a.model]['F']} maxT={a.max_seq} V={V}, {n} fp32 parameters, "
+              f"{time.perf_counter() - t0:.1f} s", flush=True)
+        return
     n = write_checkpoint(a.out, L, NH, C, a.max_seq, a.seed)
     print(f"wrote {a.out}: gpt2-{a.model} L={L} NH={NH} C={C} maxT={a.max_seq} V={V} Vp={VP}, {n} fp32 parameters, "
           f"{time.perf_counter() - t0:.1f} s", flush=True)
@@ -211,7 +317,9 @@ def read_header(path):
 
 def load_params(path, model, device, dtype, seed=1337):
     """The parameters, stacked over layers in checkpoint order, as dtype on device: from an llm.c fp32 checkpoint
-    (which must be of this model), or a fresh init."""
+    (which must be of this model), or a fresh init. A llama-* model: load_llama_params."""
+    if model in LLAMA:
+        return load_llama_params(path, model, device, dtype, seed)
     L, NH, C = SIZES[model]
     shapes = param_shapes(L, C, MAXT)
     total = sum(numel(s) for _, s in shapes)
@@ -242,6 +350,36 @@ def load_params(path, model, device, dtype, seed=1337):
         if name == "wte":
             t[V:] = 0
         p[name] = t.to(device=device, dtype=dtype)
+    return p
+
+
+def load_llama_params(path, model, device, dtype, seed):
+    """A Llama-shaped model's tensors under transformers' names (llama_tensors), as dtype on device: from the
+    model.safetensors of the folder write-checkpoint wrote (F32, every tensor with its shape), or a fresh init"""
+    want = {name: (shape, std) for name, shape, std in llama_tensors(model)}
+    if not path:
+        g = torch.Generator().manual_seed(seed)
+        return {name: (torch.ones(shape) if std is None else torch.randn(shape, generator=g) * std).to(device=device, dtype=dtype)
+                for name, (shape, std) in want.items()}
+    f = os.path.join(path, "model.safetensors")
+    if not os.path.isfile(f):
+        sys.exit(f"sample_peers: {f}: no such file (--checkpoint of {model}: the folder write-checkpoint wrote)")
+    with open(f, "rb") as fh:
+        n = struct.unpack("<Q", fh.read(8))[0]
+        meta = json.loads(fh.read(n))
+    meta.pop("__metadata__", None)
+    if set(meta) != set(want):
+        sys.exit(f"sample_peers: {f}: tensors {sorted(set(meta) ^ set(want))[:4]} are missing or unexpected for {model}")
+    size = os.path.getsize(f)
+    raw = torch.from_file(f, shared=False, size=size, dtype=torch.uint8)
+    p = {}
+    for name, (shape, _) in want.items():
+        m = meta[name]
+        b, e = m["data_offsets"]
+        if m["dtype"] != "F32" or tuple(m["shape"]) != shape or e - b != 4 * numel(shape) or 8 + n + e > size:
+            sys.exit(f"sample_peers: {f}: {name} is {m['dtype']} {m['shape']} at {b}..{e}, expected F32 {list(shape)}")
+        p[name] = raw[8 + n + b:8 + n + e].view(torch.float32).view(shape).to(device=device, dtype=dtype)
+    del raw
     return p
 
 
@@ -305,15 +443,22 @@ class TorchLoop:
     preallocated tensors (tok (B,), pos (1,), idx (B, T) of the prefill, out (B, maxT)), so each step has fixed
     shapes and can be captured in a CUDA graph."""
 
+    EAGER = (attn_in, attn_out_mlp, head_argmax)     # the block's two halves and the head, as plain PyTorch ops
+
     def __init__(self, p, model, B, mode, prefill_mode, device, dtype):
         L, NH, C = SIZES[model]
         self.L, self.NH, self.C, self.HS, self.B = L, NH, C, C // NH, B
         self.mode, self.prefill_mode, self.device = mode, prefill_mode, device
         self.p = p
         self.layers = [tuple(p[n][l] for n in LAYER) for l in range(L)]
-        z = dict(device=device, dtype=dtype)
-        self.kc = [torch.zeros(B, NH, MAXT, self.HS, **z) for _ in range(L)]
-        self.vc = [torch.zeros(B, NH, MAXT, self.HS, **z) for _ in range(L)]
+        self.init_state(NH, dtype)
+        self.init_modes(list(p.values()) + [w for ws in self.layers for w in ws])
+
+    def init_state(self, NKV, dtype):
+        """the caches (NKV key/value heads) and the step's buffers"""
+        B, device, z = self.B, self.device, dict(device=self.device, dtype=dtype)
+        self.kc = [torch.zeros(B, NKV, MAXT, self.HS, **z) for _ in range(self.L)]
+        self.vc = [torch.zeros(B, NKV, MAXT, self.HS, **z) for _ in range(self.L)]
         self.tok = torch.zeros(B, dtype=torch.long, device=device)
         self.pos = torch.zeros(1, dtype=torch.long, device=device)
         self.out = torch.zeros(B, MAXT, dtype=torch.long, device=device)
@@ -321,22 +466,23 @@ class TorchLoop:
         self.ninf = torch.full((MAXT,), float("-inf"), **z)
         self.idx = None
         self.graphs, self.prefill_graph, self.pool = {}, None, None
-        eager = (attn_in, attn_out_mlp, head_argmax)
-        self.dec_fns = self.compiled() if mode == "compile+graph" else eager
-        self.pre_fns = self.compiled() if prefill_mode == "compile+graph" else eager
+
+    def init_modes(self, weights):
+        """the functions of the decode step and of the prefill; reduce-overhead's compiled step, with weights and
+        the other tensors it reads marked static"""
+        self.dec_fns = self.compiled() if self.mode == "compile+graph" else self.EAGER
+        self.pre_fns = self.compiled() if self.prefill_mode == "compile+graph" else self.EAGER
         self.ro_step = None
-        if mode == "reduce-overhead":
-            for t in list(p.values()) + [w for ws in self.layers for w in ws] + self.kc + self.vc + [self.ar, self.ninf]:
+        if self.mode == "reduce-overhead":
+            for t in weights + self.kc + self.vc + [self.ar, self.ninf]:
                 torch._dynamo.mark_static_address(t)
             self.ro_step = torch.compile(self.step_full, mode="reduce-overhead", fullgraph=True, dynamic=False)
 
-    _compiled = None
-
     @classmethod
     def compiled(cls):
-        if cls._compiled is None:
+        if cls.__dict__.get("_compiled") is None:      # each class its own (a subclass has other functions)
             c = lambda f: torch.compile(f, dynamic=False, fullgraph=True)
-            cls._compiled = (c(attn_in), c(attn_out_mlp), c(head_argmax))
+            cls._compiled = tuple(c(f) for f in cls.EAGER)
         return cls._compiled
 
     # one decode step at self.pos, attending over cache slots [0, Lb): writes out[:, pos], tok, pos += 1
@@ -463,6 +609,132 @@ class TorchLoop:
         self.pool = None
 
 
+# ---------------------------------------------------------------- the loop for a Llama-shaped model
+
+def rms_norm(x, w):
+    """transformers' LlamaRMSNorm: in fp32, cast back to x's type before the weight"""
+    h = x.float()
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + LLAMA_EPS)
+    return w * h.to(x.dtype)
+
+
+def rope(x, cos, sin):
+    """transformers' apply_rotary_pos_emb on x (..., T, HS): the halves of each head paired (rotate_half)"""
+    h = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., h:], x[..., :h]), -1) * sin
+
+
+def llama_in(x, cos, sin, lnw, qkvw, NH: int, NKV: int):
+    """RMSNorm + q, k, v of x (B, T, C) with RoPE at the positions of cos, sin (T, HS): q (B, NH, T, HS), k and v
+    (B, NKV, T, HS)"""
+    B, T, C = x.shape
+    HS = C // NH
+    q, k, v = F.linear(rms_norm(x, lnw), qkvw).split([NH * HS, NKV * HS, NKV * HS], -1)
+    q = rope(q.view(B, T, NH, HS).transpose(1, 2), cos, sin)
+    k = rope(k.view(B, T, NKV, HS).transpose(1, 2), cos, sin)
+    return q, k, v.view(B, T, NKV, HS).transpose(1, 2)
+
+
+def llama_out(x, y, projw, ln2w, guw, downw):
+    """x + o_proj(y), then + down(silu(gate) * up) of its RMSNorm: y (B, T, C) the attention output, guw gate_proj's
+    rows then up_proj's"""
+    x = x + F.linear(y, projw)
+    g, u = F.linear(rms_norm(x, ln2w), guw).chunk(2, -1)
+    return x + F.linear(F.silu(g) * u, downw)
+
+
+def llama_head(x, lnfw, lmw):
+    """the final RMSNorm + the untied head (V rows) + greedy argmax, of x (B, C)"""
+    return F.linear(rms_norm(x, lnfw), lmw).argmax(-1)
+
+
+class LlamaLoop(TorchLoop):
+    """TorchLoop for a Llama-shaped model (LLAMA): p holds transformers' names (llama_tensors). The caches hold the
+    NKV key/value heads: kc[l], vc[l] of (B, NKV, maxT, HS)."""
+
+    EAGER = (llama_in, llama_out, llama_head)
+
+    def __init__(self, p, model, B, mode, prefill_mode, device, dtype):
+        L, NH, C = SIZES[model]
+        s = LLAMA[model]
+        self.L, self.NH, self.NKV, self.C, self.HS, self.B = L, NH, s["NKV"], C, C // NH, B
+        self.G = NH // self.NKV
+        self.mode, self.prefill_mode, self.device = mode, prefill_mode, device
+        self.wte, self.lnfw, self.lmw = p["model.embed_tokens.weight"], p["model.norm.weight"], p["lm_head.weight"]
+        self.layers = []
+        for l in range(L):
+            w = lambda n: p[f"model.layers.{l}.{n}.weight"]
+            self.layers.append((w("input_layernorm"),
+                                torch.cat([w("self_attn.q_proj"), w("self_attn.k_proj"), w("self_attn.v_proj")]),
+                                w("self_attn.o_proj"), w("post_attention_layernorm"),
+                                torch.cat([w("mlp.gate_proj"), w("mlp.up_proj")]), w("mlp.down_proj")))
+        # RoPE's cos and sin of every position, as transformers makes them (fp32, then the model's type)
+        inv = 1.0 / (s["theta"] ** (torch.arange(0, self.HS, 2, dtype=torch.int64).float() / self.HS))
+        ang = torch.outer(torch.arange(MAXT, dtype=torch.int64).float(), inv)
+        ang = torch.cat((ang, ang), -1)
+        self.cos = ang.cos().to(device=device, dtype=dtype)
+        self.sin = ang.sin().to(device=device, dtype=dtype)
+        self.init_state(self.NKV, dtype)
+        self.init_modes([self.wte, self.lnfw, self.lmw, self.cos, self.sin] + [w for ws in self.layers for w in ws])
+
+    def decode_layers(self, fin, fout, x, pos, Lb, bias):
+        """x (B, 1, C) at position pos through every layer, attending over cache slots [0, Lb) with bias; the query
+        heads of one key/value head are the rows of its SDPA (q as (B, NKV, G, HS)), which reads the cache once"""
+        B, cos, sin = self.B, self.cos.index_select(0, pos), self.sin.index_select(0, pos)
+        for l, w in enumerate(self.layers):
+            q, k, v = fin(x, cos, sin, w[0], w[1], self.NH, self.NKV)
+            self.kc[l].index_copy_(2, pos, k)
+            self.vc[l].index_copy_(2, pos, v)
+            y = F.scaled_dot_product_attention(q.reshape(B, self.NKV, self.G, self.HS), self.kc[l][:, :, :Lb],
+                                               self.vc[l][:, :, :Lb], attn_mask=bias)
+            x = fout(x, y.reshape(B, 1, self.C), *w[2:])
+        return x
+
+    def step(self, Lb):
+        fin, fout, fhead = self.dec_fns
+        pos = self.pos
+        x = F.embedding(self.tok, self.wte).unsqueeze(1)
+        bias = self.ninf[:Lb].masked_fill(self.ar[:Lb] <= pos, 0.0).view(1, 1, 1, Lb)
+        x = self.decode_layers(fin, fout, x, pos, Lb, bias)
+        nxt = fhead(x[:, 0], self.lnfw, self.lmw)
+        self.out.index_copy_(1, pos, nxt.unsqueeze(1))
+        self.tok.copy_(nxt)
+        pos.add_(1)
+
+    def step_full(self, tok, pos):
+        x = F.embedding(tok, self.wte).unsqueeze(1)
+        bias = self.ninf.masked_fill(self.ar <= pos, 0.0).view(1, 1, 1, MAXT)
+        x = self.decode_layers(llama_in, llama_out, x, pos, MAXT, bias)
+        return llama_head(x[:, 0], self.lnfw, self.lmw)
+
+    def forward_seq(self, fns, ids, caches):
+        """ids (B, T) at positions 0..T-1, causal, k and v repeated over the groups as transformers' repeat_kv (and
+        written into the caches when caches); the argmax after the last position"""
+        fin, fout, fhead = fns
+        B, T = ids.shape
+        x = F.embedding(ids, self.wte)
+        for l, w in enumerate(self.layers):
+            q, k, v = fin(x, self.cos[:T], self.sin[:T], w[0], w[1], self.NH, self.NKV)
+            if caches:
+                self.kc[l][:, :, :T].copy_(k)
+                self.vc[l][:, :, :T].copy_(v)
+            y = F.scaled_dot_product_attention(q, k.repeat_interleave(self.G, 1), v.repeat_interleave(self.G, 1),
+                                               is_causal=True)
+            x = fout(x, y.transpose(1, 2).reshape(B, T, self.C), *w[2:])
+        return fhead(x[:, -1], self.lnfw, self.lmw)
+
+    def prefill(self):
+        return self.forward_seq(self.pre_fns, self.idx, True)
+
+    def full_argmax(self, seq):
+        T = seq.numel()
+        return int(self.forward_seq(self.EAGER, seq.to(self.device).view(1, T), False)[0])
+
+
+def make_loop(p, model, B, mode, prefill_mode, device, dtype):
+    return (LlamaLoop if model in LLAMA else TorchLoop)(p, model, B, mode, prefill_mode, device, dtype)
+
+
 def torch_generate(loop, prompt, N, runs, warmup_tokens, check):
     """Times prefill (n-1 tokens) and N decode steps; returns the result dict (and the tokens of row 0)."""
     n = prompt.numel()
@@ -534,7 +806,7 @@ def cmd_torch_loop(a):
         for mode in modes:
             def gen(loop):
                 return torch_generate(loop, prompt, a.tokens, a.runs, a.warmup_tokens, a.check)
-            res[mode], first_tokens[mode] = with_loop(lambda: TorchLoop(p, a.model, B, mode, prefill_mode, device, dtype),
+            res[mode], first_tokens[mode] = with_loop(lambda: make_loop(p, a.model, B, mode, prefill_mode, device, dtype),
                                                       gen, (None, None))
             print(f"# torch-loop {a.model} B={B} mode {mode}: {json.dumps(res[mode])}", file=sys.stderr, flush=True)
         out = {"model": a.model, "rows": B, "prompt_tokens": a.prompt_tokens, "tokens": a.tokens,
@@ -552,7 +824,47 @@ def cmd_torch_loop(a):
 
 # ---------------------------------------------------------------- Hugging Face
 
+def hf_llama_model(a, device, dtype):
+    """LlamaForCausalLM of the model's shape (LLAMA), with the weights of --checkpoint (the folder) when given"""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    import transformers
+    L, NH, C = SIZES[a.model]
+    s = LLAMA[a.model]
+    kw = dict(vocab_size=V, hidden_size=C, intermediate_size=s["F"], num_hidden_layers=L, num_attention_heads=NH,
+              num_key_value_heads=s["NKV"], head_dim=C // NH, max_position_embeddings=MAXT, hidden_act="silu",
+              rms_norm_eps=LLAMA_EPS, rope_theta=s["theta"], attention_bias=False, mlp_bias=False,
+              attention_dropout=0.0, tie_word_embeddings=False, bos_token_id=EOT, eos_token_id=EOT, pad_token_id=EOT)
+    try:
+        cfg = LlamaConfig(attn_implementation=a.hf_attn, **kw)
+    except TypeError:
+        cfg = LlamaConfig(**kw)
+    theta = getattr(cfg, "rope_theta", None) or (getattr(cfg, "rope_parameters", None) or {}).get("rope_theta")
+    if theta != s["theta"]:       # transformers 4 keeps rope_theta, 5 rope_parameters
+        sys.exit(f"sample_peers: LlamaConfig took RoPE theta {theta}, not {s['theta']} (transformers "
+                 f"{transformers.__version__})")
+    with torch.device(device):
+        model = LlamaForCausalLM(cfg)
+    model = model.to(dtype).eval()
+    if model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr():
+        sys.exit("sample_peers: LlamaForCausalLM tied lm_head to embed_tokens; the model's head is untied")
+    if a.checkpoint:
+        p = load_params(a.checkpoint, a.model, device, dtype)
+        with torch.no_grad():
+            r = model.load_state_dict(p, strict=False)
+        missing = [k for k in r.missing_keys if "rotary_emb" not in k]     # older transformers' inv_freq buffers
+        if missing or r.unexpected_keys:
+            sys.exit(f"sample_peers: {a.checkpoint}: LlamaForCausalLM lacks {r.unexpected_keys[:4]} and has no "
+                     f"weights for {missing[:4]}")
+        del p
+        free_cuda()
+    info = {"transformers": transformers.__version__,
+            "attn_implementation": getattr(model.config, "_attn_implementation", None)}
+    return model, info
+
+
 def hf_model(a, device, dtype):
+    if a.model in LLAMA:
+        return hf_llama_model(a, device, dtype)
     from transformers import GPT2Config, GPT2LMHeadModel
     import transformers
     L, NH, C = SIZES[a.model]
@@ -743,7 +1055,7 @@ def cmd_prefill(a):
                 ms = median(ts)
                 return {"prefill_ms": round(ms, 3), "tok_per_s": round(T / (ms / 1e3), 1),
                         "ms_runs": [round(t, 3) for t in ts]}
-            res[mode] = with_loop(lambda: TorchLoop(p, a.model, 1, "eager", mode, device, dtype), prefill, None)
+            res[mode] = with_loop(lambda: make_loop(p, a.model, 1, "eager", mode, device, dtype), prefill, None)
         out = {"model": a.model, "rows": 1, "tokens": T, "dtype": a.dtype, "runs": a.runs,
                "how": "the loop's prefill: K/V of every position into the caches, logits of the last one"}
         failed |= take_best(out, res, modes, device, "torch-prefill") is None
@@ -780,9 +1092,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    w = sub.add_parser("write-checkpoint", help="write an llm.c fp32 checkpoint of a randomly initialized GPT-2")
+    w = sub.add_parser("write-checkpoint", help="write an llm.c fp32 checkpoint of a randomly initialized GPT-2 (for "
+                                                "llama-*: a LlamaForCausalLM folder)")
     w.add_argument("--model", default="124M", choices=SIZES)
-    w.add_argument("--out", required=True, help="the checkpoint file (written atomically)")
+    w.add_argument("--out", required=True, help="the checkpoint file (written atomically; for llama-*, a folder)")
     w.add_argument("--max-seq", type=int, default=MAXT, help="maxT (default %(default)s)")
     w.add_argument("--seed", type=int, default=1337)
     w.set_defaults(fn=cmd_write_checkpoint)
@@ -794,7 +1107,8 @@ def main():
 
     def common(s, batch=True):
         s.add_argument("--model", default="124M", choices=SIZES)
-        s.add_argument("--checkpoint", help="load these weights (an llm.c fp32 checkpoint of --model)")
+        s.add_argument("--checkpoint", help="load these weights (an llm.c fp32 checkpoint of --model; for llama-*, "
+                                            "the folder write-checkpoint wrote)")
         if batch:
             s.add_argument("--batch", type=int, nargs="+", default=[1], help="rows; several give a line each")
             s.add_argument("--prompt-tokens", type=int, default=128, help="prompt length in tokens (random ids)")
