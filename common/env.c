@@ -233,6 +233,7 @@ int env_read(Env *env, Err *err) {
         boolean("GPT2GEN_CUDNN_DEBUG", 0, &env->cudnn_debug, err) ||
         boolean("GPT2GEN_COMM_OVERLAP", 1, &env->comm_overlap, err) ||
         boolean("GPT2GEN_CPU_PROCESSES", 0, &env->cpu_processes, err) ||
+        boolean("GPT2GEN_GPU_SHARED", 0, &env->gpu_shared, err) ||
         seconds("GPT2GEN_JOIN_TIMEOUT", env->nccl_timeout, &env->join_timeout, err))
         return -1;
     return launch_read(&env->launch, err) || rendezvous_read(&env->launch, err) ? -1 : 0;

@@ -45,6 +45,8 @@ typedef struct {
     const char *test_overflow;   /* GPT2GEN_TEST_OVERFLOW: test hook, steps whose backward overflows (NULL: none) */
     int comm_overlap;            /* GPT2GEN_COMM_OVERLAP: the gradients' averaging overlaps the backward (default 1) */
     int cpu_processes;           /* GPT2GEN_CPU_PROCESSES: ranks on the CPU backend as processes (default 0) */
+    /* the GPU tests (tune/step_test.c) */
+    int gpu_shared;              /* GPT2GEN_GPU_SHARED: test hook, other processes share the GPU: no check of its free memory */
     const char *tmpdir;          /* TMPDIR: where the CPU ranks' socket goes (default /tmp) */
     LaunchEnv launch;            /* the launcher's variables */
 } Env;

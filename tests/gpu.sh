@@ -12,9 +12,10 @@
 # as it ends, then a summary table (also build/test-logs/gpu-summary.txt), each part's wall time, the counts
 # ("N passed, N failed, N skipped") and the whole run's wall time. Exit code 1 when a test failed.
 #
-# Run alone, with no other process on the GPU: the jobs whose checks another process would disturb. test_gpu's
-# GPU tests and tests/gpu/tune.sh (through its `gpt2gen test` runs) hold the GPU memory that creating a backend
-# takes, read as the GPU's free memory before and after (tune/step_test.c, "plan memory"), to the plan's arena; and
+# Run alone, with no other process on the GPU: the jobs whose checks another process would disturb.
+# tests/gpu/tune.sh's `gpt2gen test` runs hold the GPU memory that creating a backend takes, read as the GPU's free
+# memory before and after (tune/step_test.c, "plan memory"), to the plan's arena (the parallel jobs run with
+# GPT2GEN_GPU_SHARED=1, which leaves that reading out: test_gpu's variants are checked against their arenas); and
 # tune.sh times variants against its --budget and then expects a second tune to find everything measured. The
 # rest check results, not times (their timing lines are informational), and share the GPU.
 # Not in the default list of configs: tiny (tests/gpu/tune.sh runs `gpt2gen test configs/tiny.lua` in fp32 and
@@ -71,12 +72,11 @@ T=build/tests
 # pool_add PART NAME MODE GIB SECONDS CMD: GIB the job's GPU memory at its peak, SECONDS about how long it takes
 # alone on the H200 (the longest start first); see tests/gpu/pool.sh
 if want programs; then
-    # test_gpu whole, alone (its "plan memory" checks): its GPU tests use the variants its builds made in the same
-    # process (a process of its GPU tests alone skips them all, "did not build"), so it is not split by filter
-    pool_add programs test_gpu alone 4 120 "$T/test_gpu"
-    # its 17 NVRTC builds first, beside the parallel jobs, into the shared kernel cache: the alone run then finds
-    # them there and spends its time on the GPU tests (the builds take about half of its 200 s otherwise)
-    pool_add programs test_gpu.builds par 1 100 "$T/test_gpu test_build"
+    # test_gpu whole, beside the others (its "plan memory" then checks each arena against the plan but not the GPU's
+    # free memory: GPT2GEN_GPU_SHARED; tune_test's `gpt2gen test` runs, alone, check that too): its GPU tests use the
+    # variants its builds made in the same process (a process of its GPU tests alone skips them all, "did not
+    # build"), so it is not split by filter. About 200 s alone on the H100, its builds cached.
+    pool_add programs test_gpu par 4 260 "$T/test_gpu"
     pool_add programs test_sample par 4 35 "$T/test_sample"
     pool_add programs sample_cli par 2 20 "SAMPLE_BACKEND=cuda sh tests/cli/sample.sh"
     pool_add programs test_eval par 2 6 "$T/test_eval"

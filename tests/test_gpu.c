@@ -122,6 +122,9 @@ static Plan plans[N_VARIANTS], decodes[N_VARIANTS];   /* decodes: 3 rows, the de
 static Config pcfgs[N_PERSISTENT];
 static Plan persists[N_PERSISTENT];
 static int built[N_VARIANTS];
+/* the GPU tests' settings: the defaults, but for GPT2GEN_GPU_SHARED (tests/gpu/pool.sh's parallel jobs share the GPU:
+   the step test's "plan memory" then leaves out the GPU's free memory) */
+static Env test_env;
 
 static void build_variant(int i) {
     const Variant *v = &variants[i];
@@ -168,11 +171,12 @@ static void gpu_variant(int i) {
     if (!built[i]) SKIP("%s did not build", variants[i].name);
     char why[512];
     if (!cuda_driver_present(why, sizeof why)) SKIP("%s", why);
-    int failed = kernel_tests_run(&cfgs[i], &plans[i], NULL), f2 = failed < 0 ? 0 : kernel_tests_run(&cfgs[i], &decodes[i], NULL);
+    int failed = kernel_tests_run(&cfgs[i], &plans[i], &test_env);
+    int f2 = failed < 0 ? 0 : kernel_tests_run(&cfgs[i], &decodes[i], &test_env);
     if (failed < 0 || f2 < 0) SKIP("no GPU (see the line above)");
     failed += f2;
     if (i < N_PERSISTENT && persists[i].decode_persistent) {
-        int f3 = kernel_tests_run(&pcfgs[i], &persists[i], NULL);
+        int f3 = kernel_tests_run(&pcfgs[i], &persists[i], &test_env);
         failed += f3 < 0 ? 0 : f3;
     }
     CHECK(failed == 0, "%d GPU test(s) failed for %s (see the FAIL lines above)", failed, variants[i].name);
@@ -380,6 +384,14 @@ static void test_gpu_fp16_overflow(void) {
 
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
+    Env read;
+    Err err;
+    env_defaults(&test_env);
+    if (env_read(&read, &err)) {
+        fprintf(stderr, "test_gpu: %s\n", err.msg);
+        return 2;
+    }
+    test_env.gpu_shared = read.gpu_shared;
     RUN(test_build_fp32);
     RUN(test_build_bf16);
     RUN(test_build_fp32_hs64);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The GPU suite's job runner (tests/gpu/pool.sh, which tests/gpu.sh = `make test-gpu` uses) with stand-in jobs,
 # no GPU needed: jobs run in parallel up to the job limit and the memory budget, the "alone" ones with nothing
-# beside them and after the parallel ones; each job's counts are added up; a job that crashes, exits non-zero,
+# beside them and after the parallel ones (the parallel ones with GPT2GEN_GPU_SHARED=1, the alone ones with 0); each job's counts are added up; a job that crashes, exits non-zero,
 # or runs past its time limit fails; one that ran out of GPU memory beside others runs again alone (and, in a part
 # that says so, counts as a skip when it does not fit alone either); the deadline stops the rest.
 . "$(dirname "$0")/../lib.sh"
@@ -31,7 +31,7 @@ pool() {
 cat > "$WORK/job.sh" <<'EOF'
 n=$1; s=$2; shift 2
 beside=$(ls "$WORK/live" | xargs)
-echo "start $n [$beside] omp=${OMP_NUM_THREADS:-}" >> "$WORK/trace"
+echo "start $n [$beside] omp=${OMP_NUM_THREADS:-} shared=${GPT2GEN_GPU_SHARED:-}" >> "$WORK/trace"
 touch "$WORK/live/$n"
 sleep "$s"
 rm -f "$WORK/live/$n"
@@ -49,8 +49,8 @@ EOF
 t0=$(date +%s); pool "$WORK/jobs1"; dt=$(( $(date +%s) - t0 ))
 most=$(awk '/^start par/ { n = gsub(/par[0-9]/, "&") } n > m { m = n } END { print m }' "$WORK/trace")
 if tail -1 "$WORK/out" | grep -qx 'COUNTS 6 0 1' && [ "$(wc -l < "$WORK/rows")" -eq 6 ] && [ "$most" -eq 3 ] && [ $dt -le 8 ] \
-   && grep -q '^start solo \[\] omp=$' "$WORK/trace" && [ "$(tail -1 "$WORK/trace")" = "end solo" ] \
-   && grep -q 'start par1 .*omp=2' "$WORK/trace" && grep -q '^ok   a3$' "$WORK/out" && [ -f "$WORK/logs/p1/par5.log" ]
+   && grep -q '^start solo \[\] omp= shared=0$' "$WORK/trace" && [ "$(tail -1 "$WORK/trace")" = "end solo" ] \
+   && grep -q 'start par1 .*omp=2 shared=1$' "$WORK/trace" && grep -q '^ok   a3$' "$WORK/out" && [ -f "$WORK/logs/p1/par5.log" ]
 then ok parallel_then_alone "$dt s, at most $most at once"
 else fail parallel_then_alone "$dt s, at most $most at once: $(tr '\n' '|' < "$WORK/trace") $(tail -3 "$WORK/out")"; fi
 

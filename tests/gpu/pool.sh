@@ -45,7 +45,8 @@ pool_add() {
 pool_field() { awk -v id="$1" -v f="$2" '$1 == id { print $(f + 1) }' "$POOL_DIR/queue"; }
 pool_now() { echo $(( $(date +%s) - POOL_T0 )); }
 
-# starts job ID in the background; ALONE=1: without the parallel jobs' OMP_NUM_THREADS
+# starts job ID in the background; ALONE=1: without the parallel jobs' OMP_NUM_THREADS and GPT2GEN_GPU_SHARED (a
+# parallel job's GPU tests leave out the GPU's free memory, which the others change: docs/environment.md)
 pool_start() {
     jid=$1
     set -- $(awk -v id="$jid" '$1 == id' "$POOL_DIR/queue")
@@ -58,8 +59,11 @@ pool_start() {
     rm -f "$POOL_DIR/$jid.rc"
     omp=${POOL_OMP:-}
     [ "$POOL_ALONE" = 1 ] && omp=""
+    shared=1
+    [ "$POOL_ALONE" = 1 ] && shared=0
     (
         [ -n "$omp" ] && [ -z "$OMP_NUM_THREADS" ] && export OMP_NUM_THREADS="$omp"
+        export GPT2GEN_GPU_SHARED=$shared
         if [ -n "$POOL_HAVE_TIMEOUT" ]; then
             # the timeout's pid is its process group's (timeout makes one): pool_stop_all stops the whole job
             sh -c 'echo $$ > "$1"; shift; exec timeout -k 10 "$@"' sh "$POOL_DIR/$jid.pid" "$t" sh -c "$(cat "$POOL_DIR/$jid.cmd")"
