@@ -52,6 +52,16 @@ plans_tuned() {   # PREC LOG
     if [ $src -eq 0 ] && [ $erc -eq 0 ] && [ -n "$su" ] && [ -n "$eu" ]; then ok "sample_eval_take_db_$1" "sample: $su; eval: $eu"
     else fail "sample_eval_take_db_$1" "sample rc=$src: $(tail -3 "$WORK/sample-$1.err"); eval rc=$erc: $(tail -3 "$WORK/eval-$1.err")"; fi
 }
+# `gpt2gen test` on tiny with the SETTINGS the tune ran with: every chosen variant passes, built from the database
+# (its one "tune db" line says so)
+tuned_test() {   # NAME LOG SETTINGS...
+    t_name=$1 t_log=$2; shift 2
+    "$GPT2GEN" test configs/tiny.lua "$@" > "$t_log" 2>&1; rc=$?
+    used=$(grep '^tune db' "$t_log")
+    if [ $rc -eq 0 ] && grep -q '^RESULT [0-9]* 0 ' "$t_log" && printf '%s' "$used" | grep -q 'from the database'; then
+        ok "$t_name" "$(grep '^RESULT' "$t_log"); $used"
+    else fail "$t_name" "rc=$rc, $used: $(grep -E '^FAIL' "$t_log" | head -5)"; fi
+}
 for prec in ${TUNE_PRECISIONS:-bf16 fp32}; do
     log="$WORK/tune-$prec.log"
     if [ "$phase" != test ]; then
@@ -80,12 +90,7 @@ for prec in ${TUNE_PRECISIONS:-bf16 fp32}; do
     fi
     [ "$phase" = tune ] && continue
     if [ ! -s "$GPT2GEN_TUNE_DB" ]; then fail "tuned_variants_pass_$prec" "no tuning database at $GPT2GEN_TUNE_DB (TUNE_PHASE=tune first)"; continue; fi
-    out="$WORK/test-$prec.log"
-    "$GPT2GEN" test configs/tiny.lua --set precision=$prec > "$out" 2>&1; rc=$?
-    used=$(grep '^tune db' "$out")
-    if [ $rc -eq 0 ] && grep -q '^RESULT [0-9]* 0 ' "$out" && printf '%s' "$used" | grep -q 'from the database'; then
-        ok "tuned_variants_pass_$prec" "$(grep '^RESULT' "$out"); $used"
-    else fail "tuned_variants_pass_$prec" "rc=$rc, $used: $(grep -E '^FAIL' "$out" | head -5)"; fi
+    tuned_test "tuned_variants_pass_$prec" "$WORK/test-$prec.log" --set precision="$prec"
 done
 # a relative (Llama-shaped: RMSNorm, RoPE, SwiGLU, grouped-query 4:2, no biases, an untied head) in bf16, its
 # training step alone: the tune sweeps its own families (rmsnorm, rope, activation) and its matmuls, its tuned step
@@ -100,14 +105,8 @@ if [ "$phase" != test ]; then
     case "$rc $own $line" in "0 3 ok"*) ok tune_relative "rmsnorm, rope and activation swept, $mms matmuls; ${line#ok }" ;;
         *) fail tune_relative "rc=$rc, $own of rmsnorm/rope/activation swept, ${line:-no tuned-step line}: $(tail -3 "$WORK/tune-llama.err")" ;; esac
 fi
-if [ "$phase" != tune ]; then
-    # shellcheck disable=SC2086
-    "$GPT2GEN" test configs/tiny.lua $rel > "$WORK/test-llama.log" 2>&1; rc=$?
-    used=$(grep '^tune db' "$WORK/test-llama.log")
-    if [ $rc -eq 0 ] && grep -q '^RESULT [0-9]* 0 ' "$WORK/test-llama.log" && printf '%s' "$used" | grep -q 'from the database'; then
-        ok tuned_relative_variants_pass "$(grep '^RESULT' "$WORK/test-llama.log"); $used"
-    else fail tuned_relative_variants_pass "rc=$rc, $used: $(grep -E '^FAIL' "$WORK/test-llama.log" | head -5)"; fi
-fi
+# shellcheck disable=SC2086
+[ "$phase" != tune ] && tuned_test tuned_relative_variants_pass "$WORK/test-llama.log" $rel
 # resume: everything measured is in the database, so a second tune measures nothing again
 [ "$phase" = test ] && end
 "$GPT2GEN" tune configs/tiny.lua --set precision=bf16 > "$WORK/again.log" 2> "$WORK/again.err"; rc=$?
