@@ -20,6 +20,10 @@ typedef struct {
     size_t x, B, T, C, NH, BT;          /* bytes of a floatX; the step's shape */
     size_t QKV, F;                      /* qkv's features, the MLP's hidden size (GPT-2: 3C, 4C) */
     int train, decode, logits;          /* a training step; a decode step; a step that computes logits */
+    /* the layers whose activations a training step keeps for its backward, and the multiplier of the bytes between
+       them; a forward keeps nothing for a backward: one layer's activations serve every layer (layer l reads layer
+       l-1's output before it writes its own, runtime/cuda/step.c), L 1 and the stride 0 */
+    size_t L, lstride;
 } Layout;
 
 /* a buffer of its own at the end of the arena */
@@ -62,14 +66,11 @@ static void place_activations(Layout *lo) {
     const StepShape *st = &plan->step;
     size_t x = lo->x, B = lo->B, T = lo->T, C = lo->C, NH = lo->NH, Vp = s->padded_vocab_size, BT = lo->BT;
     int train = lo->train, decode = lo->decode, logits = lo->logits;
-    /* a forward keeps nothing for a backward: one layer's activations serve every layer (layer l reads layer
-       l-1's output before it writes its own, runtime/cuda/step.c) */
-    size_t L = train ? (size_t)s->n_layer : 1;
+    size_t L = lo->L, lstride = lo->lstride;
     int rec = train ? st->recompute : 2;
     size_t QKV = lo->QKV, F = lo->F;
     /* only LayerNorm's and GELU's outputs are made again in the backward (gen/schedule.c) */
     int ln_rec = s->norm == NORM_LAYERNORM && rec >= 2, gelu_rec = s->mlp == MLP_GELU && rec >= 1;
-    size_t lstride = train ? 1 : 0;   /* multiplies the bytes between layers */
     size_t ln_layers = ln_rec ? 1 : L, gelu_layers = gelu_rec ? 1 : L;
     /* a forward's one layer serves every layer whatever is recomputed (RMSNorm's and the other MLPs' outputs are
        kept per layer in training only) */
@@ -189,7 +190,7 @@ static void place_arch(Layout *lo) {
     const Plan *plan = lo->plan;
     const GPT2Shape *s = &plan->model;
     size_t x = lo->x, BT = lo->BT, C = lo->C, QKV = lo->QKV, F = lo->F;
-    size_t L = lo->train ? (size_t)s->n_layer : 1, lstride = lo->train ? 1 : 0, heads = (size_t)s->n_head + gpt2_kv_heads(s);
+    size_t L = lo->L, lstride = lo->lstride, heads = (size_t)s->n_head + gpt2_kv_heads(s);
     int qk = s->qk_norm, swiglu = s->mlp == MLP_SWIGLU, x_heads = plan->kv_expand;
     place(lo, BUF_QKV_PRE, "qkv_pre", MEM_ACTIVATIONS, qk ? L * BT * QKV * x : 0, lstride * BT * QKV * x);
     place(lo, BUF_QK_RSTD, "qk_rstd", MEM_ACTIVATIONS, qk ? L * BT * heads * 4 : 0, lstride * BT * heads * 4);
@@ -207,7 +208,11 @@ void memory_plan(PlanMemory *mem, const Plan *plan) {
     size_t B = st->B, T = st->T;
     Layout lo = {mem, 0, plan, st->precision == PREC_FP32 ? 4 : 2, B, T, plan->model.n_embd, plan->model.n_head, B * T,
                  (size_t)gpt2_qkv_width(&plan->model), (size_t)gpt2_ffn(&plan->model), st->kind == STEP_TRAIN,
-                 st->kind == STEP_DECODE, !st->fills_cache};
+                 st->kind == STEP_DECODE, !st->fills_cache, 1, 0};
+    if (lo.train) {
+        lo.L = (size_t)plan->model.n_layer;
+        lo.lstride = 1;
+    }
     place_weights(&lo);
     place_activations(&lo);
     size_t x = lo.x, C = lo.C, BT = lo.BT;
