@@ -17,7 +17,9 @@
 # Knobs: MODELS (default "124M 350M"; also 774M, 1558M and llama-124M, in any mix: "124M llama-124M"), BATCHES
 # ("1 8"), TOKENS (256), PROMPT (128), TOKENS_NOCACHE (64), RUNS (3),
 # TORCH_MODES ("graph,compile+graph"; also eager, reduce-overhead), SAMPLE_ARGS (more options for gpt2gen sample),
-# NO_NOCACHE=1, NO_HF=1, NO_TORCH=1, NO_PREFILL=1 skip those parts. Ours' rows also give the µs a decode step takes
+# NO_NOCACHE=1, NO_HF=1, NO_TORCH=1, NO_PREFILL=1 skip those parts; PROFILE=1 adds, for each model and batch, one
+# more run of ours under GPT2GEN_PROFILE=1 and its per-op table of the decode step (the ops launched one by one,
+# without the graph: each carries its launch) at the summary's end. Ours' rows also give the µs a decode step takes
 # and its MBU (the bytes it must read over its time, over the copy bandwidth sample_peers.py measures); OURS=path/to/another/gpt2gen runs that build as
 # ours (say, the commit before a change, in the same call, with NO_HF=1 NO_TORCH=1; it also makes llama-124M.bin,
 # with its import, when that is not there yet).
@@ -38,7 +40,8 @@ dir=build/bench-sample
 logs=build/bench-logs
 mkdir -p "$dir" "$logs"
 results=$dir/.results; failures=$dir/.failures; runs=$dir/.runs; warm=$dir/.warm; err=$dir/.stderr
-: > "$results"; : > "$failures"
+profiles=$dir/.profiles
+: > "$results"; : > "$failures"; : > "$profiles"
 summary=$logs/sample-summary.md
 start=$(date +%s)
 [ -x "$OURS" ] || echo "sample.sh: no $OURS here: build it first (make); ours will fail"
@@ -109,6 +112,17 @@ ours_runs() {
     done
     [ "$(wc -l < "$runs")" -eq "$RUNS" ]
 }
+# profile MODEL BATCH: one run of ours under GPT2GEN_PROFILE=1; its decode step's per-op table into $profiles
+profile() {
+    f_log=$logs/sample-profile-$1-b$2.log; : > "$f_log"
+    if (export GPT2GEN_PROFILE=1; ours "$f_log" "$pfile" "$2" "$TOKENS" > /dev/null) &&
+        grep -q '^GPT2GEN_PROFILE: mean per decode step' "$f_log"; then
+        { echo; echo "$(label "$1"), batch $2:"; echo '```'
+          sed -n '/^GPT2GEN_PROFILE: mean per decode step/,/^  total/p' "$f_log"; echo '```'; } >> "$profiles"
+    else
+        fail "$f_log" "profile ours $(label "$1") B=$2"
+    fi
+}
 # the prompt texts: WORDS words of one GPT-2 token each
 prompt_file() {
     p_f=$dir/prompt-$1w.txt
@@ -171,6 +185,7 @@ for model in $MODELS; do
         else
             fail "$log" "ours $name B=$b"
         fi
+        [ -n "$PROFILE" ] && profile "$model" "$b"
         [ -n "$NO_NOCACHE" ] && continue
         log=$logs/sample-ours-nocache-$model-b$b.log; : > "$log"
         if ours_runs "$log" "$pfile" "$b" "$TOKENS_NOCACHE" 4 --no-cache; then
@@ -293,6 +308,12 @@ done
             [ -n "$NO_HF" ] && h="-"
             echo "| $(label "$model") | $o | $t | $h |"
         done
+    fi
+    if [ -s "$profiles" ]; then
+        echo
+        echo "== where ours' decode step goes, op by op (GPT2GEN_PROFILE=1: GPU time between events around each op," \
+            "launched one by one without the graph, so each op also carries its launch)"
+        cat "$profiles"
     fi
     echo
     echo "($(($(date +%s) - start)) s; logs: $logs/sample-*.log)"
