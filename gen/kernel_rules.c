@@ -209,19 +209,25 @@ void kernel_att_shape_defaults(const KernelEnv *e, int *tun) {
     tun[ATT_BWD_WARP_ROWS] = 32;
     tun[ATT_BWD_INNER] = 32;
 }
-static LaunchDims att_tiles(const KernelEnv *e, int tile, long long threads, long long smem) {
-    LaunchDims d = dims(ceil_div_u(e->T, tile), e->NH, (int)threads);
+/* a block per (tile, head, batch row): heads are the query heads, or for the dK/dV kernel the key/value heads (each
+   walks its group's query heads: grouped-query attention read as it is, templates/attention.cu) */
+static LaunchDims att_tiles(const KernelEnv *e, int tile, long long heads, long long threads, long long smem) {
+    LaunchDims d = dims(ceil_div_u(e->T, tile), heads, (int)threads);
     d.grid[2] = grid_size(e->B);
     d.smem = (unsigned)smem;
     return d;
 }
 LaunchDims kernel_att_forward(const KernelEnv *e, long long n) {
     (void)n;
-    return att_tiles(e, e->tun[ATT_Q_TILE], e->derived[ATT_FWD_THREADS], att_fwd_smem(e));
+    return att_tiles(e, e->tun[ATT_Q_TILE], e->NH, e->derived[ATT_FWD_THREADS], att_fwd_smem(e));
 }
 LaunchDims kernel_att_backward(const KernelEnv *e, long long n) {
     (void)n;
-    return att_tiles(e, e->tun[ATT_BWD_TILE], e->derived[ATT_BWD_THREADS], att_bwd_smem(e));
+    return att_tiles(e, e->tun[ATT_BWD_TILE], e->NH, e->derived[ATT_BWD_THREADS], att_bwd_smem(e));
+}
+LaunchDims kernel_att_dkdv(const KernelEnv *e, long long n) {
+    (void)n;
+    return att_tiles(e, e->tun[ATT_BWD_TILE], e->NKV, e->derived[ATT_BWD_THREADS], att_bwd_smem(e));
 }
 
 /* ---- gelu.cu ---- */

@@ -38,6 +38,7 @@ const char *kernel_att_check(const KernelEnv *e, char *why, size_t n);
 void kernel_att_shape_defaults(const KernelEnv *e, int *tun);
 LaunchDims kernel_att_forward(const KernelEnv *e, long long n);
 LaunchDims kernel_att_backward(const KernelEnv *e, long long n);
+LaunchDims kernel_att_dkdv(const KernelEnv *e, long long n);
 
 /* templates/gelu.cu */
 enum { GELU_BLOCK };

@@ -183,9 +183,9 @@ static void place_decode(Layout *lo) {
 }
 
 /* GPT-2's relatives' buffers (none for GPT-2): qkv before QK-norm and the heads' rstd, per layer where the backward
-   reads them; SwiGLU's gate (fcg) and its gradient; with grouped-query attention, qkv with every query head's k and v
-   (a layer at a time: the backward makes it again) and its gradient, but in a decode step, which reads the NKV heads
-   as they are (Plan.kv_expand); with RoPE, zeros in place of wpe */
+   reads them; SwiGLU's gate (fcg) and its gradient; with grouped-query attention on cuDNN (Plan.kv_expand), qkv with
+   every query head's k and v (a layer at a time: the backward makes it again) and its gradient; with RoPE, zeros in
+   place of wpe */
 static void place_arch(Layout *lo) {
     const Plan *plan = lo->plan;
     const GPT2Shape *s = &plan->model;

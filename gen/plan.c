@@ -213,8 +213,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
     plan->overlap = step->kind == STEP_DECODE && atoi(arch + 3) >= 90;
     plan->decode_persistent = plan->overlap && plan->decode_linear && cfg->run.decode == DECODE_PERSISTENT;
-    /* a decode step reads the NKV heads as they are (templates/decode.cu); a prefill still expands for the attention */
-    plan->kv_expand = gpt2_kv_heads(&plan->model) != plan->model.n_head && step->kind != STEP_DECODE;
+    plan->kv_expand = 0;   /* with the attention path: plan_attention.c */
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
     for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls */
         if (!family_in_plan(plan, f)) continue;

@@ -91,11 +91,11 @@ struct Plan {
     /* a decode step of few rows (decode_linear) on sm_90 as one persistent kernel, where the run asks for it
        (RunSpec.decode): the decode_step family (launched cooperatively) in place of the forward's ops */
     int decode_persistent;
-    /* grouped-query attention (n_kv_head < n_head) through the attention kernels of one k and v head per query head:
-       kv_expand (templates/rope.cu) repeats each kv head for its query heads into BUF_QKV_X before the attention,
-       kv_reduce sums the gradients of the repeats back (runtime/cuda/arch.c). cuDNN and the flash template see plain
-       multi-head attention. Not in a decode step: its kernels (templates/decode.cu) read the NKV heads of qkv and of
-       the cache, which holds NKV heads (a prefill's kv_append writes them from qkv as it is) */
+    /* grouped-query attention (n_kv_head < n_head) on cuDNN's attention, whose graph takes a k and v head per query
+       head: kv_expand (templates/rope.cu) repeats each kv head for its query heads into BUF_QKV_X before it,
+       kv_reduce sums the gradients of the repeats back (runtime/cuda/arch.c). Set with the attention path
+       (plan_attention.c). Our flash template and a decode step's kernels read the NKV heads of qkv as they are
+       (templates/attention.cu, decode.cu), and the decode cache holds NKV heads */
     int kv_expand;
     /* the training step's GELU (config.h, GeluPath): GELU_EPILOGUE or GELU_KERNEL, and who chose it: "config", or
        "auto" (plan.c, gelu_auto: by shape, from measurements); every other step has it in the epilogue */

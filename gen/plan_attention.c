@@ -40,6 +40,12 @@ static int cudnn_serves(const Plan *plan, const PlanFacts *facts, char *why, siz
 static int decided(Plan *plan, AttentionPath path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int decided(Plan *plan, AttentionPath path, const char *fmt, ...) {
     plan->attention = path;
+    /* grouped-query attention: cuDNN's graph takes a k and v head per query head (Plan.kv_expand, its buffers) */
+    int expand = path == ATTN_CUDNN && gpt2_kv_heads(&plan->model) != plan->model.n_head;
+    if (expand != plan->kv_expand) {
+        plan->kv_expand = expand;
+        memory_plan(&plan->memory, plan);
+    }
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(plan->attention_why, sizeof plan->attention_why, fmt, ap);

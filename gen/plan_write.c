@@ -89,18 +89,20 @@ static void write_memory(FILE *f, const Plan *p) {
                 "equal shards\n", n, n);
 }
 
-/* grouped-query attention: through the attention kernels of one k and v head per query head (Plan.kv_expand), or in
-   a decode step natively */
+/* grouped-query attention: on cuDNN through one k and v head per query head (Plan.kv_expand), else in place */
 static void write_gqa(FILE *f, const Plan *p) {
     int nh = p->model.n_head, nkv = gpt2_kv_heads(&p->model);
     if (nkv == nh) return;
     if (p->kv_expand)
         fprintf(f, "gqa        %d query heads, %d key/value heads: kv_expand gives each query head its k and v (qkv_x) "
-                "for the attention, kv_reduce sums their gradients back%s\n", nh, nkv,
+                "for cuDNN's attention, kv_reduce sums their gradients back%s\n", nh, nkv,
                 p->step.fills_cache ? "; kv_append writes the cache's key/value heads from qkv as it is" : "");
-    else
+    else if (p->step.kind == STEP_DECODE || p->step.fills_cache)
         fprintf(f, "gqa        %d query heads, %d key/value heads: the cache holds the %d key/value heads, query head h "
                 "reads head h / %d of it and of qkv (no kv_expand)\n", nh, nkv, nkv, nh / nkv);
+    else
+        fprintf(f, "gqa        %d query heads, %d key/value heads: the attention template's query head h reads head "
+                "h / %d of qkv, its dK/dV kernel a block per key/value head (no kv_expand)\n", nh, nkv, nh / nkv);
 }
 
 static void write_section(FILE *f, const Plan *p) {

@@ -1,10 +1,12 @@
 // attention.cu: causal self-attention without the (T,T) scores, FlashAttention-2 style.
 // Longer than a C file may be, on purpose: its kernels share one tile layout, fragment maps and pipeline, and read
 // better whole than split across files that must agree on every constant (docs/kernels-and-tuning.md).
-// Layouts are the training step's: qkv (B,T,3C), each token's row q|k|v with head h at columns h*HS of each
-// third; out and dout (B,T,C); stats (B,NH,T) fp32, the natural-log log-sum-exp of each query row's scaled
-// scores, stats = log sum_{j<=i} exp(q_i.k_j / sqrt(HS)) (the same convention as the cuDNN path, so that
-// either backward can use either forward's statistics); dqkv (B,T,3C) like qkv, overwritten.
+// Layouts are the training step's: qkv (B,T,QKVW), each token's row q's NH heads, then k's NKV, then v's NKV
+// (common.cuh; QKVW = 3C, NKV = NH for multi-head attention); query head h reads key/value head kv_head_of(h)
+// (grouped-query attention read as it is: no expanded copy); out and dout (B,T,C); stats (B,NH,T) fp32, the
+// natural-log log-sum-exp of each query row's scaled scores, stats = log sum_{j<=i} exp(q_i.k_j / sqrt(HS)) (the
+// same convention as the cuDNN path, so that either backward can use either forward's statistics); dqkv (B,T,QKVW)
+// like qkv, overwritten.
 //
 // Forward (flash_forward): a block per (tile of Q_TILE query rows, head, batch row), a warp per Q_WARP_ROWS rows
 // (16 or 32: one load of a K or V fragment then serves two m-tiles of the MMA). K and
@@ -14,9 +16,10 @@
 //   flash_backward_dq:   a block per tile of BWD_TILE query rows, a warp per BWD_WARP_ROWS of them; each warp
 //                        first sums ddot[b,h,i] = dout_i . out_i (the softmax backward's row sums) for its
 //                        rows and writes them for the next kernel; key tiles stream past, dQ += dS K;
-//   flash_backward_dkdv: a block per tile of BWD_TILE key rows, a warp per BWD_WARP_ROWS of them; query tiles of
-//                        BWD_INNER rows stream past, the probabilities are recomputed from the statistics,
-//                        dV += P^T dO, dK += dS^T Q.
+//   flash_backward_dkdv: a block per (tile of BWD_TILE key rows, key/value head, batch row), a warp per
+//                        BWD_WARP_ROWS of them; the query tiles of BWD_INNER rows of each query head of the kv
+//                        head's group stream past in turn, the probabilities are recomputed from the statistics,
+//                        dV += P^T dO, dK += dS^T Q, summed over the group in the same registers.
 // A warp of 32 rows (two 16-row m-tiles) uses each fragment it loads from shared memory for two MMAs, where a
 // warp of 16 rows uses it for one: with 16 the backward's products wait on shared memory, not the tensor cores.
 // In bf16/fp16 the matrix products are tensor-core MMAs (mma.sync m16n8k16, fp32 accumulation; operands
@@ -37,6 +40,16 @@ constexpr int MT = Q_WARP_ROWS / 16;              // forward: 16-row m-tiles per
 constexpr int MB = BWD_WARP_ROWS / 16;            // backward: 16-row m-tiles per warp
 
 __device__ __forceinline__ long long head_row(int b, int t, int width) { return ((long long)b * T + t) * width; }
+// query head h's q, and its key/value head's k and v, in the row of token 0 of batch row b (rows QKVW apart)
+struct HeadCols {
+    const floatX *q, *k, *v;
+    __device__ __forceinline__ HeadCols(const floatX *qkv, int b, int h) {
+        const floatX *row = qkv + head_row(b, 0, QKVW);
+        q = row + h * HS;
+        k = row + k_at(kv_head_of(h));
+        v = row + v_at(kv_head_of(h));
+    }
+};
 
 // ddot of row i of head h, batch row b: sum_d dout[b,i,h,d] * out[b,i,h,d], summed by a warp (every lane gets it)
 __device__ __forceinline__ float row_ddot(const floatX *dout, const floatX *out, int b, int h, int i, int lane) {
@@ -71,15 +84,16 @@ KERNEL(flash_forward) {
         const int i = blockIdx.x * Q_TILE + warp * Q_WARP_ROWS + r;
         if (i >= T) return;
         float q[DPL], o[DPL] = {};
-        load_head(q, qkv + head_row(b, i, 3 * C) + h * HS, lane);
+        const HeadCols hc(qkv, b, h);
+        load_head(q, hc.q + (long long)i * QKVW, lane);
         float m = -INFINITY, l = 0.0f;
         for (int j = 0; j <= i; j++) {
-            const float *kv = qkv + head_row(b, j, 3 * C) + h * HS;
-            const float x = dot_head(q, kv + C, lane) * SCALE_LOG2;
+            const float *kj = hc.k + (long long)j * QKVW, *vj = hc.v + (long long)j * QKVW;
+            const float x = dot_head(q, kj, lane) * SCALE_LOG2;
             const float mn = fmaxf(m, x), alpha = exp2f(m - mn), p = exp2f(x - mn);
             l = l * alpha + p;
             for (int k = 0; k < DPL; k++)
-                o[k] = o[k] * alpha + (lane + k * WARP_SIZE < HS ? p * kv[2 * C + lane + k * WARP_SIZE] : 0.0f);
+                o[k] = o[k] * alpha + (lane + k * WARP_SIZE < HS ? p * vj[lane + k * WARP_SIZE] : 0.0f);
             m = mn;
         }
         store_head(out + head_row(b, i, C) + h * HS, o, 1.0f / l, lane);
@@ -88,26 +102,30 @@ KERNEL(flash_forward) {
 }
 
 KERNEL(flash_backward_dkdv) {
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
-    const float *st = stats + ((long long)b * NH + h) * T, *dd = ddot + ((long long)b * NH + h) * T;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, kvh = blockIdx.y, b = blockIdx.z;
+    const HeadCols hc(qkv, b, kvh * KV_GROUP);           // the group's k and v
     for (int r = 0; r < BWD_WARP_ROWS; r++) {
         const int j = blockIdx.x * BWD_TILE + warp * BWD_WARP_ROWS + r;
         if (j >= T) return;
         float k[DPL], v[DPL], dk[DPL] = {}, dv[DPL] = {};
-        load_head(k, qkv + head_row(b, j, 3 * C) + C + h * HS, lane);
-        load_head(v, qkv + head_row(b, j, 3 * C) + 2 * C + h * HS, lane);
-        for (int i = j; i < T; i++) {
-            const float *q = qkv + head_row(b, i, 3 * C) + h * HS, *dy = dout + head_row(b, i, C) + h * HS;
-            const float p = exp2f(dot_head(k, q, lane) * SCALE_LOG2 - st[i] * LOG2E);
-            const float ds = p * (dot_head(v, dy, lane) - dd[i]);
-            for (int c = 0; c < DPL; c++)
-                if (lane + c * WARP_SIZE < HS) {
-                    dv[c] += p * dy[lane + c * WARP_SIZE];
-                    dk[c] += ds * q[lane + c * WARP_SIZE];
-                }
+        load_head(k, hc.k + (long long)j * QKVW, lane);
+        load_head(v, hc.v + (long long)j * QKVW, lane);
+        for (int h = kvh * KV_GROUP; h < (kvh + 1) * KV_GROUP; h++) {   // the query heads of the group, in order
+            const float *st = stats + ((long long)b * NH + h) * T, *dd = ddot + ((long long)b * NH + h) * T;
+            for (int i = j; i < T; i++) {
+                const float *q = qkv + head_row(b, i, QKVW) + h * HS, *dy = dout + head_row(b, i, C) + h * HS;
+                const float p = exp2f(dot_head(k, q, lane) * SCALE_LOG2 - st[i] * LOG2E);
+                const float ds = p * (dot_head(v, dy, lane) - dd[i]);
+                for (int c = 0; c < DPL; c++)
+                    if (lane + c * WARP_SIZE < HS) {
+                        dv[c] += p * dy[lane + c * WARP_SIZE];
+                        dk[c] += ds * q[lane + c * WARP_SIZE];
+                    }
+            }
         }
-        store_head(dqkv + head_row(b, j, 3 * C) + C + h * HS, dk, SCALE, lane);
-        store_head(dqkv + head_row(b, j, 3 * C) + 2 * C + h * HS, dv, 1.0f, lane);
+        floatX *dj = dqkv + head_row(b, j, QKVW);
+        store_head(dj + k_at(kvh), dk, SCALE, lane);
+        store_head(dj + v_at(kvh), dv, 1.0f, lane);
     }
 }
 
@@ -119,16 +137,17 @@ KERNEL(flash_backward_dq) {
         const float lse2 = stats[((long long)b * NH + h) * T + i] * LOG2E, D = row_ddot(dout, out, b, h, i, lane);
         if (lane == 0) ddot[((long long)b * NH + h) * T + i] = D;
         float q[DPL], dy[DPL], dq[DPL] = {};
-        load_head(q, qkv + head_row(b, i, 3 * C) + h * HS, lane);
+        const HeadCols hc(qkv, b, h);
+        load_head(q, hc.q + (long long)i * QKVW, lane);
         load_head(dy, dout + head_row(b, i, C) + h * HS, lane);
         for (int j = 0; j <= i; j++) {
-            const float *kv = qkv + head_row(b, j, 3 * C) + h * HS;
-            const float p = exp2f(dot_head(q, kv + C, lane) * SCALE_LOG2 - lse2);
-            const float ds = p * (dot_head(dy, kv + 2 * C, lane) - D);
+            const float *kj = hc.k + (long long)j * QKVW, *vj = hc.v + (long long)j * QKVW;
+            const float p = exp2f(dot_head(q, kj, lane) * SCALE_LOG2 - lse2);
+            const float ds = p * (dot_head(dy, vj, lane) - D);
             for (int c = 0; c < DPL; c++)
-                if (lane + c * WARP_SIZE < HS) dq[c] += ds * kv[C + lane + c * WARP_SIZE];
+                if (lane + c * WARP_SIZE < HS) dq[c] += ds * kj[lane + c * WARP_SIZE];
         }
-        store_head(dqkv + head_row(b, i, 3 * C) + h * HS, dq, SCALE, lane);
+        store_head(dqkv + head_row(b, i, QKVW) + h * HS, dq, SCALE, lane);
     }
 }
 
@@ -358,11 +377,11 @@ template <int K> __device__ __forceinline__ void product_rs(float (&d)[32], cons
     for (int kk = 0; kk < K; kk++) wgmma_rs<1>(d, a[kk], desc_n(b, kk));
     wgmma_commit();
 }
-// K and V rows t0..t0+ROWS-1 of one head (base: its Q columns) into two swizzled tiles at kv (K, then V)
+// K and V rows t0..t0+ROWS-1 of one head into two swizzled tiles at kv (K, then V)
 template <int NT, int ROWS = 64>
-__device__ __forceinline__ void load_kv_sw(floatX *kv, const floatX *base, int t0) {
-    load_rows_sw<ROWS, NT>(kv, base + C, 3 * C, t0);
-    load_rows_sw<ROWS, NT>(kv + ROWS * 64, base + 2 * C, 3 * C, t0);
+__device__ __forceinline__ void load_kv_sw(floatX *kv, const HeadCols &hc, int t0) {
+    load_rows_sw<ROWS, NT>(kv, hc.k, QKVW, t0);
+    load_rows_sw<ROWS, NT>(kv + ROWS * 64, hc.v, QKVW, t0);
 }
 // a stage's cp.async copies are in and visible to wgmma (the generic proxy's shared-memory writes ordered before the
 // async proxy's reads), and every warpgroup is done with the other stage
@@ -387,12 +406,12 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
     const int g = lane / 4, c2 = lane % 4 * 2, h = blockIdx.y, b = blockIdx.z;
     const int qt = gridDim.x - 1 - blockIdx.x;           // the longest rows first
     const int q0 = qt * Q_TILE, wq0 = q0 + wg * 64, rq0 = wq0 + 16 * w;   // rq0: the warp's 16 rows
-    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS;
+    const HeadCols hc(qkv, b, h);
     // key tiles: the block's (up to its last query row) and the warpgroup's (a tile wholly after its rows is not)
     const int last = min(q0 + Q_TILE, T) - 1, n_block = last / KV + 1, n_wg = min(wq0 + 63, last) / KV + 1;
     auto stage = [&](int j) { return stages + j % 3 * 2 * KV * 64; };
-    load_rows_sw<Q_TILE, FWD_THREADS>(sq, base, 3 * C, q0);
-    load_kv_sw<FWD_THREADS, KV>(stage(0), base, 0);
+    load_rows_sw<Q_TILE, FWD_THREADS>(sq, hc.q, QKVW, q0);
+    load_kv_sw<FWD_THREADS, KV>(stage(0), hc, 0);
     cp_async_commit();
     const floatX *mq = sq + wg * SW_TILE;
     float o[32], s[KV / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
@@ -402,7 +421,7 @@ __device__ __forceinline__ void forward_wgmma(floatX *out, float *stats, const f
     // tile j's loads: every warpgroup waits for them (tile j-2's stage is then free) and starts tile j+1's
     auto next_stage = [&](int j) {
         stage_arrived();
-        if (j + 1 < n_block) load_kv_sw<FWD_THREADS, KV>(stage(j + 1), base, (j + 1) * KV);
+        if (j + 1 < n_block) load_kv_sw<FWD_THREADS, KV>(stage(j + 1), hc, (j + 1) * KV);
         cp_async_commit();
     };
     // tile j's softmax (after its S product): s becomes P, alpha the factors that take the output to the new maxima
@@ -484,29 +503,26 @@ __device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, cons
     floatX *sk = smem_1024(smem_raw), *sv = sk + SW_TILE, *streamed = sv + SW_TILE;   // stage s: Q, then dO
     float *floats = reinterpret_cast<float *>(streamed + 6 * SW_TILE);              // stage s: lse, then ddot
     const int tid = threadIdx.x, w = tid / WARP_SIZE, g = tid % WARP_SIZE / 4, c2 = tid % 4 * 2;
-    const int h = blockIdx.y, b = blockIdx.z, j0 = (gridDim.x - 1 - blockIdx.x) * 64;   // the longest columns first
-    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
-    const float *st = stats + ((long long)b * NH + h) * T, *ddr = ddot + ((long long)b * NH + h) * T;
-    const int n = (T - j0 + 63) / 64;                    // the query tiles at or after the key tile
+    const int kvh = blockIdx.y, b = blockIdx.z, j0 = (gridDim.x - 1 - blockIdx.x) * 64;   // the longest columns first
+    const HeadCols own(qkv, b, kvh * KV_GROUP);          // the key/value head's k and v
+    const int n = (T - j0 + 63) / 64;                    // the query tiles at or after the key tile, a query head
     auto sq = [&](int t) { return streamed + t % 3 * 2 * SW_TILE; };
     auto fl = [&](int t) { return floats + t % 3 * 128; };
+    auto load_tile = [&](int t) {                        // tile t: query tile t % n of the group's query head t / n
+        const int h = kvh * KV_GROUP + t / n, i0 = j0 + 64 * (t % n);
+        load_rows_sw<64, WG_THREADS>(sq(t), qkv + head_row(b, 0, QKVW) + h * HS, QKVW, i0);
+        load_rows_sw<64, WG_THREADS>(sq(t) + SW_TILE, dout + head_row(b, 0, C) + h * HS, C, i0);
+        load_floats<64, WG_THREADS>(fl(t), stats + ((long long)b * NH + h) * T, i0);
+        load_floats<64, WG_THREADS>(fl(t) + 64, ddot + ((long long)b * NH + h) * T, i0);
+    };
     auto next_stage = [&](int t) {                       // tile t is in; tile t+1 loads into tile t-2's stage
         stage_arrived();
-        if (t + 1 < n) {
-            const int i0 = j0 + 64 * (t + 1);
-            load_rows_sw<64, WG_THREADS>(sq(t + 1), base, 3 * C, i0);
-            load_rows_sw<64, WG_THREADS>(sq(t + 1) + SW_TILE, dbase, C, i0);
-            load_floats<64, WG_THREADS>(fl(t + 1), st, i0);
-            load_floats<64, WG_THREADS>(fl(t + 1) + 64, ddr, i0);
-        }
+        if (t + 1 < KV_GROUP * n) load_tile(t + 1);
         cp_async_commit();
     };
-    load_rows_sw<64, WG_THREADS>(sk, base + C, 3 * C, j0);
-    load_rows_sw<64, WG_THREADS>(sv, base + 2 * C, 3 * C, j0);
-    load_rows_sw<64, WG_THREADS>(sq(0), base, 3 * C, j0);
-    load_rows_sw<64, WG_THREADS>(sq(0) + SW_TILE, dbase, C, j0);
-    load_floats<64, WG_THREADS>(fl(0), st, j0);
-    load_floats<64, WG_THREADS>(fl(0) + 64, ddr, j0);
+    load_rows_sw<64, WG_THREADS>(sk, own.k, QKVW, j0);
+    load_rows_sw<64, WG_THREADS>(sv, own.v, QKVW, j0);
+    load_tile(0);
     cp_async_commit();
     float dk[32], dv[32], s[32], dp[32];
     for (int x = 0; x < 32; x++) dk[x] = dv[x] = s[x] = dp[x] = 0.0f;   // s, dp: overwritten by their first k-step
@@ -517,14 +533,15 @@ __device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, cons
     };
     // tile t up to dS^T in sa, dV's product issued (in flight); tile t-1's dK is done on return
     auto tile = [&](int t) {
-        const int i0 = j0 + 64 * t;
+        const int first = t % n == 0;                    // the query head's tile of the diagonal
+        const int i0 = j0 + 64 * (t % n);
         const float *lse = fl(t), *dd = lse + 64;
         wgmma_wait<2>();                                 // S^T(t)
         pin(s);
         for (int x = 0; x < 32; x++) {                   // s <- P^T; a query before the key (i < j) adds nothing
             const int ci = 8 * (x >> 2) + c2 + (x & 1), j = j0 + 16 * w + g + 8 * ((x >> 1) & 1);
             float p = exp2_ftz(fmaf(s[x], SCALE_LOG2, -lse[ci] * LOG2E));
-            if (t == 0 && i0 + ci < j) p = 0.0f;
+            if (first && i0 + ci < j) p = 0.0f;
             s[x] = p;
         }
         for (int kk = 0; kk < 4; kk++) acc_to_a(pa[kk], tiles(s), kk);
@@ -535,12 +552,12 @@ __device__ __forceinline__ void dkdv_wgmma(floatX *dqkv, const floatX *qkv, cons
         for (int x = 0; x < 32; x++) dp[x] = s[x] * (dp[x] - dd[8 * (x >> 2) + c2 + (x & 1)]);
         for (int kk = 0; kk < 4; kk++) acc_to_a(sa[kk], tiles(dp), kk);
     };
-    backward_tiles(n, next_stage, issue_s_dp, [&](int t) { product_rs(dk, sa, sq(t)); }, tile);
+    backward_tiles(KV_GROUP * n, next_stage, issue_s_dp, [&](int t) { product_rs(dk, sa, sq(t)); }, tile);
     pin(dv);
     pin(dk);
-    floatX *dbase3 = dqkv + head_row(b, 0, 3 * C) + h * HS;
-    store_acc_wg(dbase3 + C, 3 * C, dk, j0, SCALE);
-    store_acc_wg(dbase3 + 2 * C, 3 * C, dv, j0, 1.0f);
+    floatX *drow = dqkv + head_row(b, 0, QKVW);
+    store_acc_wg(drow + k_at(kvh), QKVW, dk, j0, SCALE);
+    store_acc_wg(drow + v_at(kvh), QKVW, dv, j0, 1.0f);
 }
 
 // dQ as flash_backward_dq below, for query rows q0..q0+63: per key tile, S = Q K^T and dP = dO V^T (shared memory,
@@ -550,12 +567,13 @@ __device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX
     floatX *sq = smem_1024(smem_raw), *sdo = sq + SW_TILE, *streamed = sdo + SW_TILE;   // stage s: K, then V
     const int tid = threadIdx.x, w = tid / WARP_SIZE, lane = tid % WARP_SIZE, g = lane / 4, c2 = lane % 4 * 2;
     const int h = blockIdx.y, b = blockIdx.z, q0 = (gridDim.x - 1 - blockIdx.x) * 64, rq0 = q0 + 16 * w;
-    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
+    const HeadCols hc(qkv, b, h);
+    const floatX *dbase = dout + head_row(b, 0, C) + h * HS;
     const int n = min(q0 + 63, T - 1) / 64 + 1;          // the key tiles at or before the query tile
     auto skv = [&](int t) { return streamed + t % 3 * 2 * SW_TILE; };
     auto next_stage = [&](int t) {
         stage_arrived();
-        if (t + 1 < n) load_kv_sw<WG_THREADS>(skv(t + 1), base, 64 * (t + 1));
+        if (t + 1 < n) load_kv_sw<WG_THREADS>(skv(t + 1), hc, 64 * (t + 1));
         cp_async_commit();
     };
     float lse2[2], D[2];
@@ -563,9 +581,9 @@ __device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX
         const int i = rq0 + g + 8 * half;
         lse2[half] = i < T ? stats[((long long)b * NH + h) * T + i] * LOG2E : 0.0f;
     }
-    load_rows_sw<64, WG_THREADS>(sq, base, 3 * C, q0);
+    load_rows_sw<64, WG_THREADS>(sq, hc.q, QKVW, q0);
     load_rows_sw<64, WG_THREADS>(sdo, dbase, C, q0);
-    load_kv_sw<WG_THREADS>(skv(0), base, 0);
+    load_kv_sw<WG_THREADS>(skv(0), hc, 0);
     cp_async_commit();
     {   // ddot of the warp's 16 rows while the tiles load
         const float d = rows_ddot<16>(ddot, dout, out, b, h, rq0, lane);
@@ -595,7 +613,7 @@ __device__ __forceinline__ void dq_wgmma(floatX *dqkv, float *ddot, const floatX
     };
     backward_tiles(n, next_stage, issue_s_dp, [&](int t) { product_rs(dq, sa, skv(t)); }, tile);
     pin(dq);
-    store_acc_wg(dqkv + head_row(b, 0, 3 * C) + h * HS, 3 * C, dq, q0, SCALE);
+    store_acc_wg(dqkv + head_row(b, 0, QKVW) + h * HS, QKVW, dq, q0, SCALE);
 }
 #endif
 static_assert((FWD_SM != 90 && BWD_SM != 90) || HOPPER_WGMMA,
@@ -614,14 +632,14 @@ KERNEL(flash_forward) {
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
     const int qt = gridDim.x - 1 - blockIdx.x;           // the longest rows first
     const int q0 = qt * Q_TILE, wq0 = q0 + warp * Q_WARP_ROWS;
-    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS;
+    const HeadCols hc(qkv, b, h);
     auto load_kv = [&](int kt) {
         floatX *st = kt & 1 ? stage1 : stage0;
-        load_rows<KV_TILE, FWD_THREADS>(st, base + C, 3 * C, kt * KV_TILE);
-        load_rows<KV_TILE, FWD_THREADS>(st + KV_TILE * LDS, base + 2 * C, 3 * C, kt * KV_TILE);
+        load_rows<KV_TILE, FWD_THREADS>(st, hc.k, QKVW, kt * KV_TILE);
+        load_rows<KV_TILE, FWD_THREADS>(st + KV_TILE * LDS, hc.v, QKVW, kt * KV_TILE);
     };
 
-    load_rows<Q_TILE, FWD_THREADS>(stage1, base, 3 * C, q0);
+    load_rows<Q_TILE, FWD_THREADS>(stage1, hc.q, QKVW, q0);
     load_kv(0);
     cp_async_commit();
     cp_async_wait<0>();
@@ -717,30 +735,31 @@ KERNEL(flash_backward_dkdv) {
     }
 #endif
     BwdSmem sm(smem_bytes);
-    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
+    const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, kvh = blockIdx.y, b = blockIdx.z;
     const int jt = gridDim.x - 1 - blockIdx.x;           // the longest columns first
     const int j0 = jt * BWD_TILE, wj0 = j0 + warp * BWD_WARP_ROWS;
-    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
-    const float *st = stats + ((long long)b * NH + h) * T, *ddr = ddot + ((long long)b * NH + h) * T;
-    const int first = (j0 / BWD_INNER) * BWD_INNER;
-    auto load_stage = [&](int stage, int i0) {
-        load_rows<BWD_INNER, BWD_THREADS>(sm.in0(stage), base, 3 * C, i0);
-        load_rows<BWD_INNER, BWD_THREADS>(sm.in1(stage), dbase, C, i0);
-        load_floats<BWD_INNER, BWD_THREADS>(sm.lse(stage), st, i0);
-        load_floats<BWD_INNER, BWD_THREADS>(sm.dd(stage), ddr, i0);
+    const HeadCols own(qkv, b, kvh * KV_GROUP);          // the key/value head's k and v
+    const int first = (j0 / BWD_INNER) * BWD_INNER, n = (T - first + BWD_INNER - 1) / BWD_INNER;   // a query head's tiles
+    auto load_stage = [&](int stage, int t) {            // tile t: query tile t % n of the group's query head t / n
+        const int h = kvh * KV_GROUP + t / n, i0 = first + (t % n) * BWD_INNER;
+        load_rows<BWD_INNER, BWD_THREADS>(sm.in0(stage), qkv + head_row(b, 0, QKVW) + h * HS, QKVW, i0);
+        load_rows<BWD_INNER, BWD_THREADS>(sm.in1(stage), dout + head_row(b, 0, C) + h * HS, C, i0);
+        load_floats<BWD_INNER, BWD_THREADS>(sm.lse(stage), stats + ((long long)b * NH + h) * T, i0);
+        load_floats<BWD_INNER, BWD_THREADS>(sm.dd(stage), ddot + ((long long)b * NH + h) * T, i0);
     };
-    load_rows<BWD_TILE, BWD_THREADS>(sm.own0, base + C, 3 * C, j0);
-    load_rows<BWD_TILE, BWD_THREADS>(sm.own1, base + 2 * C, 3 * C, j0);
-    load_stage(0, first);
+    load_rows<BWD_TILE, BWD_THREADS>(sm.own0, own.k, QKVW, j0);
+    load_rows<BWD_TILE, BWD_THREADS>(sm.own1, own.v, QKVW, j0);
+    load_stage(0, 0);
     cp_async_commit();
 
     float dk[MB][HS / 8][4] = {}, dv[MB][HS / 8][4] = {};
     const int g = lane >> 2, c2 = (lane & 3) * 2;
     int stage = 0;
-    for (int i0 = first; i0 < T; i0 += BWD_INNER, stage ^= 1) {
+    for (int t = 0; t < KV_GROUP * n; t++, stage ^= 1) {   // the group's query heads in turn, summed in dk and dv
+        const int i0 = first + (t % n) * BWD_INNER;
         cp_async_wait<0>();                              // this stage is in
         __syncthreads();                                 // for every thread, and every warp is done with the other
-        if (i0 + BWD_INNER < T) load_stage(stage ^ 1, i0 + BWD_INNER);
+        if (t + 1 < KV_GROUP * n) load_stage(stage ^ 1, t + 1);
         cp_async_commit();
         const floatX *sk = sm.own0, *sv = sm.own1, *sq = sm.in0(stage), *sdo = sm.in1(stage);
         const float *lse = sm.lse(stage), *dd = sm.dd(stage);
@@ -792,10 +811,10 @@ KERNEL(flash_backward_dkdv) {
             }
         }
     }
-    floatX *dbase3 = dqkv + head_row(b, 0, 3 * C) + h * HS;
+    floatX *drow = dqkv + head_row(b, 0, QKVW);
     for (int mb = 0; mb < MB; mb++) {
-        store_acc(dbase3 + C, 3 * C, dk[mb], wj0 + mb * 16, SCALE, SCALE, lane);
-        store_acc(dbase3 + 2 * C, 3 * C, dv[mb], wj0 + mb * 16, 1.0f, 1.0f, lane);
+        store_acc(drow + k_at(kvh), QKVW, dk[mb], wj0 + mb * 16, SCALE, SCALE, lane);
+        store_acc(drow + v_at(kvh), QKVW, dv[mb], wj0 + mb * 16, 1.0f, 1.0f, lane);
     }
 }
 
@@ -813,7 +832,8 @@ KERNEL(flash_backward_dq) {
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE, h = blockIdx.y, b = blockIdx.z;
     const int qt = gridDim.x - 1 - blockIdx.x;
     const int q0 = qt * BWD_TILE, wq0 = q0 + warp * BWD_WARP_ROWS;
-    const floatX *base = qkv + head_row(b, 0, 3 * C) + h * HS, *dbase = dout + head_row(b, 0, C) + h * HS;
+    const HeadCols hc(qkv, b, h);
+    const floatX *dbase = dout + head_row(b, 0, C) + h * HS;
     const int g = lane >> 2, c2 = (lane & 3) * 2;
     float lse2[MB][2], D[MB][2] = {};
     for (int mb = 0; mb < MB; mb++)
@@ -822,10 +842,10 @@ KERNEL(flash_backward_dq) {
             lse2[mb][half] = i < T ? stats[((long long)b * NH + h) * T + i] * LOG2E : 0.0f;
         }
     auto load_stage = [&](int stage, int j0) {
-        load_rows<BWD_INNER, BWD_THREADS>(sm.in0(stage), base + C, 3 * C, j0);
-        load_rows<BWD_INNER, BWD_THREADS>(sm.in1(stage), base + 2 * C, 3 * C, j0);
+        load_rows<BWD_INNER, BWD_THREADS>(sm.in0(stage), hc.k, QKVW, j0);
+        load_rows<BWD_INNER, BWD_THREADS>(sm.in1(stage), hc.v, QKVW, j0);
     };
-    load_rows<BWD_TILE, BWD_THREADS>(sm.own0, base, 3 * C, q0);
+    load_rows<BWD_TILE, BWD_THREADS>(sm.own0, hc.q, QKVW, q0);
     load_rows<BWD_TILE, BWD_THREADS>(sm.own1, dbase, C, q0);
     cp_async_commit();
     load_stage(0, 0);
@@ -887,6 +907,6 @@ KERNEL(flash_backward_dq) {
         }
     }
     for (int mb = 0; mb < MB; mb++)
-        store_acc(dqkv + head_row(b, 0, 3 * C) + h * HS, 3 * C, dq[mb], wq0 + mb * 16, SCALE, SCALE, lane);
+        store_acc(dqkv + head_row(b, 0, QKVW) + h * HS, QKVW, dq[mb], wq0 + mb * 16, SCALE, SCALE, lane);
 }
 #endif

@@ -1,7 +1,7 @@
 // common.cuh: device helpers shared by every kernel template, placed after the generated prelude
 // (which defines B, T, C, NH, HS, L, V, Vp, maxT, floatX, PRECISION_*, the vector widths X128 and
 // VEC_<row>, the tunables and the KERNEL(name) entry points).
-// Holds: warp and block reductions (plain shuffles, no cooperative_groups), asynchronous copies into shared
+// Holds: the key/value heads' columns of qkv, warp and block reductions (plain shuffles, no cooperative_groups), asynchronous copies into shared
 // memory, a 128-bit packed vector type with cached / streaming loads and stores, conversions between floatX and
 // float, stochastic rounding, GELU, and Hopper's warpgroup MMA (wgmma) with its shared-memory descriptors.
 // No standard library: NVRTC has none.
@@ -12,6 +12,20 @@
 // fc_gemm_map) and passed by value to kernels that read or write global memory through the tensor memory accelerator
 struct __align__(64) TensorMap { unsigned long long opaque[16]; };
 #define WARP_SIZE 32
+
+// ---- the key/value heads. A relative's prelude has NKV and QKVW (gen/emit.c, emit_arch); GPT-2's, whose prelude
+// stays as it was, has neither: multi-head, a row of qkv 3C wide. Query head h reads kv head kv_head_of(h)
+// (grouped-query attention, docs/model.md "Architectures") from qkv's rows of QKVW features: q's NH heads, then
+// k's NKV, then v's NKV.
+#ifndef ARCH_CONSTANTS
+constexpr int NKV = NH;
+constexpr int QKVW = 3 * C;
+#endif
+constexpr int KV_GROUP = NH / NKV;                   // query heads a kv head serves
+__device__ __forceinline__ int kv_head_of(int h) { return h / KV_GROUP; }
+// where kv head j's key and value lie in a row of qkv
+__device__ __forceinline__ int k_at(int j) { return (NH + j) * HS; }
+__device__ __forceinline__ int v_at(int j) { return (NH + NKV + j) * HS; }
 
 // ---- reductions ----
 __device__ __forceinline__ float warp_sum(float v) {

@@ -24,17 +24,7 @@
 // launches may overlap (FamilyDecl.launch, LAUNCH_OVERLAP).
 
 // ---------------------------------------------------------------------------------------------------------
-// The key/value heads. A relative's prelude has NKV and QKVW (gen/emit.c, emit_arch); GPT-2's, whose sources stay as
-// they were, has neither: multi-head, a row of qkv 3C wide.
-#ifndef ARCH_CONSTANTS
-constexpr int NKV = NH;
-constexpr int QKVW = 3 * C;
-#endif
-constexpr int KV_GROUP = NH / NKV;                   // query heads a kv head serves
-__device__ __forceinline__ int kv_head_of(int h) { return h / KV_GROUP; }
-// where kv head j's key and value lie in a row of qkv
-__device__ __forceinline__ int k_at(int j) { return (NH + j) * HS; }
-__device__ __forceinline__ int v_at(int j) { return (NH + NKV + j) * HS; }
+// The key/value heads: common.cuh's NKV, QKVW, kv_head_of, k_at and v_at.
 // the first position of cache head j of row b in a layer's cache
 __device__ __forceinline__ long long cache_head(int b, int j) { return ((long long)b * NKV + j) * cacheT; }
 

@@ -39,16 +39,15 @@ __device__ __forceinline__ void rope_rotate(floatX *qkv, const int *pos) {
 KERNEL(rope_forward) { rope_rotate<1>(qkv, pos); }
 KERNEL(rope_backward) { rope_rotate<-1>(dqkv, pos); }
 
-// ---- grouped-query attention: NH query heads, NKV key/value heads, GROUP query heads a kv head ----
+// ---- grouped-query attention: NH query heads, NKV key/value heads, KV_GROUP query heads a kv head (common.cuh) ----
 constexpr int KVEC = VEC_HS;   // divides HS, so a packet stays in one head
-constexpr int GROUP = NH / NKV;
 typedef Packed<floatX, KVEC> kvec;
 
 // feature f of a row of 3C (q, then NH heads of k, then NH of v) -> its feature in a row of QKVW
 __device__ __forceinline__ int kv_source(int f) {
     const int part = f / C, h = (f % C) / HS, c = f % HS;
     if (part == 0) return f;
-    return (part == 1 ? NH : NH + NKV) * HS + (h / GROUP) * HS + c;
+    return (part == 1 ? NH : NH + NKV) * HS + (h / KV_GROUP) * HS + c;
 }
 
 KERNEL(kv_expand) {
@@ -72,8 +71,8 @@ KERNEL(kv_reduce) {
     const int part = f < (NH + NKV) * HS ? 1 : 2, j = (f - (part == 1 ? NH : NH + NKV) * HS) / HS, c = f % HS;
     float acc[KVEC];
     for (int k = 0; k < KVEC; k++) acc[k] = 0.0f;
-    for (int g = 0; g < GROUP; g++) {
-        const kvec v = load_vec<floatX, KVEC>(src + part * C + (j * GROUP + g) * HS + c);
+    for (int g = 0; g < KV_GROUP; g++) {
+        const kvec v = load_vec<floatX, KVEC>(src + part * C + (j * KV_GROUP + g) * HS + c);
         for (int k = 0; k < KVEC; k++) acc[k] += to_f(v[k]);
     }
     kvec o;

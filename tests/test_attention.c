@@ -32,7 +32,7 @@ static float *rand_buf(uint64_t *rng, size_t n, float scale) {
 
 /* the reference against cpu_attention_forward/backward on every head of a small shape, HS 16 */
 static void test_reference_vs_cpu_backend(void) {
-    AttShape s = {2, 37, 64, 4};
+    AttShape s = {2, 37, 64, 4, 4};
     size_t BT = (size_t)s.B * s.T, natt = (size_t)s.B * s.NH * s.T * s.T;
     uint64_t rng = 42;
     float *qkv = rand_buf(&rng, BT * 3 * s.C, 2.0f), *dout = rand_buf(&rng, BT * s.C, 1.0f);
@@ -61,6 +61,40 @@ static void test_reference_vs_cpu_backend(void) {
     free(qkv); free(dout); free(out); free(preatt); free(att); free(dqkv); free(dpre); free(datt); free(stats);
 }
 
+/* grouped-query attention (6 query heads on 2 key/value heads, and multi-query: 1): the reference against the CPU
+   backend's cpu_attention_*_gqa on every head, a key/value head's dk and dv the sums over its query heads */
+static void test_reference_gqa_vs_cpu_backend(void) {
+    for (int NKV = 2; NKV >= 1; NKV--) {
+        AttShape s = {2, 29, 96, 6, NKV};
+        CpuHeads g = {s.B, s.T, s.NH, NKV, s.C / s.NH};
+        size_t BT = (size_t)s.B * s.T, W = (size_t)s.C + 2 * (size_t)NKV * g.HS, natt = (size_t)s.B * s.NH * s.T * s.T;
+        uint64_t rng = 43;
+        float *qkv = rand_buf(&rng, BT * W, 2.0f), *dout = rand_buf(&rng, BT * s.C, 1.0f);
+        float *out = xcalloc(BT * s.C, 4), *preatt = xcalloc(natt, 4), *att = xcalloc(natt, 4);
+        float *dqkv = xcalloc(BT * W, 4), *dpre = xcalloc(natt, 4), *datt = xcalloc(natt, 4);
+        float *stats = xcalloc((size_t)s.B * s.NH * s.T, 4);
+        cpu_attention_forward_gqa(out, preatt, att, qkv, g);
+        cpu_attention_backward_gqa(dqkv, dpre, datt, dout, qkv, att, g);
+        for (int bh = 0; bh < s.B * s.NH; bh++)   /* log-sum-exp of the CPU's scaled scores, per row */
+            for (int t = 0; t < s.T; t++) {
+                const float *row = preatt + ((size_t)bh * s.T + t) * s.T;
+                double m = -INFINITY, z = 0;
+                for (int j = 0; j <= t; j++) m = fmax(m, row[j]);
+                for (int j = 0; j <= t; j++) z += exp(row[j] - m);
+                stats[(size_t)bh * s.T + t] = (float)(m + log(z));
+            }
+        AttErr e;
+        attention_ref_compare(&s, qkv, dout, s.B * s.NH, out, stats, dqkv, &e);
+        CHECK(e.out < 1e-5 && e.lse < 1e-5, "NKV %d forward: out %.2e lse %.2e", NKV, e.out, e.lse);
+        CHECK(e.dq < 1e-5 && e.dk < 1e-5 && e.dv < 1e-5, "NKV %d backward: dq %.2e dk %.2e dv %.2e", NKV, e.dq, e.dk, e.dv);
+        /* a key/value head's dv is the sum over its group: a change to the last group's notices */
+        dqkv[(BT - 1) * W + s.C + (size_t)(2 * NKV - 1) * g.HS] += 0.5f;
+        attention_ref_compare(&s, qkv, dout, s.B * s.NH, out, stats, dqkv, &e);
+        CHECK(e.dv > 1e-3, "NKV %d: a changed dv went unnoticed (%.2e)", NKV, e.dv);
+        free(qkv); free(dout); free(out); free(preatt); free(att); free(dqkv); free(dpre); free(datt); free(stats);
+    }
+}
+
 /* ---- cuDNN attention ---- */
 
 /* refusals that need no GPU: GPT2GEN_CUDNN_LIBRARY=value does not open, with a reason that holds want */
@@ -87,13 +121,17 @@ static void test_cudnn_refuses_fp32_and_head_size(void) {
     cudnn_attention_close(a);
 }
 
-/* one shape of the GPU tests: the tiny config with this attention shape (one layer, a small vocabulary) */
+/* one shape of the GPU tests: the tiny config with this attention shape (one layer, a small vocabulary), NKV
+   key/value heads (NH: multi-head attention) */
 /* tune: NULL, or "KEY=VALUE" tunables of the attention family, separated by spaces (at most 5) */
-static void flash_tiles(const char *precision, int B, int T, int NH, int HS, const char *tune) {
+static void flash_gqa(const char *precision, int B, int T, int NH, int NKV, int HS, const char *tune) {
     char sets[16][128];
     const char *setp[16];
     int n = 0;
-    snprintf(sets[n++], 128, "name=att-%s-b%d-t%d-h%d-hs%d%s%s", precision, B, T, NH, HS, tune ? "-" : "", tune ? tune : "");
+    char kv[32] = "";
+    if (NKV != NH) snprintf(kv, sizeof kv, "-kv%d", NKV);
+    snprintf(sets[n++], 128, "name=att-%s-b%d-t%d-h%d%s-hs%d%s%s", precision, B, T, NH, kv, HS, tune ? "-" : "",
+             tune ? tune : "");
     for (char *c = sets[0] + 5; *c; c++)
         if (*c == '=' || *c == ' ') *c = '-';   /* a name of letters, digits and -_. */
     for (const char *t = tune; t && *t && n < 6;) {
@@ -104,6 +142,7 @@ static void flash_tiles(const char *precision, int B, int T, int NH, int HS, con
     snprintf(sets[n++], 128, "precision=%s", precision);
     snprintf(sets[n++], 128, "model.n_layer=1");
     snprintf(sets[n++], 128, "model.n_head=%d", NH);
+    if (NKV != NH) snprintf(sets[n++], 128, "model.n_kv_head=%d", NKV);
     snprintf(sets[n++], 128, "model.n_embd=%d", NH * HS);
     snprintf(sets[n++], 128, "model.max_seq_len=%d", T);
     snprintf(sets[n++], 128, "model.vocab_size=256");
@@ -127,7 +166,25 @@ static void flash_tiles(const char *precision, int B, int T, int NH, int HS, con
     if (failed < 0) SKIP("no GPU (see the line above)");
     CHECK(failed == 0, "%d attention test(s) failed for %s (see the FAIL lines above)", failed, cfg.name);
 }
+static void flash_tiles(const char *precision, int B, int T, int NH, int HS, const char *tune) {
+    flash_gqa(precision, B, T, NH, NH, HS, tune);
+}
 static void flash_shape(const char *precision, int B, int T, int NH, int HS) { flash_tiles(precision, B, T, NH, HS, NULL); }
+
+/* Grouped-query attention read in place (the dK/dV kernel a block per key/value head, walking its group's query
+   heads): groups of 3 and multi-query attention, in each precision; at bf16's defaults (on Hopper wgmma's), on
+   mma.sync with key and query tiles of other sizes than each other, and both directions on mma.sync; with T a
+   multiple of no tile. cuDNN's path beside it runs on the expanded heads (kv_expand, kv_reduce), as the step does. */
+static void test_flash_gqa(void) {
+    static const char *const tiles[] = {NULL, "BWD_TILE=32 BWD_INNER=128", "BWD_TILE=128 BWD_INNER=32"};
+    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
+        flash_gqa("bf16", 2, 200, 6, 2, 64, tiles[i]);
+        if (check_cur_skipped) return;
+        flash_gqa("fp16", 1, 300, 4, 1, 128, tiles[i]);
+    }
+    flash_gqa("fp32", 1, 100, 4, 2, 64, NULL);
+    flash_gqa("bf16", 2, 256, 8, 2, 64, "FWD_SM=80 BWD_SM=80");
+}
 
 /* gpt2-124M's attention with other tile sizes than the defaults: the forward on mma.sync with warps of 32 rows (no
    other test has them), and the backward on mma.sync (BWD_INNER=32 takes the shape defaults' BWD_TILE 128 and
@@ -200,12 +257,14 @@ OTHER_PRECISIONS(SHAPE)
 int main(int argc, char **argv) {
     CHECK_MAIN_INIT(argc, argv);
     RUN(test_reference_vs_cpu_backend);
+    RUN(test_reference_gqa_vs_cpu_backend);
     RUN(test_cudnn_hidden);
     RUN(test_cudnn_missing_library);
     RUN(test_cudnn_refuses_fp32_and_head_size);
     SHAPES(RUN_SHAPE, bf16)
     OTHER_PRECISIONS(RUN_SHAPE)
     RUN(test_flash_wgmma);
+    RUN(test_flash_gqa);
     RUN(test_flash_backward_tiles_odd_t);
     RUN(test_flash_tiles_gpt2_124m);
     return check_summary();

@@ -163,7 +163,7 @@ static void test_attention_backward(void) {
     free(c.qkv); free(c.out); free(c.preatt); free(c.att); free(c.R); free(dqkv); free(dpre); free(datt);
 }
 
-/* Grouped-query attention as the GPU runs it (Plan.kv_expand, templates/rope.cu): multi-head attention on qkv with
+/* Grouped-query attention as cuDNN's path runs it (Plan.kv_expand, templates/rope.cu): multi-head attention on qkv with
    each kv head repeated for its NH/NKV query heads, the gradients of the repeats summed back in query-head order,
    equals grouped-query attention itself (cpu_attention_*_gqa), forward and backward */
 static void test_gqa_by_expansion(void) {

@@ -71,6 +71,26 @@ static void test_training_on_wgmma_takes_the_template(void) {
     path_is(&fwd, ATTN_CUDNN, "auto", "cuDNN", "a forward on sm_90");
 }
 
+/* grouped-query attention (llama-124M: 12 query heads on 4 key/value heads): on cuDNN the plan expands qkv to every
+   query head (kv_expand, with qkv_x and dqkv_x of B*T*3C elements each); on the template, whose kernels read the
+   grouped heads in place, neither; so also where the database's cuDNN gives way to the template */
+static void test_gqa_expands_for_cudnn_only(void) {
+    const char *cudnn[] = {"attention=cudnn", NULL}, *flash[] = {"attention=flash", NULL};
+    FakeMachine m;
+    Err err = {{0}};
+    for (int c = 0; c < 2; c++) {
+        if (make_train("configs/llama-124M.lua", c ? flash : cudnn, "sm_90", fake_machine(&m, 1, NULL), &err)) {
+            CHECK(0, "%s", err.msg);
+            return;
+        }
+        const PlanBuffer *x = &plan.memory.buffers[BUF_QKV_X], *dx = &plan.memory.buffers[BUF_DQKV_X];
+        size_t want = c ? 0 : (size_t)plan.step.B * plan.step.T * 3 * plan.model.n_embd * 2;   /* bf16 */
+        CHECK(plan.attention == (c ? ATTN_FLASH : ATTN_CUDNN) && plan.kv_expand == !c && x->bytes == want &&
+              dx->bytes == want, "%s: kv_expand %d, qkv_x %zu and dqkv_x %zu bytes (expected %d, %zu)",
+              c ? "flash" : "cudnn", plan.kv_expand, x->bytes, dx->bytes, !c, want);
+    }
+}
+
 /* the config's "cudnn": had where the machine serves it; where not, an error that names the config file and the
    machine's reason; the config's "flash" asks nothing */
 static void test_config_choice_must_be_had(void) {
@@ -198,6 +218,7 @@ int main(int argc, char **argv) {
     RUN(test_auto_follows_the_machine);
     RUN(test_training_on_wgmma_takes_the_template);
     RUN(test_config_choice_must_be_had);
+    RUN(test_gqa_expands_for_cudnn_only);
     RUN(test_decode_asks_nothing);
     RUN(test_database_choice_yields_where_it_cannot_serve);
     RUN(test_database_tiles_decide_again);

@@ -118,8 +118,8 @@ static void test_cache_sized_to_request(void) {
 }
 
 /* grouped-query attention's decode cache holds the NKV key/value heads: NKV/NH of a multi-head model's of the same
-   shape, a layer and in all; the decode step expands nothing (no qkv_x), while the prefill still expands qkv for the
-   attention kernels */
+   shape, a layer and in all; neither the decode step nor the prefill (on the attention template here: no GPU)
+   expands qkv (no qkv_x): test_plan_attention has cuDNN's expansion */
 static void test_gqa_cache_smaller(void) {
     static Config cfg;
     size_t mha_layer = 0, mha_bytes = 0;
@@ -145,8 +145,8 @@ static void test_gqa_cache_smaller(void) {
         }
         CHECK(!ps.decode->kv_expand && m->buffers[BUF_QKV_X].bytes == 0, "%d kv heads: the decode step expands nothing", NKV);
         const Plan *pre = ps.prefill[0];
-        CHECK(pre && pre->kv_expand == (NKV != NH) && (pre->memory.buffers[BUF_QKV_X].bytes > 0) == (NKV != NH),
-              "%d kv heads: the prefill expands qkv for its attention where the heads are grouped", NKV);
+        CHECK(pre && pre->attention == ATTN_FLASH && !pre->kv_expand && pre->memory.buffers[BUF_QKV_X].bytes == 0,
+              "%d kv heads: the prefill's attention template reads the grouped heads in place", NKV);
         planset_free(&ps);
     }
 }

@@ -5,14 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int head_size(const AttShape *s) { return s->C / s->NH; }
+/* element d of token t's part (0: q, 1: k, 2: v) for query head h: k and v those of its key/value head */
 static double q_at(const AttShape *s, const float *x, int part, int b, int t, int h, int d) {
-    int HS = s->C / s->NH;
-    return x[((size_t)b * s->T + t) * 3 * s->C + (size_t)part * s->C + (size_t)h * HS + d];
+    const int HS = head_size(s), W = s->C + 2 * s->NKV * HS, j = h / (s->NH / s->NKV);
+    const int col = part == 0 ? h * HS : part == 1 ? s->C + j * HS : s->C + (s->NKV + j) * HS;
+    return x[((size_t)b * s->T + t) * W + col + d];
 }
 
 void attention_ref_head(const AttShape *s, const float *qkv, const float *dout, int b, int h, double *out, double *lse,
                         double *dq, double *dk, double *dv) {
-    const int T = s->T, HS = s->C / s->NH;
+    const int T = s->T, HS = head_size(s);
     const double scale = 1.0 / sqrt((double)HS);
     double *p = xcalloc((size_t)T, sizeof(double)), *dp = xcalloc((size_t)T, sizeof(double));
     double *o = xcalloc((size_t)HS, sizeof(double));
@@ -70,26 +73,38 @@ static double head_err(const float *got, size_t ld, const double *ref, int T, in
     return den > 0 ? num / den : num;
 }
 
+/* the worst of err and the error of got (row stride ld) against ref */
+static void worse(double *err, const float *got, size_t ld, const double *ref, int T, int HS) {
+    *err = fmax(*err, head_err(got, ld, ref, T, HS));
+}
+
 void attention_ref_compare(const AttShape *s, const float *qkv, const float *dout, int n, const float *out,
                            const float *stats, const float *dqkv, AttErr *e) {
-    const int T = s->T, C = s->C, NH = s->NH, HS = C / NH, total = s->B * NH;
+    const int T = s->T, C = s->C, NH = s->NH, NKV = s->NKV, HS = head_size(s), G = NH / NKV, total = s->B * NKV;
+    const size_t W = (size_t)C + 2 * (size_t)NKV * HS, th = (size_t)T * HS;
     memset(e, 0, sizeof *e);
-    size_t th = (size_t)T * HS;
-    double *ro = xcalloc(th, sizeof(double)), *rl = xcalloc((size_t)T, sizeof(double));
-    double *rq = xcalloc(th, sizeof(double)), *rk = xcalloc(th, sizeof(double)), *rv = xcalloc(th, sizeof(double));
+    double *ro = xcalloc(th, sizeof(double)), *rl = xcalloc((size_t)T, sizeof(double)), *rq = xcalloc(th, sizeof(double));
+    double *rk = xcalloc(th, sizeof(double)), *rv = xcalloc(th, sizeof(double));
+    double *sk = xcalloc(th, sizeof(double)), *sv = xcalloc(th, sizeof(double));   /* the group's sums */
+    n = (n + G - 1) / G;   /* groups */
     if (n > total) n = total;
     for (int i = 0; i < n; i++) {
         int idx = n == 1 ? 0 : (int)((long long)i * (total - 1) / (n - 1));   /* first, last, spread between */
-        int b = idx / NH, h = idx % NH;
-        attention_ref_head(s, qkv, dqkv ? dout : NULL, b, h, ro, rl, rq, rk, rv);
-        if (out) e->out = fmax(e->out, head_err(out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, ro, T, HS));
-        if (stats) e->lse = fmax(e->lse, head_err(stats + ((size_t)b * NH + h) * T, 1, rl, T, 1));
-        if (dqkv) {
-            const float *base = dqkv + (size_t)b * T * 3 * C + (size_t)h * HS;
-            e->dq = fmax(e->dq, head_err(base, (size_t)3 * C, rq, T, HS));
-            e->dk = fmax(e->dk, head_err(base + C, (size_t)3 * C, rk, T, HS));
-            e->dv = fmax(e->dv, head_err(base + 2 * C, (size_t)3 * C, rv, T, HS));
+        int b = idx / NKV, j = idx % NKV;
+        memset(sk, 0, th * sizeof(double));
+        memset(sv, 0, th * sizeof(double));
+        const float *row = dqkv ? dqkv + (size_t)b * T * W : NULL;
+        for (int h = j * G; h < (j + 1) * G; h++) {
+            attention_ref_head(s, qkv, dqkv ? dout : NULL, b, h, ro, rl, rq, rk, rv);
+            if (out) worse(&e->out, out + (size_t)b * T * C + (size_t)h * HS, (size_t)C, ro, T, HS);
+            if (stats) worse(&e->lse, stats + ((size_t)b * NH + h) * T, 1, rl, T, 1);
+            if (!dqkv) continue;
+            worse(&e->dq, row + (size_t)h * HS, W, rq, T, HS);
+            for (size_t k = 0; k < th; k++) sk[k] += rk[k], sv[k] += rv[k];
         }
+        if (!dqkv) continue;
+        worse(&e->dk, row + C + (size_t)j * HS, W, sk, T, HS);
+        worse(&e->dv, row + C + (size_t)(NKV + j) * HS, W, sv, T, HS);
     }
-    free(ro); free(rl); free(rq); free(rk); free(rv);
+    free(ro); free(rl); free(rq); free(rk); free(rv); free(sk); free(sv);
 }

@@ -14,7 +14,9 @@
    must be written), the backward run twice and compared bit for bit (deterministic), and cuDNN against the
    template; cuDNN also with its nondeterministic backward (train.deterministic = false: dQ by atomics), whose
    second backward must agree with the first within the precision's tolerance instead. bf16/fp16: the
-   probabilities and dS are rounded to 16 bits before their products. A timing line per path (informational). */
+   probabilities and dS are rounded to 16 bits before their products. With grouped-query attention both read qkv's
+   NKV key/value heads (rows of QKVW): the template in place, cuDNN through the expanded heads as the step runs it
+   (AttExpand). A timing line per path (informational). */
 static size_t count_nonfinite(const float *x, size_t n) {
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += !isfinite(x[i]);
@@ -24,17 +26,20 @@ static size_t count_nonfinite(const float *x, size_t n) {
 typedef struct {
     dptr qkv, dy, out, stats, dqkv, ddot, ws;
     float *h_out, *h_stats, *h_dqkv;
+    size_t W;          /* qkv's features: (NH + 2 NKV) HS */
+    AttExpand gqa;     /* cuDNN's expanded heads with grouped-query attention, else zeros */
 } AttBufs;
 
 /* forward, backward and a second backward of one path; 0 when they ran */
 static int attention_path(Harness *g, CudnnAttention *cd, const char *path, const float *qkv, const float *dy, AttBufs *a,
                           int heads, int deterministic, Err *err) {
-    size_t B = g->B, T = g->T, NH = g->NH, C = g->C, BT = g->BT;
-    AttShape shape = {g->B, g->T, g->C, g->NH};
+    size_t B = g->B, T = g->T, NH = g->NH, C = g->C, BT = g->BT, W = a->W;
+    AttShape shape = {g->B, g->T, g->C, g->NH, gpt2_kv_heads(&g->plan->model)};
+    const AttExpand *gqa = cd ? &a->gqa : NULL;
     double tol_out = g->xs == 4 ? 1e-4 : 2e-2, tol_grad = g->xs == 4 ? 1e-4 : 3e-2;
     char name[400];
-    cu.cuMemsetD8(a->dqkv, 0xff, BT * 3 * C * g->xs);
-    int rc = attention_forward(&g->ks, cd, a->ws, g->s, a->out, a->stats, a->qkv, err) || harness_wait(g, err) ? -1 : 0;
+    cu.cuMemsetD8(a->dqkv, 0xff, BT * W * g->xs);
+    int rc = attention_forward(&g->ks, cd, a->ws, g->s, a->out, a->stats, a->qkv, gqa, err) || harness_wait(g, err) ? -1 : 0;
     HarnessCmp c = {0, 0, ""};
     AttErr e;
     if (!rc) {
@@ -48,26 +53,26 @@ static int attention_path(Harness *g, CudnnAttention *cd, const char *path, cons
     harness_finish(g, name, &c, err, rc);
     if (rc) return -1;
 
-    rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->ddot, err) ||
+    rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->ddot, gqa, err) ||
          harness_wait(g, err) ? -1 : 0;
     c = (HarnessCmp){0, 0, ""};
     if (!rc) {
-        harness_down(g, a->h_dqkv, a->dqkv, BT * 3 * C);
+        harness_down(g, a->h_dqkv, a->dqkv, BT * W);
         attention_ref_compare(&shape, qkv, dy, heads, NULL, NULL, a->h_dqkv, &e);
-        size_t bad = count_nonfinite(a->h_dqkv, BT * 3 * C);
+        size_t bad = count_nonfinite(a->h_dqkv, BT * W);
         harness_cmp_value(&c, "dq", e.dq, bad, tol_grad);
         harness_cmp_value(&c, "dk", e.dk, bad, tol_grad);
         harness_cmp_value(&c, "dv", e.dv, bad, tol_grad);
         /* deterministic: a second backward writes the same bits; else the same values to the tolerance */
-        float *again = harness_hbuf(BT * 3 * C);
-        rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->ddot, err) ||
+        float *again = harness_hbuf(BT * W);
+        rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->ddot, gqa, err) ||
              harness_wait(g, err) ? -1 : 0;
-        if (!rc) harness_down(g, again, a->dqkv, BT * 3 * C);
-        if (!rc && deterministic && memcmp(again, a->h_dqkv, BT * 3 * C * sizeof(float)) && !c.bad) {
+        if (!rc) harness_down(g, again, a->dqkv, BT * W);
+        if (!rc && deterministic && memcmp(again, a->h_dqkv, BT * W * sizeof(float)) && !c.bad) {
             c.bad = 1;
             snprintf(c.what, sizeof c.what, "a second backward gave other values: not deterministic");
         }
-        if (!rc && !deterministic) harness_cmp(&c, "dqkv of a second backward", again, a->h_dqkv, BT * 3 * C, tol_grad);
+        if (!rc && !deterministic) harness_cmp(&c, "dqkv of a second backward", again, a->h_dqkv, BT * W, tol_grad);
         free(again);
     }
     snprintf(name, sizeof name, "attention backward, %s (%d head%s against fp64, %s)", path, heads,
@@ -85,10 +90,11 @@ static void attention_timing(Harness *g, CudnnAttention *cd, const char *path, A
     int sync = g->ks.sync_each, reps = 10, rc = 0;
     g->ks.sync_each = 0;
     cu.cuEventRecord(e[0], g->s);
-    for (int r = 0; r < reps && !rc; r++) rc = attention_forward(&g->ks, cd, a->ws, g->s, a->out, a->stats, a->qkv, &err);
+    const AttExpand *gqa = cd ? &a->gqa : NULL;
+    for (int r = 0; r < reps && !rc; r++) rc = attention_forward(&g->ks, cd, a->ws, g->s, a->out, a->stats, a->qkv, gqa, &err);
     cu.cuEventRecord(e[1], g->s);
     for (int r = 0; r < reps && !rc; r++)
-        rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->ddot, &err);
+        rc = attention_backward(&g->ks, cd, a->ws, g->s, a->dqkv, a->qkv, a->out, a->dy, a->stats, a->ddot, gqa, &err);
     cu.cuEventRecord(e[2], g->s);
     g->ks.sync_each = sync;
     float fwd = 0, bwd = 0;
@@ -121,18 +127,19 @@ static CudnnAttention *test_cudnn_open(Harness *g, int deterministic) {
 }
 
 void kernel_test_attention_paths(Harness *g, int timing) {
-    size_t B = g->B, T = g->T, NH = g->NH, C = g->C, BT = g->BT;
+    size_t B = g->B, T = g->T, NH = g->NH, C = g->C, BT = g->BT, W = (size_t)gpt2_qkv_width(&g->plan->model);
     int heads = (double)B * NH * T * T * g->HS <= 4e8 ? (int)(B * NH) : 4;
-    float *qkv = harness_hrand(g, BT * 3 * C, 1.0f), *dy = harness_hrand(g, BT * C, 1.0f);
-    AttBufs a = {harness_dup_x(g, qkv, BT * 3 * C), harness_dup_x(g, dy, BT * C), harness_dalloc(g, BT * C * g->xs), harness_dalloc(g, B * NH * T * 4),
-                 harness_dalloc(g, BT * 3 * C * g->xs), harness_dalloc(g, B * NH * T * 4), 0, harness_hbuf(BT * C), harness_hbuf(B * NH * T),
-                 harness_hbuf(BT * 3 * C)};
+    float *qkv = harness_hrand(g, BT * W, 1.0f), *dy = harness_hrand(g, BT * C, 1.0f);
+    AttBufs a = {harness_dup_x(g, qkv, BT * W), harness_dup_x(g, dy, BT * C), harness_dalloc(g, BT * C * g->xs), harness_dalloc(g, B * NH * T * 4),
+                 harness_dalloc(g, BT * W * g->xs), harness_dalloc(g, B * NH * T * 4), 0, harness_hbuf(BT * C), harness_hbuf(B * NH * T),
+                 harness_hbuf(BT * W), W, {0, 0}};
+    if (W != 3 * C) a.gqa = (AttExpand){harness_dalloc(g, BT * 3 * C * g->xs), harness_dalloc(g, BT * 3 * C * g->xs)};
     Err err = {{0}};
     int flash_rc = attention_path(g, NULL, "flash template", qkv, dy, &a, heads, 1, &err);
     if (!flash_rc && timing) attention_timing(g, NULL, "flash template", &a);
     float *f_out = a.h_out, *f_dqkv = a.h_dqkv;
     a.h_out = harness_hbuf(BT * C);
-    a.h_dqkv = harness_hbuf(BT * 3 * C);
+    a.h_dqkv = harness_hbuf(BT * W);
     for (int det = 1; det >= 0; det--) {
         CudnnAttention *cd = test_cudnn_open(g, det);
         if (!cd) break;
@@ -147,7 +154,7 @@ void kernel_test_attention_paths(Harness *g, int timing) {
             double tol = g->xs == 4 ? 1e-4 : 3e-2;
             char name[160];
             harness_cmp(&c, "out", a.h_out, f_out, BT * C, tol);
-            harness_cmp(&c, "dqkv", a.h_dqkv, f_dqkv, BT * 3 * C, tol);
+            harness_cmp(&c, "dqkv", a.h_dqkv, f_dqkv, BT * W, tol);
             snprintf(name, sizeof name, "attention, %s against the flash template (every head)", mode);
             harness_finish(g, name, &c, &err, 0);
         }

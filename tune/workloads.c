@@ -106,21 +106,28 @@ void wl_bias_setup(Workload *w, Harness *g) {
     out(w, wbuf(w, g, 4 * C, 0, 0), "fc dbias");                      /* 7 */
 }
 
-/* ---- attention: forward and backward (the template, or cuDNN; a forward: the forward) ---- */
+/* ---- attention: forward and backward (the template, or cuDNN; a forward: the forward); with grouped-query
+   attention cuDNN's runs on qkv expanded as the step's does (AttExpand: buffers 6 and 7) ---- */
+static int wl_gqa(const Harness *g) { return gpt2_kv_heads(&g->plan->model) != g->plan->model.n_head; }
 int wl_attention_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
-    if (forward_only(g)) return attention_forward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 1), P(w, 2), P(w, 0), err);
-    return attention_forward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 1), P(w, 2), P(w, 0), err) ||
-           attention_backward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 4), P(w, 0), P(w, 1), P(w, 3), P(w, 2), P(w, 5), err)
+    const AttExpand x = {wl_gqa(g) ? P(w, 6) : 0, wl_gqa(g) ? P(w, 7) : 0};
+    if (forward_only(g)) return attention_forward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 1), P(w, 2), P(w, 0), &x, err);
+    return attention_forward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 1), P(w, 2), P(w, 0), &x, err) ||
+           attention_backward(ks, w->cudnn, w->cudnn_ws, g->s, P(w, 4), P(w, 0), P(w, 1), P(w, 3), P(w, 2), P(w, 5), &x, err)
                ? -1 : 0;
 }
 void wl_attention_setup(Workload *w, Harness *g) {
-    size_t BT = g->BT, C = g->C, rows = (size_t)g->B * g->NH * g->T;
-    wbuf(w, g, BT * 3 * C, 0, 1);                            /* 0 qkv */
+    size_t BT = g->BT, C = g->C, rows = (size_t)g->B * g->NH * g->T, W = (size_t)gpt2_qkv_width(&g->plan->model);
+    wbuf(w, g, BT * W, 0, 1);                                /* 0 qkv */
     out(w, wbuf(w, g, BT * C, 0, 0), "out");                 /* 1 */
     out(w, wbuf(w, g, rows, 1, 0), "stats");                 /* 2 */
     wbuf(w, g, BT * C, 0, 1);                                /* 3 dout */
-    out(w, wbuf(w, g, BT * 3 * C, 0, 0), "dqkv");            /* 4 */
+    out(w, wbuf(w, g, BT * W, 0, 0), "dqkv");                /* 4 */
     wbuf(w, g, rows, 1, 0);                                  /* 5 ddot */
+    if (wl_gqa(g)) {
+        wbuf(w, g, BT * 3 * C, 0, 0);                        /* 6 qkv expanded */
+        wbuf(w, g, BT * 3 * C, 0, 0);                        /* 7 its gradient */
+    }
 }
 
 /* ---- fc_gemm: the fused fc matmul with the GELU, then the fused fcproj dinp with the GELU backward and the fc bias

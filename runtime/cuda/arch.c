@@ -17,16 +17,10 @@ int op_qk_norm_backward(Cuda *c, dptr dinout, dptr inp, dptr qw, dptr kw, dptr r
            launch_qk_norm_backward_reduce(&c->ks, c->s, dqw, dkw, scratch, err) ? -1 : 0;
 }
 
-dptr op_attention_qkv(Cuda *c, dptr qkv, Err *err) {
-    if (!c->plan->kv_expand) return qkv;
-    dptr x = buf(c, BUF_QKV_X, 0);
-    return launch_kv_expand(&c->ks, c->s, x, qkv, err) ? 0 : x;
-}
-
-int op_attention_backward(Cuda *c, dptr dqkv, dptr qkv, dptr out, dptr dout, dptr stats, dptr ddot, Err *err) {
-    dptr q = op_attention_qkv(c, qkv, err), dq = c->plan->kv_expand ? buf(c, BUF_DQKV_X, 0) : dqkv;
-    if (!q || attention_backward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, dq, q, out, dout, stats, ddot, err)) return -1;
-    return c->plan->kv_expand ? launch_kv_reduce(&c->ks, c->s, dqkv, dq, err) : 0;
+/* grouped-query attention's expanded qkv and its gradient where the plan runs it on cuDNN (Plan.kv_expand), else none */
+AttExpand op_attention_expand(const Cuda *c) {
+    if (!c->plan->kv_expand) return (AttExpand){0, 0};
+    return (AttExpand){buf(c, BUF_QKV_X, 0), c->plan->step.kind == STEP_TRAIN ? buf(c, BUF_DQKV_X, 0) : 0};
 }
 
 /* the MLP's elements: B*T rows of F */

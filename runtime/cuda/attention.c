@@ -71,13 +71,21 @@ void attention_close(Cuda *c) {
 }
 
 int attention_forward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr out, dptr stats, dptr qkv,
-                      Err *err) {
-    if (cudnn) return cudnn_attention_forward(cudnn, s, out, stats, qkv, workspace, err);
-    return launch_flash_forward(ks, s, out, stats, qkv, err);
+                      const AttExpand *gqa, Err *err) {
+    if (!cudnn) return launch_flash_forward(ks, s, out, stats, qkv, err);
+    if (gqa && gqa->x) {
+        if (launch_kv_expand(ks, s, gqa->x, qkv, err)) return -1;
+        qkv = gqa->x;
+    }
+    return cudnn_attention_forward(cudnn, s, out, stats, qkv, workspace, err);
 }
 
 int attention_backward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr dqkv, dptr qkv, dptr out,
-                       dptr dout, dptr stats, dptr ddot, Err *err) {
+                       dptr dout, dptr stats, dptr ddot, const AttExpand *gqa, Err *err) {
+    if (cudnn && gqa && gqa->x)   /* the expanded qkv again (the forward's was a layer's scratch), its gradient summed */
+        return launch_kv_expand(ks, s, gqa->x, qkv, err) ||
+               cudnn_attention_backward(cudnn, s, gqa->dx, gqa->x, out, dout, stats, ddot, workspace, err) ||
+               launch_kv_reduce(ks, s, dqkv, gqa->dx, err) ? -1 : 0;
     if (cudnn) return cudnn_attention_backward(cudnn, s, dqkv, qkv, out, dout, stats, ddot, workspace, err);
     /* dQ first: it also writes the row sums ddot that dK/dV reads */
     return launch_flash_backward_dq(ks, s, dqkv, ddot, qkv, dout, out, stats, err) ||

@@ -117,11 +117,8 @@ int op_fc_bias_reduce(Cuda *c, dptr db, Err *err);
 /* GPT-2's relatives' ops (arch.c; gen/schedule.h says what each computes) */
 int op_rmsnorm_backward(Cuda *c, dptr dinp, dptr dw, dptr dout, dptr inp, dptr w, dptr rstd, Err *err);
 int op_qk_norm_backward(Cuda *c, dptr dinout, dptr inp, dptr qw, dptr kw, dptr rstd, dptr dqw, dptr dkw, Err *err);
-/* the attention (and a decode step's or prefill's cache append) on qkv, or with grouped-query attention
-   (Plan.kv_expand) on BUF_QKV_X, into which this expands qkv first */
-dptr op_attention_qkv(Cuda *c, dptr qkv, Err *err);
-/* attention's backward; with grouped-query attention into BUF_DQKV_X from qkv expanded again, then summed into dqkv */
-int op_attention_backward(Cuda *c, dptr dqkv, dptr qkv, dptr out, dptr dout, dptr stats, dptr ddot, Err *err);
+/* the attention's scratch for grouped-query attention on cuDNN (Plan.kv_expand: BUF_QKV_X, BUF_DQKV_X), else zeros */
+AttExpand op_attention_expand(const Cuda *c);
 int op_arch(Cuda *c, const SchedOp *op, const dptr *a, Err *err);   /* 1: not one of theirs */
 /* the classifier's weight: wte, or lmhead when the head is untied */
 static inline int cu_head(const Cuda *c) { return c->plan->model.untied ? P_LMHEAD : P_WTE; }

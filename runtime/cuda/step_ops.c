@@ -64,7 +64,7 @@ static int launch_declared(Cuda *c, const SchedOp *op, const dptr *a, Err *err) 
 /* the ops of the forward and of the embeddings' backward */
 static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
     const char *name = op->name;
-    dptr q;
+    AttExpand gqa;
     int rc;
     switch (op->kind) {
     case OP_ENCODER: OP(name, op_encoder_forward(c, err)); return 0;
@@ -78,12 +78,12 @@ static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
     case OP_MATMUL: OP(name, op_linear(c, op->mm, a[0], a[1], a[2], a[3], a[4], err)); return 0;
     case OP_FC_GELU: OP(name, fc_gemm_forward(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], err)); return 0;
     case OP_KERNEL: OP(name, launch_declared(c, op, a, err)); return 0;
-    /* the cache's kernels read qkv's NKV key/value heads as they are (templates/decode.cu); the attention's qkv, with
-       grouped-query attention, is expanded to every query head (op_attention_qkv) */
+    /* the cache's kernels and our attention template read qkv's NKV key/value heads as they are (templates/decode.cu,
+       attention.cu); cuDNN's attention, with grouped-query attention, on qkv expanded to every query head */
     case OP_KV_APPEND: OP(name, launch_kv_append(&c->ks, c->s, a[0], a[1], a[2], a[3], err)); return 0;
     case OP_ATTENTION:
-        OP(name, !(q = op_attention_qkv(c, a[2], err)) ||
-                 attention_forward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, a[0], a[1], q, err));
+        gqa = op_attention_expand(c);
+        OP(name, attention_forward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, a[0], a[1], a[2], &gqa, err));
         return 0;
     case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv, pos, partial */
         OP(name, launch_decode_attention(&c->ks, c->s, a[0], a[1], a[2], a[5], a[3], a[4], err));
@@ -106,6 +106,7 @@ static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
 /* the ops of the layers' backward */
 static int backward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
     const char *name = op->name;
+    AttExpand gqa;
     switch (op->kind) {
     case OP_ZERO: return cuda_check(cu.cuMemsetD8Async(a[0], 0, (size_t)op->n * c->xs, c->s), name, err);
     case OP_LAYERNORM_BACKWARD:
@@ -117,7 +118,10 @@ static int backward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
     case OP_GELU_BACKWARD_BIAS: OP(name, op_gelu_backward_bias(c, a[0], a[1], a[2], err)); return 0;
     case OP_FCPROJ_DGELU: OP(name, op_fcproj_dgelu_backward(c, a[0], a[1], a[2], a[3], err)); return 0;
     case OP_FC_BIAS_REDUCE: OP(name, op_fc_bias_reduce(c, a[0], err)); return 0;
-    case OP_ATTENTION_BACKWARD: OP(name, op_attention_backward(c, a[0], a[1], a[2], a[3], a[4], a[5], err)); return 0;
+    case OP_ATTENTION_BACKWARD:   /* dqkv, qkv, out, dout, stats, ddot */
+        gqa = op_attention_expand(c);
+        OP(name, attention_backward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, a[0], a[1], a[2], a[3], a[4], a[5], &gqa, err));
+        return 0;
     case OP_FORK: return side_begin(c, err);
     case OP_MARK: return side_end(c, op->mark, err);
     case OP_WAIT: return wait_side(c, op->mark, err);

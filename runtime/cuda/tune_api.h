@@ -21,12 +21,17 @@ typedef CUdeviceptr dptr;
 int fc_gemm_forward(Kernels *ks, CUstream s, dptr pre, dptr out, dptr inp, dptr W, dptr bias, Err *err);
 int fc_gemm_backward(Kernels *ks, CUstream s, dptr dpre, dptr scratch, dptr dout, dptr wt, dptr pre, Err *err);
 
+/* Grouped-query attention on cuDNN, whose graph takes a k and v head per query head: qkv expanded into x (B,T,3C,
+   kv_expand) before it, and the backward's gradient of x (dx, B,T,3C) summed back into dqkv (kv_reduce). NULL, or
+   x = 0: qkv as it is (the template reads the key/value heads in place; multi-head attention needs nothing). */
+typedef struct { dptr x, dx; } AttExpand;
+
 /* one forward / backward of either attention path (cudnn NULL: the template) on explicit buffers; ddot: (B,NH,T)
-   fp32 scratch */
+   fp32 scratch; qkv and dqkv (B,T,QKVW) */
 int attention_forward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr out, dptr stats, dptr qkv,
-                      Err *err);
+                      const AttExpand *gqa, Err *err);
 int attention_backward(Kernels *ks, CudnnAttention *cudnn, dptr workspace, CUstream s, dptr dqkv, dptr qkv, dptr out,
-                       dptr dout, dptr stats, dptr ddot, Err *err);
+                       dptr dout, dptr stats, dptr ddot, const AttExpand *gqa, Err *err);
 
 /* Groups the n positions of inp by token for the deterministic wte backward: bucket j is token[j], its
    positions are positions[start[j] .. start[j+1]) in increasing order. count needs Vp+1 entries, token and
