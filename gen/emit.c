@@ -87,7 +87,8 @@ static void emit_entry(Buf *b, const FamilyDecl *f, const KernelDecl *k) {
 static void emit_arch(Buf *b, const Plan *plan, const KernelEnv *e) {
     const GPT2Shape *s = &plan->model;
     buf_printf(b, "\n// ---- the architecture (model keys beyond GPT-2's; docs/model.md, \"Architectures\")\n");
-    buf_printf(b, "#define ARCH_CONSTANTS 1   // templates shared with GPT-2 take NKV and QKVW from here (decode.cu)\n");
+    buf_printf(b, "#define ARCH_CONSTANTS 1   // templates shared with GPT-2 take NKV, QKVW (decode.cu) and SOFTCAP "
+               "(classifier.cu) from here\n");
     buf_printf(b, "constexpr int NKV = %lld;     // model.n_kv_head: the keys' and values' heads\n", e->NKV);
     buf_printf(b, "constexpr int QKVW = %lld;    // qkv's features, (NH + 2 NKV) HS: q's heads, then k's, then v's\n",
                (e->NH + 2 * e->NKV) * e->HS);

@@ -103,7 +103,6 @@ int kernel_rope_in_model(const GPT2Shape *m);
 enum { ACT_BLOCK };
 LaunchDims kernel_act_dims(const KernelEnv *e, long long n);
 LaunchDims kernel_softcap_dims(const KernelEnv *e, long long n);
-LaunchDims kernel_softcap_rows(const KernelEnv *e, long long n);
 int kernel_act_in_model(const GPT2Shape *m);
 /* GPT-2's own families in the relatives' plans: LayerNorm's where the model has LayerNorm, GELU's (and its fused fc
    matmuls') where it has the GELU MLP */

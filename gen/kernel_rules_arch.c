@@ -71,7 +71,6 @@ LaunchDims kernel_act_dims(const KernelEnv *e, long long n) {
 LaunchDims kernel_softcap_dims(const KernelEnv *e, long long n) {
     return dims(ceil_div_u(n / kernel_vec(e->x128, e->Vp), e->tun[ACT_BLOCK]), e->tun[ACT_BLOCK]);
 }
-LaunchDims kernel_softcap_rows(const KernelEnv *e, long long n) { return dims(n / e->Vp, e->tun[ACT_BLOCK]); }
 
 /* ---- GPT-2's own families, in a relative's plans where it uses them ---- */
 int kernel_layernorm_in_model(const GPT2Shape *m) { return m->norm == NORM_LAYERNORM; }

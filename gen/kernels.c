@@ -124,7 +124,8 @@ const FamilyDecl kernel_families[] = {
        whole step measures it: bench/roofline.sh). UNROLL: the loads a thread has in flight where the row is read
        twice (longer than 16 packets a thread); 4 measured fastest at gpt2-124M on the H200, 4.62 ms a micro-step
        against 4.84 with 2 (docs/kernels-and-tuning.md, "The classifier") */
-    {"classifier", "templates/classifier.cu", "softmax + cross-entropy + dlogits in one pass, a chunk of rows at a time",
+    {"classifier", "templates/classifier.cu", "softmax + cross-entropy + dlogits in one pass, a chunk of rows at a time "
+     "(through the logit soft-cap where the model caps)",
      {{"BLOCK_SIZE", 256, {128, 256, 512, 1024}, BLOCK_SIZE_RULE},
       {"CHUNK_ROWS", 8192, {8192}, .min = 1, .max = 1 << 24, .multiple_of = 1},
       {"UNROLL", 4, {1, 2, 4}, .min = 1, .max = 8, .multiple_of = 1}},
@@ -206,17 +207,15 @@ const FamilyDecl kernel_families[] = {
        "ceil(B*T*3C/VEC_HS / BLOCK_SIZE): a thread per packet of the (B, T, 3C) output", 0},
       {"kv_reduce", {X(dqkv), CX(dexp)}, ROPE_BLOCK, -1, kernel_kv_dims, "as kv_expand's, over the (B, T, 3C) input", 0}},
      NULL, 0, 0, kernel_rope_in_model},
-    {"activation", "templates/activation.cu", "ReLU^2 and SwiGLU and their backward, elementwise; the logit soft-cap and "
-     "the loss's gradient through it",
+    {"activation", "templates/activation.cu", "ReLU^2 and SwiGLU and their backward, elementwise; the logit soft-cap "
+     "(a training step's loss caps in the classifier kernel)",
      {{"BLOCK_SIZE", 256, {64, 128, 256, 512, 1024}, BLOCK_SIZE_RULE}}, {0}, NULL, NULL,
      {{"relu2_forward", {X(out), CX(pre), I64(n)}, ACT_BLOCK, 2, kernel_act_dims, "ceil(n/VEC_FFN / BLOCK_SIZE)", 0},
       {"relu2_backward", {X(dinout), CX(pre), I64(n)}, ACT_BLOCK, 2, kernel_act_dims, "ceil(n/VEC_FFN / BLOCK_SIZE)", 0},
       {"swiglu_forward", {X(out), CX(up), CX(gate), I64(n)}, ACT_BLOCK, 3, kernel_act_dims, "ceil(n/VEC_FFN / BLOCK_SIZE)", 0},
       {"swiglu_backward", {X(dinout), X(dgate), CX(up), CX(gate), I64(n)}, ACT_BLOCK, 4, kernel_act_dims,
        "ceil(n/VEC_FFN / BLOCK_SIZE)", 0},
-      {"softcap_forward", {X(logits), I64(n)}, ACT_BLOCK, 1, kernel_softcap_dims, "ceil(n/VEC_Vp / BLOCK_SIZE)", 0},
-      {"softcap_dlogits", {X(logits), CF32(losses), CI32(targets), FLOAT(dloss), I64(n)}, ACT_BLOCK, 4, kernel_softcap_rows,
-       "n / Vp: a block per row of the chunk (n = its rows * Vp)", 0}},
+      {"softcap_forward", {X(logits), I64(n)}, ACT_BLOCK, 1, kernel_softcap_dims, "ceil(n/VEC_Vp / BLOCK_SIZE)", 0}},
      NULL, 0, 0, kernel_act_in_model},
     {0},
 };

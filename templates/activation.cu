@@ -4,11 +4,8 @@
 //   relu2_backward   dinout *= 2 relu(pre)
 //   swiglu_forward   out = silu(gate) * up, silu(x) = x sigmoid(x)
 //   swiglu_backward  from d = dinout: dgate = d up silu'(gate), dinout = d silu(gate); silu'(x) = s (1 + x (1 - s))
-//   softcap_forward  logits = SOFTCAP tanh(logits / SOFTCAP), n values
-//   softcap_dlogits  a chunk of rows of capped logits, whose losses the classifier has written (classifier_forward
-//                    without dlogits): each row becomes (softmax - onehot(target)) dloss (1 - (logit / SOFTCAP)^2),
-//                    the loss's gradient through the cap, 0 on the padded columns. The row's log-sum-exp is its loss
-//                    plus its target's logit. A block per row (n / Vp rows).
+//   softcap_forward  logits = SOFTCAP tanh(logits / SOFTCAP), n values: a decode step's, and logits read without
+//                    a loss (a training step's loss caps inside the classifier kernel, templates/classifier.cu)
 
 constexpr int VEC = VEC_FFN;
 typedef Packed<floatX, VEC> xvec;
@@ -66,23 +63,4 @@ KERNEL(softcap_forward) {
     lvec x = load_vec<floatX, LVEC>(logits + i);
     for (int k = 0; k < LVEC; k++) x[k] = from_f<floatX>(SOFTCAP * tanhf(to_f(x[k]) / SOFTCAP));
     store_vec<floatX, LVEC>(logits + i, x);
-}
-
-KERNEL(softcap_dlogits) {
-    const long long row = blockIdx.x;
-    if (row * Vp >= n) return;
-    floatX *x = logits + row * Vp;
-    const int target = targets[row];
-    const float lse = losses[row] + to_f(x[target]);
-    __syncthreads();   // every thread has read x[target] before it is overwritten
-    for (int p = threadIdx.x; p < Vp / LVEC; p += BLOCK_SIZE) {
-        lvec v = load_vec_cs<floatX, LVEC>(x + p * LVEC);
-        for (int k = 0; k < LVEC; k++) {
-            const int j = p * LVEC + k;
-            const float z = to_f(v[k]), t = z / SOFTCAP;
-            const float d = j < V ? (__expf(z - lse) - (j == target ? 1.0f : 0.0f)) * dloss * (1.0f - t * t) : 0.0f;
-            v[k] = from_f<floatX>(d);
-        }
-        store_vec_cs<floatX, LVEC>(x + p * LVEC, v);
-    }
 }

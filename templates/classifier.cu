@@ -1,17 +1,47 @@
 // classifier.cu: softmax + cross-entropy + dlogits in one kernel, without materializing probabilities.
 //   classifier_forward  per row of logits (B*T, Vp), first V columns real: losses[row] = -log softmax[target];
 //                       with write_dlogits, overwrites the row in place with (softmax - onehot) * dloss, and 0
-//                       on the padded columns. One block per row; pass 1 is an online max/sum, pass 2 writes.
+//                       on the padded columns (with the soft-cap: below). One block per row; pass 1 is an online
+//                       max/sum, pass 2 writes.
 //                       The row stays in registers between the passes (up to 16 packets per thread), so it
 //                       is read from memory once. (Up to 32, at 256 threads a row of 50304 bf16 logits, spilled:
 //                       3.5x slower on the H200, docs/kernels-and-tuning.md.) A longer row is read twice,
 //                       UNROLL packets a thread at a time, so that that many loads are in flight.
 // Pass 1 takes each packet's max first and rescales the running sum once a packet: one exponential per value.
+// With a logit soft-cap (a relative's model.logit_softcap; GPT-2's prelude has no SOFTCAP) the row holds the raw
+// logits z and the kernel works on y = SOFTCAP tanh(z / SOFTCAP), rounded to floatX as a stored logit is: the loss
+// is y's, the dlogits are the gradient with respect to z, (softmax(y) - onehot) * dloss * (1 - (y / SOFTCAP)^2), and
+// without write_dlogits the row gets y in its place, so that the buffer holds the logits the model gives. The cap
+// costs no pass over the logits of its own.
 
 constexpr int VEC = VEC_Vp;
 constexpr int PACKETS = Vp / VEC;
 constexpr int REAL_PACKETS = (V + VEC - 1) / VEC;    // packets holding at least one real column
 typedef Packed<floatX, VEC> xvec;
+#ifdef ARCH_CONSTANTS
+constexpr float CAP = SOFTCAP;
+#else
+constexpr float CAP = 0.0f;
+#endif
+// a logit as the loss sees it: capped where the model caps, rounded to floatX. In 16 bits the tanh is common.cuh's
+// tanh_approx (one special-function operation, below the rounding that follows): the exact tanhf, twice a value in
+// a row read twice, made the kernel arithmetic-bound (2.2% slower a step at nanochat-d12 than softcap_forward's pass).
+// fp32 keeps tanhf, as the CPU reference does.
+__device__ __forceinline__ float logit_of(floatX z) {
+    if constexpr (CAP > 0.0f) {
+        const float t = sizeof(floatX) == 4 ? tanhf(to_f(z) / CAP) : tanh_approx(to_f(z) / CAP);
+        return to_f(from_f<floatX>(CAP * t));
+    } else {
+        return to_f(z);
+    }
+}
+// a packet of logits as the loss sees them
+__device__ __forceinline__ xvec capped(const xvec &v) {
+    if constexpr (CAP == 0.0f) return v;
+    xvec y;
+    for (int k = 0; k < VEC; k++) y[k] = from_f<floatX>(logit_of(v[k]));
+    return y;
+}
 constexpr int PER_THREAD = (PACKETS + BLOCK_SIZE - 1) / BLOCK_SIZE;
 constexpr int CACHED = PER_THREAD <= 16 ? PER_THREAD : 0;   // a longer row is read twice instead
 
@@ -28,7 +58,7 @@ KERNEL(classifier_forward) {
     floatX *x = logits + row * Vp;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
     float m = -3.0e38f, s = 0.0f;
-    auto accumulate = [&](const xvec &v, int p) {   // p < REAL_PACKETS: its columns from V on are padding
+    auto accumulate = [&](const xvec &v, int p) {   // v capped; p < REAL_PACKETS: its columns from V on are padding
         const int real = V - p * VEC;
         float f[VEC], pm = -3.0e38f;
         for (int k = 0; k < VEC; k++) {
@@ -43,10 +73,10 @@ KERNEL(classifier_forward) {
     };
     xvec cache[CACHED > 0 ? CACHED : 1];
 #pragma unroll
-    for (int i = 0; i < CACHED; i++) {   // unrolled: the cache stays in registers
+    for (int i = 0; i < CACHED; i++) {   // unrolled: the cache stays in registers, capped (once a value)
         const int p = threadIdx.x + i * BLOCK_SIZE;
         if (p < REAL_PACKETS) {
-            cache[i] = load_vec_cs<floatX, VEC>(x + p * VEC);
+            cache[i] = capped(load_vec_cs<floatX, VEC>(x + p * VEC));
             accumulate(cache[i], p);
         }
     }
@@ -62,7 +92,7 @@ KERNEL(classifier_forward) {
         }
         for (; p < REAL_PACKETS; p += BLOCK_SIZE) f(load(p), p);
     };
-    uncached([&](int p) { return load_vec<floatX, VEC>(x + p * VEC); }, accumulate);
+    uncached([&](int p) { return capped(load_vec<floatX, VEC>(x + p * VEC)); }, accumulate);
     for (int o = 16; o > 0; o >>= 1) {
         const float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
         online_merge(m, s, m2, s2);
@@ -72,16 +102,20 @@ KERNEL(classifier_forward) {
     m = -3.0e38f; s = 0.0f;
     for (int w = 0; w < BLOCK_SIZE / WARP_SIZE; w++) online_merge(m, s, s_m[w], s_s[w]);   // same order in every thread
     const int target = targets[row];
-    if (threadIdx.x == 0) losses[row] = logf(s) + m - to_f(x[target]);
-    if (!write_dlogits) return;
+    if (threadIdx.x == 0) losses[row] = logf(s) + m - logit_of(x[target]);
+    if (!write_dlogits && CAP == 0.0f) return;   // the row stays as it is
     __syncthreads();                      // everyone has read x[target] before it is overwritten
     const float inv = 1.0f / s;
-    auto write = [&](const xvec &v, int p) {   // p < REAL_PACKETS; the padded columns get 0
+    auto write = [&](const xvec &v, int p) {   // v capped; p < REAL_PACKETS; the padded columns get 0
         xvec d;
         for (int k = 0; k < VEC; k++) {
             const int j = p * VEC + k;
-            const float prob = j < V ? __expf(to_f(v[k]) - m) * inv : 0.0f;
-            d[k] = from_f<floatX>(j < V ? (prob - (j == target ? 1.0f : 0.0f)) * dloss : 0.0f);
+            const float y = to_f(v[k]);
+            if (!write_dlogits) { d[k] = v[k]; continue; }   // the capped logit
+            const float prob = j < V ? __expf(y - m) * inv : 0.0f;
+            float g = j < V ? (prob - (j == target ? 1.0f : 0.0f)) * dloss : 0.0f;
+            if constexpr (CAP > 0.0f) g *= 1.0f - (y / CAP) * (y / CAP);
+            d[k] = from_f<floatX>(g);
         }
         store_vec_cs<floatX, VEC>(x + p * VEC, d);
     };
@@ -90,7 +124,10 @@ KERNEL(classifier_forward) {
         const int p = threadIdx.x + i * BLOCK_SIZE;
         if (p < REAL_PACKETS) write(cache[i], p);
     }
-    uncached([&](int p) { return load_vec_cs<floatX, VEC>(x + p * VEC); }, write);
-    for (int p = REAL_PACKETS + threadIdx.x; p < PACKETS; p += BLOCK_SIZE)   // packets of padding only
-        store_vec_cs<floatX, VEC>(x + p * VEC, xvec::zeros());
+    uncached([&](int p) { return capped(load_vec_cs<floatX, VEC>(x + p * VEC)); }, write);
+    for (int p = REAL_PACKETS + threadIdx.x; p < PACKETS; p += BLOCK_SIZE) {   // packets of padding only
+        xvec d = xvec::zeros();
+        if (!write_dlogits) d = capped(load_vec<floatX, VEC>(x + p * VEC));   // capped, as the rest of the row
+        store_vec_cs<floatX, VEC>(x + p * VEC, d);
+    }
 }

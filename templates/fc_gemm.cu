@@ -60,14 +60,9 @@ constexpr int EPI_REGION = BM * (2 * EPI_COLS > TILE_N ? 2 * EPI_COLS : TILE_N);
 typedef Packed<floatX, 2> x2;
 
 #if HOPPER_WGMMA
-// GELU and GELU' through the special-function unit's tanh (tanh.approx.f32: relative error at most 2^-10.99, below the
-// 16-bit rounding that follows; one special-function operation an element where common.cuh's 16-bit GELU, through
-// the logistic function, takes two: the epilogue's 64 or 128 values a thread are bound by that unit)
-__device__ __forceinline__ float tanh_approx(float x) {
-    float r;
-    asm("tanh.approx.f32 %0, %1;\n" : "=f"(r) : "f"(x));
-    return r;
-}
+// GELU and GELU' through the special-function unit's tanh (common.cuh's tanh_approx; one special-function operation
+// an element where common.cuh's 16-bit GELU, through the logistic function, takes two: the epilogue's 64 or 128 values
+// a thread are bound by that unit)
 __device__ __forceinline__ float gelu_tanh(float u) { return gelu_with(u, [](float z) { return tanh_approx(z); }); }
 __device__ __forceinline__ float gelu_grad_tanh(float u) { return gelu_grad_with(u, [](float z) { return tanh_approx(z); }); }
 

@@ -239,48 +239,21 @@ static void test_mlp_act(Harness *g) {
     harness_dfree_all(g);
 }
 
-/* the soft-cap on rows of logits; then the loss's gradient through it: the classifier's losses of the capped logits
-   (classifier_forward without dlogits), softcap_dlogits from them, against the CPU's cross-entropy and cap backward.
-   The classifier runs over its whole chunk of R rows: the device buffers hold R rows, the first N random, the rest
-   zeros (as kernel_test_classifier's) */
+/* the soft-cap on rows of logits (a decode step's; a training step's loss caps in classifier_forward, whose test,
+   kernel_test_classifier, checks the cap's gradient) against the CPU's */
 static void test_softcap(Harness *g) {
-    int R = g->plan->classifier_rows, N = R < 128 ? R : 128, V = g->V, Vp = g->Vp;
+    int R = g->plan->classifier_rows, N = R < 128 ? R : 128, Vp = g->Vp;
     size_t n = (size_t)N * Vp;
-    float cap = (float)g->plan->model.logit_softcap, dloss = g->prec == PREC_FP16 ? 32768.0f : 1.0f / g->BT;
-    float *raw = harness_hrand(g, n, 3.0f * cap), *capped = xmalloc(n * 4), *losses = harness_hbuf(N);
-    float *dl = harness_hbuf(n), *gl = harness_hbuf(N);
-    int32_t *tg = xcalloc((size_t)(R > N ? R : N), 4);
-    for (int i = 0; i < N; i++) tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)V);
+    float cap = (float)g->plan->model.logit_softcap;
+    float *raw = harness_hrand(g, n, 3.0f * cap), *capped = xmalloc(n * 4);
     memcpy(capped, raw, n * 4);
     cpu_softcap_forward(capped, n, cap);
     Err err = {{0}};
-    size_t rows = (size_t)(R > N ? R : N);
-    dptr dlog = harness_dalloc(g, rows * Vp * g->xs), dlosses = harness_dalloc(g, rows * 4), dtg = harness_dup_raw(g, tg, rows * 4);
+    dptr dlog = harness_dalloc(g, n * g->xs);
     harness_up(g, dlog, raw, n);
     int rc = launch_softcap_forward(&g->ks, g->s, dlog, (long long)n, &err);
-    memcpy(dl, capped, n * 4);
-    cmp_elems(g, "softcap_forward", "logits", dlog, dl, n, &err, rc);
-    if (g->plan->kernels[K_CLASSIFIER_FORWARD].family < 0) {   /* a decode plan: its logits are drawn from, no loss */
-        g->skipped[K_SOFTCAP_DLOGITS] = 1;
-        harness_skip(g, "softcap_dlogits", "the plan has no classifier (a decode step's logits are capped only)");
-        free(raw); free(capped); free(losses); free(dl); free(gl); free(tg);
-        harness_dfree_all(g);
-        return;
-    }
-    harness_quantize(g, capped, n);   /* the backward's input: the capped logits as the GPU holds them */
-    cpu_softmax_crossentropy(losses, dl, capped, tg, dloss, N, V, Vp);
-    cpu_softcap_backward(dl, capped, n, cap);
-    harness_up(g, dlog, capped, n);
-    rc = launch_classifier_forward(&g->ks, g->s, dlosses, dlog, dtg, dloss, 0, &err) ||
-         launch_softcap_dlogits(&g->ks, g->s, dlog, dlosses, dtg, dloss, (long long)n, &err);
-    if (!rc) {
-        cu.cuMemcpyDtoH(gl, dlosses, (size_t)N * 4);
-        HarnessCmp c = {0, 0, ""};
-        harness_cmp(&c, "losses", gl, losses, (size_t)N, g->tol);
-        harness_finish(g, "classifier_forward (losses of capped logits)", &c, &err, rc);
-    }
-    cmp_elems(g, "softcap_dlogits", "dlogits", dlog, dl, n, &err, rc);
-    free(raw); free(capped); free(losses); free(dl); free(gl); free(tg);
+    cmp_elems(g, "softcap_forward", "logits", dlog, capped, n, &err, rc);
+    free(raw); free(capped);
     harness_dfree_all(g);
 }
 
@@ -288,7 +261,7 @@ void kernel_test_activation(Harness *g) {
     test_mlp_act(g);
     if (g->plan->model.logit_softcap > 0) test_softcap(g);
     else {   /* the family is in the plan for its MLP: the cap's kernels have nothing to cap */
-        g->skipped[K_SOFTCAP_FORWARD] = g->skipped[K_SOFTCAP_DLOGITS] = 1;
+        g->skipped[K_SOFTCAP_FORWARD] = 1;
         harness_skip(g, "softcap", "the model has no logit_softcap");
     }
 }

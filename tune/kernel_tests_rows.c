@@ -184,32 +184,42 @@ void kernel_test_gelu(Harness *g) {
 
 void kernel_test_classifier(Harness *g) {
     /* the kernel runs over a chunk of rows (the family's CHUNK, at most B*T); the first N hold random logits and
-       are checked (host memory stays small on the big configs), the rest are zeros */
+       are checked (host memory stays small on the big configs), the rest are zeros. With the model's soft-cap the
+       rows hold raw logits, and the reference is the CPU's cap, its cross-entropy, then the cap's backward */
     int R = g->plan->classifier_rows, N = R < 128 ? R : 128, V = g->V, Vp = g->Vp;
-    float *logits = harness_hrand(g, (size_t)N * Vp, 4.0f), *losses = harness_hbuf(N), *dl = harness_hbuf((size_t)N * Vp), *got = harness_hbuf((size_t)N * Vp), *gl = harness_hbuf(N);
+    size_t n = (size_t)N * Vp;
+    float cap = (float)g->plan->model.logit_softcap;
+    float *raw = harness_hrand(g, n, cap > 0 ? 3.0f * cap : 4.0f), *logits = xmalloc(n * 4), *losses = harness_hbuf(N);
+    float *dl = harness_hbuf(n), *got = harness_hbuf(n), *gl = harness_hbuf(N);
     int32_t *tg = xcalloc((size_t)g->BT, 4);
     for (int i = 0; i < g->BT; i++) tg[i] = (int32_t)(rng_next(&g->rng) % (uint64_t)V);
     float dloss = 1.0f / g->BT;
+    harness_quantize(g, raw, n);                 /* the logits as the GPU holds them */
+    memcpy(logits, raw, n * 4);
+    if (cap > 0) { cpu_softcap_forward(logits, n, cap); harness_quantize(g, logits, n); }
     cpu_softmax_crossentropy(losses, dl, logits, tg, dloss, N, V, Vp);
+    if (cap > 0) cpu_softcap_backward(dl, logits, n, cap);
     Err err = {{0}};
     dptr dlog = harness_dalloc(g, (size_t)R * Vp * g->xs), dloss_d = harness_dalloc(g, (size_t)R * 4), dtg = harness_dup_raw(g, tg, (size_t)R * 4);
-    harness_up(g, dlog, logits, (size_t)N * Vp);
+    harness_up(g, dlog, raw, n);
     int rc = launch_classifier_forward(&g->ks, g->s, dloss_d, dlog, dtg, dloss, 0, &err);
     HarnessCmp c = {0, 0, ""};
-    if (!rc) {
+    if (!rc) {   /* without dlogits the row keeps its logits, capped in place where the model caps */
         cu.cuMemcpyDtoH(gl, dloss_d, (size_t)N * 4);
-        harness_down(g, got, dlog, (size_t)N * Vp);
+        harness_down(g, got, dlog, n);
         harness_cmp(&c, "losses", gl, losses, N, g->tol);
-        harness_cmp(&c, "logits untouched", got, logits, (size_t)N * Vp, 0);
+        harness_cmp(&c, cap > 0 ? "logits capped" : "logits untouched", got, logits, n, cap > 0 ? g->tol : 0);
     }
+    harness_up(g, dlog, raw, n);
     if (!rc) rc = launch_classifier_forward(&g->ks, g->s, dloss_d, dlog, dtg, dloss, 1, &err);
     if (!rc) {
         cu.cuMemcpyDtoH(gl, dloss_d, (size_t)N * 4);
-        harness_down(g, got, dlog, (size_t)N * Vp);
+        harness_down(g, got, dlog, n);
         harness_cmp(&c, "losses", gl, losses, N, g->tol);
-        harness_cmp(&c, "dlogits", got, dl, (size_t)N * Vp, g->tol);
+        harness_cmp(&c, "dlogits", got, dl, n, g->tol);
     }
-    harness_finish(g, "classifier_forward (softmax, cross-entropy, dlogits)", &c, &err, rc);
-    free(logits); free(losses); free(dl); free(got); free(gl); free(tg);
+    harness_finish(g, cap > 0 ? "classifier_forward (soft-cap, softmax, cross-entropy, dlogits)"
+                              : "classifier_forward (softmax, cross-entropy, dlogits)", &c, &err, rc);
+    free(raw); free(logits); free(losses); free(dl); free(got); free(gl); free(tg);
     harness_dfree_all(g);
 }

@@ -10,35 +10,32 @@ static int n_chunks(const Cuda *c) { return (int)((size_t)c->plan->step.B * c->p
 /* row r0's place in a buffer of rows of `width` floatX values */
 static dptr rows_at(const Cuda *c, BufferId id, size_t r0, size_t width) { return buf(c, id, 0) + r0 * width * c->xs; }
 
-/* chunk k's logits (soft-capped where the model caps them) into BUF_LOGITS; the head is wte, or lmhead (untied) */
-static int chunk_logits(Cuda *c, int k, Err *err) {
+/* chunk k's logits into BUF_LOGITS, the head wte or lmhead (untied); soft-capped where the model caps them and cap
+   is set, else raw for the classifier kernel, which caps them itself (templates/classifier.cu) */
+static int chunk_logits(Cuda *c, int k, int cap, Err *err) {
     c->logits_chunk = -1;
     OP("matmul classifier", op_linear(c, MM_CLASSIFIER, buf(c, BUF_LOGITS, 0), rows_at(c, BUF_LNF, k * chunk_rows(c), c->C),
                                       PW(cu_head(c), 0), 0, 0, err));
-    if (c->plan->model.logit_softcap > 0)
+    if (cap && c->plan->model.logit_softcap > 0)
         OP("logit softcap", launch_softcap_forward(&c->ks, c->s, buf(c, BUF_LOGITS, 0), (long long)chunk_rows(c) * c->Vp, err));
-    c->logits_chunk = k;
+    c->logits_chunk = cap ? k : -1;
     return 0;
 }
 
-/* chunk k's losses and, with grad, its dlogits in place of its logits; with the soft-cap the classifier kernel writes
-   the losses alone and softcap_dlogits the gradient through the cap from them (templates/activation.cu) */
+/* chunk k's losses and, with grad, its dlogits in place of its raw logits; without, the buffer then holds the chunk's
+   logits (capped by the kernel where the model caps them) */
 static int chunk_loss(Cuda *c, int k, int grad, Err *err) {
     size_t R = chunk_rows(c);
     dptr logits = buf(c, BUF_LOGITS, 0), losses = buf(c, BUF_LOSSES, 0) + k * R * 4, targets = buf(c, BUF_TARGETS, 0) + k * R * 4;
-    int capped = c->plan->model.logit_softcap > 0;
-    OP("classifier (loss+dlogits)",
-       launch_classifier_forward(&c->ks, c->s, losses, logits, targets, dlogits_unit(c), grad && !capped, err));
-    if (grad && capped)
-        OP("softcap dlogits", launch_softcap_dlogits(&c->ks, c->s, logits, losses, targets, dlogits_unit(c),
-                                                     (long long)R * c->Vp, err));
+    OP("classifier (loss+dlogits)", launch_classifier_forward(&c->ks, c->s, losses, logits, targets, dlogits_unit(c), grad, err));
+    c->logits_chunk = grad ? -1 : k;
     return 0;
 }
 
 int op_classifier_logits(Cuda *c, int k, Err *err) {
     if (c->logits_chunk == k) return 0;
     if (!c->lnf_valid) return err_set(err, "no logits to read: run a forward first (a backward since has used them)");
-    return chunk_logits(c, k, err);
+    return chunk_logits(c, k, 1, err);
 }
 
 int op_classifier_targets(Cuda *c, const int32_t *targets, Err *err) {
@@ -53,9 +50,8 @@ int op_classifier(Cuda *c, int grad, float alpha, Err *err) {
     size_t R = chunk_rows(c);
     dptr logits = buf(c, BUF_LOGITS, 0);
     for (int k = 0; k < n_chunks(c); k++) {
-        if (chunk_logits(c, k, err) || chunk_loss(c, k, grad, err)) return -1;
+        if (chunk_logits(c, k, 0, err) || chunk_loss(c, k, grad, err)) return -1;
         if (!grad) continue;   /* the buffer keeps chunk k's logits */
-        c->logits_chunk = -1;  /* it holds their gradient */
         OP("matmul bwd classifier", op_linear_backward(c, MM_CLASSIFIER_DINP, MM_CLASSIFIER_DW, rows_at(c, BUF_DLN, k * R, c->C),
                                                        GW(cu_head(c), 0), logits, rows_at(c, BUF_LNF, k * R, c->C), PW(cu_head(c), 0),
                                                        alpha, 0, err));
