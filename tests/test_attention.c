@@ -30,6 +30,18 @@ static float *rand_buf(uint64_t *rng, size_t n, float scale) {
     return x;
 }
 
+/* the CPU backend keeps no statistics: the log-sum-exp of its scaled scores (preatt, BH heads of T x T), per row */
+static void cpu_stats(float *stats, const float *preatt, int BH, int T) {
+    for (int bh = 0; bh < BH; bh++)
+        for (int t = 0; t < T; t++) {
+            const float *row = preatt + ((size_t)bh * T + t) * T;
+            double m = -INFINITY, z = 0;
+            for (int j = 0; j <= t; j++) m = fmax(m, row[j]);
+            for (int j = 0; j <= t; j++) z += exp(row[j] - m);
+            stats[(size_t)bh * T + t] = (float)(m + log(z));
+        }
+}
+
 /* the reference against cpu_attention_forward/backward on every head of a small shape, HS 16 */
 static void test_reference_vs_cpu_backend(void) {
     AttShape s = {2, 37, 64, 4, 4};
@@ -41,15 +53,7 @@ static void test_reference_vs_cpu_backend(void) {
     float *stats = xcalloc((size_t)s.B * s.NH * s.T, 4);
     cpu_attention_forward(out, preatt, att, qkv, s.B, s.T, s.C, s.NH);
     cpu_attention_backward(dqkv, dpre, datt, dout, qkv, att, s.B, s.T, s.C, s.NH);
-    /* the CPU backend keeps no statistics: log-sum-exp of its scaled scores, per row */
-    for (int bh = 0; bh < s.B * s.NH; bh++)
-        for (int t = 0; t < s.T; t++) {
-            const float *row = preatt + ((size_t)bh * s.T + t) * s.T;
-            double m = -INFINITY, z = 0;
-            for (int j = 0; j <= t; j++) m = fmax(m, row[j]);
-            for (int j = 0; j <= t; j++) z += exp(row[j] - m);
-            stats[(size_t)bh * s.T + t] = (float)(m + log(z));
-        }
+    cpu_stats(stats, preatt, s.B * s.NH, s.T);
     AttErr e;
     attention_ref_compare(&s, qkv, dout, s.B * s.NH, out, stats, dqkv, &e);
     CHECK(e.out < 1e-5 && e.lse < 1e-5, "forward: out %.2e lse %.2e", e.out, e.lse);
@@ -75,14 +79,7 @@ static void test_reference_gqa_vs_cpu_backend(void) {
         float *stats = xcalloc((size_t)s.B * s.NH * s.T, 4);
         cpu_attention_forward_gqa(out, preatt, att, qkv, g);
         cpu_attention_backward_gqa(dqkv, dpre, datt, dout, qkv, att, g);
-        for (int bh = 0; bh < s.B * s.NH; bh++)   /* log-sum-exp of the CPU's scaled scores, per row */
-            for (int t = 0; t < s.T; t++) {
-                const float *row = preatt + ((size_t)bh * s.T + t) * s.T;
-                double m = -INFINITY, z = 0;
-                for (int j = 0; j <= t; j++) m = fmax(m, row[j]);
-                for (int j = 0; j <= t; j++) z += exp(row[j] - m);
-                stats[(size_t)bh * s.T + t] = (float)(m + log(z));
-            }
+        cpu_stats(stats, preatt, s.B * s.NH, s.T);
         AttErr e;
         attention_ref_compare(&s, qkv, dout, s.B * s.NH, out, stats, dqkv, &e);
         CHECK(e.out < 1e-5 && e.lse < 1e-5, "NKV %d forward: out %.2e lse %.2e", NKV, e.out, e.lse);
