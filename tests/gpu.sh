@@ -93,6 +93,7 @@ if want attention; then
     pool_add attention test_attention.fp32 par 1 8 "$T/test_attention test_flash_fp32_"
     pool_add attention test_attention.wgmma par 3 90 "$T/test_attention test_flash_wgmma"
     pool_add attention test_attention.odd_t par 2 70 "$T/test_attention test_flash_backward_tiles_odd_t"
+    pool_add attention test_attention.gqa par 2 40 "$T/test_attention test_flash_gqa"
     pool_add attention test_attention.gpt2_124m par 6 40 "$T/test_attention test_flash_tiles_gpt2_124m"
 fi
 if want configs; then
