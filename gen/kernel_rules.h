@@ -89,7 +89,6 @@ void kernel_rms_derive(KernelEnv *e);
 LaunchDims kernel_rms_rows(const KernelEnv *e, long long n);
 LaunchDims kernel_rms_backward(const KernelEnv *e, long long n);
 LaunchDims kernel_rms_reduce(const KernelEnv *e, long long n);
-LaunchDims kernel_qk_forward(const KernelEnv *e, long long n);
 LaunchDims kernel_qk_backward(const KernelEnv *e, long long n);
 LaunchDims kernel_qk_reduce(const KernelEnv *e, long long n);
 int kernel_rms_in_model(const GPT2Shape *m);

@@ -20,7 +20,7 @@ int kernel_rms_in_model(const GPT2Shape *m) { return m->norm == NORM_RMSNORM || 
 void kernel_rms_derive(KernelEnv *e) {
     long long warps = e->tun[RMS_BWD_BLOCK] / WARP;
     e->derived[RMS_BWD_BLOCKS] = min_ll(ceil_div_u(rows(e), warps), 512);
-    e->derived[RMS_QK_BLOCKS] = min_ll(ceil_div_u(rows(e) * (e->NH + e->NKV), warps), 512);
+    e->derived[RMS_QK_BLOCKS] = min_ll(ceil_div_u(rows(e), warps), 512);
 }
 LaunchDims kernel_rms_rows(const KernelEnv *e, long long n) {
     (void)n;
@@ -33,10 +33,6 @@ LaunchDims kernel_rms_backward(const KernelEnv *e, long long n) {
 LaunchDims kernel_rms_reduce(const KernelEnv *e, long long n) {
     (void)n;
     return dims(ceil_div_u(e->C, e->tun[RMS_BLOCK]), e->tun[RMS_BLOCK]);
-}
-LaunchDims kernel_qk_forward(const KernelEnv *e, long long n) {
-    (void)n;
-    return dims(ceil_div_u(rows(e) * (e->NH + e->NKV), e->tun[RMS_BLOCK] / WARP), e->tun[RMS_BLOCK]);
 }
 LaunchDims kernel_qk_backward(const KernelEnv *e, long long n) {
     (void)n;

@@ -63,15 +63,17 @@ static SchedRef positions(const Plan *p) {
     return p->step.kind == STEP_DECODE || p->step.fills_cache ? BUF(BUF_DECODE_POS, AT_0) : NONE;
 }
 
-/* qkv = ln1 @ qkvw^T + qkvb, then with qk_norm each head's q and k RMS-normed, with RoPE q and k rotated */
+/* qkv = ln1 @ qkvw^T + qkvb, then with qk_norm each head's q and k RMS-normed, with RoPE q and k rotated: by the
+   QK-norm op itself where it can (gpt2_qk_norm_rotates), else by a rope op of its own */
 static void forward_qkv(SchedList *b, const Plan *p) {
     SchedRef qkv = BUF(BUF_QKV, AT_L), pre = BUF(BUF_QKV_PRE, AT_L);
     add(b, OP_MATMUL, ON_EVERY, "matmul qkv", MM_QKV,
         ARGS(p->model.qk_norm ? pre : qkv, BUF(BUF_LN1, AT_L), PAR(P_QKVW, AT_L), bias_of(p, P_QKVB, AT_L), NONE));
+    int fused = gpt2_qk_norm_rotates(&p->model);
     if (p->model.qk_norm)
-        add(b, OP_QK_NORM, ON_EVERY, "qk norm", -1,
-            ARGS(qkv, BUF(BUF_QK_RSTD, AT_L), pre, PAR(P_QNORMW, AT_L), PAR(P_KNORMW, AT_L)));
-    if (p->model.position == POS_ROPE) add(b, OP_ROPE, ON_EVERY, "rope", -1, ARGS(qkv, positions(p)));
+        add(b, OP_QK_NORM, ON_EVERY, fused ? "qk norm+rope" : "qk norm", -1,
+            ARGS(qkv, BUF(BUF_QK_RSTD, AT_L), pre, PAR(P_QNORMW, AT_L), PAR(P_KNORMW, AT_L), fused ? positions(p) : NONE));
+    if (p->model.position == POS_ROPE && !fused) add(b, OP_ROPE, ON_EVERY, "rope", -1, ARGS(qkv, positions(p)));
 }
 
 /* ---- the forward ---------------------------------------------------------------------------------------- */
@@ -287,11 +289,13 @@ static void backward_mlp(Bwd *k) {
 static void backward_qkv_post(Bwd *k) {
     const Plan *p = k->p;
     SchedRef dqkv = BUF(BUF_DQKV, AT_0);
-    if (p->model.position == POS_ROPE) add(k->b, OP_ROPE_BACKWARD, ON_EVERY, "rope backward", -1, ARGS(dqkv, positions(p)));
+    int fused = gpt2_qk_norm_rotates(&p->model);
+    if (p->model.position == POS_ROPE && !fused)
+        add(k->b, OP_ROPE_BACKWARD, ON_EVERY, "rope backward", -1, ARGS(dqkv, positions(p)));
     if (p->model.qk_norm)
-        add(k->b, OP_QK_NORM_BACKWARD, ON_EVERY, "qk norm backward", -1,
+        add(k->b, OP_QK_NORM_BACKWARD, ON_EVERY, fused ? "rope+qk norm backward" : "qk norm backward", -1,
             ARGS(dqkv, BUF(BUF_QKV_PRE, AT_L), PAR(P_QNORMW, AT_L), PAR(P_KNORMW, AT_L), BUF(BUF_QK_RSTD, AT_L),
-                 GRD(P_QNORMW, AT_L), GRD(P_KNORMW, AT_L)));
+                 GRD(P_QNORMW, AT_L), GRD(P_KNORMW, AT_L), fused ? positions(p) : NONE));
 }
 
 static void backward_block(Bwd *k) {

@@ -81,18 +81,28 @@ static void test_rmsnorm_rows(Harness *g) {
     harness_dfree_all(g);
 }
 
-/* QK-norm: each q and k head of qkv normed into another buffer (v copied), then the backward in place */
+/* QK-norm: each q and k head of qkv normed into another buffer (v copied), then the backward in place; where the
+   kernels also rotate (gpt2_qk_norm_rotates), against the CPU's norm then RoPE, and RoPE backward then the norm's, at
+   the plan's positions (a decode step's and a prefill's from the cache's position pos, here 5, else from 0) */
 static void test_qk_norm(Harness *g) {
     CpuHeads h = heads(g);
     size_t N = g->BT, W = qkv_width(g), HS = (size_t)h.HS, nh = (size_t)(h.NH + h.NKV);
+    const StepShape *st = &g->plan->step;
+    int32_t pos = st->kind == STEP_DECODE || st->fills_cache ? 5 : 0;
+    int rotates = gpt2_qk_norm_rotates(&g->plan->model);
+    double theta = gpt2_rope_theta(&g->plan->model);
     float *x = harness_hrand(g, N * W, 2.0f), *qw = harness_hrand(g, HS, 1.0f), *kw = harness_hrand(g, HS, 1.0f);
     float *ref = harness_hbuf(N * W), *rstd = harness_hbuf(N * nh), *got = harness_hbuf(N * W), *gr = harness_hbuf(N * nh);
     Err err = {{0}};
     dptr dx = harness_dup_x(g, x, N * W), dqw = harness_dup_x(g, qw, HS), dkw = harness_dup_x(g, kw, HS);
-    dptr dout = harness_dalloc(g, N * W * g->xs), drstd = harness_dalloc(g, N * nh * 4);
+    dptr dout = harness_dalloc(g, N * W * g->xs), drstd = harness_dalloc(g, N * nh * 4), dpos = harness_dup_raw(g, &pos, 4);
     cpu_qk_norm_forward(ref, rstd, x, qw, kw, (int)N, h, eps(g));
+    if (rotates) {
+        harness_quantize(g, ref, N * W);   /* the norm's output as stored, then rotated */
+        cpu_rope(ref, pos, h, theta, 1);
+    }
     harness_quantize(g, ref, N * W);
-    int rc = launch_qk_norm_forward(&g->ks, g->s, dout, drstd, dx, dqw, dkw, &err);
+    int rc = launch_qk_norm_forward(&g->ks, g->s, dout, drstd, dx, dqw, dkw, dpos, &err);
     HarnessCmp c = {0, 0, ""};
     if (!rc) {
         harness_down(g, got, dout, N * W);
@@ -100,7 +110,7 @@ static void test_qk_norm(Harness *g) {
         cu.cuMemcpyDtoH(gr, drstd, N * nh * 4);
         harness_cmp(&c, "rstd", gr, rstd, N * nh, 1e-5);
     }
-    harness_finish(g, "qk_norm_forward", &c, &err, rc);
+    harness_finish(g, rotates ? "qk_norm_forward with RoPE" : "qk_norm_forward", &c, &err, rc);
 
     float *dy = harness_hrand(g, N * W, 1.0f), *gq0 = harness_hrand(g, HS, 1.0f), *gk0 = harness_hrand(g, HS, 1.0f);
     float *rd = xmalloc(N * W * 4), *rq = xmalloc(HS * 4), *rk = xmalloc(HS * 4), *again = harness_hbuf(N * W);
@@ -108,6 +118,10 @@ static void test_qk_norm(Harness *g) {
     memcpy(rd, dy, N * W * 4);
     memcpy(rq, gq0, HS * 4);
     memcpy(rk, gk0, HS * 4);
+    if (rotates) {
+        cpu_rope(rd, pos, h, theta, -1);
+        harness_quantize(g, rd, N * W);   /* the gradient rotated back, as stored */
+    }
     cpu_qk_norm_backward(rd, x, qw, kw, rstd, rq, rk, (int)N, h);
     size_t parts = g->plan->kernels[K_QK_NORM_BACKWARD].dims.grid[0];
     dptr dd = harness_dalloc(g, N * W * g->xs), dgq = harness_dalloc(g, HS * g->xs), dgk = harness_dalloc(g, HS * g->xs);
@@ -117,7 +131,7 @@ static void test_qk_norm(Harness *g) {
         harness_up(g, dd, dy, N * W);
         harness_up(g, dgq, gq0, HS);
         harness_up(g, dgk, gk0, HS);
-        rc = launch_qk_norm_backward(&g->ks, g->s, dd, scratch, dx, dqw, dkw, drstd, &err) ||
+        rc = launch_qk_norm_backward(&g->ks, g->s, dd, scratch, dx, dqw, dkw, drstd, dpos, &err) ||
              launch_qk_norm_backward_reduce(&g->ks, g->s, dgq, dgk, scratch, &err);
         if (!rc) {
             float *q = rep ? gq2 : gq;
@@ -134,7 +148,8 @@ static void test_qk_norm(Harness *g) {
         same_bits(&c, "dinp", got, again, N * W);
         same_bits(&c, "dqw and dkw", gq, gq2, 2 * HS);
     }
-    harness_finish(g, "qk_norm_backward (deterministic)", &c, &err, rc);
+    harness_finish(g, rotates ? "qk_norm_backward with RoPE (deterministic)" : "qk_norm_backward (deterministic)", &c,
+                   &err, rc);
     free(x); free(qw); free(kw); free(ref); free(rstd); free(got); free(gr); free(dy); free(gq0); free(gk0); free(rd);
     free(rq); free(rk); free(again); free(gq); free(gq2);
     harness_dfree_all(g);
