@@ -103,6 +103,7 @@ enum { ACT_BLOCK };
 LaunchDims kernel_act_dims(const KernelEnv *e, long long n);
 LaunchDims kernel_softcap_dims(const KernelEnv *e, long long n);
 int kernel_act_in_model(const GPT2Shape *m);
+int kernel_fcg_in_model(const GPT2Shape *m);
 /* GPT-2's own families in the relatives' plans: LayerNorm's where the model has LayerNorm, GELU's (and its fused fc
    matmuls') where it has the GELU MLP */
 int kernel_layernorm_in_model(const GPT2Shape *m);

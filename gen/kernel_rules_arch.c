@@ -71,3 +71,8 @@ LaunchDims kernel_softcap_dims(const KernelEnv *e, long long n) {
 /* ---- GPT-2's own families, in a relative's plans where it uses them ---- */
 int kernel_layernorm_in_model(const GPT2Shape *m) { return m->norm == NORM_LAYERNORM; }
 int kernel_gelu_in_model(const GPT2Shape *m) { return m->mlp == MLP_GELU; }
+/* fc_gemm's fused matmuls: the GELU's, or ReLU^2's of 4C (FC_RELU2; the plan takes them where train.gelu asks) */
+int kernel_fcg_in_model(const GPT2Shape *m) {
+    int ffn = m->n_ffn ? m->n_ffn : 4 * m->n_embd;
+    return m->mlp == MLP_GELU || (m->mlp == MLP_RELU2 && ffn == 4 * m->n_embd);
+}

@@ -117,7 +117,7 @@ const FamilyDecl kernel_families[] = {
        "(ceil(4C / 32), ceil(C / 32)): a block per 32 x 32 tile", 0},
       {"fc_bias_reduce", {X(dbias), CF32(scratch)}, BOUNDS_DERIVED(FCG_THREADS), -1, kernel_fcg_reduce,
        "ceil(4C / 256): a thread per column", 0}}, NULL,
-     STEP_BIT(STEP_TRAIN), 0, kernel_gelu_in_model},
+     STEP_BIT(STEP_TRAIN), 0, kernel_fcg_in_model},
     /* BLOCK_SIZE 256: the fastest of the candidates at gpt2-124M and 350M on the H200 (docs/kernels-and-tuning.md,
        "The classifier": 1.56x the old default of 1024). CHUNK_ROWS: logits are made for that many rows at a time; its
        one candidate keeps kernel sweeps off it, since what it changes is the matmuls' shape and the memory (the

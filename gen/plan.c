@@ -179,8 +179,13 @@ int plan_set_tunables(Plan *plan, int fam, const int *values, const char *origin
 }
 
 /* the GELU path plan's model takes: gelu, or for GPT-2's relatives the epilogues (the GPU's other GELU paths are
-   GPT-2's: the fc bias and the 4C width in their kernels; the CPU's is one math) */
-static GeluPath gelu_for_model(const Plan *plan, GeluPath gelu) { return gpt2_is_gpt2(&plan->model) ? gelu : GELU_EPILOGUE; }
+   GPT-2's: the fc bias and the 4C width in their kernels; the CPU's is one math), but for a ReLU^2 MLP of 4C asked
+   for "fused": templates/fc_gemm.cu's matmuls with ReLU^2 in their epilogues (FC_RELU2) */
+static GeluPath gelu_for_model(const Plan *plan, GeluPath gelu) {
+    const GPT2Shape *m = &plan->model;
+    if (gpt2_is_gpt2(m)) return gelu;
+    return gelu_fused(gelu) && m->mlp == MLP_RELU2 && gpt2_ffn(m) == 4 * m->n_embd ? GELU_FUSED : GELU_EPILOGUE;
+}
 
 /* 1 when plan's step calls family f, for its model (a cooperative family: where the plan runs it) */
 static int family_in_plan(const Plan *plan, const FamilyDecl *f) {

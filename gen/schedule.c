@@ -96,6 +96,10 @@ static void forward_attention(SchedList *b, const Plan *p) {
 static void forward_fc(SchedList *b, const Plan *p) {
     SchedRef fch = BUF(BUF_FCH, AT_L), fchg = BUF(BUF_FCH_GELU, AT_L), ln2 = BUF(BUF_LN2, AT_L);
     SchedRef w = PAR(P_FCW, AT_L), bias = bias_of(p, P_FCB, AT_L), fcg = BUF(BUF_FCG, AT_L);
+    if (p->model.mlp == MLP_RELU2 && gelu_fused(p->gelu)) {   /* ReLU^2 in fc_gemm's epilogue */
+        add(b, OP_FC_GELU, ON_EVERY, "matmul fc+relu2", -1, ARGS(fch, fchg, ln2, w, bias));
+        return;
+    }
     if (p->model.mlp != MLP_GELU) {   /* ReLU^2 of fc, or SwiGLU: silu(gate) * fc (the up projection) */
         add(b, OP_MATMUL, ON_EVERY, "matmul fc", MM_FC, ARGS(fch, ln2, w, bias, NONE));
         if (p->model.mlp == MLP_RELU2) {
@@ -249,6 +253,12 @@ static void backward_mlp_act(Bwd *k) {
     weight_grads(k, "matmul bwd fcproj", MM_FCPROJ_DW, GRD(P_FCPROJW, AT_L), dbias_of(p, P_FCPROJB), dres,
                  BUF(BUF_FCH_GELU, AT_L), p->model.n_embd, MARK_DRES);
     wait_side(k->b, k->side, MARK_DFCH);
+    if (p->model.mlp == MLP_RELU2 && gelu_fused(p->gelu)) {   /* dfch = (dres @ fcprojw) * 2 relu(fch), one kernel */
+        add(k->b, OP_FCPROJ_DGELU, ON_EVERY, "matmul bwd fcproj+drelu2", -1, ARGS(dfch, dres, PAR(P_FCPROJW, AT_L), fch));
+        if (!p->model.no_bias)
+            add(k->b, OP_FC_BIAS_REDUCE, ON_EVERY, "bias backward", -1, ARGS(GRD(P_FCB, AT_L), dfch));
+        return;
+    }
     add(k->b, OP_MATMUL_DINP, ON_EVERY, "matmul bwd fcproj", MM_FCPROJ_DINP, ARGS(dfch, dres, PAR(P_FCPROJW, AT_L), NONE));
     if (p->model.mlp == MLP_RELU2) add(k->b, OP_RELU2_BACKWARD, ON_EVERY, "relu2 backward", -1, ARGS(dfch, fch));
     else add(k->b, OP_SWIGLU_BACKWARD, ON_EVERY, "swiglu backward", -1, ARGS(dfch, BUF(BUF_DFCG, AT_0), fch, BUF(BUF_FCG, AT_L)));

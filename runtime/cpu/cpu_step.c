@@ -158,9 +158,10 @@ static void forward_op(Backend *be, const SchedOp *op, float *const *a) {
         cpu_matmul_forward(a[4] ? a[4] : a[0], a[1], a[2], a[3], N, IC, OC);
         if (a[4]) cpu_gelu_forward(a[0], a[4], (size_t)N * OC);
         return;
-    case OP_FC_GELU:
+    case OP_FC_GELU:   /* the GELU, or a relative's ReLU^2 */
         cpu_matmul_forward(a[0], a[2], a[3], a[4], N, C, 4 * C);
-        cpu_gelu_forward(a[1], a[0], (size_t)N * 4 * C);
+        if (s->mlp == MLP_RELU2) cpu_relu2_forward(a[1], a[0], (size_t)N * 4 * C);
+        else cpu_gelu_forward(a[1], a[0], (size_t)N * 4 * C);
         return;
     case OP_KERNEL: cpu_kernel_find(op->kernel->name)(a, op->n); return;   /* found: cpu_run_op */
     case OP_KV_APPEND: cpu_kv_append_gqa(a[0], a[1], a[2], c->pos, g, be->plan->step.cache_T); return;
@@ -206,7 +207,12 @@ static void backward_op(Backend *be, const SchedOp *op, float *const *a) {
         cpu_gelu_backward(a[0], a[1], c->d.dfch_gelu, (size_t)N * 4 * C);
         cpu_bias_backward(a[2], a[0], N, 4 * C);
         return;
-    case OP_FCPROJ_DGELU: dinp_dgelu(c, a[0], a[1], a[2], a[3], N, 4 * C, C); return;
+    case OP_FCPROJ_DGELU:   /* the GELU's, or a relative's ReLU^2's */
+        if (s->mlp != MLP_RELU2) { dinp_dgelu(c, a[0], a[1], a[2], a[3], N, 4 * C, C); return; }
+        zero(a[0], (size_t)N * 4 * C);
+        cpu_matmul_backward_dinp(a[0], a[1], a[2], N, 4 * C, C);
+        cpu_relu2_backward(a[0], a[3], (size_t)N * 4 * C);
+        return;
     case OP_FC_BIAS_REDUCE: cpu_bias_backward(a[0], a[1], N, 4 * C); return;
     case OP_ATTENTION_BACKWARD:   /* dqkv, qkv, out, dout, stats (the probabilities) */
         zero(a[0], (size_t)N * gpt2_qkv_width(s));
