@@ -115,9 +115,13 @@ static void apply_shape_defaults(Plan *plan, PlanFamily *m) {
 /* train.gelu = "auto" without a tuning database's choice: where the training step's GELU runs, by shape. Measured on
    the H200 (docs/kernels-and-tuning.md; whole steps, bf16, T=1024): at C = 768 (gpt2-124M, B=64) the
    epilogues 113.7 ms a step, our kernels 116.6; at C = 1024 (gpt2-350M, B=32) the epilogues 162.2, our kernels 158.2.
-   `gpt2gen tune` times both at the config's own shape (tune/gelu_path.c). */
+   `gpt2gen tune` times both at the config's own shape (tune/gelu_path.c). A relative's ReLU^2 MLP of 4C takes
+   fc_gemm's fused matmuls where they run (Hopper, 16 bits): nanochat-d12 on the H100, 552k tok/s against 543k with
+   the epilogues (docs/model.md) */
 static GeluPath gelu_auto(const Plan *plan) {
-    return plan->model.n_embd >= 1024 ? GELU_KERNEL : GELU_EPILOGUE;
+    const GPT2Shape *m = &plan->model;
+    if (!gpt2_is_gpt2(m) && m->mlp == MLP_RELU2 && fc_gemm_fits(m, &plan->step, atoi(plan->arch + 3))) return GELU_FUSED;
+    return m->n_embd >= 1024 ? GELU_KERNEL : GELU_EPILOGUE;
 }
 
 LaunchDims plan_launch_dims(const Plan *plan, int id, long long size) {
