@@ -14,6 +14,9 @@ int gpt2_head_size(const GPT2Shape *s) { return s->n_embd / s->n_head; }
 int gpt2_qkv_width(const GPT2Shape *s) { return (s->n_head + 2 * gpt2_kv_heads(s)) * gpt2_head_size(s); }
 float gpt2_norm_eps(const GPT2Shape *s) { return s->norm_eps > 0 ? (float)s->norm_eps : 1e-5f; }
 double gpt2_rope_theta(const GPT2Shape *s) { return s->rope_theta > 0 ? s->rope_theta : 10000.0; }
+int gpt2_qk_norm_rotates(const GPT2Shape *s) {
+    return s->qk_norm && s->position == POS_ROPE && (s->n_embd / s->n_head) % 64 == 0;
+}
 
 int gpt2_is_gpt2(const GPT2Shape *s) {
     return s->norm == NORM_LAYERNORM && s->position == POS_LEARNED && s->mlp == MLP_GELU && gpt2_kv_heads(s) == s->n_head &&

@@ -44,6 +44,9 @@ int    gpt2_head_size(const GPT2Shape *s);
 int    gpt2_qkv_width(const GPT2Shape *s);   /* (n_head + 2 n_kv_head) * head size: qkv's features */
 float  gpt2_norm_eps(const GPT2Shape *s);
 double gpt2_rope_theta(const GPT2Shape *s);
+/* QK-norm's op also applies RoPE (gen/schedule.c, templates/rmsnorm.cu: one pass over q and k, no rope op): qk_norm
+   with RoPE at a head size that is a multiple of 64, where a lane's channels pair within its own registers */
+int    gpt2_qk_norm_rotates(const GPT2Shape *s);
 /* 1 if s is GPT-2 itself (every architecture field at GPT-2's value) */
 int    gpt2_is_gpt2(const GPT2Shape *s);
 

@@ -98,6 +98,11 @@ static void emit_arch(Buf *b, const Plan *plan, const KernelEnv *e) {
     buf_printf(b, "constexpr float NORM_EPS = %.9ef;   // model.norm_eps\n", (double)gpt2_norm_eps(s));
     buf_printf(b, "constexpr double ROPE_THETA = %.17e;   // model.rope_theta\n", gpt2_rope_theta(s));
     buf_printf(b, "constexpr float SOFTCAP = %.9ef;   // model.logit_softcap (0: none)\n", s->logit_softcap);
+    buf_printf(b, "constexpr bool QK_ROPE = %s;   // QK-norm's kernels also apply RoPE (gpt2_qk_norm_rotates)\n",
+               gpt2_qk_norm_rotates(s) ? "true" : "false");
+    buf_printf(b, "constexpr bool FC_RELU2 = %s;   // model.mlp = \"relu2\" (fc_gemm.cu's activation)\n",
+               s->mlp == MLP_RELU2 ? "true" : "false");
+    buf_printf(b, "constexpr bool FC_BIAS = %s;   // model.bias\n", s->no_bias ? "false" : "true");
     buf_printf(b, "// RoPE's positions: from the cache's position (a decode step, a prefill), else from 0\n");
     buf_printf(b, "constexpr bool ROPE_AT_POS = %s;\n",
                plan->step.kind == STEP_DECODE || plan->step.fills_cache ? "true" : "false");

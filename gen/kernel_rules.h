@@ -89,7 +89,6 @@ void kernel_rms_derive(KernelEnv *e);
 LaunchDims kernel_rms_rows(const KernelEnv *e, long long n);
 LaunchDims kernel_rms_backward(const KernelEnv *e, long long n);
 LaunchDims kernel_rms_reduce(const KernelEnv *e, long long n);
-LaunchDims kernel_qk_forward(const KernelEnv *e, long long n);
 LaunchDims kernel_qk_backward(const KernelEnv *e, long long n);
 LaunchDims kernel_qk_reduce(const KernelEnv *e, long long n);
 int kernel_rms_in_model(const GPT2Shape *m);
@@ -104,6 +103,7 @@ enum { ACT_BLOCK };
 LaunchDims kernel_act_dims(const KernelEnv *e, long long n);
 LaunchDims kernel_softcap_dims(const KernelEnv *e, long long n);
 int kernel_act_in_model(const GPT2Shape *m);
+int kernel_fcg_in_model(const GPT2Shape *m);
 /* GPT-2's own families in the relatives' plans: LayerNorm's where the model has LayerNorm, GELU's (and its fused fc
    matmuls') where it has the GELU MLP */
 int kernel_layernorm_in_model(const GPT2Shape *m);

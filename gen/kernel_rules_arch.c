@@ -20,7 +20,7 @@ int kernel_rms_in_model(const GPT2Shape *m) { return m->norm == NORM_RMSNORM || 
 void kernel_rms_derive(KernelEnv *e) {
     long long warps = e->tun[RMS_BWD_BLOCK] / WARP;
     e->derived[RMS_BWD_BLOCKS] = min_ll(ceil_div_u(rows(e), warps), 512);
-    e->derived[RMS_QK_BLOCKS] = min_ll(ceil_div_u(rows(e) * (e->NH + e->NKV), warps), 512);
+    e->derived[RMS_QK_BLOCKS] = min_ll(ceil_div_u(rows(e), warps), 512);
 }
 LaunchDims kernel_rms_rows(const KernelEnv *e, long long n) {
     (void)n;
@@ -33,10 +33,6 @@ LaunchDims kernel_rms_backward(const KernelEnv *e, long long n) {
 LaunchDims kernel_rms_reduce(const KernelEnv *e, long long n) {
     (void)n;
     return dims(ceil_div_u(e->C, e->tun[RMS_BLOCK]), e->tun[RMS_BLOCK]);
-}
-LaunchDims kernel_qk_forward(const KernelEnv *e, long long n) {
-    (void)n;
-    return dims(ceil_div_u(rows(e) * (e->NH + e->NKV), e->tun[RMS_BLOCK] / WARP), e->tun[RMS_BLOCK]);
 }
 LaunchDims kernel_qk_backward(const KernelEnv *e, long long n) {
     (void)n;
@@ -75,3 +71,8 @@ LaunchDims kernel_softcap_dims(const KernelEnv *e, long long n) {
 /* ---- GPT-2's own families, in a relative's plans where it uses them ---- */
 int kernel_layernorm_in_model(const GPT2Shape *m) { return m->norm == NORM_LAYERNORM; }
 int kernel_gelu_in_model(const GPT2Shape *m) { return m->mlp == MLP_GELU; }
+/* fc_gemm's fused matmuls: the GELU's, or ReLU^2's of 4C (FC_RELU2; the plan takes them where train.gelu asks) */
+int kernel_fcg_in_model(const GPT2Shape *m) {
+    int ffn = m->n_ffn ? m->n_ffn : 4 * m->n_embd;
+    return m->mlp == MLP_GELU || (m->mlp == MLP_RELU2 && ffn == 4 * m->n_embd);
+}

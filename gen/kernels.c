@@ -117,7 +117,7 @@ const FamilyDecl kernel_families[] = {
        "(ceil(4C / 32), ceil(C / 32)): a block per 32 x 32 tile", 0},
       {"fc_bias_reduce", {X(dbias), CF32(scratch)}, BOUNDS_DERIVED(FCG_THREADS), -1, kernel_fcg_reduce,
        "ceil(4C / 256): a thread per column", 0}}, NULL,
-     STEP_BIT(STEP_TRAIN), 0, kernel_gelu_in_model},
+     STEP_BIT(STEP_TRAIN), 0, kernel_fcg_in_model},
     /* BLOCK_SIZE 256: the fastest of the candidates at gpt2-124M and 350M on the H200 (docs/kernels-and-tuning.md,
        "The classifier": 1.56x the old default of 1024). CHUNK_ROWS: logits are made for that many rows at a time; its
        one candidate keeps kernel sweeps off it, since what it changes is the matmuls' shape and the memory (the
@@ -190,10 +190,10 @@ const FamilyDecl kernel_families[] = {
        kernel_rms_backward, "BWD_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512), rows strided over their warps", 0},
       {"rmsnorm_backward_reduce", {X(dweight), CF32(scratch)}, RMS_BLOCK, -1, kernel_rms_reduce,
        "ceil(C / BLOCK_SIZE): a thread per channel", 0},
-      {"qk_norm_forward", {X(out), F32(rstd), CX(inp), CX(qw), CX(kw)}, RMS_BLOCK, -1, kernel_qk_forward,
-       "ceil(B*T*(NH+NKV) / (BLOCK_SIZE/32)): a warp per q or k head of a row (k head j's also copies v head j)", 0},
-      {"qk_norm_backward", {X(dinout), F32(scratch), CX(inp), CX(qw), CX(kw), CF32(rstd)}, RMS_BWD_BLOCK, -1,
-       kernel_qk_backward, "QK_BLOCKS = min(ceil(B*T*(NH+NKV) / (BWD_BLOCK_SIZE/32)), 512), heads strided over warps", 0},
+      {"qk_norm_forward", {X(out), F32(rstd), CX(inp), CX(qw), CX(kw), CI32(pos)}, RMS_BLOCK, -1, kernel_rms_rows,
+       "ceil(B*T / (BLOCK_SIZE/32)): a warp per row, its q and k heads in turn (and v's copied)", 0},
+      {"qk_norm_backward", {X(dinout), F32(scratch), CX(inp), CX(qw), CX(kw), CF32(rstd), CI32(pos)}, RMS_BWD_BLOCK, -1,
+       kernel_qk_backward, "QK_BLOCKS = min(ceil(B*T / (BWD_BLOCK_SIZE/32)), 512), rows strided over warps", 0},
       {"qk_norm_backward_reduce", {X(dqw), X(dkw), CF32(scratch)}, RMS_BLOCK, -1, kernel_qk_reduce,
        "ceil(2*HS / BLOCK_SIZE): a thread per channel of qw and kw", 0}},
      NULL, 0, 0, kernel_rms_in_model},

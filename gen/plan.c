@@ -115,9 +115,13 @@ static void apply_shape_defaults(Plan *plan, PlanFamily *m) {
 /* train.gelu = "auto" without a tuning database's choice: where the training step's GELU runs, by shape. Measured on
    the H200 (docs/kernels-and-tuning.md; whole steps, bf16, T=1024): at C = 768 (gpt2-124M, B=64) the
    epilogues 113.7 ms a step, our kernels 116.6; at C = 1024 (gpt2-350M, B=32) the epilogues 162.2, our kernels 158.2.
-   `gpt2gen tune` times both at the config's own shape (tune/gelu_path.c). */
+   `gpt2gen tune` times both at the config's own shape (tune/gelu_path.c). A relative's ReLU^2 MLP of 4C takes
+   fc_gemm's fused matmuls where they run (Hopper, 16 bits): nanochat-d12 on the H100, 552k tok/s against 543k with
+   the epilogues (docs/model.md) */
 static GeluPath gelu_auto(const Plan *plan) {
-    return plan->model.n_embd >= 1024 ? GELU_KERNEL : GELU_EPILOGUE;
+    const GPT2Shape *m = &plan->model;
+    if (!gpt2_is_gpt2(m) && m->mlp == MLP_RELU2 && fc_gemm_fits(m, &plan->step, atoi(plan->arch + 3))) return GELU_FUSED;
+    return m->n_embd >= 1024 ? GELU_KERNEL : GELU_EPILOGUE;
 }
 
 LaunchDims plan_launch_dims(const Plan *plan, int id, long long size) {
@@ -179,8 +183,13 @@ int plan_set_tunables(Plan *plan, int fam, const int *values, const char *origin
 }
 
 /* the GELU path plan's model takes: gelu, or for GPT-2's relatives the epilogues (the GPU's other GELU paths are
-   GPT-2's: the fc bias and the 4C width in their kernels; the CPU's is one math) */
-static GeluPath gelu_for_model(const Plan *plan, GeluPath gelu) { return gpt2_is_gpt2(&plan->model) ? gelu : GELU_EPILOGUE; }
+   GPT-2's: the fc bias and the 4C width in their kernels; the CPU's is one math), but for a ReLU^2 MLP of 4C asked
+   for "fused": templates/fc_gemm.cu's matmuls with ReLU^2 in their epilogues (FC_RELU2) */
+static GeluPath gelu_for_model(const Plan *plan, GeluPath gelu) {
+    const GPT2Shape *m = &plan->model;
+    if (gpt2_is_gpt2(m)) return gelu;
+    return gelu_fused(gelu) && m->mlp == MLP_RELU2 && gpt2_ffn(m) == 4 * m->n_embd ? GELU_FUSED : GELU_EPILOGUE;
+}
 
 /* 1 when plan's step calls family f, for its model (a cooperative family: where the plan runs it) */
 static int family_in_plan(const Plan *plan, const FamilyDecl *f) {

@@ -105,6 +105,25 @@ static void write_gqa(FILE *f, const Plan *p) {
                 "h / %d of qkv, its dK/dV kernel a block per key/value head (no kv_expand)\n", nh, nkv, nh / nkv);
 }
 
+/* a training step's GELU path (Plan.gelu), or a ReLU^2 relative's */
+static void write_gelu(FILE *f, const Plan *p) {
+    if (p->model.mlp == MLP_RELU2)   /* a relative's ReLU^2 (gen/plan.c, gelu_for_model) */
+        fprintf(f, "gelu       %s (%s): %s\n", gelu_path_name(p->gelu), p->gelu_origin,
+                p->gelu == GELU_FUSED ? "ReLU^2 in fc_gemm's matmuls: fc_gelu_forward (the fc matmul and ReLU^2), "
+                                        "fcproj_dgelu_backward (the fcproj dinp times 2 relu) after transpose_fcproj"
+                                      : "cuBLASLt's matmuls, then relu2_forward and relu2_backward");
+    else
+        fprintf(f, "gelu       %s (%s): %s\n", gelu_path_name(p->gelu), p->gelu_origin,
+                p->gelu == GELU_KERNEL ? "the fc matmul's bias epilogue, then gelu_forward; the fcproj dinp, then "
+                                         "gelu_backward_bias_partial with the fc bias gradient"
+                : p->gelu == GELU_SPLIT ? "the fc matmul's bias epilogue, then gelu_forward; cuBLASLt's DGELU epilogue "
+                                          "in the fcproj dinp"
+                : p->gelu == GELU_FUSED ? "fc_gelu_forward (the fc matmul with its bias and the GELU); "
+                                          "fcproj_dgelu_backward (the fcproj dinp with the GELU backward and the fc bias "
+                                          "gradient's partials) after transpose_fcproj, then fc_bias_reduce"
+                                        : "cuBLASLt's GELU_AUX_BIAS and DGELU epilogues");
+}
+
 static void write_section(FILE *f, const Plan *p) {
     const GPT2Shape *m = &p->model;
     const StepShape *st = &p->step;
@@ -128,16 +147,7 @@ static void write_section(FILE *f, const Plan *p) {
                 ? "; backward deterministic"
                 : "; backward not deterministic (train.deterministic = false: cuDNN's dQ by atomics)");
     write_gqa(f, p);
-    if (st->kind == STEP_TRAIN)
-        fprintf(f, "gelu       %s (%s): %s\n", gelu_path_name(p->gelu), p->gelu_origin,
-                p->gelu == GELU_KERNEL ? "the fc matmul's bias epilogue, then gelu_forward; the fcproj dinp, then "
-                                         "gelu_backward_bias_partial with the fc bias gradient"
-                : p->gelu == GELU_SPLIT ? "the fc matmul's bias epilogue, then gelu_forward; cuBLASLt's DGELU epilogue "
-                                          "in the fcproj dinp"
-                : p->gelu == GELU_FUSED ? "fc_gelu_forward (the fc matmul with its bias and the GELU); "
-                                          "fcproj_dgelu_backward (the fcproj dinp with the GELU backward and the fc bias "
-                                          "gradient's partials) after transpose_fcproj, then fc_bias_reduce"
-                                        : "cuBLASLt's GELU_AUX_BIAS and DGELU epilogues");
+    if (st->kind == STEP_TRAIN) write_gelu(f, p);
     if (st->kind == STEP_TRAIN)
         fprintf(f, "streams    %d%s\n", p->streams,
                 p->streams == 2 ? ": the backward's weight-gradient matmuls, bias gradients and GELU recompute on a side "

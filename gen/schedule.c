@@ -63,15 +63,17 @@ static SchedRef positions(const Plan *p) {
     return p->step.kind == STEP_DECODE || p->step.fills_cache ? BUF(BUF_DECODE_POS, AT_0) : NONE;
 }
 
-/* qkv = ln1 @ qkvw^T + qkvb, then with qk_norm each head's q and k RMS-normed, with RoPE q and k rotated */
+/* qkv = ln1 @ qkvw^T + qkvb, then with qk_norm each head's q and k RMS-normed, with RoPE q and k rotated: by the
+   QK-norm op itself where it can (gpt2_qk_norm_rotates), else by a rope op of its own */
 static void forward_qkv(SchedList *b, const Plan *p) {
     SchedRef qkv = BUF(BUF_QKV, AT_L), pre = BUF(BUF_QKV_PRE, AT_L);
     add(b, OP_MATMUL, ON_EVERY, "matmul qkv", MM_QKV,
         ARGS(p->model.qk_norm ? pre : qkv, BUF(BUF_LN1, AT_L), PAR(P_QKVW, AT_L), bias_of(p, P_QKVB, AT_L), NONE));
+    int fused = gpt2_qk_norm_rotates(&p->model);
     if (p->model.qk_norm)
-        add(b, OP_QK_NORM, ON_EVERY, "qk norm", -1,
-            ARGS(qkv, BUF(BUF_QK_RSTD, AT_L), pre, PAR(P_QNORMW, AT_L), PAR(P_KNORMW, AT_L)));
-    if (p->model.position == POS_ROPE) add(b, OP_ROPE, ON_EVERY, "rope", -1, ARGS(qkv, positions(p)));
+        add(b, OP_QK_NORM, ON_EVERY, fused ? "qk norm+rope" : "qk norm", -1,
+            ARGS(qkv, BUF(BUF_QK_RSTD, AT_L), pre, PAR(P_QNORMW, AT_L), PAR(P_KNORMW, AT_L), fused ? positions(p) : NONE));
+    if (p->model.position == POS_ROPE && !fused) add(b, OP_ROPE, ON_EVERY, "rope", -1, ARGS(qkv, positions(p)));
 }
 
 /* ---- the forward ---------------------------------------------------------------------------------------- */
@@ -94,6 +96,10 @@ static void forward_attention(SchedList *b, const Plan *p) {
 static void forward_fc(SchedList *b, const Plan *p) {
     SchedRef fch = BUF(BUF_FCH, AT_L), fchg = BUF(BUF_FCH_GELU, AT_L), ln2 = BUF(BUF_LN2, AT_L);
     SchedRef w = PAR(P_FCW, AT_L), bias = bias_of(p, P_FCB, AT_L), fcg = BUF(BUF_FCG, AT_L);
+    if (p->model.mlp == MLP_RELU2 && gelu_fused(p->gelu)) {   /* ReLU^2 in fc_gemm's epilogue */
+        add(b, OP_FC_GELU, ON_EVERY, "matmul fc+relu2", -1, ARGS(fch, fchg, ln2, w, bias));
+        return;
+    }
     if (p->model.mlp != MLP_GELU) {   /* ReLU^2 of fc, or SwiGLU: silu(gate) * fc (the up projection) */
         add(b, OP_MATMUL, ON_EVERY, "matmul fc", MM_FC, ARGS(fch, ln2, w, bias, NONE));
         if (p->model.mlp == MLP_RELU2) {
@@ -247,6 +253,12 @@ static void backward_mlp_act(Bwd *k) {
     weight_grads(k, "matmul bwd fcproj", MM_FCPROJ_DW, GRD(P_FCPROJW, AT_L), dbias_of(p, P_FCPROJB), dres,
                  BUF(BUF_FCH_GELU, AT_L), p->model.n_embd, MARK_DRES);
     wait_side(k->b, k->side, MARK_DFCH);
+    if (p->model.mlp == MLP_RELU2 && gelu_fused(p->gelu)) {   /* dfch = (dres @ fcprojw) * 2 relu(fch), one kernel */
+        add(k->b, OP_FCPROJ_DGELU, ON_EVERY, "matmul bwd fcproj+drelu2", -1, ARGS(dfch, dres, PAR(P_FCPROJW, AT_L), fch));
+        if (!p->model.no_bias)
+            add(k->b, OP_FC_BIAS_REDUCE, ON_EVERY, "bias backward", -1, ARGS(GRD(P_FCB, AT_L), dfch));
+        return;
+    }
     add(k->b, OP_MATMUL_DINP, ON_EVERY, "matmul bwd fcproj", MM_FCPROJ_DINP, ARGS(dfch, dres, PAR(P_FCPROJW, AT_L), NONE));
     if (p->model.mlp == MLP_RELU2) add(k->b, OP_RELU2_BACKWARD, ON_EVERY, "relu2 backward", -1, ARGS(dfch, fch));
     else add(k->b, OP_SWIGLU_BACKWARD, ON_EVERY, "swiglu backward", -1, ARGS(dfch, BUF(BUF_DFCG, AT_0), fch, BUF(BUF_FCG, AT_L)));
@@ -287,11 +299,13 @@ static void backward_mlp(Bwd *k) {
 static void backward_qkv_post(Bwd *k) {
     const Plan *p = k->p;
     SchedRef dqkv = BUF(BUF_DQKV, AT_0);
-    if (p->model.position == POS_ROPE) add(k->b, OP_ROPE_BACKWARD, ON_EVERY, "rope backward", -1, ARGS(dqkv, positions(p)));
+    int fused = gpt2_qk_norm_rotates(&p->model);
+    if (p->model.position == POS_ROPE && !fused)
+        add(k->b, OP_ROPE_BACKWARD, ON_EVERY, "rope backward", -1, ARGS(dqkv, positions(p)));
     if (p->model.qk_norm)
-        add(k->b, OP_QK_NORM_BACKWARD, ON_EVERY, "qk norm backward", -1,
+        add(k->b, OP_QK_NORM_BACKWARD, ON_EVERY, fused ? "rope+qk norm backward" : "qk norm backward", -1,
             ARGS(dqkv, BUF(BUF_QKV_PRE, AT_L), PAR(P_QNORMW, AT_L), PAR(P_KNORMW, AT_L), BUF(BUF_QK_RSTD, AT_L),
-                 GRD(P_QNORMW, AT_L), GRD(P_KNORMW, AT_L)));
+                 GRD(P_QNORMW, AT_L), GRD(P_KNORMW, AT_L), fused ? positions(p) : NONE));
 }
 
 static void backward_block(Bwd *k) {

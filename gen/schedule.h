@@ -67,9 +67,11 @@ typedef enum {
     OP_RESIDUAL_RMSNORM,    /* res = x1 + x2, out = RMS(res):       res, out, rstd, x1, x2, w */
     OP_RMSNORM_BACKWARD,    /* dinp += RMS'(dout), dw +=:           dinp, dw, dout, inp, w, rstd */
     OP_QK_NORM,             /* each head's q and k of inp (qkv) RMS-normed with qw, kw into out, v copied; rstd- per
-                               head (out may be inp where rstd is none): out, rstd-, inp, qw, kw */
-    OP_QK_NORM_BACKWARD,    /* dinout (dqkv) from d(out) to d(inp), in place; dqw, dkw +=:
-                                                                    dinout, inp, qw, kw, rstd, dqw, dkw */
+                               head (out may be inp where rstd is none); where gpt2_qk_norm_rotates, q and k then
+                               rotated as OP_ROPE at pos (and no OP_ROPE): out, rstd-, inp, qw, kw, pos- */
+    OP_QK_NORM_BACKWARD,    /* dinout (dqkv) from d(out) to d(inp), in place, where gpt2_qk_norm_rotates first
+                               rotated back as OP_ROPE_BACKWARD; dqw, dkw +=:
+                                                                    dinout, inp, qw, kw, rstd, dqw, dkw, pos- */
     OP_ROPE,                /* q and k heads of qkv rotated in place (rotate_half, rope_theta) at positions t, or
                                pos + t with pos:                    qkv, pos- */
     OP_ROPE_BACKWARD,       /* the gradient rotated back:           dqkv, pos- */

@@ -26,6 +26,16 @@ __device__ __forceinline__ int kv_head_of(int h) { return h / KV_GROUP; }
 // where kv head j's key and value lie in a row of qkv
 __device__ __forceinline__ int k_at(int j) { return (NH + j) * HS; }
 __device__ __forceinline__ int v_at(int j) { return (NH + NKV + j) * HS; }
+#ifdef ARCH_CONSTANTS
+// RoPE's angle for channel pair i (channels i and i + HS/2 of a head) at position p, as cpu_rope makes it: in double,
+// reduced to [-pi, pi] there, its cos and sin in fp32 (the angle itself rounded to fp32 is off by up to 1e-4 at
+// positions in the thousands); rope.cu and rmsnorm.cu's QK-norm (QK_ROPE) rotate with it
+__device__ __forceinline__ void rope_sincos(int p, int i, float *s, float *c) {
+    double a = (double)p * pow(ROPE_THETA, -2.0 * i / HS);
+    a -= 6.283185307179586 * rint(a * 0.15915494309189535);
+    sincosf((float)a, s, c);
+}
+#endif
 
 // ---- reductions ----
 __device__ __forceinline__ float warp_sum(float v) {

@@ -1,5 +1,6 @@
-// fc_gemm.cu: the fc-shaped matmuls of the training step with the GELU fused into them (train.gelu = "fused"), on
-// Hopper's warpgroup MMA (sm_90a, bf16 or fp16; elsewhere the kernels are empty and the plan never takes this path).
+// fc_gemm.cu: the fc-shaped matmuls of the training step with the GELU (or a relative's ReLU^2: act below) fused into
+// them (train.gelu = "fused"), on Hopper's warpgroup MMA (sm_90a, bf16 or fp16; elsewhere the kernels are empty and
+// the plan never takes this path).
 // Longer than a C file may be, on purpose: its kernels share one tile layout, fragment maps and pipeline, and read
 // better whole than split across files that must agree on every constant (docs/kernels-and-tuning.md).
 // Both products are D (GEMM_M x GEMM_N) = A (GEMM_M x GEMM_K) B^T, rows of A and B with k contiguous, GEMM_M = B*T,
@@ -65,6 +66,25 @@ typedef Packed<floatX, 2> x2;
 // a thread are bound by that unit)
 __device__ __forceinline__ float gelu_tanh(float u) { return gelu_with(u, [](float z) { return tanh_approx(z); }); }
 __device__ __forceinline__ float gelu_grad_tanh(float u) { return gelu_grad_with(u, [](float z) { return tanh_approx(z); }); }
+// The activation: GELU, or a relative's ReLU^2 (FC_RELU2: relu(u)^2, its derivative 2 relu(u)); a relative without
+// biases (FC_BIAS false) adds none and its column sums go unused (no fc_bias_reduce). GPT-2's prelude has neither.
+#ifdef ARCH_CONSTANTS
+constexpr bool ACT_RELU2 = FC_RELU2, HAS_BIAS = FC_BIAS;
+#else
+constexpr bool ACT_RELU2 = false, HAS_BIAS = true;
+#endif
+__device__ __forceinline__ float act(float u) {
+    if constexpr (ACT_RELU2) {
+        const float r = fmaxf(u, 0.0f);
+        return r * r;
+    } else {
+        return gelu_tanh(u);
+    }
+}
+__device__ __forceinline__ float act_grad(float u) {
+    if constexpr (ACT_RELU2) return 2.0f * fmaxf(u, 0.0f);
+    else return gelu_grad_tanh(u);
+}
 
 // ROWS rows (those at or past `rows` are zeros) of 64 columns from src (row pitch GEMM_K; columns at or past GEMM_K
 // are zeros: GEMM_K = n_embd is a multiple of 32) into a swizzled tile, by the 256 threads
@@ -393,7 +413,7 @@ KERNEL(fc_gelu_forward) {
     __shared__ __align__(16) floatX bias_s[TMA ? EPI_GROUPS * TILE_N : 8];
     floatX *const bs = bias_s + (PP && threadIdx.x < 2 * WG_THREADS ? threadIdx.x / WG_THREADS * TILE_N : 0);
     auto before = [&](int n0) {
-        if (TMA) {
+        if (TMA && HAS_BIAS) {
             for (int c = etid() * 8; c < TILE_N; c += EPI_THREADS * 8)
                 cp_async16(bs + c, bias + (n0 + c < GEMM_N ? n0 + c : 0), n0 + c < GEMM_N);
             cp_async_commit();
@@ -402,7 +422,7 @@ KERNEL(fc_gelu_forward) {
     gemm(inp, weight, tm_inp, tm_weight, nullptr, smem_bytes, before, [&](float (&d)[MH][ACC], int m0, int n0, const Epi &e) {
         floatX *tpre = e.tile[0], *tout = e.tile[1];
         const Place p(m0, n0);
-        if (TMA) cp_async_wait<0>();                 // the bias (the barrier of epi_begin shows it to every thread)
+        if (TMA && HAS_BIAS) cp_async_wait<0>();     // the bias (the barrier of epi_begin shows it to every thread)
 #pragma unroll
         for (int h = 0; h < TILE_N / EPI_COLS; h++) {   // the passes of EPI_COLS columns
             epi_begin(e, false);
@@ -411,7 +431,8 @@ KERNEL(fc_gelu_forward) {
                 x2 bc[CHUNK];                        // the chunk's bias (WARPGROUPS 2: all loads in flight before any is used)
                 for (int j = 0; j < CHUNK; j++) {
                     const int c = p.c + 8 * (j0 + j);
-                    bc[j] = TMA ? load_vec<floatX, 2>(bs + c) : n0 + c < GEMM_N ? load_vec<floatX, 2>(bias + n0 + c) : x2::zeros();
+                    bc[j] = !HAS_BIAS ? x2::zeros() : TMA ? load_vec<floatX, 2>(bs + c)
+                            : n0 + c < GEMM_N ? load_vec<floatX, 2>(bias + n0 + c) : x2::zeros();
                 }
 #pragma unroll
                 for (int j = 0; j < CHUNK; j++)
@@ -420,7 +441,7 @@ KERNEL(fc_gelu_forward) {
                             x2 pv, ov;
                             for (int v = 0; v < 2; v++) {
                                 pv[v] = from_f<floatX>(d[mh][4 * (j0 + j) + 2 * half + v] + to_f(bc[j][v]));
-                                ov[v] = from_f<floatX>(gelu_tanh(to_f(pv[v])));   // of the stored pre-activation, as the backward reads it
+                                ov[v] = from_f<floatX>(act(to_f(pv[v])));   // of the stored pre-activation, as the backward reads it
                             }
                             if (EPI_SMEM) {
                                 const int at = p.local(mh, j0 + j - h * EPI_COLS / 8, half);
@@ -505,7 +526,7 @@ KERNEL(fcproj_dgelu_backward) {
                         const long long i = p.global(mh, j0 + j, half);
                         x2 g;
                         for (int v = 0; v < 2; v++) {
-                            g[v] = from_f<floatX>(d[mh][4 * (j0 + j) + 2 * half + v] * gelu_grad_tanh(to_f(pre_v[j][mh][half][v])));
+                            g[v] = from_f<floatX>(d[mh][4 * (j0 + j) + 2 * half + v] * act_grad(to_f(pre_v[j][mh][half][v])));
                             if (i >= 0) s[2 * j + v] += to_f(g[v]);   // the sums are of the stored gradient
                         }
                         if (EPI_SMEM) store_vec<floatX, 2>(tile + p.local(mh, j0 + j, half), g);

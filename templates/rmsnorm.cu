@@ -4,9 +4,11 @@
 //   fused_residual_rmsnorm_forward  residual = inp1 + inp2, out = RMS(residual)
 //   rmsnorm_backward                dinp += RMS'(dout); each block's partial sums of dweight into scratch (BWD_BLOCKS x C)
 //   rmsnorm_backward_reduce         dweight += the partials' sum, in a fixed order
-//   qk_norm_forward                 out = inp (qkv) with each q and k head normed, v copied; rstd per head (B*T, NH+NKV)
-//   qk_norm_backward                dinout from d(out) to d(inp) in place (q and k heads; v's passes as it is); each
-//                                   block's partials of dqw and dkw into scratch (QK_BLOCKS x 2HS)
+//   qk_norm_forward                 out = inp (qkv) with each q and k head normed (and with QK_ROPE rotated), v copied;
+//                                   rstd per head (B*T, NH+NKV)
+//   qk_norm_backward                dinout from d(out) to d(inp) in place (q and k heads, with QK_ROPE rotated back
+//                                   first; v's passes as it is); each block's partials of dqw and dkw into scratch
+//                                   (QK_BLOCKS x 2HS)
 //   qk_norm_backward_reduce         dqw, dkw += the partials' sums, in a fixed order
 // A warp per row (a head); each lane owns the same channels of every row, so the weight-gradient partials stay with the
 // lane and every sum runs in a fixed order: the backward gives the same bits on every run.
@@ -139,35 +141,63 @@ KERNEL(rmsnorm_backward_reduce) {
     dweight[c] = from_f<floatX>(to_f(dweight[c]) + s);
 }
 
-// ---- QK-norm: a warp per head of a row, lane l owning channels l, l + 32, ... of the head ----
+// ---- QK-norm: a warp per row, its q and k heads in turn, lane l owning channels l, l + 32, ... of a head. With RoPE
+// (QK_ROPE) the normed q and k are rotated in the same pass, as rope.cu would rotate them after it (the norm's output
+// rounded to floatX first, as stored): channel i < HS/2 of a head pairs with i + HS/2, the same lane's channel
+// j + HPL/2 (HS a multiple of 64); the row's angles are made once for all its heads. The backward rotates the
+// gradient back first, rounded as rope_backward stores it.
 constexpr int QK_HEADS = NH + NKV;          // the q and k heads of a row
 constexpr int HPL = HS / WARP_SIZE;         // a lane's channels of a head (gen/kernel_rules_arch.c: HS % 32 == 0)
+constexpr int PAIRS = QK_ROPE ? HPL / 2 : 0;   // a lane's channel pairs (j, j + PAIRS) that RoPE rotates
+
+// the rotation of a row's heads at its position (dir 1: RoPE, -1: its backward), for a lane's pairs
+struct QkRotation {
+    float c[PAIRS > 0 ? PAIRS : 1], s[PAIRS > 0 ? PAIRS : 1];
+    __device__ __forceinline__ QkRotation(long long row, const int *pos, int lane, float dir) {
+#pragma unroll
+        for (int j = 0; j < PAIRS; j++) {
+            const int t = (int)(row % T);
+            rope_sincos(ROPE_AT_POS ? pos[0] + t : t, lane + j * WARP_SIZE, &s[j], &c[j]);
+            s[j] *= dir;
+        }
+    }
+    // a head's channels in registers (each value as stored), rotated and rounded as a store would round them
+    __device__ __forceinline__ void apply(float (&x)[HPL]) const {
+#pragma unroll
+        for (int j = 0; j < PAIRS; j++) {
+            const float x1 = x[j], x2 = x[j + PAIRS];
+            x[j] = to_f(from_f<floatX>(x1 * c[j] - x2 * s[j]));
+            x[j + PAIRS] = to_f(from_f<floatX>(x2 * c[j] + x1 * s[j]));
+        }
+    }
+};
 
 KERNEL(qk_norm_forward) {
     const int lane = threadIdx.x % WARP_SIZE;
-    const long long item = (long long)blockIdx.x * (BLOCK_SIZE / WARP_SIZE) + threadIdx.x / WARP_SIZE;
-    if (item >= (long long)N_ROWS * QK_HEADS) return;
-    const long long row = item / QK_HEADS;
-    const int h = (int)(item % QK_HEADS);
-    const long long off = row * QKVW + (long long)h * HS;
-    const floatX *w = h < NH ? qw : kw;
-    float v[HPL], s = 0.0f;
+    const long long row = (long long)blockIdx.x * (BLOCK_SIZE / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    if (row >= N_ROWS) return;
+    const QkRotation rot(row, pos, lane, 1.0f);
+    for (int h = 0; h < QK_HEADS; h++) {
+        const long long off = row * QKVW + (long long)h * HS;
+        const floatX *w = h < NH ? qw : kw;
+        float v[HPL], s = 0.0f;
 #pragma unroll
-    for (int j = 0; j < HPL; j++) { v[j] = to_f(inp[off + lane + j * WARP_SIZE]); s += v[j] * v[j]; }
-    const float r = rsqrtf(warp_sum(s) / HS + NORM_EPS);
+        for (int j = 0; j < HPL; j++) { v[j] = to_f(inp[off + lane + j * WARP_SIZE]); s += v[j] * v[j]; }
+        const float r = rsqrtf(warp_sum(s) / HS + NORM_EPS);
 #pragma unroll
-    for (int j = 0; j < HPL; j++) {
-        const int c = lane + j * WARP_SIZE;
-        out[off + c] = from_f<floatX>(v[j] * r * to_f(w[c]));
+        for (int j = 0; j < HPL; j++) v[j] = to_f(from_f<floatX>(v[j] * r * to_f(w[lane + j * WARP_SIZE])));
+        rot.apply(v);
+#pragma unroll
+        for (int j = 0; j < HPL; j++) out[off + lane + j * WARP_SIZE] = from_f<floatX>(v[j]);
+        if (lane == 0) rstd[row * QK_HEADS + h] = r;
     }
-    if (lane == 0) rstd[item] = r;
-    if (h >= NH) {   // k head j = h - NH also copies v head j, at (NH + NKV + j) HS = (h + NKV) HS
-        const long long voff = row * QKVW + (long long)(h + NKV) * HS;
-        for (int j = 0; j < HPL; j++) out[voff + lane + j * WARP_SIZE] = inp[voff + lane + j * WARP_SIZE];
+    for (int c = lane; c < NKV * HS; c += WARP_SIZE) {   // v's heads copied, after k's at (NH + NKV) HS
+        const long long voff = row * QKVW + (long long)(NH + NKV) * HS + c;
+        out[voff] = inp[voff];
     }
 }
 
-// QK_BLOCKS blocks, the heads strided over their warps; block b's partials at scratch[b*2HS ..): dqw's HS, then dkw's
+// QK_BLOCKS blocks, the rows strided over their warps; block b's partials at scratch[b*2HS ..): dqw's HS, then dkw's
 KERNEL(qk_norm_backward) {
     constexpr int WARPS = BWD_BLOCK_SIZE / WARP_SIZE;
     __shared__ float s_dw[2 * HS];
@@ -175,28 +205,30 @@ KERNEL(qk_norm_backward) {
     float dq[HPL], dk[HPL];
 #pragma unroll
     for (int j = 0; j < HPL; j++) { dq[j] = 0.0f; dk[j] = 0.0f; }
-    for (long long item = (long long)blockIdx.x * WARPS + warp; item < (long long)N_ROWS * QK_HEADS;
-         item += (long long)QK_BLOCKS * WARPS) {
-        const long long row = item / QK_HEADS;
-        const int h = (int)(item % QK_HEADS);
-        const long long off = row * QKVW + (long long)h * HS;
-        const floatX *w = h < NH ? qw : kw;
-        const float r = rstd[item];
-        float g[HPL], xh[HPL], s = 0.0f;
+    for (long long row = (long long)blockIdx.x * WARPS + warp; row < N_ROWS; row += (long long)QK_BLOCKS * WARPS) {
+        const QkRotation back(row, pos, lane, -1.0f);
+        for (int h = 0; h < QK_HEADS; h++) {
+            const long long off = row * QKVW + (long long)h * HS;
+            const floatX *w = h < NH ? qw : kw;
+            const float r = rstd[row * QK_HEADS + h];
+            float g[HPL], xh[HPL], s = 0.0f;
 #pragma unroll
-        for (int j = 0; j < HPL; j++) {
-            const int c = lane + j * WARP_SIZE;
-            g[j] = to_f(dinout[off + c]);
-            xh[j] = to_f(inp[off + c]) * r;
-            s += g[j] * to_f(w[c]) * xh[j];
-        }
-        const float m = warp_sum(s) / HS;
+            for (int j = 0; j < HPL; j++) g[j] = to_f(dinout[off + lane + j * WARP_SIZE]);
+            back.apply(g);
 #pragma unroll
-        for (int j = 0; j < HPL; j++) {
-            const int c = lane + j * WARP_SIZE;
-            if (h < NH) dq[j] += g[j] * xh[j];
-            else dk[j] += g[j] * xh[j];
-            dinout[off + c] = from_f<floatX>((g[j] * to_f(w[c]) - xh[j] * m) * r);
+            for (int j = 0; j < HPL; j++) {
+                const int c = lane + j * WARP_SIZE;
+                xh[j] = to_f(inp[off + c]) * r;
+                s += g[j] * to_f(w[c]) * xh[j];
+            }
+            const float m = warp_sum(s) / HS;
+#pragma unroll
+            for (int j = 0; j < HPL; j++) {
+                const int c = lane + j * WARP_SIZE;
+                if (h < NH) dq[j] += g[j] * xh[j];
+                else dk[j] += g[j] * xh[j];
+                dinout[off + c] = from_f<floatX>((g[j] * to_f(w[c]) - xh[j] * m) * r);
+            }
         }
     }
     for (int w = 0; w < WARPS; w++) {   // the warps' sums one after the other

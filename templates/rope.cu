@@ -7,9 +7,9 @@
 //   kv_expand      out (B*T rows of 3C) = q as it is, then for each query head h the k and v of kv head h / (NH/NKV)
 //   kv_reduce      dqkv (B*T rows of QKVW) from d(out): dq as it is, each kv head's dk and dv the sums (fp32, in head
 //                  order) over its NH/NKV query heads
-// The position p is t, or (ROPE_AT_POS: a decode step, a prefill) pos[0] + t. The angle is made in double and reduced
-// to [-pi, pi] there, its cos and sin in fp32: the angle itself rounded to fp32 is off by up to 1e-4 at positions in
-// the thousands. A thread takes a pair of channels of a row over all its q and k heads, which share the angle.
+// The position p is t, or (ROPE_AT_POS: a decode step, a prefill) pos[0] + t; the angle is common.cuh's rope_sincos.
+// A thread takes a pair of channels of a row over all its q and k heads, which share the angle. With QK-norm at a
+// head size that is a multiple of 64 (QK_ROPE), rmsnorm.cu's QK-norm kernels rotate instead, and no plan calls these.
 
 constexpr int HALF = HS / 2;
 constexpr int QK_HEADS = NH + NKV;
@@ -21,11 +21,8 @@ __device__ __forceinline__ void rope_rotate(floatX *qkv, const int *pos) {
     const int i = (int)(idx % HALF);
     const long long row = idx / HALF;
     const int t = (int)(row % T);
-    const int p = ROPE_AT_POS ? pos[0] + t : t;
-    double a = (double)p * pow(ROPE_THETA, -2.0 * i / HS);
-    a -= 6.283185307179586 * rint(a * 0.15915494309189535);
     float s, c;
-    sincosf((float)a, &s, &c);
+    rope_sincos(ROPE_AT_POS ? pos[0] + t : t, i, &s, &c);
     s *= (float)DIR;
     floatX *x = qkv + row * QKVW;
     for (int h = 0; h < QK_HEADS; h++) {   // q's heads, then k's

@@ -23,7 +23,7 @@ static const BackendAdamW ADAMW = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f};
 
 typedef struct { const char *name; GPT2Shape s; } Arch;
 
-/* maxT 16, V 60 (Vp 128), L 2, NH 4, C 32: head size 8 */
+/* maxT 16, V 60 (Vp 128), L 2, NH 4, C 32: head size 8 (but the last) */
 #define TINY_BASE .max_seq_len = 16, .vocab_size = 60, .padded_vocab_size = 128, .n_layer = 2, .n_head = 4, .n_embd = 32
 static const Arch ARCHS[] = {
     {"gpt2", {TINY_BASE}},
@@ -34,6 +34,10 @@ static const Arch ARCHS[] = {
     {"mqa-layernorm-swiglu-bias", {TINY_BASE, .mlp = MLP_SWIGLU, .n_kv_head = 1, .n_ffn = 96, .qk_norm = 1,
                                    .position = POS_ROPE, .logit_softcap = 5.0}},
     {"gpt2-nobias-untied-relu2", {TINY_BASE, .mlp = MLP_RELU2, .no_bias = 1, .untied = 1, .n_ffn = 32}},
+    /* head size 64: QK-norm's op also rotates (gpt2_qk_norm_rotates), with no rope op of its own */
+    {"nanochat-hs64", {.max_seq_len = 16, .vocab_size = 60, .padded_vocab_size = 128, .n_layer = 2, .n_head = 2,
+                       .n_embd = 128, .norm = NORM_RMSNORM, .position = POS_ROPE, .mlp = MLP_RELU2, .qk_norm = 1,
+                       .no_bias = 1, .untied = 1, .n_kv_head = 1}},
 };
 
 /* init, then every real entry moved by N(0, 0.1): norms' weights away from 1, nonzero biases, every path nonlinear */

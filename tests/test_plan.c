@@ -481,6 +481,23 @@ static void test_gelu_path(void) {
           "accepted (%s)", err.msg);
 }
 
+/* train.gelu = "auto" for a relative's ReLU^2 MLP: fc_gemm's fused matmuls with ReLU^2 where they run (Hopper, 16
+   bits, a hidden size of 4C), else the epilogues */
+static void test_gelu_auto_relu2(void) {
+    static const struct { const char *arch, *prec, *ffn; GeluPath want; } cases[] = {
+        {"sm_90", "precision=bf16", "model.n_ffn=3072", GELU_FUSED}, {"sm_90", "precision=fp16", "model.n_ffn=3072", GELU_FUSED},
+        {"sm_90", "precision=fp32", "model.n_ffn=3072", GELU_EPILOGUE}, {"sm_80", "precision=bf16", "model.n_ffn=3072", GELU_EPILOGUE},
+        {"sm_90", "precision=bf16", "model.n_ffn=2048", GELU_EPILOGUE}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Err err = {{0}};
+        const char *sets[] = {"model.mlp=relu2", "model.bias=false", cases[i].prec, cases[i].ffn};
+        if (config_load(&cfg, "configs/gpt2-124M.lua", sets, 4, &err) ||
+            plan_make_train(&plan, &cfg, cases[i].arch, NULL, &err)) { CHECK(0, "%s", err.msg); continue; }
+        CHECK(plan.gelu == cases[i].want && !strcmp(plan.gelu_origin, "auto"), "ReLU^2, %s, %s, %s: the plan's gelu is %s",
+              cases[i].arch, cases[i].prec, cases[i].ffn, gelu_path_name(plan.gelu));
+    }
+}
+
 /* train.gelu = "fused" (templates/fc_gemm.cu): on sm_90 in 16 bits both fc-shaped matmuls leave cuBLASLt (their
    entries are not called), and the plan has fcproj's transposed weight and the fc bias gradient's partials (a 128-row
    tile each); refused in fp32 and on another arch, with the reason; a forward plan keeps the epilogue. */
@@ -723,6 +740,7 @@ int main(int argc, char **argv) {
     RUN(test_classifier_chunks);
     RUN(test_gelu_path);
     RUN(test_gelu_fused);
+    RUN(test_gelu_auto_relu2);
     RUN(test_streams);
     RUN(test_graph_flag);
     RUN(test_decode_persistent);

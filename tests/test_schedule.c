@@ -339,11 +339,12 @@ static void test_written(void) {
 
 /* The CPU backend runs every plan's list to the same numbers: a training micro-step of each GELU path at recompute 0
    and 2 gives the bits of the epilogue path at recompute 0 (the CPU's fusions are the same math in steps) */
-static int micro_step(const char *gelu, const char *rec, float *grads, size_t *np, float *loss) {
+/* relu2: the model a relative with a ReLU^2 MLP and no biases (train.gelu = "fused": fc_gemm's ReLU^2 path) */
+static int micro_step(const char *gelu, const char *rec, int relu2, float *grads, size_t *np, float *loss) {
     const char *sets[] = {gelu, rec, "precision=bf16", "model.vocab_size=300", "train.batch_size=2", "train.seq_len=16",
-                          "train.total_batch_size=32", "model.n_layer=2"};
+                          "train.total_batch_size=32", "model.n_layer=2", "model.mlp=relu2", "model.bias=false"};
     Err err = {{0}};
-    if (load(sets, 8)) return -1;
+    if (load(sets, relu2 ? 10 : 8)) return -1;
     CHECK_OK(plan_make_train(&plan, &cfg, "sm_90", NULL, &err), &err);
     BackendOptions o = {&plan, 0, 0, 0, NULL, NULL, NULL};
     Backend *be = cpu_backend_create(&o, &err);
@@ -368,13 +369,13 @@ static void test_cpu_paths_agree(void) {
     static const char *const gelu[] = {"train.gelu=epilogue", "train.gelu=kernel", "train.gelu=split", "train.gelu=fused"};
     size_t np = 0;
     float loss0, loss;
-    if (micro_step(gelu[0], "train.recompute=0", NULL, &np, &loss0)) return;
+    if (micro_step(gelu[0], "train.recompute=0", 0, NULL, &np, &loss0)) return;
     float *want_g = xcalloc(np, sizeof(float)), *got_g = xcalloc(np, sizeof(float));
-    if (micro_step(gelu[0], "train.recompute=0", want_g, &np, &loss0)) goto done;
+    if (micro_step(gelu[0], "train.recompute=0", 0, want_g, &np, &loss0)) goto done;
     for (int g = 0; g < 4; g++)
         for (int r = 0; r <= 2; r += 2) {
             const char *rec = r ? "train.recompute=2" : "train.recompute=0";
-            if (micro_step(gelu[g], rec, got_g, &np, &loss)) goto done;
+            if (micro_step(gelu[g], rec, 0, got_g, &np, &loss)) goto done;
             CHECK(!memcmp(&loss, &loss0, sizeof loss) && !memcmp(got_g, want_g, np * sizeof(float)),
                   "%s %s: loss %.9g (epilogue, recompute 0: %.9g) or gradients differ", gelu[g], rec, loss, loss0);
         }
@@ -383,9 +384,40 @@ done:
     free(got_g);
 }
 
+/* a ReLU^2 relative's fused path (fc_gemm's ReLU^2: OP_FC_GELU and OP_FCPROJ_DGELU in place of the matmuls and
+   the ReLU^2 ops, no bias reduce) gives the CPU the plain path's bits, and is the plan's where train.gelu asks */
+static void test_cpu_relu2_fused_agrees(void) {
+    size_t np = 0;
+    float loss0, loss;
+    if (micro_step("train.gelu=epilogue", "train.recompute=0", 1, NULL, &np, &loss0)) return;
+    CHECK(plan.gelu == GELU_EPILOGUE, "relu2, epilogue: the plan has gelu %d", plan.gelu);
+    float *want_g = xcalloc(np, sizeof(float)), *got_g = xcalloc(np, sizeof(float));
+    if (micro_step("train.gelu=epilogue", "train.recompute=0", 1, want_g, &np, &loss0) ||
+        micro_step("train.gelu=fused", "train.recompute=0", 1, got_g, &np, &loss))
+        goto done;
+    CHECK(plan.gelu == GELU_FUSED, "relu2, fused: the plan has gelu %d", plan.gelu);
+    int fc = 0, relu2_ops = 0;
+    for (int i = 0; i < plan.schedule.forward.block.n; i++) {
+        fc += plan.schedule.forward.block.ops[i].kind == OP_FC_GELU;
+        relu2_ops += plan.schedule.forward.block.ops[i].kind == OP_RELU2;
+    }
+    for (int i = 0; i < plan.schedule.backward.block.n; i++) {
+        fc += plan.schedule.backward.block.ops[i].kind == OP_FCPROJ_DGELU;
+        relu2_ops += plan.schedule.backward.block.ops[i].kind == OP_RELU2_BACKWARD;
+        relu2_ops += plan.schedule.backward.block.ops[i].kind == OP_FC_BIAS_REDUCE;
+    }
+    CHECK(fc == 2 && relu2_ops == 0, "relu2, fused: %d fused ops (2 expected) and %d of the plain path's", fc, relu2_ops);
+    CHECK(!memcmp(&loss, &loss0, sizeof loss) && !memcmp(got_g, want_g, np * sizeof(float)),
+          "relu2, fused: loss %.9g (the plain path's %.9g) or gradients differ", loss, loss0);
+done:
+    free(want_g);
+    free(got_g);
+}
+
 int main(int argc, char **argv) {
     check_filter = argc > 1 ? argv[1] : NULL;
     RUN(test_train_steps);
+    RUN(test_cpu_relu2_fused_agrees);
     RUN(test_set_gelu_remakes);
     RUN(test_forward_steps);
     RUN(test_written);

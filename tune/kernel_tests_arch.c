@@ -81,52 +81,77 @@ static void test_rmsnorm_rows(Harness *g) {
     harness_dfree_all(g);
 }
 
-/* QK-norm: each q and k head of qkv normed into another buffer (v copied), then the backward in place */
-static void test_qk_norm(Harness *g) {
-    CpuHeads h = heads(g);
-    size_t N = g->BT, W = qkv_width(g), HS = (size_t)h.HS, nh = (size_t)(h.NH + h.NKV);
-    float *x = harness_hrand(g, N * W, 2.0f), *qw = harness_hrand(g, HS, 1.0f), *kw = harness_hrand(g, HS, 1.0f);
-    float *ref = harness_hbuf(N * W), *rstd = harness_hbuf(N * nh), *got = harness_hbuf(N * W), *gr = harness_hbuf(N * nh);
+/* QK-norm's test inputs on the host and the GPU: qkv x, the weights, the CPU's rstd; the plan's positions (a decode
+   step's and a prefill's from the cache's position pos, here 5, else from 0) and whether the kernels rotate */
+typedef struct {
+    CpuHeads h;
+    size_t N, W, HS, nh;
+    int32_t pos;
+    int rotates;
+    double theta;
+    float *x, *qw, *kw, *rstd;
+    dptr dx, dqw, dkw, drstd, dpos;
+} QkCase;
+
+/* the forward into another buffer (v copied), against the CPU's norm (then, where the kernels rotate, RoPE) */
+static int test_qk_norm_forward(Harness *g, QkCase *q) {
+    size_t N = q->N, W = q->W, nh = q->nh;
+    float *ref = harness_hbuf(N * W), *got = harness_hbuf(N * W), *gr = harness_hbuf(N * nh);
     Err err = {{0}};
-    dptr dx = harness_dup_x(g, x, N * W), dqw = harness_dup_x(g, qw, HS), dkw = harness_dup_x(g, kw, HS);
-    dptr dout = harness_dalloc(g, N * W * g->xs), drstd = harness_dalloc(g, N * nh * 4);
-    cpu_qk_norm_forward(ref, rstd, x, qw, kw, (int)N, h, eps(g));
+    dptr dout = harness_dalloc(g, N * W * g->xs);
+    cpu_qk_norm_forward(ref, q->rstd, q->x, q->qw, q->kw, (int)N, q->h, eps(g));
+    if (q->rotates) {
+        harness_quantize(g, ref, N * W);   /* the norm's output as stored, then rotated */
+        cpu_rope(ref, q->pos, q->h, q->theta, 1);
+    }
     harness_quantize(g, ref, N * W);
-    int rc = launch_qk_norm_forward(&g->ks, g->s, dout, drstd, dx, dqw, dkw, &err);
+    int rc = launch_qk_norm_forward(&g->ks, g->s, dout, q->drstd, q->dx, q->dqw, q->dkw, q->dpos, &err);
     HarnessCmp c = {0, 0, ""};
     if (!rc) {
         harness_down(g, got, dout, N * W);
         harness_cmp(&c, "out", got, ref, N * W, g->tol);
-        cu.cuMemcpyDtoH(gr, drstd, N * nh * 4);
-        harness_cmp(&c, "rstd", gr, rstd, N * nh, 1e-5);
+        cu.cuMemcpyDtoH(gr, q->drstd, N * nh * 4);
+        harness_cmp(&c, "rstd", gr, q->rstd, N * nh, 1e-5);
     }
-    harness_finish(g, "qk_norm_forward", &c, &err, rc);
+    harness_finish(g, q->rotates ? "qk_norm_forward with RoPE" : "qk_norm_forward", &c, &err, rc);
+    free(ref); free(got); free(gr);
+    return rc;
+}
 
+/* the backward in place, twice (the same bits), against the CPU's (where the kernels rotate, after RoPE's backward) */
+static void test_qk_norm_backward(Harness *g, QkCase *q) {
+    size_t N = q->N, W = q->W, HS = q->HS;
     float *dy = harness_hrand(g, N * W, 1.0f), *gq0 = harness_hrand(g, HS, 1.0f), *gk0 = harness_hrand(g, HS, 1.0f);
     float *rd = xmalloc(N * W * 4), *rq = xmalloc(HS * 4), *rk = xmalloc(HS * 4), *again = harness_hbuf(N * W);
-    float *gq = harness_hbuf(2 * HS), *gq2 = harness_hbuf(2 * HS);
+    float *got = harness_hbuf(N * W), *gq = harness_hbuf(2 * HS), *gq2 = harness_hbuf(2 * HS);
     memcpy(rd, dy, N * W * 4);
     memcpy(rq, gq0, HS * 4);
     memcpy(rk, gk0, HS * 4);
-    cpu_qk_norm_backward(rd, x, qw, kw, rstd, rq, rk, (int)N, h);
+    if (q->rotates) {
+        cpu_rope(rd, q->pos, q->h, q->theta, -1);
+        harness_quantize(g, rd, N * W);   /* the gradient rotated back, as stored */
+    }
+    cpu_qk_norm_backward(rd, q->x, q->qw, q->kw, q->rstd, rq, rk, (int)N, q->h);
     size_t parts = g->plan->kernels[K_QK_NORM_BACKWARD].dims.grid[0];
     dptr dd = harness_dalloc(g, N * W * g->xs), dgq = harness_dalloc(g, HS * g->xs), dgk = harness_dalloc(g, HS * g->xs);
     dptr scratch = harness_dalloc(g, parts * 2 * HS * 4);
-    cu.cuMemcpyHtoD(drstd, rstd, N * nh * 4);
+    Err err = {{0}};
+    int rc = 0;
+    cu.cuMemcpyHtoD(q->drstd, q->rstd, q->N * q->nh * 4);
     for (int rep = 0; rep < 2 && !rc; rep++) {
         harness_up(g, dd, dy, N * W);
         harness_up(g, dgq, gq0, HS);
         harness_up(g, dgk, gk0, HS);
-        rc = launch_qk_norm_backward(&g->ks, g->s, dd, scratch, dx, dqw, dkw, drstd, &err) ||
+        rc = launch_qk_norm_backward(&g->ks, g->s, dd, scratch, q->dx, q->dqw, q->dkw, q->drstd, q->dpos, &err) ||
              launch_qk_norm_backward_reduce(&g->ks, g->s, dgq, dgk, scratch, &err);
         if (!rc) {
-            float *q = rep ? gq2 : gq;
+            float *w = rep ? gq2 : gq;
             harness_down(g, rep ? again : got, dd, N * W);
-            harness_down(g, q, dgq, HS);
-            harness_down(g, q + HS, dgk, HS);
+            harness_down(g, w, dgq, HS);
+            harness_down(g, w + HS, dgk, HS);
         }
     }
-    c = (HarnessCmp){0, 0, ""};
+    HarnessCmp c = {0, 0, ""};
     if (!rc) {
         harness_cmp(&c, "dinp", got, rd, N * W, g->tol);
         harness_cmp(&c, "dqw", gq, rq, HS, g->tol);
@@ -134,9 +159,30 @@ static void test_qk_norm(Harness *g) {
         same_bits(&c, "dinp", got, again, N * W);
         same_bits(&c, "dqw and dkw", gq, gq2, 2 * HS);
     }
-    harness_finish(g, "qk_norm_backward (deterministic)", &c, &err, rc);
-    free(x); free(qw); free(kw); free(ref); free(rstd); free(got); free(gr); free(dy); free(gq0); free(gk0); free(rd);
-    free(rq); free(rk); free(again); free(gq); free(gq2);
+    harness_finish(g, q->rotates ? "qk_norm_backward with RoPE (deterministic)" : "qk_norm_backward (deterministic)", &c,
+                   &err, rc);
+    free(dy); free(gq0); free(gk0); free(rd); free(rq); free(rk); free(again); free(got); free(gq); free(gq2);
+}
+
+static void test_qk_norm(Harness *g) {
+    QkCase q = {.h = heads(g), .N = g->BT, .W = qkv_width(g)};
+    const StepShape *st = &g->plan->step;
+    q.HS = (size_t)q.h.HS;
+    q.nh = (size_t)(q.h.NH + q.h.NKV);
+    q.pos = st->kind == STEP_DECODE || st->fills_cache ? 5 : 0;
+    q.rotates = gpt2_qk_norm_rotates(&g->plan->model);
+    q.theta = gpt2_rope_theta(&g->plan->model);
+    q.x = harness_hrand(g, q.N * q.W, 2.0f);
+    q.qw = harness_hrand(g, q.HS, 1.0f);
+    q.kw = harness_hrand(g, q.HS, 1.0f);
+    q.rstd = harness_hbuf(q.N * q.nh);
+    q.dx = harness_dup_x(g, q.x, q.N * q.W);
+    q.dqw = harness_dup_x(g, q.qw, q.HS);
+    q.dkw = harness_dup_x(g, q.kw, q.HS);
+    q.drstd = harness_dalloc(g, q.N * q.nh * 4);
+    q.dpos = harness_dup_raw(g, &q.pos, 4);
+    if (!test_qk_norm_forward(g, &q)) test_qk_norm_backward(g, &q);
+    free(q.x); free(q.qw); free(q.kw); free(q.rstd);
     harness_dfree_all(g);
 }
 

@@ -170,8 +170,20 @@ static float *checked_rows(float *h, int M, int N, int r0, int r1) {
     return h;
 }
 
-/* the rows fc_gemm's test checks on the CPU: [0, r0) and [r1, M) of the M = B*T, rows of them; C and N = 4C */
-typedef struct { int M, C, N, r0, r1, rows; } FcRows;
+/* the rows fc_gemm's test checks on the CPU: [0, r0) and [r1, M) of the M = B*T, rows of them; C and N = 4C; the
+   activation ReLU^2 (a relative's, FC_RELU2) or the GELU; the fc bias, or none (a relative without biases) */
+typedef struct { int M, C, N, r0, r1, rows, relu2, bias; } FcRows;
+
+/* the activation of n pre-activations, and dpre = dmid * its derivative, as the CPU has them */
+static void fc_act(const FcRows *f, float *act, const float *pre, size_t n) {
+    if (f->relu2) cpu_relu2_forward(act, pre, n);
+    else cpu_gelu_forward(act, pre, n);
+}
+static void fc_act_backward(const FcRows *f, float *dpre, const float *pre, const float *dmid, size_t n) {
+    if (!f->relu2) { cpu_gelu_backward(dpre, pre, dmid, n); return; }
+    memcpy(dpre, dmid, n * sizeof(float));
+    cpu_relu2_backward(dpre, pre, n);
+}
 
 /* backward: dpre = (dy (M, C) @ Wp (C, N)) * GELU'(pre), Wp transposed first; pre random over GELU's bend. act: the
    forward's GELU of the rows checked; got: scratch of M*N */
@@ -187,13 +199,13 @@ static void fc_gemm_test_backward(Harness *g, const FcRows *f, const float *act,
     if (M > r1) cpu_matmul_backward(dmid + (size_t)r0 * N, unused, NULL, dy + (size_t)r1 * C, act, wp, M - r1, N, C);
     memcpy(pre_rows, pre_in, (size_t)r0 * N * sizeof(float));
     memcpy(pre_rows + (size_t)r0 * N, pre_in + (size_t)r1 * N, (size_t)(M - r1) * N * sizeof(float));
-    cpu_gelu_backward(rd, pre_rows, dmid, (size_t)rows * N);
+    fc_act_backward(f, rd, pre_rows, dmid, (size_t)rows * N);
     size_t tiles = ((size_t)M + FC_GEMM_TILE_ROWS - 1) / FC_GEMM_TILE_ROWS;
     dptr dwp = harness_dup_x(g, wp, (size_t)C * N), dwt = harness_dalloc(g, (size_t)N * C * g->xs), ddy = harness_dup_x(g, dy, nx);
     dptr dpin = harness_dup_x(g, pre_in, nn), dd = harness_dalloc(g, nn * g->xs), scratch = harness_dalloc(g, tiles * N * 4), dbias = harness_dup_x(g, b0, N);
     int rc = launch_transpose_fcproj(&g->ks, g->s, dwt, dwp, err) ||
              fc_gemm_backward(&g->ks, g->s, dd, scratch, ddy, dwt, dpin, err) ||
-             launch_fc_bias_reduce(&g->ks, g->s, dbias, scratch, err);
+             (f->bias && launch_fc_bias_reduce(&g->ks, g->s, dbias, scratch, err));
     HarnessCmp c = {0, 0, ""};
     double tol = 3e-2;   /* GELU' of a rounded product, as cuBLASLt's DGELU epilogue test */
     if (!rc) {
@@ -203,9 +215,10 @@ static void fc_gemm_test_backward(Harness *g, const FcRows *f, const float *act,
         ref_bias(rb, b0, got, M, N);   /* the sums are of the stored gradient, all M rows */
         harness_cmp(&c, "dpre", checked_rows(got, M, N, r0, r1), rd, (size_t)rows * N, tol);
         harness_down(g, gb, dbias, N);
-        harness_cmp(&c, "fc dbias", gb, rb, N, g->tol);
+        if (f->bias) harness_cmp(&c, "fc dbias", gb, rb, N, g->tol);
     }
-    harness_finish(g, "fcproj_dgelu_backward (fcproj dinp + GELU backward + fc bias gradient, fused)", &c, err, rc);
+    harness_finish(g, f->relu2 ? "fcproj_dgelu_backward (fcproj dinp + ReLU^2 backward, fused)"
+                               : "fcproj_dgelu_backward (fcproj dinp + GELU backward + fc bias gradient, fused)", &c, err, rc);
     free(wp); free(dy); free(pre_in); free(b0); free(dmid);
     free(rd); free(unused); free(wt); free(gwt); free(rb); free(gb); free(pre_rows);
 }
@@ -229,24 +242,30 @@ void kernel_test_fc_gemm(Harness *g) {
     int r0 = M < 256 ? M : 256, r1 = M - 128 > r0 ? M - 128 : r0, rows = r0 + (M - r1);
     size_t nx = (size_t)M * C, nn = (size_t)M * N;
     Err err = {{0}};
+    FcRows f = {M, C, N, r0, r1, rows, g->plan->model.mlp == MLP_RELU2, !g->plan->model.no_bias};
     float *x = harness_hrand(g, nx, 1.0f), *w = harness_hrand(g, (size_t)N * C, 0.5f), *b = harness_hrand(g, N, 1.0f);
     float *pre = harness_hbuf((size_t)rows * N), *act = harness_hbuf((size_t)rows * N), *got = harness_hbuf(nn);
     dptr dx = harness_dup_x(g, x, nx), dw = harness_dup_x(g, w, (size_t)N * C), db = harness_dup_x(g, b, N);
     dptr dpre = harness_dalloc(g, nn * g->xs), dact = harness_dalloc(g, nn * g->xs);
-    cpu_matmul_forward(pre, x, w, b, r0, C, N);
-    if (M > r1) cpu_matmul_forward(pre + (size_t)r0 * N, x + (size_t)r1 * C, w, b, M - r1, C, N);
+    cpu_matmul_forward(pre, x, w, f.bias ? b : NULL, r0, C, N);
+    if (M > r1) cpu_matmul_forward(pre + (size_t)r0 * N, x + (size_t)r1 * C, w, f.bias ? b : NULL, M - r1, C, N);
     harness_quantize(g, pre, (size_t)rows * N);
-    cpu_gelu_forward(act, pre, (size_t)rows * N);
+    fc_act(&f, act, pre, (size_t)rows * N);
     int rc = fc_gemm_forward(&g->ks, g->s, dpre, dact, dx, dw, db, &err);
     HarnessCmp c = {0, 0, ""};
     if (!rc) {
         harness_down(g, got, dpre, nn); harness_cmp(&c, "pre-activation", checked_rows(got, M, N, r0, r1), pre, (size_t)rows * N, g->tol);
-        harness_down(g, got, dact, nn); harness_cmp(&c, "GELU", checked_rows(got, M, N, r0, r1), act, (size_t)rows * N, g->tol);
+        harness_down(g, got, dact, nn);
+        harness_cmp(&c, f.relu2 ? "ReLU^2" : "GELU", checked_rows(got, M, N, r0, r1), act, (size_t)rows * N, g->tol);
     }
-    harness_finish(g, "fc_gelu_forward (fc matmul + bias + GELU, fused)", &c, &err, rc);
+    harness_finish(g, f.relu2 ? "fc_gelu_forward (fc matmul + ReLU^2, fused)" : "fc_gelu_forward (fc matmul + bias + GELU, fused)",
+                   &c, &err, rc);
 
-    FcRows f = {M, C, N, r0, r1, rows};
     fc_gemm_test_backward(g, &f, act, got, &err);
+    if (!f.bias) {   /* the family is in the plan for its fused matmuls: the bias reduce has no bias to sum into */
+        g->skipped[K_FC_BIAS_REDUCE] = 1;
+        harness_skip(g, "fc_bias_reduce", "the model has no biases");
+    }
     free(x); free(w); free(b); free(pre); free(act); free(got);
     harness_dfree_all(g);
 }

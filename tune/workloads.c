@@ -292,12 +292,12 @@ void wl_decode_step_setup(Workload *w, Harness *g) {
 int wl_rmsnorm_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
     if (launch_rmsnorm_forward(ks, g->s, P(w, 3), P(w, 4), P(w, 0), P(w, 2), err) ||
         launch_fused_residual_rmsnorm_forward(ks, g->s, P(w, 5), P(w, 3), P(w, 4), P(w, 0), P(w, 1), P(w, 2), err) ||
-        launch_qk_norm_forward(ks, g->s, P(w, 11), P(w, 12), P(w, 10), P(w, 13), P(w, 14), err))
+        launch_qk_norm_forward(ks, g->s, P(w, 11), P(w, 12), P(w, 10), P(w, 13), P(w, 14), P(w, 18), err))
         return -1;
     if (forward_only(g)) return 0;
     return launch_rmsnorm_backward(ks, g->s, P(w, 7), P(w, 9), P(w, 6), P(w, 5), P(w, 2), P(w, 4), err) ||
            launch_rmsnorm_backward_reduce(ks, g->s, P(w, 8), P(w, 9), err) ||
-           launch_qk_norm_backward(ks, g->s, P(w, 15), P(w, 9), P(w, 10), P(w, 13), P(w, 14), P(w, 12), err) ||
+           launch_qk_norm_backward(ks, g->s, P(w, 15), P(w, 9), P(w, 10), P(w, 13), P(w, 14), P(w, 12), P(w, 18), err) ||
            launch_qk_norm_backward_reduce(ks, g->s, P(w, 16), P(w, 17), P(w, 9), err) ? -1 : 0;
 }
 void wl_rmsnorm_setup(Workload *w, Harness *g) {
@@ -319,6 +319,8 @@ void wl_rmsnorm_setup(Workload *w, Harness *g) {
     wbuf(w, g, HS, 0, 1); wbuf(w, g, HS, 0, 1);              /* 13, 14: qw, kw */
     out(w, wbuf(w, g, N * W, 0, 1), "dqkv");                 /* 15, in place */
     wbuf(w, g, HS, 0, 0); wbuf(w, g, HS, 0, 0);              /* 16, 17: dqw, dkw */
+    int32_t pos = 0;
+    fixed(w, g, &pos, 4);                                    /* 18 the cache's position (QK_ROPE's, at pos + t) */
 }
 
 /* ---- RoPE (in place: repeated for timing, its values drift, the bytes and the work stay) and GQA's expand ---- */

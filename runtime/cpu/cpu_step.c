@@ -104,7 +104,11 @@ static int arch_op(Backend *be, const SchedOp *op, float *const *a) {
     size_t nf = (size_t)N * gpt2_ffn(s);
     CpuHeads g = cpu_heads(s, B, T);
     float eps = gpt2_norm_eps(s);
-    int pos = op->arg[1].space == REF_BUF ? c->pos : 0;   /* OP_ROPE's positions: the cache's (host state), else 0.. */
+    /* RoPE's positions: the cache's (host state) where the op names them, else 0..; in OP_ROPE's argument 1, the
+       QK-norm ops' 5 and 7 (where they rotate: gpt2_qk_norm_rotates) */
+    int pos_arg = op->kind == OP_QK_NORM ? 5 : op->kind == OP_QK_NORM_BACKWARD ? 7 : 1;
+    int pos = op->arg[pos_arg].space == REF_BUF ? c->pos : 0, rotates = gpt2_qk_norm_rotates(s);
+    double theta = gpt2_rope_theta(s);
     switch (op->kind) {
     case OP_RMSNORM: cpu_rmsnorm_forward(a[0], a[1], a[2], a[3], N, C, eps); return 1;
     case OP_RESIDUAL_RMSNORM:
@@ -112,10 +116,16 @@ static int arch_op(Backend *be, const SchedOp *op, float *const *a) {
         cpu_rmsnorm_forward(a[1], a[2], a[0], a[5], N, C, eps);
         return 1;
     case OP_RMSNORM_BACKWARD: cpu_rmsnorm_backward(a[0], a[1], a[2], a[3], a[4], a[5], N, C); return 1;
-    case OP_QK_NORM: cpu_qk_norm_forward(a[0], a[1], a[2], a[3], a[4], N, g, eps); return 1;
-    case OP_QK_NORM_BACKWARD: cpu_qk_norm_backward(a[0], a[1], a[2], a[3], a[4], a[5], a[6], N, g); return 1;
-    case OP_ROPE: cpu_rope(a[0], pos, g, gpt2_rope_theta(s), 1); return 1;
-    case OP_ROPE_BACKWARD: cpu_rope(a[0], pos, g, gpt2_rope_theta(s), -1); return 1;
+    case OP_QK_NORM:
+        cpu_qk_norm_forward(a[0], a[1], a[2], a[3], a[4], N, g, eps);
+        if (rotates) cpu_rope(a[0], pos, g, theta, 1);
+        return 1;
+    case OP_QK_NORM_BACKWARD:
+        if (rotates) cpu_rope(a[0], pos, g, theta, -1);
+        cpu_qk_norm_backward(a[0], a[1], a[2], a[3], a[4], a[5], a[6], N, g);
+        return 1;
+    case OP_ROPE: cpu_rope(a[0], pos, g, theta, 1); return 1;
+    case OP_ROPE_BACKWARD: cpu_rope(a[0], pos, g, theta, -1); return 1;
     case OP_RELU2: cpu_relu2_forward(a[0], a[1], nf); return 1;
     case OP_RELU2_BACKWARD: cpu_relu2_backward(a[0], a[1], nf); return 1;
     case OP_SWIGLU: cpu_swiglu_forward(a[0], a[1], a[2], nf); return 1;
@@ -148,9 +158,10 @@ static void forward_op(Backend *be, const SchedOp *op, float *const *a) {
         cpu_matmul_forward(a[4] ? a[4] : a[0], a[1], a[2], a[3], N, IC, OC);
         if (a[4]) cpu_gelu_forward(a[0], a[4], (size_t)N * OC);
         return;
-    case OP_FC_GELU:
+    case OP_FC_GELU:   /* the GELU, or a relative's ReLU^2 */
         cpu_matmul_forward(a[0], a[2], a[3], a[4], N, C, 4 * C);
-        cpu_gelu_forward(a[1], a[0], (size_t)N * 4 * C);
+        if (s->mlp == MLP_RELU2) cpu_relu2_forward(a[1], a[0], (size_t)N * 4 * C);
+        else cpu_gelu_forward(a[1], a[0], (size_t)N * 4 * C);
         return;
     case OP_KERNEL: cpu_kernel_find(op->kernel->name)(a, op->n); return;   /* found: cpu_run_op */
     case OP_KV_APPEND: cpu_kv_append_gqa(a[0], a[1], a[2], c->pos, g, be->plan->step.cache_T); return;
@@ -196,7 +207,12 @@ static void backward_op(Backend *be, const SchedOp *op, float *const *a) {
         cpu_gelu_backward(a[0], a[1], c->d.dfch_gelu, (size_t)N * 4 * C);
         cpu_bias_backward(a[2], a[0], N, 4 * C);
         return;
-    case OP_FCPROJ_DGELU: dinp_dgelu(c, a[0], a[1], a[2], a[3], N, 4 * C, C); return;
+    case OP_FCPROJ_DGELU:   /* the GELU's, or a relative's ReLU^2's */
+        if (s->mlp != MLP_RELU2) { dinp_dgelu(c, a[0], a[1], a[2], a[3], N, 4 * C, C); return; }
+        zero(a[0], (size_t)N * 4 * C);
+        cpu_matmul_backward_dinp(a[0], a[1], a[2], N, 4 * C, C);
+        cpu_relu2_backward(a[0], a[3], (size_t)N * 4 * C);
+        return;
     case OP_FC_BIAS_REDUCE: cpu_bias_backward(a[0], a[1], N, 4 * C); return;
     case OP_ATTENTION_BACKWARD:   /* dqkv, qkv, out, dout, stats (the probabilities) */
         zero(a[0], (size_t)N * gpt2_qkv_width(s));

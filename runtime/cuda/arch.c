@@ -11,9 +11,10 @@ int op_rmsnorm_backward(Cuda *c, dptr dinp, dptr dw, dptr dout, dptr inp, dptr w
            launch_rmsnorm_backward_reduce(&c->ks, c->s, dw, scratch, err) ? -1 : 0;
 }
 
-int op_qk_norm_backward(Cuda *c, dptr dinout, dptr inp, dptr qw, dptr kw, dptr rstd, dptr dqw, dptr dkw, Err *err) {
+int op_qk_norm_backward(Cuda *c, dptr dinout, dptr inp, dptr qw, dptr kw, dptr rstd, dptr dqw, dptr dkw, dptr pos,
+                        Err *err) {
     dptr scratch = buf(c, BUF_LN_SCRATCH, 0);
-    return launch_qk_norm_backward(&c->ks, c->s, dinout, scratch, inp, qw, kw, rstd, err) ||
+    return launch_qk_norm_backward(&c->ks, c->s, dinout, scratch, inp, qw, kw, rstd, pos, err) ||
            launch_qk_norm_backward_reduce(&c->ks, c->s, dqw, dkw, scratch, err) ? -1 : 0;
 }
 
@@ -34,8 +35,10 @@ int op_arch(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
         OP(name, launch_fused_residual_rmsnorm_forward(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], a[5], err));
         return 0;
     case OP_RMSNORM_BACKWARD: OP(name, op_rmsnorm_backward(c, a[0], a[1], a[2], a[3], a[4], a[5], err)); return 0;
-    case OP_QK_NORM: OP(name, launch_qk_norm_forward(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], err)); return 0;
-    case OP_QK_NORM_BACKWARD: OP(name, op_qk_norm_backward(c, a[0], a[1], a[2], a[3], a[4], a[5], a[6], err)); return 0;
+    case OP_QK_NORM: OP(name, launch_qk_norm_forward(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], a[5], err)); return 0;
+    case OP_QK_NORM_BACKWARD:
+        OP(name, op_qk_norm_backward(c, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], err));
+        return 0;
     case OP_ROPE: OP(name, launch_rope_forward(&c->ks, c->s, a[0], a[1], err)); return 0;
     case OP_ROPE_BACKWARD: OP(name, launch_rope_backward(&c->ks, c->s, a[0], a[1], err)); return 0;
     case OP_RELU2: OP(name, launch_relu2_forward(&c->ks, c->s, a[0], a[1], ffn_elements(c), err)); return 0;

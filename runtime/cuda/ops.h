@@ -116,7 +116,8 @@ int op_fc_bias_reduce(Cuda *c, dptr db, Err *err);
 
 /* GPT-2's relatives' ops (arch.c; gen/schedule.h says what each computes) */
 int op_rmsnorm_backward(Cuda *c, dptr dinp, dptr dw, dptr dout, dptr inp, dptr w, dptr rstd, Err *err);
-int op_qk_norm_backward(Cuda *c, dptr dinout, dptr inp, dptr qw, dptr kw, dptr rstd, dptr dqw, dptr dkw, Err *err);
+int op_qk_norm_backward(Cuda *c, dptr dinout, dptr inp, dptr qw, dptr kw, dptr rstd, dptr dqw, dptr dkw, dptr pos,
+                        Err *err);
 /* the attention's scratch for grouped-query attention on cuDNN (Plan.kv_expand: BUF_QKV_X, BUF_DQKV_X), else zeros */
 AttExpand op_attention_expand(const Cuda *c);
 int op_arch(Cuda *c, const SchedOp *op, const dptr *a, Err *err);   /* 1: not one of theirs */
