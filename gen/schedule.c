@@ -66,14 +66,19 @@ static SchedRef positions(const Plan *p) {
 /* qkv = ln1 @ qkvw^T + qkvb, then with qk_norm each head's q and k RMS-normed, with RoPE q and k rotated: by the
    QK-norm op itself where it can (gpt2_qk_norm_rotates), else by a rope op of its own */
 static void after_qkv(SchedList *b, const Plan *p);
+/* where qkv's matmul writes: qkv_pre where a QK-norm op follows, else qkv (a decode step's attention applies QK-norm
+   and RoPE itself: templates/decode.cu, ATT_PREP) */
+static SchedRef qkv_out(const Plan *p) {
+    return p->model.qk_norm && p->step.kind != STEP_DECODE ? BUF(BUF_QKV_PRE, AT_L) : BUF(BUF_QKV, AT_L);
+}
 static void forward_qkv(SchedList *b, const Plan *p) {
-    SchedRef qkv = BUF(BUF_QKV, AT_L), pre = BUF(BUF_QKV_PRE, AT_L);
     add(b, OP_MATMUL, ON_EVERY, "matmul qkv", MM_QKV,
-        ARGS(p->model.qk_norm ? pre : qkv, BUF(BUF_LN1, AT_L), PAR(P_QKVW, AT_L), bias_of(p, P_QKVB, AT_L), NONE));
+        ARGS(qkv_out(p), BUF(BUF_LN1, AT_L), PAR(P_QKVW, AT_L), bias_of(p, P_QKVB, AT_L), NONE));
     after_qkv(b, p);
 }
 /* the qkv matmul's output (qkv_pre with QK-norm) to the attention's qkv */
 static void after_qkv(SchedList *b, const Plan *p) {
+    if (p->step.kind == STEP_DECODE) return;
     SchedRef qkv = BUF(BUF_QKV, AT_L), pre = BUF(BUF_QKV_PRE, AT_L);
     int fused = gpt2_qk_norm_rotates(&p->model);
     if (p->model.qk_norm)
@@ -85,9 +90,10 @@ static void after_qkv(SchedList *b, const Plan *p) {
 /* ---- the forward ---------------------------------------------------------------------------------------- */
 static void forward_attention(SchedList *b, const Plan *p) {
     if (p->step.kind == STEP_DECODE) {   /* each row's query against its cached positions; the combine appends */
+        SchedRef qnw = p->model.qk_norm ? PAR(P_QNORMW, AT_L) : NONE, knw = p->model.qk_norm ? PAR(P_KNORMW, AT_L) : NONE;
         add(b, OP_DECODE_ATTENTION, ON_EVERY, "decode attention", -1,
             ARGS(BUF(BUF_ATTY, AT_L), BUF(BUF_KCACHE, AT_L), BUF(BUF_VCACHE, AT_L), BUF(BUF_QKV, AT_L),
-                 BUF(BUF_DECODE_POS, AT_0), BUF(BUF_ATT_PARTIAL, AT_0)));
+                 BUF(BUF_DECODE_POS, AT_0), BUF(BUF_ATT_PARTIAL, AT_0), qnw, knw));
         return;
     }
     if (p->step.fills_cache)             /* a prefill: the keys and values into the decode plan's cache */
@@ -127,12 +133,12 @@ static void forward_fc(SchedList *b, const Plan *p) {
 }
 
 /* a decode step's layer of few rows (Plan.decode_linear): each norm inside the matmul after it, each residual add
-   inside the matmul before it, the MLP's activation (SwiGLU: its gate's matmul too) inside its up projection, so the
-   layer is its four linears and the attention (and a relative's QK-norm and RoPE ops between qkv and the attention);
-   the last layer's final norm is inside the classifier */
+   inside the matmul before it, the MLP's activation (SwiGLU: its gate's matmul too) inside its up projection, and a
+   relative's QK-norm and RoPE inside the attention, so the layer is its four linears and the attention; the last
+   layer's final norm is inside the classifier */
 static void decode_block(SchedList *b, const Plan *p) {
     SchedRef res2 = BUF(BUF_RESIDUAL2, AT_L), res3 = BUF(BUF_RESIDUAL3, AT_L), fchg = BUF(BUF_FCH_GELU, AT_L);
-    SchedRef qkv = p->model.qk_norm ? BUF(BUF_QKV_PRE, AT_L) : BUF(BUF_QKV, AT_L);
+    SchedRef qkv = qkv_out(p);
     static const char *const names[2][5] = {   /* by the norm: qkv, fc with each MLP, the classifier */
         {"layernorm+matmul qkv", "layernorm+matmul fc+gelu", "layernorm+matmul fc+relu2", "layernorm+matmul fc+swiglu",
          "layernorm+matmul classifier"},
@@ -144,7 +150,6 @@ static void decode_block(SchedList *b, const Plan *p) {
         add(b, OP_LN_MATMUL, first ? ON_FIRST : ON_LATER, name[0], MM_QKV,
             ARGS(qkv, in, PAR(P_LN1W, AT_L), lnb_of(p, P_LN1B, AT_L), PAR(P_QKVW, AT_L), bias_of(p, P_QKVB, AT_L)));
     }
-    after_qkv(b, p);
     forward_attention(b, p);
     for (int first = 1; first >= 0; first--)
         add(b, OP_MATMUL_RESIDUAL, first ? ON_FIRST : ON_LATER, "matmul attproj+residual", MM_ATTPROJ,

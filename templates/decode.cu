@@ -12,7 +12,9 @@
 //                             end combines: out = sum_s e^(m_s-M) acc_s[d] / sum_s e^(m_s-M) l_s, splits in order
 //                             (flash-decoding in one kernel). The split of position len - 1 also appends the row's
 //                             last token to the cache (read from qkv: a decode step needs no kv_append), by the
-//                             first query head of each kv head's group
+//                             first query head of each kv head's group. A relative's QK-norm (weights qnw, knw) and
+//                             RoPE are applied here to the row's query and new key, as qkv's matmul left them
+//                             (ATT_PREP: a decode step has no QK-norm or RoPE op; the cache holds keys after both)
 // Query head h reads kv head kv_head_of(h) (grouped-query attention, docs/model.md "Architectures"), from the cache
 // and from qkv's rows of QKVW features (q's NH heads, then k's NKV, then v's NKV), as they are: no kv_expand.
 //   sample_tokens             each row's next token by the rule of runtime/sample/sampling.h, step for step
@@ -113,6 +115,39 @@ constexpr int V_PRE = V_ITERS < V_PRE_MAX ? V_ITERS : V_PRE_MAX;
 constexpr int PART = HS + 2;                         // floats per split in partial: m, l, acc[HS]
 constexpr float NO_SCORE = -3.0e38f;
 
+// a relative's QK-norm and RoPE, which a decode step applies to the row's query and new key here (gen/schedule.c)
+#ifdef ARCH_CONSTANTS
+constexpr bool ATT_QK_NORM = QK_NORM, ATT_ROPE = POS_ROPE;
+#else
+constexpr bool ATT_QK_NORM = false, ATT_ROPE = false;
+#endif
+constexpr bool ATT_PREP = ATT_QK_NORM || ATT_ROPE;
+
+// head src (HS channels of qkv) as the attention reads it, into dst (shared memory), by one warp: QK-norm with
+// weights w (rmsnorm.cu's QK-norm: rstd of the head, each value rounded to floatX as it stores it), then RoPE at
+// position p (channels i and i + HS/2 rotated, rounded as rope.cu stores them)
+__device__ __forceinline__ void att_prep_head(const floatX *src, const floatX *w, floatX *dst, int p, int lane) {
+#ifdef ARCH_CONSTANTS
+    float r = 1.0f;
+    if constexpr (ATT_QK_NORM) {
+        float s = 0.0f;
+        for (int c = lane; c < HS; c += WARP_SIZE) { const float x = to_f(src[c]); s += x * x; }
+        r = rsqrtf(warp_sum(s) / HS + NORM_EPS);
+    }
+    for (int c = lane; c < HS; c += WARP_SIZE)
+        dst[c] = ATT_QK_NORM ? from_f<floatX>(to_f(src[c]) * r * to_f(w[c])) : src[c];
+    __syncwarp();
+    if constexpr (ATT_ROPE)
+        for (int i = lane; i < HS / 2; i += WARP_SIZE) {
+            float sn, cs;
+            rope_sincos(p, i, &sn, &cs);
+            const float x1 = to_f(dst[i]), x2 = to_f(dst[i + HS / 2]);
+            dst[i] = from_f<floatX>(x1 * cs - x2 * sn);
+            dst[i + HS / 2] = from_f<floatX>(x2 * cs + x1 * sn);
+        }
+#endif
+}
+
 __device__ __forceinline__ int cache_len(const int *pos) {
     const int len = pos[0] + T;
     return len < cacheT ? len : cacheT;
@@ -161,8 +196,17 @@ KERNEL(decode_attention) {
     // the row's last token (position len - 1) is read from qkv, and its split appends it to the cache: no block
     // reads that position of the cache in this step (a decode step needs no kv_append)
     const floatX *last = qkv + ((long long)b * T + T - 1) * QKVW;
-    const floatX *kcur = last + k_at(kvh), *vcur = last + v_at(kvh);
+    const floatX *kcur = last + k_at(kvh), *vcur = last + v_at(kvh), *q = last + h * HS;
     const int jcur = len - 1 - start;                // the split's index of that position (>= n: not this split)
+    if constexpr (ATT_PREP) {   // the query, and the new key where this split holds it, QK-normed and rotated
+        __shared__ __align__(16) floatX s_qk[2][HS];
+        const int warp = tid / WARP_SIZE, lane = tid % WARP_SIZE, kwarp = ATT_THREADS >= 2 * WARP_SIZE ? 1 : 0;
+        if (warp == 0) att_prep_head(q, qnw, s_qk[0], len - 1, lane);
+        if (warp == kwarp && jcur < n) att_prep_head(kcur, knw, s_qk[1], len - 1, lane);
+        __syncthreads();
+        q = s_qk[0];
+        kcur = s_qk[1];
+    }
     auto krow = [&](int j) { return j == jcur ? kcur : kbase + (long long)j * HS; };
     auto vrow = [&](int j) { return j == jcur ? vcur : vbase + (long long)j * HS; };
     if (jcur < n && tid < HS && h % KV_GROUP == 0) {   // once per kv head: by its group's first query head
@@ -181,7 +225,6 @@ KERNEL(decode_attention) {
 
     // scores: lane kl of key group kj holds packets kl, kl + KG, ... of the query
     const int kl = tid % KG, kj = tid / KG;
-    const floatX *q = last + h * HS;
     float qf[KPL][AVEC];
 #pragma unroll
     for (int i = 0; i < KPL; i++) {

@@ -67,13 +67,14 @@ static void test_embed(Harness *g) {
     harness_dfree_all(g);
 }
 
-/* both caches on the device against the host's, exactly (got: scratch of n) */
+/* both caches on the device against the host's, exactly (got: scratch of n), or the keys within tol (the new key
+   QK-normed on the GPU, whose rstd may round its last bit otherwise) */
 static void cmp_caches(Harness *g, HarnessCmp *c, const char *when, int pos, float *got, dptr dk, dptr dv, const float *kc,
-                       const float *vc, size_t n) {
+                       const float *vc, size_t n, double tol) {
     char what[96];
     snprintf(what, sizeof what, "kcache%s (pos %d)", when, pos);
     harness_down(g, got, dk, n);
-    harness_cmp(c, what, got, kc, n, 0);
+    harness_cmp(c, what, got, kc, n, tol);
     snprintf(what, sizeof what, "vcache%s (pos %d)", when, pos);
     harness_down(g, got, dv, n);
     harness_cmp(c, what, got, vc, n, 0);
@@ -85,7 +86,9 @@ typedef struct {
     size_t ncache, npart, part;
     int splits, chunk;
     float *qkv, *kc, *vc, *got, *ref, *out, *again, *hp;
-    dptr dqkv, dk, dv, dpos, dpart, dout;
+    float *prep, *qn, *kn;           /* a relative's QK-norm and RoPE (prep != NULL): qkv as the attention reads it, the
+                                        norms' weights */
+    dptr dqkv, dk, dv, dpos, dpart, dout, dqn, dkn;
 } AttnTest;
 
 /* the positions tried: 0, one whose length ends inside the first split, one whose length fills the first split
@@ -132,7 +135,23 @@ static void check_partials(const Harness *g, const AttnTest *t, HarnessCmp *cd, 
 }
 
 static int launch_attention(Harness *g, const AttnTest *t, Err *err) {
-    return launch_decode_attention(&g->ks, g->s, t->dout, t->dk, t->dv, t->dpart, t->dqkv, t->dpos, err) ? -1 : 0;
+    return launch_decode_attention(&g->ks, g->s, t->dout, t->dk, t->dv, t->dpart, t->dqkv, t->dpos, t->dqn, t->dkn, err)
+           ? -1 : 0;
+}
+
+/* a relative's query and new key as the decode attention reads them: QK-normed, then rotated at pos, each rounded
+   as the GPU stores it; the new key and value into the host's caches again */
+static const float *prepared_qkv(Harness *g, AttnTest *t, int pos) {
+    const GPT2Shape *s = &g->plan->model;
+    if (!t->prep) return t->qkv;
+    size_t n = (size_t)g->B * g->T * (size_t)gpt2_qkv_width(s);
+    memcpy(t->prep, t->qkv, n * sizeof(float));
+    if (s->qk_norm) cpu_qk_norm_forward(t->prep, NULL, t->prep, t->qn, t->kn, g->B * g->T, t->heads, gpt2_norm_eps(s));
+    harness_quantize(g, t->prep, n);
+    if (s->position == POS_ROPE) cpu_rope(t->prep, pos, t->heads, gpt2_rope_theta(s), 1);
+    harness_quantize(g, t->prep, n);
+    cpu_kv_append_gqa(t->kc, t->vc, t->prep, pos, t->heads, (int)g->maxT);
+    return t->prep;
 }
 
 /* the attention at one position after its kv_append: the output against the host's, the partials, and the same bits
@@ -150,9 +169,10 @@ static int attention_run(Harness *g, AttnTest *t, HarnessCmp *ca, HarnessCmp *cd
         cu.cuMemsetD8(t->dv + at, 0xff, HS * g->xs);
     }
     if (launch_attention(g, t, err)) return -1;
-    cmp_caches(g, ca, " after the attention", pos, t->got, t->dk, t->dv, t->kc, t->vc, t->ncache);
+    const float *qkv = prepared_qkv(g, t, pos);
+    cmp_caches(g, ca, " after the attention", pos, t->got, t->dk, t->dv, t->kc, t->vc, t->ncache, t->prep ? g->tol : 0);
     harness_down(g, t->out, t->dout, B * C);
-    cpu_attention_cached_gqa(t->ref, t->qkv, t->kc, t->vc, pos, t->heads, (int)maxT);
+    cpu_attention_cached_gqa(t->ref, qkv, t->kc, t->vc, pos, t->heads, (int)maxT);
     harness_quantize(g, t->ref, B * C);
     size_t nonfinite = 0;
     for (size_t j = 0; j < B * C; j++) nonfinite += !isfinite(t->out[j]);
@@ -176,8 +196,9 @@ static void attention_report(Harness *g, const AttnTest *t, HarnessCmp *ca, Harn
     for (int i = 0; i < n; i++) snprintf(name + strlen(name), sizeof name - strlen(name), "%s%d", i ? ", " : " ", tried[i]);
     snprintf(name + strlen(name), sizeof name - strlen(name), ")");
     harness_finish(g, name, ca, err, rc);
-    snprintf(name, sizeof name, "decode_attention (%d splits of %d, combined by the last; %d of %d kv heads; against "
-             "cpu_attention_cached_gqa, deterministic)", t->splits, t->chunk, t->heads.NKV, t->heads.NH);
+    snprintf(name, sizeof name, "decode_attention (%d splits of %d, combined by the last; %d of %d kv heads%s; against "
+             "cpu_attention_cached_gqa, deterministic)", t->splits, t->chunk, t->heads.NKV, t->heads.NH,
+             !t->prep ? "" : g->plan->model.qk_norm ? ", QK-norm and RoPE inside" : ", RoPE inside");
     harness_finish(g, name, cd, err, rc);
 }
 
@@ -199,6 +220,11 @@ static void test_attention(Harness *g) {
     Err err = {{0}};
     t.dqkv = harness_dup_x(g, t.qkv, nqkv), t.dk = harness_dup_x(g, t.kc, t.ncache), t.dv = harness_dup_x(g, t.vc, t.ncache);
     t.dpos = harness_dalloc(g, 4), t.dpart = harness_dalloc(g, (t.npart + B * NH) * 4), t.dout = harness_dalloc(g, B * C * g->xs);
+    const GPT2Shape *s = &g->plan->model;
+    int prep = s->qk_norm || s->position == POS_ROPE;
+    t.prep = prep ? harness_hbuf(nqkv) : NULL;
+    t.qn = harness_hrand(g, HS, 1.0f), t.kn = harness_hrand(g, HS, 1.0f);
+    t.dqn = s->qk_norm ? harness_dup_x(g, t.qn, HS) : 0, t.dkn = s->qk_norm ? harness_dup_x(g, t.kn, HS) : 0;
     int tried[ATT_POSITIONS], n = attention_positions(g, t.chunk, tried);
     HarnessCmp ca = {0, 0, ""}, cd = {0, 0, ""};
     int rc = 0;
@@ -207,11 +233,12 @@ static void test_attention(Harness *g) {
         rc = set_pos(t.dpos, pos) || launch_kv_append(&g->ks, g->s, t.dk, t.dv, t.dqkv, t.dpos, &err) ? -1 : 0;
         if (rc) break;
         cpu_kv_append_gqa(t.kc, t.vc, t.qkv, pos, t.heads, (int)maxT);
-        cmp_caches(g, &ca, "", pos, t.got, t.dk, t.dv, t.kc, t.vc, t.ncache);
+        cmp_caches(g, &ca, "", pos, t.got, t.dk, t.dv, t.kc, t.vc, t.ncache, t.prep ? g->tol : 0);   /* earlier keys prepared */
         rc = attention_run(g, &t, &ca, &cd, pos, &err);
     }
     attention_report(g, &t, &ca, &cd, tried, n, &err, rc);
     free(t.qkv); free(t.kc); free(t.vc); free(t.got); free(t.ref); free(t.out); free(t.again); free(t.hp);
+    free(t.prep); free(t.qn); free(t.kn);
     harness_dfree_all(g);
 }
 

@@ -178,7 +178,11 @@ static void forward_op(Backend *be, const SchedOp *op, float *const *a) {
     case OP_KERNEL: cpu_kernel_find(op->kernel->name)(a, op->n); return;   /* found: cpu_run_op */
     case OP_KV_APPEND: cpu_kv_append_gqa(a[0], a[1], a[2], c->pos, g, be->plan->step.cache_T); return;
     case OP_ATTENTION: cpu_attention_forward_gqa(a[0], c->a.preatt, a[1], a[2], g); return;
-    case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv: the rows' one position appended, then attended over */
+    case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv, pos, partial, QK-norm's weights-: the rows' query and new
+                                   key QK-normed and rotated (gen/schedule.c), their one position appended, then
+                                   attended over */
+        if (s->qk_norm) cpu_qk_norm_forward(a[3], NULL, a[3], a[6], a[7], N, g, gpt2_norm_eps(s));
+        if (s->position == POS_ROPE) cpu_rope(a[3], c->pos, g, gpt2_rope_theta(s), 1);
         cpu_kv_append_gqa(a[1], a[2], a[3], c->pos, g, be->plan->step.cache_T);
         cpu_attention_cached_gqa(a[0], a[3], a[1], a[2], c->pos, g, be->plan->step.cache_T);
         return;

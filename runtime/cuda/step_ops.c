@@ -85,8 +85,8 @@ static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
         gqa = op_attention_expand(c);
         OP(name, attention_forward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, a[0], a[1], a[2], &gqa, err));
         return 0;
-    case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv, pos, partial */
-        OP(name, launch_decode_attention(&c->ks, c->s, a[0], a[1], a[2], a[5], a[3], a[4], err));
+    case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv, pos, partial, QK-norm's weights- */
+        OP(name, launch_decode_attention(&c->ks, c->s, a[0], a[1], a[2], a[5], a[3], a[4], a[6], a[7], err));
         return 0;
     case OP_LN_MATMUL:   /* out, inp, lnw, lnb, W, bias, gate, gate bias; the MLP's activation on fc */
         OP(name, launch_decode_ln_linear(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7],
