@@ -209,8 +209,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->attention_asked = cfg->run.attention;   /* decided at the end: plan_decide_attention */
     plan->attention_origin = cfg->run.attention == ATTN_AUTO ? "auto" : "config";
     plan->deterministic = step->kind != STEP_TRAIN || cfg->run.train.deterministic;
-    /* the decode linears (templates/decode.cu) take every model's norm and MLP, at hidden sizes of whole 16-byte
-       packets */
+    /* the decode linears (templates/decode.cu): every model's norm and MLP, at hidden sizes of whole 16-byte packets */
     plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS && gpt2_ffn(&plan->model) % 8 == 0;
     plan->streams = step->kind == STEP_TRAIN ? cfg->run.train.streams : 1;
     plan->graph = step->kind == STEP_TRAIN && cfg->run.train.cuda_graph;
