@@ -206,7 +206,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->step = *step;
     snprintf(plan->config_name, sizeof plan->config_name, "%s", cfg->name);
     snprintf(plan->config_path, sizeof plan->config_path, "%s", cfg->path);
-    plan->attention_asked = cfg->run.attention;   /* decided at the end: plan_decide_attention */
+    plan->attention_asked = cfg->run.attention;   /* decided before the memory: plan_decide_attention */
     plan->attention_origin = cfg->run.attention == ATTN_AUTO ? "auto" : "config";
     plan->deterministic = step->kind != STEP_TRAIN || cfg->run.train.deterministic;
     /* the decode linears (templates/decode.cu): every model's norm and MLP, at hidden sizes of whole 16-byte packets */
@@ -253,9 +253,10 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
                        "(here %s, %s); use \"auto\"", cfg->path, plan->arch, precision_name(plan->step.precision));
     plan->classifier_rows = classifier_rows(plan);
     matmuls_plan(plan->matmuls, &plan->model, &plan->step, plan->classifier_rows, plan->gelu);
+    if (plan_decide_attention(plan, facts, err)) return -1;   /* before the memory: kv_expand's buffers */
     memory_plan(&plan->memory, plan);
     schedule_make(&plan->schedule, plan);
-    return plan_decide_attention(plan, facts, err);
+    return 0;
 }
 
 void plan_set_gelu(Plan *plan, GeluPath gelu, const char *origin) {

@@ -40,12 +40,9 @@ static int cudnn_serves(const Plan *plan, const PlanFacts *facts, char *why, siz
 static int decided(Plan *plan, AttentionPath path, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int decided(Plan *plan, AttentionPath path, const char *fmt, ...) {
     plan->attention = path;
-    /* grouped-query attention: cuDNN's graph takes a k and v head per query head (Plan.kv_expand, its buffers) */
-    int expand = path == ATTN_CUDNN && gpt2_kv_heads(&plan->model) != plan->model.n_head;
-    if (expand != plan->kv_expand) {
-        plan->kv_expand = expand;
-        memory_plan(&plan->memory, plan);
-    }
+    /* grouped-query attention: cuDNN's graph takes a k and v head per query head (Plan.kv_expand, its buffers: the
+       memory is planned again where it changes, plan_decide_attention) */
+    plan->kv_expand = path == ATTN_CUDNN && gpt2_kv_heads(&plan->model) != plan->model.n_head;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(plan->attention_why, sizeof plan->attention_why, fmt, ap);
@@ -53,7 +50,17 @@ static int decided(Plan *plan, AttentionPath path, const char *fmt, ...) {
     return 0;
 }
 
+static int decide(Plan *plan, const PlanFacts *facts, Err *err);
+
+/* plan_make decides before it lays out the memory; a later decision (the tuning database's) that changes kv_expand
+   lays it out again */
 int plan_decide_attention(Plan *plan, const PlanFacts *facts, Err *err) {
+    int expand = plan->kv_expand, rc = decide(plan, facts, err);
+    if (!rc && plan->kv_expand != expand && plan->memory.arena_bytes) memory_plan(&plan->memory, plan);
+    return rc;
+}
+
+static int decide(Plan *plan, const PlanFacts *facts, Err *err) {
     if (plan->step.kind == STEP_DECODE) {   /* one query per row: no cuDNN graph, no flash tiles */
         plan->attention_origin = "decode step";
         return decided(plan, ATTN_FLASH, "templates/decode.cu's split attention against the key/value cache");
