@@ -639,7 +639,8 @@ KERNEL(decode_advance) {
 // A warp per LIN_COLS output columns and up to LIN_ROWS rows (blockIdx.y picks the rows): before it waits for the
 // kernel ahead (grid_dependency_wait), it prefetches its columns' weight rows into L2, which no kernel writes; then
 // its lanes stream them in 16-byte packets against the rows of inp (read from L1) and sum in a fixed order (lane,
-// then the warp's butterfly). IC is a multiple of the packet (C and 4C are, as VEC_C and VEC_4C say).
+// then the warp's butterfly). IC is a multiple of the packet (C is; the plan takes these linears where the MLP's
+// hidden size is too: gen/plan.c).
 constexpr int LIN_PACKET = X128;
 constexpr int LIN_ROWS = B < 8 ? B : 8;
 // the model's norm, MLP and hidden size (GPT-2's prelude has no ARCH_CONSTANTS: LayerNorm at 1e-5, the GELU, 4C)
@@ -665,9 +666,8 @@ __device__ __forceinline__ void linear_prologue(const floatX *weight, int n0, in
 }
 
 // the mean and rstd of each of the warp's rows of inp (C wide), summed in templates/layernorm.cu's order (RMSNorm's
-// rstd alone, its mean 0); the
-// lane's packets are read once and kept in registers for the second sum, so that the statistics cost one trip to
-// memory, not two
+// rstd alone, its mean 0); the lane's packets are read once and kept in registers for the second sum, so that the
+// statistics cost one trip to memory, not two
 constexpr int LN_PACKETS = C / LIN_PACKET;
 constexpr int LN_PER_LANE = (LN_PACKETS + WARP_SIZE - 1) / WARP_SIZE;
 __device__ __forceinline__ void linear_ln_stats(const floatX *inp, int b0, int lane, float (&mean)[LIN_ROWS],
