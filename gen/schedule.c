@@ -63,14 +63,15 @@ static SchedRef positions(const Plan *p) {
     return p->step.kind == STEP_DECODE || p->step.fills_cache ? BUF(BUF_DECODE_POS, AT_0) : NONE;
 }
 
-/* qkv = ln1 @ qkvw^T + qkvb, then with qk_norm each head's q and k RMS-normed, with RoPE q and k rotated: by the
-   QK-norm op itself where it can (gpt2_qk_norm_rotates), else by a rope op of its own */
-static void after_qkv(SchedList *b, const Plan *p);
 /* where qkv's matmul writes: qkv_pre where a QK-norm op follows, else qkv (a decode step's attention applies QK-norm
    and RoPE itself: templates/decode.cu, ATT_PREP) */
 static SchedRef qkv_out(const Plan *p) {
     return p->model.qk_norm && p->step.kind != STEP_DECODE ? BUF(BUF_QKV_PRE, AT_L) : BUF(BUF_QKV, AT_L);
 }
+static void after_qkv(SchedList *b, const Plan *p);
+
+/* qkv = ln1 @ qkvw^T + qkvb, then with qk_norm each head's q and k RMS-normed, with RoPE q and k rotated: by the
+   QK-norm op itself where it can (gpt2_qk_norm_rotates), else by a rope op of its own */
 static void forward_qkv(SchedList *b, const Plan *p) {
     add(b, OP_MATMUL, ON_EVERY, "matmul qkv", MM_QKV,
         ARGS(qkv_out(p), BUF(BUF_LN1, AT_L), PAR(P_QKVW, AT_L), bias_of(p, P_QKVB, AT_L), NONE));
@@ -201,7 +202,8 @@ static void forward_make(SchedPhase *ph, const Plan *p) {
     else forward_block(&ph->block, p);
     if (p->step.kind != STEP_DECODE) return;
     if (!p->decode_linear)   /* the rows' logits, for the draw */
-        add(&ph->tail, OP_MATMUL, ON_EVERY, "matmul classifier", MM_CLASSIFIER, ARGS(BUF(BUF_LOGITS, AT_0), BUF(BUF_LNF, AT_0), head, NONE, NONE));
+        add(&ph->tail, OP_MATMUL, ON_EVERY, "matmul classifier", MM_CLASSIFIER,
+            ARGS(BUF(BUF_LOGITS, AT_0), BUF(BUF_LNF, AT_0), head, NONE, NONE));
     if (p->model.logit_softcap > 0)
         add(&ph->tail, OP_SOFTCAP, ON_EVERY, "logit softcap", -1, ARGS(BUF(BUF_LOGITS, AT_0)))->n =
             (long long)p->step.B * p->model.padded_vocab_size;
