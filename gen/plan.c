@@ -197,6 +197,22 @@ static int family_in_plan(const Plan *plan, const FamilyDecl *f) {
            (f->launch != LAUNCH_COOPERATIVE || plan->decode_persistent);
 }
 
+/* every declared kernel by its id; those of a family this plan does not have belong to none (-1) */
+static int index_kernels(Plan *plan, Err *err) {
+    for (const FamilyDecl *f = kernel_families; f->family; f++) {
+        int fam = -1;
+        for (int i = 0; i < plan->n_families; i++)
+            if (plan->families[i].decl == f) fam = i;
+        for (const KernelDecl *k = f->kernels; k < f->kernels + FAMILY_MAX_KERNELS && k->name; k++) {
+            if (plan->n_kernels == PLAN_MAX_KERNELS) return err_set(err, "more than %d kernels", PLAN_MAX_KERNELS);
+            PlanKernel *pk = &plan->kernels[plan->n_kernels++];
+            pk->decl = k;
+            pk->family = fam;
+        }
+    }
+    return 0;
+}
+
 int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *step, const char *arch,
               const PlanFacts *facts, Err *err) {
     memset(plan, 0, sizeof *plan);
@@ -232,18 +248,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     }
     if (apply_config_tunables(plan, cfg, err)) return -1;
     for (int i = 0; i < plan->n_families; i++) apply_shape_defaults(plan, &plan->families[i]);
-    /* every declared kernel by its id; those of a family this plan does not have belong to none (-1) */
-    for (const FamilyDecl *f = kernel_families; f->family; f++) {
-        int fam = -1;
-        for (int i = 0; i < plan->n_families; i++)
-            if (plan->families[i].decl == f) fam = i;
-        for (const KernelDecl *k = f->kernels; k < f->kernels + FAMILY_MAX_KERNELS && k->name; k++) {
-            if (plan->n_kernels == PLAN_MAX_KERNELS) return err_set(err, "more than %d kernels", PLAN_MAX_KERNELS);
-            PlanKernel *pk = &plan->kernels[plan->n_kernels++];
-            pk->decl = k;
-            pk->family = fam;
-        }
-    }
+    if (index_kernels(plan, err)) return -1;
     for (int i = 0; i < plan->n_families; i++)
         if (family_finalize(plan, i, err)) return -1;
     if (step->kind == STEP_TRAIN && cfg->run.train.gelu == GELU_AUTO) plan->gelu = gelu_auto(plan);
