@@ -204,7 +204,7 @@ static void forward_make(SchedPhase *ph, const Plan *p) {
     if (!p->decode_linear)   /* the rows' logits, for the draw */
         add(&ph->tail, OP_MATMUL, ON_EVERY, "matmul classifier", MM_CLASSIFIER,
             ARGS(BUF(BUF_LOGITS, AT_0), BUF(BUF_LNF, AT_0), head, NONE, NONE));
-    if (p->model.logit_softcap > 0)
+    if (p->model.logit_softcap > 0 && !p->decode_linear)   /* the decode linears' classifier caps itself */
         add(&ph->tail, OP_SOFTCAP, ON_EVERY, "logit softcap", -1, ARGS(BUF(BUF_LOGITS, AT_0)))->n =
             (long long)p->step.B * p->model.padded_vocab_size;
 }

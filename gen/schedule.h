@@ -39,7 +39,8 @@ typedef enum {
     OP_DECODE_ATTENTION,    /* one query per row against the cache, which it appends first:
                                                                     out, kcache, vcache, qkv, pos, partial */
     OP_LN_MATMUL,           /* out = norm(inp) @ W^T + bias (mm: the model's LayerNorm or RMSNorm), the MLP's
-                               activation on fc (SwiGLU: silu(norm(inp) @ gate^T + gate bias) times it); a decode
+                               activation on fc (SwiGLU: silu(norm(inp) @ gate^T + gate bias) times it), the logit
+                               soft-cap on the classifier of a capped model; a decode
                                step's of few rows (Plan.decode_linear), no mean or rstd kept:
                                                                     out, inp, lnw, lnb-, W, bias-, gate-, gate bias- */
     OP_MATMUL_RESIDUAL,     /* out = res + (inp @ W^T + bias) (mm): the same steps' residual add:

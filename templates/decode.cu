@@ -629,10 +629,11 @@ KERNEL(decode_advance) {
 //                           input rows (the model's: LayerNorm with lnw, lnb as templates/layernorm.cu's, or RMSNorm
 //                           with lnw as rmsnorm.cu's, each value rounded to floatX as those kernels store it) made
 //                           by every warp itself, so no kernel and no buffer stand between the residual stream and
-//                           the matmul. Where act != 0 (the MLP's up projection) the sums go through the model's
+//                           the matmul. Where act is 1 (the MLP's up projection) the sums go through the model's
 //                           activation: the GELU, ReLU^2, or for SwiGLU silu(g) u, u this sum and g the same row's
-//                           with gate and gate_bias. bias and gate_bias may be null (the classifier; a model
-//                           without biases)
+//                           with gate and gate_bias; where act is 2 (a capped model's classifier), the logit soft-cap
+//                           of each logit as stored. bias and gate_bias may be null (the classifier; a model without
+//                           biases)
 //   decode_linear_residual  out[b, n] = res[b, n] + (sum_k inp[b, k] weight[n, k] + bias[n]), the sum rounded to
 //                           floatX before the add, as the matmul's output and the residual add store it; IC is C or
 //                           the MLP's hidden size; bias may be null
@@ -649,11 +650,13 @@ constexpr bool LIN_RMS = NORM_RMS;
 constexpr float LIN_LN_EPS = NORM_EPS;
 constexpr int LIN_FFN = FFN;
 constexpr int LIN_MLP = MLP_KIND;
+constexpr float LIN_SOFTCAP = SOFTCAP;
 #else
 constexpr bool LIN_RMS = false;
 constexpr float LIN_LN_EPS = 1e-5f;                  // templates/layernorm.cu's
 constexpr int LIN_FFN = 4 * C;
 constexpr int LIN_MLP = 0;
+constexpr float LIN_SOFTCAP = 0.0f;
 #endif
 enum { LIN_GELU = 0, LIN_RELU2 = 1, LIN_SWIGLU = 2 };   // MLP_KIND's values (gen/emit.c)
 typedef Packed<floatX, LIN_PACKET> linvec;
@@ -791,12 +794,14 @@ KERNEL(decode_ln_linear) {
     const auto epi = [&](int b, int n, float s, float sg) {
         if (bias) s += to_f(bias[n]);
         if (gate_bias) sg += to_f(gate_bias[n]);
-        if (act) s = mlp_act(s, sg);
+        if (act == 1) s = mlp_act(s, sg);
+        if constexpr (LIN_SOFTCAP > 0.0f)   // softcap_forward's: the logit as stored, capped (common.cuh's softcap)
+            if (act == 2) s = softcap(to_f(from_f<floatX>(s)), LIN_SOFTCAP);
         out[(long long)b * OC + n] = from_f<floatX>(s);
     };
-    // SwiGLU's up projection (act) also takes the gate's dots; its other linears and every other model's do not. The
+    // SwiGLU's up projection (act 1) also takes the gate's dots; its other linears and every other model's do not. The
     // branch is the same for every thread of the launch
-    if (LIN_MLP == LIN_SWIGLU && act) linear_rows<true, C, true>(inp, lnw, lnb, weight, gate, OC, epi);
+    if (LIN_MLP == LIN_SWIGLU && act == 1) linear_rows<true, C, true>(inp, lnw, lnb, weight, gate, OC, epi);
     else linear_rows<true, C, false>(inp, lnw, lnb, weight, nullptr, OC, epi);
 }
 

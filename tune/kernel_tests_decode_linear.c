@@ -24,17 +24,20 @@ static void ref_linear(Harness *g, const DecLinear *d, float *ref, float *xn, co
     else memcpy(xn, x, (size_t)B * IC * sizeof(float));
     if (d->ln) harness_quantize(g, xn, (size_t)B * IC);
     cpu_matmul_forward(ref, xn, t[0], d->bias ? t[1] : NULL, B, (int)IC, (int)OC);
-    if (d->act && s->mlp != MLP_GELU) harness_quantize(g, ref, n);
-    if (d->act && s->mlp == MLP_SWIGLU) {
+    if (d->act == 1 && s->mlp != MLP_GELU) harness_quantize(g, ref, n);
+    if (d->act == 1 && s->mlp == MLP_SWIGLU) {
         float *gt = harness_hbuf(n);
         cpu_matmul_forward(gt, xn, t[5], d->bias ? t[6] : NULL, B, (int)IC, (int)OC);
         harness_quantize(g, gt, n);
         cpu_swiglu_forward(ref, ref, gt, n);
         free(gt);
-    } else if (d->act && s->mlp == MLP_RELU2) {
+    } else if (d->act == 1 && s->mlp == MLP_RELU2) {
         cpu_relu2_forward(ref, ref, n);
-    } else if (d->act) {
+    } else if (d->act == 1) {
         cpu_gelu_forward(ref, ref, n);
+    } else if (d->act == 2) {   /* the logits as stored, capped */
+        harness_quantize(g, ref, n);
+        cpu_softcap_forward(ref, n, (float)s->logit_softcap);
     }
     harness_quantize(g, ref, n);
     if (!d->ln) {
@@ -53,7 +56,7 @@ static void test_linear_one(Harness *g, const DecLinear *d) {
     harness_quantize(g, x, B * IC);
     for (int k = 0; k < 7; k++) harness_quantize(g, t[k], n[k]);
     float *xn = harness_hbuf(B * IC), *ref = harness_hbuf(B * OC), *got = harness_hbuf(B * OC);
-    int swiglu = d->act && g->plan->model.mlp == MLP_SWIGLU, rms = g->plan->model.norm == NORM_RMSNORM;
+    int swiglu = d->act == 1 && g->plan->model.mlp == MLP_SWIGLU, rms = g->plan->model.norm == NORM_RMSNORM;
     Err err = {{0}};
     dptr dx = harness_dup_x(g, x, B * IC), dw = harness_dup_x(g, t[0], OC * IC), db = d->bias ? harness_dup_x(g, t[1], OC) : 0;
     dptr dout = harness_dalloc(g, B * OC * g->xs);
@@ -84,6 +87,7 @@ void kernel_test_decode_linear(Harness *g) {
     static const char *const fc[] = {"fc+gelu", "fc+relu2", "fc+swiglu"};
     const DecLinear shapes[] = {{"qkv", C, (size_t)gpt2_qkv_width(s), 1, bias, 0}, {"attproj", C, C, 0, bias, 0},
                                 {fc[s->mlp], C, F, 1, bias, 1}, {"fcproj", F, C, 0, bias, 0},
-                                {"classifier", C, (size_t)g->Vp, 1, 0, 0}};
+                                {s->logit_softcap > 0 ? "classifier+softcap" : "classifier", C, (size_t)g->Vp, 1, 0,
+                                 s->logit_softcap > 0 ? 2 : 0}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) test_linear_one(g, &shapes[k]);
 }

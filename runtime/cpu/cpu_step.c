@@ -83,8 +83,9 @@ static void dinp_dgelu(Cpu *c, float *dinp, const float *dout, const float *W, c
     cpu_gelu_backward(dinp, pre, c->d.dfch_gelu, (size_t)N * IC);
 }
 
-/* OP_LN_MATMUL: out = norm(inp) @ W^T + bias, the MLP's activation on fc (out, inp, lnw, lnb, W, bias, gate, gate
-   bias: SwiGLU's up projection takes silu(inp @ gate^T + gate bias) too); a decode step's, of few rows */
+/* OP_LN_MATMUL: out = norm(inp) @ W^T + bias, the MLP's activation on fc, the logit soft-cap on a capped model's
+   classifier (out, inp, lnw, lnb, W, bias, gate, gate bias: SwiGLU's up projection takes silu(inp @ gate^T + gate
+   bias) too); a decode step's, of few rows */
 static void ln_matmul(Backend *be, const SchedOp *op, float *const *a, int N) {
     const GPT2Shape *s = &be->plan->model;
     int IC, OC;
@@ -103,6 +104,8 @@ static void ln_matmul(Backend *be, const SchedOp *op, float *const *a, int N) {
         cpu_relu2_forward(a[0], a[0], n);
     } else if (op->mm == MM_FC) {
         cpu_gelu_forward(a[0], a[0], n);
+    } else if (op->mm == MM_CLASSIFIER && s->logit_softcap > 0) {
+        cpu_softcap_forward(a[0], n, (float)s->logit_softcap);
     }
     free(ln);
     free(stats);
