@@ -13,7 +13,9 @@ static LaunchDims dims(long long gx, int block) {
     LaunchDims d = {{gx < 0 || gx > UINT32_MAX ? UINT32_MAX : (unsigned)gx, 1, 1}, (unsigned)block, 0};   /* as kernel_rules.c's */
     return d;
 }
+/* common/gpt2.c's gpt2_kv_heads and gpt2_ffn, which tools/kernel_launchers (linked without common/) cannot call */
 static int kv_heads(const GPT2Shape *m) { return m->n_kv_head ? m->n_kv_head : m->n_head; }
+static int ffn(const GPT2Shape *m) { return m->n_ffn ? m->n_ffn : 4 * m->n_embd; }
 
 /* ---- rmsnorm.cu: RMSNorm, with qk_norm each head's q and k ---- */
 int kernel_rms_in_model(const GPT2Shape *m) { return m->norm == NORM_RMSNORM || m->qk_norm; }
@@ -73,6 +75,5 @@ int kernel_layernorm_in_model(const GPT2Shape *m) { return m->norm == NORM_LAYER
 int kernel_gelu_in_model(const GPT2Shape *m) { return m->mlp == MLP_GELU; }
 /* fc_gemm's fused matmuls: the GELU's, or ReLU^2's of 4C (FC_RELU2; the plan takes them where train.gelu asks) */
 int kernel_fcg_in_model(const GPT2Shape *m) {
-    int ffn = m->n_ffn ? m->n_ffn : 4 * m->n_embd;
-    return m->mlp == MLP_GELU || (m->mlp == MLP_RELU2 && ffn == 4 * m->n_embd);
+    return m->mlp == MLP_GELU || (m->mlp == MLP_RELU2 && ffn(m) == 4 * m->n_embd);
 }
