@@ -103,6 +103,11 @@ static void emit_arch(Buf *b, const Plan *plan, const KernelEnv *e) {
     buf_printf(b, "constexpr bool FC_RELU2 = %s;   // model.mlp = \"relu2\" (fc_gemm.cu's activation)\n",
                s->mlp == MLP_RELU2 ? "true" : "false");
     buf_printf(b, "constexpr bool FC_BIAS = %s;   // model.bias\n", s->no_bias ? "false" : "true");
+    buf_printf(b, "constexpr bool NORM_RMS = %s;   // model.norm = \"rmsnorm\"\n", s->norm == NORM_RMSNORM ? "true" : "false");
+    buf_printf(b, "constexpr bool QK_NORM = %s;   // model.qk_norm\n", s->qk_norm ? "true" : "false");
+    buf_printf(b, "constexpr bool POS_ROPE = %s;   // model.position = \"rope\"\n", s->position == POS_ROPE ? "true" : "false");
+    buf_printf(b, "constexpr int MLP_KIND = %d;   // model.mlp: 0 gelu, 1 relu2, 2 swiglu\n",
+               s->mlp == MLP_RELU2 ? 1 : s->mlp == MLP_SWIGLU ? 2 : 0);
     buf_printf(b, "// RoPE's positions: from the cache's position (a decode step, a prefill), else from 0\n");
     buf_printf(b, "constexpr bool ROPE_AT_POS = %s;\n",
                plan->step.kind == STEP_DECODE || plan->step.fills_cache ? "true" : "false");

@@ -225,8 +225,8 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->attention_asked = cfg->run.attention;   /* decided before the memory: plan_decide_attention */
     plan->attention_origin = cfg->run.attention == ATTN_AUTO ? "auto" : "config";
     plan->deterministic = step->kind != STEP_TRAIN || cfg->run.train.deterministic;
-    /* the fused decode linears are GPT-2's (LayerNorm, GELU); other architectures run the plain decode block */
-    plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS && gpt2_is_gpt2(&plan->model);
+    /* the decode linears (templates/decode.cu): every model's norm and MLP, at hidden sizes of whole 16-byte packets */
+    plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS && gpt2_ffn(&plan->model) % 8 == 0;
     plan->streams = step->kind == STEP_TRAIN ? cfg->run.train.streams : 1;
     plan->graph = step->kind == STEP_TRAIN && cfg->run.train.cuda_graph;
     plan->gelu = GELU_EPILOGUE;   /* a forward's: the gelu kernels are the training step's (gen/kernels.c) */
@@ -237,7 +237,8 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     }
     snprintf(plan->arch, sizeof plan->arch, "%s", arch);
     plan->overlap = step->kind == STEP_DECODE && atoi(arch + 3) >= 90;
-    plan->decode_persistent = plan->overlap && plan->decode_linear && cfg->run.decode == DECODE_PERSISTENT;
+    plan->decode_persistent = plan->overlap && plan->decode_linear && cfg->run.decode == DECODE_PERSISTENT &&
+                              gpt2_is_gpt2(&plan->model);   /* templates/decode_step.cu is GPT-2's */
     plan->kv_expand = 0;   /* with the attention path: plan_attention.c */
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
     for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls */

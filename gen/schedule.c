@@ -63,12 +63,24 @@ static SchedRef positions(const Plan *p) {
     return p->step.kind == STEP_DECODE || p->step.fills_cache ? BUF(BUF_DECODE_POS, AT_0) : NONE;
 }
 
+/* where qkv's matmul writes: qkv_pre where a QK-norm op follows, else qkv (a decode step's attention applies QK-norm
+   and RoPE itself: templates/decode.cu, ATT_PREP) */
+static SchedRef qkv_out(const Plan *p) {
+    return p->model.qk_norm && p->step.kind != STEP_DECODE ? BUF(BUF_QKV_PRE, AT_L) : BUF(BUF_QKV, AT_L);
+}
+static void after_qkv(SchedList *b, const Plan *p);
+
 /* qkv = ln1 @ qkvw^T + qkvb, then with qk_norm each head's q and k RMS-normed, with RoPE q and k rotated: by the
    QK-norm op itself where it can (gpt2_qk_norm_rotates), else by a rope op of its own */
 static void forward_qkv(SchedList *b, const Plan *p) {
-    SchedRef qkv = BUF(BUF_QKV, AT_L), pre = BUF(BUF_QKV_PRE, AT_L);
     add(b, OP_MATMUL, ON_EVERY, "matmul qkv", MM_QKV,
-        ARGS(p->model.qk_norm ? pre : qkv, BUF(BUF_LN1, AT_L), PAR(P_QKVW, AT_L), bias_of(p, P_QKVB, AT_L), NONE));
+        ARGS(qkv_out(p), BUF(BUF_LN1, AT_L), PAR(P_QKVW, AT_L), bias_of(p, P_QKVB, AT_L), NONE));
+    after_qkv(b, p);
+}
+/* the qkv matmul's output (qkv_pre with QK-norm) to the attention's qkv */
+static void after_qkv(SchedList *b, const Plan *p) {
+    if (p->step.kind == STEP_DECODE) return;
+    SchedRef qkv = BUF(BUF_QKV, AT_L), pre = BUF(BUF_QKV_PRE, AT_L);
     int fused = gpt2_qk_norm_rotates(&p->model);
     if (p->model.qk_norm)
         add(b, OP_QK_NORM, ON_EVERY, fused ? "qk norm+rope" : "qk norm", -1,
@@ -79,9 +91,10 @@ static void forward_qkv(SchedList *b, const Plan *p) {
 /* ---- the forward ---------------------------------------------------------------------------------------- */
 static void forward_attention(SchedList *b, const Plan *p) {
     if (p->step.kind == STEP_DECODE) {   /* each row's query against its cached positions; the combine appends */
+        SchedRef qnw = p->model.qk_norm ? PAR(P_QNORMW, AT_L) : NONE, knw = p->model.qk_norm ? PAR(P_KNORMW, AT_L) : NONE;
         add(b, OP_DECODE_ATTENTION, ON_EVERY, "decode attention", -1,
             ARGS(BUF(BUF_ATTY, AT_L), BUF(BUF_KCACHE, AT_L), BUF(BUF_VCACHE, AT_L), BUF(BUF_QKV, AT_L),
-                 BUF(BUF_DECODE_POS, AT_0), BUF(BUF_ATT_PARTIAL, AT_0)));
+                 BUF(BUF_DECODE_POS, AT_0), BUF(BUF_ATT_PARTIAL, AT_0), qnw, knw));
         return;
     }
     if (p->step.fills_cache)             /* a prefill: the keys and values into the decode plan's cache */
@@ -120,27 +133,38 @@ static void forward_fc(SchedList *b, const Plan *p) {
     }
 }
 
-/* a decode step's layer of few rows (Plan.decode_linear): each LayerNorm inside the matmul after it, each residual
-   add inside the matmul before it, so the layer is its four linears and the attention; the last layer's final
-   LayerNorm is inside the classifier */
+/* a decode step's layer of few rows (Plan.decode_linear): each norm inside the matmul after it, each residual add
+   inside the matmul before it, the MLP's activation (SwiGLU: its gate's matmul too) inside its up projection, and a
+   relative's QK-norm and RoPE inside the attention, so the layer is its four linears and the attention; the last
+   layer's final norm is inside the classifier */
 static void decode_block(SchedList *b, const Plan *p) {
     SchedRef res2 = BUF(BUF_RESIDUAL2, AT_L), res3 = BUF(BUF_RESIDUAL3, AT_L), fchg = BUF(BUF_FCH_GELU, AT_L);
+    SchedRef qkv = qkv_out(p);
+    static const char *const names[2][5] = {   /* by the norm: qkv, fc with each MLP, the classifier */
+        {"layernorm+matmul qkv", "layernorm+matmul fc+gelu", "layernorm+matmul fc+relu2", "layernorm+matmul fc+swiglu",
+         "layernorm+matmul classifier"},
+        {"rmsnorm+matmul qkv", "rmsnorm+matmul fc+gelu", "rmsnorm+matmul fc+relu2", "rmsnorm+matmul fc+swiglu",
+         "rmsnorm+matmul classifier"}};
+    const char *const *nm = names[rms(p)], *name[3] = {nm[0], nm[1 + p->model.mlp], nm[4]};
     for (int first = 1; first >= 0; first--) {   /* the residual stream entering the layer: the embedding, or residual3 */
         SchedRef in = first ? BUF(BUF_ENCODED, AT_0) : BUF(BUF_RESIDUAL3, AT_PREV);
-        add(b, OP_LN_MATMUL, first ? ON_FIRST : ON_LATER, "layernorm+matmul qkv", MM_QKV,
-            ARGS(BUF(BUF_QKV, AT_L), in, PAR(P_LN1W, AT_L), PAR(P_LN1B, AT_L), PAR(P_QKVW, AT_L), PAR(P_QKVB, AT_L)));
+        add(b, OP_LN_MATMUL, first ? ON_FIRST : ON_LATER, name[0], MM_QKV,
+            ARGS(qkv, in, PAR(P_LN1W, AT_L), lnb_of(p, P_LN1B, AT_L), PAR(P_QKVW, AT_L), bias_of(p, P_QKVB, AT_L)));
     }
     forward_attention(b, p);
     for (int first = 1; first >= 0; first--)
         add(b, OP_MATMUL_RESIDUAL, first ? ON_FIRST : ON_LATER, "matmul attproj+residual", MM_ATTPROJ,
-            ARGS(res2, BUF(BUF_ATTY, AT_L), PAR(P_ATTPROJW, AT_L), PAR(P_ATTPROJB, AT_L),
+            ARGS(res2, BUF(BUF_ATTY, AT_L), PAR(P_ATTPROJW, AT_L), bias_of(p, P_ATTPROJB, AT_L),
                  first ? BUF(BUF_ENCODED, AT_0) : BUF(BUF_RESIDUAL3, AT_PREV)));
-    add(b, OP_LN_MATMUL, ON_EVERY, "layernorm+matmul fc+gelu", MM_FC,
-        ARGS(fchg, res2, PAR(P_LN2W, AT_L), PAR(P_LN2B, AT_L), PAR(P_FCW, AT_L), PAR(P_FCB, AT_L)));
+    int swiglu = p->model.mlp == MLP_SWIGLU;
+    add(b, OP_LN_MATMUL, ON_EVERY, name[1], MM_FC,
+        ARGS(fchg, res2, PAR(P_LN2W, AT_L), lnb_of(p, P_LN2B, AT_L), PAR(P_FCW, AT_L), bias_of(p, P_FCB, AT_L),
+             swiglu ? PAR(P_FCGW, AT_L) : NONE, swiglu ? bias_of(p, P_FCGB, AT_L) : NONE));
     add(b, OP_MATMUL_RESIDUAL, ON_EVERY, "matmul fcproj+residual", MM_FCPROJ,
-        ARGS(res3, fchg, PAR(P_FCPROJW, AT_L), PAR(P_FCPROJB, AT_L), res2));
-    add(b, OP_LN_MATMUL, ON_LAST, "layernorm+matmul classifier", MM_CLASSIFIER,
-        ARGS(BUF(BUF_LOGITS, AT_0), res3, PAR(P_LNFW, AT_0), PAR(P_LNFB, AT_0), PAR(P_WTE, AT_0), NONE));
+        ARGS(res3, fchg, PAR(P_FCPROJW, AT_L), bias_of(p, P_FCPROJB, AT_L), res2));
+    add(b, OP_LN_MATMUL, ON_LAST, name[2], MM_CLASSIFIER,
+        ARGS(BUF(BUF_LOGITS, AT_0), res3, PAR(P_LNFW, AT_0), lnb_of(p, P_LNFB, AT_0),
+             p->model.untied ? PAR(P_LMHEAD, AT_0) : PAR(P_WTE, AT_0), NONE));
 }
 
 /* a layer: ln1 (the first layer's: the others' is the previous layer's last op), attention, ln2 with the residual
@@ -174,15 +198,13 @@ static void forward_make(SchedPhase *ph, const Plan *p) {
         add(&ph->head, OP_DECODE_EMBED, ON_EVERY, "decode embed", -1, ARGS(enc, in, wte, wpe, BUF(BUF_DECODE_POS, AT_0)));
     else
         add(&ph->head, OP_ENCODER, ON_EVERY, "encoder forward", -1, ARGS(enc, in, wte, wpe));
-    if (p->decode_linear) {
-        decode_block(&ph->block, p);
-        return;
-    }
-    forward_block(&ph->block, p);
+    if (p->decode_linear) decode_block(&ph->block, p);
+    else forward_block(&ph->block, p);
     if (p->step.kind != STEP_DECODE) return;
-    add(&ph->tail, OP_MATMUL, ON_EVERY, "matmul classifier", MM_CLASSIFIER,   /* the rows' logits, for the draw */
-        ARGS(BUF(BUF_LOGITS, AT_0), BUF(BUF_LNF, AT_0), head, NONE, NONE));
-    if (p->model.logit_softcap > 0)
+    if (!p->decode_linear)   /* the rows' logits, for the draw */
+        add(&ph->tail, OP_MATMUL, ON_EVERY, "matmul classifier", MM_CLASSIFIER,
+            ARGS(BUF(BUF_LOGITS, AT_0), BUF(BUF_LNF, AT_0), head, NONE, NONE));
+    if (p->model.logit_softcap > 0 && !p->decode_linear)   /* the decode linears' classifier caps itself */
         add(&ph->tail, OP_SOFTCAP, ON_EVERY, "logit softcap", -1, ARGS(BUF(BUF_LOGITS, AT_0)))->n =
             (long long)p->step.B * p->model.padded_vocab_size;
 }

@@ -38,11 +38,13 @@ typedef enum {
     OP_ATTENTION,           /* causal attention:                    out, stats, qkv */
     OP_DECODE_ATTENTION,    /* one query per row against the cache, which it appends first:
                                                                     out, kcache, vcache, qkv, pos, partial */
-    OP_LN_MATMUL,           /* out = LN(inp) @ W^T + bias (mm), the GELU where mm's epilogue has it; a decode step's
-                               of few rows (Plan.decode_linear), no mean or rstd kept:
-                                                                    out, inp, lnw, lnb, W, bias- */
+    OP_LN_MATMUL,           /* out = norm(inp) @ W^T + bias (mm: the model's LayerNorm or RMSNorm), the MLP's
+                               activation on fc (SwiGLU: silu(norm(inp) @ gate^T + gate bias) times it), the logit
+                               soft-cap on the classifier of a capped model; a decode
+                               step's of few rows (Plan.decode_linear), no mean or rstd kept:
+                                                                    out, inp, lnw, lnb-, W, bias-, gate-, gate bias- */
     OP_MATMUL_RESIDUAL,     /* out = res + (inp @ W^T + bias) (mm): the same steps' residual add:
-                                                                    out, inp, W, bias, res */
+                                                                    out, inp, W, bias-, res */
     OP_ZERO,                /* n elements of buf = 0:               buf */
     OP_LAYERNORM_BACKWARD,  /* dinp += LN'(dout), dw, db +=; out-: also out = LN(inp) (b-) from mean and rstd:
                                                                     dinp, dw, db, dout, inp, w, mean, rstd, out-, b- */

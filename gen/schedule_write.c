@@ -34,7 +34,7 @@ static const struct { const char *name; unsigned writes; } kinds[OP_KINDS] = {
     [OP_RESIDUAL_LAYERNORM] = {"residual+layernorm", 15}, [OP_MATMUL] = {"matmul", 1 | 16},
     [OP_FC_GELU] = {"fc+gelu", 3}, [OP_KERNEL] = {"kernel", 1}, [OP_KV_APPEND] = {"kv append", 3},
     [OP_ATTENTION] = {"attention", 3}, [OP_DECODE_ATTENTION] = {"decode attention", 7 | 32},
-    [OP_LN_MATMUL] = {"layernorm+matmul", 1}, [OP_MATMUL_RESIDUAL] = {"matmul+residual", 1},
+    [OP_LN_MATMUL] = {"norm+matmul", 1}, [OP_MATMUL_RESIDUAL] = {"matmul+residual", 1},
     [OP_ZERO] = {"zero", 1}, [OP_LAYERNORM_BACKWARD] = {"layernorm backward", 7 | 256},
     [OP_MATMUL_DINP] = {"matmul dinp", 1}, [OP_MATMUL_DW] = {"matmul dW", 1}, [OP_BIAS_BACKWARD] = {"bias backward", 1},
     [OP_GELU_BACKWARD_BIAS] = {"gelu backward+bias", 5}, [OP_FCPROJ_DGELU] = {"fcproj dinp+dgelu", 1},

@@ -61,6 +61,6 @@ KERNEL(softcap_forward) {
     const long long i = ((long long)blockIdx.x * BLOCK_SIZE + threadIdx.x) * LVEC;
     if (i >= n) return;
     lvec x = load_vec<floatX, LVEC>(logits + i);
-    for (int k = 0; k < LVEC; k++) x[k] = from_f<floatX>(SOFTCAP * tanhf(to_f(x[k]) / SOFTCAP));
+    for (int k = 0; k < LVEC; k++) x[k] = from_f<floatX>(softcap(to_f(x[k]), SOFTCAP));
     store_vec<floatX, LVEC>(logits + i, x);
 }

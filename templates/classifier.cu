@@ -23,14 +23,12 @@ constexpr float CAP = SOFTCAP;
 #else
 constexpr float CAP = 0.0f;
 #endif
-// a logit as the loss sees it: capped where the model caps, rounded to floatX. In 16 bits the tanh is common.cuh's
-// tanh_approx (one special-function operation, below the rounding that follows): the exact tanhf, twice a value in
-// a row read twice, made the kernel arithmetic-bound (2.2% slower a step at nanochat-d12 than softcap_forward's pass).
-// fp32 keeps tanhf, as the CPU reference does.
+// a logit as the loss sees it: capped where the model caps (common.cuh's softcap), rounded to floatX. In 16 bits
+// its tanh is one special-function operation: the exact tanhf, twice a value in a row read twice, made the kernel
+// arithmetic-bound (2.2% slower a step at nanochat-d12 than a separate pass).
 __device__ __forceinline__ float logit_of(floatX z) {
     if constexpr (CAP > 0.0f) {
-        const float t = sizeof(floatX) == 4 ? tanhf(to_f(z) / CAP) : tanh_approx(to_f(z) / CAP);
-        return to_f(from_f<floatX>(CAP * t));
+        return to_f(from_f<floatX>(softcap(to_f(z), CAP)));
     } else {
         return to_f(z);
     }

@@ -200,6 +200,15 @@ __device__ __forceinline__ float tanh_approx(float x) {
     return 2.0f * __fdividef(1.0f, 1.0f + __expf(-2.0f * x)) - 1.0f;
 #endif
 }
+// the logit soft-cap, cap tanh(z / cap) (a relative's model.logit_softcap): the exact tanhf in fp32, as the CPU
+// reference; tanh_approx in 16 bits, where a rounding to floatX follows (classifier.cu says why it pays there)
+__device__ __forceinline__ float softcap(float z, float cap) {
+#ifdef PRECISION_FP32
+    return cap * tanhf(z / cap);
+#else
+    return cap * tanh_approx(z / cap);
+#endif
+}
 #ifdef PRECISION_FP32
 __device__ __forceinline__ float gelu(float u) { return gelu_with(u, [](float z) { return tanhf(z); }); }
 __device__ __forceinline__ float gelu_grad(float u) { return gelu_grad_with(u, [](float z) { return tanhf(z); }); }

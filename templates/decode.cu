@@ -12,7 +12,9 @@
 //                             end combines: out = sum_s e^(m_s-M) acc_s[d] / sum_s e^(m_s-M) l_s, splits in order
 //                             (flash-decoding in one kernel). The split of position len - 1 also appends the row's
 //                             last token to the cache (read from qkv: a decode step needs no kv_append), by the
-//                             first query head of each kv head's group
+//                             first query head of each kv head's group. A relative's QK-norm (weights qnw, knw) and
+//                             RoPE are applied here to the row's query and new key, as qkv's matmul left them
+//                             (ATT_PREP: a decode step has no QK-norm or RoPE op; the cache holds keys after both)
 // Query head h reads kv head kv_head_of(h) (grouped-query attention, docs/model.md "Architectures"), from the cache
 // and from qkv's rows of QKVW features (q's NH heads, then k's NKV, then v's NKV), as they are: no kv_expand.
 //   sample_tokens             each row's next token by the rule of runtime/sample/sampling.h, step for step
@@ -113,6 +115,39 @@ constexpr int V_PRE = V_ITERS < V_PRE_MAX ? V_ITERS : V_PRE_MAX;
 constexpr int PART = HS + 2;                         // floats per split in partial: m, l, acc[HS]
 constexpr float NO_SCORE = -3.0e38f;
 
+// a relative's QK-norm and RoPE, which a decode step applies to the row's query and new key here (gen/schedule.c)
+#ifdef ARCH_CONSTANTS
+constexpr bool ATT_QK_NORM = QK_NORM, ATT_ROPE = POS_ROPE;
+#else
+constexpr bool ATT_QK_NORM = false, ATT_ROPE = false;
+#endif
+constexpr bool ATT_PREP = ATT_QK_NORM || ATT_ROPE;
+
+// head src (HS channels of qkv) as the attention reads it, into dst (shared memory), by one warp: QK-norm with
+// weights w (rmsnorm.cu's QK-norm: rstd of the head, each value rounded to floatX as it stores it), then RoPE at
+// position p (channels i and i + HS/2 rotated, rounded as rope.cu stores them)
+__device__ __forceinline__ void att_prep_head(const floatX *src, const floatX *w, floatX *dst, int p, int lane) {
+#ifdef ARCH_CONSTANTS
+    float r = 1.0f;
+    if constexpr (ATT_QK_NORM) {
+        float s = 0.0f;
+        for (int c = lane; c < HS; c += WARP_SIZE) { const float x = to_f(src[c]); s += x * x; }
+        r = rsqrtf(warp_sum(s) / HS + NORM_EPS);
+    }
+    for (int c = lane; c < HS; c += WARP_SIZE)
+        dst[c] = ATT_QK_NORM ? from_f<floatX>(to_f(src[c]) * r * to_f(w[c])) : src[c];
+    __syncwarp();
+    if constexpr (ATT_ROPE)
+        for (int i = lane; i < HS / 2; i += WARP_SIZE) {
+            float sn, cs;
+            rope_sincos(p, i, &sn, &cs);
+            const float x1 = to_f(dst[i]), x2 = to_f(dst[i + HS / 2]);
+            dst[i] = from_f<floatX>(x1 * cs - x2 * sn);
+            dst[i + HS / 2] = from_f<floatX>(x2 * cs + x1 * sn);
+        }
+#endif
+}
+
 __device__ __forceinline__ int cache_len(const int *pos) {
     const int len = pos[0] + T;
     return len < cacheT ? len : cacheT;
@@ -161,8 +196,17 @@ KERNEL(decode_attention) {
     // the row's last token (position len - 1) is read from qkv, and its split appends it to the cache: no block
     // reads that position of the cache in this step (a decode step needs no kv_append)
     const floatX *last = qkv + ((long long)b * T + T - 1) * QKVW;
-    const floatX *kcur = last + k_at(kvh), *vcur = last + v_at(kvh);
+    const floatX *kcur = last + k_at(kvh), *vcur = last + v_at(kvh), *q = last + h * HS;
     const int jcur = len - 1 - start;                // the split's index of that position (>= n: not this split)
+    if constexpr (ATT_PREP) {   // the query, and the new key where this split holds it, QK-normed and rotated
+        __shared__ __align__(16) floatX s_qk[2][HS];
+        const int warp = tid / WARP_SIZE, lane = tid % WARP_SIZE, kwarp = ATT_THREADS >= 2 * WARP_SIZE ? 1 : 0;
+        if (warp == 0) att_prep_head(q, qnw, s_qk[0], len - 1, lane);
+        if (warp == kwarp && jcur < n) att_prep_head(kcur, knw, s_qk[1], len - 1, lane);
+        __syncthreads();
+        q = s_qk[0];
+        kcur = s_qk[1];
+    }
     auto krow = [&](int j) { return j == jcur ? kcur : kbase + (long long)j * HS; };
     auto vrow = [&](int j) { return j == jcur ? vcur : vbase + (long long)j * HS; };
     if (jcur < n && tid < HS && h % KV_GROUP == 0) {   // once per kv head: by its group's first query head
@@ -181,7 +225,6 @@ KERNEL(decode_attention) {
 
     // scores: lane kl of key group kj holds packets kl, kl + KG, ... of the query
     const int kl = tid % KG, kj = tid / KG;
-    const floatX *q = last + h * HS;
     float qf[KPL][AVEC];
 #pragma unroll
     for (int i = 0; i < KPL; i++) {
@@ -582,20 +625,40 @@ KERNEL(decode_advance) {
 
 // ---------------------------------------------------------------------------------------------------------
 // The linears of a decode step of few rows (Plan.decode_linear), each weight streamed once for the rows:
-//   decode_ln_linear        out[b, n] = act(sum_k LN(inp)[b, k] weight[n, k] + bias[n]): the LayerNorm of the C-wide
-//                           input rows (lnw, lnb; as templates/layernorm.cu's, each value rounded to floatX as that
-//                           kernel stores it) made by every warp itself, so no kernel and no buffer stand between
-//                           the residual stream and the matmul; act is the GELU where gelu != 0; bias may be null
-//                           (the classifier)
+//   decode_ln_linear        out[b, n] = act(sum_k LN(inp)[b, k] weight[n, k] + bias[n]): the norm of the C-wide
+//                           input rows (the model's: LayerNorm with lnw, lnb as templates/layernorm.cu's, or RMSNorm
+//                           with lnw as rmsnorm.cu's, each value rounded to floatX as those kernels store it) made
+//                           by every warp itself, so no kernel and no buffer stand between the residual stream and
+//                           the matmul. Where act is 1 (the MLP's up projection) the sums go through the model's
+//                           activation: the GELU, ReLU^2, or for SwiGLU silu(g) u, u this sum and g the same row's
+//                           with gate and gate_bias; where act is 2 (a capped model's classifier), the logit soft-cap
+//                           of each logit as stored. bias and gate_bias may be null (the classifier; a model without
+//                           biases)
 //   decode_linear_residual  out[b, n] = res[b, n] + (sum_k inp[b, k] weight[n, k] + bias[n]), the sum rounded to
-//                           floatX before the add, as the matmul's output and the residual add store it
+//                           floatX before the add, as the matmul's output and the residual add store it; IC is C or
+//                           the MLP's hidden size; bias may be null
 // A warp per LIN_COLS output columns and up to LIN_ROWS rows (blockIdx.y picks the rows): before it waits for the
 // kernel ahead (grid_dependency_wait), it prefetches its columns' weight rows into L2, which no kernel writes; then
 // its lanes stream them in 16-byte packets against the rows of inp (read from L1) and sum in a fixed order (lane,
-// then the warp's butterfly). IC is a multiple of the packet (C and 4C are, as VEC_C and VEC_4C say).
+// then the warp's butterfly). IC is a multiple of the packet (C is; the plan takes these linears where the MLP's
+// hidden size is too: gen/plan.c).
 constexpr int LIN_PACKET = X128;
 constexpr int LIN_ROWS = B < 8 ? B : 8;
+// the model's norm, MLP and hidden size (GPT-2's prelude has no ARCH_CONSTANTS: LayerNorm at 1e-5, the GELU, 4C)
+#ifdef ARCH_CONSTANTS
+constexpr bool LIN_RMS = NORM_RMS;
+constexpr float LIN_LN_EPS = NORM_EPS;
+constexpr int LIN_FFN = FFN;
+constexpr int LIN_MLP = MLP_KIND;
+constexpr float LIN_SOFTCAP = SOFTCAP;
+#else
+constexpr bool LIN_RMS = false;
 constexpr float LIN_LN_EPS = 1e-5f;                  // templates/layernorm.cu's
+constexpr int LIN_FFN = 4 * C;
+constexpr int LIN_MLP = 0;
+constexpr float LIN_SOFTCAP = 0.0f;
+#endif
+enum { LIN_GELU = 0, LIN_RELU2 = 1, LIN_SWIGLU = 2 };   // MLP_KIND's values (gen/emit.c)
 typedef Packed<floatX, LIN_PACKET> linvec;
 
 // the warp's columns [n0, n0 + LIN_COLS) into L2, then the wait for the kernel ahead
@@ -605,9 +668,9 @@ __device__ __forceinline__ void linear_prologue(const floatX *weight, int n0, in
     grid_dependents_launch();
 }
 
-// the mean and rstd of each of the warp's rows of inp (C wide), summed in templates/layernorm.cu's order; the
-// lane's packets are read once and kept in registers for the second sum, so that the statistics cost one trip to
-// memory, not two
+// the mean and rstd of each of the warp's rows of inp (C wide), summed in templates/layernorm.cu's order (RMSNorm's
+// rstd alone, its mean 0); the lane's packets are read once and kept in registers for the second sum, so that the
+// statistics cost one trip to memory, not two
 constexpr int LN_PACKETS = C / LIN_PACKET;
 constexpr int LN_PER_LANE = (LN_PACKETS + WARP_SIZE - 1) / WARP_SIZE;
 __device__ __forceinline__ void linear_ln_stats(const floatX *inp, int b0, int lane, float (&mean)[LIN_ROWS],
@@ -621,6 +684,15 @@ __device__ __forceinline__ void linear_ln_stats(const floatX *inp, int b0, int l
         for (int i = 0; i < LN_PER_LANE; i++) {
             const int p = lane + i * WARP_SIZE;
             x[i] = p < LN_PACKETS ? load_vec<floatX, LIN_PACKET>(row + p * LIN_PACKET) : linvec::zeros();
+        }
+        if constexpr (LIN_RMS) {   // rmsnorm.cu's: rstd = 1 / sqrt(mean(x^2) + eps), no mean
+            float s2 = 0.0f;
+#pragma unroll
+            for (int i = 0; i < LN_PER_LANE; i++)
+                for (int k = 0; k < LIN_PACKET; k++) s2 += to_f(x[i][k]) * to_f(x[i][k]);
+            mean[r] = 0.0f;
+            rstd[r] = rsqrtf(warp_sum(s2) / C + LIN_LN_EPS);
+            continue;
         }
         float s = 0.0f;
 #pragma unroll
@@ -658,8 +730,11 @@ __device__ __forceinline__ void linear_dots(float (&acc)[LIN_COLS][LIN_ROWS], co
         for (int c = 0; c < LIN_COLS; c++)
             w[c] = n0 + c < OC ? load_vec_cs<floatX, LIN_PACKET>(weight + (long long)(n0 + c) * IC + p * LIN_PACKET)
                                : linvec::zeros();
-        linvec g, h;
-        if constexpr (LN) { g = load_vec<floatX, LIN_PACKET>(lnw + p * LIN_PACKET); h = load_vec<floatX, LIN_PACKET>(lnb + p * LIN_PACKET); }
+        linvec g, h = linvec::zeros();
+        if constexpr (LN) {
+            g = load_vec<floatX, LIN_PACKET>(lnw + p * LIN_PACKET);
+            if constexpr (!LIN_RMS) h = load_vec<floatX, LIN_PACKET>(lnb + p * LIN_PACKET);
+        }
 #pragma unroll
         for (int r = 0; r < LIN_ROWS; r++) {
             if (b0 + r >= B) break;
@@ -675,42 +750,70 @@ __device__ __forceinline__ void linear_dots(float (&acc)[LIN_COLS][LIN_ROWS], co
     }
 }
 
-// what both linears do before their stores: the prologue, the dots and the warp's sums; epi(b, n, sum) stores column n
-// of row b (lane 0 of the warp)
-template <bool LN, int IC, class Epi>
+// what the linears do before their stores: the prologue, the dots and the warp's sums; epi(b, n, sum, gate_sum)
+// stores column n of row b (lane 0 of the warp). GATE: the same dots with gate too (SwiGLU's up projection; gate_sum
+// is 0 otherwise)
+template <bool LN, int IC, bool GATE, class Epi>
 __device__ __forceinline__ void linear_rows(const floatX *inp, const floatX *lnw, const floatX *lnb, const floatX *weight,
-                                            int OC, Epi epi) {
+                                            const floatX *gate, int OC, Epi epi) {
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int n0 = (blockIdx.x * (LIN_THREADS / WARP_SIZE) + warp) * LIN_COLS, b0 = blockIdx.y * LIN_ROWS;
+    if constexpr (GATE)
+        if (n0 < OC) prefetch_l2(gate + (long long)n0 * IC, (long long)min(LIN_COLS, OC - n0) * IC * sizeof(floatX), lane);
     linear_prologue(weight, n0, OC, IC, lane);
     if (n0 >= OC) return;
-    float acc[LIN_COLS][LIN_ROWS];
+    float acc[LIN_COLS][LIN_ROWS], accg[LIN_COLS][LIN_ROWS];
     linear_dots<LN, IC>(acc, inp, lnw, lnb, weight, n0, b0, OC, lane);
+    if constexpr (GATE) linear_dots<LN, IC>(accg, inp, lnw, lnb, gate, n0, b0, OC, lane);
 #pragma unroll
     for (int c = 0; c < LIN_COLS; c++)
 #pragma unroll
         for (int r = 0; r < LIN_ROWS; r++) {
             const float s = warp_sum(acc[c][r]);
-            if (lane == 0 && n0 + c < OC && b0 + r < B) epi(b0 + r, n0 + c, s);
+            float sg = 0.0f;
+            if constexpr (GATE) sg = warp_sum(accg[c][r]);
+            if (lane == 0 && n0 + c < OC && b0 + r < B) epi(b0 + r, n0 + c, s, sg);
         }
 }
 
+// the MLP's activation of a sum (u) and, for SwiGLU, its gate's (g), each rounded to floatX where the plain step's
+// matmuls store them before their activation kernels: activation.cu's relu(u)^2 and silu(g) u, or the GELU
+__device__ __forceinline__ float mlp_act(float u, float g) {
+    if constexpr (LIN_MLP == LIN_RELU2) {
+        const float r = fmaxf(to_f(from_f<floatX>(u)), 0.0f);
+        return r * r;
+    } else if constexpr (LIN_MLP == LIN_SWIGLU) {
+        const float gr = to_f(from_f<floatX>(g));
+        return gr * (1.0f / (1.0f + expf(-gr))) * to_f(from_f<floatX>(u));
+    } else {
+        return ::gelu(u);
+    }
+}
+
 KERNEL(decode_ln_linear) {
-    linear_rows<true, C>(inp, lnw, lnb, weight, OC, [&](int b, int n, float s) {
+    const auto epi = [&](int b, int n, float s, float sg) {
         if (bias) s += to_f(bias[n]);
-        if (gelu) s = ::gelu(s);
+        if (gate_bias) sg += to_f(gate_bias[n]);
+        if (act == 1) s = mlp_act(s, sg);
+        if constexpr (LIN_SOFTCAP > 0.0f)   // softcap_forward's: the logit as stored, capped (common.cuh's softcap)
+            if (act == 2) s = softcap(to_f(from_f<floatX>(s)), LIN_SOFTCAP);
         out[(long long)b * OC + n] = from_f<floatX>(s);
-    });
+    };
+    // SwiGLU's up projection (act 1) also takes the gate's dots; its other linears and every other model's do not. The
+    // branch is the same for every thread of the launch
+    if (LIN_MLP == LIN_SWIGLU && act == 1) linear_rows<true, C, true>(inp, lnw, lnb, weight, gate, OC, epi);
+    else linear_rows<true, C, false>(inp, lnw, lnb, weight, nullptr, OC, epi);
 }
 
 KERNEL(decode_linear_residual) {
-    const auto epi = [&](int b, int n, float s) {
+    const auto epi = [&](int b, int n, float s, float) {
         const long long at = (long long)b * OC + n;
-        out[at] = from_f<floatX>(to_f(res[at]) + to_f(from_f<floatX>(s + to_f(bias[n]))));
+        if (bias) s += to_f(bias[n]);
+        out[at] = from_f<floatX>(to_f(res[at]) + to_f(from_f<floatX>(s)));
     };
-    // the two widths GPT-2's residual linears read (attproj's C, fcproj's 4C), each unrolled; the branch is the
+    // the two widths the residual linears read (attproj's C, fcproj's hidden size), each unrolled; the branch is the
     // same for every thread of the launch, and another width is a bug that ends the launch with an error
-    if (IC == C) linear_rows<false, C>(inp, nullptr, nullptr, weight, OC, epi);
-    else if (IC == 4 * C) linear_rows<false, 4 * C>(inp, nullptr, nullptr, weight, OC, epi);
+    if (IC == C) linear_rows<false, C, false>(inp, nullptr, nullptr, weight, nullptr, OC, epi);
+    else if (IC == LIN_FFN) linear_rows<false, LIN_FFN, false>(inp, nullptr, nullptr, weight, nullptr, OC, epi);
     else __trap();
 }

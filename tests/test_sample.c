@@ -1,5 +1,6 @@
 /* test_sample: sampling with the key/value cache (runtime/sample/sampler.h) on the CPU backend and, where there is
-   a GPU, on the CUDA backend in fp32, bf16 (head sizes 32 and 64) and fp16: at every position of a 64-token
+   a GPU, on the CUDA backend in fp32, bf16 (head sizes 32 and 64) and fp16, and GPT-2's relatives (Llama- and
+   nanochat-shaped: their decode linears with RMSNorm, SwiGLU or ReLU^2): at every position of a 64-token
    continuation the decode step's logits equal the full forward's over the same prefix (CPU 1e-5; GPU fp32 1e-4 and
    16-bit 3e-2 of the largest logit), rows are independent, greedy is the same on the CPU and the GPU in fp32; and
    the draw's rule (runtime/sample/sampling.h): greedy, temperature, top-k, top-p, seeds, end-of-text. */
@@ -16,14 +17,27 @@
 enum { PROMPT = 8, CONT = 64 };
 
 /* A model to sample from: a config, the backend kind, the arch, the tolerance of its logits against the forward */
-typedef struct { const char *name, *which; const char *sets[8]; double tol; Config cfg; char arch[16]; } Model;
+typedef struct { const char *name, *which; const char *sets[12]; double tol; Config cfg; char arch[16]; } Model;
 static Model cpu_model = {.name = "cpu", .which = "cpu", .tol = 1e-5, .arch = "sm_90"};
+/* GPT-2's relatives at head size 64: Llama-shaped (RMSNorm, RoPE, SwiGLU, multi-query, no biases, an untied head) and
+   nanochat-shaped (RoPE, ReLU^2, QK-norm, no biases, an untied head, the logit soft-cap) */
+#define LLAMA_SETS "model.n_embd=128", "model.n_head=2", "model.n_kv_head=1", "model.norm=rmsnorm", "model.position=rope", \
+                   "model.mlp=swiglu", "model.n_ffn=256", "model.bias=false", "model.tie_embeddings=false"
+#define NANO_SETS "model.n_embd=128", "model.n_head=2", "model.norm=rmsnorm", "model.position=rope", "model.mlp=relu2", \
+                  "model.qk_norm=true", "model.bias=false", "model.tie_embeddings=false", "model.logit_softcap=15"
+static Model cpu_relatives[] = {
+    {.name = "cpu-llama", .which = "cpu", .sets = {LLAMA_SETS, NULL}, .tol = 1e-5, .arch = "sm_90"},
+    {.name = "cpu-nano", .which = "cpu", .sets = {NANO_SETS, NULL}, .tol = 1e-5, .arch = "sm_90"},
+};
 static Model gpu_models[] = {
     {.name = "cuda-fp32", .which = "cuda", .sets = {"precision=fp32", NULL}, .tol = 1e-4},
     {.name = "cuda-bf16", .which = "cuda", .sets = {"precision=bf16", NULL}, .tol = 3e-2},
     {.name = "cuda-bf16-hs64", .which = "cuda", .sets = {"precision=bf16", "model.n_embd=192", "model.n_head=3",
                                                          "model.n_layer=2", NULL}, .tol = 3e-2},
     {.name = "cuda-fp16", .which = "cuda", .sets = {"precision=fp16", NULL}, .tol = 3e-2},
+    {.name = "cuda-fp32-llama", .which = "cuda", .sets = {"precision=fp32", LLAMA_SETS, NULL}, .tol = 1e-4},
+    {.name = "cuda-bf16-llama", .which = "cuda", .sets = {"precision=bf16", LLAMA_SETS, NULL}, .tol = 3e-2},
+    {.name = "cuda-bf16-nano", .which = "cuda", .sets = {"precision=bf16", NANO_SETS, NULL}, .tol = 3e-2},
 };
 
 /* weights away from the fresh init (zero biases), so that every path of the model matters */
@@ -277,7 +291,10 @@ static void test_greedy_cpu_equals_gpu(void) {
     close_sampler(&g);
 }
 
-static void test_decode_equals_forward_cpu(void) { decode_equals_forward(&cpu_model); }
+static void test_decode_equals_forward_cpu(void) {
+    decode_equals_forward(&cpu_model);
+    for (size_t i = 0; i < sizeof cpu_relatives / sizeof cpu_relatives[0]; i++) decode_equals_forward(&cpu_relatives[i]);
+}
 static void test_sampler_cpu(void) { sampler_properties(&cpu_model); }
 static void test_decode_equals_forward_cuda(void) {
     for (size_t i = 0; i < sizeof gpu_models / sizeof gpu_models[0]; i++) decode_equals_forward(&gpu_models[i]);

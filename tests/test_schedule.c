@@ -317,6 +317,47 @@ static void test_forward_steps(void) {
     check_plan("forward");
 }
 
+/* a relative's decode step of few rows takes the decode linears too: its norm (RMSNorm: no norm bias) and MLP inside
+   them (SwiGLU: the gate's weight beside fc's), no biases where the model has none, its untied head in the classifier,
+   QK-norm and RoPE inside the attention (qkv's matmul writes qkv, the attention takes the norms' weights), the soft-cap
+   inside the classifier (no op after it); never the persistent kernel (GPT-2's) */
+static void test_relatives_decode_block(void) {
+    static const char *const llama[] = {"model.norm=rmsnorm", "model.position=rope", "model.mlp=swiglu", "model.n_ffn=96",
+                                        "model.n_kv_head=1", "model.bias=false", "model.tie_embeddings=false"};
+    static const char *const nano[] = {"model.norm=rmsnorm", "model.position=rope", "model.mlp=relu2", "model.qk_norm=true",
+                                       "model.bias=false", "model.tie_embeddings=false", "model.logit_softcap=15",
+                                       "model.n_head=2"};   /* head size 64: QK-norm also rotates */
+    for (int m = 0; m < 2; m++) {
+        Err err = {{0}};
+        if (load(m ? nano : llama, m ? 8 : 7)) return;
+        cfg.run.decode = DECODE_PERSISTENT;
+        CHECK_OK(plan_make_sample(&plan, &cfg, "sm_90", &err), &err);
+        const SchedList *b = &plan.schedule.forward.block;
+        static const int want[] = {OP_LN_MATMUL, OP_LN_MATMUL, OP_DECODE_ATTENTION, OP_MATMUL_RESIDUAL, OP_MATMUL_RESIDUAL,
+                                   OP_LN_MATMUL, OP_MATMUL_RESIDUAL, OP_LN_MATMUL};
+        int ok = plan.decode_linear && !plan.decode_persistent && b->n == 8;
+        for (int i = 0; ok && i < 8; i++) ok = b->ops[i].kind == want[i];
+        CHECK(ok, "%s: decode_linear %d, persistent %d, %d ops in a layer", m ? "nano" : "llama", plan.decode_linear,
+              plan.decode_persistent, b->n);
+        if (!ok) continue;
+        const SchedOp *qkv = &b->ops[0], *att = &b->ops[2], *fc = &b->ops[5], *cls = &b->ops[7];
+        CHECK(qkv->arg[0].space == REF_BUF && qkv->arg[0].id == BUF_QKV && att->arg[3].id == BUF_QKV,
+              "qkv's matmul writes qkv, which the attention reads");
+        CHECK(m ? att->arg[6].space == REF_PARAM && att->arg[6].id == P_QNORMW && att->arg[7].id == P_KNORMW
+                : att->arg[6].space == REF_NONE, "%s: the attention's QK-norm weights", m ? "nano" : "llama");
+        CHECK(qkv->arg[3].space == REF_NONE && qkv->arg[5].space == REF_NONE && fc->arg[5].space == REF_NONE &&
+              cls->arg[3].space == REF_NONE, "RMSNorm without biases: no norm bias nor bias arguments");
+        CHECK(cls->arg[4].space == REF_PARAM && cls->arg[4].id == P_LMHEAD, "the classifier reads the untied head");
+        CHECK(m ? fc->arg[6].space == REF_NONE : fc->arg[6].space == REF_PARAM && fc->arg[6].id == P_FCGW,
+              "%s: fc's gate weight", m ? "ReLU^2" : "SwiGLU");
+        CHECK(!strcmp(fc->name, m ? "rmsnorm+matmul fc+relu2" : "rmsnorm+matmul fc+swiglu"), "fc's op is %s", fc->name);
+        const SchedList *t = &plan.schedule.forward.tail;
+        int softcap = 0;
+        for (int i = 0; i < t->n; i++) softcap += t->ops[i].kind == OP_SOFTCAP;
+        CHECK(softcap == 0, "%s: %d soft-cap ops after the classifier", m ? "nano" : "llama", softcap);
+    }
+}
+
 /* plan.txt's section lists every op once */
 static void test_written(void) {
     Err err = {{0}};
@@ -420,6 +461,7 @@ int main(int argc, char **argv) {
     RUN(test_cpu_relu2_fused_agrees);
     RUN(test_set_gelu_remakes);
     RUN(test_forward_steps);
+    RUN(test_relatives_decode_block);
     RUN(test_written);
     RUN(test_cpu_paths_agree);
     return check_summary();

@@ -85,6 +85,7 @@ void kernel_test_classifier(Harness *g);
 void kernel_test_adamw(Harness *g);
 void kernel_test_grad_norm(Harness *g);
 void kernel_test_decode(Harness *g);
+void kernel_test_decode_linear(Harness *g);   /* tune/kernel_tests_decode_linear.c, called by kernel_test_decode */
 void kernel_test_decode_step(Harness *g);   /* tune/kernel_tests_decode_step.c */
 /* tune/kernel_tests_arch.c: GPT-2's relatives' families */
 void kernel_test_rmsnorm(Harness *g);

@@ -5,6 +5,7 @@
    the position's advance; see families.h. The kernels run at the plan's shape: in the training plan B and T are the
    training ones, so the positions tried are those with pos + T <= maxT. */
 #include "tune/families.h"
+#include "common/gpt2.h"
 #include "runtime/cpu/cpu_ops.h"
 #include "runtime/sample/sampling.h"
 #include "common/rng.h"
@@ -66,13 +67,14 @@ static void test_embed(Harness *g) {
     harness_dfree_all(g);
 }
 
-/* both caches on the device against the host's, exactly (got: scratch of n) */
+/* both caches on the device against the host's, exactly (got: scratch of n), or the keys within tol (the new key
+   QK-normed on the GPU, whose rstd may round its last bit otherwise) */
 static void cmp_caches(Harness *g, HarnessCmp *c, const char *when, int pos, float *got, dptr dk, dptr dv, const float *kc,
-                       const float *vc, size_t n) {
+                       const float *vc, size_t n, double tol) {
     char what[96];
     snprintf(what, sizeof what, "kcache%s (pos %d)", when, pos);
     harness_down(g, got, dk, n);
-    harness_cmp(c, what, got, kc, n, 0);
+    harness_cmp(c, what, got, kc, n, tol);
     snprintf(what, sizeof what, "vcache%s (pos %d)", when, pos);
     harness_down(g, got, dv, n);
     harness_cmp(c, what, got, vc, n, 0);
@@ -84,7 +86,9 @@ typedef struct {
     size_t ncache, npart, part;
     int splits, chunk;
     float *qkv, *kc, *vc, *got, *ref, *out, *again, *hp;
-    dptr dqkv, dk, dv, dpos, dpart, dout;
+    float *prep, *qn, *kn;           /* a relative's QK-norm and RoPE (prep != NULL): qkv as the attention reads it, the
+                                        norms' weights */
+    dptr dqkv, dk, dv, dpos, dpart, dout, dqn, dkn;
 } AttnTest;
 
 /* the positions tried: 0, one whose length ends inside the first split, one whose length fills the first split
@@ -131,7 +135,23 @@ static void check_partials(const Harness *g, const AttnTest *t, HarnessCmp *cd, 
 }
 
 static int launch_attention(Harness *g, const AttnTest *t, Err *err) {
-    return launch_decode_attention(&g->ks, g->s, t->dout, t->dk, t->dv, t->dpart, t->dqkv, t->dpos, err) ? -1 : 0;
+    return launch_decode_attention(&g->ks, g->s, t->dout, t->dk, t->dv, t->dpart, t->dqkv, t->dpos, t->dqn, t->dkn, err)
+           ? -1 : 0;
+}
+
+/* a relative's query and new key as the decode attention reads them: QK-normed, then rotated at pos, each rounded
+   as the GPU stores it; the new key and value into the host's caches again */
+static const float *prepared_qkv(Harness *g, AttnTest *t, int pos) {
+    const GPT2Shape *s = &g->plan->model;
+    if (!t->prep) return t->qkv;
+    size_t n = (size_t)g->B * g->T * (size_t)gpt2_qkv_width(s);
+    memcpy(t->prep, t->qkv, n * sizeof(float));
+    if (s->qk_norm) cpu_qk_norm_forward(t->prep, NULL, t->prep, t->qn, t->kn, g->B * g->T, t->heads, gpt2_norm_eps(s));
+    harness_quantize(g, t->prep, n);
+    if (s->position == POS_ROPE) cpu_rope(t->prep, pos, t->heads, gpt2_rope_theta(s), 1);
+    harness_quantize(g, t->prep, n);
+    cpu_kv_append_gqa(t->kc, t->vc, t->prep, pos, t->heads, (int)g->maxT);
+    return t->prep;
 }
 
 /* the attention at one position after its kv_append: the output against the host's, the partials, and the same bits
@@ -149,9 +169,10 @@ static int attention_run(Harness *g, AttnTest *t, HarnessCmp *ca, HarnessCmp *cd
         cu.cuMemsetD8(t->dv + at, 0xff, HS * g->xs);
     }
     if (launch_attention(g, t, err)) return -1;
-    cmp_caches(g, ca, " after the attention", pos, t->got, t->dk, t->dv, t->kc, t->vc, t->ncache);
+    const float *qkv = prepared_qkv(g, t, pos);
+    cmp_caches(g, ca, " after the attention", pos, t->got, t->dk, t->dv, t->kc, t->vc, t->ncache, t->prep ? g->tol : 0);
     harness_down(g, t->out, t->dout, B * C);
-    cpu_attention_cached_gqa(t->ref, t->qkv, t->kc, t->vc, pos, t->heads, (int)maxT);
+    cpu_attention_cached_gqa(t->ref, qkv, t->kc, t->vc, pos, t->heads, (int)maxT);
     harness_quantize(g, t->ref, B * C);
     size_t nonfinite = 0;
     for (size_t j = 0; j < B * C; j++) nonfinite += !isfinite(t->out[j]);
@@ -175,8 +196,9 @@ static void attention_report(Harness *g, const AttnTest *t, HarnessCmp *ca, Harn
     for (int i = 0; i < n; i++) snprintf(name + strlen(name), sizeof name - strlen(name), "%s%d", i ? ", " : " ", tried[i]);
     snprintf(name + strlen(name), sizeof name - strlen(name), ")");
     harness_finish(g, name, ca, err, rc);
-    snprintf(name, sizeof name, "decode_attention (%d splits of %d, combined by the last; %d of %d kv heads; against "
-             "cpu_attention_cached_gqa, deterministic)", t->splits, t->chunk, t->heads.NKV, t->heads.NH);
+    snprintf(name, sizeof name, "decode_attention (%d splits of %d, combined by the last; %d of %d kv heads%s; against "
+             "cpu_attention_cached_gqa, deterministic)", t->splits, t->chunk, t->heads.NKV, t->heads.NH,
+             !t->prep ? "" : g->plan->model.qk_norm ? ", QK-norm and RoPE inside" : ", RoPE inside");
     harness_finish(g, name, cd, err, rc);
 }
 
@@ -198,6 +220,11 @@ static void test_attention(Harness *g) {
     Err err = {{0}};
     t.dqkv = harness_dup_x(g, t.qkv, nqkv), t.dk = harness_dup_x(g, t.kc, t.ncache), t.dv = harness_dup_x(g, t.vc, t.ncache);
     t.dpos = harness_dalloc(g, 4), t.dpart = harness_dalloc(g, (t.npart + B * NH) * 4), t.dout = harness_dalloc(g, B * C * g->xs);
+    const GPT2Shape *s = &g->plan->model;
+    int prep = s->qk_norm || s->position == POS_ROPE;
+    t.prep = prep ? harness_hbuf(nqkv) : NULL;
+    t.qn = harness_hrand(g, HS, 1.0f), t.kn = harness_hrand(g, HS, 1.0f);
+    t.dqn = s->qk_norm ? harness_dup_x(g, t.qn, HS) : 0, t.dkn = s->qk_norm ? harness_dup_x(g, t.kn, HS) : 0;
     int tried[ATT_POSITIONS], n = attention_positions(g, t.chunk, tried);
     HarnessCmp ca = {0, 0, ""}, cd = {0, 0, ""};
     int rc = 0;
@@ -206,11 +233,12 @@ static void test_attention(Harness *g) {
         rc = set_pos(t.dpos, pos) || launch_kv_append(&g->ks, g->s, t.dk, t.dv, t.dqkv, t.dpos, &err) ? -1 : 0;
         if (rc) break;
         cpu_kv_append_gqa(t.kc, t.vc, t.qkv, pos, t.heads, (int)maxT);
-        cmp_caches(g, &ca, "", pos, t.got, t.dk, t.dv, t.kc, t.vc, t.ncache);
+        cmp_caches(g, &ca, "", pos, t.got, t.dk, t.dv, t.kc, t.vc, t.ncache, t.prep ? g->tol : 0);   /* earlier keys prepared */
         rc = attention_run(g, &t, &ca, &cd, pos, &err);
     }
     attention_report(g, &t, &ca, &cd, tried, n, &err, rc);
     free(t.qkv); free(t.kc); free(t.vc); free(t.got); free(t.ref); free(t.out); free(t.again); free(t.hp);
+    free(t.prep); free(t.qn); free(t.kn);
     harness_dfree_all(g);
 }
 
@@ -363,59 +391,8 @@ static void test_advance(Harness *g) {
     harness_dfree_all(g);
 }
 
-/* the linears of a decode step of few rows against the CPU's LayerNorm, matmul, GELU and residual add, at the
-   shapes of the model's four linears and the classifier (no bias): decode_ln_linear's out = act(LN(inp) @ weight^T +
-   bias), its LayerNorm rounded to floatX as the LayerNorm kernel stores it; decode_linear_residual's out = res +
-   (inp @ weight^T + bias), the sum rounded before the add */
-static void test_linear(Harness *g) {
-    size_t B = g->B, C = g->C;
-    const struct { const char *name; size_t IC, OC; int ln, bias, gelu; } shapes[] = {
-        {"qkv", C, 3 * C, 1, 1, 0}, {"attproj", C, C, 0, 1, 0}, {"fc+gelu", C, 4 * C, 1, 1, 1},
-        {"fcproj", 4 * C, C, 0, 1, 0}, {"classifier", C, (size_t)g->Vp, 1, 0, 0}};
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        size_t IC = shapes[s].IC, OC = shapes[s].OC;
-        int ln = shapes[s].ln;
-        float *x = harness_hrand(g, B * IC, 1.0f), *wt = harness_hrand(g, OC * IC, 0.05f), *bias = harness_hrand(g, OC, 0.1f);
-        float *lw = harness_hrand(g, IC, 1.0f), *lb = harness_hrand(g, IC, 0.1f), *res = harness_hrand(g, B * OC, 1.0f);
-        float *xn = harness_hbuf(B * IC), *stats = harness_hbuf(2 * B), *ref = harness_hbuf(B * OC), *got = harness_hbuf(B * OC);
-        float *all[] = {x, wt, bias, lw, lb, res};
-        size_t n[] = {B * IC, OC * IC, OC, IC, IC, B * OC};
-        for (int k = 0; k < 6; k++) harness_quantize(g, all[k], n[k]);
-        Err err = {{0}};
-        dptr dx = harness_dup_x(g, x, B * IC), dw = harness_dup_x(g, wt, OC * IC), db = shapes[s].bias ? harness_dup_x(g, bias, OC) : 0;
-        dptr dout = harness_dalloc(g, B * OC * g->xs);
-        int rc;
-        if (ln) {
-            rc = launch_decode_ln_linear(&g->ks, g->s, dout, dx, harness_dup_x(g, lw, IC), harness_dup_x(g, lb, IC), dw, db,
-                                         (int)OC, shapes[s].gelu, &err);
-            cpu_layernorm_forward(xn, stats, stats + B, x, lw, lb, (int)B, (int)IC);
-            harness_quantize(g, xn, B * IC);
-        } else {
-            rc = launch_decode_linear_residual(&g->ks, g->s, dout, dx, dw, db, harness_dup_x(g, res, B * OC), (int)OC,
-                                               (int)IC, &err);
-            memcpy(xn, x, B * IC * sizeof(float));
-        }
-        cpu_matmul_forward(ref, xn, wt, shapes[s].bias ? bias : NULL, (int)B, (int)IC, (int)OC);
-        if (shapes[s].gelu) cpu_gelu_forward(ref, ref, B * OC);
-        harness_quantize(g, ref, B * OC);
-        if (!ln) {
-            cpu_residual_forward(ref, res, ref, B * OC);
-            harness_quantize(g, ref, B * OC);
-        }
-        HarnessCmp c = {0, 0, ""};
-        if (!rc) { harness_down(g, got, dout, B * OC); harness_cmp(&c, "out", got, ref, B * OC, g->tol); }
-        char name[80];
-        snprintf(name, sizeof name, "%s %s (%zu -> %zu)", ln ? "decode_ln_linear" : "decode_linear_residual",
-                 shapes[s].name, IC, OC);
-        harness_finish(g, name, &c, &err, rc);
-        for (int k = 0; k < 6; k++) free(all[k]);
-        free(xn); free(stats); free(ref); free(got);
-        harness_dfree_all(g);
-    }
-}
-
 void kernel_test_decode(Harness *g) {
-    test_linear(g);
+    kernel_test_decode_linear(g);
     test_embed(g);
     test_attention(g);
     test_sample(g);

@@ -83,15 +83,30 @@ static void dinp_dgelu(Cpu *c, float *dinp, const float *dout, const float *W, c
     cpu_gelu_backward(dinp, pre, c->d.dfch_gelu, (size_t)N * IC);
 }
 
-/* OP_LN_MATMUL: out = LN(inp) @ W^T + bias, its GELU where the matmul's epilogue has it (out, inp, lnw, lnb, W,
-   bias); a decode step's, of few rows */
+/* OP_LN_MATMUL: out = norm(inp) @ W^T + bias, the MLP's activation on fc, the logit soft-cap on a capped model's
+   classifier (out, inp, lnw, lnb, W, bias, gate, gate bias: SwiGLU's up projection takes silu(inp @ gate^T + gate
+   bias) too); a decode step's, of few rows */
 static void ln_matmul(Backend *be, const SchedOp *op, float *const *a, int N) {
+    const GPT2Shape *s = &be->plan->model;
     int IC, OC;
-    mm_features(op->mm, &be->plan->model, &IC, &OC);
+    mm_features(op->mm, s, &IC, &OC);
+    size_t n = (size_t)N * OC;
     float *ln = xmalloc((size_t)N * IC * sizeof(float)), *stats = xmalloc(2 * (size_t)N * sizeof(float));
-    cpu_layernorm_forward(ln, stats, stats + N, a[1], a[2], a[3], N, IC);
+    if (s->norm == NORM_RMSNORM) cpu_rmsnorm_forward(ln, stats, a[1], a[2], N, IC, gpt2_norm_eps(s));
+    else cpu_layernorm_forward_eps(ln, stats, stats + N, a[1], a[2], a[3], N, IC, gpt2_norm_eps(s));
     cpu_matmul_forward(a[0], ln, a[4], a[5], N, IC, OC);
-    if (be->plan->matmuls[op->mm].epilogue == EPI_GELU_AUX) cpu_gelu_forward(a[0], a[0], (size_t)N * OC);
+    if (op->mm == MM_FC && s->mlp == MLP_SWIGLU) {
+        float *g = xmalloc(n * sizeof(float));
+        cpu_matmul_forward(g, ln, a[6], a[7], N, IC, OC);
+        cpu_swiglu_forward(a[0], a[0], g, n);
+        free(g);
+    } else if (op->mm == MM_FC && s->mlp == MLP_RELU2) {
+        cpu_relu2_forward(a[0], a[0], n);
+    } else if (op->mm == MM_FC) {
+        cpu_gelu_forward(a[0], a[0], n);
+    } else if (op->mm == MM_CLASSIFIER && s->logit_softcap > 0) {
+        cpu_softcap_forward(a[0], n, (float)s->logit_softcap);
+    }
     free(ln);
     free(stats);
 }
@@ -166,7 +181,11 @@ static void forward_op(Backend *be, const SchedOp *op, float *const *a) {
     case OP_KERNEL: cpu_kernel_find(op->kernel->name)(a, op->n); return;   /* found: cpu_run_op */
     case OP_KV_APPEND: cpu_kv_append_gqa(a[0], a[1], a[2], c->pos, g, be->plan->step.cache_T); return;
     case OP_ATTENTION: cpu_attention_forward_gqa(a[0], c->a.preatt, a[1], a[2], g); return;
-    case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv: the rows' one position appended, then attended over */
+    case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv, pos, partial, QK-norm's weights-: the rows' query and new
+                                   key QK-normed and rotated (gen/schedule.c), their one position appended, then
+                                   attended over */
+        if (s->qk_norm) cpu_qk_norm_forward(a[3], NULL, a[3], a[6], a[7], N, g, gpt2_norm_eps(s));
+        if (s->position == POS_ROPE) cpu_rope(a[3], c->pos, g, gpt2_rope_theta(s), 1);
         cpu_kv_append_gqa(a[1], a[2], a[3], c->pos, g, be->plan->step.cache_T);
         cpu_attention_cached_gqa(a[0], a[3], a[1], a[2], c->pos, g, be->plan->step.cache_T);
         return;

@@ -85,12 +85,14 @@ static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
         gqa = op_attention_expand(c);
         OP(name, attention_forward(&c->ks, c->cudnn, c->cudnn_workspace, c->s, a[0], a[1], a[2], &gqa, err));
         return 0;
-    case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv, pos, partial */
-        OP(name, launch_decode_attention(&c->ks, c->s, a[0], a[1], a[2], a[5], a[3], a[4], err));
+    case OP_DECODE_ATTENTION:   /* out, kcache, vcache, qkv, pos, partial, QK-norm's weights- */
+        OP(name, launch_decode_attention(&c->ks, c->s, a[0], a[1], a[2], a[5], a[3], a[4], a[6], a[7], err));
         return 0;
-    case OP_LN_MATMUL:   /* out, inp, lnw, lnb, W, bias */
-        OP(name, launch_decode_ln_linear(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], a[5], c->plan->matmuls[op->mm].m,
-                                         c->plan->matmuls[op->mm].epilogue == EPI_GELU_AUX, err));
+    case OP_LN_MATMUL:   /* out, inp, lnw, lnb, W, bias, gate, gate bias; the MLP's activation on fc (act 1), the
+                            logit soft-cap on a capped model's classifier (act 2) */
+        OP(name, launch_decode_ln_linear(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7],
+                                         c->plan->matmuls[op->mm].m, op->mm == MM_FC ? 1 :
+                                         op->mm == MM_CLASSIFIER && c->plan->model.logit_softcap > 0 ? 2 : 0, err));
         return 0;
     case OP_MATMUL_RESIDUAL:   /* out, inp, W, bias, res */
         OP(name, launch_decode_linear_residual(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], c->plan->matmuls[op->mm].m,
