@@ -163,9 +163,10 @@ const FamilyDecl kernel_families[] = {
        kernel_dec_attention, "(KV_SPLITS, NH, B): a block per KV_CHUNK cached positions of a head; the last to end combines", 0},
       {"sample_tokens", {I32(tokens), I32(drawn), U64(rng), CI32(pos), CX(logits), FLOAT(temperature), INT(top_k),
                          FLOAT(top_p)}, DEC_SAMPLE_THREADS, -1, kernel_dec_sample, "B: a block per row", 0},
-      {"decode_advance", {I32(pos)}, DEC_SAMPLE_THREADS, -1, kernel_dec_advance, "1 block of 32 threads", 0},
+      {"decode_advance", {I32(pos), U64(best), I32(tokens), I32(drawn)}, DEC_SAMPLE_THREADS, -1, kernel_dec_advance,
+       "1 block of 32 threads", 0},
       {"decode_ln_linear", {X(out), CX(inp), CX(lnw), CX(lnb), CX(weight), CX(bias), CX(gate), CX(gate_bias), INT(OC),
-                            INT(act)}, DEC_LIN_THREADS, 8, kernel_dec_linear, "(ceil(OC / (LIN_THREADS/32 * LIN_COLS)), ceil(B / 8)): a warp per LIN_COLS columns of 8 rows", 0},
+                            INT(act), U64(best)}, DEC_LIN_THREADS, 8, kernel_dec_linear, "(ceil(OC / (LIN_THREADS/32 * LIN_COLS)), ceil(B / 8)): a warp per LIN_COLS columns of 8 rows", 0},
       {"decode_linear_residual", {X(out), CX(inp), CX(weight), CX(bias), CX(res), INT(OC), INT(IC)}, DEC_LIN_THREADS, 5,
        kernel_dec_linear, "(ceil(OC / (LIN_THREADS/32 * LIN_COLS)), ceil(B / 8)): as decode_ln_linear", 0}}, NULL,
      STEP_BIT(STEP_DECODE) | STEP_PREFILL, LAUNCH_OVERLAP, NULL},   /* a prefill appends to the cache: kv_append */

@@ -178,6 +178,7 @@ static void place_decode(Layout *lo) {
     place(lo, BUF_DECODE_POS, "decode_pos", MEM_SCRATCH, decode || st->fills_cache ? 4 : 0, 0);
     place(lo, BUF_RNG, "rng", MEM_SCRATCH, decode ? B * 8 : 0, 0);
     place(lo, BUF_GRID_SYNC, "grid_sync", MEM_SCRATCH, plan->decode_persistent ? 8 : 0, 0);
+    place(lo, BUF_DECODE_BEST, "decode_best", MEM_SCRATCH, plan->decode_greedy_fused ? B * 8 : 0, 0);
     place(lo, BUF_CUBLASLT_WORKSPACE, "cublaslt_workspace", MEM_WORKSPACE, CUBLASLT_WORKSPACE_BYTES, 0);
     place(lo, BUF_CUBLASLT_WORKSPACE_SIDE, "cublaslt_workspace_side", MEM_WORKSPACE, side ? CUBLASLT_WORKSPACE_BYTES : 0, 0);
 }

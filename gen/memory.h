@@ -28,8 +28,8 @@ typedef enum {
     BUF_INPUTS, BUF_TARGETS, BUF_BUCKET_TOKEN, BUF_BUCKET_START, BUF_POSITIONS,
     /* a decode plan's key/value cache, (L, B, NKV, cacheT, HS) each, its split attention's partial results, the
        position (one int, also in a prefill plan: 0), the rows' generator states, and the persistent decode step's
-       grid barrier (two counters, Plan.decode_persistent) */
-    BUF_KCACHE, BUF_VCACHE, BUF_ATT_PARTIAL, BUF_DECODE_POS, BUF_RNG, BUF_GRID_SYNC,
+       grid barrier (two counters, Plan.decode_persistent), the rows' greedy keys (Plan.decode_greedy_fused) */
+    BUF_KCACHE, BUF_VCACHE, BUF_ATT_PARTIAL, BUF_DECODE_POS, BUF_RNG, BUF_GRID_SYNC, BUF_DECODE_BEST,
     /* library workspaces */
     BUF_CUBLASLT_WORKSPACE, BUF_CUBLASLT_WORKSPACE_SIDE,   /* _SIDE: the side stream's (Plan.streams 2) */
     /* GPT-2's relatives' (docs/model.md, "Architectures"): qkv before QK-norm and its rstd per head, SwiGLU's gate and

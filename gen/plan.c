@@ -239,6 +239,7 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->overlap = step->kind == STEP_DECODE && atoi(arch + 3) >= 90;
     plan->decode_persistent = plan->overlap && plan->decode_linear && cfg->run.decode == DECODE_PERSISTENT &&
                               gpt2_is_gpt2(&plan->model);   /* templates/decode_step.cu is GPT-2's */
+    plan->decode_greedy_fused = plan->decode_linear && !plan->decode_persistent;
     plan->kv_expand = 0;   /* with the attention path: plan_attention.c */
     snprintf(plan->build_dir, sizeof plan->build_dir, "build/%s", cfg->name);
     for (const FamilyDecl *f = kernel_families; f->family; f++) {   /* the families this step calls */

@@ -91,6 +91,10 @@ struct Plan {
     /* a decode step of few rows (decode_linear) on sm_90 as one persistent kernel, where the run asks for it
        (RunSpec.decode): the decode_step family (launched cooperatively) in place of the forward's ops */
     int decode_persistent;
+    /* a greedy decode step on the decode linears (not persistent) draws inside its classifier: decode_ln_linear folds
+       each row's logits into one greedy key (BUF_DECODE_BEST), decode_advance writes the token, and no sample_tokens
+       runs (templates/decode.cu, greedy_key; the run decides greedy: runtime/cuda/decode.c) */
+    int decode_greedy_fused;
     /* grouped-query attention (n_kv_head < n_head) on cuDNN's attention, whose graph takes a k and v head per query
        head: kv_expand (templates/rope.cu) repeats each kv head for its query heads into BUF_QKV_X before it,
        kv_reduce sums the gradients of the repeats back (runtime/cuda/arch.c). Set with the attention path

@@ -165,6 +165,10 @@ static void write_section(FILE *f, const Plan *p) {
         fprintf(f, "overlap    %s\n", p->overlap ? "on: the decode family's kernels start while the one before ends "
                                                    "(programmatic dependent launch), their weights prefetched into L2"
                                                  : "off: before sm_90, each kernel starts when the one before has ended");
+        fprintf(f, "draw       %s\n", p->decode_greedy_fused ? "greedy: inside the classifier (each row's best logit folded in "
+                                                                 "as it is stored, the token written by decode_advance); "
+                                                                 "else sample_tokens over the logits"
+                                                               : "sample_tokens over the logits");
     }
     else if (p->memory.buffers[BUF_LOGITS].bytes)
         fprintf(f, "classifier logits of %d rows at a time, %d chunks per micro-step%s\n", p->classifier_rows,

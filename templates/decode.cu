@@ -18,7 +18,8 @@
 // Query head h reads kv head kv_head_of(h) (grouped-query attention, docs/model.md "Architectures"), from the cache
 // and from qkv's rows of QKVW features (q's NH heads, then k's NKV, then v's NKV), as they are: no kv_expand.
 //   sample_tokens             each row's next token by the rule of runtime/sample/sampling.h, step for step
-//   decode_advance            pos += 1, the step's last kernel (every other kernel reads pos)
+//   decode_advance            pos += 1, the step's last kernel (every other kernel reads pos); after a greedy step's
+//                             classifier, each row's token from the classifier's keys (greedy_key)
 //   decode_ln_linear, decode_linear_residual: a decode step's linears of few rows, below
 // pos is a device pointer to one int: a step's kernels are recorded once and replayed. Every sum runs in a fixed
 // order, with no float atomics: the same inputs give the same bits, and the same tokens, on every run.
@@ -616,11 +617,33 @@ KERNEL(sample_tokens) {
     }
 }
 
-// decode_advance: the step's last kernel moves the position on.
+// The greedy draw inside the classifier (Plan.decode_greedy_fused, a greedy step of the decode linears): each block
+// of decode_ln_linear folds its logits into one integer per row, best[b] = max over its columns of greedy_key, with
+// atomicMax (an integer max: the same result in any order); decode_advance reads the row's token from it. The key is
+// sample_tokens' argmax as one integer: the logit's key (sample_key) above its id reversed, so that the largest key is
+// the largest logit at its lowest id; -0 as +0 (beats: equal floats tie) and NaN lowest (it never wins; a row of
+// NaNs gives id 0, as sample_tokens does)
+__device__ __forceinline__ u64 greedy_key(float z, int id) {
+    const unsigned key = z != z ? 0u : sample_key(z == 0.0f ? 0.0f : z);
+    return (u64)key << 32 | (u64)(0xffffffffu - (unsigned)id);
+}
+
+// decode_advance: the step's last kernel. After a greedy step's classifier (best not null) it writes each row's
+// token where sample_tokens would, and clears best for the next step; then it moves the position on.
 KERNEL(decode_advance) {
     grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
     grid_dependents_launch();
-    if (blockIdx.x == 0 && threadIdx.x == 0) pos[0] += 1;
+    if (blockIdx.x != 0) return;
+    const int at = pos[0];
+    if (best)
+        for (int b = threadIdx.x; b < B; b += blockDim.x) {
+            const int token = (int)(0xffffffffu - (unsigned)best[b]);
+            tokens[b] = token;
+            drawn[(long long)at * B + b] = token;
+            best[b] = 0ull;
+        }
+    __syncthreads();   // every thread has read pos
+    if (threadIdx.x == 0) pos[0] = at + 1;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -790,19 +813,39 @@ __device__ __forceinline__ float mlp_act(float u, float g) {
     }
 }
 
+// best (the classifier of a greedy step, else null): the rows' greedy keys, folded in (greedy_key, above)
 KERNEL(decode_ln_linear) {
+    constexpr int WARPS = LIN_THREADS / WARP_SIZE;
+    __shared__ u64 warp_best[WARPS][LIN_ROWS];
+    const int b0 = blockIdx.y * LIN_ROWS;
+    u64 mine[LIN_ROWS];   // lane 0's best key per row over its warp's columns
+#pragma unroll
+    for (int r = 0; r < LIN_ROWS; r++) mine[r] = 0ull;
     const auto epi = [&](int b, int n, float s, float sg) {
         if (bias) s += to_f(bias[n]);
         if (gate_bias) sg += to_f(gate_bias[n]);
         if (act == 1) s = mlp_act(s, sg);
         if constexpr (LIN_SOFTCAP > 0.0f)   // softcap_forward's: the logit as stored, capped (common.cuh's softcap)
             if (act == 2) s = softcap(to_f(from_f<floatX>(s)), LIN_SOFTCAP);
-        out[(long long)b * OC + n] = from_f<floatX>(s);
+        const floatX stored = from_f<floatX>(s);
+        out[(long long)b * OC + n] = stored;
+        if (best && n < V) mine[b - b0] = max(mine[b - b0], greedy_key(to_f(stored), n));
     };
     // SwiGLU's up projection (act 1) also takes the gate's dots; its other linears and every other model's do not. The
     // branch is the same for every thread of the launch
     if (LIN_MLP == LIN_SWIGLU && act == 1) linear_rows<true, C, true>(inp, lnw, lnb, weight, gate, OC, epi);
     else linear_rows<true, C, false>(inp, lnw, lnb, weight, nullptr, OC, epi);
+    if (!best) return;   // the same for every thread of the launch
+    const int tid = threadIdx.x;
+    if (tid % WARP_SIZE == 0)
+#pragma unroll
+        for (int r = 0; r < LIN_ROWS; r++) warp_best[tid / WARP_SIZE][r] = mine[r];
+    __syncthreads();
+    if (tid < LIN_ROWS && b0 + tid < B) {   // the block's best per row: one atomic a row
+        u64 m = 0ull;
+        for (int w = 0; w < WARPS; w++) m = max(m, warp_best[w][tid]);
+        atomicMax(best + b0 + tid, m);
+    }
 }
 
 KERNEL(decode_linear_residual) {

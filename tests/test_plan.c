@@ -427,15 +427,18 @@ static void test_classifier_chunks(void) {
 
 /* sample --decode persistent (RunSpec.decode): a decode plan of 1 or 2 rows on sm_90 runs the step as one persistent
    kernel (the decode_step family, its barrier's memory); 3 rows, sm_80 or the default keep the op list's kernels,
-   without the family; the decode family overlaps its launches on sm_90 only */
+   without the family; the decode family overlaps its launches on sm_90 only. The op list's decode linears draw a
+   greedy step inside the classifier (a key per row); the persistent step and 3 or 16 rows (cuBLASLt's linears)
+   do not */
 static void test_decode_persistent(void) {
     static Config cfg;
     Err err = {{0}};
     if (config_load(&cfg, "configs/gpt2-124M.lua", NULL, 0, &err)) { CHECK(0, "%s", err.msg); return; }
-    static const struct { int decode, rows; const char *arch; int persistent, overlap; } cases[] = {
-        {DECODE_PERSISTENT, 1, "sm_90", 1, 1}, {DECODE_PERSISTENT, 2, "sm_90", 1, 1}, {DECODE_PERSISTENT, 3, "sm_90", 0, 1},
-        {DECODE_PERSISTENT, 1, "sm_80", 0, 0}, {DECODE_KERNELS, 1, "sm_90", 0, 1}};
-    for (int i = 0; i < 5; i++) {
+    static const struct { int decode, rows; const char *arch; int persistent, overlap, fused; } cases[] = {
+        {DECODE_PERSISTENT, 1, "sm_90", 1, 1, 0}, {DECODE_PERSISTENT, 2, "sm_90", 1, 1, 0},
+        {DECODE_PERSISTENT, 3, "sm_90", 0, 1, 0}, {DECODE_PERSISTENT, 1, "sm_80", 0, 0, 1},
+        {DECODE_KERNELS, 1, "sm_90", 0, 1, 1}, {DECODE_KERNELS, 16, "sm_90", 0, 1, 0}};
+    for (int i = 0; i < 6; i++) {
         cfg.run.decode = cases[i].decode;
         Plan p;
         if (plan_make_decode(&p, &cfg, cases[i].rows, 0, cases[i].arch, &err)) { CHECK(0, "%s", err.msg); return; }
@@ -445,6 +448,10 @@ static void test_decode_persistent(void) {
               (p.memory.buffers[BUF_GRID_SYNC].bytes == 8) == cases[i].persistent,
               "case %d (%d rows, %s): persistent %d, decode_step family %d, overlap %d, barrier %zu bytes", i,
               cases[i].rows, cases[i].arch, p.decode_persistent, fam, p.overlap, p.memory.buffers[BUF_GRID_SYNC].bytes);
+        size_t keys = p.memory.buffers[BUF_DECODE_BEST].bytes;
+        CHECK(p.decode_greedy_fused == cases[i].fused && keys == (size_t)cases[i].fused * cases[i].rows * 8,
+              "case %d (%d rows, %s): greedy draw in the classifier %d, its keys %zu bytes", i, cases[i].rows,
+              cases[i].arch, p.decode_greedy_fused, keys);
     }
 }
 

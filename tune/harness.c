@@ -94,6 +94,14 @@ void harness_cmp_value(HarnessCmp *c, const char *tensor, double e, size_t nonfi
     if (nonfinite) { c->bad = 1; snprintf(c->what, sizeof c->what, "%s: %zu values are not finite", tensor, nonfinite); }
     else if (!(e <= tol)) { c->bad = 1; snprintf(c->what, sizeof c->what, "%s: max error %.3g > %.1g", tensor, e, tol); }
 }
+void harness_failed(HarnessCmp *c, const char *fmt, ...) {
+    if (c->bad) return;
+    c->bad = 1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->what, sizeof c->what, fmt, ap);
+    va_end(ap);
+}
 void harness_finish(Harness *g, const char *name, HarnessCmp *c, Err *err, int launch_rc) {
     if (launch_rc) harness_fail(g, name, "%s", err->msg);
     else if (c->bad) harness_fail(g, name, "%s", c->what);

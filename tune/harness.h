@@ -59,6 +59,8 @@ typedef struct { double worst; int bad; char what[256]; } HarnessCmp;
 void harness_cmp(HarnessCmp *c, const char *tensor, const float *got, const float *ref, size_t n, double tol);
 /* the same for an error computed elsewhere; nonfinite > 0 fails too */
 void harness_cmp_value(HarnessCmp *c, const char *tensor, double err, size_t nonfinite, double tol);
+/* a check that is not an error bound: the first failure is the test's */
+void harness_failed(HarnessCmp *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void harness_finish(Harness *g, const char *name, HarnessCmp *c, Err *err, int launch_rc);   /* the test's one report line */
 
 void step_test_train(Harness *g);                            /* tune/step_test.c */

@@ -10,21 +10,9 @@
 #include "runtime/sample/sampling.h"
 #include "common/rng.h"
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* the first failure of a test, for its report line */
-static void failed(HarnessCmp *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void failed(HarnessCmp *c, const char *fmt, ...) {
-    if (c->bad) return;
-    c->bad = 1;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->what, sizeof c->what, fmt, ap);
-    va_end(ap);
-}
 
 static int set_pos(dptr dpos, int pos) { return cu.cuMemcpyHtoD(dpos, &pos, sizeof pos) == CUDA_SUCCESS ? 0 : -1; }
 
@@ -124,12 +112,12 @@ static void check_partials(const Harness *g, const AttnTest *t, HarnessCmp *cd, 
                 okp &= written ? isfinite(p[d]) != 0 : bits == 0xffffffffu;
             }
             if (written) okp &= p[1] >= 1.0f;
-            if (!okp) failed(cd, "partial of row %zu head %zu split %d (pos %d, %d split(s) in use): %s", bh / NH, bh % NH,
+            if (!okp) harness_failed(cd, "partial of row %zu head %zu split %d (pos %d, %d split(s) in use): %s", bh / NH, bh % NH,
                              s, pos, ns, written ? "not finite, or l < 1" : "written, where no partial is needed");
         }
     for (size_t bh = 0; bh < B * NH; bh++) {
         memcpy(&bits, &t->hp[t->npart + bh], 4);
-        if (bits) failed(cd, "the arrived-splits count of row %zu head %zu is %u after the attention (pos %d), not 0",
+        if (bits) harness_failed(cd, "the arrived-splits count of row %zu head %zu is %u after the attention (pos %d), not 0",
                          bh / NH, bh % NH, bits, pos);
     }
 }
@@ -184,7 +172,7 @@ static int attention_run(Harness *g, AttnTest *t, HarnessCmp *ca, HarnessCmp *cd
     /* deterministic: the same bits again */
     if (launch_attention(g, t, err)) return -1;
     harness_down(g, t->again, t->dout, B * C);
-    if (memcmp(t->out, t->again, B * C * sizeof(float))) failed(cd, "a second run (pos %d) gave other values: not deterministic", pos);
+    if (memcmp(t->out, t->again, B * C * sizeof(float))) harness_failed(cd, "a second run (pos %d) gave other values: not deterministic", pos);
     return 0;
 }
 
@@ -280,7 +268,7 @@ static int sample_again(Harness *g, SampleTest *t, const SampleCase *sc, Harness
         cu.cuMemcpyDtoH(t->tok2, t->dtok, (size_t)B * 4);
         cu.cuMemcpyDtoH(st2, t->drng, (size_t)B * 8);
         if (memcmp(t->tok, t->tok2, (size_t)B * 4) || memcmp(t->st_got, st2, (size_t)B * 8))
-            failed(cmpr, "a second run on the same inputs drew other tokens: not deterministic");
+            harness_failed(cmpr, "a second run on the same inputs drew other tokens: not deterministic");
     }
     free(st2);
     return rc;
@@ -296,15 +284,15 @@ static void sample_compare(Harness *g, SampleTest *t, const SampleCase *sc, Harn
     }
     for (int b = 0; b < B; b++) {
         t->draws++;
-        if (t->tok[b] < 0 || t->tok[b] >= V) failed(cmpr, "row %d drew %d, not an id below V = %d", b, t->tok[b], V);
+        if (t->tok[b] < 0 || t->tok[b] >= V) harness_failed(cmpr, "row %d drew %d, not an id below V = %d", b, t->tok[b], V);
         if (t->drawn[(size_t)pos * B + b] != t->tok[b])
-            failed(cmpr, "drawn[pos %d * B + %d] = %d, the token is %d", pos, b, t->drawn[(size_t)pos * B + b], t->tok[b]);
+            harness_failed(cmpr, "drawn[pos %d * B + %d] = %d, the token is %d", pos, b, t->drawn[(size_t)pos * B + b], t->tok[b]);
         if (t->st_got[b] != t->st_host[b])
-            failed(cmpr, "row %d (round %d): generator state %016llx, the host's %016llx", b, round,
+            harness_failed(cmpr, "row %d (round %d): generator state %016llx, the host's %016llx", b, round,
                    (unsigned long long)t->st_got[b], (unsigned long long)t->st_host[b]);
         if (t->tok[b] != t->tok_host[b]) {
             t->differ++;
-            if (sc->exact) failed(cmpr, "row %d (round %d): token %d, the host's %d", b, round, t->tok[b], t->tok_host[b]);
+            if (sc->exact) harness_failed(cmpr, "row %d (round %d): token %d, the host's %d", b, round, t->tok[b], t->tok_host[b]);
         }
     }
 }
@@ -339,7 +327,7 @@ static void sample_case(Harness *g, SampleTest *t, const SampleCase *sc, int rou
     int draws = t->draws, differ = t->differ;
     double frac = draws ? (double)differ / draws : 0;
     if (!sc->exact && frac > 0.02)
-        failed(&cmpr, "%d of %d draws differ from sample_draw's (more than 2%%)", differ, draws);
+        harness_failed(&cmpr, "%d of %d draws differ from sample_draw's (more than 2%%)", differ, draws);
     char name[200];
     snprintf(name, sizeof name, "sample_tokens %s (%d draws against sample_draw, deterministic)", sc->name, draws);
     if (rc) harness_fail(g, name, "%s", err.msg);
@@ -382,10 +370,10 @@ static void test_advance(Harness *g) {
     dptr dpos = harness_dalloc(g, 4);
     int pos = 0;
     HarnessCmp c = {0, 0, ""};
-    int rc = set_pos(dpos, 5) || launch_decode_advance(&g->ks, g->s, dpos, &err) ? -1 : 0;
+    int rc = set_pos(dpos, 5) || launch_decode_advance(&g->ks, g->s, dpos, 0, 0, 0, &err) ? -1 : 0;
     if (!rc) {
         cu.cuMemcpyDtoH(&pos, dpos, 4);
-        if (pos != 6) failed(&c, "pos 5 became %d", pos);
+        if (pos != 6) harness_failed(&c, "pos 5 became %d", pos);
     }
     harness_finish(g, "decode_advance", &c, &err, rc);
     harness_dfree_all(g);

@@ -228,8 +228,8 @@ int wl_decode_run(Workload *w, Harness *g, Kernels *ks, Err *err) {
            launch_kv_append(ks, g->s, P(w, 5), P(w, 6), P(w, 7), P(w, 4), err) ||
            launch_decode_attention(ks, g->s, P(w, 9), P(w, 5), P(w, 6), P(w, 8), P(w, 7), P(w, 4), P(w, 7), P(w, 7), err) ||
            launch_sample_tokens(ks, g->s, P(w, 10), P(w, 11), P(w, 12), P(w, 4), P(w, 13), 0.8f, 40, 0.95f, err) ||
-           launch_decode_advance(ks, g->s, P(w, 14), err) ||
-           launch_decode_ln_linear(ks, g->s, P(w, 17), P(w, 0), P(w, 18), P(w, 19), P(w, 15), P(w, 16), 0, 0, 3 * g->C, 0, err) ||
+           launch_decode_advance(ks, g->s, P(w, 14), 0, 0, 0, err) ||
+           launch_decode_ln_linear(ks, g->s, P(w, 17), P(w, 0), P(w, 18), P(w, 19), P(w, 15), P(w, 16), 0, 0, 3 * g->C, 0, 0, err) ||
            launch_decode_linear_residual(ks, g->s, P(w, 20), P(w, 9), P(w, 21), P(w, 16), P(w, 0), g->C, g->C, err) ? -1 : 0;
 }
 void wl_decode_setup(Workload *w, Harness *g) {

@@ -23,6 +23,9 @@ int decode_open(Cuda *c, Err *err) {
     size_t partial = c->plan->memory.buffers[BUF_ATT_PARTIAL].bytes;   /* and so do the attention's counts of splits */
     if (partial && cuda_check(cu.cuMemsetD8(buf(c, BUF_ATT_PARTIAL, 0), 0, partial), "clearing the attention's partials", err))
         return -1;
+    size_t keys = c->plan->memory.buffers[BUF_DECODE_BEST].bytes;   /* and the greedy keys (decode_advance clears them) */
+    if (keys && cuda_check(cu.cuMemsetD8(buf(c, BUF_DECODE_BEST, 0), 0, keys), "clearing the greedy draw's keys", err))
+        return -1;
     for (int i = 0; i < DECODE_IN_FLIGHT; i++)
         if (cuda_check(cu.cuEventCreate(&c->step_done[i], CU_EVENT_DISABLE_TIMING), "creating the decode events", err)) return -1;
     return 0;
@@ -48,14 +51,19 @@ static int persistent_step(Cuda *c, Err *err) {
     return 0;
 }
 
-/* one step's work on the stream: everything reads the position and the tokens from device memory */
+/* one step's work on the stream: everything reads the position and the tokens from device memory. A greedy step on
+   the decode linears draws inside the classifier (Plan.decode_greedy_fused): decode_advance writes its tokens */
 static int step_ops(Cuda *c, const SampleSettings *s, Err *err) {
     dptr pos = buf(c, BUF_DECODE_POS, 0), tokens = buf(c, BUF_INPUTS, 0), logits = buf(c, BUF_LOGITS, 0);
-    if (c->plan->decode_persistent ? persistent_step(c, err)
-                                   : cu_run_phase(c, NULL, &c->plan->schedule.forward, err)) return -1;
-    OP("sample", launch_sample_tokens(&c->ks, c->s, tokens, c->d_drawn, buf(c, BUF_RNG, 0), pos, logits, s->temperature,
-                                      s->top_k, s->top_p, err));
-    OP("decode advance", launch_decode_advance(&c->ks, c->s, pos, err));
+    c->decode_best = c->plan->decode_greedy_fused && sample_is_greedy(s) ? buf(c, BUF_DECODE_BEST, 0) : 0;
+    int rc = c->plan->decode_persistent ? persistent_step(c, err) : cu_run_phase(c, NULL, &c->plan->schedule.forward, err);
+    dptr best = c->decode_best;
+    c->decode_best = 0;
+    if (rc) return -1;
+    if (!best)
+        OP("sample", launch_sample_tokens(&c->ks, c->s, tokens, c->d_drawn, buf(c, BUF_RNG, 0), pos, logits,
+                                          s->temperature, s->top_k, s->top_p, err));
+    OP("decode advance", launch_decode_advance(&c->ks, c->s, pos, best, tokens, c->d_drawn, err));
     if (c->prof.on) c->prof.steps++;   /* GPT2GEN_PROFILE: op by op, no graph */
     return 0;
 }

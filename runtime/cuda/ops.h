@@ -55,6 +55,9 @@ typedef struct {
     CUgraphExec graph;
     SampleSettings graph_settings;
     CUevent step_done[DECODE_IN_FLIGHT];
+    /* while a greedy step's ops are enqueued on the decode linears (Plan.decode_greedy_fused): BUF_DECODE_BEST, which
+       the classifier's decode_ln_linear folds each row's logits into; else 0 */
+    dptr decode_best;
     /* the training backward's side stream (Plan.streams 2, not while profiling; NULL without) and its events
        (step.c); the bias scratch of the stream ops go on now (BUF_BIAS_SCRATCH, or _SIDE) */
     CUstream side;

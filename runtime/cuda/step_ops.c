@@ -89,10 +89,12 @@ static int forward_op(Cuda *c, const SchedOp *op, const dptr *a, Err *err) {
         OP(name, launch_decode_attention(&c->ks, c->s, a[0], a[1], a[2], a[5], a[3], a[4], a[6], a[7], err));
         return 0;
     case OP_LN_MATMUL:   /* out, inp, lnw, lnb, W, bias, gate, gate bias; the MLP's activation on fc (act 1), the
-                            logit soft-cap on a capped model's classifier (act 2) */
+                            logit soft-cap on a capped model's classifier (act 2); a greedy step's classifier folds
+                            each row's logits into its key (Cuda.decode_best) */
         OP(name, launch_decode_ln_linear(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7],
                                          c->plan->matmuls[op->mm].m, op->mm == MM_FC ? 1 :
-                                         op->mm == MM_CLASSIFIER && c->plan->model.logit_softcap > 0 ? 2 : 0, err));
+                                         op->mm == MM_CLASSIFIER && c->plan->model.logit_softcap > 0 ? 2 : 0,
+                                         op->mm == MM_CLASSIFIER ? c->decode_best : 0, err));
         return 0;
     case OP_MATMUL_RESIDUAL:   /* out, inp, W, bias, res */
         OP(name, launch_decode_linear_residual(&c->ks, c->s, a[0], a[1], a[2], a[3], a[4], c->plan->matmuls[op->mm].m,

@@ -22,7 +22,7 @@ static int by_key_desc(const void *a, const void *b) {
 int sample_draw(const float *logits, int V, const SampleSettings *s, uint64_t *rng) {
     int arg = 0;
     for (int i = 1; i < V; i++) if (logits[i] > logits[arg]) arg = i;
-    if (s->temperature <= 0 || s->top_k == 1) return arg;
+    if (sample_is_greedy(s)) return arg;
     float mx = logits[arg];
     uint64_t *w = xmalloc((size_t)V * sizeof *w);
     uint32_t *keys = xmalloc((size_t)V * sizeof *keys);

@@ -22,6 +22,8 @@ typedef struct {
     float top_p;         /* 1: off */
 } SampleSettings;
 
+/* step 1's test: the draw is the argmax */
+static inline int sample_is_greedy(const SampleSettings *s) { return s->temperature <= 0 || s->top_k == 1; }
 /* the next token of a row of logits[0..V) */
 int sample_draw(const float *logits, int V, const SampleSettings *s, uint64_t *rng);
 /* the order-preserving key of a float (step 3) */
