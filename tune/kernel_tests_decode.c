@@ -112,13 +112,15 @@ static void check_partials(const Harness *g, const AttnTest *t, HarnessCmp *cd, 
                 okp &= written ? isfinite(p[d]) != 0 : bits == 0xffffffffu;
             }
             if (written) okp &= p[1] >= 1.0f;
-            if (!okp) harness_failed(cd, "partial of row %zu head %zu split %d (pos %d, %d split(s) in use): %s", bh / NH, bh % NH,
-                             s, pos, ns, written ? "not finite, or l < 1" : "written, where no partial is needed");
+            if (!okp)
+                harness_failed(cd, "partial of row %zu head %zu split %d (pos %d, %d split(s) in use): %s", bh / NH,
+                               bh % NH, s, pos, ns, written ? "not finite, or l < 1" : "written, where no partial is needed");
         }
     for (size_t bh = 0; bh < B * NH; bh++) {
         memcpy(&bits, &t->hp[t->npart + bh], 4);
-        if (bits) harness_failed(cd, "the arrived-splits count of row %zu head %zu is %u after the attention (pos %d), not 0",
-                         bh / NH, bh % NH, bits, pos);
+        if (bits)
+            harness_failed(cd, "the arrived-splits count of row %zu head %zu is %u after the attention (pos %d), not 0",
+                           bh / NH, bh % NH, bits, pos);
     }
 }
 
@@ -172,7 +174,8 @@ static int attention_run(Harness *g, AttnTest *t, HarnessCmp *ca, HarnessCmp *cd
     /* deterministic: the same bits again */
     if (launch_attention(g, t, err)) return -1;
     harness_down(g, t->again, t->dout, B * C);
-    if (memcmp(t->out, t->again, B * C * sizeof(float))) harness_failed(cd, "a second run (pos %d) gave other values: not deterministic", pos);
+    if (memcmp(t->out, t->again, B * C * sizeof(float)))
+        harness_failed(cd, "a second run (pos %d) gave other values: not deterministic", pos);
     return 0;
 }
 
@@ -289,7 +292,7 @@ static void sample_compare(Harness *g, SampleTest *t, const SampleCase *sc, Harn
             harness_failed(cmpr, "drawn[pos %d * B + %d] = %d, the token is %d", pos, b, t->drawn[(size_t)pos * B + b], t->tok[b]);
         if (t->st_got[b] != t->st_host[b])
             harness_failed(cmpr, "row %d (round %d): generator state %016llx, the host's %016llx", b, round,
-                   (unsigned long long)t->st_got[b], (unsigned long long)t->st_host[b]);
+                           (unsigned long long)t->st_got[b], (unsigned long long)t->st_host[b]);
         if (t->tok[b] != t->tok_host[b]) {
             t->differ++;
             if (sc->exact) harness_failed(cmpr, "row %d (round %d): token %d, the host's %d", b, round, t->tok[b], t->tok_host[b]);

@@ -100,7 +100,8 @@ static int greedy_step(Harness *g, dptr *d, float *got, int act, HarnessCmp *c, 
         if (tok[b] != want || tok[B + 3 * B + b] != want)
             harness_failed(c, "row %zu: token %d, drawn %d; sample_draw's argmax of the stored logits is %d", b, tok[b],
                            tok[B + 3 * B + b], want);
-        if (keys[b]) harness_failed(c, "row %zu's greedy key is %016llx after decode_advance, not 0", b, (unsigned long long)keys[b]);
+        if (keys[b])
+            harness_failed(c, "row %zu's greedy key is %016llx after decode_advance, not 0", b, (unsigned long long)keys[b]);
     }
     if (!rc && pos != 4) harness_failed(c, "pos 3 became %d", pos);
     rc = rc ? -1 : tok[0];
