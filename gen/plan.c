@@ -120,7 +120,7 @@ static void apply_shape_defaults(Plan *plan, PlanFamily *m) {
    the epilogues (docs/model.md) */
 static GeluPath gelu_auto(const Plan *plan) {
     const GPT2Shape *m = &plan->model;
-    if (!gpt2_is_gpt2(m) && m->mlp == MLP_RELU2 && fc_gemm_fits(m, &plan->step, atoi(plan->arch + 3))) return GELU_FUSED;
+    if (m->mlp == MLP_RELU2 && fc_gemm_fits(m, &plan->step, atoi(plan->arch + 3))) return GELU_FUSED;
     return m->n_embd >= 1024 ? GELU_KERNEL : GELU_EPILOGUE;
 }
 

@@ -68,15 +68,6 @@ static SchedRef positions(const Plan *p) {
 static SchedRef qkv_out(const Plan *p) {
     return p->model.qk_norm && p->step.kind != STEP_DECODE ? BUF(BUF_QKV_PRE, AT_L) : BUF(BUF_QKV, AT_L);
 }
-static void after_qkv(SchedList *b, const Plan *p);
-
-/* qkv = ln1 @ qkvw^T + qkvb, then with qk_norm each head's q and k RMS-normed, with RoPE q and k rotated: by the
-   QK-norm op itself where it can (gpt2_qk_norm_rotates), else by a rope op of its own */
-static void forward_qkv(SchedList *b, const Plan *p) {
-    add(b, OP_MATMUL, ON_EVERY, "matmul qkv", MM_QKV,
-        ARGS(qkv_out(p), BUF(BUF_LN1, AT_L), PAR(P_QKVW, AT_L), bias_of(p, P_QKVB, AT_L), NONE));
-    after_qkv(b, p);
-}
 /* the qkv matmul's output (qkv_pre with QK-norm) to the attention's qkv */
 static void after_qkv(SchedList *b, const Plan *p) {
     if (p->step.kind == STEP_DECODE) return;
@@ -86,6 +77,14 @@ static void after_qkv(SchedList *b, const Plan *p) {
         add(b, OP_QK_NORM, ON_EVERY, fused ? "qk norm+rope" : "qk norm", -1,
             ARGS(qkv, BUF(BUF_QK_RSTD, AT_L), pre, PAR(P_QNORMW, AT_L), PAR(P_KNORMW, AT_L), fused ? positions(p) : NONE));
     if (p->model.position == POS_ROPE && !fused) add(b, OP_ROPE, ON_EVERY, "rope", -1, ARGS(qkv, positions(p)));
+}
+
+/* qkv = ln1 @ qkvw^T + qkvb, then with qk_norm each head's q and k RMS-normed, with RoPE q and k rotated: by the
+   QK-norm op itself where it can (gpt2_qk_norm_rotates), else by a rope op of its own */
+static void forward_qkv(SchedList *b, const Plan *p) {
+    add(b, OP_MATMUL, ON_EVERY, "matmul qkv", MM_QKV,
+        ARGS(qkv_out(p), BUF(BUF_LN1, AT_L), PAR(P_QKVW, AT_L), bias_of(p, P_QKVB, AT_L), NONE));
+    after_qkv(b, p);
 }
 
 /* ---- the forward ---------------------------------------------------------------------------------------- */
