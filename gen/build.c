@@ -281,7 +281,7 @@ int build_plans(const Plan *const *plans, int n_plans, int threads, int quiet, c
     double t0 = now_seconds();
     if (n_plans < 1 || n_plans > BUILD_MAX_PLANS) return err_set(err, "a build makes 1 to %d plans, not %d", BUILD_MAX_PLANS, n_plans);
     const Plan *plan = plans[0];
-    if (model_gpu_check(&plan->model, plan->config_path, err)) return -1;   /* GPT-2's kernels only, so far */
+    if (model_gpu_check(&plan->model, plan->config_path, err)) return -1;   /* what the kernels do not cover */
     Places *p = xmalloc(sizeof *p);
     int lock = -1, n = 0;   /* the jobs: every plan's families */
     for (int i = 0; i < n_plans; i++) n += plans[i]->n_families;

@@ -109,21 +109,14 @@ GPT2Shape model_spec_shape(const ModelSpec *m) {
     return s;
 }
 
-/* The GPU's generated kernels serve every architecture (issue 45) but two of GPT-2's own kernels' constants that a
-   relative could change: LayerNorm's epsilon (templates/layernorm.cu's 1e-5) and the GELU MLP's width (gelu.cu's and
-   the GELU recompute's 4C); and QK-norm's kernels (templates/rmsnorm.cu) take a warp a head, so a head size that is
-   a multiple of 32. The first key that asks for one of these refuses the model. The CPU backend runs them all, so
-   this is the GPU's check alone (cuda_backend_create, gen/build.c), not the plan's: a CPU run makes the same plans. */
+/* The GPU's generated kernels serve every architecture (issue 45; LayerNorm at any norm_eps and a GELU MLP of any
+   width among them: a relative's prelude gives layernorm.cu NORM_EPS, and the GELU kernels take n_ffn), but for
+   QK-norm's kernels (templates/rmsnorm.cu), which take a warp a head, so a head size that is a multiple of 32. That
+   key refuses the model. The CPU backend runs it, so this is the GPU's check alone (cuda_backend_create,
+   gen/build.c), not the plan's: a CPU run makes the same plans. */
 int model_gpu_check(const GPT2Shape *s, const char *where, Err *err) {
-    char what[160] = "";
-    if (s->norm == NORM_LAYERNORM && gpt2_norm_eps(s) != 1e-5f)
-        snprintf(what, sizeof what, "model.norm_eps = %g with model.norm = \"layernorm\" (its kernels take 1e-5)", s->norm_eps);
-    else if (s->mlp == MLP_GELU && gpt2_ffn(s) != 4 * s->n_embd)
-        snprintf(what, sizeof what, "model.n_ffn = %d with model.mlp = \"gelu\" (its kernels take 4 * n_embd)", gpt2_ffn(s));
-    else if (s->qk_norm && (s->n_embd / s->n_head) % 32)
-        snprintf(what, sizeof what, "model.qk_norm = true with a head size of %d (its kernels take a multiple of 32)",
-                 s->n_embd / s->n_head);
-    if (!what[0]) return 0;
-    return err_set(err, "%s: %s: the GPU's generated kernels do not cover this yet; the CPU backend runs this model "
-                   "(--backend cpu)", where, what);
+    int HS = s->n_embd / s->n_head;
+    if (!s->qk_norm || HS % 32 == 0) return 0;
+    return err_set(err, "%s: model.qk_norm = true with a head size of %d (its kernels take a multiple of 32): the GPU's "
+                   "generated kernels do not cover this yet; the CPU backend runs this model (--backend cpu)", where, HS);
 }

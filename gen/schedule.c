@@ -126,7 +126,8 @@ static void forward_fc(SchedList *b, const Plan *p) {
         add(b, OP_FC_GELU, ON_EVERY, "matmul fc+gelu", -1, ARGS(fch, fchg, ln2, w, bias));
     } else if (gelu_forward_in_kernel(p->gelu)) {
         add(b, OP_MATMUL, ON_EVERY, "matmul fc", MM_FC, ARGS(fch, ln2, w, bias, NONE));
-        add_kernel(b, ON_EVERY, "gelu forward", K_GELU_FORWARD, 4LL * p->step.B * p->step.T * p->model.n_embd, ARGS(fchg, fch));
+        add_kernel(b, ON_EVERY, "gelu forward", K_GELU_FORWARD, (long long)p->step.B * p->step.T * gpt2_ffn(&p->model),
+                   ARGS(fchg, fch));
     } else {
         add(b, OP_MATMUL, ON_EVERY, "matmul fc+gelu", MM_FC, ARGS(fchg, ln2, w, bias, fch));
     }
@@ -300,7 +301,7 @@ static void backward_mlp(Bwd *k) {
     const char *name = gelu_kernel ? "matmul bwd fcproj" : "matmul bwd fcproj+dgelu";
     fork_side(k);
     if (k->p->step.recompute >= 1)
-        add_kernel(k->b, ON_EVERY, "gelu recompute", K_GELU_FORWARD, 4LL * k->p->step.B * k->p->step.T * k->p->model.n_embd,
+        add_kernel(k->b, ON_EVERY, "gelu recompute", K_GELU_FORWARD, (long long)k->p->step.B * k->p->step.T * gpt2_ffn(&k->p->model),
                    ARGS(fchg, fch));
     add(k->b, OP_MATMUL_DW, ON_EVERY, name, MM_FCPROJ_DW, ARGS(GRD(P_FCPROJW, AT_L), dres, fchg));
     if (!k->p->model.no_bias)

@@ -1,4 +1,5 @@
-// layernorm.cu: LayerNorm over the C channels of each of the B*T rows (eps 1e-5, biased variance).
+// layernorm.cu: LayerNorm over the C channels of each of the B*T rows (eps: model.norm_eps, GPT-2's 1e-5; biased
+// variance).
 //   layernorm_forward                 out = LN(inp); saves mean and rstd (fp32) for the backward
 //   fused_residual_layernorm_forward  residual = inp1 + inp2, out = LN(residual)
 //   layernorm_backward                dinp += dLN; per-block partial sums of dweight/dbias into scratch; with out
@@ -13,7 +14,11 @@ constexpr int N_ROWS = B * T;
 constexpr int VEC = VEC_C;                          // elements per access
 constexpr int PACKETS = C / VEC;                         // accesses per row
 constexpr int PER_LANE = (PACKETS + WARP_SIZE - 1) / WARP_SIZE;
-constexpr float LN_EPS = 1e-5f;
+#ifdef ARCH_CONSTANTS
+constexpr float LN_EPS = NORM_EPS;                  // model.norm_eps (a relative's prelude)
+#else
+constexpr float LN_EPS = 1e-5f;                     // GPT-2's
+#endif
 typedef Packed<floatX, VEC> xvec;
 
 // one value of the LayerNorm's output, from the row's mean m and rstd r: the forward and the backward's remake agree

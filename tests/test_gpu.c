@@ -111,6 +111,11 @@ static const Variant variants[] = {
                             "model.qk_norm=true", "model.bias=false", "model.tie_embeddings=false",
                             "model.logit_softcap=15", "model.max_seq_len=128", "train.seq_len=128",
                             "train.batch_size=2", "train.total_batch_size=256", NULL}},
+    /* GPT-2's block with two keys of a relative: LayerNorm at eps 1e-6 (layernorm.cu's NORM_EPS; at GPT-2's init the
+       residual's variance is near 4e-4, so 1e-5 in its place moves the norm by about 1%) and a GELU MLP of 3C (the
+       epilogues at n_ffn, the GELU recompute over B*T*n_ffn) */
+    {"gt-gelu-eps-fp32", {"name=gt-gelu-eps-fp32", "precision=fp32", "model.n_embd=256", "model.n_head=4",
+                          "model.norm_eps=1e-6", "model.n_ffn=768", "train.recompute=1", NULL}},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -202,6 +207,7 @@ VARIANT_TESTS(13, llama_bf16)
 VARIANT_TESTS(14, llama_fp16)
 VARIANT_TESTS(15, nano_fp32)
 VARIANT_TESTS(16, nano_bf16_cudnn)
+VARIANT_TESTS(17, gelu_eps_fp32)
 
 /* Several plans of one model on the GPU (gen/plan.h): variant i's training plan and its one-row sampling plan,
    two CUDA backends in one process, the second on the first's weights, each with its own kernels (B baked in)
@@ -409,6 +415,7 @@ int main(int argc, char **argv) {
     RUN(test_build_llama_fp16);
     RUN(test_build_nano_fp32);
     RUN(test_build_nano_bf16_cudnn);
+    RUN(test_build_gelu_eps_fp32);
     RUN(test_gpu_fp32);
     RUN(test_gpu_bf16);
     RUN(test_gpu_fp32_hs64);
@@ -426,6 +433,7 @@ int main(int argc, char **argv) {
     RUN(test_gpu_llama_fp16);
     RUN(test_gpu_nano_fp32);
     RUN(test_gpu_nano_bf16_cudnn);
+    RUN(test_gpu_gelu_eps_fp32);
     RUN(test_gpu_forward_plan_fp32);
     RUN(test_gpu_forward_plan_bf16);
     RUN(test_gpu_forward_plan_bf16_cudnn);

@@ -65,9 +65,9 @@ static int record(void *ctx, const SchedOp *op, int l, Err *err) {
 #define CALL_N(kind, name, n, ...) \
     emit(&want, kind, -1, name, n, SCHED_NO_MARK, (const Ref[]){__VA_ARGS__}, (int)(sizeof((const Ref[]){__VA_ARGS__}) / sizeof(Ref)))
 
-/* op_gelu_forward(c, out, inp): launch_gelu_forward(out, inp, n = B*T*4C) */
+/* the gelu_forward kernel: launch_gelu_forward(out, inp, n = B*T*n_ffn) */
 static void gelu_forward(const char *name, Ref out, Ref inp) {
-    emit(&want, OP_KERNEL, -1, name, 4LL * plan.step.B * plan.step.T * plan.model.n_embd, SCHED_NO_MARK,
+    emit(&want, OP_KERNEL, -1, name, (long long)plan.step.B * plan.step.T * gpt2_ffn(&plan.model), SCHED_NO_MARK,
          (const Ref[]){out, inp}, 2);
     want.calls[want.n - 1].kernel_id = K_GELU_FORWARD;
 }

@@ -3,6 +3,7 @@
 #include "tune/families.h"
 #include "runtime/cuda/tune_api.h"
 #include "runtime/cpu/cpu_ops.h"
+#include "common/gpt2.h"
 #include "common/rng.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +71,7 @@ static void layernorm_test_residual(Harness *g, LnTest *t, Err *err) {
     float *res = t->res = harness_hbuf(N * C);
     for (size_t i = 0; i < N * C; i++) res[i] = t->x[i] + t->x2[i];
     harness_quantize(g, res, N * C);
-    cpu_layernorm_forward(t->ref, t->mean, t->rstd, res, t->w, t->b, (int)N, (int)C);
+    cpu_layernorm_forward_eps(t->ref, t->mean, t->rstd, res, t->w, t->b, (int)N, (int)C, gpt2_norm_eps(&g->plan->model));
     harness_quantize(g, t->ref, N * C);
     int rc = launch_fused_residual_layernorm_forward(&g->ks, g->s, t->dres, t->dout, t->dmean, t->drstd, t->dx, t->dx2,
                                                      t->dw, t->db, err);
@@ -91,7 +92,7 @@ static void layernorm_test_residual(Harness *g, LnTest *t, Err *err) {
 static void layernorm_test_backward(Harness *g, LnTest *t, Err *err) {
     size_t N = t->N, C = t->C;
     float *got = t->got, *res = t->res;
-    cpu_layernorm_forward(t->ref, t->mean, t->rstd, t->x, t->w, t->b, (int)N, (int)C);
+    cpu_layernorm_forward_eps(t->ref, t->mean, t->rstd, t->x, t->w, t->b, (int)N, (int)C, gpt2_norm_eps(&g->plan->model));
     harness_quantize(g, t->ref, N * C);
     float *dy = harness_hrand(g, N * C, 1.0f), *dinp0 = harness_hrand(g, N * C, 1.0f), *dw0 = harness_hrand(g, C, 1.0f), *db0 = harness_hrand(g, C, 1.0f);
     float *rdinp = xmalloc(N * C * 4), *rdw = xmalloc(C * 4), *rdb = xmalloc(C * 4);
@@ -142,7 +143,7 @@ void kernel_test_layernorm(Harness *g) {
     Err err = {{0}};
     t.dx = harness_dup_x(g, t.x, N * C), t.dx2 = harness_dup_x(g, t.x2, N * C), t.dw = harness_dup_x(g, t.w, C), t.db = harness_dup_x(g, t.b, C);
     t.dout = harness_dalloc(g, N * C * g->xs), t.dmean = harness_dalloc(g, N * 4), t.drstd = harness_dalloc(g, N * 4), t.dres = harness_dalloc(g, N * C * g->xs);
-    cpu_layernorm_forward(t.ref, t.mean, t.rstd, t.x, t.w, t.b, (int)N, (int)C);
+    cpu_layernorm_forward_eps(t.ref, t.mean, t.rstd, t.x, t.w, t.b, (int)N, (int)C, gpt2_norm_eps(&g->plan->model));
     harness_quantize(g, t.ref, N * C);
     int rc = launch_layernorm_forward(&g->ks, g->s, t.dout, t.dmean, t.drstd, t.dx, t.dw, t.db, &err);
     HarnessCmp c = {0, 0, ""};

@@ -178,7 +178,7 @@ static void set_methods(Backend *be, const Plan *plan, size_t np) {
 Backend *cuda_backend_create(const BackendOptions *opt, Err *err) {
     const Plan *plan = opt->plan;
     if (!plan) { err_set(err, "the CUDA backend needs a plan"); return NULL; }
-    if (model_gpu_check(&plan->model, plan->config_path, err)) return NULL;   /* its kernels are GPT-2's, so far */
+    if (model_gpu_check(&plan->model, plan->config_path, err)) return NULL;   /* what the kernels do not cover */
     if (backend_check_weights(opt, "cuda", err) || backend_check_cache(opt, "cuda", err)) return NULL;
     Cuda *c = xcalloc(1, sizeof *c);
     Backend *be = xcalloc(1, sizeof *be);

@@ -76,6 +76,3 @@ int op_fc_bias_reduce(Cuda *c, dptr db, Err *err) {
     return launch_fc_bias_reduce(&c->ks, c->s, db, buf(c, BUF_FC_PARTIALS, 0), err);
 }
 
-int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err) {
-    return launch_gelu_forward(&c->ks, c->s, out, inp, (long long)c->plan->step.B * c->plan->step.T * 4 * c->C, err);
-}

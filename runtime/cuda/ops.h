@@ -108,7 +108,6 @@ int op_linear_backward_dw(Cuda *c, int dw_id, dptr dW, dptr dout, dptr inp, floa
 /* db += the column sums of dout (B*T rows of OC): a linear layer's bias gradient, a pass of its own over dout
    (templates/bias.cu; profiled apart from the matmuls as "bias backward") */
 int op_bias_backward(Cuda *c, dptr db, dptr dout, int OC, Err *err);
-int op_gelu_forward(Cuda *c, dptr out, dptr inp, Err *err);
 /* dinout (B*T, 4C) *= GELU'(pre), and db (4C) += its column sums: the fc layer's GELU backward and bias gradient */
 int op_gelu_backward_bias(Cuda *c, dptr dinout, dptr pre, dptr db, Err *err);
 /* train.gelu = "fused" (templates/fc_gemm.cu): dpre (B*T, 4C) = (dout @ W) * GELU'(pre), W fcproj's (C, 4C) weight

@@ -23,12 +23,14 @@ done
 if grep -q "^gqa        2 query heads, 1 key/value heads" "$WORK/build/llama/plan.txt" &&
    ! grep -q "^gqa" "$WORK/build/nano/plan.txt"; then ok gqa_in_plan
 else fail gqa_in_plan "plan.txt's gqa line: $(grep "^gqa" "$WORK/build/llama/plan.txt")"; fi
-# what the GPU's kernels do not cover: LayerNorm at another eps
-printf 'base "%s/tests/configs/micro.lua"\nname = "lneps"\nmodel = { norm_eps = 1e-6, position = "rope" }\n' "$ROOT" > "$WORK/lneps.lua"
+# LayerNorm at another eps and a GELU MLP of another width build for the GPU: the eps is the relative's NORM_EPS in
+# layernorm.cu, and the GELU kernels run over B*T*n_ffn (test_gpu's gt-gelu-eps-fp32 runs them against the CPU)
+printf 'base "%s/tests/configs/micro.lua"\nname = "lneps"\nmodel = { norm_eps = 1e-6, n_ffn = 96 }\n' "$ROOT" > "$WORK/lneps.lua"
 out=$(cd "$WORK" && "$GPT2GEN" build lneps.lua --arch sm_90 2>&1); rc=$?
-if [ $rc -ne 0 ] && printf '%s' "$out" | grep -qF 'lneps.lua: model.norm_eps = 1e-06 with model.norm = "layernorm"' &&
-   printf '%s' "$out" | grep -qF -- '--backend cpu' && [ "$(printf '%s\n' "$out" | grep -c .)" -le 2 ]; then ok gpu_build_refused
-else fail gpu_build_refused "rc=$rc: $out"; fi
+ln="$WORK/build/lneps/kernels/layernorm.cu"
+if [ $rc -eq 0 ] && grep -q "NORM_EPS = 9.999999975e-07f" "$ln" && grep -q "LN_EPS = NORM_EPS" "$ln" &&
+   grep -q "^matmul fc+gelu  *m=96 " "$WORK/build/lneps/plan.txt"; then ok gpu_build_layernorm_eps_gelu_width
+else fail gpu_build_layernorm_eps_gelu_width "rc=$rc: $out"; fi
 # and QK-norm at a head size that is not a multiple of 32 (micro's is 16): refused on the GPU, trained on the CPU
 printf 'base "%s/tests/configs/micro.lua"\nname = "qk16"\nmodel = { n_head = 4, norm = "rmsnorm", qk_norm = true }\n' "$ROOT" > "$WORK/qk16.lua"
 out=$(cd "$WORK" && "$GPT2GEN" build qk16.lua --arch sm_90 2>&1); rc=$?
