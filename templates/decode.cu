@@ -182,12 +182,11 @@ __device__ __forceinline__ void combine_splits(floatX *out, const float *base, i
 }
 
 KERNEL(decode_attention) {
-    grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
-    grid_dependents_launch();
     __shared__ float s_p[KV_CHUNK];                  // scores, then exp(score - m)
     __shared__ float s_acc[VGROUPS * HS];            // each value group's sums
     __shared__ int s_last;
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
+    // pos is the step's (decode_advance, the last kernel of the step before, moves it): read before the wait
     const int len = cache_len(pos), start = s * KV_CHUNK, ns = (len + KV_CHUNK - 1) / KV_CHUNK;
     if (start >= len) return;                        // a split past the cached positions: nothing to do
     const int n = len - start < KV_CHUNK ? len - start : KV_CHUNK;
@@ -199,6 +198,25 @@ KERNEL(decode_attention) {
     const floatX *last = qkv + ((long long)b * T + T - 1) * QKVW;
     const floatX *kcur = last + k_at(kvh), *vcur = last + v_at(kvh), *q = last + h * HS;
     const int jcur = len - 1 - start;                // the split's index of that position (>= n: not this split)
+    // Before the wait for the kernel ahead (qkv's matmul), the cached values this thread will weigh and its first KB
+    // keys: earlier steps wrote them, and when this kernel starts every kernel but the one ahead has ended (each
+    // waits before it lets the next start). No branch guards these loads: a position past the split reads the
+    // split's last one (clamped), and what it gives is never used, so the loads go out together rather than one
+    // round trip after another. Position len - 1's slots are loaded again from qkv after the wait.
+    const int vg = tid / PK, vk = tid % PK, kl = tid % KG, kj = tid / KG;   // kl: lane of key group kj
+    const bool v_active = vg < VGROUPS;
+    constexpr int KB = SCORE_ITERS < 8 ? SCORE_ITERS : 8;   // keys a thread loads at once
+    const auto vj = [&](int it) { return min(it * VGROUPS + vg, n - 1); };
+    const auto kjj = [&](int it) { return min(it * KEYS_PER_PASS + kj, n - 1); };
+    avec vpre[V_PRE > 0 ? V_PRE : 1], kr[KB][KPL];
+#pragma unroll
+    for (int it = 0; it < V_PRE; it++) vpre[it] = load_vec<floatX, AVEC>(vbase + (long long)vj(it) * HS + vk * AVEC);
+#pragma unroll
+    for (int u = 0; u < KB; u++)
+#pragma unroll
+        for (int i = 0; i < KPL; i++) kr[u][i] = load_vec<floatX, AVEC>(kbase + (long long)kjj(u) * HS + (kl + i * KG) * AVEC);
+    grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
+    grid_dependents_launch();
     if constexpr (ATT_PREP) {   // the query, and the new key where this split holds it, QK-normed and rotated
         __shared__ __align__(16) floatX s_qk[2][HS];
         const int warp = tid / WARP_SIZE, lane = tid % WARP_SIZE, kwarp = ATT_THREADS >= 2 * WARP_SIZE ? 1 : 0;
@@ -210,41 +228,40 @@ KERNEL(decode_attention) {
     }
     auto krow = [&](int j) { return j == jcur ? kcur : kbase + (long long)j * HS; };
     auto vrow = [&](int j) { return j == jcur ? vcur : vbase + (long long)j * HS; };
-    if (jcur < n && tid < HS && h % KV_GROUP == 0) {   // once per kv head: by its group's first query head
-        kcache[(head + len - 1) * HS + tid] = kcur[tid];
-        vcache[(head + len - 1) * HS + tid] = vcur[tid];
-    }
-    // the values this thread will weigh, loaded first
-    const int vg = tid / PK, vk = tid % PK;
-    const bool v_active = vg < VGROUPS;
-    avec vpre[V_PRE > 0 ? V_PRE : 1];
 #pragma unroll
-    for (int it = 0; it < V_PRE; it++) {
-        const int j = it * VGROUPS + vg;
-        if (v_active && j < n) vpre[it] = load_vec<floatX, AVEC>(vrow(j) + vk * AVEC);
-    }
+    for (int it = 0; it < V_PRE; it++)
+        if (vj(it) == jcur) vpre[it] = load_vec<floatX, AVEC>(vcur + vk * AVEC);
+#pragma unroll
+    for (int u = 0; u < KB; u++)
+#pragma unroll
+        for (int i = 0; i < KPL; i++)
+            if (kjj(u) == jcur) kr[u][i] = load_vec<floatX, AVEC>(kcur + (kl + i * KG) * AVEC);
 
     // scores: lane kl of key group kj holds packets kl, kl + KG, ... of the query
-    const int kl = tid % KG, kj = tid / KG;
     float qf[KPL][AVEC];
 #pragma unroll
     for (int i = 0; i < KPL; i++) {
         const avec x = load_vec<floatX, AVEC>(q + (kl + i * KG) * AVEC);
         for (int e = 0; e < AVEC; e++) qf[i][e] = to_f(x[e]);
     }
-#pragma unroll 8
-    for (int it = 0; it < SCORE_ITERS; it++) {
-        const int j = it * KEYS_PER_PASS + kj;
-        float dot = 0.0f;
-        if (j < n) {
+    // KB keys at a time, their packets all loaded before their dots (a key group's lanes share a key, so a clamped
+    // key's dot stays in its group and is not stored); the first KB are in already
+    for (int it0 = 0; it0 < SCORE_ITERS; it0 += KB) {
+        if (it0 > 0)   // a chunk of more than KB passes (the same for every thread)
 #pragma unroll
-            for (int i = 0; i < KPL; i++) {
-                const avec k = load_vec<floatX, AVEC>(krow(j) + (kl + i * KG) * AVEC);
-                for (int e = 0; e < AVEC; e++) dot += qf[i][e] * to_f(k[e]);
-            }
+            for (int u = 0; u < KB; u++)
+#pragma unroll
+                for (int i = 0; i < KPL; i++) kr[u][i] = load_vec<floatX, AVEC>(krow(kjj(it0 + u)) + (kl + i * KG) * AVEC);
+#pragma unroll
+        for (int u = 0; u < KB; u++) {
+            const int j = (it0 + u) * KEYS_PER_PASS + kj;
+            float dot = 0.0f;
+#pragma unroll
+            for (int i = 0; i < KPL; i++)
+                for (int e = 0; e < AVEC; e++) dot += qf[i][e] * to_f(kr[u][i][e]);
+            for (int o = KG / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(FULL_MASK, dot, o);
+            if (kl == 0 && j < n) s_p[j] = dot * ATT_SCALE;
         }
-        for (int o = KG / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(FULL_MASK, dot, o);
-        if (kl == 0 && j < n) s_p[j] = dot * ATT_SCALE;
     }
     __syncthreads();
 
@@ -282,6 +299,13 @@ KERNEL(decode_attention) {
     if (v_active)
         for (int e = 0; e < AVEC; e++) s_acc[vg * HS + vk * AVEC + e] = acc[e];
     __syncthreads();
+    // the row's new key and value into the cache, once per kv head (by its group's first query head), after every
+    // read of the cache above: the compiler cannot tell that no block reads that position in this step, so a store
+    // ahead of the loads would hold them back
+    if (jcur < n && tid < HS && h % KV_GROUP == 0) {
+        kcache[(head + len - 1) * HS + tid] = kcur[tid];
+        vcache[(head + len - 1) * HS + tid] = vcur[tid];
+    }
     floatX *o = out + (long long)b * C + h * HS;
     if (ns == 1) {                                   // the only split: its result is the head's
         if (tid < HS) {
