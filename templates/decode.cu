@@ -277,23 +277,21 @@ KERNEL(decode_attention) {
     }
     const float l = block_sum<ATT_THREADS>(lloc);    // its barriers also publish s_p
 
-    // values: acc[d] = sum_j p_j v_j[d], per group, then over the groups in order
+    // values: acc[d] = sum_j p_j v_j[d], per group, then over the groups in order; V_PRE positions at a time, the
+    // first V_PRE loaded before the scores, each later batch's packets all loaded before its sums
     float acc[AVEC];
     for (int e = 0; e < AVEC; e++) acc[e] = 0.0f;
+    for (int it0 = 0; it0 < V_ITERS; it0 += V_PRE) {
+        if (it0 > 0)   // a chunk of more than V_PRE passes (the same for every thread)
 #pragma unroll
-    for (int it = 0; it < V_PRE; it++) {
-        const int j = it * VGROUPS + vg;
-        if (v_active && j < n) {
-            const float p = s_p[j];
-            for (int e = 0; e < AVEC; e++) acc[e] += p * to_f(vpre[it][e]);
-        }
-    }
-    for (int it = V_PRE; it < V_ITERS; it++) {
-        const int j = it * VGROUPS + vg;
-        if (v_active && j < n) {
-            const float p = s_p[j];
-            const avec v = load_vec<floatX, AVEC>(vrow(j) + vk * AVEC);
-            for (int e = 0; e < AVEC; e++) acc[e] += p * to_f(v[e]);
+            for (int u = 0; u < V_PRE; u++) vpre[u] = load_vec<floatX, AVEC>(vrow(vj(it0 + u)) + vk * AVEC);
+#pragma unroll
+        for (int u = 0; u < V_PRE; u++) {
+            const int j = (it0 + u) * VGROUPS + vg;
+            if (v_active && j < n) {
+                const float p = s_p[j];
+                for (int e = 0; e < AVEC; e++) acc[e] += p * to_f(vpre[u][e]);
+            }
         }
     }
     if (v_active)
