@@ -3,8 +3,7 @@
    nanochat-shaped: their decode linears with RMSNorm, SwiGLU or ReLU^2): at every position of a 64-token
    continuation the decode step's logits equal the full forward's over the same prefix (CPU 1e-5; GPU fp32 1e-4 and
    16-bit 3e-2 of the largest logit), rows are independent, greedy is the same on the CPU and the GPU in fp32 for 64
-   tokens; and
-   the draw's rule (runtime/sample/sampling.h): greedy, temperature, top-k, top-p, seeds, end-of-text. */
+   tokens; and the draw's rule (runtime/sample/sampling.h): greedy, temperature, top-k, top-p, seeds, end-of-text. */
 #include "gen/config.h"
 #include "tests/check.h"
 #include "runtime/sample/sampler.h"
