@@ -163,7 +163,7 @@ static void write_section(FILE *f, const Plan *p) {
                                                          "LayerNorm before and the residual add after in the same kernel"
                                                        : "the cuBLASLt matmuls below");
         fprintf(f, "overlap    %s\n", p->overlap ? "on: the decode family's kernels start while the one before ends "
-                                                   "(programmatic dependent launch), their weights prefetched into L2"
+                                                   "(programmatic dependent launch), their weights loaded before they wait"
                                                  : "off: before sm_90, each kernel starts when the one before has ended");
         fprintf(f, "draw       %s\n", p->decode_greedy_fused ? "greedy: inside the classifier (each row's best logit folded in "
                                                                  "as it is stored, the token written by decode_advance); "

@@ -96,7 +96,9 @@ template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile(
 // start before the kernel ahead of it on the stream has ended. grid_dependency_wait() returns once that kernel has
 // ended and its writes are visible (at once where the launch did not overlap); nothing before it may read what an
 // earlier kernel writes, or write what one reads. grid_dependents_launch() lets the next kernel start. Before
-// sm_90 both are nothing, and launches do not overlap.
+// sm_90 both are nothing, and launches do not overlap. Every overlapping kernel calls the second only after the
+// first, so when a kernel starts, every kernel before the one ahead has ended: before its wait a kernel may read
+// what only those wrote (the weights, the cache's earlier positions, the step's position).
 __device__ __forceinline__ void grid_dependency_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;\n" ::: "memory");

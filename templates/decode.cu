@@ -182,12 +182,11 @@ __device__ __forceinline__ void combine_splits(floatX *out, const float *base, i
 }
 
 KERNEL(decode_attention) {
-    grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
-    grid_dependents_launch();
     __shared__ float s_p[KV_CHUNK];                  // scores, then exp(score - m)
     __shared__ float s_acc[VGROUPS * HS];            // each value group's sums
     __shared__ int s_last;
     const int s = blockIdx.x, h = blockIdx.y, b = blockIdx.z, tid = threadIdx.x;
+    // pos is the step's (decode_advance, the last kernel of the step before, moves it): read before the wait
     const int len = cache_len(pos), start = s * KV_CHUNK, ns = (len + KV_CHUNK - 1) / KV_CHUNK;
     if (start >= len) return;                        // a split past the cached positions: nothing to do
     const int n = len - start < KV_CHUNK ? len - start : KV_CHUNK;
@@ -199,6 +198,25 @@ KERNEL(decode_attention) {
     const floatX *last = qkv + ((long long)b * T + T - 1) * QKVW;
     const floatX *kcur = last + k_at(kvh), *vcur = last + v_at(kvh), *q = last + h * HS;
     const int jcur = len - 1 - start;                // the split's index of that position (>= n: not this split)
+    // Before the wait for the kernel ahead (qkv's matmul), the cached values this thread will weigh and its first KB
+    // keys: earlier steps wrote them, and when this kernel starts every kernel but the one ahead has ended (each
+    // waits before it lets the next start). No branch guards these loads: a position past the split reads the
+    // split's last one (clamped), and what it gives is never used, so the loads go out together rather than one
+    // round trip after another. Position len - 1's slots are loaded again from qkv after the wait.
+    const int vg = tid / PK, vk = tid % PK, kl = tid % KG, kj = tid / KG;   // kl: lane of key group kj
+    const bool v_active = vg < VGROUPS;
+    constexpr int KB = SCORE_ITERS < 8 ? SCORE_ITERS : 8;   // keys a thread loads at once
+    const auto vj = [&](int it) { return min(it * VGROUPS + vg, n - 1); };
+    const auto kjj = [&](int it) { return min(it * KEYS_PER_PASS + kj, n - 1); };
+    avec vpre[V_PRE > 0 ? V_PRE : 1], kr[KB][KPL];
+#pragma unroll
+    for (int it = 0; it < V_PRE; it++) vpre[it] = load_vec<floatX, AVEC>(vbase + (long long)vj(it) * HS + vk * AVEC);
+#pragma unroll
+    for (int u = 0; u < KB; u++)
+#pragma unroll
+        for (int i = 0; i < KPL; i++) kr[u][i] = load_vec<floatX, AVEC>(kbase + (long long)kjj(u) * HS + (kl + i * KG) * AVEC);
+    grid_dependency_wait();   // the kernel ahead has ended (Plan.overlap)
+    grid_dependents_launch();
     if constexpr (ATT_PREP) {   // the query, and the new key where this split holds it, QK-normed and rotated
         __shared__ __align__(16) floatX s_qk[2][HS];
         const int warp = tid / WARP_SIZE, lane = tid % WARP_SIZE, kwarp = ATT_THREADS >= 2 * WARP_SIZE ? 1 : 0;
@@ -210,41 +228,40 @@ KERNEL(decode_attention) {
     }
     auto krow = [&](int j) { return j == jcur ? kcur : kbase + (long long)j * HS; };
     auto vrow = [&](int j) { return j == jcur ? vcur : vbase + (long long)j * HS; };
-    if (jcur < n && tid < HS && h % KV_GROUP == 0) {   // once per kv head: by its group's first query head
-        kcache[(head + len - 1) * HS + tid] = kcur[tid];
-        vcache[(head + len - 1) * HS + tid] = vcur[tid];
-    }
-    // the values this thread will weigh, loaded first
-    const int vg = tid / PK, vk = tid % PK;
-    const bool v_active = vg < VGROUPS;
-    avec vpre[V_PRE > 0 ? V_PRE : 1];
 #pragma unroll
-    for (int it = 0; it < V_PRE; it++) {
-        const int j = it * VGROUPS + vg;
-        if (v_active && j < n) vpre[it] = load_vec<floatX, AVEC>(vrow(j) + vk * AVEC);
-    }
+    for (int it = 0; it < V_PRE; it++)
+        if (vj(it) == jcur) vpre[it] = load_vec<floatX, AVEC>(vcur + vk * AVEC);
+#pragma unroll
+    for (int u = 0; u < KB; u++)
+#pragma unroll
+        for (int i = 0; i < KPL; i++)
+            if (kjj(u) == jcur) kr[u][i] = load_vec<floatX, AVEC>(kcur + (kl + i * KG) * AVEC);
 
     // scores: lane kl of key group kj holds packets kl, kl + KG, ... of the query
-    const int kl = tid % KG, kj = tid / KG;
     float qf[KPL][AVEC];
 #pragma unroll
     for (int i = 0; i < KPL; i++) {
         const avec x = load_vec<floatX, AVEC>(q + (kl + i * KG) * AVEC);
         for (int e = 0; e < AVEC; e++) qf[i][e] = to_f(x[e]);
     }
-#pragma unroll 8
-    for (int it = 0; it < SCORE_ITERS; it++) {
-        const int j = it * KEYS_PER_PASS + kj;
-        float dot = 0.0f;
-        if (j < n) {
+    // KB keys at a time, their packets all loaded before their dots (a key group's lanes share a key, so a clamped
+    // key's dot stays in its group and is not stored); the first KB are in already
+    for (int it0 = 0; it0 < SCORE_ITERS; it0 += KB) {
+        if (it0 > 0)   // a chunk of more than KB passes (the same for every thread)
 #pragma unroll
-            for (int i = 0; i < KPL; i++) {
-                const avec k = load_vec<floatX, AVEC>(krow(j) + (kl + i * KG) * AVEC);
-                for (int e = 0; e < AVEC; e++) dot += qf[i][e] * to_f(k[e]);
-            }
+            for (int u = 0; u < KB; u++)
+#pragma unroll
+                for (int i = 0; i < KPL; i++) kr[u][i] = load_vec<floatX, AVEC>(krow(kjj(it0 + u)) + (kl + i * KG) * AVEC);
+#pragma unroll
+        for (int u = 0; u < KB; u++) {
+            const int j = (it0 + u) * KEYS_PER_PASS + kj;
+            float dot = 0.0f;
+#pragma unroll
+            for (int i = 0; i < KPL; i++)
+                for (int e = 0; e < AVEC; e++) dot += qf[i][e] * to_f(kr[u][i][e]);
+            for (int o = KG / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(FULL_MASK, dot, o);
+            if (kl == 0 && j < n) s_p[j] = dot * ATT_SCALE;
         }
-        for (int o = KG / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(FULL_MASK, dot, o);
-        if (kl == 0 && j < n) s_p[j] = dot * ATT_SCALE;
     }
     __syncthreads();
 
@@ -260,28 +277,33 @@ KERNEL(decode_attention) {
     }
     const float l = block_sum<ATT_THREADS>(lloc);    // its barriers also publish s_p
 
-    // values: acc[d] = sum_j p_j v_j[d], per group, then over the groups in order
+    // values: acc[d] = sum_j p_j v_j[d], per group, then over the groups in order; V_PRE positions at a time, the
+    // first V_PRE loaded before the scores, each later batch's packets all loaded before its sums
     float acc[AVEC];
     for (int e = 0; e < AVEC; e++) acc[e] = 0.0f;
+    for (int it0 = 0; it0 < V_ITERS; it0 += V_PRE) {
+        if (it0 > 0)   // a chunk of more than V_PRE passes (the same for every thread)
 #pragma unroll
-    for (int it = 0; it < V_PRE; it++) {
-        const int j = it * VGROUPS + vg;
-        if (v_active && j < n) {
-            const float p = s_p[j];
-            for (int e = 0; e < AVEC; e++) acc[e] += p * to_f(vpre[it][e]);
-        }
-    }
-    for (int it = V_PRE; it < V_ITERS; it++) {
-        const int j = it * VGROUPS + vg;
-        if (v_active && j < n) {
-            const float p = s_p[j];
-            const avec v = load_vec<floatX, AVEC>(vrow(j) + vk * AVEC);
-            for (int e = 0; e < AVEC; e++) acc[e] += p * to_f(v[e]);
+            for (int u = 0; u < V_PRE; u++) vpre[u] = load_vec<floatX, AVEC>(vrow(vj(it0 + u)) + vk * AVEC);
+#pragma unroll
+        for (int u = 0; u < V_PRE; u++) {
+            const int j = (it0 + u) * VGROUPS + vg;
+            if (v_active && j < n) {
+                const float p = s_p[j];
+                for (int e = 0; e < AVEC; e++) acc[e] += p * to_f(vpre[u][e]);
+            }
         }
     }
     if (v_active)
         for (int e = 0; e < AVEC; e++) s_acc[vg * HS + vk * AVEC + e] = acc[e];
     __syncthreads();
+    // the row's new key and value into the cache, once per kv head (by its group's first query head), after every
+    // read of the cache above: the compiler cannot tell that no block reads that position in this step, so a store
+    // ahead of the loads would hold them back
+    if (jcur < n && tid < HS && h % KV_GROUP == 0) {
+        kcache[(head + len - 1) * HS + tid] = kcur[tid];
+        vcache[(head + len - 1) * HS + tid] = vcur[tid];
+    }
     floatX *o = out + (long long)b * C + h * HS;
     if (ns == 1) {                                   // the only split: its result is the head's
         if (tid < HS) {
@@ -660,11 +682,13 @@ KERNEL(decode_advance) {
 //   decode_linear_residual  out[b, n] = res[b, n] + (sum_k inp[b, k] weight[n, k] + bias[n]), the sum rounded to
 //                           floatX before the add, as the matmul's output and the residual add store it; IC is C or
 //                           the MLP's hidden size; bias may be null
-// A warp per LIN_COLS output columns and up to LIN_ROWS rows (blockIdx.y picks the rows): before it waits for the
-// kernel ahead (grid_dependency_wait), it prefetches its columns' weight rows into L2, which no kernel writes; then
-// its lanes stream them in 16-byte packets against the rows of inp (read from L1) and sum in a fixed order (lane,
-// then the warp's butterfly). IC is a multiple of the packet (C is; the plan takes these linears where the MLP's
-// hidden size is too: gen/plan.c).
+// A warp per LIN_COLS output columns and up to LIN_ROWS rows (blockIdx.y picks the rows). Before it waits for the
+// kernel ahead (grid_dependency_wait) it loads every weight packet it will sum into registers, all in flight at once
+// (nothing in a step writes a weight); then, row by row, it loads the row's packets of inp, all at once, makes the
+// norm from them where LN, and sums in a fixed order (lane, then the warp's butterfly). No branch stands between a
+// lane's loads: a column past OC, a packet past the row and a row past B read clamped addresses, and what they give
+// is never summed or never stored, so the loads go out together rather than one round trip after another. IC is a
+// multiple of the packet (C is; the plan takes these linears where the MLP's hidden size is too: gen/plan.c).
 constexpr int LIN_PACKET = X128;
 constexpr int LIN_ROWS = B < 8 ? B : 8;
 // the model's norm, MLP and hidden size (GPT-2's prelude has no ARCH_CONSTANTS: LayerNorm at 1e-5, the GELU, 4C)
@@ -684,110 +708,102 @@ constexpr float LIN_SOFTCAP = 0.0f;
 enum { LIN_GELU = 0, LIN_RELU2 = 1, LIN_SWIGLU = 2 };   // MLP_KIND's values (gen/emit.c)
 typedef Packed<floatX, LIN_PACKET> linvec;
 
-// the warp's columns [n0, n0 + LIN_COLS) into L2, then the wait for the kernel ahead
-__device__ __forceinline__ void linear_prologue(const floatX *weight, int n0, int OC, int IC, int lane) {
-    if (n0 < OC) prefetch_l2(weight + (long long)n0 * IC, (long long)min(LIN_COLS, OC - n0) * IC * sizeof(floatX), lane);
-    grid_dependency_wait();
-    grid_dependents_launch();
+// the packets of a row of IC that a lane sums, p = lane + i * WARP_SIZE for i < lin_ppl(IC), those < IC / LIN_PACKET
+constexpr int lin_ppl(int IC) { return (IC / LIN_PACKET + WARP_SIZE - 1) / WARP_SIZE; }
+__device__ __forceinline__ int lin_packet(int IC, int lane, int i) {   // packet i of the lane, clamped into the row
+    return min(lane + i * WARP_SIZE, IC / LIN_PACKET - 1);
 }
 
-// the mean and rstd of each of the warp's rows of inp (C wide), summed in templates/layernorm.cu's order (RMSNorm's
-// rstd alone, its mean 0); the lane's packets are read once and kept in registers for the second sum, so that the
-// statistics cost one trip to memory, not two
-constexpr int LN_PACKETS = C / LIN_PACKET;
-constexpr int LN_PER_LANE = (LN_PACKETS + WARP_SIZE - 1) / WARP_SIZE;
-__device__ __forceinline__ void linear_ln_stats(const floatX *inp, int b0, int lane, float (&mean)[LIN_ROWS],
-                                                float (&rstd)[LIN_ROWS]) {
+// w[i][c] = packet i of the lane in column n0 + c of weight (OC rows of IC), the column clamped below OC
+template <int IC>
+__device__ __forceinline__ void linear_weights(linvec (&w)[lin_ppl(IC)][LIN_COLS], const floatX *weight, int n0, int OC,
+                                               int lane) {
 #pragma unroll
-    for (int r = 0; r < LIN_ROWS; r++) {
-        if (b0 + r >= B) break;
-        const floatX *row = inp + (long long)(b0 + r) * C;
-        linvec x[LN_PER_LANE];
-#pragma unroll
-        for (int i = 0; i < LN_PER_LANE; i++) {
-            const int p = lane + i * WARP_SIZE;
-            x[i] = p < LN_PACKETS ? load_vec<floatX, LIN_PACKET>(row + p * LIN_PACKET) : linvec::zeros();
-        }
-        if constexpr (LIN_RMS) {   // rmsnorm.cu's: rstd = 1 / sqrt(mean(x^2) + eps), no mean
-            float s2 = 0.0f;
-#pragma unroll
-            for (int i = 0; i < LN_PER_LANE; i++)
-                for (int k = 0; k < LIN_PACKET; k++) s2 += to_f(x[i][k]) * to_f(x[i][k]);
-            mean[r] = 0.0f;
-            rstd[r] = rsqrtf(warp_sum(s2) / C + LIN_LN_EPS);
-            continue;
-        }
-        float s = 0.0f;
-#pragma unroll
-        for (int i = 0; i < LN_PER_LANE; i++)
-            for (int k = 0; k < LIN_PACKET; k++) s += to_f(x[i][k]);
-        const float m = warp_sum(s) / C;
-        float s2 = 0.0f;
-#pragma unroll
-        for (int i = 0; i < LN_PER_LANE; i++)
-            if (lane + i * WARP_SIZE < LN_PACKETS)
-                for (int k = 0; k < LIN_PACKET; k++) { const float d = to_f(x[i][k]) - m; s2 += d * d; }
-        mean[r] = m;
-        rstd[r] = rsqrtf(warp_sum(s2) / C + LIN_LN_EPS);
-    }
-}
-
-// acc[c][r] = the warp's dot products of columns n0 + c with rows b0 + r of inp, or of LN(inp) where LN; IC is a
-// constant so that the packet loop unrolls whole and the lane's weight loads are all in flight together (the step
-// of few rows waits on memory's latency, not its bandwidth)
-template <bool LN, int IC>
-__device__ __forceinline__ void linear_dots(float (&acc)[LIN_COLS][LIN_ROWS], const floatX *inp, const floatX *lnw,
-                                            const floatX *lnb, const floatX *weight, int n0, int b0, int OC,
-                                            int lane) {
-    float mean[LIN_ROWS], rstd[LIN_ROWS];
-    if constexpr (LN) linear_ln_stats(inp, b0, lane, mean, rstd);
-#pragma unroll
-    for (int c = 0; c < LIN_COLS; c++)
-#pragma unroll
-        for (int r = 0; r < LIN_ROWS; r++) acc[c][r] = 0.0f;
-    constexpr int packets = IC / LIN_PACKET;
-#pragma unroll
-    for (int p = lane; p < packets; p += WARP_SIZE) {
-        linvec w[LIN_COLS];
+    for (int i = 0; i < lin_ppl(IC); i++)
 #pragma unroll
         for (int c = 0; c < LIN_COLS; c++)
-            w[c] = n0 + c < OC ? load_vec_cs<floatX, LIN_PACKET>(weight + (long long)(n0 + c) * IC + p * LIN_PACKET)
-                               : linvec::zeros();
-        linvec g, h = linvec::zeros();
-        if constexpr (LN) {
-            g = load_vec<floatX, LIN_PACKET>(lnw + p * LIN_PACKET);
-            if constexpr (!LIN_RMS) h = load_vec<floatX, LIN_PACKET>(lnb + p * LIN_PACKET);
+            w[i][c] = load_vec_cs<floatX, LIN_PACKET>(weight + (long long)min(n0 + c, OC - 1) * IC +
+                                                      lin_packet(IC, lane, i) * LIN_PACKET);
+}
+
+// x (the lane's packets of one row of C) normalized in place by the model's norm, its statistics summed in
+// templates/layernorm.cu's order (RMSNorm: rstd alone, as rmsnorm.cu's, and no bias), each value rounded to floatX
+// as the norm kernels store it
+constexpr int LN_PPL = lin_ppl(C);
+__device__ __forceinline__ void linear_norm_row(linvec (&x)[LN_PPL], const linvec (&g)[LN_PPL], const linvec (&h)[LN_PPL],
+                                                int lane) {
+    float s = 0.0f, m = 0.0f;
+    if constexpr (!LIN_RMS) {
+#pragma unroll
+        for (int i = 0; i < LN_PPL; i++)
+            if (lane + i * WARP_SIZE < C / LIN_PACKET)
+                for (int k = 0; k < LIN_PACKET; k++) s += to_f(x[i][k]);
+        m = warp_sum(s) / C;
+    }
+    float s2 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < LN_PPL; i++)
+        if (lane + i * WARP_SIZE < C / LIN_PACKET)
+            for (int k = 0; k < LIN_PACKET; k++) { const float d = to_f(x[i][k]) - m; s2 += d * d; }
+    const float r = rsqrtf(warp_sum(s2) / C + LIN_LN_EPS);
+#pragma unroll
+    for (int i = 0; i < LN_PPL; i++)
+        for (int k = 0; k < LIN_PACKET; k++)
+            x[i][k] = from_f<floatX>((to_f(x[i][k]) - m) * r * to_f(g[i][k]) + (LIN_RMS ? 0.0f : to_f(h[i][k])));
+}
+
+// acc[c][r] = the warp's dot products of its columns (their packets in w) with rows b0 + r of inp, or of LN(inp)
+// where LN (inp then C wide)
+template <bool LN, int IC>
+__device__ __forceinline__ void linear_dots(float (&acc)[LIN_COLS][LIN_ROWS], const linvec (&w)[lin_ppl(IC)][LIN_COLS],
+                                            const floatX *inp, const floatX *lnw, const floatX *lnb, int b0, int lane) {
+    constexpr int PPL = lin_ppl(IC);
+    linvec g[LN ? PPL : 1], h[LN ? PPL : 1];
+    if constexpr (LN) {
+#pragma unroll
+        for (int i = 0; i < PPL; i++) {
+            g[i] = load_vec<floatX, LIN_PACKET>(lnw + lin_packet(IC, lane, i) * LIN_PACKET);
+            h[i] = LIN_RMS ? linvec::zeros() : load_vec<floatX, LIN_PACKET>(lnb + lin_packet(IC, lane, i) * LIN_PACKET);
         }
+    }
 #pragma unroll
-        for (int r = 0; r < LIN_ROWS; r++) {
-            if (b0 + r >= B) break;
-            linvec x = load_vec<floatX, LIN_PACKET>(inp + (long long)(b0 + r) * IC + p * LIN_PACKET);
-            if constexpr (LN)
-                for (int k = 0; k < LIN_PACKET; k++)
-                    x[k] = from_f<floatX>((to_f(x[k]) - mean[r]) * rstd[r] * to_f(g[k]) + to_f(h[k]));
+    for (int r = 0; r < LIN_ROWS; r++) {
+        const floatX *row = inp + (long long)min(b0 + r, B - 1) * IC;
+        linvec x[PPL];
 #pragma unroll
-            for (int c = 0; c < LIN_COLS; c++)
+        for (int i = 0; i < PPL; i++) x[i] = load_vec<floatX, LIN_PACKET>(row + lin_packet(IC, lane, i) * LIN_PACKET);
+        if constexpr (LN) linear_norm_row(x, g, h, lane);
 #pragma unroll
-                for (int k = 0; k < LIN_PACKET; k++) acc[c][r] += to_f(w[c][k]) * to_f(x[k]);
+        for (int c = 0; c < LIN_COLS; c++) {
+            float a = 0.0f;
+#pragma unroll
+            for (int i = 0; i < PPL; i++)
+                if (lane + i * WARP_SIZE < IC / LIN_PACKET)
+                    for (int k = 0; k < LIN_PACKET; k++) a += to_f(w[i][c][k]) * to_f(x[i][k]);
+            acc[c][r] = a;
         }
     }
 }
 
-// what the linears do before their stores: the prologue, the dots and the warp's sums; epi(b, n, sum, gate_sum)
-// stores column n of row b (lane 0 of the warp). GATE: the same dots with gate too (SwiGLU's up projection; gate_sum
-// is 0 otherwise)
-template <bool LN, int IC, bool GATE, class Epi>
+// what the linears do before their stores: the weights' loads, the wait for the kernel ahead, pre(n0, b0) (the
+// epilogue's own loads, so that they travel with the rows'), the dots and the warp's sums; epi(c, r, b, n, sum,
+// gate_sum) stores column n = n0 + c of row b = b0 + r (lane 0 of the warp). GATE: the same dots with gate too
+// (SwiGLU's up projection; gate_sum is 0 otherwise)
+template <bool LN, int IC, bool GATE, class Pre, class Epi>
 __device__ __forceinline__ void linear_rows(const floatX *inp, const floatX *lnw, const floatX *lnb, const floatX *weight,
-                                            const floatX *gate, int OC, Epi epi) {
+                                            const floatX *gate, int OC, Pre pre, Epi epi) {
     const int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
     const int n0 = (blockIdx.x * (LIN_THREADS / WARP_SIZE) + warp) * LIN_COLS, b0 = blockIdx.y * LIN_ROWS;
-    if constexpr (GATE)
-        if (n0 < OC) prefetch_l2(gate + (long long)n0 * IC, (long long)min(LIN_COLS, OC - n0) * IC * sizeof(floatX), lane);
-    linear_prologue(weight, n0, OC, IC, lane);
-    if (n0 >= OC) return;
+    if (n0 >= OC) return;                            // a warp past the columns: nothing to read or write
+    linvec w[lin_ppl(IC)][LIN_COLS], wg[GATE ? lin_ppl(IC) : 1][LIN_COLS];
+    linear_weights<IC>(w, weight, n0, OC, lane);
+    if constexpr (GATE) linear_weights<IC>(wg, gate, n0, OC, lane);
+    grid_dependency_wait();                          // the kernel ahead has ended (Plan.overlap)
+    grid_dependents_launch();
+    pre(n0, b0);
     float acc[LIN_COLS][LIN_ROWS], accg[LIN_COLS][LIN_ROWS];
-    linear_dots<LN, IC>(acc, inp, lnw, lnb, weight, n0, b0, OC, lane);
-    if constexpr (GATE) linear_dots<LN, IC>(accg, inp, lnw, lnb, gate, n0, b0, OC, lane);
+    linear_dots<LN, IC>(acc, w, inp, lnw, lnb, b0, lane);
+    if constexpr (GATE) linear_dots<LN, IC>(accg, wg, inp, lnw, lnb, b0, lane);
 #pragma unroll
     for (int c = 0; c < LIN_COLS; c++)
 #pragma unroll
@@ -795,7 +811,7 @@ __device__ __forceinline__ void linear_rows(const floatX *inp, const floatX *lnw
             const float s = warp_sum(acc[c][r]);
             float sg = 0.0f;
             if constexpr (GATE) sg = warp_sum(accg[c][r]);
-            if (lane == 0 && n0 + c < OC && b0 + r < B) epi(b0 + r, n0 + c, s, sg);
+            if (lane == 0 && n0 + c < OC && b0 + r < B) epi(c, r, b0 + r, n0 + c, s, sg);
         }
 }
 
@@ -821,20 +837,29 @@ KERNEL(decode_ln_linear) {
     u64 mine[LIN_ROWS];   // lane 0's best key per row over its warp's columns
 #pragma unroll
     for (int r = 0; r < LIN_ROWS; r++) mine[r] = 0ull;
-    const auto epi = [&](int b, int n, float s, float sg) {
-        if (bias) s += to_f(bias[n]);
-        if (gate_bias) sg += to_f(gate_bias[n]);
+    float bv[LIN_COLS], gbv[LIN_COLS];   // the columns' bias and gate bias, where the model has them
+    const auto pre = [&](int n0, int) {
+#pragma unroll
+        for (int c = 0; c < LIN_COLS; c++) {
+            const int n = min(n0 + c, OC - 1);
+            bv[c] = bias ? to_f(bias[n]) : 0.0f;
+            gbv[c] = gate_bias ? to_f(gate_bias[n]) : 0.0f;
+        }
+    };
+    const auto epi = [&](int c, int r, int b, int n, float s, float sg) {
+        if (bias) s += bv[c];
+        if (gate_bias) sg += gbv[c];
         if (act == 1) s = mlp_act(s, sg);
         if constexpr (LIN_SOFTCAP > 0.0f)   // softcap_forward's: the logit as stored, capped (common.cuh's softcap)
             if (act == 2) s = softcap(to_f(from_f<floatX>(s)), LIN_SOFTCAP);
         const floatX stored = from_f<floatX>(s);
         out[(long long)b * OC + n] = stored;
-        if (best && n < V) mine[b - b0] = max(mine[b - b0], greedy_key(to_f(stored), n));
+        if (best && n < V) mine[r] = max(mine[r], greedy_key(to_f(stored), n));
     };
     // SwiGLU's up projection (act 1) also takes the gate's dots; its other linears and every other model's do not. The
     // branch is the same for every thread of the launch
-    if (LIN_MLP == LIN_SWIGLU && act == 1) linear_rows<true, C, true>(inp, lnw, lnb, weight, gate, OC, epi);
-    else linear_rows<true, C, false>(inp, lnw, lnb, weight, nullptr, OC, epi);
+    if (LIN_MLP == LIN_SWIGLU && act == 1) linear_rows<true, C, true>(inp, lnw, lnb, weight, gate, OC, pre, epi);
+    else linear_rows<true, C, false>(inp, lnw, lnb, weight, nullptr, OC, pre, epi);
     if (!best) return;   // the same for every thread of the launch
     const int tid = threadIdx.x;
     if (tid % WARP_SIZE == 0)
@@ -849,14 +874,23 @@ KERNEL(decode_ln_linear) {
 }
 
 KERNEL(decode_linear_residual) {
-    const auto epi = [&](int b, int n, float s, float) {
-        const long long at = (long long)b * OC + n;
-        if (bias) s += to_f(bias[n]);
-        out[at] = from_f<floatX>(to_f(res[at]) + to_f(from_f<floatX>(s)));
+    float bv[LIN_COLS], rv[LIN_COLS][LIN_ROWS];   // the columns' bias where the model has one, the residual's values
+    const auto pre = [&](int n0, int b0) {
+#pragma unroll
+        for (int c = 0; c < LIN_COLS; c++) {
+            const int n = min(n0 + c, OC - 1);
+            bv[c] = bias ? to_f(bias[n]) : 0.0f;
+#pragma unroll
+            for (int r = 0; r < LIN_ROWS; r++) rv[c][r] = to_f(res[(long long)min(b0 + r, B - 1) * OC + n]);
+        }
+    };
+    const auto epi = [&](int c, int r, int b, int n, float s, float) {
+        if (bias) s += bv[c];
+        out[(long long)b * OC + n] = from_f<floatX>(rv[c][r] + to_f(from_f<floatX>(s)));
     };
     // the two widths the residual linears read (attproj's C, fcproj's hidden size), each unrolled; the branch is the
     // same for every thread of the launch, and another width is a bug that ends the launch with an error
-    if (IC == C) linear_rows<false, C, false>(inp, nullptr, nullptr, weight, nullptr, OC, epi);
-    else if (IC == LIN_FFN) linear_rows<false, LIN_FFN, false>(inp, nullptr, nullptr, weight, nullptr, OC, epi);
+    if (IC == C) linear_rows<false, C, false>(inp, nullptr, nullptr, weight, nullptr, OC, pre, epi);
+    else if (IC == LIN_FFN) linear_rows<false, LIN_FFN, false>(inp, nullptr, nullptr, weight, nullptr, OC, pre, epi);
     else __trap();
 }

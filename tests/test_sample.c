@@ -2,8 +2,8 @@
    a GPU, on the CUDA backend in fp32, bf16 (head sizes 32 and 64) and fp16, and GPT-2's relatives (Llama- and
    nanochat-shaped: their decode linears with RMSNorm, SwiGLU or ReLU^2): at every position of a 64-token
    continuation the decode step's logits equal the full forward's over the same prefix (CPU 1e-5; GPU fp32 1e-4 and
-   16-bit 3e-2 of the largest logit), rows are independent, greedy is the same on the CPU and the GPU in fp32; and
-   the draw's rule (runtime/sample/sampling.h): greedy, temperature, top-k, top-p, seeds, end-of-text. */
+   16-bit 3e-2 of the largest logit), rows are independent, greedy is the same on the CPU and the GPU in fp32 for 64
+   tokens; and the draw's rule (runtime/sample/sampling.h): greedy, temperature, top-k, top-p, seeds, end-of-text. */
 #include "gen/config.h"
 #include "tests/check.h"
 #include "runtime/sample/sampler.h"
@@ -164,17 +164,22 @@ out:
     close_sampler(&s);
 }
 
-static int generate(Sampler *s, const SampleSettings *ss, uint64_t seed, int eot, int32_t *drawn, int cached) {
+/* up to n_new tokens after the fixed prompt (fewer where end-of-text eot comes), cached or by full re-runs */
+static int generate_n(Sampler *s, const SampleSettings *ss, uint64_t seed, int eot, int32_t *drawn, int cached,
+                      int n_new) {
     Err err = {{0}};
     int32_t prompt[PROMPT];
     prompt_tokens(prompt, PROMPT, 5, s->plans->decode->model.vocab_size);
     uint64_t rng[4];
     for (int b = 0; b < s->rows; b++) rng[b] = sample_row_seed(seed, b);
     SampleStats st;
-    int n = cached ? sampler_generate(s, prompt, PROMPT, 32, ss, rng, eot, drawn, NULL, NULL, &st, &err)
-                   : sampler_generate_uncached(s, prompt, PROMPT, 32, ss, rng, eot, drawn, NULL, NULL, &st, &err);
+    int n = cached ? sampler_generate(s, prompt, PROMPT, n_new, ss, rng, eot, drawn, NULL, NULL, &st, &err)
+                   : sampler_generate_uncached(s, prompt, PROMPT, n_new, ss, rng, eot, drawn, NULL, NULL, &st, &err);
     CHECK(n >= 0, "%s", err.msg);
     return n;
+}
+static int generate(Sampler *s, const SampleSettings *ss, uint64_t seed, int eot, int32_t *drawn, int cached) {
+    return generate_n(s, ss, seed, eot, drawn, cached, 32);
 }
 
 /* The sampler end to end: the cache and the full re-run agree; top-k 1 is greedy; a seed repeats and another
@@ -273,20 +278,20 @@ static void test_draw_rule(void) {
     CHECK(sample_row_seed(1, 0) != sample_row_seed(1, 1) && sample_row_seed(1, 0) != sample_row_seed(2, 0), "row seeds differ");
 }
 
-/* greedy on the GPU in fp32 draws the CPU's 32 tokens from the same weights */
+/* greedy on the GPU in fp32 draws the CPU's 64 tokens from the same weights */
 static void test_greedy_cpu_equals_gpu(void) {
     if (no_gpu(&gpu_models[0])) return;
     Err err = {{0}};
     Sampler c, g;
-    int32_t a[32], b[32];
+    int32_t a[64], b[64];
     SampleSettings greedy = {0, 0, 1};
     if (open_sampler(&cpu_model, &c, 1, &err) || open_sampler(&gpu_models[0], &g, 1, &err)) {
         CHECK(0, "%s", err.msg);
         return;
     }
-    int na = generate(&c, &greedy, 1, -1, a, 1), nb = generate(&g, &greedy, 1, -1, b, 1), same = 0;
-    while (same < 32 && a[same] == b[same]) same++;
-    CHECK(na == 32 && nb == 32 && same == 32, "greedy in fp32: the GPU's tokens follow the CPU's for %d of 32", same);
+    int na = generate_n(&c, &greedy, 1, -1, a, 1, 64), nb = generate_n(&g, &greedy, 1, -1, b, 1, 64), same = 0;
+    while (same < 64 && a[same] == b[same]) same++;
+    CHECK(na == 64 && nb == 64 && same == 64, "greedy in fp32: the GPU's tokens follow the CPU's for %d of 64", same);
     close_sampler(&c);
     close_sampler(&g);
 }
