@@ -154,9 +154,9 @@ constexpr int PAIRS = QK_ROPE ? HPL / 2 : 0;   // a lane's channel pairs (j, j +
 struct QkRotation {
     float c[PAIRS > 0 ? PAIRS : 1], s[PAIRS > 0 ? PAIRS : 1];
     __device__ __forceinline__ QkRotation(long long row, const int *pos, int lane, float dir) {
+        const int t = (int)(row % T);
 #pragma unroll
         for (int j = 0; j < PAIRS; j++) {
-            const int t = (int)(row % T);
             rope_sincos(ROPE_AT_POS ? pos[0] + t : t, lane + j * WARP_SIZE, &s[j], &c[j]);
             s[j] *= dir;
         }
