@@ -73,7 +73,7 @@ LaunchDims kernel_softcap_dims(const KernelEnv *e, long long n) {
 /* ---- GPT-2's own families, in a relative's plans where it uses them ---- */
 int kernel_layernorm_in_model(const GPT2Shape *m) { return m->norm == NORM_LAYERNORM; }
 int kernel_gelu_in_model(const GPT2Shape *m) { return m->mlp == MLP_GELU; }
-/* fc_gemm's fused matmuls: the GELU's, or ReLU^2's of 4C (FC_RELU2; the plan takes them where train.gelu asks) */
-int kernel_fcg_in_model(const GPT2Shape *m) {
-    return m->mlp == MLP_GELU || (m->mlp == MLP_RELU2 && ffn(m) == 4 * m->n_embd);
-}
+/* a ReLU^2 MLP that fc_gemm's fused matmuls take (FC_RELU2): one of 4C, the width their tiles are made for */
+int kernel_fcg_relu2(const GPT2Shape *m) { return m->mlp == MLP_RELU2 && ffn(m) == 4 * m->n_embd; }
+/* fc_gemm's fused matmuls: the GELU's, or ReLU^2's (the plan takes them where train.gelu asks) */
+int kernel_fcg_in_model(const GPT2Shape *m) { return m->mlp == MLP_GELU || kernel_fcg_relu2(m); }

@@ -109,6 +109,7 @@ extern const FamilyDecl kernel_families[];
 #define FC_GEMM_TILE_ROWS 128
 /* 1 where templates/fc_gemm.cu's kernels run (train.gelu = "fused"): Hopper (sm 90), 16-bit */
 int  fc_gemm_fits(const GPT2Shape *model, const StepShape *step, int sm);
+int  kernel_fcg_relu2(const GPT2Shape *model);   /* a ReLU^2 MLP that fc_gemm's matmuls take (of 4C) */
 /* The one vector-width rule: elements per access for rows of n elements, 128 bits when n allows it. */
 int  kernel_vec(int x128, long long n);
 /* The environment of family f for the model and step with tunable values tun (declaration order); fills derived. */

@@ -120,7 +120,7 @@ static void apply_shape_defaults(Plan *plan, PlanFamily *m) {
    the epilogues (docs/model.md) */
 static GeluPath gelu_auto(const Plan *plan) {
     const GPT2Shape *m = &plan->model;
-    if (m->mlp == MLP_RELU2 && fc_gemm_fits(m, &plan->step, atoi(plan->arch + 3))) return GELU_FUSED;
+    if (kernel_fcg_relu2(m) && fc_gemm_fits(m, &plan->step, atoi(plan->arch + 3))) return GELU_FUSED;
     return m->n_embd >= 1024 ? GELU_KERNEL : GELU_EPILOGUE;
 }
 
@@ -188,7 +188,7 @@ int plan_set_tunables(Plan *plan, int fam, const int *values, const char *origin
 static GeluPath gelu_for_model(const Plan *plan, GeluPath gelu) {
     const GPT2Shape *m = &plan->model;
     if (gpt2_is_gpt2(m)) return gelu;
-    return gelu_fused(gelu) && m->mlp == MLP_RELU2 && gpt2_ffn(m) == 4 * m->n_embd ? GELU_FUSED : GELU_EPILOGUE;
+    return gelu_fused(gelu) && kernel_fcg_relu2(m) ? GELU_FUSED : GELU_EPILOGUE;
 }
 
 /* 1 when plan's step calls family f, for its model (a cooperative family: where the plan runs it) */
