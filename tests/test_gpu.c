@@ -26,7 +26,7 @@ static const Variant variants[] = {
        blocks, as in the tuner's sweep) in gt-bf16 */
     {"gt-fp32", {"name=gt-fp32", "precision=fp32", "train.recompute=0", "tune.classifier.CHUNK_ROWS=128", NULL}},
     {"gt-bf16", {"name=gt-bf16", "precision=bf16", "train.recompute=1", "train.master_weights=true",
-                 "tune.classifier.CHUNK_ROWS=160", "tune.layernorm.BWD_BLOCK_SIZE=256",
+                 "tune.classifier.CHUNK_ROWS=160", "tune.classifier.SECOND_PASS=2", "tune.layernorm.BWD_BLOCK_SIZE=256",
                  "tune.layernorm.BWD_SM_THREADS=768", NULL}},
     /* train.gelu: cuBLASLt's GELU epilogues here and where "auto" picks them (C < 1024), split (our forward kernel,
        the DGELU epilogue backward) in gt-fp16-hs64 and gt-bf16-cudnn, our kernels in gt-fp16 (with the bias family's
@@ -34,7 +34,7 @@ static const Variant variants[] = {
        (train.streams); the LayerNorm backward's sums in shared memory (BWD_SUMS 2, the default above C = 768) and
        the classifier's row read twice (50304 columns: more than 16 packets a thread at 256 threads) UNROLL packets
        at a time in gt-fp32-hs64 (too long for shared memory in fp32) and gt-bf16-hs64 (SECOND_PASS 1), in registers
-       in gt-fp16-hs64 (1024 threads, SECOND_PASS 1), in shared memory in the other 16-bit variants */
+       in gt-fp16-hs64 (1024 threads, SECOND_PASS 1), in shared memory (SECOND_PASS 2) in gt-bf16 and gt-fp16 */
     {"gt-fp32-hs64", {"name=gt-fp32-hs64", "precision=fp32", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
                       "train.gelu=epilogue", "tune.layernorm.BWD_SUMS=2", "tune.classifier.UNROLL=1", NULL}},
@@ -43,6 +43,7 @@ static const Variant variants[] = {
                       "train.master_weights=false", "train.gelu=epilogue", "tune.layernorm.BWD_SUMS=2",
                       "tune.classifier.UNROLL=4", "tune.classifier.SECOND_PASS=1", "train.streams=1", NULL}},
     {"gt-fp16", {"name=gt-fp16", "precision=fp16", "train.recompute=1", "tune.classifier.BLOCK_SIZE=128",
+                 "tune.classifier.SECOND_PASS=2",
                  "train.gelu=kernel", "tune.bias.BLOCK_SIZE=256", "tune.bias.ROW_SPLITS=7", NULL}},
     {"gt-fp16-hs64", {"name=gt-fp16-hs64", "precision=fp16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
