@@ -45,8 +45,9 @@ static const char *SAMPLE_USAGE =
     "  --no-cache          re-run the whole forward for every token, without the cache (for comparison)\n"
     "  --stats             print one line `sample-stats {json}` of timings on standard error at the end\n"
     "  --arch sm_XX        the GPU arch to compile for (default: the GPU's)\n"
-    "  --decode D          a decode step of 1 or 2 rows on sm_90: kernels (default: a kernel per op, each starting\n"
-    "                      as the one before ends) or persistent (the whole step in one kernel)\n"
+    "  --decode D          how a decode step runs: kernels (default: a kernel per op, each starting as the one\n"
+    "                      before ends; our linears at 1 or 2 rows, cuBLASLt's above), persistent (1 or 2 rows on\n"
+    "                      sm_90: the whole step in one kernel) or linears (our linears at any batch)\n"
     "\n"
     "examples:\n"
     "  gpt2gen sample --checkpoint runs/tiny/model_00000300.bin --prompt \"Once upon a time\" --tokens 64\n"
@@ -121,9 +122,9 @@ static int parse(int argc, char **argv, SampleArgs *a) {
         else if (!strcmp(s, "--tokenizer")) a->tokenizer = v;
         else if (!strcmp(s, "--precision")) a->precision = v;
         else if (!strcmp(s, "--decode")) {
-            if (strcmp(v, "kernels") && strcmp(v, "persistent"))
-                return usage_error("--decode: expected kernels or persistent, got '%s'%s", err_show(v), "");
-            a->decode = !strcmp(v, "persistent") ? DECODE_PERSISTENT : DECODE_KERNELS;
+            if (strcmp(v, "kernels") && strcmp(v, "persistent") && strcmp(v, "linears"))
+                return usage_error("--decode: expected kernels, persistent or linears, got '%s'%s", err_show(v), "");
+            a->decode = !strcmp(v, "persistent") ? DECODE_PERSISTENT : !strcmp(v, "linears") ? DECODE_LINEARS : DECODE_KERNELS;
         }
         else if (!strcmp(s, "--arch")) {
             if (!config_arch_valid(v)) return usage_error("--arch: expected sm_XX with XX >= 70, got '%s'%s", err_show(v), "");

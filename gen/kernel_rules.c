@@ -315,14 +315,23 @@ int fc_gemm_fits(const GPT2Shape *model, const StepShape *step, int sm) {
 /* ---- classifier.cu ---- */
 /* The rows of logits per chunk (runtime/cuda/classifier.c): the largest divisor of B*T not above CHUNK_ROWS, so that
    every chunk is one shape of the classifier's matmuls. */
+/* ROW_BYTES: with SECOND_PASS 2, the row's packets that hold a real column (REAL_PACKETS in the template), where two
+   blocks of them fit a multiprocessor's 228 KiB with the kilobyte each block reserves: GPT-2's vocabulary in 16 bits
+   (100,528 bytes), not in fp32 (201,056). Two blocks, so that one block's loads overlap another's writes; else 0. */
 void kernel_cls_derive(KernelEnv *e) {
     long long r = min_ll(e->tun[CLS_CHUNK_ROWS], rows(e));
     while (rows(e) % r) r--;
     e->derived[CLS_CHUNK] = r;
+    const long long vec = kernel_vec(e->x128, e->Vp), packet = 16 / e->x128 * vec;   /* bytes */
+    const long long bytes = ceil_div_u(e->V, vec) * packet;
+    const long long statics = e->tun[CLS_BLOCK] / WARP * 8;   /* s_m and s_s */
+    e->derived[CLS_ROW_BYTES] = e->tun[CLS_SECOND_PASS] == 2 && 2 * (bytes + statics + 1024) <= 228 * 1024 ? bytes : 0;
 }
 LaunchDims kernel_cls_dims(const KernelEnv *e, long long n) {
     (void)n;
-    return dims(e->derived[CLS_CHUNK], 1, e->tun[CLS_BLOCK]);
+    LaunchDims d = dims(e->derived[CLS_CHUNK], 1, e->tun[CLS_BLOCK]);
+    d.smem = (unsigned)e->derived[CLS_ROW_BYTES];
+    return d;
 }
 
 /* ---- grad_norm.cu ---- */

@@ -54,8 +54,8 @@ LaunchDims kernel_fcg_transpose(const KernelEnv *e, long long n);
 LaunchDims kernel_fcg_reduce(const KernelEnv *e, long long n);
 
 /* templates/classifier.cu */
-enum { CLS_BLOCK, CLS_CHUNK_ROWS, CLS_UNROLL };
-enum { CLS_CHUNK };
+enum { CLS_BLOCK, CLS_CHUNK_ROWS, CLS_UNROLL, CLS_SECOND_PASS };
+enum { CLS_CHUNK, CLS_ROW_BYTES };
 void kernel_cls_derive(KernelEnv *e);
 LaunchDims kernel_cls_dims(const KernelEnv *e, long long n);
 

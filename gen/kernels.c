@@ -123,13 +123,17 @@ const FamilyDecl kernel_families[] = {
        one candidate keeps kernel sweeps off it, since what it changes is the matmuls' shape and the memory (the
        whole step measures it: bench/roofline.sh). UNROLL: the loads a thread has in flight where the row is read
        twice (longer than 16 packets a thread); 4 measured fastest at gpt2-124M on the H200, 4.62 ms a micro-step
-       against 4.84 with 2 (docs/kernels-and-tuning.md, "The classifier") */
+       against 4.84 with 2 (docs/kernels-and-tuning.md, "The classifier"). SECOND_PASS 2: the second pass reads the
+       row from shared memory where two blocks of it fit a multiprocessor (ROW_BYTES, kernel_cls_derive); 1: from
+       registers where 16 packets a thread hold it, else from memory again. 1 stays the default until 2 is measured
+       on a GPU (it is a candidate of `gpt2gen tune`'s sweep) */
     {"classifier", "templates/classifier.cu", "softmax + cross-entropy + dlogits in one pass, a chunk of rows at a time "
      "(through the logit soft-cap where the model caps)",
      {{"BLOCK_SIZE", 256, {128, 256, 512, 1024}, BLOCK_SIZE_RULE},
       {"CHUNK_ROWS", 8192, {8192}, .min = 1, .max = 1 << 24, .multiple_of = 1},
-      {"UNROLL", 4, {1, 2, 4}, .min = 1, .max = 8, .multiple_of = 1}},
-     {"CHUNK"}, kernel_cls_derive, NULL,
+      {"UNROLL", 4, {1, 2, 4}, .min = 1, .max = 8, .multiple_of = 1},
+      {"SECOND_PASS", 1, {1, 2}, .min = 1, .max = 2, .multiple_of = 1}},
+     {"CHUNK", "ROW_BYTES"}, kernel_cls_derive, NULL,
      {{"classifier_forward", {F32(losses), X(logits), CI32(targets), FLOAT(dloss), INT(write_dlogits)}, CLS_BLOCK, -1,
        kernel_cls_dims, "CHUNK: a block per row of a chunk", 0}}, NULL,
      STEP_BIT(STEP_TRAIN) | STEP_BIT(STEP_FORWARD), 0, NULL},

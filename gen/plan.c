@@ -225,8 +225,10 @@ int plan_make(Plan *plan, const Config *cfg, const char *name, const StepShape *
     plan->attention_asked = cfg->run.attention;   /* decided before the memory: plan_decide_attention */
     plan->attention_origin = cfg->run.attention == ATTN_AUTO ? "auto" : "config";
     plan->deterministic = step->kind != STEP_TRAIN || cfg->run.train.deterministic;
-    /* the decode linears (templates/decode.cu): every model's norm and MLP, at hidden sizes of whole 16-byte packets */
-    plan->decode_linear = step->kind == STEP_DECODE && step->B <= PLAN_DECODE_LINEAR_ROWS && gpt2_ffn(&plan->model) % 8 == 0;
+    /* the decode linears (templates/decode.cu): every model's norm and MLP, at hidden sizes of whole 16-byte packets;
+       at few rows, or at any where the run asks (sample --decode linears) */
+    plan->decode_linear = step->kind == STEP_DECODE && gpt2_ffn(&plan->model) % 8 == 0 &&
+                          (step->B <= PLAN_DECODE_LINEAR_ROWS || cfg->run.decode == DECODE_LINEARS);
     plan->streams = step->kind == STEP_TRAIN ? cfg->run.train.streams : 1;
     plan->graph = step->kind == STEP_TRAIN && cfg->run.train.cuda_graph;
     plan->gelu = GELU_EPILOGUE;   /* a forward's: the gelu kernels are the training step's (gen/kernels.c) */

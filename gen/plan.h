@@ -82,7 +82,8 @@ struct Plan {
     int deterministic;
     /* a decode step's linears: templates/decode.cu's decode_ln_linear and decode_linear_residual (the LayerNorm before
        and the residual add after in the same kernel; gen/schedule.c, decode_block), which stream each weight once for the rows
-       (faster at B <= PLAN_DECODE_LINEAR_ROWS: docs/kernels-and-tuning.md), else the plan's cuBLASLt matmuls */
+       (faster at B <= PLAN_DECODE_LINEAR_ROWS: docs/kernels-and-tuning.md; at any B with RunSpec.decode
+       DECODE_LINEARS), else the plan's cuBLASLt matmuls */
     int decode_linear;
     /* a decode step's kernels of the families that wait for the grid before them (FamilyDecl.launch LAUNCH_OVERLAP) are
        launched with programmatic dependent launch, each starting while the one before it ends: on sm_90 and later,

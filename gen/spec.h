@@ -101,11 +101,12 @@ typedef struct {
     ConfigTunable tunables[CONFIG_MAX_TUNABLES];
     char arch[16];                        /* e.g. "sm_90"; empty: the GPU's, or sm_90 without one */
     /* a decode step of few rows on sm_90: DECODE_KERNELS, a kernel per op of the op list (with programmatic dependent
-       launch), or DECODE_PERSISTENT, the whole step in one persistent kernel (templates/decode_step.cu); not a
-       config key: `gpt2gen sample --decode` sets it */
+       launch), or DECODE_PERSISTENT, the whole step in one persistent kernel (templates/decode_step.cu);
+       DECODE_LINEARS: the op list on the decode linears at any number of rows (Plan.decode_linear); not a config
+       key: `gpt2gen sample --decode` sets it */
     int decode;
 } RunSpec;
-enum { DECODE_KERNELS = 0, DECODE_PERSISTENT = 1 };
+enum { DECODE_KERNELS = 0, DECODE_PERSISTENT = 1, DECODE_LINEARS = 2 };
 
 const char *precision_name(Precision p);
 const char *attention_name(AttentionPath a);

@@ -3,10 +3,12 @@
 //                       with write_dlogits, overwrites the row in place with (softmax - onehot) * dloss, and 0
 //                       on the padded columns (with the soft-cap: below). One block per row; pass 1 is an online
 //                       max/sum, pass 2 writes.
-//                       The row stays in registers between the passes (up to 16 packets per thread), so it
-//                       is read from memory once. (Up to 32, at 256 threads a row of 50304 bf16 logits, spilled:
-//                       3.5x slower on the H200, docs/kernels-and-tuning.md.) A longer row is read twice,
-//                       UNROLL packets a thread at a time, so that that many loads are in flight.
+// Between the passes the row is kept where it fits, so that it is read from memory once:
+//   - in dynamic shared memory (SECOND_PASS 2, ROW_BYTES > 0: gen/kernel_rules.c gives it where two blocks of the
+//     row fit a multiprocessor, 100,528 bytes for GPT-2's vocabulary in 16 bits);
+//   - else in registers, up to 16 packets a thread (up to 32, at 256 threads a row of 50304 bf16 logits, spilled:
+//     3.5x slower on the H200, docs/kernels-and-tuning.md);
+//   - else it is read twice, UNROLL packets a thread at a time, so that that many loads are in flight.
 // Pass 1 takes each packet's max first and rescales the running sum once a packet: one exponential per value.
 // With a logit soft-cap (a relative's model.logit_softcap; GPT-2's prelude has no SOFTCAP) the row holds the raw
 // logits z and the kernel works on y = SOFTCAP tanh(z / SOFTCAP), rounded to floatX as a stored logit is: the loss
@@ -33,15 +35,17 @@ __device__ __forceinline__ float logit_of(floatX z) {
         return to_f(z);
     }
 }
-// a packet of logits as the loss sees them
+// a packet of logits as the loss sees them: logit_of each, rounded to floatX once
 __device__ __forceinline__ xvec capped(const xvec &v) {
     if constexpr (CAP == 0.0f) return v;
     xvec y;
-    for (int k = 0; k < VEC; k++) y[k] = from_f<floatX>(logit_of(v[k]));
+    for (int k = 0; k < VEC; k++) y[k] = from_f<floatX>(softcap(to_f(v[k]), CAP));
     return y;
 }
+constexpr bool IN_SMEM = ROW_BYTES > 0;   // the capped row kept in shared memory, a packet per REAL_PACKETS
+static_assert(!IN_SMEM || ROW_BYTES == REAL_PACKETS * (int)sizeof(xvec), "ROW_BYTES: the real packets of a row");
 constexpr int PER_THREAD = (PACKETS + BLOCK_SIZE - 1) / BLOCK_SIZE;
-constexpr int CACHED = PER_THREAD <= 16 ? PER_THREAD : 0;   // a longer row is read twice instead
+constexpr int CACHED = !IN_SMEM && PER_THREAD <= 16 ? PER_THREAD : 0;   // else in shared memory or read twice
 
 // (max, sum of exp(x - max)) pairs combined: the sum rescaled to the larger max
 __device__ __forceinline__ void online_merge(float &m, float &s, float m2, float s2) {
@@ -52,6 +56,8 @@ __device__ __forceinline__ void online_merge(float &m, float &s, float m2, float
 
 KERNEL(classifier_forward) {
     __shared__ float s_m[BLOCK_SIZE / WARP_SIZE], s_s[BLOCK_SIZE / WARP_SIZE];
+    extern __shared__ __align__(16) unsigned char dyn_smem[];   // ROW_BYTES: the capped row where IN_SMEM
+    xvec *kept = reinterpret_cast<xvec *>(dyn_smem);
     const long long row = blockIdx.x;
     floatX *x = logits + row * Vp;
     const int lane = threadIdx.x % WARP_SIZE, warp = threadIdx.x / WARP_SIZE;
@@ -90,7 +96,12 @@ KERNEL(classifier_forward) {
         }
         for (; p < REAL_PACKETS; p += BLOCK_SIZE) f(load(p), p);
     };
-    uncached([&](int p) { return capped(load_vec<floatX, VEC>(x + p * VEC)); }, accumulate);
+    if constexpr (IN_SMEM) {   // read once: evict first
+        uncached([&](int p) { return capped(load_vec_cs<floatX, VEC>(x + p * VEC)); },
+                 [&](const xvec &v, int p) { kept[p] = v; accumulate(v, p); });
+    } else {   // kept in L2 for the second read
+        uncached([&](int p) { return capped(load_vec<floatX, VEC>(x + p * VEC)); }, accumulate);
+    }
     for (int o = 16; o > 0; o >>= 1) {
         const float m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
         online_merge(m, s, m2, s2);
@@ -122,7 +133,11 @@ KERNEL(classifier_forward) {
         const int p = threadIdx.x + i * BLOCK_SIZE;
         if (p < REAL_PACKETS) write(cache[i], p);
     }
-    uncached([&](int p) { return capped(load_vec_cs<floatX, VEC>(x + p * VEC)); }, write);
+    if constexpr (IN_SMEM) {   // each thread reads back the packets it kept
+        uncached([&](int p) { return kept[p]; }, write);
+    } else {
+        uncached([&](int p) { return capped(load_vec_cs<floatX, VEC>(x + p * VEC)); }, write);
+    }
     for (int p = REAL_PACKETS + threadIdx.x; p < PACKETS; p += BLOCK_SIZE) {   // packets of padding only
         xvec d = xvec::zeros();
         if (!write_dlogits) d = capped(load_vec<floatX, VEC>(x + p * VEC));   // capped, as the rest of the row

@@ -26,26 +26,29 @@ static const Variant variants[] = {
        blocks, as in the tuner's sweep) in gt-bf16 */
     {"gt-fp32", {"name=gt-fp32", "precision=fp32", "train.recompute=0", "tune.classifier.CHUNK_ROWS=128", NULL}},
     {"gt-bf16", {"name=gt-bf16", "precision=bf16", "train.recompute=1", "train.master_weights=true",
-                 "tune.classifier.CHUNK_ROWS=160", "tune.layernorm.BWD_BLOCK_SIZE=256",
+                 "tune.classifier.CHUNK_ROWS=160", "tune.classifier.SECOND_PASS=2", "tune.layernorm.BWD_BLOCK_SIZE=256",
                  "tune.layernorm.BWD_SM_THREADS=768", NULL}},
     /* train.gelu: cuBLASLt's GELU epilogues here and where "auto" picks them (C < 1024), split (our forward kernel,
        the DGELU epilogue backward) in gt-fp16-hs64 and gt-bf16-cudnn, our kernels in gt-fp16 (with the bias family's
        blocks of 256 and slices of rows that ROWS_IN_FLIGHT does not divide); the backward on one stream in gt-bf16-hs64
        (train.streams); the LayerNorm backward's sums in shared memory (BWD_SUMS 2, the default above C = 768) and
        the classifier's row read twice (50304 columns: more than 16 packets a thread at 256 threads) UNROLL packets
-       at a time */
+       at a time in gt-fp32-hs64 (too long for shared memory in fp32) and gt-bf16-hs64 (SECOND_PASS 1), in registers
+       in gt-fp16-hs64 (1024 threads, SECOND_PASS 1), in shared memory (SECOND_PASS 2) in gt-bf16 and gt-fp16 */
     {"gt-fp32-hs64", {"name=gt-fp32-hs64", "precision=fp32", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
                       "train.gelu=epilogue", "tune.layernorm.BWD_SUMS=2", "tune.classifier.UNROLL=1", NULL}},
     {"gt-bf16-hs64", {"name=gt-bf16-hs64", "precision=bf16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
                       "train.master_weights=false", "train.gelu=epilogue", "tune.layernorm.BWD_SUMS=2",
-                      "tune.classifier.UNROLL=4", "train.streams=1", NULL}},
+                      "tune.classifier.UNROLL=4", "tune.classifier.SECOND_PASS=1", "train.streams=1", NULL}},
     {"gt-fp16", {"name=gt-fp16", "precision=fp16", "train.recompute=1", "tune.classifier.BLOCK_SIZE=128",
+                 "tune.classifier.SECOND_PASS=2",
                  "train.gelu=kernel", "tune.bias.BLOCK_SIZE=256", "tune.bias.ROW_SPLITS=7", NULL}},
     {"gt-fp16-hs64", {"name=gt-fp16-hs64", "precision=fp16", "model.n_embd=192", "model.n_head=3", "model.n_layer=2",
                       "train.seq_len=48", "train.batch_size=4", "train.total_batch_size=192", "train.recompute=2",
-                      "tune.classifier.CHUNK_ROWS=64", "train.gelu=split", NULL}},
+                      "tune.classifier.CHUNK_ROWS=64", "tune.classifier.BLOCK_SIZE=1024",
+                      "tune.classifier.SECOND_PASS=1", "train.gelu=split", NULL}},
     /* the whole step with cuDNN's attention (T a multiple of 128, for cuDNN before 9.15.1) */
     {"gt-bf16-cudnn", {"name=gt-bf16-cudnn", "precision=bf16", "attention=cudnn", "model.max_seq_len=128",
                        "train.seq_len=128", "train.batch_size=2", "train.total_batch_size=256",
@@ -131,6 +134,14 @@ static int built[N_VARIANTS];
    the step test's "plan memory" then leaves out the GPU's free memory) */
 static Env test_env;
 
+/* the rows of a variant's decode plan: 3 (cuBLASLt's linears), or 10 on the decode linears (sample --decode linears:
+   a block of 8 rows and one of 2) in gt-bf16 and gt-llama-bf16 */
+static int decode_rows(int i, Config *cfg) {
+    if (strcmp(variants[i].name, "gt-bf16") && strcmp(variants[i].name, "gt-llama-bf16")) return 3;
+    cfg->run.decode = DECODE_LINEARS;
+    return 10;
+}
+
 static void build_variant(int i) {
     const Variant *v = &variants[i];
     int n = 0;
@@ -153,7 +164,7 @@ static void build_variant(int i) {
     const PlanFacts *pf = cuda_driver_present(why, sizeof why) ? cuda_plan_facts(&facts, NULL, 0)
                                                                 : fake_machine(&elsewhere, 1, NULL);
     if (plan_make_train(&plans[i], &cfgs[i], arch, pf, &err) ||
-        plan_make_decode(&decodes[i], &cfgs[i], 3, 0, arch, &err)) {
+        plan_make_decode(&decodes[i], &cfgs[i], decode_rows(i, &cfgs[i]), 0, arch, &err)) {
         CHECK(0, "plan: %s", err.msg);
         return;
     }

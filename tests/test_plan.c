@@ -425,11 +425,30 @@ static void test_classifier_chunks(void) {
     CHECK(dec.classifier_rows == 3 && dec.matmuls[MM_CLASSIFIER].n == 3, "decode plan of 3 rows: %d rows", dec.classifier_rows);
 }
 
+/* SECOND_PASS 2 keeps the classifier's row in shared memory where two blocks of it fit a multiprocessor: GPT-2's
+   vocabulary in 16 bits (ceil(50257 / 8) packets of 16 bytes), not in fp32 (201,040 bytes) nor with SECOND_PASS 1,
+   the default; a vocabulary of 256 columns in fp32 does fit */
+static void test_classifier_row_smem(void) {
+    static const struct { const char *path, *sets[4]; unsigned smem; } cases[] = {
+        {"configs/gpt2-124M.lua", {"tune.classifier.SECOND_PASS=2", NULL}, 6283 * 16},
+        {"configs/gpt2-124M.lua", {NULL}, 0},
+        {"configs/gpt2-124M.lua", {"tune.classifier.SECOND_PASS=2", "precision=fp32", NULL}, 0},
+        {"configs/gpt2-124M.lua", {"tune.classifier.SECOND_PASS=2", "tune.classifier.BLOCK_SIZE=1024", NULL}, 6283 * 16},
+        {"configs/tiny.lua", {"tune.classifier.SECOND_PASS=2", "precision=fp32", "model.vocab_size=256", NULL}, 256 * 4}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        Err err = {{0}};
+        if (make(cases[i].path, cases[i].sets, &err)) { CHECK(0, "%s: %s", cases[i].path, err.msg); continue; }
+        CHECK(plan.kernels[K_CLASSIFIER_FORWARD].dims.smem == cases[i].smem, "%s %s: %u bytes of shared memory, want %u",
+              cases[i].path, cases[i].sets[0] ? cases[i].sets[0] : "", plan.kernels[K_CLASSIFIER_FORWARD].dims.smem,
+              cases[i].smem);
+    }
+}
+
 /* sample --decode persistent (RunSpec.decode): a decode plan of 1 or 2 rows on sm_90 runs the step as one persistent
    kernel (the decode_step family, its barrier's memory); 3 rows, sm_80 or the default keep the op list's kernels,
    without the family; the decode family overlaps its launches on sm_90 only. The op list's decode linears draw a
    greedy step inside the classifier (a key per row); the persistent step and 3 or 16 rows (cuBLASLt's linears)
-   do not */
+   do not, unless the run asks for the decode linears at any rows (sample --decode linears) */
 static void test_decode_persistent(void) {
     static Config cfg;
     Err err = {{0}};
@@ -437,8 +456,9 @@ static void test_decode_persistent(void) {
     static const struct { int decode, rows; const char *arch; int persistent, overlap, fused; } cases[] = {
         {DECODE_PERSISTENT, 1, "sm_90", 1, 1, 0}, {DECODE_PERSISTENT, 2, "sm_90", 1, 1, 0},
         {DECODE_PERSISTENT, 3, "sm_90", 0, 1, 0}, {DECODE_PERSISTENT, 1, "sm_80", 0, 0, 1},
-        {DECODE_KERNELS, 1, "sm_90", 0, 1, 1}, {DECODE_KERNELS, 16, "sm_90", 0, 1, 0}};
-    for (int i = 0; i < 6; i++) {
+        {DECODE_KERNELS, 1, "sm_90", 0, 1, 1}, {DECODE_KERNELS, 16, "sm_90", 0, 1, 0},
+        {DECODE_LINEARS, 16, "sm_90", 0, 1, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cfg.run.decode = cases[i].decode;
         Plan p;
         if (plan_make_decode(&p, &cfg, cases[i].rows, 0, cases[i].arch, &err)) { CHECK(0, "%s", err.msg); return; }
@@ -446,11 +466,11 @@ static void test_decode_persistent(void) {
         for (int f = 0; f < p.n_families; f++) fam |= !strcmp(p.families[f].decl->family, "decode_step");
         CHECK(p.decode_persistent == cases[i].persistent && fam == cases[i].persistent && p.overlap == cases[i].overlap &&
               (p.memory.buffers[BUF_GRID_SYNC].bytes == 8) == cases[i].persistent,
-              "case %d (%d rows, %s): persistent %d, decode_step family %d, overlap %d, barrier %zu bytes", i,
+              "case %zu (%d rows, %s): persistent %d, decode_step family %d, overlap %d, barrier %zu bytes", i,
               cases[i].rows, cases[i].arch, p.decode_persistent, fam, p.overlap, p.memory.buffers[BUF_GRID_SYNC].bytes);
         size_t keys = p.memory.buffers[BUF_DECODE_BEST].bytes;
         CHECK(p.decode_greedy_fused == cases[i].fused && keys == (size_t)cases[i].fused * cases[i].rows * 8,
-              "case %d (%d rows, %s): greedy draw in the classifier %d, its keys %zu bytes", i, cases[i].rows,
+              "case %zu (%d rows, %s): greedy draw in the classifier %d, its keys %zu bytes", i, cases[i].rows,
               cases[i].arch, p.decode_greedy_fused, keys);
     }
 }
@@ -745,6 +765,7 @@ int main(int argc, char **argv) {
     RUN(test_memory_layout);
     RUN(test_memory_of_ranks);
     RUN(test_classifier_chunks);
+    RUN(test_classifier_row_smem);
     RUN(test_gelu_path);
     RUN(test_gelu_fused);
     RUN(test_gelu_auto_relu2);

@@ -48,8 +48,12 @@ g4=$(s --prompt "Once" --tokens 12 --temperature 0 --decode persistent 2>/dev/nu
 r4=$(s --prompt "Hello there" --tokens 8 --seed 3 --decode persistent 2>/dev/null)
 if [ -n "$g4" ] && [ "$g4" = "$g1" ] && [ "$r4" = "$out" ]; then ok decode_persistent_same_text
 else fail decode_persistent_same_text "'$g4' vs '$g1'; '$r4' vs '$out'"; fi
+# three rows on the decode linears (GPU; on the CPU the same op list) draw greedily what one row does, in each row
+g5=$(s --prompt "Once" --tokens 12 --temperature 0 --batch 3 --decode linears 2>/dev/null)
+if [ -n "$g1" ] && [ "$g5" = "$(printf '%s\n---\n%s\n---\n%s' "$g1" "$g1" "$g1")" ]; then ok decode_linears_rows_as_one
+else fail decode_linears_rows_as_one "'$g5' vs three of '$g1'"; fi
 s --prompt "Once" --tokens 2 --decode fast > /dev/null 2> "$WORK/err"; rc=$?
-if [ $rc -eq 2 ] && grep -q -- "--decode: expected kernels or persistent, got 'fast'" "$WORK/err"; then ok decode_option_checked
+if [ $rc -eq 2 ] && grep -q -- "--decode: expected kernels, persistent or linears, got 'fast'" "$WORK/err"; then ok decode_option_checked
 else fail decode_option_checked "rc=$rc: $(cat "$WORK/err")"; fi
 
 st=$(s --prompt "Once" --tokens 5 --temperature 0 --stats --ignore-eot 2>&1 >/dev/null | grep '^sample-stats ')
