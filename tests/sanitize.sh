@@ -11,11 +11,13 @@ export ASAN_OPTIONS="detect_leaks=1:exitcode=99:log_path=$reports/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:exitcode=99:log_path=$reports/ubsan"
 # Not run here (make test runs them), to keep CI within its time: tests whose time goes to programs that are not
 # instrumented, while the C paths they take are taken by others here: cli/build (NVRTC compiling every config;
-# cli/cache_safety and the config tests build under the sanitizers), cli/quickstart (a clone and make); cli/ranks,
+# cli/cache_safety and the config tests build under the sanitizers), cli/quickstart (a clone and make),
+# cli/gpu_bundle (strip and tar of the uninstrumented build); cli/ranks,
 # whose time is the model's arithmetic (the ranks' shards, collectives and state files are test_ranks's, here);
 # and, without a GPU, the GPU test programs, which then only compile their kernels.
 SKIP_TESTS="cli/build=NVRTC compiling every config (not instrumented): make test runs it; cli/cache_safety and the config tests build here
 cli/quickstart=a clone and make (not instrumented): make test runs it
+cli/gpu_bundle=strip and tar of the uninstrumented build: make test runs it
 cli/ranks=its time is the model's arithmetic: make test runs it; test_ranks runs runtime/ranks here"
 if ! nvidia-smi -L >/dev/null 2>&1; then
     SKIP_TESTS="$SKIP_TESTS
