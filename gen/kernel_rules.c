@@ -317,7 +317,7 @@ int fc_gemm_fits(const GPT2Shape *model, const StepShape *step, int sm) {
    every chunk is one shape of the classifier's matmuls. */
 /* ROW_BYTES: with SECOND_PASS 2, the row's packets that hold a real column (REAL_PACKETS in the template), where two
    blocks of them fit a multiprocessor's 228 KiB with the kilobyte each block reserves: GPT-2's vocabulary in 16 bits
-   (100,528 bytes), not in fp32 (201,056). Two blocks, so that one block's loads overlap another's writes; else 0. */
+   (100,528 bytes), not in fp32 (201,040). Two blocks, so that one block's loads overlap another's writes; else 0. */
 void kernel_cls_derive(KernelEnv *e) {
     long long r = min_ll(e->tun[CLS_CHUNK_ROWS], rows(e));
     while (rows(e) % r) r--;
