@@ -25,21 +25,22 @@ constexpr float CAP = SOFTCAP;
 #else
 constexpr float CAP = 0.0f;
 #endif
-// a logit as the loss sees it: capped where the model caps (common.cuh's softcap), rounded to floatX. In 16 bits
-// its tanh is one special-function operation: the exact tanhf, twice a value in a row read twice, made the kernel
-// arithmetic-bound (2.2% slower a step at nanochat-d12 than a separate pass).
-__device__ __forceinline__ float logit_of(floatX z) {
+// a logit as the loss sees it: capped where the model caps (common.cuh's softcap), rounded to floatX once. In 16
+// bits its tanh is one special-function operation: the exact tanhf, twice a value in a row read twice, made the
+// kernel arithmetic-bound (2.2% slower a step at nanochat-d12 than a separate pass).
+__device__ __forceinline__ floatX cap_of(floatX z) {
     if constexpr (CAP > 0.0f) {
-        return to_f(from_f<floatX>(softcap(to_f(z), CAP)));
+        return from_f<floatX>(softcap(to_f(z), CAP));
     } else {
-        return to_f(z);
+        return z;
     }
 }
-// a packet of logits as the loss sees them: logit_of each, rounded to floatX once
+__device__ __forceinline__ float logit_of(floatX z) { return to_f(cap_of(z)); }
+// a packet of logits as the loss sees them
 __device__ __forceinline__ xvec capped(const xvec &v) {
     if constexpr (CAP == 0.0f) return v;
     xvec y;
-    for (int k = 0; k < VEC; k++) y[k] = from_f<floatX>(softcap(to_f(v[k]), CAP));
+    for (int k = 0; k < VEC; k++) y[k] = cap_of(v[k]);
     return y;
 }
 constexpr bool IN_SMEM = ROW_BYTES > 0;   // the capped row kept in shared memory, a packet per REAL_PACKETS
