@@ -25,6 +25,9 @@ test_gpu=no GPU: here it would only compile its kernels (NVRTC, not instrumented
 test_attention=no GPU: here it would only compile its kernels (NVRTC, not instrumented), as make test does"
 fi
 export SKIP_TESTS
+# one test at a time unless TEST_JOBS says otherwise: under the sanitizers, beside another test on a loaded machine,
+# the config sandbox's 2 s wall-clock limit (gen/sandbox.h) once fired before its 64 MiB one in cli/config_hostile
+export TEST_JOBS="${TEST_JOBS:-1}"
 sh tests/run.sh; status=$?
 if [ -n "$(ls -A "$reports")" ]; then
     echo "sanitizer reports (build/asan/reports):"
